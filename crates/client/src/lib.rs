@@ -1,0 +1,1 @@
+//! pcmail-client (in progress)

@@ -1,0 +1,141 @@
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Error codes travel as data (`{"ok":false,"error":{"code":…}}`), never as HTTP statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadJson,
+    BadVersion,
+    UnknownOp,
+    BadRequest,
+    TooLarge,
+    Unauthorized,
+    UnknownPc,
+    UnknownRecipient,
+    RosterUnavailable,
+    DuplicateId,
+    LoopRefused,
+    HopLimit,
+    NotFound,
+    Forbidden,
+    Conflict,
+    Busy,
+    Internal,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::BadJson,
+        ErrorCode::BadVersion,
+        ErrorCode::UnknownOp,
+        ErrorCode::BadRequest,
+        ErrorCode::TooLarge,
+        ErrorCode::Unauthorized,
+        ErrorCode::UnknownPc,
+        ErrorCode::UnknownRecipient,
+        ErrorCode::RosterUnavailable,
+        ErrorCode::DuplicateId,
+        ErrorCode::LoopRefused,
+        ErrorCode::HopLimit,
+        ErrorCode::NotFound,
+        ErrorCode::Forbidden,
+        ErrorCode::Conflict,
+        ErrorCode::Busy,
+        ErrorCode::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadJson => "bad_json",
+            ErrorCode::BadVersion => "bad_version",
+            ErrorCode::UnknownOp => "unknown_op",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::UnknownPc => "unknown_pc",
+            ErrorCode::UnknownRecipient => "unknown_recipient",
+            ErrorCode::RosterUnavailable => "roster_unavailable",
+            ErrorCode::DuplicateId => "duplicate_id",
+            ErrorCode::LoopRefused => "loop_refused",
+            ErrorCode::HopLimit => "hop_limit",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.iter().copied().find(|c| c.as_str() == s)
+    }
+
+    /// Transient codes are retried with backoff; the rest are final for that input.
+    pub fn is_transient(self) -> bool {
+        matches!(self, ErrorCode::RosterUnavailable | ErrorCode::Busy | ErrorCode::Internal)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A protocol error: a code plus a human message and optional structured extras.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ProtoError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// The offending field for `bad_request`.
+    pub field: Option<String>,
+    /// Suggestions for `unknown_recipient` (never used to deliver).
+    pub candidates: Option<Vec<String>>,
+}
+
+impl ProtoError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ProtoError { code, message: message.into(), field: None, candidates: None }
+    }
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        ProtoError {
+            code: ErrorCode::BadRequest,
+            message: message.into(),
+            field: Some(field.to_string()),
+            candidates: None,
+        }
+    }
+    pub fn with_candidates(mut self, c: Vec<String>) -> Self {
+        self.candidates = Some(c);
+        self
+    }
+
+    /// The wire form: `{"ok":false,"error":{…}}`.
+    pub fn to_json(&self) -> Value {
+        let mut e = json!({"code": self.code.as_str(), "message": self.message});
+        if let Some(f) = &self.field {
+            e["field"] = json!(f);
+        }
+        if let Some(c) = &self.candidates {
+            e["candidates"] = json!(c);
+        }
+        json!({"ok": false, "error": e})
+    }
+
+    /// Reads an error back from a response body (client side).
+    pub fn from_json(v: &Value) -> Option<ProtoError> {
+        let e = v.get("error")?;
+        let code_str = e.get("code")?.as_str()?;
+        let code = ErrorCode::parse(code_str)?;
+        Some(ProtoError {
+            code,
+            message: e.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+            field: e.get("field").and_then(Value::as_str).map(str::to_string),
+            candidates: e.get("candidates").and_then(Value::as_array).map(|a| {
+                a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
+            }),
+        })
+    }
+}

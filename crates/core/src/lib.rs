@@ -1,0 +1,18 @@
+//! pcmail core: the mail model, ids, the state machine, roster resolution and
+//! the protocol types. Pure logic: no I/O, no clock (time is passed in as ms).
+
+pub mod error;
+pub mod ids;
+pub mod model;
+pub mod protocol;
+pub mod roster;
+pub mod state;
+
+pub use error::{ErrorCode, ProtoError};
+pub use model::*;
+pub use state::State;
+
+/// Unix epoch milliseconds. Time is always a value passed in, never read here.
+pub type Millis = i64;
+
+pub const PROTOCOL_VERSION: i64 = 1;

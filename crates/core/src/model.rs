@@ -1,0 +1,248 @@
+//! The mail model as it travels on the wire (camelCase JSON, see docs/protocol.md).
+
+use crate::{Millis, State};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Note,
+    /// `[作業依頼]` a work request.
+    Request,
+    /// `[判断依頼]` a decision request.
+    Decision,
+}
+
+pub const DECISION_TAG: &str = "[判断依頼]";
+pub const REQUEST_TAG: &str = "[作業依頼]";
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Note => "note",
+            Kind::Request => "request",
+            Kind::Decision => "decision",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "note" => Some(Kind::Note),
+            "request" => Some(Kind::Request),
+            "decision" => Some(Kind::Decision),
+            _ => None,
+        }
+    }
+    /// The kind a receiving PC acts on: the field, or the seed's subject tags
+    /// (mail from older senders only carries the tag).
+    pub fn classify(kind: Kind, subject: &str) -> Kind {
+        if kind == Kind::Decision || subject.contains(DECISION_TAG) {
+            Kind::Decision
+        } else if kind == Kind::Request || subject.contains(REQUEST_TAG) {
+            Kind::Request
+        } else {
+            Kind::Note
+        }
+    }
+}
+
+/// A roster entry: working number ⇔ label ⇔ hostname.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pc {
+    pub number: i64,
+    pub label: String,
+    pub hostname: String,
+}
+
+/// A mail as the client sends it (`send` args.mail).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutgoingMail {
+    pub id: String,
+    pub to: String,
+    #[serde(default)]
+    pub kind: Kind,
+    #[serde(default)]
+    pub subject: String,
+    pub body: String,
+    #[serde(default)]
+    pub urgent: bool,
+    #[serde(default)]
+    pub expires_at: Option<Millis>,
+    #[serde(default)]
+    pub in_reply_to: Option<String>,
+    #[serde(default)]
+    pub auto: bool,
+    #[serde(default)]
+    pub hop: i64,
+}
+
+/// One step of a mail's timeline: who moved it to which state, when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    pub state: State,
+    pub at: Millis,
+    pub by: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// A mail as the server returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mail {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub kind: Kind,
+    #[serde(default)]
+    pub subject: String,
+    pub body: String,
+    #[serde(default)]
+    pub urgent: bool,
+    #[serde(default)]
+    pub expires_at: Option<Millis>,
+    #[serde(default)]
+    pub in_reply_to: Option<String>,
+    #[serde(default)]
+    pub auto: bool,
+    #[serde(default)]
+    pub hop: i64,
+    pub created_at: Millis,
+    pub state: State,
+    #[serde(default)]
+    pub broadcast_of: Option<String>,
+    #[serde(default)]
+    pub timeline: Vec<TimelineEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MarkOp {
+    Seen,
+    Ack,
+    Fail,
+}
+
+impl MarkOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkOp::Seen => "seen",
+            MarkOp::Ack => "ack",
+            MarkOp::Fail => "fail",
+        }
+    }
+    pub fn parse(s: &str) -> Option<MarkOp> {
+        match s {
+            "seen" => Some(MarkOp::Seen),
+            "ack" => Some(MarkOp::Ack),
+            "fail" => Some(MarkOp::Fail),
+            _ => None,
+        }
+    }
+    pub fn target(self) -> State {
+        match self {
+            MarkOp::Seen => State::Seen,
+            MarkOp::Ack => State::Done,
+            MarkOp::Fail => State::Failed,
+        }
+    }
+}
+
+/// A recipient's mark on a mail, idempotent by `markId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mark {
+    pub mark_id: String,
+    pub id: String,
+    pub op: MarkOp,
+    pub at: Millis,
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MarkResult {
+    pub mark_id: String,
+    pub id: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// A state change of mail the caller sent (the `poll` updates feed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Update {
+    pub seq: i64,
+    pub id: String,
+    pub state: State,
+    pub at: Millis,
+    pub by: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    Unseen,
+    Undelivered,
+    StalePc,
+}
+
+impl AlertKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::Unseen => "unseen",
+            AlertKind::Undelivered => "undelivered",
+            AlertKind::StalePc => "stale_pc",
+        }
+    }
+    pub fn parse(s: &str) -> Option<AlertKind> {
+        match s {
+            "unseen" => Some(AlertKind::Unseen),
+            "undelivered" => Some(AlertKind::Undelivered),
+            "stale_pc" => Some(AlertKind::StalePc),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alert {
+    pub key: String,
+    pub kind: AlertKind,
+    pub subject: String,
+    pub pc: String,
+    pub message: String,
+    pub opened_at: Millis,
+    pub updated_at: Millis,
+    pub resolved_at: Option<Millis>,
+    pub count: i64,
+    pub posted: bool,
+}
+
+/// Limits shared by both servers and the CLI (docs/protocol.md).
+pub mod limits {
+    pub const SUBJECT_MAX_CHARS: usize = 200;
+    pub const BODY_MAX_CHARS: usize = 20_000;
+    pub const HOP_LIMIT: i64 = 3;
+    pub const POLL_LIMIT_DEFAULT: usize = 100;
+    pub const POLL_LIMIT_MAX: usize = 500;
+    pub const UPDATES_MAX: usize = 200;
+    pub const STATUS_IDS_MAX: usize = 200;
+    pub const MARKS_MAX: usize = 500;
+    pub const WAIT_MS_MAX: i64 = 25_000;
+    pub const MIN: i64 = 60_000;
+    pub const UNSEEN_URGENT_MS: i64 = 2 * 60 * MIN;
+    pub const UNSEEN_MS: i64 = 6 * 60 * MIN;
+    pub const UNDELIVERED_MS: i64 = 30 * MIN;
+    pub const STALE_PC_MS: i64 = 10 * MIN;
+    pub const SWEEP_EVERY_MS: i64 = 10 * MIN;
+}

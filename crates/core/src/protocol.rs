@@ -1,0 +1,450 @@
+//! The request envelope and typed op arguments, parsed strictly: anything
+//! malformed becomes a `ProtoError` with a code (and the field), never a panic.
+
+use crate::error::{ErrorCode, ProtoError};
+use crate::ids::{is_valid_any_id, is_valid_mail_id};
+use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
+use crate::roster::{is_valid_hostname, is_valid_label};
+use crate::{Millis, PROTOCOL_VERSION};
+use serde_json::{json, Map, Value};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub pc: String,
+    pub token: Option<String>,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Hello,
+    RosterGet,
+    RosterSet { label: String, hostname: String, number: Option<i64> },
+    RosterRemove { label: String },
+    Send { mail: OutgoingMail },
+    Poll(PollArgs),
+    Mark { marks: Vec<Mark> },
+    Status { ids: Vec<String> },
+    Sweep,
+    Alerts { open_only: bool },
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Hello => "hello",
+            Op::RosterGet => "roster.get",
+            Op::RosterSet { .. } => "roster.set",
+            Op::RosterRemove { .. } => "roster.remove",
+            Op::Send { .. } => "send",
+            Op::Poll(_) => "poll",
+            Op::Mark { .. } => "mark",
+            Op::Status { .. } => "status",
+            Op::Sweep => "sweep",
+            Op::Alerts { .. } => "alerts",
+        }
+    }
+
+    /// The `args` object of this op, as a client sends it.
+    pub fn args_json(&self) -> Value {
+        match self {
+            Op::Hello | Op::RosterGet | Op::Sweep => json!({}),
+            Op::RosterSet { label, hostname, number } => {
+                let mut v = json!({"label": label, "hostname": hostname});
+                if let Some(n) = number {
+                    v["number"] = json!(n);
+                }
+                v
+            }
+            Op::RosterRemove { label } => json!({"label": label}),
+            Op::Send { mail } => json!({"mail": mail}),
+            Op::Poll(p) => {
+                let mut v = json!({"confirm": p.confirm, "marks": p.marks, "limit": p.limit, "since": p.since});
+                if p.wait_ms > 0 {
+                    v["waitMs"] = json!(p.wait_ms);
+                }
+                v
+            }
+            Op::Mark { marks } => json!({"marks": marks}),
+            Op::Status { ids } => json!({"ids": ids}),
+            Op::Alerts { open_only } => json!({"open": open_only}),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollArgs {
+    pub confirm: Vec<String>,
+    pub marks: Vec<Mark>,
+    pub limit: usize,
+    pub since: i64,
+    pub wait_ms: i64,
+}
+
+impl Default for PollArgs {
+    fn default() -> Self {
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0 }
+    }
+}
+
+/// Builds the wire form of a request.
+pub fn request_json(pc: &str, token: Option<&str>, op: &Op) -> Value {
+    let mut v = json!({"v": PROTOCOL_VERSION, "op": op.name(), "pc": pc, "args": op.args_json()});
+    if let Some(t) = token {
+        v["token"] = json!(t);
+    }
+    v
+}
+
+/// Parses a raw request body.
+pub fn parse_request_bytes(body: &[u8]) -> Result<Request, ProtoError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ProtoError::new(ErrorCode::BadJson, format!("request body is not JSON: {e}")))?;
+    parse_request(&v)
+}
+
+/// Parses a request that is already JSON.
+pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ProtoError::new(ErrorCode::BadJson, "request body must be a JSON object"))?;
+    match obj.get("v") {
+        Some(Value::Number(n)) if n.as_i64() == Some(PROTOCOL_VERSION) => {}
+        Some(other) => {
+            return Err(ProtoError::new(
+                ErrorCode::BadVersion,
+                format!("protocol version {other} is not supported; this server speaks v{PROTOCOL_VERSION}"),
+            ))
+        }
+        None => {
+            return Err(ProtoError::new(
+                ErrorCode::BadVersion,
+                format!("missing protocol version \"v\"; this server speaks v{PROTOCOL_VERSION}"),
+            ))
+        }
+    }
+    let op_name = req_str(obj, "op")?;
+    let token = match obj.get("token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ProtoError::field("token", "\"token\" must be a string")),
+    };
+    let pc = req_str(obj, "pc")?;
+    let empty = Map::new();
+    let args = match obj.get("args") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(ProtoError::field("args", "\"args\" must be an object")),
+    };
+    let op = match op_name.as_str() {
+        "hello" => Op::Hello,
+        "roster.get" => Op::RosterGet,
+        "roster.set" => {
+            let label = req_str(args, "label")?;
+            check_label("label", &label)?;
+            let hostname = req_str(args, "hostname")?;
+            if !is_valid_hostname(&hostname) {
+                return Err(ProtoError::field("hostname", "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -"));
+            }
+            let number = opt_int(args, "number")?;
+            if let Some(n) = number {
+                if !(1..=1_000_000).contains(&n) {
+                    return Err(ProtoError::field("number", "number must be between 1 and 1000000"));
+                }
+            }
+            Op::RosterSet { label, hostname, number }
+        }
+        "roster.remove" => {
+            let label = req_str(args, "label")?;
+            check_label("label", &label)?;
+            Op::RosterRemove { label }
+        }
+        "send" => {
+            let m = args
+                .get("mail")
+                .ok_or_else(|| ProtoError::field("mail", "missing \"mail\""))?
+                .as_object()
+                .ok_or_else(|| ProtoError::field("mail", "\"mail\" must be an object"))?;
+            Op::Send { mail: parse_mail(m)? }
+        }
+        "poll" => {
+            let confirm = opt_str_array(args, "confirm", limits::POLL_LIMIT_MAX)?;
+            for id in &confirm {
+                check_any_id("confirm", id)?;
+            }
+            let marks = match args.get("marks") {
+                None | Some(Value::Null) => vec![],
+                Some(v) => parse_marks(v)?,
+            };
+            let limit = match opt_int(args, "limit")? {
+                None => limits::POLL_LIMIT_DEFAULT,
+                Some(n) if n >= 1 && n as usize <= limits::POLL_LIMIT_MAX => n as usize,
+                Some(_) => {
+                    return Err(ProtoError::field("limit", format!("limit must be 1..{}", limits::POLL_LIMIT_MAX)))
+                }
+            };
+            let since = opt_int(args, "since")?.unwrap_or(0);
+            if since < 0 {
+                return Err(ProtoError::field("since", "since must be >= 0"));
+            }
+            let wait_ms = opt_int(args, "waitMs")?.unwrap_or(0);
+            if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
+                return Err(ProtoError::field("waitMs", format!("waitMs must be 0..{}", limits::WAIT_MS_MAX)));
+            }
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms })
+        }
+        "mark" => {
+            let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
+            Op::Mark { marks: parse_marks(v)? }
+        }
+        "status" => {
+            let ids = opt_str_array(args, "ids", limits::STATUS_IDS_MAX)?;
+            if ids.is_empty() {
+                return Err(ProtoError::field("ids", "\"ids\" must list 1 to 200 mail ids"));
+            }
+            for id in &ids {
+                check_any_id("ids", id)?;
+            }
+            Op::Status { ids }
+        }
+        "sweep" => Op::Sweep,
+        "alerts" => Op::Alerts { open_only: opt_bool(args, "open")?.unwrap_or(true) },
+        other => {
+            return Err(ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {other:?}")));
+        }
+    };
+    // The caller's label is checked after the op so `unknown_op` wins over a bad label.
+    check_label("pc", &pc)?;
+    Ok(Request { pc, token, op })
+}
+
+fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
+    let id = req_str(m, "id")?;
+    if !is_valid_mail_id(&id) {
+        return Err(ProtoError::field("mail.id", "mail.id must look like mail-<ms>-<8 lower hex>"));
+    }
+    let to = req_str(m, "to")?;
+    if to != "*" && !is_valid_label(&to) {
+        return Err(ProtoError::new(
+            ErrorCode::UnknownRecipient,
+            format!("{to:?} is not a roster label (labels are lower-case a-z 0-9 . _ -)"),
+        )
+        .with_candidates(vec![]));
+    }
+    let kind = match m.get("kind") {
+        None | Some(Value::Null) => Kind::Note,
+        Some(Value::String(s)) => Kind::parse(s)
+            .ok_or_else(|| ProtoError::field("mail.kind", "mail.kind must be note, request or decision"))?,
+        Some(_) => return Err(ProtoError::field("mail.kind", "mail.kind must be a string")),
+    };
+    let subject = opt_str(m, "subject")?.unwrap_or_default();
+    check_text("mail.subject", &subject, limits::SUBJECT_MAX_CHARS, false)?;
+    let body = req_str(m, "body")?;
+    check_text("mail.body", &body, limits::BODY_MAX_CHARS, true)?;
+    if body.trim().is_empty() {
+        return Err(ProtoError::field("mail.body", "mail.body must not be empty"));
+    }
+    let urgent = opt_bool(m, "urgent")?.unwrap_or(false);
+    let expires_at = opt_int(m, "expiresAt")?;
+    if let Some(e) = expires_at {
+        if e < 0 {
+            return Err(ProtoError::field("mail.expiresAt", "mail.expiresAt must be a time in ms"));
+        }
+    }
+    let in_reply_to = opt_str(m, "inReplyTo")?;
+    if let Some(r) = &in_reply_to {
+        check_any_id("mail.inReplyTo", r)?;
+    }
+    let auto = opt_bool(m, "auto")?.unwrap_or(false);
+    let hop = opt_int(m, "hop")?.unwrap_or(0);
+    if !(0..=1000).contains(&hop) {
+        return Err(ProtoError::field("mail.hop", "mail.hop must be 0..1000"));
+    }
+    Ok(OutgoingMail { id, to, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop })
+}
+
+fn parse_marks(v: &Value) -> Result<Vec<Mark>, ProtoError> {
+    let arr = v.as_array().ok_or_else(|| ProtoError::field("marks", "\"marks\" must be an array"))?;
+    if arr.len() > limits::MARKS_MAX {
+        return Err(ProtoError::field("marks", format!("at most {} marks per request", limits::MARKS_MAX)));
+    }
+    arr.iter()
+        .map(|m| {
+            let m = m.as_object().ok_or_else(|| ProtoError::field("marks", "each mark must be an object"))?;
+            let mark_id = req_str(m, "markId")?;
+            if mark_id.is_empty() || mark_id.len() > 100 {
+                return Err(ProtoError::field("markId", "markId must be 1-100 characters"));
+            }
+            let id = req_str(m, "id")?;
+            check_any_id("id", &id)?;
+            let op_s = req_str(m, "op")?;
+            let op = MarkOp::parse(&op_s).ok_or_else(|| ProtoError::field("op", "mark op must be seen, ack or fail"))?;
+            let at: Millis = opt_int(m, "at")?.ok_or_else(|| ProtoError::field("at", "missing \"at\""))?;
+            let by = req_str(m, "by")?;
+            check_text("by", &by, 100, false)?;
+            let reason = opt_str(m, "reason")?;
+            if let Some(r) = &reason {
+                check_text("reason", r, 2000, true)?;
+            }
+            if op == MarkOp::Fail && reason.as_deref().map(str::trim).unwrap_or("").is_empty() {
+                return Err(ProtoError::field("reason", "a fail mark needs a reason"));
+            }
+            Ok(Mark { mark_id, id, op, at, by, reason })
+        })
+        .collect()
+}
+
+fn req_str(m: &Map<String, Value>, key: &str) -> Result<String, ProtoError> {
+    match m.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        None | Some(Value::Null) => Err(ProtoError::field(key, format!("missing \"{key}\""))),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be a string"))),
+    }
+}
+
+fn opt_str(m: &Map<String, Value>, key: &str) -> Result<Option<String>, ProtoError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be a string"))),
+    }
+}
+
+fn opt_int(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, ProtoError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| ProtoError::field(key, format!("\"{key}\" must be an integer"))),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be an integer"))),
+    }
+}
+
+fn opt_bool(m: &Map<String, Value>, key: &str) -> Result<Option<bool>, ProtoError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be true or false"))),
+    }
+}
+
+fn opt_str_array(m: &Map<String, Value>, key: &str, max: usize) -> Result<Vec<String>, ProtoError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(Value::Array(a)) => {
+            if a.len() > max {
+                return Err(ProtoError::field(key, format!("at most {max} entries in \"{key}\"")));
+            }
+            a.iter()
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| ProtoError::field(key, format!("\"{key}\" must be an array of strings")))
+                })
+                .collect()
+        }
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be an array of strings"))),
+    }
+}
+
+fn check_label(field: &str, s: &str) -> Result<(), ProtoError> {
+    if is_valid_label(s) {
+        Ok(())
+    } else {
+        Err(ProtoError::field(field, format!("{field} {s:?} is not a valid label (lower-case a-z 0-9 . _ -, max 40)")))
+    }
+}
+
+fn check_any_id(field: &str, id: &str) -> Result<(), ProtoError> {
+    if is_valid_any_id(id) {
+        Ok(())
+    } else {
+        Err(ProtoError::field(field, format!("{id:?} is not a mail id")))
+    }
+}
+
+/// Text must fit and carry no control characters but tab and newlines (a NUL
+/// or an escape sequence has no business in mail that lands in a terminal).
+fn check_text(field: &str, s: &str, max_chars: usize, multiline: bool) -> Result<(), ProtoError> {
+    if s.chars().count() > max_chars {
+        return Err(ProtoError::field(field, format!("{field} is longer than {max_chars} characters")));
+    }
+    let bad = s.chars().any(|c| {
+        (c.is_control() && !(multiline && matches!(c, '\n' | '\r' | '\t')))
+            || matches!(c, '\u{2028}' | '\u{2029}')
+    });
+    if bad {
+        return Err(ProtoError::field(field, format!("{field} contains control characters")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn code(body: &str) -> ErrorCode {
+        parse_request_bytes(body.as_bytes()).unwrap_err().code
+    }
+
+    #[test]
+    fn envelope_errors_have_codes() {
+        assert_eq!(code("{"), ErrorCode::BadJson);
+        assert_eq!(code("[1]"), ErrorCode::BadJson);
+        assert_eq!(code(r#"{"op":"hello","pc":"a"}"#), ErrorCode::BadVersion);
+        assert_eq!(code(r#"{"v":2,"op":"hello","pc":"a"}"#), ErrorCode::BadVersion);
+        assert_eq!(code(r#"{"v":"1","op":"hello","pc":"a"}"#), ErrorCode::BadVersion);
+        assert_eq!(code(r#"{"v":1,"op":"nuke","pc":"a"}"#), ErrorCode::UnknownOp);
+        assert_eq!(code(r#"{"v":1,"op":"hello"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"v":1,"op":"hello","pc":"A B"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"v":1,"op":"status","pc":"a","args":{"ids":[]}}"#), ErrorCode::BadRequest);
+        let e = parse_request_bytes(br#"{"v":1,"op":"send","pc":"a","args":{"mail":{"id":"mail-1-0000abcd","to":"b","body":"x","urgent":"yes"}}}"#).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert_eq!(e.field.as_deref(), Some("urgent"));
+    }
+
+    #[test]
+    fn fail_mark_needs_reason() {
+        let e = parse_request_bytes(br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[{"markId":"m1","id":"mail-1-0000abcd","op":"fail","at":1,"by":"a"}]}}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("reason"));
+    }
+
+    #[test]
+    fn round_trip_of_client_requests() {
+        let mail = OutgoingMail {
+            id: "mail-5-0000abcd".into(), to: "pc-b".into(), kind: Kind::Decision,
+            subject: "=SUM(A1)".into(), body: "@here +1 -1".into(), urgent: true,
+            expires_at: Some(99), in_reply_to: None, auto: false, hop: 0,
+        };
+        let op = Op::Send { mail: mail.clone() };
+        let v = request_json("pc-a", Some("tok"), &op);
+        let back = parse_request(&v).unwrap();
+        assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), op });
+    }
+
+    proptest! {
+        // Random bytes and random JSON never panic the parser.
+        #[test]
+        fn parser_never_panics_on_bytes(body in prop::collection::vec(any::<u8>(), 0..300)) {
+            let _ = parse_request_bytes(&body);
+        }
+
+        #[test]
+        fn parser_never_panics_on_json_shapes(
+            op in prop::sample::select(vec!["hello","send","poll","mark","status","sweep","alerts","roster.set","roster.remove","x"]),
+            field in "[a-zA-Z.]{0,12}",
+            val in prop_oneof![Just(json!(null)), Just(json!(1)), Just(json!("s")), Just(json!([1])), Just(json!({"a":1})), Just(json!(true)), any::<i64>().prop_map(|n| json!(n))],
+        ) {
+            let mut args = Map::new();
+            args.insert(field.clone(), val.clone());
+            args.insert("mail".into(), json!({"id":"mail-1-0000abcd","to":"b","body":"x", field.clone(): val.clone()}));
+            let req = json!({"v":1,"op":op,"pc":"pc-a","args":args});
+            match parse_request(&req) {
+                Ok(_) => {}
+                Err(e) => prop_assert!(!e.message.is_empty()),
+            }
+        }
+    }
+}

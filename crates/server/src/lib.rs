@@ -1,0 +1,1 @@
+//! pcmail-server (in progress)

@@ -1,0 +1,1 @@
+//! pcmail-store (in progress)
