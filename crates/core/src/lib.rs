@@ -4,6 +4,7 @@
 pub mod error;
 pub mod ids;
 pub mod model;
+pub mod present;
 pub mod protocol;
 pub mod roster;
 pub mod state;

@@ -1,1 +1,101 @@
-//! pcmail-store (in progress)
+//! The PC-side store: one SQLite file per PC user (WAL, busy timeout,
+//! migrations only ever added), shared by the hook, the CLI, the daemon and
+//! the tray app. The inbox `status` column is the one "processed" marker.
+
+mod schema;
+pub mod inbox;
+pub mod marks;
+pub mod meta;
+pub mod outbox;
+pub mod sent;
+pub mod cache;
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use inbox::{InboxMail, LocalStatus};
+pub use marks::PendingMark;
+pub use outbox::QueuedSend;
+pub use sent::SentMail;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("store {path} was written by a newer pcmail (schema {found}, this build knows {known})")]
+    TooNew { path: PathBuf, found: i64, known: i64 },
+    #[error("corrupt row in the store: {0}")]
+    Corrupt(String),
+    #[error("no such mail {0:?} in this PC's store")]
+    NotFound(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+pub struct Store {
+    pub(crate) conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (and creates or migrates) the store. Used by everything but the hook.
+    pub fn open(path: &Path) -> Result<Store> {
+        Self::open_with_timeout(path, Duration::from_secs(10))
+    }
+
+    pub fn open_with_timeout(path: &Path, busy: Duration) -> Result<Store> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(busy)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let mut store = Store { conn, path: path.to_path_buf() };
+        schema::migrate(&mut store.conn, path)?;
+        Ok(store)
+    }
+
+    /// Opens an existing store for the hook: never creates a file, and fails
+    /// (so the hook stays silent) when the schema is not the one it knows.
+    pub fn open_existing(path: &Path, busy: Duration) -> Result<Option<Store>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(busy)?;
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if v != schema::CURRENT {
+            return Err(StoreError::TooNew { path: path.to_path_buf(), found: v, known: schema::CURRENT });
+        }
+        Ok(Some(Store { conn, path: path.to_path_buf() }))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction (writers queue on the busy timeout
+    /// instead of failing half-way).
+    pub fn write<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// SQLite's data_version: changes whenever another connection commits, so
+    /// a UI can watch the store cheaply.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self.conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+}

@@ -1,0 +1,236 @@
+//! The inbox: mail addressed to this PC, stored durably before it is
+//! confirmed to the server. `status` is the single "processed" marker.
+
+use crate::{Result, Store, StoreError};
+use pcmail_core::{Kind, Mail, Millis, State};
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+
+/// The local state of a received mail. Follows the server's rank rule
+/// (forward only), so a late mark can never move it back.
+pub type LocalStatus = State;
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxMail {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub body: String,
+    pub urgent: bool,
+    pub expires_at: Option<Millis>,
+    pub in_reply_to: Option<String>,
+    pub auto: bool,
+    pub hop: i64,
+    pub created_at: Millis,
+    pub broadcast_of: Option<String>,
+    pub received_at: Millis,
+    pub confirmed_at: Option<Millis>,
+    pub status: LocalStatus,
+    pub status_at: Millis,
+    pub status_by: Option<String>,
+    pub fail_reason: Option<String>,
+    /// This mail answers mail this PC sent.
+    pub reply_to_mine: bool,
+    pub presented_at: Option<Millis>,
+    pub presented_session: Option<String>,
+    pub notified_at: Option<Millis>,
+}
+
+impl InboxMail {
+    /// The kind that decides ranking and notification (field or subject tag).
+    pub fn effective_kind(&self) -> Kind {
+        Kind::classify(self.kind, &self.subject)
+    }
+    pub fn is_expired_at(&self, now: Millis) -> bool {
+        self.status == State::Expired || (!self.status.is_final() && self.expires_at.is_some_and(|e| e <= now))
+    }
+    /// Decision requests, work requests and urgent mail get a notification.
+    pub fn wants_notification(&self) -> bool {
+        self.urgent || matches!(self.effective_kind(), Kind::Decision | Kind::Request)
+    }
+}
+
+pub(crate) const COLS: &str = "id, from_pc, to_pc, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
+     created_at, broadcast_of, received_at, confirmed_at, status, status_at, status_by, fail_reason, \
+     reply_to_mine, presented_at, presented_session, notified_at";
+
+pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
+    let kind: String = r.get(3)?;
+    let status: String = r.get(15)?;
+    Ok(InboxMail {
+        id: r.get(0)?,
+        from: r.get(1)?,
+        to: r.get(2)?,
+        kind: Kind::parse(&kind).unwrap_or_default(),
+        subject: r.get(4)?,
+        body: r.get(5)?,
+        urgent: r.get(6)?,
+        expires_at: r.get(7)?,
+        in_reply_to: r.get(8)?,
+        auto: r.get(9)?,
+        hop: r.get(10)?,
+        created_at: r.get(11)?,
+        broadcast_of: r.get(12)?,
+        received_at: r.get(13)?,
+        confirmed_at: r.get(14)?,
+        status: State::parse(&status).unwrap_or(State::New),
+        status_at: r.get(16)?,
+        status_by: r.get(17)?,
+        fail_reason: r.get(18)?,
+        reply_to_mine: r.get(19)?,
+        presented_at: r.get(20)?,
+        presented_session: r.get(21)?,
+        notified_at: r.get(22)?,
+    })
+}
+
+/// Stores a mail fetched from the server. Returns false when it was already
+/// stored (a re-delivery after a lost confirm): dedup by id.
+pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<bool> {
+    let reply_to_mine = match &mail.in_reply_to {
+        Some(orig) => tx
+            .query_row("SELECT 1 FROM sent WHERE id = ?1", [orig], |_| Ok(()))
+            .optional()?
+            .is_some(),
+        None => false,
+    };
+    let n = tx.execute(
+        "INSERT OR IGNORE INTO inbox (id, from_pc, to_pc, kind, subject, body, urgent, expires_at, in_reply_to,
+            auto, hop, created_at, broadcast_of, received_at, status, status_at, reply_to_mine)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'new', ?14, ?15)",
+        params![
+            mail.id,
+            mail.from,
+            mail.to,
+            mail.kind.as_str(),
+            mail.subject,
+            mail.body,
+            mail.urgent,
+            mail.expires_at,
+            mail.in_reply_to,
+            mail.auto,
+            mail.hop,
+            mail.created_at,
+            mail.broadcast_of,
+            now,
+            reply_to_mine,
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+/// Moves a mail's local status forward (never back). Returns the status after.
+pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, reason: Option<&str>) -> Result<State> {
+    let cur: Option<String> = tx.query_row("SELECT status FROM inbox WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+    let cur = cur.ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+    let cur = State::parse(&cur).ok_or_else(|| StoreError::Corrupt(format!("status {cur:?} of {id}")))?;
+    match cur.advance(target) {
+        None => Ok(cur),
+        Some(next) => {
+            tx.execute(
+                "UPDATE inbox SET status = ?2, status_at = ?3, status_by = ?4, fail_reason = COALESCE(?5, fail_reason) WHERE id = ?1",
+                params![id, next.as_str(), at, by, reason],
+            )?;
+            Ok(next)
+        }
+    }
+}
+
+impl Store {
+    pub fn inbox_get(&self, id: &str) -> Result<Option<InboxMail>> {
+        Ok(self
+            .conn
+            .query_row(&format!("SELECT {COLS} FROM inbox WHERE id = ?1"), [id], from_row)
+            .optional()?)
+    }
+
+    /// Ids stored but not yet confirmed to the server (they go with the next poll).
+    pub fn unconfirmed_ids(&self, limit: usize) -> Result<Vec<String>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM inbox WHERE confirmed_at IS NULL ORDER BY received_at LIMIT ?1")?;
+        let ids = st.query_map([limit as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        Ok(ids)
+    }
+
+    pub fn mark_confirmed(&mut self, ids: &[String], now: Millis) -> Result<()> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached("UPDATE inbox SET confirmed_at = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?;
+            for id in ids {
+                st.execute(params![id, now])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Inbox listing, newest first. `statuses` empty means all.
+    pub fn inbox_list(&self, statuses: &[State], limit: usize) -> Result<Vec<InboxMail>> {
+        let filter = if statuses.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            format!("WHERE status IN ({})", list.join(","))
+        };
+        let mut st = self
+            .conn
+            .prepare(&format!("SELECT {COLS} FROM inbox {filter} ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
+        let rows = st.query_map([limit as i64], from_row)?.collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    pub fn inbox_counts(&self, now: Millis) -> Result<InboxCounts> {
+        let mut c = InboxCounts::default();
+        let mut st = self.conn.prepare_cached(
+            "SELECT kind, subject, urgent, expires_at FROM inbox WHERE status = 'new'",
+        )?;
+        let mut rows = st.query([])?;
+        while let Some(r) = rows.next()? {
+            let kind = Kind::classify(Kind::parse(&r.get::<_, String>(0)?).unwrap_or_default(), &r.get::<_, String>(1)?);
+            let urgent: bool = r.get(2)?;
+            let exp: Option<Millis> = r.get(3)?;
+            if exp.is_some_and(|e| e <= now) {
+                continue;
+            }
+            c.unread += 1;
+            if kind == Kind::Decision {
+                c.decisions += 1;
+            }
+            if urgent {
+                c.urgent += 1;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Newly stored mail that wants a notification and has none yet, claimed
+    /// atomically so two pollers never notify the same id twice.
+    pub fn claim_notifications(&mut self, now: Millis, limit: usize) -> Result<Vec<InboxMail>> {
+        self.write(|tx| {
+            let rows: Vec<InboxMail> = {
+                let mut st = tx.prepare(&format!(
+                    "SELECT {COLS} FROM inbox WHERE notified_at IS NULL AND status = 'new' ORDER BY created_at LIMIT ?1"
+                ))?;
+                let v = st.query_map([limit as i64 * 4], from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+                v
+            };
+            let mut out = vec![];
+            for m in rows {
+                // Every row gets a stamp so plain notes are not re-scanned each cycle.
+                tx.execute("UPDATE inbox SET notified_at = ?2 WHERE id = ?1", params![m.id, now])?;
+                if m.wants_notification() && out.len() < limit {
+                    out.push(m);
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct InboxCounts {
+    pub unread: i64,
+    pub decisions: i64,
+    pub urgent: i64,
+}

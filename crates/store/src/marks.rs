@@ -1,0 +1,111 @@
+//! Marks for the server (seen / ack / fail) wait here until the server has
+//! taken them; they go with the next poll. Idempotent by mark id.
+
+use crate::{Result, Store};
+use pcmail_core::{Mark, MarkOp, Millis};
+use rusqlite::{params, Transaction};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingMark {
+    pub mark: Mark,
+    pub attempts: i64,
+    pub next_at: Millis,
+    pub last_error: Option<String>,
+}
+
+/// One mark per (op, mail): repeating it (two sessions seeing the same mail)
+/// is the same mark.
+pub fn mark_id(op: MarkOp, id: &str) -> String {
+    format!("{}:{}", op.as_str(), id)
+}
+
+pub fn queue(tx: &Transaction, id: &str, op: MarkOp, at: Millis, by: &str, reason: Option<&str>) -> Result<String> {
+    let mid = mark_id(op, id);
+    tx.execute(
+        "INSERT OR IGNORE INTO pending_marks (mark_id, id, op, at, by, reason, next_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4)",
+        params![mid, id, op.as_str(), at, by, reason],
+    )?;
+    Ok(mid)
+}
+
+impl Store {
+    pub fn due_marks(&self, now: Millis, limit: usize) -> Result<Vec<PendingMark>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT mark_id, id, op, at, by, reason, attempts, next_at, last_error FROM pending_marks
+             WHERE next_at <= ?1 ORDER BY at LIMIT ?2",
+        )?;
+        let rows = st
+            .query_map(params![now, limit as i64], |r| {
+                let op: String = r.get(2)?;
+                Ok(PendingMark {
+                    mark: Mark {
+                        mark_id: r.get(0)?,
+                        id: r.get(1)?,
+                        op: MarkOp::parse(&op).unwrap_or(MarkOp::Seen),
+                        at: r.get(3)?,
+                        by: r.get(4)?,
+                        reason: r.get(5)?,
+                    },
+                    attempts: r.get(6)?,
+                    next_at: r.get(7)?,
+                    last_error: r.get(8)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    pub fn pending_mark_count(&self) -> Result<i64> {
+        Ok(self.conn.query_row("SELECT count(*) FROM pending_marks", [], |r| r.get(0))?)
+    }
+
+    pub fn mark_done(&mut self, mark_ids: &[String]) -> Result<()> {
+        self.write(|tx| {
+            for m in mark_ids {
+                tx.execute("DELETE FROM pending_marks WHERE mark_id = ?1", [m])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Records a failed attempt; after `max_attempts` the mark is dropped with
+    /// a record (an old server that will never know the op must not block us).
+    pub fn mark_retry_later(&mut self, mark_id: &str, err: &str, next_at: Millis, max_attempts: i64, now: Millis) -> Result<bool> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE pending_marks SET attempts = attempts + 1, next_at = ?2, last_error = ?3 WHERE mark_id = ?1",
+                params![mark_id, next_at, err],
+            )?;
+            let attempts: i64 = tx
+                .query_row("SELECT attempts FROM pending_marks WHERE mark_id = ?1", [mark_id], |r| r.get(0))
+                .unwrap_or(0);
+            if attempts >= max_attempts {
+                drop_in(tx, mark_id, &format!("gave up after {attempts} tries: {err}"), now)?;
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    pub fn drop_mark(&mut self, mark_id: &str, why: &str, now: Millis) -> Result<()> {
+        self.write(|tx| drop_in(tx, mark_id, why, now))
+    }
+
+    pub fn dropped_marks(&self) -> Result<Vec<(String, String, String, String)>> {
+        let mut st = self.conn.prepare("SELECT mark_id, id, op, why FROM dropped_marks ORDER BY dropped_at")?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+}
+
+fn drop_in(tx: &Transaction, mark_id: &str, why: &str, now: Millis) -> Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO dropped_marks (mark_id, id, op, why, attempts, dropped_at)
+         SELECT mark_id, id, op, ?2, attempts, ?3 FROM pending_marks WHERE mark_id = ?1",
+        params![mark_id, why, now],
+    )?;
+    tx.execute("DELETE FROM pending_marks WHERE mark_id = ?1", [mark_id])?;
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! Small key/value facts about this PC's poller (last poll, cursor, errors).
+
+use crate::{Result, Store};
+use pcmail_core::Millis;
+use rusqlite::{params, OptionalExtension};
+
+pub const LAST_POLL_OK_AT: &str = "last_poll_ok_at";
+pub const LAST_POLL_ATTEMPT_AT: &str = "last_poll_attempt_at";
+pub const LAST_POLL_ERROR: &str = "last_poll_error";
+pub const UPDATES_CURSOR: &str = "updates_cursor";
+pub const ROSTER_VERSION: &str = "roster_version";
+pub const ROSTER_FETCHED_AT: &str = "roster_fetched_at";
+pub const LAST_SWEEP_AT: &str = "last_sweep_at";
+pub const CONSECUTIVE_FAILURES: &str = "consecutive_failures";
+pub const LAST_SPAWN_AT: &str = "last_spawn_at";
+
+impl Store {
+    pub fn meta_get(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
+    }
+
+    pub fn meta_set(&mut self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
+    pub fn meta_del(&mut self, key: &str) -> Result<()> {
+        self.conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+        Ok(())
+    }
+
+    pub fn meta_i64(&self, key: &str) -> Result<Option<i64>> {
+        Ok(self.meta_get(key)?.and_then(|v| v.parse().ok()))
+    }
+
+    pub fn meta_set_i64(&mut self, key: &str, v: i64) -> Result<()> {
+        self.meta_set(key, &v.to_string())
+    }
+
+    pub fn last_poll_ok_at(&self) -> Result<Option<Millis>> {
+        self.meta_i64(LAST_POLL_OK_AT)
+    }
+}

@@ -1,0 +1,78 @@
+//! Mail written while the server was unreachable: queued here, sent by the
+//! next cycle, with the same id so a retry is never a second mail.
+
+use crate::{Result, Store};
+use pcmail_core::{Millis, OutgoingMail};
+use rusqlite::params;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedSend {
+    pub mail: OutgoingMail,
+    pub queued_at: Millis,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    /// The id was already regenerated once after `duplicate_id`.
+    pub regenerated: bool,
+}
+
+impl Store {
+    pub fn outbox_queue(&mut self, mail: &OutgoingMail, now: Millis, err: Option<&str>) -> Result<()> {
+        let json = serde_json::to_string(mail).expect("mail serialises");
+        self.conn.execute(
+            "INSERT OR IGNORE INTO outbox (id, mail, queued_at, next_at, last_error) VALUES (?1, ?2, ?3, ?3, ?4)",
+            params![mail.id, json, now, err],
+        )?;
+        Ok(())
+    }
+
+    pub fn outbox_due(&self, now: Millis) -> Result<Vec<QueuedSend>> {
+        self.outbox_query("WHERE next_at <= ?1", now)
+    }
+
+    pub fn outbox_all(&self) -> Result<Vec<QueuedSend>> {
+        self.outbox_query("WHERE ?1 = ?1", 0)
+    }
+
+    fn outbox_query(&self, filter: &str, now: Millis) -> Result<Vec<QueuedSend>> {
+        let mut st = self.conn.prepare(&format!(
+            "SELECT mail, queued_at, attempts, last_error, regenerated FROM outbox {filter} ORDER BY queued_at"
+        ))?;
+        let rows = st
+            .query_map([now], |r| {
+                let json: String = r.get(0)?;
+                Ok((json, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
+            .collect::<rusqlite::Result<Vec<(String, Millis, i64, Option<String>, bool)>>>()?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(json, queued_at, attempts, last_error, regenerated)| {
+                serde_json::from_str(&json)
+                    .ok()
+                    .map(|mail| QueuedSend { mail, queued_at, attempts, last_error, regenerated })
+            })
+            .collect())
+    }
+
+    pub fn outbox_remove(&mut self, id: &str) -> Result<()> {
+        self.conn.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    pub fn outbox_retry_later(&mut self, id: &str, err: &str, next_at: Millis) -> Result<()> {
+        self.conn.execute(
+            "UPDATE outbox SET attempts = attempts + 1, next_at = ?2, last_error = ?3 WHERE id = ?1",
+            params![id, next_at, err],
+        )?;
+        Ok(())
+    }
+
+    /// Swaps a queued mail's id after `duplicate_id` (done at most once).
+    pub fn outbox_replace_id(&mut self, old: &str, mail: &OutgoingMail) -> Result<()> {
+        let json = serde_json::to_string(mail).expect("mail serialises");
+        self.conn.execute(
+            "UPDATE outbox SET id = ?2, mail = ?3, regenerated = 1 WHERE id = ?1",
+            params![old, mail.id, json],
+        )?;
+        Ok(())
+    }
+}
