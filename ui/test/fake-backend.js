@@ -1,0 +1,99 @@
+// A stand-in for the Tauri backend, injected into the page before app.js runs.
+// It implements the command API of docs/tray.md over an in-memory store and
+// records every call in window.__calls, so tests assert on what the UI shows
+// and on what it asked for.
+// Used as: page.addInitScript(installFakeBackend, seed)
+function installFakeBackend(seed) {
+  const FINAL = ['done', 'failed', 'expired'];
+  const db = {
+    pc: seed.pc || 'pc-b',
+    mails: (seed.mails || []).map((m) => Object.assign({ state: 'delivered', timeline: [], kind: 'note', urgent: false, inReplyTo: null, subject: '', body: '' }, m)),
+    sent: seed.sent || [],
+    alerts: seed.alerts || [],
+    paused: false,
+    connection: seed.connection || { state: 'online', lastPollAt: Date.now() - 12000, lastError: null, poller: 'app' },
+    settings: seed.settings || { server: { mode: 'serve', url: 'http://127.0.0.1:7878/api' }, pcLabel: 'pc-b', pollIntervalSec: 120, autostart: true, hasToken: true },
+  };
+  const calls = [];
+  window.__calls = calls;
+  window.__db = db;
+  const listeners = {};
+  const byId = (id) => db.mails.find((m) => m.id === id);
+  const summary = (m) => ({
+    id: m.id, from: m.from, to: m.to, kind: m.kind, subject: m.subject, preview: (m.body || '').slice(0, 160),
+    urgent: m.urgent, createdAt: m.createdAt, deliveredAt: m.deliveredAt, state: m.state, inReplyTo: m.inReplyTo, timeline: m.timeline,
+  });
+  const counts = () => {
+    const open = db.mails.filter((m) => m.state === 'delivered' || m.state === 'new');
+    return {
+      unread: open.length,
+      urgent: open.filter((m) => m.urgent).length,
+      decisions: db.mails.filter((m) => !FINAL.includes(m.state) && m.kind === 'decision').length,
+      requests: db.mails.filter((m) => !FINAL.includes(m.state) && m.kind === 'request').length,
+      alerts: db.alerts.length,
+    };
+  };
+  const err = (code, message) => { const e = { code, message }; return Promise.reject(e); };
+  const handlers = {
+    get_state: () => {
+      const c = counts();
+      const badge = db.connection.state !== 'online' ? 'offline' : (c.decisions || c.urgent) ? 'attention' : c.unread ? 'unread' : 'none';
+      return { pc: db.pc, connection: db.connection, paused: db.paused, counts: c, badge, title: c.unread ? String(c.unread) : '', now: Date.now() };
+    },
+    list_inbox: ({ scope }) => {
+      const list = db.mails.filter((m) => scope === 'all' || !FINAL.includes(m.state)).map(summary);
+      return { mails: list, total: db.mails.length };
+    },
+    open_mail: ({ id }) => {
+      const m = byId(id);
+      if (!m) return err('not_found', 'no such mail');
+      if (m.state === 'delivered' || m.state === 'new') {
+        m.state = 'seen';
+        m.timeline = m.timeline.concat([{ state: 'seen', at: Date.now(), by: db.pc + '/ui', note: null }]);
+        m.pending = true;
+      }
+      return Object.assign({}, m);
+    },
+    ack: ({ id }) => {
+      const m = byId(id);
+      if (!m) return err('not_found', 'no such mail');
+      if (!FINAL.includes(m.state)) {
+        m.state = 'done';
+        m.timeline = m.timeline.concat([{ state: 'done', at: Date.now(), by: db.pc + '/ui', note: 'ack' }]);
+      }
+      return Object.assign({}, m);
+    },
+    reply: ({ id, body }) => {
+      const m = byId(id);
+      if (!m) return err('not_found', 'no such mail');
+      if (m.inReplyTo) return err('reply_to_reply', 'refusing to reply to a reply (exit 3 in the CLI)');
+      const replyId = m.id.replace(/-[0-9a-f]{8}$/, '-feedf00d');
+      m.state = 'done';
+      m.timeline = m.timeline.concat([{ state: 'done', at: Date.now(), by: db.pc, note: 'reply:' + replyId }]);
+      db.sent.push({ id: replyId, to: m.from, kind: 'note', subject: 'Re: ' + m.subject, body, urgent: false, inReplyTo: m.id, createdAt: Date.now(), state: 'new', timeline: [{ state: 'new', at: Date.now(), by: db.pc, note: null }] });
+      return { replyId, original: Object.assign({}, m) };
+    },
+    list_sent: () => ({ mails: db.sent.map((m) => Object.assign({ preview: (m.body || '').slice(0, 160) }, m, { body: undefined })) }),
+    get_sent: ({ id }) => db.sent.find((m) => m.id === id) || err('not_found', 'no such mail'),
+    list_alerts: () => ({ alerts: db.alerts }),
+    poll_now: () => ({ started: true }),
+    set_paused: ({ paused }) => { db.paused = !!paused; return { paused: db.paused }; },
+    get_settings: () => db.settings,
+    save_settings: ({ settings, token }) => { db.settings = Object.assign({}, settings, { hasToken: db.settings.hasToken || !!token }); return db.settings; },
+  };
+  window.__emit = (event, payload) => (listeners[event] || []).forEach((h) => h({ event, payload }));
+  window.__TAURI__ = {
+    core: {
+      invoke: (cmd, args) => {
+        calls.push({ cmd, args: JSON.parse(JSON.stringify(args || {})) });
+        const h = handlers[cmd];
+        if (!h) return err('unknown_command', cmd);
+        try { return Promise.resolve(h(args || {})); } catch (e) { return Promise.reject(e); }
+      },
+    },
+    event: {
+      listen: (event, h) => { (listeners[event] = listeners[event] || []).push(h); return Promise.resolve(() => {}); },
+    },
+  };
+}
+module.exports = { installFakeBackend };

@@ -1,0 +1,284 @@
+// UI tests in headless Chromium (Debian's /usr/bin/chromium) against a stubbed
+// backend. Run: cd ui && npm test   (node --test)
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+const { installFakeBackend } = require('./fake-backend.js');
+
+const UI = 'file://' + path.resolve(__dirname, '..', 'index.html');
+const SHOTS = path.resolve(__dirname, '..', '..', 'docs', 'screenshots');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const H = 3600 * 1000;
+const MIN = 60 * 1000;
+
+let ctx; let dataDir;
+before(async () => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pcmail-ui-chromium-'));
+  ctx = await chromium.launchPersistentContext(dataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1180, height: 760 },
+  });
+});
+after(async () => {
+  if (ctx) await ctx.close();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+function tl(...entries) { return entries.map(([state, at, by, note]) => ({ state, at, by, note: note || null })); }
+
+/** A realistic small inbox, times relative to now. */
+function sampleSeed() {
+  const now = Date.now();
+  const mk = (id, o) => Object.assign({
+    id, from: 'pc-a', to: 'pc-b', kind: 'note', urgent: false, inReplyTo: null,
+    createdAt: now - o.age, deliveredAt: now - o.age + 4000, state: 'delivered',
+    timeline: tl(['new', now - o.age, o.from || 'pc-a'], ['delivered', now - o.age + 4000, 'pc-b']),
+  }, o);
+  return {
+    pc: 'pc-b',
+    mails: [
+      mk('mail-1-00000001', { age: 5 * MIN, subject: 'Lunch notes from the sync', body: 'Plain note, newest of all.' }),
+      mk('mail-1-00000002', { age: 4 * H, from: 'kim-laptop', subject: '[作業依頼] rerun the nightly import', kind: 'request', body: 'Please rerun the import for 11-28 and tell me when it is done.' }),
+      mk('mail-1-00000003', { age: 40 * MIN, from: 'build-box', subject: '[判断依頼] ship 0.4 with the known flaky test?', kind: 'decision', body: 'The flaky test fails 1 run in 30. Ship now, or wait for the fix (about 2 days)?' }),
+      mk('mail-1-00000004', { age: 3 * H, from: 'kim-laptop', subject: 'Prod disk at 91 %', urgent: true, body: 'The disk on db-2 is at 91 %. Can you look before the backup window?' }),
+      mk('mail-1-00000005', { age: 1 * H, from: 'pc-c', subject: 'Re: schema question', inReplyTo: 'mail-1-0000abcd', body: 'Yes: the column is nullable on purpose.' }),
+      mk('mail-1-00000006', { age: 26 * H, from: 'pc-c', subject: 'Weekly summary', state: 'seen', body: 'Old and already seen.',
+        timeline: tl(['new', now - 26 * H, 'pc-c'], ['delivered', now - 26 * H + 3000, 'pc-b'], ['seen', now - 25 * H, 'pc-b/4f1c2a9e']) }),
+    ],
+    sent: [
+      { id: 'mail-2-0000000a', to: 'kim-laptop', kind: 'request', subject: '[作業依頼] update the roster', body: 'Add pc-d.', createdAt: now - 2 * H, state: 'seen',
+        timeline: tl(['new', now - 2 * H, 'pc-b'], ['delivered', now - 2 * H + 4000, 'kim-laptop'], ['seen', now - 90 * MIN, 'kim-laptop/9a1b']) },
+      { id: 'mail-2-0000000b', to: 'build-box', kind: 'note', subject: 'FYI: new token', body: 'Rotated.', createdAt: now - 20 * MIN, state: 'new',
+        timeline: tl(['new', now - 20 * MIN, 'pc-b']) },
+      { id: 'mail-2-0000000c', to: 'pc-c', kind: 'decision', subject: '[判断依頼] drop the old API?', body: '?', createdAt: now - 30 * H, state: 'done',
+        timeline: tl(['new', now - 30 * H, 'pc-b'], ['delivered', now - 30 * H + 2000, 'pc-c'], ['seen', now - 29 * H, 'pc-c/77aa'], ['done', now - 28 * H, 'pc-c', 'reply:mail-3-12345678']) },
+    ],
+    alerts: [
+      { key: 'mail-1-00000004|unseen', kind: 'unseen', subject: 'mail-1-00000004', pc: 'pc-b', message: 'urgent mail from kim-laptop unseen for 2 h', openedAt: now - 50 * MIN, updatedAt: now - 10 * MIN, resolvedAt: null, count: 5, posted: true },
+      { key: 'pc-d|stale_pc', kind: 'stale_pc', subject: 'pc-d', pc: 'pc-d', message: 'pc-d has not polled for 43 min', openedAt: now - 33 * MIN, updatedAt: now - 3 * MIN, resolvedAt: null, count: 3, posted: false },
+    ],
+  };
+}
+
+async function openPage(seed) {
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.addInitScript(installFakeBackend, seed);
+  await page.goto(UI);
+  await page.waitForSelector('#inbox-list .row, #inbox-list .empty:not([hidden])');
+  page.errors = errors;
+  return page;
+}
+
+const rowIds = (page) => page.$$eval('#inbox-list .row', (rs) => rs.sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top)).map((r) => r.dataset.id));
+
+test('decision requests come first, then work requests/urgent, then the rest (newest first)', async () => {
+  const page = await openPage(sampleSeed());
+  assert.deepEqual(await rowIds(page), [
+    'mail-1-00000003', // decision
+    'mail-1-00000004', // urgent (3 h) — newer than the request
+    'mail-1-00000002', // request (4 h)
+    'mail-1-00000001', // note, 5 min
+    'mail-1-00000005', // reply, 1 h
+    'mail-1-00000006', // seen note last among open
+  ]);
+  assert.match(await page.textContent('#counts'), /5\s*unread/);
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
+test('unread SLA badges: green under 50 %, amber 50–100 %, red over (2 h urgent / 6 h other)', async () => {
+  const page = await openPage(sampleSeed());
+  const level = (id) => page.$eval(`#inbox-list .row[data-id="${id}"] .sla`, (b) => b.dataset.level);
+  const colour = (id) => page.$eval(`#inbox-list .row[data-id="${id}"] .sla`, (b) => getComputedStyle(b).color);
+  assert.equal(await level('mail-1-00000001'), 'ok');    // 5 min of 6 h
+  assert.equal(await level('mail-1-00000002'), 'warn');  // 4 h of 6 h = 67 %
+  assert.equal(await level('mail-1-00000004'), 'over');  // urgent, 3 h of 2 h
+  assert.equal(await level('mail-1-00000003'), 'ok');    // 40 min of 6 h
+  // no SLA badge once seen: the state chip instead
+  assert.equal(await page.$(`#inbox-list .row[data-id="mail-1-00000006"] .sla`), null);
+  const [g, a, r] = [await colour('mail-1-00000001'), await colour('mail-1-00000002'), await colour('mail-1-00000004')];
+  assert.equal(g, 'rgb(31, 157, 85)');
+  assert.equal(a, 'rgb(183, 121, 31)');
+  assert.equal(r, 'rgb(214, 69, 69)');
+  await page.close();
+});
+
+test('opening a mail marks it seen, and the timeline is shown oldest first with times and actors', async () => {
+  const seed = sampleSeed();
+  // timeline handed over out of order: the UI must order it by time
+  const m = seed.mails[2];
+  m.timeline = [m.timeline[1], m.timeline[0]];
+  const page = await openPage(seed);
+  await page.click('#inbox-list .row[data-id="mail-1-00000003"]');
+  await page.waitForSelector('#inbox-detail .tl[data-state="seen"]');
+  const states = await page.$$eval('#inbox-detail .tl:not(.tl-future)', (ls) => ls.map((l) => l.dataset.state));
+  assert.deepEqual(states, ['new', 'delivered', 'seen']);
+  const by = await page.$$eval('#inbox-detail .tl:not(.tl-future) .tl-by', (ls) => ls.map((l) => l.textContent));
+  assert.deepEqual(by, ['build-box', 'pc-b', 'pc-b/ui']);
+  const times = await page.$$eval('#inbox-detail .tl:not(.tl-future) time', (ls) => ls.map((l) => Date.parse(l.dateTime)));
+  assert.ok(times[0] <= times[1] && times[1] <= times[2], 'times ascend');
+  assert.equal(await page.$eval('#inbox-detail .chip', (c) => c.dataset.state), 'seen');
+  assert.equal(await page.$eval('#inbox-list .row[data-id="mail-1-00000003"] .chip', (c) => c.dataset.state), 'seen');
+  assert.ok((await page.evaluate(() => window.__calls)).some((c) => c.cmd === 'open_mail' && c.args.id === 'mail-1-00000003'));
+  assert.match(await page.textContent('#counts'), /4\s*unread/);
+  await page.screenshot({ path: path.join(SHOTS, 'inbox.png') });
+  await page.close();
+});
+
+test('ack changes the state to done', async () => {
+  const page = await openPage(sampleSeed());
+  await page.click('#inbox-list .row[data-id="mail-1-00000002"]');
+  await page.waitForSelector('#ack-btn:not([disabled])');
+  await page.click('#ack-btn');
+  await page.waitForSelector('#inbox-detail .tags .chip[data-state="done"]');
+  assert.equal(await page.$eval('#ack-btn', (b) => b.disabled), true);
+  assert.equal(await page.$eval('#inbox-detail .tl[data-state="done"] .tl-note', (n) => n.textContent), 'ack');
+  assert.equal(await page.$eval('#inbox-list .row[data-id="mail-1-00000002"] .chip', (c) => c.dataset.state), 'done');
+  const cmds = (await page.evaluate(() => window.__calls)).map((c) => c.cmd);
+  assert.ok(cmds.includes('ack'));
+  await page.close();
+});
+
+test('reply: a reply to a reply is refused, a reply to an original goes through the backend', async () => {
+  const page = await openPage(sampleSeed());
+  await page.click('#inbox-list .row[data-id="mail-1-00000005"]');
+  await page.waitForSelector('#inbox-detail h1');
+  assert.equal(await page.$eval('#reply-btn', (b) => b.disabled), true);
+  await page.click('#inbox-list .row[data-id="mail-1-00000003"]');
+  await page.waitForSelector('#reply-btn:not([disabled])');
+  await page.click('#reply-btn');
+  await page.fill('#reply-form textarea', 'Wait for the fix.');
+  await page.screenshot({ path: path.join(SHOTS, 'reply.png') });
+  await page.click('#reply-send');
+  await page.waitForSelector('#inbox-detail .tl[data-state="done"]');
+  const call = (await page.evaluate(() => window.__calls)).find((c) => c.cmd === 'reply');
+  assert.deepEqual(call.args, { id: 'mail-1-00000003', body: 'Wait for the fix.' });
+  assert.match(await page.$eval('#inbox-detail .tl[data-state="done"] .tl-note', (n) => n.textContent), /^reply:mail-/);
+  await page.close();
+});
+
+test('mail text with <script> and HTML is shown as text, never run', async () => {
+  const seed = sampleSeed();
+  const evil = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>';
+  seed.mails[0].subject = '<img src=x onerror="window.__pwned=3">';
+  seed.mails[0].body = evil;
+  seed.mails[0].from = '<i>evil</i>';
+  const page = await openPage(seed);
+  await page.click('#inbox-list .row[data-id="mail-1-00000001"]');
+  await page.waitForSelector('#inbox-detail .body');
+  assert.equal(await page.textContent('#inbox-detail .body'), evil);
+  assert.equal(await page.textContent('#inbox-detail h1'), '<img src=x onerror="window.__pwned=3">');
+  assert.equal(await page.$$eval('#inbox-detail img, #inbox-detail script, #inbox-detail b, #inbox-list img, #inbox-list i', (n) => n.length), 0);
+  await page.waitForTimeout(100);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await page.close();
+});
+
+test('5,000 mails render fast and only the visible rows are in the DOM', async () => {
+  const now = Date.now();
+  const kinds = ['note', 'note', 'note', 'request', 'decision'];
+  const mails = [];
+  for (let i = 0; i < 5000; i++) {
+    mails.push({ id: 'mail-' + (now - i * 1000) + '-' + (0x10000000 + i).toString(16), from: 'pc-' + (i % 7), to: 'pc-b', kind: kinds[i % 5], urgent: i % 11 === 0,
+      subject: 'Mail number ' + i, body: ('body ' + i + ' ').repeat(20), createdAt: now - i * 60000, deliveredAt: now - i * 60000 + 2000,
+      state: i % 3 ? 'delivered' : 'seen', timeline: tl(['new', now - i * 60000, 'pc-x'], ['delivered', now - i * 60000 + 2000, 'pc-b']) });
+  }
+  const page = await ctx.newPage();
+  await page.addInitScript(installFakeBackend, { mails });
+  const t0 = Date.now();
+  await page.goto(UI);
+  await page.waitForSelector('#inbox-list .row');
+  const firstPaint = Date.now() - t0;
+  const rows = await page.$$eval('#inbox-list .row', (r) => r.length);
+  assert.ok(rows > 5 && rows < 60, `only visible rows rendered, got ${rows}`);
+  assert.match(await page.textContent('#inbox-total'), /5000 open/);
+  // scroll through the whole list: each step renders within a frame or two
+  const scrollMs = await page.evaluate(async () => {
+    const l = document.getElementById('inbox-list');
+    const t = performance.now();
+    for (let y = 0; y < l.scrollHeight; y += l.clientHeight * 5) {
+      l.scrollTop = y;
+      await new Promise((r) => requestAnimationFrame(() => r()));
+    }
+    l.scrollTop = l.scrollHeight;
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return performance.now() - t;
+  });
+  const last = await page.$$eval('#inbox-list .row', (rs) => rs.map((r) => r.dataset.id));
+  assert.ok(last.length < 60);
+  const sorted = await page.evaluate(() => window.pcmailUi.sortQueue(window.__db.mails).map((m) => m.id));
+  assert.ok(last.includes(sorted[sorted.length - 1]), 'the last mail is reachable by scrolling');
+  // a click deep in the list still opens the right mail
+  await page.click(`#inbox-list .row[data-id="${sorted[sorted.length - 2]}"]`);
+  await page.waitForSelector('#inbox-detail .body');
+  console.log(`# 5,000 mails: first rows after ${firstPaint} ms (page load included), full scroll in ${Math.round(scrollMs)} ms, ${rows} rows in the DOM`);
+  assert.ok(firstPaint < 3000, `first paint ${firstPaint} ms`);
+  await page.close();
+});
+
+test('status bar: offline connection, pause notifications, sent states, alerts, settings (screenshots)', async () => {
+  const seed = sampleSeed();
+  const page = await openPage(seed);
+  await page.click('#pause-btn');
+  await page.waitForSelector('#pause-btn[aria-pressed="true"]');
+  assert.ok((await page.evaluate(() => window.__calls)).some((c) => c.cmd === 'set_paused' && c.args.paused === true));
+
+  await page.click('.tab[data-view="sent"]');
+  await page.waitForSelector('#sent-list .row');
+  const states = await page.$$eval('#sent-list .row', (rs) => rs.sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top)).map((r) => r.querySelector('.chip').dataset.state));
+  assert.deepEqual(states, ['new', 'seen', 'done']);
+  await page.click('#sent-list .row[data-id="mail-2-0000000a"]');
+  await page.waitForSelector('#sent-detail .timeline');
+  // not reached yet: done is shown greyed as the next step
+  assert.deepEqual(await page.$$eval('#sent-detail .tl-future .tl-state', (n) => n.map((x) => x.textContent)), ['done']);
+  await page.screenshot({ path: path.join(SHOTS, 'sent.png') });
+
+  await page.click('.tab[data-view="alerts"]');
+  await page.waitForSelector('#alerts-list .alert');
+  assert.equal(await page.$$eval('#alerts-list .alert', (n) => n.length), 2);
+  await page.screenshot({ path: path.join(SHOTS, 'alerts.png') });
+
+  await page.click('.tab[data-view="settings"]');
+  await page.waitForFunction(() => document.querySelector('#settings-form [name=pcLabel]').value === 'pc-b');
+  assert.equal(await page.$eval('#settings-form [name=token]', (i) => i.value), '', 'the token never comes back to the UI');
+  await page.fill('#settings-form [name=pollIntervalSec]', '60');
+  await page.fill('#settings-form [name=token]', 's3cret');
+  await page.click('#settings-form button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('settings-msg').textContent === 'Saved.');
+  const save = (await page.evaluate(() => window.__calls)).find((c) => c.cmd === 'save_settings');
+  assert.equal(save.args.settings.pollIntervalSec, 60);
+  assert.equal(save.args.token, 's3cret');
+  await page.screenshot({ path: path.join(SHOTS, 'settings.png') });
+  await page.close();
+
+  const off = sampleSeed();
+  off.connection = { state: 'offline', lastPollAt: Date.now() - 14 * MIN, lastError: 'connection refused', poller: 'daemon' };
+  const p2 = await openPage(off);
+  assert.equal(await p2.$eval('#conn', (c) => c.dataset.state), 'offline');
+  assert.match(await p2.textContent('#conn'), /offline · polled 14 min ago · via pcmail daemon/);
+  await p2.close();
+});
+
+test('a "changed" event refreshes the list, an "open-mail" event opens that mail', async () => {
+  const page = await openPage(sampleSeed());
+  await page.evaluate(() => {
+    window.__db.mails.push({ id: 'mail-9-99999999', from: 'pc-z', to: 'pc-b', kind: 'decision', subject: 'fresh decision', body: 'new!', urgent: false, inReplyTo: null,
+      createdAt: Date.now(), deliveredAt: Date.now(), state: 'delivered', timeline: [{ state: 'new', at: Date.now(), by: 'pc-z', note: null }] });
+    window.__emit('changed', { version: 2 });
+  });
+  await page.waitForFunction(() => document.querySelector('#inbox-list .row[data-id="mail-9-99999999"]'));
+  assert.equal((await rowIds(page))[0], 'mail-9-99999999', 'a new decision request goes to the top');
+  await page.evaluate(() => window.__emit('open-mail', { id: 'mail-1-00000004' }));
+  await page.waitForFunction(() => (document.querySelector('#inbox-detail h1') || {}).textContent === 'Prod disk at 91 %');
+  assert.equal(await page.$eval('#inbox-detail .tags .chip', (c) => c.dataset.state), 'seen');
+  await page.close();
+});
