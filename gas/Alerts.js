@@ -1,0 +1,70 @@
+// The Alerts tab: one row per (subject, kind), updated in place by the sweep.
+
+const ALERT_KEEP_RESOLVED_MS = 7 * 24 * 3600 * 1000; // resolved alerts older than this are dropped
+const WEBHOOK_MAX_TRIES = 6;                         // the first post plus at most 5 retries
+
+function rowToAlert_(r) {
+  return {
+    key: r[0], kind: r[1], subject: r[2], pc: r[3], message: r[4], openedAt: Number(r[5]),
+    updatedAt: Number(r[6]), resolvedAt: r[7] === '' ? null : Number(r[7]), count: Number(r[8]),
+    posted: r[9] === 'true', postTries: Number(r[10] || 0)
+  };
+}
+function alertToRow_(a) {
+  return [a.key, a.kind, a.subject, a.pc, a.message, String(a.openedAt), String(a.updatedAt),
+    a.resolvedAt === null ? '' : String(a.resolvedAt), String(a.count), String(a.posted), String(a.postTries)];
+}
+function alertView_(a) {
+  return { key: a.key, kind: a.kind, subject: a.subject, pc: a.pc, message: a.message, openedAt: a.openedAt,
+    updatedAt: a.updatedAt, resolvedAt: a.resolvedAt, count: a.count, posted: a.posted };
+}
+
+function readAlerts_() {
+  const sh = tab_('Alerts');
+  return readText_(sh, 2, 1, sh.getLastRow() - 1, TABS.Alerts.length).map(rowToAlert_);
+}
+
+// Opens, updates and resolves against what should alert now; one read, one write.
+function mergeAlerts_(want, now) {
+  const sh = tab_('Alerts');
+  const before = readAlerts_();
+  const counts = { opened: 0, updated: 0, resolved: 0 };
+  const all = before.map(function (a) {
+    const w = want[a.key];
+    if (w) {
+      delete want[a.key];
+      a.message = w.message;
+      a.pc = w.pc;
+      a.updatedAt = now;
+      a.count += 1;
+      if (a.resolvedAt !== null) { // the condition is back: open the same row again
+        a.resolvedAt = null;
+        a.openedAt = now;
+        a.posted = false;
+        a.postTries = 0;
+        counts.opened++;
+      } else counts.updated++;
+    } else if (a.resolvedAt === null) {
+      a.resolvedAt = now;
+      counts.resolved++;
+    }
+    return a;
+  }).filter(function (a) { return a.resolvedAt === null || now - a.resolvedAt < ALERT_KEEP_RESOLVED_MS; });
+  Object.keys(want).sort().forEach(function (key) {
+    const w = want[key];
+    all.push({ key: key, kind: w.kind, subject: w.subject, pc: w.pc, message: w.message, openedAt: now,
+      updatedAt: now, resolvedAt: null, count: 1, posted: false, postTries: 0 });
+    counts.opened++;
+  });
+  writeText_(sh, 2, 1, all.map(alertToRow_));
+  if (before.length > all.length) sh.deleteRows(2 + all.length, before.length - all.length);
+  return counts;
+}
+
+function listAlerts_(openOnly) {
+  return readAlerts_()
+    .filter(function (a) { return !openOnly || a.resolvedAt === null; })
+    .sort(function (x, y) { return y.updatedAt - x.updatedAt || (x.key < y.key ? -1 : x.key > y.key ? 1 : 0); })
+    .slice(0, 500)
+    .map(alertView_);
+}

@@ -1,0 +1,19 @@
+// Protocol errors travel as data; a thrown PcError becomes {"ok":false,"error":{…}}.
+function pcErr_(code, message, extra) {
+  const e = new Error(code + ': ' + message);
+  e.pcmail = { code: code, message: message, extra: extra || null };
+  return e;
+}
+
+function badField_(field, message) {
+  return pcErr_('bad_request', message, { field: field });
+}
+
+function errorBody_(code, message, extra) {
+  const err = { code: code, message: message };
+  if (extra) {
+    if (extra.field !== undefined) err.field = extra.field;
+    if (extra.candidates !== undefined) err.candidates = extra.candidates;
+  }
+  return { ok: false, error: err };
+}

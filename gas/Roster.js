@@ -1,0 +1,104 @@
+// The roster tab (number ⇔ label ⇔ hostname, plus each PC's last poll) and its version.
+
+function rosterVersion_() {
+  return Number(PropertiesService.getScriptProperties().getProperty('ROSTER_VERSION') || 0);
+}
+function bumpRosterVersion_() {
+  const v = rosterVersion_() + 1;
+  PropertiesService.getScriptProperties().setProperty('ROSTER_VERSION', String(v));
+  return v;
+}
+
+// All PCs sorted by number; `row` is the sheet row, `lastPollAt` null until the first poll.
+function readRoster_() {
+  const sh = tab_('Roster');
+  const last = sh.getLastRow();
+  const rows = readText_(sh, 2, 1, last - 1, 4);
+  const pcs = [];
+  rows.forEach(function (r, i) {
+    if (!r[1]) return;
+    pcs.push({ number: Number(r[0]), label: r[1], hostname: r[2],
+      lastPollAt: r[3] === '' ? null : Number(r[3]), row: i + 2 });
+  });
+  pcs.sort(function (a, b) { return a.number - b.number; });
+  return pcs;
+}
+
+// Fail closed: a roster we cannot read delivers nothing.
+function readRosterOrFail_() {
+  try {
+    return readRoster_();
+  } catch (e) {
+    throw pcErr_('roster_unavailable', 'the roster cannot be read: ' + e.message);
+  }
+}
+
+function pcView_(p) {
+  return { number: p.number, label: p.label, hostname: p.hostname };
+}
+
+function rosterSet_(label, hostname, number) {
+  const pcs = readRoster_();
+  const sh = tab_('Roster');
+  const existing = pcs.filter(function (p) { return p.label === label; })[0] || null;
+  if (number !== null && pcs.some(function (p) { return p.number === number && p.label !== label; })) {
+    throw pcErr_('conflict', 'number ' + number + ' belongs to another PC');
+  }
+  if (pcs.some(function (p) { return p.hostname === hostname && p.label !== label; })) {
+    throw pcErr_('conflict', 'hostname ' + hostname + ' belongs to another PC');
+  }
+  let pc;
+  let changed = true;
+  if (existing) {
+    pc = { number: number === null ? existing.number : number, label: label, hostname: hostname };
+    changed = pc.number !== existing.number || pc.hostname !== existing.hostname;
+    if (changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
+  } else {
+    const next = pcs.reduce(function (m, p) { return Math.max(m, p.number); }, 0) + 1;
+    pc = { number: number === null ? next : number, label: label, hostname: hostname };
+    appendText_(sh, [[String(pc.number), label, hostname, '']]);
+  }
+  const version = changed ? bumpRosterVersion_() : rosterVersion_();
+  return { pc: pc, changed: changed, version: version };
+}
+
+function rosterRemove_(label) {
+  const p = readRoster_().filter(function (x) { return x.label === label; })[0];
+  if (!p) return { removed: false, version: rosterVersion_() };
+  tab_('Roster').deleteRow(p.row);
+  return { removed: true, version: bumpRosterVersion_() };
+}
+
+function heartbeat_(pc, now) {
+  writeText_(tab_('Roster'), pc.row, 4, [[String(now)]]);
+}
+
+// Up to 5 labels that look like `query`, closest first (same scoring as the Rust core).
+function candidates_(pcs, query) {
+  const q = query.toLowerCase();
+  const scored = [];
+  pcs.forEach(function (p) {
+    const host = p.hostname.toLowerCase();
+    const d = Math.min(editDistance_(q, p.label), editDistance_(q, host));
+    const contains = q !== '' && (p.label.indexOf(q) >= 0 || host.indexOf(q) >= 0);
+    const close = d <= Math.max(Math.floor(charCount_(q) / 2), 2);
+    if (contains || close) scored.push([contains ? Math.min(d, 1) : d, p.label]);
+  });
+  scored.sort(function (a, b) { return a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0); });
+  return scored.slice(0, 5).map(function (s) { return s[1]; });
+}
+
+function editDistance_(a, b) {
+  const x = Array.from(a);
+  const y = Array.from(b);
+  let prev = [];
+  for (let j = 0; j <= y.length; j++) prev.push(j);
+  for (let i = 1; i <= x.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= y.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x[i - 1] === y[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[y.length];
+}

@@ -1,0 +1,137 @@
+// The 10-minute sweep. It must never starve polls (seed 002, pitfall 3): it takes
+// its own lease (a Script Property) instead of holding the script lock, reads the live
+// tab without the lock (only the sweep ever moves rows), and takes the script lock
+// only for short band-sized writes. Each pass is idempotent, so a sweep cut short
+// by the time limit is finished by the next one.
+
+const SWEEP_BAND = 500;                 // rows per locked write
+const SWEEP_BUDGET_MS = 4 * 60 * 1000;  // stop starting new work after this (limit is 6 min)
+const SWEEP_LEASE_MS = 6 * 60 * 1000;
+
+function runSweep_(now) {
+  const started = Date.now();
+  const props = PropertiesService.getScriptProperties();
+  withLock_(function () {
+    if (Number(props.getProperty('SWEEP_LEASE_UNTIL') || 0) > now) {
+      throw pcErr_('busy', 'a sweep is already running');
+    }
+    props.setProperty('SWEEP_LEASE_UNTIL', String(now + SWEEP_LEASE_MS));
+  });
+  try {
+    const snap = snapshotLive_();
+    const expired = expirePass_(snap, now);
+    const alerts = alertPass_(snap, now);
+    archivePass_(snap, started);
+    postAlerts_(started);
+    return { expired: expired, alerts: alerts };
+  } finally {
+    props.deleteProperty('SWEEP_LEASE_UNTIL');
+  }
+}
+
+// The live tab without subject/body, one read, no lock.
+function snapshotLive_() {
+  const sh = tab_('Mail');
+  return readText_(sh, 2, 1, sh.getLastRow() - 1, MAIL_NARROW).map(function (r, i) {
+    return { row: i + 2, mail: rowToMail_(r) };
+  });
+}
+
+// Groups snapshot items into bands of at most SWEEP_BAND consecutive rows.
+function bands_(items) {
+  const out = [];
+  items.forEach(function (s) {
+    const b = out[out.length - 1];
+    if (b && s.row - b.lo < SWEEP_BAND) { b.items.push(s); b.hi = s.row; } else out.push({ lo: s.row, hi: s.row, items: [s] });
+  });
+  return out;
+}
+
+function expirePass_(snap, now) {
+  const due = snap.filter(function (s) {
+    return s.mail.expiresAt !== null && s.mail.expiresAt <= now && RANK[s.mail.state] < 3;
+  });
+  const sh = tab_('Mail');
+  let n = 0;
+  bands_(due).forEach(function (b) {
+    withLock_(function () {
+      const raw = readText_(sh, b.lo, 1, b.hi - b.lo + 1, MAIL_NARROW);
+      const mut = raw.map(function (r) { return r.slice(MCOL.state - 1, MCOL.state - 1 + MUT_NCOL); });
+      const events = [];
+      b.items.forEach(function (s) {
+        const m = rowToMail_(raw[s.row - b.lo]);
+        if (m.id !== s.mail.id) return; // not where the snapshot saw it: next sweep
+        if (m.expiresAt !== null && m.expiresAt <= now && transition_(m, 'expired', now, 'server', null, now)) {
+          n++;
+          events.push(eventOf_(m));
+          mut[s.row - b.lo] = mutRow_(m);
+        }
+        s.mail = m;
+      });
+      if (events.length) {
+        writeText_(sh, b.lo, MCOL.state, mut);
+        appendEvents_(events);
+      }
+    });
+  });
+  return n;
+}
+
+function deliveredAt_(m) {
+  for (let i = m.timeline.length - 1; i >= 0; i--) if (m.timeline[i].state === 'delivered') return m.timeline[i].at;
+  return m.updatedAt;
+}
+
+// What should be alerting now, keyed "<subject>|<kind>".
+function wantedAlerts_(snap, pcs, now) {
+  const want = {};
+  const H = 60 * LIMITS.MIN;
+  function add(kind, subject, pc, message) {
+    want[subject + '|' + kind] = { kind: kind, subject: subject, pc: pc, message: message };
+  }
+  snap.forEach(function (s) {
+    const m = s.mail;
+    if (m.state === 'delivered') {
+      const age = now - deliveredAt_(m);
+      if (age > (m.urgent ? 2 * H : 6 * H)) {
+        add('unseen', m.id, m.to, (m.urgent ? 'urgent ' : '') + 'mail ' + m.id + ' from ' + m.from + ' to ' + m.to +
+          ' delivered ' + Math.floor(age / H) + ' h ago, not seen yet');
+      }
+    } else if (m.state === 'new' && now - m.createdAt > 30 * LIMITS.MIN) {
+      add('undelivered', m.id, m.to, 'mail ' + m.id + ' from ' + m.from + ' to ' + m.to + ' not delivered after ' +
+        Math.floor((now - m.createdAt) / LIMITS.MIN) + ' min (is the poller on ' + m.to + ' down?)');
+    }
+  });
+  pcs.forEach(function (p) {
+    if (p.lastPollAt !== null && now - p.lastPollAt > 10 * LIMITS.MIN) {
+      add('stale_pc', p.label, p.label, p.label + ' has not polled for ' + Math.floor((now - p.lastPollAt) / LIMITS.MIN) + ' min');
+    }
+  });
+  return want;
+}
+
+function alertPass_(snap, now) {
+  const want = wantedAlerts_(snap, readRoster_(), now);
+  return withLock_(function () { return mergeAlerts_(want, now); });
+}
+
+// Final mail leaves the live tab band by band, bottom-up so rows above stay put:
+// append to Archive, rewrite the kept rows compacted, delete the freed tail.
+function archivePass_(snap, started) {
+  const finals = snap.filter(function (s) { return RANK[s.mail.state] === 3; });
+  const live = tab_('Mail');
+  const archive = tab_('Archive');
+  bands_(finals).reverse().forEach(function (b) {
+    if (Date.now() - started > SWEEP_BUDGET_MS) return;
+    withLock_(function () {
+      const rows = readText_(live, b.lo, 1, b.hi - b.lo + 1, MAIL_NCOL);
+      const gone = [];
+      const kept = [];
+      rows.forEach(function (r) { (RANK[r[MCOL.state - 1]] === 3 ? gone : kept).push(r); });
+      if (!gone.length) return;
+      appendText_(archive, gone);
+      writeText_(live, b.lo, 1, kept);
+      live.deleteRows(b.lo + kept.length, gone.length);
+    });
+  });
+}

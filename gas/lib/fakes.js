@@ -1,0 +1,450 @@
+'use strict';
+// Fakes of the Apps Script services pcmail uses. Sheets are 2-D arrays; values written
+// to cells not formatted '@' are coerced the way Sheets does it. Every service counts
+// its calls, and each sheet counts cells read and written.
+
+const crypto = require('crypto');
+
+// ---- Sheets coercion -------------------------------------------------------------
+
+const NUM_RE = /^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/;
+const ISO_DATE_RE = /^(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/;
+const US_DATE_RE = /^(\d{1,2})\/(\d{1,2})\/(\d{4})$/;
+
+// What Sheets stores when `v` is typed into a cell of an automatic format.
+// Returns {value, formula}.
+function coerce(v) {
+  if (typeof v !== 'string') return { value: v === undefined || v === null ? '' : v, formula: null };
+  if (v.startsWith("'")) return { value: v.slice(1), formula: null }; // apostrophe: literal text
+  if (v.startsWith('=')) return { value: evalFormula(v), formula: v };
+  if (/^(true|false)$/i.test(v)) return { value: v.toLowerCase() === 'true', formula: null };
+  if (NUM_RE.test(v)) return { value: Number(v), formula: null };
+  if (/^[+-]/.test(v)) return { value: '#ERROR!', formula: v }; // "+x" / "-x" parse as formulas
+  if (v.startsWith('@')) return { value: '#NAME?', formula: v };
+  let m = ISO_DATE_RE.exec(v);
+  if (m) return { value: new Date(Date.UTC(+m[1], +m[2] - 1, +m[3], +(m[4] || 0), +(m[5] || 0), +(m[6] || 0))), formula: null };
+  m = US_DATE_RE.exec(v);
+  if (m) return { value: new Date(Date.UTC(+m[3], +m[1] - 1, +m[2])), formula: null };
+  return { value: v, formula: null };
+}
+
+function evalFormula(f) {
+  const m = /^=\s*(-?\d+(?:\.\d+)?)\s*([+*-])\s*(-?\d+(?:\.\d+)?)\s*$/.exec(f);
+  if (m) {
+    const a = Number(m[1]), b = Number(m[3]);
+    return m[2] === '+' ? a + b : m[2] === '-' ? a - b : a * b;
+  }
+  return '#NAME?';
+}
+
+// ---- Spreadsheet ---------------------------------------------------------------
+
+function newCounters() {
+  return { getValuesCalls: 0, cellsRead: 0, setValuesCalls: 0, cellsWritten: 0, formatCalls: 0,
+    textFinderCalls: 0, textFinderCellsScanned: 0, deleteRowsCalls: 0, appendRowCalls: 0, lastRowCalls: 0 };
+}
+
+class FakeSheet {
+  constructor(ss, name) {
+    this.ss = ss;
+    this.name = name;
+    this.cells = [];   // rows of {v, f, fmt}
+    this.frozen = 0;
+    this.counters = newCounters();
+  }
+  _cell(r, c) { // 1-based, creates
+    while (this.cells.length < r) this.cells.push([]);
+    const row = this.cells[r - 1];
+    while (row.length < c) row.push({ v: '', f: null, fmt: null });
+    return row[c - 1];
+  }
+  _peek(r, c) {
+    const row = this.cells[r - 1];
+    return row && row[c - 1] ? row[c - 1] : null;
+  }
+  _tick(key, n) { this.counters[key] += n; this.ss.counters[key] += n; this.ss.fakes._onSheetCall(this, key, n); }
+  getName() { return this.name; }
+  getParent() { return this.ss; }
+  setFrozenRows(n) { this.frozen = n; }
+  getLastRow() {
+    this._tick('lastRowCalls', 1);
+    for (let r = this.cells.length; r >= 1; r--) {
+      if (this.cells[r - 1].some((c) => c.v !== '' && c.v !== null)) return r;
+    }
+    return 0;
+  }
+  getLastColumn() {
+    let n = 0;
+    this.cells.forEach((row) => row.forEach((c, i) => { if (c.v !== '') n = Math.max(n, i + 1); }));
+    return n;
+  }
+  getMaxRows() { return Math.max(this.cells.length, 1000); }
+  getRange(row, col, nr, nc) {
+    if (typeof row === 'string') throw new Error('A1 notation is not supported by the fake');
+    nr = nr === undefined ? 1 : nr;
+    nc = nc === undefined ? 1 : nc;
+    if (!(row >= 1 && col >= 1 && nr >= 1 && nc >= 1) || [row, col, nr, nc].some((x) => !Number.isInteger(x))) {
+      throw new Error(`Exception: The coordinates or dimensions of the range are invalid. (${row},${col},${nr},${nc})`);
+    }
+    this.ss._call();
+    return new FakeRange(this, row, col, nr, nc);
+  }
+  getDataRange() { return this.getRange(1, 1, Math.max(this.getLastRow(), 1), Math.max(this.getLastColumn(), 1)); }
+  appendRow(values) {
+    this._tick('appendRowCalls', 1);
+    const r = this.getLastRow() + 1;
+    values.forEach((v, i) => this._write(r, i + 1, v));
+    return this;
+  }
+  deleteRows(start, n) {
+    this._tick('deleteRowsCalls', 1);
+    if (start < 1 || n < 1) throw new Error('Exception: invalid rows');
+    this.cells.splice(start - 1, n);
+    return this;
+  }
+  deleteRow(r) { return this.deleteRows(r, 1); }
+  clear() { this.cells = []; return this; }
+  createTextFinder(text) { return this.getDataRange().createTextFinder(text); }
+  _write(r, c, v) {
+    const cell = this._cell(r, c);
+    if (cell.fmt === '@' && typeof v === 'string') { cell.v = v; cell.f = null; return; }
+    if (cell.fmt === '@') { cell.v = v === null || v === undefined ? '' : String(v); cell.f = null; return; }
+    const x = coerce(v);
+    cell.v = x.value;
+    cell.f = x.formula;
+  }
+  // Test helper: raw rows written in bulk (no counting), already text.
+  seedRows(startRow, rows) {
+    rows.forEach((vals, i) => vals.forEach((v, j) => {
+      const cell = this._cell(startRow + i, j + 1);
+      cell.v = v; cell.f = null; cell.fmt = '@';
+    }));
+  }
+  dump() { return this.cells.map((row) => row.map((c) => c.v)); }
+}
+
+class FakeRange {
+  constructor(sheet, row, col, nr, nc) { Object.assign(this, { sheet, row, col, nr, nc }); }
+  getRow() { return this.row; }
+  getColumn() { return this.col; }
+  getNumRows() { return this.nr; }
+  getNumColumns() { return this.nc; }
+  getSheet() { return this.sheet; }
+  getValues() {
+    this.sheet.ss._call();
+    this.sheet._tick('getValuesCalls', 1);
+    this.sheet._tick('cellsRead', this.nr * this.nc);
+    const out = [];
+    for (let i = 0; i < this.nr; i++) {
+      const r = [];
+      for (let j = 0; j < this.nc; j++) {
+        const c = this.sheet._peek(this.row + i, this.col + j);
+        const v = c ? c.v : '';
+        r.push(v instanceof Date ? new Date(v.getTime()) : v);
+      }
+      out.push(r);
+    }
+    return out;
+  }
+  getValue() { return this.sheet.getRange(this.row, this.col).getValues()[0][0]; }
+  getFormulas() {
+    const out = [];
+    for (let i = 0; i < this.nr; i++) {
+      const r = [];
+      for (let j = 0; j < this.nc; j++) { const c = this.sheet._peek(this.row + i, this.col + j); r.push(c && c.f ? c.f : ''); }
+      out.push(r);
+    }
+    return out;
+  }
+  setValues(values) {
+    this.sheet.ss._call();
+    if (!Array.isArray(values) || values.length !== this.nr || values.some((r) => !Array.isArray(r) || r.length !== this.nc)) {
+      throw new Error(`Exception: The number of rows or columns in the data does not match the range (${this.nr}x${this.nc}).`);
+    }
+    this.sheet.ss.fakes._maybeFail('setValues', this.sheet);
+    this.sheet._tick('setValuesCalls', 1);
+    this.sheet._tick('cellsWritten', this.nr * this.nc);
+    values.forEach((r, i) => r.forEach((v, j) => this.sheet._write(this.row + i, this.col + j, v)));
+    return this;
+  }
+  setValue(v) { return this.setValues([[v]]); }
+  setNumberFormat(fmt) {
+    this.sheet.ss._call();
+    this.sheet._tick('formatCalls', 1);
+    if (this.sheet.ss.fakes.faults.formatLost) return this; // simulates a lost '@' format
+    for (let i = 0; i < this.nr; i++) for (let j = 0; j < this.nc; j++) this.sheet._cell(this.row + i, this.col + j).fmt = fmt;
+    return this;
+  }
+  getNumberFormat() { const c = this.sheet._peek(this.row, this.col); return c && c.fmt ? c.fmt : 'General'; }
+  clearContent() {
+    for (let i = 0; i < this.nr; i++) for (let j = 0; j < this.nc; j++) {
+      const c = this.sheet._peek(this.row + i, this.col + j); if (c) { c.v = ''; c.f = null; }
+    }
+    return this;
+  }
+  createTextFinder(text) { return new FakeTextFinder(this, String(text)); }
+}
+
+class FakeTextFinder {
+  constructor(range, text) {
+    Object.assign(this, { range, text, entire: false, caseSens: false, regex: false });
+  }
+  matchEntireCell(b) { this.entire = !!b; return this; }
+  matchCase(b) { this.caseSens = !!b; return this; }
+  useRegularExpression(b) { this.regex = !!b; return this; }
+  findAll() {
+    const { range } = this;
+    const sheet = range.sheet;
+    sheet.ss._call();
+    sheet._tick('textFinderCalls', 1);
+    const lastRow = Math.min(range.row + range.nr - 1, sheet.cells.length);
+    const scanned = Math.max(0, lastRow - range.row + 1) * range.nc;
+    sheet._tick('textFinderCellsScanned', scanned);
+    const flags = this.caseSens ? '' : 'i';
+    let re;
+    if (this.regex) re = new RegExp(this.entire ? '^(?:' + this.text + ')$' : this.text, flags);
+    else {
+      const esc = this.text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      re = new RegExp(this.entire ? '^' + esc + '$' : esc, flags);
+    }
+    const out = [];
+    for (let r = range.row; r <= lastRow; r++) {
+      for (let c = range.col; c < range.col + range.nc; c++) {
+        const cell = sheet._peek(r, c);
+        if (!cell || cell.v === '') continue;
+        const shown = cell.v instanceof Date ? cell.v.toISOString() : typeof cell.v === 'boolean' ? String(cell.v).toUpperCase() : String(cell.v);
+        if (re.test(shown)) out.push(new FakeRange(sheet, r, c, 1, 1));
+      }
+    }
+    return out;
+  }
+  findNext() { return this.findAll()[0] || null; }
+}
+
+class FakeSpreadsheet {
+  constructor(fakes, id) {
+    this.fakes = fakes;
+    this.id = id || 'fake-ss-' + crypto.randomBytes(4).toString('hex');
+    this.sheets = [];
+    this.counters = newCounters();
+    this.calls = 0;
+  }
+  _call() { this.calls++; this.fakes.counts.sheetsCalls++; }
+  getId() { return this.id; }
+  getUrl() { return 'https://docs.google.com/spreadsheets/d/' + this.id + '/edit'; }
+  getSheets() { this._call(); return this.sheets.slice(); }
+  getSheetByName(name) { this._call(); return this.sheets.find((s) => s.name === name) || null; }
+  insertSheet(name) {
+    this._call();
+    if (this.sheets.some((s) => s.name === name)) throw new Error(`Exception: A sheet with the name "${name}" already exists.`);
+    const s = new FakeSheet(this, name);
+    this.sheets.push(s);
+    return s;
+  }
+  deleteSheet(sheet) { this.sheets = this.sheets.filter((s) => s !== sheet); }
+  toJSON() {
+    return { id: this.id, sheets: this.sheets.map((s) => ({ name: s.name, frozen: s.frozen,
+      cells: s.cells.map((row) => row.map((c) => ({ v: c.v instanceof Date ? { date: c.v.toISOString() } : c.v, f: c.f, fmt: c.fmt }))) })) };
+  }
+  static fromJSON(fakes, j) {
+    const ss = new FakeSpreadsheet(fakes, j.id);
+    j.sheets.forEach((sj) => {
+      const s = new FakeSheet(ss, sj.name);
+      s.frozen = sj.frozen || 0;
+      s.cells = sj.cells.map((row) => row.map((c) => ({ v: c.v && typeof c.v === 'object' && c.v.date ? new Date(c.v.date) : c.v, f: c.f || null, fmt: c.fmt || null })));
+      ss.sheets.push(s);
+    });
+    return ss;
+  }
+}
+
+// ---- The other services ----------------------------------------------------------
+
+function createFakes(opts) {
+  opts = opts || {};
+  const fakes = {
+    now: opts.now || (() => Date.now()),
+    counts: { sheetsCalls: 0, lockTries: 0, lockBusy: 0, propsCalls: 0, cacheCalls: 0, fetches: 0, sleeps: 0 },
+    faults: { formatLost: false, setValuesThrowOn: null },
+    onSheetCall: null, // hook(sheet, key, n)
+    _onSheetCall(sheet, key, n) {
+      if (fakes.lock.heldBy) fakes.lock.touchedWhileHeld += key === 'cellsRead' || key === 'cellsWritten' ? n : 0;
+      if (fakes.onSheetCall) fakes.onSheetCall(sheet, key, n);
+    },
+    _maybeFail(what, sheet) {
+      const f = fakes.faults.setValuesThrowOn;
+      if (f && what === 'setValues' && (f === true || f === sheet.name)) throw new Error('Exception: Service Spreadsheets failed while accessing document');
+    }
+  };
+  const ss = opts.spreadsheet ? FakeSpreadsheet.fromJSON(fakes, opts.spreadsheet) : new FakeSpreadsheet(fakes);
+  fakes.ss = ss;
+
+  // LockService: one script lock shared by "executions". `contended` simulates another
+  // execution holding it; tryLock then fails after the (virtual) wait.
+  const lock = {
+    heldBy: null, contended: false, acquisitions: 0, maxTouchedWhileHeld: 0, touchedWhileHeld: 0, onAcquire: null, onRelease: null, seq: 0
+  };
+  fakes.lock = lock;
+  function makeLock() {
+    const me = { id: ++lock.seq };
+    return {
+      tryLock(ms) {
+        fakes.counts.lockTries++;
+        if (lock.heldBy === me) return true;
+        if (lock.contended || lock.heldBy) { fakes.counts.lockBusy++; return false; }
+        lock.heldBy = me;
+        lock.acquisitions++;
+        lock.touchedWhileHeld = 0;
+        if (lock.onAcquire) lock.onAcquire();
+        return true;
+      },
+      waitLock(ms) { if (!this.tryLock(ms)) throw new Error('Lock timeout: another process was holding the lock for too long.'); },
+      hasLock() { return lock.heldBy === me; },
+      releaseLock() {
+        if (lock.heldBy !== me) return;
+        lock.maxTouchedWhileHeld = Math.max(lock.maxTouchedWhileHeld, lock.touchedWhileHeld);
+        lock.heldBy = null;
+        if (lock.onRelease) lock.onRelease();
+      }
+    };
+  }
+  const LockService = { getScriptLock: makeLock, getUserLock: makeLock, getDocumentLock: makeLock };
+
+  function makeProps(store) {
+    return {
+      getProperty(k) { fakes.counts.propsCalls++; return Object.prototype.hasOwnProperty.call(store, k) ? store[k] : null; },
+      setProperty(k, v) { fakes.counts.propsCalls++; store[k] = String(v); return this; },
+      deleteProperty(k) { fakes.counts.propsCalls++; delete store[k]; return this; },
+      getProperties() { fakes.counts.propsCalls++; return Object.assign({}, store); },
+      setProperties(o, del) { fakes.counts.propsCalls++; if (del) Object.keys(store).forEach((k) => delete store[k]); Object.keys(o).forEach((k) => { store[k] = String(o[k]); }); return this; },
+      getKeys() { return Object.keys(store); }
+    };
+  }
+  fakes.scriptProps = Object.assign({}, opts.properties || {});
+  const PropertiesService = {
+    getScriptProperties: () => makeProps(fakes.scriptProps),
+    getUserProperties: () => makeProps(fakes.userProps || (fakes.userProps = {})),
+    getDocumentProperties: () => makeProps(fakes.docProps || (fakes.docProps = {}))
+  };
+
+  // CacheService: values are strings ≤ 100 KB, expiry in seconds (default 600, max 21600).
+  const cacheStore = new Map();
+  const cache = {
+    get(k) { fakes.counts.cacheCalls++; const e = cacheStore.get(k); if (!e) return null; if (e.until <= fakes.now()) { cacheStore.delete(k); return null; } return e.v; },
+    put(k, v, ttl) {
+      fakes.counts.cacheCalls++;
+      if (typeof v !== 'string') v = String(v);
+      if (Buffer.byteLength(v, 'utf8') > 100 * 1024) throw new Error('Exception: Argument too large: value');
+      if (k.length > 250) throw new Error('Exception: Argument too large: key');
+      const s = Math.min(ttl === undefined ? 600 : ttl, 21600);
+      cacheStore.set(k, { v, until: fakes.now() + s * 1000 });
+    },
+    remove(k) { fakes.counts.cacheCalls++; cacheStore.delete(k); },
+    getAll(keys) { const o = {}; keys.forEach((k) => { const v = cache.get(k); if (v !== null) o[k] = v; }); return o; },
+    putAll(o, ttl) { Object.keys(o).forEach((k) => cache.put(k, o[k], ttl)); },
+    removeAll(keys) { keys.forEach((k) => cache.remove(k)); }
+  };
+  const CacheService = { getScriptCache: () => cache, getUserCache: () => cache, getDocumentCache: () => cache };
+
+  const ContentService = {
+    MimeType: { JSON: 'application/json', TEXT: 'text/plain', CSV: 'text/csv', JAVASCRIPT: 'application/javascript' },
+    createTextOutput(s) {
+      return { content: s === undefined ? '' : String(s), mime: 'text/plain',
+        setMimeType(m) { this.mime = m; return this; }, getContent() { return this.content; },
+        getMimeType() { return this.mime; }, setContent(c) { this.content = String(c); return this; } };
+    }
+  };
+
+  // UrlFetchApp: records requests; `fetch.script` is a list of outcomes consumed in
+  // order (a status number, 'throw', or a function(req) → status); default 200.
+  fakes.fetch = { requests: [], script: [], handler: null };
+  const UrlFetchApp = {
+    fetch(url, params) {
+      fakes.counts.fetches++;
+      const req = { url, params: params || {}, payload: params && params.payload };
+      fakes.fetch.requests.push(req);
+      let outcome = fakes.fetch.script.length ? fakes.fetch.script.shift() : 200;
+      if (fakes.fetch.handler) outcome = fakes.fetch.handler(req);
+      if (typeof outcome === 'function') outcome = outcome(req);
+      if (outcome === 'throw') throw new Error('Exception: Address unavailable: ' + url);
+      const code = Number(outcome);
+      if (code >= 400 && !(params && params.muteHttpExceptions)) throw new Error('Exception: Request failed for ' + url + ' returned code ' + code);
+      return { getResponseCode: () => code, getContentText: () => '', getHeaders: () => ({}) };
+    }
+  };
+
+  // ScriptApp triggers.
+  fakes.triggers = [];
+  let trigSeq = 0;
+  const ScriptApp = {
+    getProjectTriggers: () => fakes.triggers.slice(),
+    deleteTrigger(t) { fakes.triggers = fakes.triggers.filter((x) => x !== t); },
+    newTrigger(fn) {
+      const spec = { fn, minutes: null };
+      const builder = {
+        timeBased() { return builder; },
+        everyMinutes(n) { if ([1, 5, 10, 15, 30].indexOf(n) < 0) throw new Error('everyMinutes: invalid ' + n); spec.minutes = n; return builder; },
+        everyHours(n) { spec.minutes = n * 60; return builder; },
+        create() {
+          const id = 'trigger-' + (++trigSeq);
+          const t = { getHandlerFunction: () => spec.fn, getUniqueId: () => id, getEventType: () => 'CLOCK', minutes: spec.minutes };
+          fakes.triggers.push(t);
+          return t;
+        }
+      };
+      return builder;
+    },
+    EventType: { CLOCK: 'CLOCK' }
+  };
+
+  const Utilities = {
+    DigestAlgorithm: { SHA_256: 'sha256', MD5: 'md5', SHA_1: 'sha1' },
+    Charset: { UTF_8: 'utf8' },
+    computeDigest(algo, s) {
+      const buf = crypto.createHash(algo).update(typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.from(s)).digest();
+      return Array.from(buf, (b) => (b > 127 ? b - 256 : b)); // Apps Script gives signed bytes
+    },
+    getUuid: () => crypto.randomUUID(),
+    sleep(ms) { fakes.counts.sleeps++; fakes.sleptMs = (fakes.sleptMs || 0) + ms; },
+    formatDate(d, tz, fmt) {
+      const iso = new Date(d.getTime()).toISOString();
+      if (fmt === "yyyy-MM-dd'T'HH:mm:ss'Z'") return iso.slice(0, 19) + 'Z';
+      if (fmt === 'yyyy-MM-dd') return iso.slice(0, 10);
+      return iso;
+    },
+    base64Encode: (s) => Buffer.from(s).toString('base64')
+  };
+
+  const SpreadsheetApp = {
+    getActiveSpreadsheet: () => ss,
+    getActive: () => ss,
+    openById(id) { if (id !== ss.id) throw new Error('Exception: Unexpected error while getting the method or property openById'); return ss; },
+    flush() {}
+  };
+
+  const logs = [];
+  fakes.logs = logs;
+  const log = (lvl) => (...a) => logs.push(lvl + ': ' + a.join(' '));
+  const console_ = { log: log('log'), info: log('info'), warn: log('warn'), error: log('error') };
+
+  fakes.globals = { SpreadsheetApp, LockService, PropertiesService, CacheService, ContentService, UrlFetchApp,
+    ScriptApp, Utilities, Logger: { log: log('log') }, console: console_ };
+  fakes.sheet = (name) => ss.sheets.find((s) => s.name === name) || null;
+  fakes.resetCounters = () => {
+    Object.keys(fakes.counts).forEach((k) => { fakes.counts[k] = 0; });
+    ss.counters = newCounters();
+    ss.sheets.forEach((s) => { s.counters = newCounters(); });
+    lock.maxTouchedWhileHeld = 0;
+    lock.acquisitions = 0;
+  };
+  // Totals over all sheets and per sheet.
+  fakes.snapshotCounters = () => {
+    const per = {};
+    ss.sheets.forEach((s) => { per[s.name] = Object.assign({}, s.counters); });
+    return { total: Object.assign({}, ss.counters), perSheet: per, services: Object.assign({}, fakes.counts),
+      lockAcquisitions: lock.acquisitions, maxCellsPerLockHold: lock.maxTouchedWhileHeld };
+  };
+  return fakes;
+}
+
+module.exports = { createFakes, coerce, FakeSpreadsheet };
