@@ -1,1 +1,114 @@
-//! pcmail-client (in progress)
+//! The receiving PC and the agent's CLI operations: config, transports, the
+//! poller cycle, notifications, the hook, and send/reply/ack/read/status.
+//! The `pcmail` binary and the tray app are thin layers over this crate.
+
+pub mod config;
+pub mod hook;
+pub mod locks;
+pub mod notify;
+pub mod ops;
+pub mod spawn;
+pub mod sync;
+pub mod token;
+pub mod transport;
+
+use config::{Config, ConfigError, Paths, ServerConfig};
+use pcmail_core::{Millis, ProtoError};
+use pcmail_store::{Store, StoreError};
+use transport::{CallError, Transport};
+
+pub fn system_now() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Token(#[from] token::TokenError),
+    #[error(transparent)]
+    Call(#[from] CallError),
+    #[error("{query:?} is not an exact PC label, number or hostname on the roster{}", candidates_hint(.candidates))]
+    Unresolved { query: String, candidates: Vec<String> },
+    #[error("{id} is itself a reply; replying to a reply is refused (it is how mail loops start)")]
+    ReplyToReply { id: String },
+    #[error("no mail {0:?} here")]
+    NotFound(String),
+    #[error("{id} did not reach {wanted} within the timeout (it is {state})")]
+    Timeout { id: String, wanted: String, state: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn candidates_hint(c: &[String]) -> String {
+    if c.is_empty() {
+        " (no close match; see `pcmail roster`)".into()
+    } else {
+        format!("; did you mean: {}", c.join(", "))
+    }
+}
+
+impl ClientError {
+    pub fn refused(&self) -> Option<&ProtoError> {
+        match self {
+            ClientError::Call(CallError::Server(p)) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// One PC user's pcmail: its config, its store and its way to the server.
+pub struct Client {
+    pub paths: Paths,
+    pub config: Config,
+    pub store: Store,
+    pub transport: Box<dyn Transport>,
+    pub clock: fn() -> Millis,
+}
+
+impl Client {
+    /// Opens everything from the environment (`PCMAIL_HOME`, config, keyring).
+    pub fn open(paths: Paths) -> Result<Client, ClientError> {
+        let config = Config::load(&paths)?;
+        let transport = make_transport(&paths, &config, system_now)?;
+        let store = Store::open(&paths.store())?;
+        Ok(Client { paths, config, store, transport, clock: system_now })
+    }
+
+    /// For tests and the tray: everything given.
+    pub fn with(paths: Paths, config: Config, transport: Box<dyn Transport>, clock: fn() -> Millis) -> Result<Client, ClientError> {
+        let store = Store::open(&paths.store())?;
+        Ok(Client { paths, config, store, transport, clock })
+    }
+
+    pub fn me(&self) -> &str {
+        &self.config.label
+    }
+
+    pub fn now(&self) -> Millis {
+        (self.clock)()
+    }
+}
+
+pub fn make_transport(paths: &Paths, config: &Config, clock: fn() -> Millis) -> Result<Box<dyn Transport>, ClientError> {
+    Ok(match &config.server {
+        ServerConfig::Embedded { .. } => {
+            let db = config.embedded_db(paths).expect("embedded has a db");
+            Box::new(transport::Embedded::open(&db, &config.label, clock)?)
+        }
+        ServerConfig::Http { url } => {
+            let tok = token::load(url)?;
+            Box::new(transport::Http::new(url, &tok, &config.label, true)?)
+        }
+        ServerConfig::AppsScript { url } => {
+            let tok = token::load(url)?;
+            Box::new(transport::Http::new(url, &tok, &config.label, false)?)
+        }
+    })
+}

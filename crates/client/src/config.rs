@@ -1,0 +1,196 @@
+//! Where pcmail keeps its files and what it talks to. One directory per PC
+//! user (`PCMAIL_HOME`, else the OS data directory); the token is never here.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not valid pcmail config: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("no home directory found; set PCMAIL_HOME")]
+    NoHome,
+}
+
+/// The files of one PC user.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub home: PathBuf,
+}
+
+impl Paths {
+    pub fn from_env() -> Result<Paths, ConfigError> {
+        if let Some(h) = std::env::var_os("PCMAIL_HOME").filter(|h| !h.is_empty()) {
+            return Ok(Paths { home: PathBuf::from(h) });
+        }
+        let dirs = directories::ProjectDirs::from("", "", "pcmail").ok_or(ConfigError::NoHome)?;
+        Ok(Paths { home: dirs.data_dir().to_path_buf() })
+    }
+    pub fn at(home: impl Into<PathBuf>) -> Paths {
+        Paths { home: home.into() }
+    }
+    pub fn config(&self) -> PathBuf {
+        self.home.join("config.toml")
+    }
+    pub fn store(&self) -> PathBuf {
+        self.home.join("store.db")
+    }
+    pub fn embedded_server_db(&self) -> PathBuf {
+        self.home.join("server.db")
+    }
+    pub fn daemon_lock(&self) -> PathBuf {
+        self.home.join("daemon.lock")
+    }
+    pub fn sync_lock(&self) -> PathBuf {
+        self.home.join("sync.lock")
+    }
+    pub fn log(&self) -> PathBuf {
+        self.home.join("pcmail.log")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ServerConfig {
+    /// The same server engine in-process on a SQLite file (no setup, no token).
+    Embedded { db: Option<PathBuf> },
+    /// `pcmail serve` over HTTP (long-poll).
+    Http { url: String },
+    /// An Apps Script web app (`…/exec`): polled every 2 minutes.
+    AppsScript { url: String },
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig::Embedded { db: None }
+    }
+}
+
+impl ServerConfig {
+    /// An URL the user typed: Apps Script URLs are recognised by host.
+    pub fn from_url(url: &str) -> ServerConfig {
+        if url.contains("script.google.com") || url.contains("script.googleusercontent.com") || url.ends_with("/exec") {
+            ServerConfig::AppsScript { url: url.to_string() }
+        } else {
+            ServerConfig::Http { url: url.to_string() }
+        }
+    }
+    pub fn describe(&self) -> String {
+        match self {
+            ServerConfig::Embedded { db } => match db {
+                Some(p) => format!("embedded ({})", p.display()),
+                None => "embedded (this PC only)".to_string(),
+            },
+            ServerConfig::Http { url } => format!("pcmail serve at {url}"),
+            ServerConfig::AppsScript { url } => format!("Apps Script at {url}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// This PC's label on the roster.
+    pub label: String,
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// Seconds between polls when long-poll is not available (0 = default for the server kind).
+    #[serde(default)]
+    pub poll_interval_secs: u64,
+    /// Discord-style webhook for decision/work/urgent notifications.
+    #[serde(default)]
+    pub notify_webhook: Option<String>,
+    /// Native desktop notifications when a session bus is present.
+    #[serde(default = "yes")]
+    pub native_notifications: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Config {
+    pub fn default_for_this_pc() -> Config {
+        Config {
+            label: pcmail_core::roster::label_from_hostname(&hostname()),
+            server: ServerConfig::default(),
+            poll_interval_secs: 0,
+            notify_webhook: None,
+            native_notifications: true,
+        }
+    }
+
+    /// Reads the config, or the defaults for this PC when there is none yet.
+    pub fn load(paths: &Paths) -> Result<Config, ConfigError> {
+        let path = paths.config();
+        match std::fs::read_to_string(&path) {
+            Ok(s) => {
+                let c: Config =
+                    toml::from_str(&s).map_err(|e| ConfigError::Invalid { path: path.clone(), detail: e.to_string() })?;
+                if !pcmail_core::roster::is_valid_label(&c.label) {
+                    return Err(ConfigError::Invalid {
+                        path,
+                        detail: format!("label {:?} must be lower-case a-z 0-9 . _ - (max 40)", c.label),
+                    });
+                }
+                Ok(c)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default_for_this_pc()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    /// Writes atomically (temp file + rename) so a crash never leaves half a config.
+    pub fn save(&self, paths: &Paths) -> Result<(), ConfigError> {
+        let path = paths.config();
+        let w = |source| ConfigError::Write { path: path.clone(), source };
+        std::fs::create_dir_all(&paths.home).map_err(w)?;
+        let tmp = path.with_extension("toml.tmp");
+        let text = toml::to_string_pretty(self).expect("config serialises");
+        std::fs::write(&tmp, text).map_err(w)?;
+        std::fs::rename(&tmp, &path).map_err(w)?;
+        Ok(())
+    }
+
+    pub fn embedded_db(&self, paths: &Paths) -> Option<PathBuf> {
+        match &self.server {
+            ServerConfig::Embedded { db } => Some(db.clone().unwrap_or_else(|| paths.embedded_server_db())),
+            _ => None,
+        }
+    }
+
+    /// How long the daemon waits between cycles when the server has no long-poll.
+    pub fn poll_interval(&self) -> std::time::Duration {
+        let secs = match (self.poll_interval_secs, &self.server) {
+            (n, _) if n > 0 => n,
+            (_, ServerConfig::AppsScript { .. }) => 120,
+            (_, ServerConfig::Embedded { .. }) => 2,
+            (_, ServerConfig::Http { .. }) => 0,
+        };
+        std::time::Duration::from_secs(secs)
+    }
+}
+
+pub fn hostname() -> String {
+    #[cfg(unix)]
+    {
+        let mut buf = [0u8; 256];
+        // SAFETY: buf is valid for its length; gethostname NUL-terminates or truncates.
+        let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+        if rc == 0 {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            let h = String::from_utf8_lossy(&buf[..end]).to_string();
+            if !h.is_empty() {
+                return h;
+            }
+        }
+    }
+    std::env::var("COMPUTERNAME").or_else(|_| std::env::var("HOSTNAME")).unwrap_or_else(|_| "pc".into())
+}
+
+pub fn is_same_path(a: &Path, b: &Path) -> bool {
+    a.canonicalize().ok() == b.canonicalize().ok()
+}

@@ -1,0 +1,208 @@
+//! Notifications for decision requests, work requests and urgent mail: one
+//! per id (the store claims them), sent after the cycle, at most 5 s each and
+//! 20 s in all, on every channel that is set up (native, webhook, log).
+
+use pcmail_core::present::{neutralise, truncate_chars};
+use pcmail_core::Kind;
+use pcmail_store::InboxMail;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const PER_NOTIFICATION: Duration = Duration::from_secs(5);
+pub const TOTAL: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    pub id: String,
+    pub title: String,
+    pub body: String,
+}
+
+impl Notification {
+    pub fn for_mail(m: &InboxMail) -> Notification {
+        let tag = match m.effective_kind() {
+            Kind::Decision => "[判断依頼] decision request",
+            Kind::Request => "[作業依頼] work request",
+            Kind::Note => "mail",
+        };
+        let urgent = if m.urgent { "URGENT " } else { "" };
+        let text = if m.subject.trim().is_empty() { m.body.as_str() } else { m.subject.as_str() };
+        Notification {
+            id: m.id.clone(),
+            title: format!("pcmail: {urgent}{tag} from {}", m.from),
+            body: truncate_chars(&neutralise(text), 160),
+        }
+    }
+}
+
+pub trait Notifier: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn send(&self, n: &Notification) -> Result<(), String>;
+}
+
+/// Native desktop notification (only where a session bus is present).
+pub struct Native;
+
+impl Native {
+    pub fn available() -> bool {
+        cfg!(any(windows, target_os = "macos")) || std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some()
+    }
+}
+
+impl Notifier for Native {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+    fn send(&self, n: &Notification) -> Result<(), String> {
+        notify_rust::Notification::new()
+            .appname("pcmail")
+            .summary(&n.title)
+            .body(&n.body)
+            .show()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A Discord-style webhook: `{"content": "<one line>"}`.
+pub struct Webhook {
+    pub url: String,
+}
+
+impl Notifier for Webhook {
+    fn name(&self) -> &'static str {
+        "webhook"
+    }
+    fn send(&self, n: &Notification) -> Result<(), String> {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(PER_NOTIFICATION)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let content = format!("{} — {} ({})", n.title, n.body, n.id);
+        let resp = client
+            .post(&self.url)
+            .json(&serde_json::json!({ "content": content }))
+            .send()
+            .map_err(|e| if e.is_timeout() { "timed out".to_string() } else { "unreachable".to_string() })?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP {}", resp.status()))
+        }
+    }
+}
+
+/// The fallback: one log line on stderr.
+pub struct LogLine;
+
+impl Notifier for LogLine {
+    fn name(&self) -> &'static str {
+        "log"
+    }
+    fn send(&self, n: &Notification) -> Result<(), String> {
+        eprintln!("{} — {} ({})", n.title, n.body, n.id);
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DeliveryReport {
+    pub sent: Vec<(String, &'static str)>,
+    pub failed: Vec<(String, &'static str, String)>,
+    /// Ids not tried because the 20 s budget ran out.
+    pub skipped: Vec<String>,
+}
+
+/// Sends each notification on each channel, each attempt bounded by `per`,
+/// the whole batch by `total`. A channel that hangs costs at most `per`.
+pub fn deliver(
+    notifiers: &[std::sync::Arc<dyn Notifier>],
+    items: &[Notification],
+    per: Duration,
+    total: Duration,
+) -> DeliveryReport {
+    let start = Instant::now();
+    let mut report = DeliveryReport::default();
+    for n in items {
+        for ch in notifiers {
+            let left = total.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                if !report.skipped.contains(&n.id) {
+                    report.skipped.push(n.id.clone());
+                }
+                continue;
+            }
+            let (tx, rx) = mpsc::channel();
+            let ch2 = ch.clone();
+            let n2 = n.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(ch2.send(&n2));
+            });
+            match rx.recv_timeout(per.min(left)) {
+                Ok(Ok(())) => report.sent.push((n.id.clone(), ch.name())),
+                Ok(Err(e)) => report.failed.push((n.id.clone(), ch.name(), e)),
+                Err(_) => report.failed.push((n.id.clone(), ch.name(), "timed out".into())),
+            }
+        }
+    }
+    report
+}
+
+/// The channels set up on this PC.
+pub fn channels(config: &crate::config::Config) -> Vec<std::sync::Arc<dyn Notifier>> {
+    let mut v: Vec<std::sync::Arc<dyn Notifier>> = vec![];
+    if config.native_notifications && Native::available() {
+        v.push(std::sync::Arc::new(Native));
+    }
+    if let Some(url) = &config.notify_webhook {
+        v.push(std::sync::Arc::new(Webhook { url: url.clone() }));
+    }
+    if v.is_empty() {
+        v.push(std::sync::Arc::new(LogLine));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    struct Slow(Duration, Mutex<Vec<String>>);
+    impl Notifier for Slow {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn send(&self, n: &Notification) -> Result<(), String> {
+            std::thread::sleep(self.0);
+            self.1.lock().unwrap().push(n.id.clone());
+            Ok(())
+        }
+    }
+
+    fn items(n: usize) -> Vec<Notification> {
+        (0..n).map(|i| Notification { id: format!("m{i}"), title: "t".into(), body: "b".into() }).collect()
+    }
+
+    #[test]
+    fn a_hanging_channel_costs_at_most_its_slice_and_the_batch_its_total() {
+        // Scaled down: 50 ms per notification, 120 ms in all.
+        let slow: Arc<dyn Notifier> = Arc::new(Slow(Duration::from_secs(5), Mutex::new(vec![])));
+        let t = Instant::now();
+        let r = deliver(&[slow], &items(10), Duration::from_millis(50), Duration::from_millis(120));
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(1000), "took {took:?}");
+        assert!(r.sent.is_empty());
+        assert!(r.failed.len() <= 3, "{:?}", r.failed);
+        assert!(r.skipped.len() >= 7, "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn fast_channels_send_everything() {
+        let fast = Arc::new(Slow(Duration::ZERO, Mutex::new(vec![])));
+        let dynf: Arc<dyn Notifier> = fast.clone();
+        let r = deliver(&[dynf], &items(4), PER_NOTIFICATION, TOTAL);
+        assert_eq!(r.sent.len(), 4);
+        assert_eq!(*fast.1.lock().unwrap(), vec!["m0", "m1", "m2", "m3"]);
+    }
+}

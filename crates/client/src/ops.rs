@@ -1,0 +1,251 @@
+//! What the CLI and the tray do on a person's or an agent's request.
+
+use crate::sync::{CycleReport, UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES};
+use crate::transport::CallError;
+use crate::{Client, ClientError};
+use pcmail_core::ids::{new_mail_id, reply_id};
+use pcmail_core::protocol::Op;
+use pcmail_core::roster::{resolve, Resolution};
+use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, MarkResult, Millis, OutgoingMail, State};
+use pcmail_store::{inbox, marks, InboxMail};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Exponential backoff with jitter: 5 s, 10 s, 20 s … capped at 5 min.
+pub fn backoff_ms(attempt: u32) -> Millis {
+    let base: Millis = 5_000i64.saturating_mul(1i64 << attempt.min(6)).min(300_000);
+    let jitter: f64 = rand::random::<f64>() * 0.5 + 0.75;
+    (base as f64 * jitter) as Millis
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SendOutcome {
+    pub ids: Vec<String>,
+    /// The server was unreachable: queued locally, sent by the next cycle.
+    pub queued: bool,
+    /// The server already had this exact mail (a retry).
+    pub existing: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    pub to: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub body: String,
+    pub urgent: bool,
+    pub expires_at: Option<Millis>,
+    pub auto: bool,
+}
+
+impl Client {
+    /// Resolves what the user typed to a canonical label from the roster
+    /// (fresh from the server when reachable, else the cached copy).
+    pub fn resolve_recipient(&mut self, query: &str) -> Result<String, ClientError> {
+        let pcs = match self.refresh_roster() {
+            Ok(p) => p,
+            Err(_) => self.store.roster()?,
+        };
+        match resolve(&pcs, query) {
+            Resolution::Exact(l) => Ok(l),
+            Resolution::Broadcast => Ok("*".into()),
+            Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
+        }
+    }
+
+    pub fn send(&mut self, draft: Draft) -> Result<SendOutcome, ClientError> {
+        let to = self.resolve_recipient(&draft.to)?;
+        let now = self.now();
+        let mail = OutgoingMail {
+            id: new_mail_id(now, &mut rand::thread_rng()),
+            to,
+            kind: draft.kind,
+            subject: draft.subject,
+            body: draft.body,
+            urgent: draft.urgent,
+            expires_at: draft.expires_at,
+            in_reply_to: None,
+            auto: draft.auto,
+            hop: 0,
+        };
+        self.send_or_queue(mail)
+    }
+
+    /// Sends now, or queues locally when the server can't be reached.
+    pub(crate) fn send_or_queue(&mut self, mail: OutgoingMail) -> Result<SendOutcome, ClientError> {
+        check_draft(&mail)?;
+        match self.send_prepared(&mail, true) {
+            Err(ClientError::Call(e)) if e.is_transient() => {
+                self.store.outbox_queue(&mail, self.now(), Some(&e.to_string()))?;
+                Ok(SendOutcome { ids: vec![mail.id], queued: true, existing: false })
+            }
+            other => other,
+        }
+    }
+
+    /// One `send`; on `duplicate_id` (another mail has this id) a fresh id
+    /// is made and the mail sent once more when `may_regenerate`.
+    pub(crate) fn send_prepared(&mut self, mail: &OutgoingMail, may_regenerate: bool) -> Result<SendOutcome, ClientError> {
+        let resp = match self.transport.call(&Op::Send { mail: mail.clone() }) {
+            Err(CallError::Server(p)) if p.code == ErrorCode::DuplicateId && may_regenerate => {
+                let mut again = mail.clone();
+                again.id = new_mail_id(self.now(), &mut rand::thread_rng());
+                return self.send_prepared(&again, false);
+            }
+            Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
+                self.register_self()?;
+                self.transport.call(&Op::Send { mail: mail.clone() })?
+            }
+            other => other?,
+        };
+        let ids: Vec<String> = resp
+            .get("ids")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .unwrap_or_else(|| vec![mail.id.clone()]);
+        let existing = resp.get("existing").and_then(Value::as_bool).unwrap_or(false);
+        let me = self.config.label.clone();
+        self.store.sent_record(mail, &ids, &me, self.now())?;
+        Ok(SendOutcome { ids, queued: false, existing })
+    }
+
+    /// Replies to a mail in this PC's inbox. The reply id is fixed from the
+    /// original and the sender, so a retried reply is one mail; a second reply
+    /// with another body gets a fresh id. Replying to a reply is refused.
+    pub fn reply(&mut self, original: &str, body: String, auto: bool) -> Result<SendOutcome, ClientError> {
+        let orig = self.store.inbox_get(original)?.ok_or_else(|| ClientError::NotFound(original.into()))?;
+        if orig.in_reply_to.is_some() {
+            return Err(ClientError::ReplyToReply { id: original.into() });
+        }
+        let me = self.config.label.clone();
+        let mail = OutgoingMail {
+            id: reply_id(&orig.id, &me),
+            to: orig.from.clone(),
+            kind: Kind::Note,
+            subject: reply_subject(&orig.subject),
+            body,
+            urgent: false,
+            expires_at: None,
+            in_reply_to: Some(orig.id.clone()),
+            auto,
+            hop: orig.hop + 1,
+        };
+        let out = self.send_or_queue(mail)?;
+        let now = self.now();
+        let by = me.clone();
+        self.store.write(|tx| {
+            inbox::advance(tx, &orig.id, State::Done, now, &by, None)?;
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Marks a mail of this PC's inbox (seen / ack / fail): locally at once,
+    /// then to the server now if it answers, else with the next poll.
+    pub fn mark(&mut self, id: &str, op: MarkOp, reason: Option<&str>, actor: Option<&str>) -> Result<State, ClientError> {
+        let now = self.now();
+        let by = actor.map(str::to_string).unwrap_or_else(|| self.config.label.clone());
+        let state = self.store.write(|tx| {
+            let s = inbox::advance(tx, id, op.target(), now, &by, reason)?;
+            marks::queue(tx, id, op, now, &by, reason)?;
+            Ok(s)
+        })?;
+        let _ = self.flush_marks();
+        Ok(state)
+    }
+
+    pub fn read(&mut self, id: &str, actor: Option<&str>) -> Result<InboxMail, ClientError> {
+        let m = self.store.inbox_get(id)?.ok_or_else(|| ClientError::NotFound(id.into()))?;
+        self.mark(id, MarkOp::Seen, None, actor)?;
+        Ok(m)
+    }
+
+    /// Pushes due marks with the `mark` op. An old server that doesn't know
+    /// the op: back off 1 h, drop with a record after 5 tries.
+    pub fn flush_marks(&mut self) -> Result<CycleReport, ClientError> {
+        let now = self.now();
+        let due = self.store.due_marks(now, pcmail_core::model::limits::MARKS_MAX)?;
+        let mut report = CycleReport::default();
+        if due.is_empty() {
+            return Ok(report);
+        }
+        let op = Op::Mark { marks: due.iter().map(|p| p.mark.clone()).collect() };
+        match self.transport.call(&op) {
+            Ok(resp) => {
+                let results: Vec<MarkResult> =
+                    resp.get("results").and_then(|r| serde_json::from_value(r.clone()).ok()).unwrap_or_default();
+                self.apply_results(results, now, &mut report)?;
+            }
+            Err(CallError::Server(p)) if p.code == ErrorCode::UnknownOp => {
+                for m in &due {
+                    if self.store.mark_retry_later(&m.mark.mark_id, "unknown_op", now + UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES, now)? {
+                        report.marks_dropped += 1;
+                    }
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(report)
+    }
+
+    /// The server's timeline for mail ids (refreshes the local sent cache).
+    pub fn status(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>), ClientError> {
+        let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
+        let mails: Vec<Mail> = resp
+            .get("mails")
+            .and_then(|m| serde_json::from_value(m.clone()).ok())
+            .ok_or_else(|| CallError::Transient("status answer without mails".into()))?;
+        let missing: Vec<String> = resp
+            .get("missing")
+            .and_then(|m| serde_json::from_value(m.clone()).ok())
+            .unwrap_or_default();
+        for m in &mails {
+            let _ = self.store.sent_apply_status(m);
+        }
+        Ok((mails, missing))
+    }
+
+    /// Waits until every copy of `id` reached `wanted` (or a final state).
+    pub fn wait_for(&mut self, id: &str, wanted: State, timeout: Duration) -> Result<Vec<Mail>, ClientError> {
+        let start = Instant::now();
+        loop {
+            let (mails, _) = match self.status(&[id.to_string()]) {
+                Ok(r) => r,
+                Err(ClientError::Call(e)) if e.is_transient() && start.elapsed() < timeout => {
+                    std::thread::sleep(Duration::from_millis(500));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if mails.is_empty() {
+                // Queued locally and not sent yet: push it.
+                let _ = self.sync_once(0);
+            } else if mails.iter().all(|m| m.state.rank() >= wanted.rank()) {
+                return Ok(mails);
+            }
+            if start.elapsed() >= timeout {
+                let state = mails.iter().map(|m| m.state.as_str()).collect::<Vec<_>>().join(",");
+                return Err(ClientError::Timeout {
+                    id: id.into(),
+                    wanted: wanted.as_str().into(),
+                    state: if state.is_empty() { "not on the server yet".into() } else { state },
+                });
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+fn reply_subject(s: &str) -> String {
+    let s = s.trim();
+    let out = if s.is_empty() || s.starts_with("Re:") { s.to_string() } else { format!("Re: {s}") };
+    pcmail_core::present::truncate_chars(&out, pcmail_core::model::limits::SUBJECT_MAX_CHARS)
+}
+
+/// The checks the server would make, made first so a bad draft is never queued.
+fn check_draft(mail: &OutgoingMail) -> Result<(), ClientError> {
+    let req = pcmail_core::protocol::request_json("x", None, &Op::Send { mail: mail.clone() });
+    pcmail_core::protocol::parse_request(&req)
+        .map(|_| ())
+        .map_err(|e| ClientError::Invalid(e.message))
+}

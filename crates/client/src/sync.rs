@@ -1,0 +1,318 @@
+//! One poll cycle: flush queued sends, then poll (confirm what is stored +
+//! push pending marks + fetch new mail + heartbeat) until nothing is left.
+//! Each mail is stored on its own; only stored mail is ever confirmed, so a
+//! lost response or a killed poller means the mail comes again, never lost.
+
+use crate::transport::CallError;
+use crate::{Client, ClientError};
+use pcmail_core::ids::is_valid_any_id;
+use pcmail_core::model::limits;
+use pcmail_core::protocol::{Op, PollArgs};
+use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, Update};
+use pcmail_store::{inbox, marks, meta, InboxMail};
+use serde_json::Value;
+
+/// Marks an old server doesn't understand back off this long, 5 tries.
+pub const UNKNOWN_OP_BACKOFF_MS: Millis = 60 * 60 * 1000;
+pub const UNKNOWN_OP_MAX_TRIES: i64 = 5;
+const MAX_ROUNDS: usize = 20;
+
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct CycleReport {
+    pub round_trips: usize,
+    pub stored: Vec<String>,
+    pub confirmed: usize,
+    pub quarantined: Vec<String>,
+    pub marks_sent: usize,
+    pub marks_dropped: usize,
+    pub outbox_sent: Vec<String>,
+    pub outbox_left: usize,
+    pub updates: usize,
+    pub roster_refreshed: bool,
+    /// Mail that wants a notification (claimed: nobody else will notify it).
+    #[serde(skip)]
+    pub to_notify: Vec<InboxMail>,
+}
+
+impl Client {
+    /// One cycle. `wait_ms` > 0 long-polls on the first round when there is
+    /// nothing to push (the daemon against `pcmail serve`).
+    pub fn sync_once(&mut self, wait_ms: i64) -> Result<CycleReport, ClientError> {
+        let mut report = CycleReport::default();
+        let now = self.now();
+        let _ = self.store.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, now);
+        match self.sync_rounds(wait_ms, &mut report) {
+            Ok(()) => {
+                let now = self.now();
+                self.store.meta_set_i64(meta::LAST_POLL_OK_AT, now)?;
+                self.store.meta_set_i64(meta::CONSECUTIVE_FAILURES, 0)?;
+                self.store.meta_del(meta::LAST_POLL_ERROR)?;
+                self.maybe_sweep_and_alerts(now);
+                report.to_notify = self.store.claim_notifications(now, 20)?;
+                Ok(report)
+            }
+            Err(e) => {
+                let fails = self.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0) + 1;
+                self.store.meta_set_i64(meta::CONSECUTIVE_FAILURES, fails)?;
+                self.store.meta_set(meta::LAST_POLL_ERROR, &e.to_string())?;
+                Err(e)
+            }
+        }
+    }
+
+    fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
+        self.flush_outbox(report)?;
+        for round in 0..MAX_ROUNDS {
+            let now = self.now();
+            let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
+            let due = self.store.due_marks(now, limits::MARKS_MAX)?;
+            let since = self.store.meta_i64(meta::UPDATES_CURSOR)?.unwrap_or(0);
+            let idle = confirm.is_empty() && due.is_empty();
+            let args = PollArgs {
+                confirm: confirm.clone(),
+                marks: due.iter().map(|p| p.mark.clone()).collect(),
+                limit: limits::POLL_LIMIT_DEFAULT,
+                since,
+                wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
+            };
+            let resp = match self.transport.call(&Op::Poll(args)) {
+                Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
+                    self.register_self()?;
+                    continue;
+                }
+                other => other?,
+            };
+            report.round_trips += 1;
+
+            // Confirmed ids: stored here and known to the server.
+            let confirmed: Vec<String> = str_array(&resp, "confirmed");
+            report.confirmed += confirmed.len();
+            self.store.mark_confirmed(&confirmed, now)?;
+            self.apply_mark_results(&resp, &due, now, report)?;
+
+            let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();
+            let fetched = mails.len();
+            for raw in &mails {
+                self.store_one(raw, now, report);
+            }
+
+            let updates: Vec<Update> = resp
+                .get("updates")
+                .and_then(|u| serde_json::from_value(u.clone()).ok())
+                .unwrap_or_default();
+            for u in &updates {
+                self.store.sent_apply_update(u)?;
+            }
+            report.updates += updates.len();
+            if let Some(c) = resp.get("cursor").and_then(Value::as_i64) {
+                if c > since {
+                    self.store.meta_set_i64(meta::UPDATES_CURSOR, c)?;
+                }
+            }
+            if let Some(v) = resp.get("rosterVersion").and_then(Value::as_i64) {
+                if self.store.meta_i64(meta::ROSTER_VERSION)? != Some(v) {
+                    self.refresh_roster()?;
+                    report.roster_refreshed = true;
+                }
+            }
+            let more = resp.get("more").and_then(Value::as_bool).unwrap_or(false);
+            // Another round only to confirm what we just stored or fetch the rest.
+            let unconfirmed = self.store.unconfirmed_ids(1)?;
+            if fetched == 0 && !more && unconfirmed.is_empty() {
+                break;
+            }
+            if fetched == 0 && !more && !unconfirmed.is_empty() && confirm == self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)? {
+                // The server did not take our confirms (e.g. mail it no longer
+                // has): don't spin; they go with the next cycle.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates and stores one fetched mail in its own transaction. A
+    /// validation error quarantines it and queues a `fail`; an I/O error
+    /// leaves it unconfirmed so the next cycle fetches it again.
+    fn store_one(&mut self, raw: &Value, now: Millis, report: &mut CycleReport) {
+        let me = self.config.label.clone();
+        let mail: Result<Mail, String> = serde_json::from_value::<Mail>(raw.clone())
+            .map_err(|e| format!("malformed mail: {e}"))
+            .and_then(|m| validate_incoming(&m, &me).map(|()| m));
+        match mail {
+            Ok(m) => match self.store.write(|tx| inbox::insert_received(tx, &m, now)) {
+                Ok(true) => report.stored.push(m.id.clone()),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("could not store {}: {e}; it will come again", m.id),
+            },
+            Err(reason) => {
+                let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+                let raw_s = raw.to_string();
+                let res = self.store.write(|tx| {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO quarantine (id, raw, reason, at) VALUES (?1, ?2, ?3, ?4)",
+                        rusqlite::params![if id.is_empty() { format!("unknown-{now}") } else { id.clone() }, raw_s, reason, now],
+                    )?;
+                    if is_valid_any_id(&id) {
+                        marks::queue(tx, &id, MarkOp::Fail, now, &me, Some(&format!("quarantined by {me}: {reason}")))?;
+                    }
+                    Ok(())
+                });
+                if res.is_ok() {
+                    report.quarantined.push(id);
+                }
+            }
+        }
+    }
+
+    fn apply_mark_results(
+        &mut self,
+        resp: &Value,
+        sent: &[pcmail_store::PendingMark],
+        now: Millis,
+        report: &mut CycleReport,
+    ) -> Result<(), ClientError> {
+        if sent.is_empty() {
+            return Ok(());
+        }
+        let Some(results) = resp.get("marks").and_then(|m| serde_json::from_value::<Vec<MarkResult>>(m.clone()).ok())
+        else {
+            // An old server that ignores marks: back off an hour, give up after 5.
+            for p in sent {
+                if self.store.mark_retry_later(
+                    &p.mark.mark_id,
+                    "the server did not take marks",
+                    now + UNKNOWN_OP_BACKOFF_MS,
+                    UNKNOWN_OP_MAX_TRIES,
+                    now,
+                )? {
+                    report.marks_dropped += 1;
+                }
+            }
+            return Ok(());
+        };
+        self.apply_results(results, now, report)
+    }
+
+    pub(crate) fn apply_results(&mut self, results: Vec<MarkResult>, now: Millis, report: &mut CycleReport) -> Result<(), ClientError> {
+        let mut done = vec![];
+        for r in results {
+            if r.ok {
+                done.push(r.mark_id);
+            } else {
+                // not_found / forbidden / bad_request are final for this mark.
+                let why = format!("server refused: {}", r.code.unwrap_or_default());
+                self.store.drop_mark(&r.mark_id, &why, now)?;
+                report.marks_dropped += 1;
+            }
+        }
+        report.marks_sent += done.len();
+        self.store.mark_done(&done)?;
+        Ok(())
+    }
+
+    /// Sends what was queued while the server was unreachable.
+    fn flush_outbox(&mut self, report: &mut CycleReport) -> Result<(), ClientError> {
+        let now = self.now();
+        for q in self.store.outbox_due(now)? {
+            match self.send_prepared(&q.mail, !q.regenerated) {
+                Ok(out) => {
+                    self.store.outbox_remove(&q.mail.id)?;
+                    report.outbox_sent.extend(out.ids);
+                }
+                Err(ClientError::Call(e)) if e.is_transient() => {
+                    let backoff = crate::ops::backoff_ms(q.attempts as u32 + 1);
+                    self.store.outbox_retry_later(&q.mail.id, &e.to_string(), now + backoff)?;
+                    report.outbox_left += 1;
+                    return Err(ClientError::Call(e));
+                }
+                Err(e) => {
+                    // Final refusal (e.g. the recipient left the roster): keep a record in sent.
+                    tracing::warn!("queued mail {} was refused: {e}", q.mail.id);
+                    self.store.outbox_remove(&q.mail.id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn register_self(&mut self) -> Result<(), ClientError> {
+        let host = crate::config::hostname();
+        let hostname: String = host
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .collect();
+        let hostname = if hostname.is_empty() { self.config.label.clone() } else { hostname };
+        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None };
+        match self.transport.call(&op) {
+            Ok(_) => Ok(()),
+            // Two PCs with the same hostname (or a test running several on one
+            // machine): register under the label instead.
+            Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
+                let op = Op::RosterSet {
+                    label: self.config.label.clone(),
+                    hostname: format!("{}.{}", hostname, self.config.label),
+                    number: None,
+                };
+                self.transport.call(&op)?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn refresh_roster(&mut self) -> Result<Vec<Pc>, ClientError> {
+        let resp = self.transport.call(&Op::RosterGet)?;
+        let pcs: Vec<Pc> = resp
+            .get("pcs")
+            .and_then(|p| serde_json::from_value(p.clone()).ok())
+            .ok_or_else(|| CallError::Transient("roster answer without pcs".into()))?;
+        let version = resp.get("version").and_then(Value::as_i64).unwrap_or(0);
+        self.store.roster_replace(&pcs, version, self.now())?;
+        Ok(pcs)
+    }
+
+    /// The embedded server has no timer of its own: whoever polls sweeps it
+    /// when due. Alerts are cached for the CLI and the tray every 10 minutes.
+    fn maybe_sweep_and_alerts(&mut self, now: Millis) {
+        let due = self.store.meta_i64(meta::LAST_SWEEP_AT).ok().flatten().is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS);
+        if !due {
+            return;
+        }
+        if matches!(self.config.server, crate::config::ServerConfig::Embedded { .. }) {
+            let _ = self.transport.call(&Op::Sweep);
+        }
+        if let Ok(resp) = self.transport.call(&Op::Alerts { open_only: true }) {
+            if let Some(a) = resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok()) {
+                let _ = self.store.alerts_replace(&a);
+            }
+        }
+        let _ = self.store.meta_set_i64(meta::LAST_SWEEP_AT, now);
+    }
+}
+
+/// What a receiving PC checks before it stores a mail.
+pub fn validate_incoming(m: &Mail, me: &str) -> Result<(), String> {
+    if !is_valid_any_id(&m.id) {
+        return Err(format!("bad id {:?}", m.id));
+    }
+    if m.to != me {
+        return Err(format!("addressed to {:?}, not {me:?}", m.to));
+    }
+    if !pcmail_core::roster::is_valid_label(&m.from) {
+        return Err(format!("bad sender {:?}", m.from));
+    }
+    if m.body.chars().count() > limits::BODY_MAX_CHARS || m.subject.chars().count() > limits::SUBJECT_MAX_CHARS {
+        return Err("mail text over the size limit".into());
+    }
+    if m.body.contains('\0') || m.subject.contains('\0') {
+        return Err("mail text contains NUL".into());
+    }
+    Ok(())
+}
+
+fn str_array(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}

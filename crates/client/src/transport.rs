@@ -1,0 +1,185 @@
+//! How a PC reaches its server: the engine in-process (embedded default) or
+//! one JSON endpoint over HTTP (`pcmail serve` or Apps Script). Both speak the
+//! same protocol value; only the carrier differs.
+
+use pcmail_core::protocol::{request_json, Op};
+use pcmail_core::{ErrorCode, Millis, ProtoError};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The server answered with a protocol error (data, with a code).
+    #[error("server refused: {0}")]
+    Server(ProtoError),
+    /// Could not get a JSON answer (network, HTML page, timeout): retry later.
+    #[error("server unreachable: {0}")]
+    Transient(String),
+}
+
+impl CallError {
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CallError::Transient(_) => true,
+            CallError::Server(p) => p.code.is_transient(),
+        }
+    }
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            CallError::Server(p) => Some(p.code),
+            CallError::Transient(_) => None,
+        }
+    }
+}
+
+pub trait Transport: Send + Sync {
+    /// Sends one request; `Ok` holds the success body (`ok: true`).
+    fn call(&self, op: &Op) -> Result<Value, CallError>;
+    /// The server can hold a poll open until mail arrives.
+    fn long_poll(&self) -> bool;
+    /// Short name for logs and `doctor`.
+    fn describe(&self) -> String;
+}
+
+/// Reads a response body: JSON with `ok:true`, a protocol error, or garbage
+/// (an HTML page from Google on quota/time-out) that is a transient error.
+pub fn interpret(body: &[u8]) -> Result<Value, CallError> {
+    let v: Value = serde_json::from_slice(body).map_err(|_| {
+        let head: String = String::from_utf8_lossy(&body[..body.len().min(80)]).chars().filter(|c| !c.is_control()).collect();
+        CallError::Transient(format!("the server answered something that is not JSON ({head:?}…)"))
+    })?;
+    match v.get("ok") {
+        Some(Value::Bool(true)) => Ok(v),
+        Some(Value::Bool(false)) => Err(match ProtoError::from_json(&v) {
+            Some(p) => CallError::Server(p),
+            None => CallError::Transient("the server answered an error without a known code".into()),
+        }),
+        _ => Err(CallError::Transient("the server answered JSON without \"ok\"".into())),
+    }
+}
+
+/// The engine in-process on a local SQLite file.
+pub struct Embedded {
+    engine: pcmail_server::Engine,
+    pc: String,
+    clock: fn() -> Millis,
+}
+
+impl Embedded {
+    pub fn open(db: &Path, pc: &str, clock: fn() -> Millis) -> Result<Embedded, CallError> {
+        if let Some(dir) = db.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default())
+            .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", db.display())))?;
+        Ok(Embedded { engine, pc: pc.to_string(), clock })
+    }
+    pub fn engine(&self) -> &pcmail_server::Engine {
+        &self.engine
+    }
+}
+
+impl Transport for Embedded {
+    fn call(&self, op: &Op) -> Result<Value, CallError> {
+        let req = request_json(&self.pc, None, op);
+        let resp = self.engine.handle_value(&req, (self.clock)());
+        let bytes = serde_json::to_vec(&resp).expect("response serialises");
+        interpret(&bytes)
+    }
+    fn long_poll(&self) -> bool {
+        false
+    }
+    fn describe(&self) -> String {
+        "embedded".into()
+    }
+}
+
+/// One JSON endpoint over HTTP. Follows Apps Script's 302 to a GET.
+pub struct Http {
+    client: reqwest::blocking::Client,
+    url: String,
+    token: String,
+    pc: String,
+    long_poll: bool,
+}
+
+impl Http {
+    pub fn new(url: &str, token: &str, pc: &str, long_poll: bool) -> Result<Http, CallError> {
+        let client = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(60))
+            // POST → 302 → GET is how Apps Script serves a result.
+            .redirect(reqwest::redirect::Policy::limited(5))
+            .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| CallError::Transient(e.to_string()))?;
+        Ok(Http { client, url: url.to_string(), token: token.to_string(), pc: pc.to_string(), long_poll })
+    }
+}
+
+impl Transport for Http {
+    fn call(&self, op: &Op) -> Result<Value, CallError> {
+        let req = request_json(&self.pc, Some(&self.token), op);
+        let wait = match op {
+            Op::Poll(p) => Duration::from_millis(p.wait_ms.max(0) as u64),
+            _ => Duration::ZERO,
+        };
+        let resp = self
+            .client
+            .post(&self.url)
+            .timeout(Duration::from_secs(30) + wait)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&req).expect("request serialises"))
+            .send()
+            .map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
+        let status = resp.status();
+        let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
+        if !status.is_success() {
+            return Err(CallError::Transient(format!("HTTP {status} from the server")));
+        }
+        interpret(&body)
+    }
+    fn long_poll(&self) -> bool {
+        self.long_poll
+    }
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+}
+
+fn describe_reqwest(e: &reqwest::Error) -> String {
+    // Never includes the body (the token travels in it).
+    if e.is_timeout() {
+        "timed out".into()
+    } else if e.is_connect() {
+        "connection refused or no route".into()
+    } else {
+        let mut s = e.to_string();
+        if let Some(src) = std::error::Error::source(e) {
+            s.push_str(&format!(" ({src})"));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_and_garbage_are_transient() {
+        for body in [&b"<!DOCTYPE html><html>Service unavailable</html>"[..], b"", b"null", b"{\"x\":1}"] {
+            assert!(matches!(interpret(body), Err(CallError::Transient(_))), "{:?}", String::from_utf8_lossy(body));
+        }
+        let e = interpret(br#"{"ok":false,"error":{"code":"unknown_recipient","message":"m","candidates":["a"]}}"#).unwrap_err();
+        match e {
+            CallError::Server(p) => {
+                assert_eq!(p.code, ErrorCode::UnknownRecipient);
+                assert_eq!(p.candidates, Some(vec!["a".to_string()]));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(interpret(br#"{"ok":true,"now":1}"#).is_ok());
+    }
+}
