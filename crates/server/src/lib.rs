@@ -1,1 +1,14 @@
-//! pcmail-server (in progress)
+//! pcmail-server: the server engine on SQLite (used in-process as the embedded
+//! default and behind HTTP by `pcmail serve`), implementing docs/protocol.md.
+
+pub mod engine;
+pub mod http;
+mod ops;
+mod schema;
+mod sweep;
+pub mod webhook;
+
+pub use engine::{ChangeListener, Engine, EngineConfig, EngineError};
+pub use http::{serve, serve_blocking, serve_with_listener, ServeOptions};
+pub use schema::schema_version;
+pub use sweep::alert_key;

@@ -1,0 +1,251 @@
+//! The engine: one SQLite database, one entry point (`handle_value`) that the
+//! HTTP server, the embedded default and the vector tests all call. Each
+//! request is one transaction; the clock is a value passed in.
+
+use crate::ops;
+use crate::schema;
+use pcmail_core::protocol::{parse_request, parse_request_bytes, Op, Request};
+use pcmail_core::{ErrorCode, Millis, ProtoError};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use subtle::ConstantTimeEq;
+
+#[derive(Debug, Clone, Default)]
+pub struct EngineConfig {
+    /// The shared token; `None` (the embedded default) accepts any request.
+    pub token: Option<String>,
+    /// Where newly opened alerts are posted (`{"content": "…"}`).
+    pub webhook_url: Option<String>,
+    /// How long a write waits for another process's lock before `busy`.
+    pub busy_timeout: Option<Duration>,
+}
+
+/// Internal failures of the engine itself (opening, migrating).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("database: {0}")]
+    Db(#[from] rusqlite::Error),
+}
+
+/// Why an op failed: a protocol error for the caller, or storage trouble.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpError {
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    #[error("database: {0}")]
+    Db(#[from] rusqlite::Error),
+}
+
+pub(crate) type OpResult<T> = Result<T, OpError>;
+
+impl OpError {
+    pub(crate) fn proto(code: ErrorCode, message: impl Into<String>) -> OpError {
+        OpError::Proto(ProtoError::new(code, message))
+    }
+
+    fn into_proto(self) -> ProtoError {
+        match self {
+            OpError::Proto(p) => p,
+            OpError::Db(e) => db_error_to_proto(&e),
+        }
+    }
+}
+
+pub(crate) fn db_error_to_proto(e: &rusqlite::Error) -> ProtoError {
+    if is_busy(e) {
+        ProtoError::new(ErrorCode::Busy, "the database is locked by another writer; retry")
+    } else {
+        tracing::error!(error = %e, "storage failure");
+        ProtoError::new(ErrorCode::Internal, "storage failure; nothing was stored")
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// What one op sees: the open transaction, the clock and the caller.
+pub(crate) struct Ctx<'a> {
+    pub tx: &'a rusqlite::Transaction<'a>,
+    pub now: Millis,
+    pub pc: &'a str,
+    /// Labels whose long-polls should wake after commit (new mail for them,
+    /// or a state change of mail they sent).
+    pub touched: Vec<String>,
+}
+
+/// Called after a commit with the labels that have something new.
+pub type ChangeListener = Arc<dyn Fn(&[String]) + Send + Sync>;
+
+pub struct Engine {
+    conn: Mutex<Connection>,
+    config: EngineConfig,
+    listener: RwLock<Option<ChangeListener>>,
+}
+
+impl Engine {
+    /// Opens (creating if needed) the database file and migrates it.
+    pub fn open(path: impl AsRef<Path>, config: EngineConfig) -> Result<Engine, EngineError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        Engine::from_connection(conn, config, true)
+    }
+
+    pub fn open_in_memory(config: EngineConfig) -> Result<Engine, EngineError> {
+        Engine::from_connection(Connection::open_in_memory()?, config, false)
+    }
+
+    fn from_connection(mut conn: Connection, config: EngineConfig, wal: bool) -> Result<Engine, EngineError> {
+        conn.busy_timeout(config.busy_timeout.unwrap_or(Duration::from_secs(5)))?;
+        if wal {
+            // WAL: readers never block the writer; NORMAL is durable across
+            // process crashes (only an OS crash may lose the last commits).
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.set_prepared_statement_cache_capacity(64);
+        schema::migrate(&mut conn)?;
+        Ok(Engine { conn: Mutex::new(conn), config, listener: RwLock::new(None) })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Installs the hook the HTTP layer uses to wake long-polls.
+    pub fn set_change_listener(&self, listener: Option<ChangeListener>) {
+        *self.listener.write().unwrap_or_else(|e| e.into_inner()) = listener;
+    }
+
+    /// Handles a raw request body: the full response JSON, success or error.
+    pub fn handle_bytes(&self, body: &[u8], now: Millis) -> Value {
+        match parse_request_bytes(body) {
+            Ok(req) => self.handle_request(&req, now),
+            Err(e) => e.to_json(),
+        }
+    }
+
+    /// Handles a request that is already JSON.
+    pub fn handle_value(&self, req: &Value, now: Millis) -> Value {
+        match parse_request(req) {
+            Ok(req) => self.handle_request(&req, now),
+            Err(e) => e.to_json(),
+        }
+    }
+
+    /// Handles a parsed request (token check, then the op in one transaction).
+    pub fn handle_request(&self, req: &Request, now: Millis) -> Value {
+        if !self.token_ok(req.token.as_deref()) {
+            return ProtoError::new(ErrorCode::Unauthorized, "wrong or missing token").to_json();
+        }
+        match self.run(&req.op, &req.pc, now) {
+            Ok(fields) => ok_response(now, fields),
+            Err(e) => e.to_json(),
+        }
+    }
+
+    /// The sweep as the server's own timer runs it (no envelope, no token).
+    pub fn run_sweep(&self, now: Millis) -> Value {
+        match self.run(&Op::Sweep, "server", now) {
+            Ok(fields) => ok_response(now, fields),
+            Err(e) => e.to_json(),
+        }
+    }
+
+    fn token_ok(&self, given: Option<&str>) -> bool {
+        match &self.config.token {
+            None => true,
+            Some(expected) => {
+                let given = given.unwrap_or("");
+                bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
+            }
+        }
+    }
+
+    fn run(&self, op: &Op, pc: &str, now: Millis) -> Result<Map<String, Value>, ProtoError> {
+        let behavior = if ops::is_read_only(op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
+        let (fields, touched) = self
+            .with_tx(behavior, |tx| {
+                let mut ctx = Ctx { tx, now, pc, touched: Vec::new() };
+                let fields = ops::dispatch(&mut ctx, op)?;
+                Ok((fields, ctx.touched))
+            })
+            .map_err(OpError::into_proto)?;
+        if !touched.is_empty() {
+            if let Some(l) = self.listener.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                l(&touched);
+            }
+        }
+        Ok(fields)
+    }
+
+    /// Runs `f` in one transaction: committed when it returns Ok, rolled back otherwise.
+    pub(crate) fn with_tx<T>(
+        &self,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> OpResult<T>,
+    ) -> OpResult<T> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = conn.transaction_with_behavior(behavior)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Alerts whose webhook post is still due: `(key, content)`.
+    pub fn pending_webhook_posts(&self, now: Millis) -> anyhow::Result<Vec<(String, String)>> {
+        if self.config.webhook_url.is_none() {
+            return Ok(vec![]);
+        }
+        Ok(self.with_tx(TransactionBehavior::Deferred, |tx| crate::webhook::pending(tx, now))
+            .map_err(|e| anyhow::anyhow!("{e}"))?)
+    }
+
+    /// Records the outcome of one webhook post.
+    pub fn record_webhook_result(&self, key: &str, ok: bool, now: Millis) -> anyhow::Result<()> {
+        self.with_tx(TransactionBehavior::Immediate, |tx| crate::webhook::record(tx, key, ok, now))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// Bulk import of mail with its timeline in one transaction (benchmarks,
+    /// migrations from another store). Ids must be new.
+    pub fn import_mail(&self, mails: &[pcmail_core::Mail]) -> anyhow::Result<()> {
+        self.with_tx(TransactionBehavior::Immediate, |tx| ops::import::import_mail(tx, mails))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// Every row of every table, for tests that prove a failed request stored nothing.
+    pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for table in ["meta", "pc", "mail", "broadcast", "event", "alert"] {
+            let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
+            let n = stmt.column_count();
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let cells: Vec<String> = (0..n)
+                    .map(|i| format!("{:?}", r.get_ref(i).map(|v| v.into()).unwrap_or(rusqlite::types::Value::Null)))
+                    .collect();
+                out.push(format!("{table}: {}", cells.join(" | ")));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn ok_response(now: Millis, fields: Map<String, Value>) -> Value {
+    let mut m = Map::with_capacity(fields.len() + 2);
+    m.insert("ok".into(), json!(true));
+    m.insert("now".into(), json!(now));
+    m.extend(fields);
+    Value::Object(m)
+}

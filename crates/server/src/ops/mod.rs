@@ -1,0 +1,194 @@
+//! The ops of docs/protocol.md, and the helpers they share (loading mail,
+//! recording a transition with who and when).
+
+pub mod import;
+mod mark;
+mod poll;
+mod roster;
+mod send;
+mod status;
+
+use crate::engine::{Ctx, OpError, OpResult};
+use pcmail_core::protocol::Op;
+use pcmail_core::{ErrorCode, Millis, State};
+use rusqlite::{params, OptionalExtension, Row};
+use serde_json::{json, Map, Value};
+
+pub(crate) fn is_read_only(op: &Op) -> bool {
+    matches!(op, Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. })
+}
+
+pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {
+    match op {
+        Op::Hello => Ok(fields(json!({
+            "server": "pcmail-rust",
+            "protocol": pcmail_core::PROTOCOL_VERSION,
+            "rosterVersion": roster::version(ctx)?,
+        }))),
+        Op::RosterGet => roster::get(ctx),
+        Op::RosterSet { label, hostname, number } => roster::set(ctx, label, hostname, *number),
+        Op::RosterRemove { label } => roster::remove(ctx, label),
+        Op::Send { mail } => {
+            require_on_roster(ctx)?;
+            send::send(ctx, mail)
+        }
+        Op::Poll(args) => {
+            require_on_roster(ctx)?;
+            poll::poll(ctx, args)
+        }
+        Op::Mark { marks } => {
+            require_on_roster(ctx)?;
+            Ok(fields(json!({"results": mark::apply_marks(ctx, marks)?})))
+        }
+        Op::Status { ids } => {
+            require_on_roster(ctx)?;
+            status::status(ctx, ids)
+        }
+        Op::Sweep => crate::sweep::sweep(ctx),
+        Op::Alerts { open_only } => crate::sweep::list_alerts(ctx, *open_only),
+    }
+}
+
+pub(crate) fn fields(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// The caller must be on the roster; a roster that cannot be read fails closed.
+fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
+    let found = ctx
+        .tx
+        .prepare_cached("SELECT 1 FROM pc WHERE label = ?1")
+        .and_then(|mut s| s.exists([ctx.pc]))
+        .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
+    if found {
+        Ok(())
+    } else {
+        Err(OpError::proto(
+            ErrorCode::UnknownPc,
+            format!("{:?} is not on the roster (register it with roster.set)", ctx.pc),
+        ))
+    }
+}
+
+/// A stored mail, all columns.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredMail {
+    pub id: String,
+    pub sender: String,
+    pub recipient: String,
+    pub kind: String,
+    pub subject: String,
+    pub body: String,
+    pub urgent: bool,
+    pub expires_at: Option<Millis>,
+    pub in_reply_to: Option<String>,
+    pub auto: bool,
+    pub hop: i64,
+    pub created_at: Millis,
+    pub state: State,
+    pub broadcast_of: Option<String>,
+    pub last_at: Millis,
+}
+
+pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, body, urgent, expires_at, \
+     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at";
+
+impl StoredMail {
+    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredMail> {
+        let state: String = r.get(12)?;
+        Ok(StoredMail {
+            id: r.get(0)?,
+            sender: r.get(1)?,
+            recipient: r.get(2)?,
+            kind: r.get(3)?,
+            subject: r.get(4)?,
+            body: r.get(5)?,
+            urgent: r.get(6)?,
+            expires_at: r.get(7)?,
+            in_reply_to: r.get(8)?,
+            auto: r.get(9)?,
+            hop: r.get(10)?,
+            created_at: r.get(11)?,
+            state: State::parse(&state).ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(12, rusqlite::types::Type::Text, format!("bad state {state:?}").into())
+            })?,
+            broadcast_of: r.get(13)?,
+            last_at: r.get(14)?,
+        })
+    }
+
+    /// The wire form; `timeline` as given.
+    pub(crate) fn to_json(&self, timeline: Vec<Value>) -> Value {
+        json!({
+            "id": self.id, "from": self.sender, "to": self.recipient, "kind": self.kind,
+            "subject": self.subject, "body": self.body, "urgent": self.urgent,
+            "expiresAt": self.expires_at, "inReplyTo": self.in_reply_to, "auto": self.auto,
+            "hop": self.hop, "createdAt": self.created_at, "state": self.state.as_str(),
+            "broadcastOf": self.broadcast_of, "timeline": timeline,
+        })
+    }
+}
+
+pub(crate) fn load_mail(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredMail>> {
+    let sql = format!("SELECT {MAIL_COLUMNS} FROM mail WHERE id = ?1");
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row([id], StoredMail::from_row).optional()?)
+}
+
+pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<Value>> {
+    let mut stmt = ctx.tx.prepare_cached("SELECT state, at, by, note FROM event WHERE mail_id = ?1 ORDER BY seq")?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(json!({
+            "state": r.get::<_, String>(0)?, "at": r.get::<_, i64>(1)?,
+            "by": r.get::<_, String>(2)?, "note": r.get::<_, Option<String>>(3)?,
+        }))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Moves `mail` toward `target` if that is forward (the one state machine);
+/// records who and when. `at` is clamped to not before the previous entry.
+/// Returns the state after and whether it changed.
+pub(crate) fn transition(
+    ctx: &mut Ctx<'_>,
+    mail: &StoredMail,
+    target: State,
+    at: Millis,
+    by: &str,
+    note: Option<&str>,
+) -> OpResult<(State, bool)> {
+    let Some(next) = mail.state.advance(target) else {
+        return Ok((mail.state, false));
+    };
+    let at = at.max(mail.last_at);
+    ctx.tx
+        .prepare_cached(
+            "UPDATE mail SET state = ?2, last_at = ?3, \
+             delivered_at = CASE WHEN ?2 = 'delivered' THEN ?3 ELSE delivered_at END WHERE id = ?1",
+        )?
+        .execute(params![mail.id, next.as_str(), at])?;
+    record_event(ctx, &mail.id, &mail.sender, next, at, by, note)?;
+    ctx.touched.push(mail.sender.clone());
+    Ok((next, true))
+}
+
+pub(crate) fn record_event(
+    ctx: &Ctx<'_>,
+    mail_id: &str,
+    sender: &str,
+    state: State,
+    at: Millis,
+    by: &str,
+    note: Option<&str>,
+) -> OpResult<()> {
+    ctx.tx
+        .prepare_cached("INSERT INTO event (mail_id, sender, state, at, by, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![mail_id, sender, state.as_str(), at, by, note])?;
+    Ok(())
+}
+
+pub(crate) fn roster_version(ctx: &Ctx<'_>) -> OpResult<i64> {
+    roster::version(ctx)
+}

@@ -1,0 +1,71 @@
+//! poll: heartbeat, confirm → delivered, marks, then the mail still new for
+//! the caller (at least once) and the updates feed of mail it sent. Both reads
+//! go through partial indexes, so their cost does not grow with history.
+
+use super::{fields, load_mail, mark::apply_marks, roster_version, transition, StoredMail, MAIL_COLUMNS};
+use crate::engine::{Ctx, OpResult};
+use pcmail_core::model::limits;
+use pcmail_core::protocol::PollArgs;
+use pcmail_core::State;
+use rusqlite::params;
+use serde_json::{json, Map, Value};
+
+pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, Value>> {
+    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(params![ctx.pc, ctx.now])?;
+
+    let mut confirmed = Vec::new();
+    for id in &args.confirm {
+        // Unknown or someone else's: left out, never an error.
+        let Some(mail) = load_mail(ctx, id)? else { continue };
+        if mail.recipient != ctx.pc {
+            continue;
+        }
+        let (now, pc) = (ctx.now, ctx.pc.to_string());
+        transition(ctx, &mail, State::Delivered, now, &pc, None)?;
+        confirmed.push(Value::String(mail.id));
+    }
+    let marks = apply_marks(ctx, &args.marks)?;
+
+    let (mail, more_mail) = new_mail_for(ctx, args.limit)?;
+    let (updates, more_updates) = updates_for(ctx, args.since)?;
+    let cursor = updates.last().and_then(|u| u["seq"].as_i64()).unwrap_or(args.since);
+    Ok(fields(json!({
+        "mail": mail, "confirmed": confirmed, "marks": marks, "updates": updates,
+        "cursor": cursor, "more": more_mail || more_updates, "rosterVersion": roster_version(ctx)?,
+    })))
+}
+
+/// Mail still `new` for the caller, oldest first; true when `limit` cut it.
+fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
+    // `state = 'new'` is written out literally so the partial index applies.
+    let sql = format!("SELECT {MAIL_COLUMNS} FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
+    let mut stmt = ctx.tx.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![ctx.pc, limit as i64 + 1], StoredMail::from_row)?;
+    let mut out = Vec::new();
+    for m in rows {
+        let m = m?;
+        // A mail still `new` has exactly one timeline entry: its creation.
+        let created = json!({"state": "new", "at": m.created_at, "by": m.sender, "note": null});
+        out.push(m.to_json(vec![created]));
+    }
+    let more = out.len() > limit;
+    out.truncate(limit);
+    Ok((out, more))
+}
+
+/// State changes of mail the caller sent, after `since`, oldest first.
+fn updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool)> {
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT seq, mail_id, state, at, by FROM event WHERE sender = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
+        Ok(json!({
+            "seq": r.get::<_, i64>(0)?, "id": r.get::<_, String>(1)?, "state": r.get::<_, String>(2)?,
+            "at": r.get::<_, i64>(3)?, "by": r.get::<_, String>(4)?,
+        }))
+    })?;
+    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let more = out.len() > limits::UPDATES_MAX;
+    out.truncate(limits::UPDATES_MAX);
+    Ok((out, more))
+}

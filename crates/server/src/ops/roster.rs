@@ -1,0 +1,77 @@
+//! roster.get / roster.set / roster.remove: working number ⇔ label ⇔ hostname.
+
+use super::fields;
+use crate::engine::{Ctx, OpError, OpResult};
+use pcmail_core::{ErrorCode, Pc};
+use rusqlite::params;
+use serde_json::{json, Map, Value};
+
+pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
+    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row([], |r| r.get(0))?)
+}
+
+fn bump_version(ctx: &Ctx<'_>) -> OpResult<i64> {
+    ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'roster_version'")?.execute([])?;
+    version(ctx)
+}
+
+/// The whole roster, sorted by number.
+pub(crate) fn load_all(ctx: &Ctx<'_>) -> OpResult<Vec<Pc>> {
+    let mut stmt = ctx.tx.prepare_cached("SELECT number, label, hostname FROM pc ORDER BY number")?;
+    let rows = stmt.query_map([], |r| Ok(Pc { number: r.get(0)?, label: r.get(1)?, hostname: r.get(2)? }))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+fn pc_json(pc: &Pc) -> Value {
+    json!({"number": pc.number, "label": pc.label, "hostname": pc.hostname})
+}
+
+pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
+    let pcs: Vec<Value> = load_all(ctx)?.iter().map(pc_json).collect();
+    Ok(fields(json!({"pcs": pcs, "version": version(ctx)?})))
+}
+
+pub(crate) fn set(ctx: &mut Ctx<'_>, label: &str, hostname: &str, number: Option<i64>) -> OpResult<Map<String, Value>> {
+    let pcs = load_all(ctx)?;
+    let current = pcs.iter().find(|p| p.label == label);
+    if let Some(other) = pcs.iter().find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname)) {
+        return Err(OpError::proto(
+            ErrorCode::Conflict,
+            format!("hostname {hostname:?} belongs to {:?}", other.label),
+        ));
+    }
+    if let Some(n) = number {
+        if let Some(other) = pcs.iter().find(|p| p.label != label && p.number == n) {
+            return Err(OpError::proto(ErrorCode::Conflict, format!("number {n} belongs to {:?}", other.label)));
+        }
+    }
+    let (pc, changed) = match current {
+        Some(cur) => {
+            let wanted = Pc { number: number.unwrap_or(cur.number), label: label.to_string(), hostname: hostname.to_string() };
+            let changed = &wanted != cur;
+            if changed {
+                ctx.tx
+                    .prepare_cached("UPDATE pc SET number = ?2, hostname = ?3 WHERE label = ?1")?
+                    .execute(params![label, wanted.number, wanted.hostname])?;
+            }
+            (wanted, changed)
+        }
+        None => {
+            // The next free number is one past the highest, so a removed PC's
+            // number in the middle is not silently handed to another machine.
+            let n = number.unwrap_or_else(|| pcs.iter().map(|p| p.number).max().unwrap_or(0) + 1);
+            ctx.tx
+                .prepare_cached("INSERT INTO pc (label, number, hostname) VALUES (?1, ?2, ?3)")?
+                .execute(params![label, n, hostname])?;
+            (Pc { number: n, label: label.to_string(), hostname: hostname.to_string() }, true)
+        }
+    };
+    let version = if changed { bump_version(ctx)? } else { version(ctx)? };
+    Ok(fields(json!({"pc": pc_json(&pc), "changed": changed, "version": version})))
+}
+
+pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Value>> {
+    let removed = ctx.tx.prepare_cached("DELETE FROM pc WHERE label = ?1")?.execute([label])? > 0;
+    let version = if removed { bump_version(ctx)? } else { version(ctx)? };
+    Ok(fields(json!({"removed": removed, "version": version})))
+}

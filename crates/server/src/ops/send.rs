@@ -1,0 +1,211 @@
+//! send: fail-closed exact addressing, loop/hop refusals, idempotency by id,
+//! broadcast copies, and a reply finishing the original.
+
+use super::{fields, load_mail, record_event, roster, transition, StoredMail};
+use crate::engine::{Ctx, OpError, OpResult};
+use pcmail_core::ids::broadcast_copy_id;
+use pcmail_core::model::limits;
+use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State};
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Map, Value};
+
+/// The content a retry must repeat exactly to be "the same mail".
+#[derive(Debug, PartialEq)]
+struct Content {
+    sender: String,
+    to: String,
+    kind: String,
+    subject: String,
+    body: String,
+    urgent: bool,
+    expires_at: Option<i64>,
+    in_reply_to: Option<String>,
+    auto: bool,
+    hop: i64,
+}
+
+impl Content {
+    fn of_request(sender: &str, m: &OutgoingMail) -> Content {
+        Content {
+            sender: sender.to_string(),
+            to: m.to.clone(),
+            kind: m.kind.as_str().to_string(),
+            subject: m.subject.clone(),
+            body: m.body.clone(),
+            urgent: m.urgent,
+            expires_at: m.expires_at,
+            in_reply_to: m.in_reply_to.clone(),
+            auto: m.auto,
+            hop: m.hop,
+        }
+    }
+    fn of_stored(m: &StoredMail) -> Content {
+        Content {
+            sender: m.sender.clone(),
+            to: m.recipient.clone(),
+            kind: m.kind.clone(),
+            subject: m.subject.clone(),
+            body: m.body.clone(),
+            urgent: m.urgent,
+            expires_at: m.expires_at,
+            in_reply_to: m.in_reply_to.clone(),
+            auto: m.auto,
+            hop: m.hop,
+        }
+    }
+}
+
+/// A broadcast original (never delivered itself).
+fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
+    Ok(ctx
+        .tx
+        .prepare_cached(
+            "SELECT sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop FROM broadcast WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok(Content {
+                sender: r.get(0)?,
+                to: "*".into(),
+                kind: r.get(1)?,
+                subject: r.get(2)?,
+                body: r.get(3)?,
+                urgent: r.get(4)?,
+                expires_at: r.get(5)?,
+                in_reply_to: r.get(6)?,
+                auto: r.get(7)?,
+                hop: r.get(8)?,
+            })
+        })
+        .optional()?)
+}
+
+pub(crate) fn copy_ids(ctx: &Ctx<'_>, original: &str) -> OpResult<Vec<String>> {
+    let mut stmt = ctx.tx.prepare_cached("SELECT id FROM mail WHERE broadcast_of = ?1 ORDER BY seq")?;
+    let ids = stmt.query_map([original], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(ids)
+}
+
+/// What `inReplyTo` points at: the mail it answers (for a broadcast original,
+/// the replier's own copy when there is one) and whether it was `auto`.
+struct ReplyTarget {
+    auto: bool,
+    mail: Option<StoredMail>,
+}
+
+fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<ReplyTarget>> {
+    if let Some(m) = load_mail(ctx, id)? {
+        return Ok(Some(ReplyTarget { auto: m.auto, mail: Some(m) }));
+    }
+    if let Some(b) = load_broadcast(ctx, id)? {
+        let copy = load_mail(ctx, &broadcast_copy_id(id, replier))?;
+        return Ok(Some(ReplyTarget { auto: b.auto, mail: copy }));
+    }
+    Ok(None)
+}
+
+pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<String, Value>> {
+    // 3. exact label only; near misses are suggestions, never deliveries.
+    let pcs = roster::load_all(ctx)
+        .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
+    let broadcast = mail.to == "*";
+    if !broadcast && !pcs.iter().any(|p| p.label == mail.to) {
+        let candidates = roster_candidates(&pcs, &mail.to);
+        return Err(OpError::Proto(
+            ProtoError::new(ErrorCode::UnknownRecipient, format!("{:?} is not an exact roster label; nothing was sent", mail.to))
+                .with_candidates(candidates),
+        ));
+    }
+    // 4. loops and hops.
+    if mail.hop >= limits::HOP_LIMIT {
+        return Err(OpError::proto(
+            ErrorCode::HopLimit,
+            format!("hop {} is at or over the limit of {}", mail.hop, limits::HOP_LIMIT),
+        ));
+    }
+    let target = match &mail.in_reply_to {
+        None => None,
+        Some(orig) => {
+            let t = reply_target(ctx, orig, ctx.pc)?
+                .ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("inReplyTo {orig:?} does not exist")))?;
+            if mail.auto && t.auto {
+                return Err(OpError::proto(ErrorCode::LoopRefused, "an automatic reply to automatic mail is refused"));
+            }
+            Some(t)
+        }
+    };
+    // 5. idempotent by id.
+    let wanted = Content::of_request(ctx.pc, mail);
+    let stored = match load_mail(ctx, &mail.id)? {
+        Some(m) => Some((Content::of_stored(&m), vec![m.id])),
+        None => match load_broadcast(ctx, &mail.id)? {
+            Some(c) => Some((c, copy_ids(ctx, &mail.id)?)),
+            None => None,
+        },
+    };
+    if let Some((content, ids)) = stored {
+        if content == wanted {
+            return Ok(fields(json!({"ids": ids, "existing": true})));
+        }
+        return Err(OpError::proto(
+            ErrorCode::DuplicateId,
+            format!("{} already exists with other content; make a new id", mail.id),
+        ));
+    }
+
+    let ids = if broadcast {
+        insert_broadcast(ctx, mail)?;
+        let mut ids = Vec::new();
+        let sender = ctx.pc;
+        for pc in pcs.iter().filter(|p| p.label != sender) {
+            let copy = broadcast_copy_id(&mail.id, &pc.label);
+            insert_mail(ctx, mail, &copy, &pc.label, Some(&mail.id))?;
+            ids.push(copy);
+        }
+        ids
+    } else {
+        insert_mail(ctx, mail, &mail.id, &mail.to, None)?;
+        vec![mail.id.clone()]
+    };
+
+    // A reply from the original's recipient finishes the original.
+    if let Some(ReplyTarget { mail: Some(orig), .. }) = target {
+        if orig.recipient == ctx.pc {
+            let note = format!("reply:{}", mail.id);
+            let (now, pc) = (ctx.now, ctx.pc.to_string());
+            transition(ctx, &orig, State::Done, now, &pc, Some(&note))?;
+        }
+    }
+    Ok(fields(json!({"ids": ids, "existing": false})))
+}
+
+fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
+    pcmail_core::roster::candidates(pcs, to)
+}
+
+fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
+    ctx.tx
+        .prepare_cached(
+            "INSERT INTO broadcast (id, sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?
+        .execute(params![
+            m.id, ctx.pc, m.kind.as_str(), m.subject, m.body, m.urgent, m.expires_at, m.in_reply_to, m.auto, m.hop, ctx.now
+        ])?;
+    Ok(())
+}
+
+fn insert_mail(ctx: &mut Ctx<'_>, m: &OutgoingMail, id: &str, recipient: &str, broadcast_of: Option<&str>) -> OpResult<()> {
+    ctx.tx
+        .prepare_cached(
+            "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
+             created_at, state, broadcast_of, last_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'new', ?13, ?12)",
+        )?
+        .execute(params![
+            id, ctx.pc, recipient, m.kind.as_str(), m.subject, m.body, m.urgent, m.expires_at, m.in_reply_to, m.auto,
+            m.hop, ctx.now, broadcast_of
+        ])?;
+    record_event(ctx, id, ctx.pc, State::New, ctx.now, ctx.pc, None)?;
+    ctx.touched.push(recipient.to_string());
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! The server database schema. Migrations are only ever appended: each step
+//! runs once, in its own transaction, and bumps `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+/// Step N (1-based) brings the database to `user_version = N`.
+const MIGRATIONS: &[&str] = &[
+    // 1: roster, mail, the event log (timelines + updates feed), alerts.
+    r#"
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    );
+    INSERT INTO meta (key, value) VALUES ('roster_version', 0);
+
+    CREATE TABLE pc (
+        label        TEXT PRIMARY KEY,
+        number       INTEGER NOT NULL UNIQUE,
+        hostname     TEXT NOT NULL UNIQUE COLLATE NOCASE,
+        last_poll_at INTEGER
+    );
+
+    -- One row per deliverable mail (a broadcast copy is a mail of its own).
+    -- `seq` is the insertion order ("oldest first" in poll).
+    CREATE TABLE mail (
+        seq          INTEGER PRIMARY KEY,
+        id           TEXT NOT NULL UNIQUE,
+        sender       TEXT NOT NULL,
+        recipient    TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        subject      TEXT NOT NULL,
+        body         TEXT NOT NULL,
+        urgent       INTEGER NOT NULL,
+        expires_at   INTEGER,
+        in_reply_to  TEXT,
+        auto         INTEGER NOT NULL,
+        hop          INTEGER NOT NULL,
+        created_at   INTEGER NOT NULL,
+        state        TEXT NOT NULL,
+        broadcast_of TEXT,
+        delivered_at INTEGER,
+        last_at      INTEGER NOT NULL   -- `at` of the newest timeline entry (clamping marks)
+    );
+    -- Poll: "mail still new for label X", oldest first. Partial: only new mail is in it.
+    CREATE INDEX mail_new_by_recipient ON mail (recipient, seq) WHERE state = 'new';
+    -- Sweep: unseen alerts look only at delivered mail.
+    CREATE INDEX mail_delivered ON mail (delivered_at) WHERE state = 'delivered';
+    -- Sweep: expiry looks only at unfinished mail with an expiry.
+    CREATE INDEX mail_expiring ON mail (expires_at)
+        WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen');
+    -- Status of a broadcast original expands to its copies.
+    CREATE INDEX mail_by_broadcast ON mail (broadcast_of) WHERE broadcast_of IS NOT NULL;
+
+    -- The original of a broadcast (`to: "*"`): kept for idempotent retries,
+    -- `inReplyTo` and `status`; it is never delivered itself.
+    CREATE TABLE broadcast (
+        id          TEXT PRIMARY KEY,
+        sender      TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        subject     TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        urgent      INTEGER NOT NULL,
+        expires_at  INTEGER,
+        in_reply_to TEXT,
+        auto        INTEGER NOT NULL,
+        hop         INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL
+    );
+
+    -- Every transition, who and when. The timeline of a mail, and (by sender,
+    -- after a seq) the updates feed of poll.
+    CREATE TABLE event (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        mail_id TEXT NOT NULL,
+        sender  TEXT NOT NULL,
+        state   TEXT NOT NULL,
+        at      INTEGER NOT NULL,
+        by      TEXT NOT NULL,
+        note    TEXT
+    );
+    CREATE INDEX event_by_mail ON event (mail_id, seq);
+    -- Updates feed: state changes (not creation) of mail sent by X after seq N.
+    CREATE INDEX event_feed ON event (sender, seq) WHERE state <> 'new';
+
+    CREATE TABLE alert (
+        key           TEXT PRIMARY KEY,   -- "<subject>|<kind>"
+        kind          TEXT NOT NULL,
+        subject       TEXT NOT NULL,
+        pc            TEXT NOT NULL,
+        message       TEXT NOT NULL,
+        opened_at     INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        resolved_at   INTEGER,
+        count         INTEGER NOT NULL,
+        posted        INTEGER NOT NULL DEFAULT 0,
+        post_tries    INTEGER NOT NULL DEFAULT 0,
+        last_try_at   INTEGER
+    );
+    CREATE INDEX alert_open ON alert (updated_at) WHERE resolved_at IS NULL;
+    CREATE INDEX alert_by_updated ON alert (updated_at);
+    "#,
+];
+
+pub fn schema_version() -> usize {
+    MIGRATIONS.len()
+}
+
+/// Applies the missing migrations. Safe when several processes open the same
+/// file: each step takes the write lock first and re-reads the version.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let target = (i + 1) as i64;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current < target {
+            tx.execute_batch(sql)?;
+            tx.execute_batch(&format!("PRAGMA user_version = {target}"))?;
+        }
+        tx.commit()?;
+    }
+    Ok(())
+}

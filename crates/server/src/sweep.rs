@@ -1,0 +1,192 @@
+//! sweep: expiry, and the watch alerts (unseen, undelivered, stale PC), one
+//! row per (subject, kind) updated in place and resolved when the condition
+//! clears. Also the `alerts` op.
+
+use crate::engine::{Ctx, OpResult};
+use crate::ops::{fields, transition, StoredMail, MAIL_COLUMNS};
+use pcmail_core::model::limits;
+use pcmail_core::{AlertKind, Millis, State};
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+
+/// A condition that holds right now and deserves an alert.
+struct Condition {
+    kind: AlertKind,
+    subject: String,
+    pc: String,
+    message: String,
+}
+
+impl Condition {
+    fn key(&self) -> String {
+        alert_key(&self.subject, self.kind)
+    }
+}
+
+pub fn alert_key(subject: &str, kind: AlertKind) -> String {
+    format!("{subject}|{}", kind.as_str())
+}
+
+fn ago(ms: Millis) -> String {
+    let mins = ms.max(0) / limits::MIN;
+    if mins >= 60 {
+        format!("{}h {:02}m", mins / 60, mins % 60)
+    } else {
+        format!("{mins}m")
+    }
+}
+
+pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
+    let now = ctx.now;
+    // 1. Expiry (the state machine keeps done/failed as they are).
+    let sql = format!(
+        "SELECT {MAIL_COLUMNS} FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
+         AND expires_at <= ?1 ORDER BY seq"
+    );
+    let expiring = ctx
+        .tx
+        .prepare_cached(&sql)?
+        .query_map([now], StoredMail::from_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut expired = 0;
+    for m in &expiring {
+        if transition(ctx, m, State::Expired, now, "server", None)?.1 {
+            expired += 1;
+        }
+    }
+
+    let conditions = current_conditions(ctx)?;
+    let (mut opened, mut updated, mut resolved) = (0, 0, 0);
+    let mut holding = HashSet::new();
+    for c in &conditions {
+        let key = c.key();
+        let existing: Option<Option<Millis>> = ctx
+            .tx
+            .prepare_cached("SELECT resolved_at FROM alert WHERE key = ?1")?
+            .query_row([&key], |r| r.get(0))
+            .optional()?;
+        match existing {
+            None => {
+                ctx.tx
+                    .prepare_cached(
+                        "INSERT INTO alert (key, kind, subject, pc, message, opened_at, updated_at, count) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 1)",
+                    )?
+                    .execute(params![key, c.kind.as_str(), c.subject, c.pc, c.message, now])?;
+                opened += 1;
+            }
+            Some(Some(_)) => {
+                // The same condition again (a PC stale once more): the row reopens and is posted anew.
+                ctx.tx
+                    .prepare_cached(
+                        "UPDATE alert SET resolved_at = NULL, opened_at = ?2, updated_at = ?2, count = count + 1, \
+                         message = ?3, pc = ?4, posted = 0, post_tries = 0, last_try_at = NULL WHERE key = ?1",
+                    )?
+                    .execute(params![key, now, c.message, c.pc])?;
+                opened += 1;
+            }
+            Some(None) => {
+                ctx.tx
+                    .prepare_cached("UPDATE alert SET updated_at = ?2, count = count + 1, message = ?3 WHERE key = ?1")?
+                    .execute(params![key, now, c.message])?;
+                updated += 1;
+            }
+        }
+        holding.insert(key);
+    }
+    let open_keys = ctx
+        .tx
+        .prepare_cached("SELECT key FROM alert WHERE resolved_at IS NULL")?
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for key in open_keys.iter().filter(|k| !holding.contains(*k)) {
+        ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(params![key, now])?;
+        resolved += 1;
+    }
+    Ok(fields(json!({
+        "expired": expired,
+        "alerts": {"opened": opened, "updated": updated, "resolved": resolved},
+    })))
+}
+
+fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
+    let now = ctx.now;
+    let mut out = Vec::new();
+    // 2. delivered but not seen for more than 2 h (urgent) / 6 h.
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT id, sender, recipient, urgent, delivered_at FROM mail \
+         WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at",
+    )?;
+    let rows = stmt.query_map([now - limits::UNSEEN_URGENT_MS], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, bool>(3)?, r.get::<_, i64>(4)?))
+    })?;
+    for row in rows {
+        let (id, from, to, urgent, delivered_at) = row?;
+        let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
+        if now - delivered_at > limit {
+            out.push(Condition {
+                kind: AlertKind::Unseen,
+                message: format!(
+                    "pcmail: {}mail {id} from {from} to {to} was delivered {} ago and nobody has read it",
+                    if urgent { "urgent " } else { "" },
+                    ago(now - delivered_at)
+                ),
+                subject: id,
+                pc: to,
+            });
+        }
+    }
+    // 3. new and not delivered for more than 30 min.
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT id, sender, recipient, created_at FROM mail WHERE state = 'new' AND created_at < ?1 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map([now - limits::UNDELIVERED_MS], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
+    })?;
+    for row in rows {
+        let (id, from, to, created_at) = row?;
+        out.push(Condition {
+            kind: AlertKind::Undelivered,
+            message: format!(
+                "pcmail: mail {id} from {from} to {to} is not delivered after {} (is the poller on {to} running?)",
+                ago(now - created_at)
+            ),
+            subject: id,
+            pc: to,
+        });
+    }
+    // 4. a PC that has polled before but not for more than 10 min.
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT label, last_poll_at FROM pc WHERE last_poll_at IS NOT NULL AND last_poll_at < ?1 ORDER BY number",
+    )?;
+    let rows = stmt.query_map([now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    for row in rows {
+        let (label, last) = row?;
+        out.push(Condition {
+            kind: AlertKind::StalePc,
+            message: format!("pcmail: {label} has not polled for {}", ago(now - last)),
+            subject: label.clone(),
+            pc: label,
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<String, Value>> {
+    let sql = format!(
+        "SELECT key, kind, subject, pc, message, opened_at, updated_at, resolved_at, count, posted FROM alert {} \
+         ORDER BY updated_at DESC, key LIMIT 500",
+        if open_only { "WHERE resolved_at IS NULL" } else { "" }
+    );
+    let mut stmt = ctx.tx.prepare_cached(&sql)?;
+    let rows = stmt.query_map([], |r| {
+        Ok(json!({
+            "key": r.get::<_, String>(0)?, "kind": r.get::<_, String>(1)?, "subject": r.get::<_, String>(2)?,
+            "pc": r.get::<_, String>(3)?, "message": r.get::<_, String>(4)?, "openedAt": r.get::<_, i64>(5)?,
+            "updatedAt": r.get::<_, i64>(6)?, "resolvedAt": r.get::<_, Option<i64>>(7)?,
+            "count": r.get::<_, i64>(8)?, "posted": r.get::<_, bool>(9)?,
+        }))
+    })?;
+    Ok(fields(json!({"alerts": rows.collect::<rusqlite::Result<Vec<_>>>()?})))
+}
