@@ -1,0 +1,726 @@
+//! Registers / unregisters pcmail's hook command (`pcmail hook`) in Claude Code's
+//! `settings.json`, for `pcmail hooks install|uninstall` and `pcmail doctor`.
+//!
+//! # The settings format we write
+//!
+//! Verified against the Claude Code hooks reference
+//! (<https://docs.claude.com/en/docs/claude-code/hooks>, "Configuration" / "Structure"):
+//! `hooks` maps an event name to an array of *matcher groups*; each group has an optional
+//! `matcher` and a `hooks` array of handlers `{"type": "command", "command": …, "timeout": …}`,
+//! where `command` is run **by the shell** and `timeout` is in **seconds**. Events that do not
+//! use matchers (`UserPromptSubmit`) may omit `matcher`; for `SessionStart` the matcher is
+//! matched against the session source (`startup`, `resume`, `clear`, `compact`).
+//!
+//! ```json
+//! {"hooks": {
+//!   "SessionStart":     [{"matcher": "startup|resume|clear|compact",
+//!                         "hooks": [{"type": "command", "command": "'/abs/path/pcmail' hook", "timeout": 5}]}],
+//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "'/abs/path/pcmail' hook", "timeout": 5}]}]
+//! }}
+//! ```
+//!
+//! ## Why a single shell string and not `command` + `args`
+//!
+//! Recent Claude Code versions also accept an *exec form* (`"command": "/abs/pcmail", "args":
+//! ["hook"]`, spawned without a shell), but older versions only know `command` as a shell string
+//! and would silently ignore `args` — running `pcmail` *without* `hook`. The shell form works on
+//! every version, so we write `'<abs path>' hook`, with the path single-quoted for POSIX shells
+//! (Claude Code runs hooks through bash, Git Bash on Windows), which makes spaces, `$`, quotes
+//! etc. in the path safe. When *recognising* our entries we accept both forms.
+//!
+//! # Guarantees
+//!
+//! * Merge, never clobber: every other key, event, group and handler is kept, in order
+//!   (`serde_json`'s `preserve_order`). Our handler is identified by its command being a
+//!   path whose file name is `pcmail`/`pcmail.exe` followed by exactly the argument `hook`,
+//!   so re-installing (same or different exe path) updates that handler in place.
+//! * Idempotent: if nothing would change, nothing is written and no backup is made.
+//! * Atomic: temp file in the same directory, fsync, rename over the original (the symlink
+//!   target, if `settings.json` is a symlink), fsync the directory. The original is first copied
+//!   to `settings.json.pcmail-backup-<unix secs>`; its permissions are kept.
+//! * Refuses (changing nothing) a file that is not a JSON object, and any path named
+//!   `.claude.json` (Claude Code's state file, a different file from `settings.json`).
+
+use std::ffi::OsStr;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+/// Claude Code event fired when a session starts / resumes / is cleared / compacted.
+pub const EVENT_SESSION_START: &str = "SessionStart";
+/// Claude Code event fired before each user prompt is processed.
+pub const EVENT_USER_PROMPT_SUBMIT: &str = "UserPromptSubmit";
+/// The `SessionStart` matcher we register with (all session sources).
+pub const SESSION_START_MATCHER: &str = "startup|resume|clear|compact";
+/// The sub-command Claude Code must run.
+pub const HOOK_ARG: &str = "hook";
+
+/// The events we register for, with the matcher our own group gets.
+const EVENTS: [(&str, Option<&str>); 2] = [
+    (EVENT_SESSION_START, Some(SESSION_START_MATCHER)),
+    (EVENT_USER_PROMPT_SUBMIT, None),
+];
+
+/// What to register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookSpec {
+    /// Absolute path of the `pcmail` (or `pcmail.exe`) executable.
+    pub exe: PathBuf,
+    /// Claude Code's per-command timeout, in seconds.
+    pub timeout_secs: u32,
+}
+
+/// Result of [`install`] / [`uninstall`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Whether the settings file was written.
+    pub changed: bool,
+    /// The copy of the previous file, if one existed and we changed it.
+    pub backup: Option<PathBuf>,
+    /// The settings file that was (or would have been) written.
+    pub settings_path: PathBuf,
+}
+
+/// Summary level of [`InstallState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallLevel {
+    /// Registered for both `SessionStart` and `UserPromptSubmit`.
+    Installed,
+    /// Registered for only one of them.
+    Partial,
+    /// Not registered (or no settings file).
+    NotInstalled,
+}
+
+/// One pcmail handler found in the settings file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredHook {
+    pub event: String,
+    /// The `matcher` of its group, if any.
+    pub matcher: Option<String>,
+    pub exe: PathBuf,
+    pub exe_exists: bool,
+    pub timeout_secs: Option<u64>,
+}
+
+/// What [`status`] found, for `pcmail doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallState {
+    pub settings_exists: bool,
+    pub session_start: bool,
+    pub user_prompt_submit: bool,
+    /// Every pcmail handler found, in file order (any event).
+    pub hooks: Vec<RegisteredHook>,
+}
+
+impl InstallState {
+    pub fn level(&self) -> InstallLevel {
+        match (self.session_start, self.user_prompt_submit) {
+            (true, true) => InstallLevel::Installed,
+            (false, false) => InstallLevel::NotInstalled,
+            _ => InstallLevel::Partial,
+        }
+    }
+
+    /// True when at least one handler is registered and every registered exe path exists.
+    pub fn all_exes_exist(&self) -> bool {
+        !self.hooks.is_empty() && self.hooks.iter().all(|h| h.exe_exists)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HooksError {
+    /// The existing file is not valid JSON, or its top level is not an object.
+    #[error("{}: not a JSON object ({detail}); refusing to modify it", .path.display())]
+    NotJson { path: PathBuf, detail: String },
+    /// Valid JSON, but `hooks` / an event entry has a type Claude Code would not accept.
+    #[error("{}: unexpected settings layout ({detail}); refusing to modify it", .path.display())]
+    UnexpectedShape { path: PathBuf, detail: String },
+    /// A path we must never write (e.g. `~/.claude.json`).
+    #[error("refusing to touch {}: {reason}", .path.display())]
+    RefusedPath { path: PathBuf, reason: String },
+    #[error("invalid hook spec: {0}")]
+    InvalidSpec(String),
+    #[error("{op} {}: {source}", .path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> HooksError + 'a {
+    move |source| HooksError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `$CLAUDE_CONFIG_DIR/settings.json` if that variable is set (and non-empty), else
+/// `~/.claude/settings.json`. `None` if no home directory can be determined.
+pub fn default_settings_path() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("settings.json"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var_os("USERPROFILE").filter(|h| !h.is_empty()))?;
+    Some(PathBuf::from(home).join(".claude").join("settings.json"))
+}
+
+/// The shell command string we register: `'<exe>' hook` (POSIX single quoting).
+pub fn hook_command(exe: &Path) -> Result<String, HooksError> {
+    let s = exe.to_str().ok_or_else(|| {
+        HooksError::InvalidSpec(format!("exe path is not UTF-8: {}", exe.display()))
+    })?;
+    Ok(format!("{} {HOOK_ARG}", shell_quote(s)))
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Registers `spec` for `SessionStart` and `UserPromptSubmit`.
+pub fn install(settings_path: &Path, spec: &HookSpec) -> Result<Outcome, HooksError> {
+    check_path(settings_path)?;
+    validate_spec(spec)?;
+    let command = hook_command(&spec.exe)?;
+    let loaded = load(settings_path)?;
+    let mut root = loaded.root.clone();
+    apply_install(&mut root, &command, spec.timeout_secs, settings_path)?;
+    commit(settings_path, &loaded, root)
+}
+
+/// Removes every pcmail handler (from any event), and groups / event arrays / the `hooks`
+/// object left empty by that removal. Everything else is kept.
+pub fn uninstall(settings_path: &Path) -> Result<Outcome, HooksError> {
+    check_path(settings_path)?;
+    let loaded = load(settings_path)?;
+    let mut root = loaded.root.clone();
+    apply_uninstall(&mut root);
+    commit(settings_path, &loaded, root)
+}
+
+/// Reports whether pcmail is registered, for `pcmail doctor`. Never writes.
+pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
+    check_path(settings_path)?;
+    let loaded = load(settings_path)?;
+    let mut state = InstallState {
+        settings_exists: loaded.existed,
+        session_start: false,
+        user_prompt_submit: false,
+        hooks: Vec::new(),
+    };
+    let Some(events) = loaded.root.get("hooks").and_then(Value::as_object) else {
+        return Ok(state);
+    };
+    for (event, groups) in events {
+        let Some(groups) = groups.as_array() else {
+            continue;
+        };
+        for group in groups {
+            let Some(handlers) = group.get("hooks").and_then(Value::as_array) else {
+                continue;
+            };
+            for handler in handlers {
+                let Some(exe) = pcmail_exe_of(handler) else {
+                    continue;
+                };
+                match event.as_str() {
+                    EVENT_SESSION_START => state.session_start = true,
+                    EVENT_USER_PROMPT_SUBMIT => state.user_prompt_submit = true,
+                    _ => {}
+                }
+                state.hooks.push(RegisteredHook {
+                    event: event.clone(),
+                    matcher: group
+                        .get("matcher")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    exe_exists: exe.is_file(),
+                    exe,
+                    timeout_secs: handler.get("timeout").and_then(Value::as_u64),
+                });
+            }
+        }
+    }
+    Ok(state)
+}
+
+// ---------------------------------------------------------------------------------------------
+// validation
+
+fn check_path(path: &Path) -> Result<(), HooksError> {
+    if path.file_name() == Some(OsStr::new(".claude.json")) {
+        return Err(HooksError::RefusedPath {
+            path: path.to_path_buf(),
+            reason: "`.claude.json` is Claude Code's state file, not settings.json; \
+                     hooks belong in ~/.claude/settings.json"
+                .into(),
+        });
+    }
+    if path.file_name().is_none() {
+        return Err(HooksError::RefusedPath {
+            path: path.to_path_buf(),
+            reason: "not a file path".into(),
+        });
+    }
+    Ok(())
+}
+
+fn validate_spec(spec: &HookSpec) -> Result<(), HooksError> {
+    if !spec.exe.is_absolute() {
+        return Err(HooksError::InvalidSpec(format!(
+            "exe must be an absolute path, got {}",
+            spec.exe.display()
+        )));
+    }
+    if !is_pcmail_name(spec.exe.to_str().unwrap_or("")) {
+        // Our entries are recognised by this file name; anything else could not be found
+        // again by a later install/uninstall.
+        return Err(HooksError::InvalidSpec(format!(
+            "exe file name must be `pcmail` or `pcmail.exe`, got {}",
+            spec.exe.display()
+        )));
+    }
+    if spec.timeout_secs == 0 {
+        return Err(HooksError::InvalidSpec(
+            "timeout_secs must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// recognising our handlers
+
+/// File name of `path`, accepting both `/` and `\` separators (a settings file may have been
+/// written on Windows).
+fn file_name_of(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+fn is_pcmail_name(path: &str) -> bool {
+    let name = file_name_of(path);
+    name == "pcmail" || name.eq_ignore_ascii_case("pcmail.exe")
+}
+
+/// If `handler` is a pcmail hook command (`<.../pcmail> hook`, shell or exec form), the exe.
+fn pcmail_exe_of(handler: &Value) -> Option<PathBuf> {
+    let obj = handler.as_object()?;
+    if obj.get("type").and_then(Value::as_str) != Some("command") {
+        return None;
+    }
+    let command = obj.get("command")?.as_str()?;
+    let (exe, rest): (String, Vec<String>) = match obj.get("args") {
+        Some(Value::Array(args)) => {
+            // Exec form: `command` is the executable itself.
+            let args: Option<Vec<String>> =
+                args.iter().map(|a| a.as_str().map(str::to_owned)).collect();
+            (command.to_owned(), args?)
+        }
+        Some(_) => return None,
+        None => {
+            let mut words = shell_words(command)?.into_iter();
+            (words.next()?, words.collect())
+        }
+    };
+    (is_pcmail_name(&exe) && rest.len() == 1 && rest[0] == HOOK_ARG).then(|| PathBuf::from(exe))
+}
+
+/// Splits a *simple* POSIX shell command into words (quotes and backslashes handled). Returns
+/// `None` for anything more than a simple command (operators, expansions, redirections,
+/// unterminated quotes), which is then never treated as ours.
+fn shell_words(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        ch => cur.push(ch),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => match chars.next()? {
+                            ch @ ('"' | '\\' | '$' | '`') => cur.push(ch),
+                            '\n' => {}
+                            ch => {
+                                cur.push('\\');
+                                cur.push(ch);
+                            }
+                        },
+                        '$' | '`' => return None,
+                        ch => cur.push(ch),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next()? {
+                    '\n' => {}
+                    ch => cur.push(ch),
+                }
+            }
+            // Operators, expansions, redirections, globs: not a simple command.
+            ';' | '&' | '|' | '<' | '>' | '(' | ')' | '$' | '`' | '*' | '?' | '[' => return None,
+            // Comment / tilde expansion at the start of a word.
+            '#' | '~' if !in_word => return None,
+            ch => {
+                in_word = true;
+                cur.push(ch);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Some(words)
+}
+
+// ---------------------------------------------------------------------------------------------
+// the merge
+
+fn desired_handler(command: &str, timeout_secs: u32) -> Map<String, Value> {
+    let mut h = Map::new();
+    h.insert("type".into(), Value::from("command"));
+    h.insert("command".into(), Value::from(command));
+    h.insert("timeout".into(), Value::from(timeout_secs));
+    h
+}
+
+fn apply_install(
+    root: &mut Map<String, Value>,
+    command: &str,
+    timeout_secs: u32,
+    path: &Path,
+) -> Result<(), HooksError> {
+    let shape = |detail: String| HooksError::UnexpectedShape {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let events = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| shape("`hooks` is not an object".into()))?;
+    let desired = desired_handler(command, timeout_secs);
+    for (event, matcher) in EVENTS {
+        let groups = events
+            .entry(event)
+            .or_insert_with(|| Value::Array(Vec::new()))
+            .as_array_mut()
+            .ok_or_else(|| shape(format!("`hooks.{event}` is not an array")))?;
+        install_event(groups, &desired, matcher);
+    }
+    Ok(())
+}
+
+/// Updates the first pcmail handler of `groups` in place (dropping any duplicates), or appends
+/// a new group holding it.
+fn install_event(groups: &mut Vec<Value>, desired: &Map<String, Value>, matcher: Option<&str>) {
+    let mut placed = false;
+    let mut gi = 0;
+    while gi < groups.len() {
+        let Some(group) = groups[gi].as_object_mut() else {
+            gi += 1;
+            continue;
+        };
+        let mut removed_any = false;
+        let mut placed_here = false;
+        let mut all_ours = false;
+        let mut now_empty = false;
+        if let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+            all_ours = !handlers.is_empty() && handlers.iter().all(|h| pcmail_exe_of(h).is_some());
+            let mut hi = 0;
+            while hi < handlers.len() {
+                if pcmail_exe_of(&handlers[hi]).is_none() {
+                    hi += 1;
+                } else if !placed {
+                    let h = handlers[hi]
+                        .as_object_mut()
+                        .expect("pcmail handler is an object");
+                    // Keep any extra keys the user added; set ours; drop an exec-form `args`.
+                    h.shift_remove("args");
+                    for (k, v) in desired {
+                        h.insert(k.clone(), v.clone());
+                    }
+                    placed = true;
+                    placed_here = true;
+                    hi += 1;
+                } else {
+                    handlers.remove(hi);
+                    removed_any = true;
+                }
+            }
+            now_empty = handlers.is_empty();
+        }
+        if placed_here && all_ours {
+            // The group is ours alone: make sure it fires for every session source.
+            if let Some(m) = matcher {
+                group.insert("matcher".into(), Value::from(m));
+            }
+        }
+        if removed_any && now_empty {
+            groups.remove(gi);
+        } else {
+            gi += 1;
+        }
+    }
+    if !placed {
+        let mut group = Map::new();
+        if let Some(m) = matcher {
+            group.insert("matcher".into(), Value::from(m));
+        }
+        group.insert(
+            "hooks".into(),
+            Value::Array(vec![Value::Object(desired.clone())]),
+        );
+        groups.push(Value::Object(group));
+    }
+}
+
+fn apply_uninstall(root: &mut Map<String, Value>) {
+    let Some(events) = root.get_mut("hooks").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut emptied_events = Vec::new();
+    for (event, groups) in events.iter_mut() {
+        let Some(groups) = groups.as_array_mut() else {
+            continue;
+        };
+        let mut removed_group = false;
+        groups.retain_mut(|group| {
+            let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+                return true;
+            };
+            let before = handlers.len();
+            handlers.retain(|h| pcmail_exe_of(h).is_none());
+            let keep = !(handlers.is_empty() && handlers.len() != before);
+            removed_group |= !keep;
+            keep
+        });
+        if removed_group && groups.is_empty() {
+            emptied_events.push(event.clone());
+        }
+    }
+    let removed_event = !emptied_events.is_empty();
+    for event in emptied_events {
+        events.shift_remove(&event);
+    }
+    if removed_event && events.is_empty() {
+        root.shift_remove("hooks");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// files
+
+struct Loaded {
+    root: Map<String, Value>,
+    existed: bool,
+}
+
+fn load(path: &Path) -> Result<Loaded, HooksError> {
+    let text = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(Loaded {
+                root: Map::new(),
+                existed: false,
+            })
+        }
+        Err(e) => return Err(io_err("reading", path)(e)),
+    };
+    let not_json = |detail: String| HooksError::NotJson {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let text = String::from_utf8(text).map_err(|e| not_json(format!("not UTF-8: {e}")))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if text.trim().is_empty() {
+        // An empty file is what an editor's "new file" leaves; Claude Code treats it as `{}`.
+        return Ok(Loaded {
+            root: Map::new(),
+            existed: true,
+        });
+    }
+    match serde_json::from_str::<Value>(text).map_err(|e| not_json(e.to_string()))? {
+        Value::Object(root) => Ok(Loaded {
+            root,
+            existed: true,
+        }),
+        other => Err(not_json(format!(
+            "top level is {}, expected an object",
+            kind(&other)
+        ))),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outcome, HooksError> {
+    let unchanged = Outcome {
+        changed: false,
+        backup: None,
+        settings_path: path.to_path_buf(),
+    };
+    if loaded.existed && root == loaded.root {
+        return Ok(unchanged);
+    }
+    if !loaded.existed && root.is_empty() {
+        // Uninstall with no settings file: nothing to do, do not create one.
+        return Ok(unchanged);
+    }
+    // Write through a symlinked settings.json (dotfile managers) rather than replacing the link.
+    let target = if fs::symlink_metadata(path)
+        .map(|m| m.file_type().is_symlink())
+        .unwrap_or(false)
+    {
+        fs::canonicalize(path).map_err(io_err("resolving", path))?
+    } else {
+        path.to_path_buf()
+    };
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&dir).map_err(io_err("creating directory", &dir))?;
+
+    let mut text = serde_json::to_string_pretty(&Value::Object(root)).expect("serialising a Value");
+    text.push('\n');
+
+    let backup = if loaded.existed {
+        Some(make_backup(&target)?)
+    } else {
+        None
+    };
+    let perms = if loaded.existed {
+        Some(
+            fs::metadata(&target)
+                .map_err(io_err("reading metadata of", &target))?
+                .permissions(),
+        )
+    } else {
+        None
+    };
+    write_atomic(&target, &dir, text.as_bytes(), perms)?;
+    Ok(Outcome {
+        changed: true,
+        backup,
+        settings_path: path.to_path_buf(),
+    })
+}
+
+fn make_backup(target: &Path) -> Result<PathBuf, HooksError> {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let base = format!(
+        "{}.pcmail-backup-{secs}",
+        target
+            .file_name()
+            .expect("checked: has a file name")
+            .to_string_lossy()
+    );
+    let mut n = 0u32;
+    loop {
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        let candidate = target.with_file_name(name);
+        // create_new so two runs in the same second never overwrite each other's backup.
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&candidate)
+        {
+            Ok(_) => {
+                fs::copy(target, &candidate).map_err(io_err("backing up to", &candidate))?;
+                return Ok(candidate);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+            Err(e) => return Err(io_err("creating backup", &candidate)(e)),
+        }
+    }
+}
+
+fn write_atomic(
+    target: &Path,
+    dir: &Path,
+    bytes: &[u8],
+    perms: Option<fs::Permissions>,
+) -> Result<(), HooksError> {
+    let name = target
+        .file_name()
+        .expect("checked: has a file name")
+        .to_string_lossy();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(".{name}.pcmail-tmp-{}-{nanos}", std::process::id()));
+    let result = (|| {
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f: File = opts.open(&tmp).map_err(io_err("creating", &tmp))?;
+        f.write_all(bytes).map_err(io_err("writing", &tmp))?;
+        if let Some(p) = perms {
+            f.set_permissions(p)
+                .map_err(io_err("setting permissions of", &tmp))?;
+        }
+        f.sync_all().map_err(io_err("syncing", &tmp))?;
+        drop(f);
+        fs::rename(&tmp, target).map_err(io_err("replacing", target))?;
+        #[cfg(unix)]
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests;

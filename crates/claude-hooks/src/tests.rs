@@ -1,0 +1,599 @@
+use super::*;
+use serde_json::json;
+use tempfile::TempDir;
+
+fn spec(exe: &str) -> HookSpec {
+    HookSpec {
+        exe: PathBuf::from(exe),
+        timeout_secs: 5,
+    }
+}
+
+fn ours(exe: &str) -> Value {
+    json!({"type": "command", "command": format!("'{exe}' hook"), "timeout": 5})
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn write_pretty(path: &Path, v: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(v).unwrap();
+    text.push('\n');
+    fs::write(path, &text).unwrap();
+    text
+}
+
+/// Every file in `dir` except `keep`, sorted.
+fn other_files(dir: &Path, keep: &str) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != keep)
+        .collect();
+    v.sort();
+    v
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+fn count_ours(v: &Value) -> usize {
+    let Some(events) = v.get("hooks").and_then(Value::as_object) else {
+        return 0;
+    };
+    events
+        .values()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|g| g.get("hooks").and_then(Value::as_array))
+        .flatten()
+        .filter(|h| pcmail_exe_of(h).is_some())
+        .count()
+}
+
+#[test]
+fn install_into_missing_file_creates_dir_and_registers_both_events() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join(".claude").join("settings.json");
+    let out = install(&path, &spec("/opt/pc mail/pcmail")).unwrap();
+    assert!(out.changed);
+    assert_eq!(out.backup, None);
+    assert_eq!(
+        read_json(&path),
+        json!({"hooks": {
+            "SessionStart": [{"matcher": "startup|resume|clear|compact",
+                              "hooks": [ours("/opt/pc mail/pcmail")]}],
+            "UserPromptSubmit": [{"hooks": [ours("/opt/pc mail/pcmail")]}],
+        }})
+    );
+    // no temp or backup files left behind
+    assert!(other_files(path.parent().unwrap(), "settings.json").is_empty());
+
+    let st = status(&path).unwrap();
+    assert_eq!(st.level(), InstallLevel::Installed);
+    assert_eq!(st.hooks.len(), 2);
+    assert!(st
+        .hooks
+        .iter()
+        .all(|h| h.exe == Path::new("/opt/pc mail/pcmail")));
+    assert!(!st.all_exes_exist(), "/opt/pc mail/pcmail does not exist");
+    assert_eq!(st.hooks[0].matcher.as_deref(), Some(SESSION_START_MATCHER));
+    assert_eq!(st.hooks[0].timeout_secs, Some(5));
+}
+
+#[test]
+fn status_reports_existing_exe_partial_and_missing() {
+    let tmp = TempDir::new().unwrap();
+    let exe = tmp.path().join("pcmail");
+    fs::write(&exe, "").unwrap();
+    let path = tmp.path().join("settings.json");
+
+    let st = status(&path).unwrap();
+    assert!(!st.settings_exists);
+    assert_eq!(st.level(), InstallLevel::NotInstalled);
+
+    install(
+        &path,
+        &HookSpec {
+            exe: exe.clone(),
+            timeout_secs: 7,
+        },
+    )
+    .unwrap();
+    let st = status(&path).unwrap();
+    assert_eq!(st.level(), InstallLevel::Installed);
+    assert!(st.all_exes_exist());
+    assert_eq!(st.hooks[1].timeout_secs, Some(7));
+
+    // drop the UserPromptSubmit registration by hand -> partial
+    let mut v = read_json(&path);
+    v["hooks"]
+        .as_object_mut()
+        .unwrap()
+        .shift_remove("UserPromptSubmit");
+    write_pretty(&path, &v);
+    let st = status(&path).unwrap();
+    assert_eq!(st.level(), InstallLevel::Partial);
+    assert!(st.session_start && !st.user_prompt_submit);
+}
+
+#[test]
+fn install_into_empty_object_makes_backup() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    fs::write(&path, "{}").unwrap();
+    let out = install(&path, &spec("/usr/local/bin/pcmail")).unwrap();
+    assert!(out.changed);
+    let backup = out.backup.expect("existing file is backed up");
+    assert_eq!(backup.parent(), path.parent());
+    let bname = backup.file_name().unwrap().to_str().unwrap();
+    assert!(bname.starts_with("settings.json.pcmail-backup-"), "{bname}");
+    assert!(
+        bname["settings.json.pcmail-backup-".len()..]
+            .parse::<u64>()
+            .is_ok(),
+        "{bname}"
+    );
+    assert_eq!(fs::read_to_string(&backup).unwrap(), "{}");
+    assert_eq!(count_ours(&read_json(&path)), 2);
+    assert_eq!(
+        other_files(tmp.path(), "settings.json"),
+        vec![bname.to_string()]
+    );
+}
+
+fn users_settings() -> Value {
+    json!({
+        "model": "opus",
+        "env": {"Z_LAST": "1", "A_FIRST": "2"},
+        "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "check-bash.sh"}]}],
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "log-prompt", "timeout": 3}]}],
+            "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "cat notes.md"}]}]
+        },
+        "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+        "alwaysThinkingEnabled": true
+    })
+}
+
+#[test]
+fn install_keeps_other_keys_hooks_and_their_order() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let original = users_settings();
+    write_pretty(&path, &original);
+
+    install(&path, &spec("/home/u/.cargo/bin/pcmail")).unwrap();
+    let v = read_json(&path);
+    assert_eq!(
+        keys(&v),
+        [
+            "model",
+            "env",
+            "hooks",
+            "permissions",
+            "alwaysThinkingEnabled"
+        ]
+    );
+    assert_eq!(keys(&v["env"]), ["Z_LAST", "A_FIRST"]);
+    assert_eq!(
+        keys(&v["hooks"]),
+        ["PreToolUse", "UserPromptSubmit", "SessionStart"]
+    );
+    assert_eq!(v["hooks"]["PreToolUse"], original["hooks"]["PreToolUse"]);
+    assert_eq!(v["permissions"], original["permissions"]);
+    // the user's groups stay first and untouched, ours is appended
+    let ups = v["hooks"]["UserPromptSubmit"].as_array().unwrap();
+    assert_eq!(ups.len(), 2);
+    assert_eq!(ups[0], original["hooks"]["UserPromptSubmit"][0]);
+    assert_eq!(
+        ups[1],
+        json!({"hooks": [ours("/home/u/.cargo/bin/pcmail")]})
+    );
+    let ss = v["hooks"]["SessionStart"].as_array().unwrap();
+    assert_eq!(ss.len(), 2);
+    assert_eq!(ss[0], original["hooks"]["SessionStart"][0]);
+    assert_eq!(
+        ss[1],
+        json!({"matcher": SESSION_START_MATCHER, "hooks": [ours("/home/u/.cargo/bin/pcmail")]})
+    );
+}
+
+#[test]
+fn second_install_is_a_no_op() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    write_pretty(&path, &users_settings());
+    assert!(install(&path, &spec("/bin/pcmail")).unwrap().changed);
+    let content = fs::read(&path).unwrap();
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    let files = other_files(tmp.path(), "settings.json");
+
+    // long enough that a rewrite would show in mtime and in a differently named backup
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = install(&path, &spec("/bin/pcmail")).unwrap();
+    assert!(!out.changed);
+    assert_eq!(out.backup, None);
+    assert_eq!(fs::read(&path).unwrap(), content);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    assert_eq!(other_files(tmp.path(), "settings.json"), files);
+}
+
+#[test]
+fn exe_path_change_replaces_entry_in_place() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    write_pretty(&path, &users_settings());
+    install(&path, &spec("/old/pcmail")).unwrap();
+    // the user appends another group after ours
+    let mut v = read_json(&path);
+    v["hooks"]["SessionStart"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"hooks": [{"type": "command", "command": "later"}]}));
+    write_pretty(&path, &v);
+
+    let out = install(
+        &path,
+        &HookSpec {
+            exe: "/new dir/pcmail".into(),
+            timeout_secs: 9,
+        },
+    )
+    .unwrap();
+    assert!(out.changed);
+    let after = read_json(&path);
+    assert_eq!(count_ours(&after), 2);
+    let ss = after["hooks"]["SessionStart"].as_array().unwrap();
+    assert_eq!(ss.len(), 3, "no second pcmail group added");
+    assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail' hook");
+    assert_eq!(ss[1]["hooks"][0]["timeout"], 9);
+    assert_eq!(ss[2]["hooks"][0]["command"], "later");
+    assert_eq!(
+        after["hooks"]["UserPromptSubmit"][1]["hooks"][0]["command"],
+        "'/new dir/pcmail' hook"
+    );
+}
+
+#[test]
+fn legacy_forms_inside_user_groups_are_updated_in_place_and_duplicates_dropped() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    write_pretty(
+        &path,
+        &json!({"hooks": {
+            "SessionStart": [
+                {"matcher": "startup", "hooks": [
+                    {"type": "command", "command": "echo hi"},
+                    {"type": "command", "command": "/x/pcmail", "args": ["hook"], "statusMessage": "mail"}
+                ]},
+                {"hooks": [{"type": "command", "command": "pcmail hook"}]}
+            ],
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "'C:\\bin\\pcmail.exe' hook"}]}]
+        }}),
+    );
+    install(&path, &spec("/y/pcmail")).unwrap();
+    let v = read_json(&path);
+    assert_eq!(
+        v,
+        json!({"hooks": {
+            "SessionStart": [
+                // shared with the user's handler: matcher left alone, extra key kept, args dropped
+                {"matcher": "startup", "hooks": [
+                    {"type": "command", "command": "echo hi"},
+                    {"type": "command", "command": "'/y/pcmail' hook", "statusMessage": "mail", "timeout": 5}
+                ]}
+                // the duplicate group was removed
+            ],
+            "UserPromptSubmit": [{"hooks": [ours("/y/pcmail")]}]
+        }})
+    );
+}
+
+#[test]
+fn our_own_group_gets_the_full_session_start_matcher() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    write_pretty(
+        &path,
+        &json!({"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [ours("/p/pcmail")]}]}}),
+    );
+    install(&path, &spec("/p/pcmail")).unwrap();
+    assert_eq!(
+        read_json(&path)["hooks"]["SessionStart"][0]["matcher"],
+        SESSION_START_MATCHER
+    );
+}
+
+#[test]
+fn lookalike_commands_are_not_ours() {
+    for cmd in [
+        "pcmail hook && rm -rf ~",
+        "/x/pcmail-dev hook",
+        "/x/pcmail hook --extra",
+        "/x/pcmail",
+        "/x/pcmail send hook",
+        "$HOME/pcmail hook",
+        "'/x/pcmail hook'",
+        "/x/notpcmail hook",
+        "/x/pcmail hook # c",
+    ] {
+        assert_eq!(
+            pcmail_exe_of(&json!({"type": "command", "command": cmd})),
+            None,
+            "{cmd}"
+        );
+    }
+    assert_eq!(
+        pcmail_exe_of(&json!({"type": "http", "command": "/x/pcmail hook"})),
+        None
+    );
+    for (cmd, exe) in [
+        ("/x/pcmail hook", "/x/pcmail"),
+        ("'/a b/pcmail' hook", "/a b/pcmail"),
+        ("\"/a b/pcmail\" hook", "/a b/pcmail"),
+        ("/a\\ b/pcmail  hook", "/a b/pcmail"),
+        ("'/it'\\''s/pcmail' hook", "/it's/pcmail"),
+        ("pcmail hook", "pcmail"),
+        ("C:/Tools/PCMAIL.EXE hook", "C:/Tools/PCMAIL.EXE"),
+    ] {
+        let got = pcmail_exe_of(&json!({"type": "command", "command": cmd}));
+        assert_eq!(got, Some(PathBuf::from(exe)), "{cmd}");
+    }
+}
+
+#[test]
+fn hook_command_round_trips_through_our_parser() {
+    for exe in [
+        "/a/pcmail",
+        "/a b/pcmail",
+        "/it's/pcmail",
+        "/$x/`y`/\"q\"/pcmail",
+    ] {
+        let cmd = hook_command(Path::new(exe)).unwrap();
+        assert_eq!(
+            pcmail_exe_of(&json!({"type": "command", "command": cmd})),
+            Some(PathBuf::from(exe)),
+            "{cmd}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn registered_command_runs_the_exe_with_hook_under_sh() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().join("we'ird $dir");
+    fs::create_dir(&dir).unwrap();
+    let exe = dir.join("pcmail");
+    fs::write(&exe, "#!/bin/sh\nprintf '%s|' \"$@\"\n").unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(hook_command(&exe).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hook|");
+}
+
+#[test]
+fn uninstall_restores_the_other_content() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let original_text = write_pretty(&path, &users_settings());
+    install(&path, &spec("/bin/pcmail")).unwrap();
+    assert_ne!(fs::read_to_string(&path).unwrap(), original_text);
+
+    let out = uninstall(&path).unwrap();
+    assert!(out.changed);
+    assert!(out.backup.is_some());
+    assert_eq!(fs::read_to_string(&path).unwrap(), original_text);
+
+    // nothing left to remove: no write
+    let out = uninstall(&path).unwrap();
+    assert!(!out.changed);
+}
+
+#[test]
+fn uninstall_from_fresh_install_removes_hooks_key_and_keeps_shared_groups() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    write_pretty(&path, &json!({"model": "sonnet"}));
+    install(&path, &spec("/bin/pcmail")).unwrap();
+    uninstall(&path).unwrap();
+    assert_eq!(read_json(&path), json!({"model": "sonnet"}));
+
+    // our handler inside a user's group: only the handler goes
+    write_pretty(
+        &path,
+        &json!({"hooks": {"SessionStart": [{"matcher": "x", "hooks": [
+            {"type": "command", "command": "a"}, ours("/bin/pcmail")]}], "Stop": []}}),
+    );
+    uninstall(&path).unwrap();
+    assert_eq!(
+        read_json(&path),
+        json!({"hooks": {"SessionStart": [{"matcher": "x", "hooks": [{"type": "command", "command": "a"}]}], "Stop": []}})
+    );
+}
+
+#[test]
+fn uninstall_without_a_file_creates_nothing() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join(".claude").join("settings.json");
+    assert!(!uninstall(&path).unwrap().changed);
+    assert!(!tmp.path().join(".claude").exists());
+}
+
+#[test]
+fn invalid_json_is_refused_and_file_unchanged() {
+    for bad in ["{\"hooks\": ", "[1, 2]", "null", "\"str\"", "{} {}"] {
+        let tmp = TempDir::new().unwrap();
+        let path = tmp.path().join("settings.json");
+        fs::write(&path, bad).unwrap();
+        let err = install(&path, &spec("/bin/pcmail")).unwrap_err();
+        assert!(
+            matches!(&err, HooksError::NotJson { path: p, .. } if p == &path),
+            "{bad}: {err:?}"
+        );
+        assert!(err.to_string().contains("settings.json"), "{err}");
+        let err = uninstall(&path).unwrap_err();
+        assert!(matches!(err, HooksError::NotJson { .. }), "{bad}");
+        assert!(matches!(status(&path), Err(HooksError::NotJson { .. })));
+        assert_eq!(fs::read_to_string(&path).unwrap(), bad);
+        assert!(
+            other_files(tmp.path(), "settings.json").is_empty(),
+            "no backup/temp for {bad}"
+        );
+    }
+}
+
+#[test]
+fn unexpected_hooks_shape_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    for text in [
+        r#"{"hooks": []}"#,
+        r#"{"hooks": {"SessionStart": {"a": 1}}}"#,
+    ] {
+        fs::write(&path, text).unwrap();
+        let err = install(&path, &spec("/bin/pcmail")).unwrap_err();
+        assert!(matches!(err, HooksError::UnexpectedShape { .. }), "{err:?}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), text);
+    }
+    assert_eq!(
+        other_files(tmp.path(), "settings.json"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn backup_holds_the_previous_bytes() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let original = "{\n    \"model\":   \"opus\"\n}\n";
+    fs::write(&path, original).unwrap();
+    let out = install(&path, &spec("/bin/pcmail")).unwrap();
+    assert_eq!(fs::read_to_string(out.backup.unwrap()).unwrap(), original);
+    // a second change in the same second gets its own backup, the first is not overwritten
+    let out2 = uninstall(&path).unwrap();
+    let b2 = out2.backup.unwrap();
+    assert_eq!(
+        count_ours(&serde_json::from_str(&fs::read_to_string(&b2).unwrap()).unwrap()),
+        2
+    );
+    assert_eq!(other_files(tmp.path(), "settings.json").len(), 2);
+    assert_eq!(read_json(&path), json!({"model": "opus"}));
+}
+
+#[test]
+fn dot_claude_json_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join(".claude.json");
+    fs::write(&path, "{\"numStartups\": 3}").unwrap();
+    let err = install(&path, &spec("/bin/pcmail")).unwrap_err();
+    assert!(matches!(err, HooksError::RefusedPath { .. }), "{err:?}");
+    assert!(matches!(
+        uninstall(&path),
+        Err(HooksError::RefusedPath { .. })
+    ));
+    assert_eq!(fs::read_to_string(&path).unwrap(), "{\"numStartups\": 3}");
+    // and it is never created either
+    let missing = tmp.path().join("sub").join(".claude.json");
+    assert!(install(&missing, &spec("/bin/pcmail")).is_err());
+    assert!(!missing.exists());
+    assert_eq!(
+        other_files(tmp.path(), ".claude.json"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn bad_specs_are_refused() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    for s in [
+        spec("pcmail"),
+        spec("/bin/pcmail-dev"),
+        HookSpec {
+            exe: "/bin/pcmail".into(),
+            timeout_secs: 0,
+        },
+    ] {
+        assert!(
+            matches!(install(&path, &s), Err(HooksError::InvalidSpec(_))),
+            "{s:?}"
+        );
+    }
+    assert!(!path.exists());
+}
+
+#[test]
+fn empty_file_is_treated_as_empty_object() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    fs::write(&path, "  \n").unwrap();
+    let out = install(&path, &spec("/bin/pcmail")).unwrap();
+    assert!(out.changed && out.backup.is_some());
+    assert_eq!(count_ours(&read_json(&path)), 2);
+}
+
+#[cfg(unix)]
+#[test]
+fn permissions_are_preserved() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    fs::write(&path, "{}").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+    install(&path, &spec("/bin/pcmail")).unwrap();
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinked_settings_are_written_through() {
+    let tmp = TempDir::new().unwrap();
+    let dotfiles = tmp.path().join("dotfiles");
+    fs::create_dir(&dotfiles).unwrap();
+    let real = dotfiles.join("settings.json");
+    fs::write(&real, "{\"a\": 1}").unwrap();
+    let claude = tmp.path().join(".claude");
+    fs::create_dir(&claude).unwrap();
+    let link = claude.join("settings.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+
+    install(&link, &spec("/bin/pcmail")).unwrap();
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(count_ours(&read_json(&real)), 2);
+    assert_eq!(read_json(&real)["a"], 1);
+}
+
+#[test]
+fn default_settings_path_respects_claude_config_dir() {
+    // The only test touching the environment.
+    let saved = std::env::var_os("CLAUDE_CONFIG_DIR");
+    std::env::set_var("CLAUDE_CONFIG_DIR", "/tmp/cfgdir");
+    assert_eq!(
+        default_settings_path(),
+        Some(PathBuf::from("/tmp/cfgdir/settings.json"))
+    );
+    std::env::remove_var("CLAUDE_CONFIG_DIR");
+    if std::env::var_os("HOME").is_some_and(|h| !h.is_empty()) {
+        let p = default_settings_path().unwrap();
+        assert!(p.ends_with(".claude/settings.json"), "{}", p.display());
+        assert_ne!(p.file_name().unwrap(), ".claude.json");
+    }
+    if let Some(v) = saved {
+        std::env::set_var("CLAUDE_CONFIG_DIR", v);
+    }
+}
