@@ -1,7 +1,7 @@
 // The Alerts tab: one row per (subject, kind), updated in place by the sweep.
 
-const ALERT_KEEP_RESOLVED_MS = 7 * 24 * 3600 * 1000; // resolved alerts older than this are dropped
-const WEBHOOK_MAX_TRIES = 6;                         // the first post plus at most 5 retries
+const ALERT_KEEP_RESOLVED_MS = 30 * 24 * 3600 * 1000; // resolved alerts older than this are dropped
+const WEBHOOK_MAX_TRIES = 5;                          // tries in all, as the Rust server
 
 function rowToAlert_(r) {
   return {

@@ -55,9 +55,12 @@ function withLock_(fn) {
   }
 }
 
-// Compares digests byte by byte without an early exit; no token configured = nobody gets in.
+// Compares digests byte by byte without an early exit. No token configured means nobody
+// gets in, unless PCMAIL_ALLOW_NO_TOKEN=true (the embedded-default mode the vectors use).
 function checkToken_(given) {
-  const want = PropertiesService.getScriptProperties().getProperty('PCMAIL_TOKEN');
+  const props = PropertiesService.getScriptProperties();
+  const want = props.getProperty('PCMAIL_TOKEN');
+  if (!want && props.getProperty('PCMAIL_ALLOW_NO_TOKEN') === 'true') return;
   const a = Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(given === null ? '' : given));
   const b = Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(want || ''));
   let diff = want ? 0 : 1;

@@ -1,4 +1,5 @@
-// The updates feed: one append-only row per state change; seq = row - 1, so a poll
+// The updates feed: one append-only row per timeline entry (creation included, as the
+// Rust server numbers them); seq = row - 1, so a poll
 // reads only the rows after its cursor, never the history before it.
 
 function appendEvents_(evs) {
@@ -28,7 +29,7 @@ function updatesFor_(label, since, max) {
     const rows = readText_(sh, seq + 1, 1, n, 6);
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i];
-      if (r[1] !== label) continue;
+      if (r[1] !== label || r[3] === 'new') continue;
       if (out.length === max) { more = true; break; }
       out.push({ seq: Number(r[0]), id: r[2], state: r[3], at: Number(r[4]), by: r[5] });
     }

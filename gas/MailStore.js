@@ -42,10 +42,11 @@ function mailView_(m) {
 }
 
 // Moves forward only; a step to a rank ≤ the current one is a no-op.
+// `at` is clamped to not before the previous timeline entry.
 function transition_(m, state, at, by, note, now) {
   if (RANK[state] <= RANK[m.state]) return false;
   m.state = state;
-  m.timeline.push({ state: state, at: at, by: by, note: note === undefined ? null : note });
+  m.timeline.push({ state: state, at: Math.max(at, lastAt_(m)), by: by, note: note === undefined ? null : note });
   m.updatedAt = now;
   return true;
 }

@@ -56,7 +56,7 @@ function opSend_(req, now) {
     if (!stored.every(function (s) { return sameContent_(s.mail, mail, req.pc); })) {
       throw pcErr_('duplicate_id', 'id ' + mail.id + ' exists with other content');
     }
-    return { ids: stored.map(function (s) { return s.mail.id; }).sort(), existing: true };
+    return { ids: creationOrder_(stored.map(function (s) { return s.mail; }), pcs).map(function (m) { return m.id; }), existing: true };
   }
   const targets = mail.to === '*'
     ? pcs.filter(function (p) { return p.label !== req.pc; }).map(function (p) { return p.label; })
@@ -71,16 +71,14 @@ function opSend_(req, now) {
       timeline: [{ state: 'new', at: now, by: req.pc, note: null }]
     };
   });
-  const events = [];
+  const events = rows.map(function (r) { return eventOf_(r); });
   if (original && original.where === 'Mail' &&
       transition_(original.mail, 'done', now, req.pc, 'reply:' + mail.id, now)) {
     events.push(eventOf_(original.mail));
   }
   appendMails_(rows);
-  if (events.length) {
-    saveMut_([original]);
-    appendEvents_(events);
-  }
+  if (events.length > rows.length) saveMut_([original]);
+  appendEvents_(events);
   return { ids: rows.map(function (r) { return r.id; }), existing: false };
 }
 
@@ -93,7 +91,7 @@ function applyMarks_(marks, locs, pc, now, changed, events) {
     if (m.to !== pc) return { markId: mk.markId, id: mk.id, ok: false, code: 'forbidden' };
     const target = { seen: 'seen', ack: 'done', fail: 'failed' }[mk.op];
     const note = mk.op === 'ack' ? 'ack' : mk.op === 'fail' ? mk.reason : null;
-    const at = Math.min(Math.max(mk.at, lastAt_(m)), now);
+    const at = Math.min(mk.at, now); // never in the server's future
     const did = transition_(m, target, at, mk.by, note, now);
     if (did) {
       changed[m.id] = loc;
@@ -123,7 +121,7 @@ function opPoll_(req, now) {
   const a = req.args;
   const pcs = readRosterOrFail_();
   const me = rosterMember_(pcs, req.pc);
-  const confirm = a.confirm.filter(function (id, i) { return a.confirm.indexOf(id) === i; });
+  const confirm = a.confirm;
   const ids = confirm.concat(a.marks.map(function (m) { return m.id; }));
   const locs = ids.length ? locateMap_(ids) : {};
   const changed = {};
@@ -151,7 +149,19 @@ function opPoll_(req, now) {
   };
 }
 
+// Broadcast copies in the order send made them: creation time, then roster number.
+function creationOrder_(mails, pcs) {
+  const num = {};
+  pcs.forEach(function (p) { num[p.label] = p.number; });
+  const n = function (m) { return num[m.to] === undefined ? Infinity : num[m.to]; };
+  return mails.slice().sort(function (x, y) {
+    return x.createdAt - y.createdAt || n(x) - n(y) || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
+  });
+}
+
 function opStatus_(req) {
+  const pcs = readRosterOrFail_();
+  rosterMember_(pcs, req.pc);
   const ids = req.args.ids;
   const direct = locateMap_(ids);
   const bases = ids.filter(function (id) { return !direct[id] && id.indexOf('~') < 0; });
@@ -166,8 +176,7 @@ function opStatus_(req) {
   ids.forEach(function (id) {
     if (direct[id]) mails.push(mailView_(direct[id].mail));
     else if (copies[id]) {
-      copies[id].sort(function (x, y) { return x.id < y.id ? -1 : 1; })
-        .forEach(function (m) { mails.push(mailView_(m)); });
+      creationOrder_(copies[id], pcs).forEach(function (m) { mails.push(mailView_(m)); });
     } else missing.push(id);
   });
   return { mails: mails, missing: missing };

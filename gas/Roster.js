@@ -41,11 +41,11 @@ function rosterSet_(label, hostname, number) {
   const pcs = readRoster_();
   const sh = tab_('Roster');
   const existing = pcs.filter(function (p) { return p.label === label; })[0] || null;
+  if (pcs.some(function (p) { return p.hostname.toLowerCase() === hostname.toLowerCase() && p.label !== label; })) {
+    throw pcErr_('conflict', 'hostname ' + hostname + ' belongs to another PC');
+  }
   if (number !== null && pcs.some(function (p) { return p.number === number && p.label !== label; })) {
     throw pcErr_('conflict', 'number ' + number + ' belongs to another PC');
-  }
-  if (pcs.some(function (p) { return p.hostname === hostname && p.label !== label; })) {
-    throw pcErr_('conflict', 'hostname ' + hostname + ' belongs to another PC');
   }
   let pc;
   let changed = true;

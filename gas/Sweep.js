@@ -77,6 +77,12 @@ function expirePass_(snap, now) {
   return n;
 }
 
+// "42m" or "3h 05m", as the Rust server words it.
+function ago_(ms) {
+  const mins = Math.floor(Math.max(ms, 0) / LIMITS.MIN);
+  return mins >= 60 ? Math.floor(mins / 60) + 'h ' + String(mins % 60).padStart(2, '0') + 'm' : mins + 'm';
+}
+
 function deliveredAt_(m) {
   for (let i = m.timeline.length - 1; i >= 0; i--) if (m.timeline[i].state === 'delivered') return m.timeline[i].at;
   return m.updatedAt;
@@ -94,17 +100,17 @@ function wantedAlerts_(snap, pcs, now) {
     if (m.state === 'delivered') {
       const age = now - deliveredAt_(m);
       if (age > (m.urgent ? 2 * H : 6 * H)) {
-        add('unseen', m.id, m.to, (m.urgent ? 'urgent ' : '') + 'mail ' + m.id + ' from ' + m.from + ' to ' + m.to +
-          ' delivered ' + Math.floor(age / H) + ' h ago, not seen yet');
+        add('unseen', m.id, m.to, 'pcmail: ' + (m.urgent ? 'urgent ' : '') + 'mail ' + m.id + ' from ' + m.from + ' to ' +
+          m.to + ' was delivered ' + ago_(age) + ' ago and nobody has read it');
       }
     } else if (m.state === 'new' && now - m.createdAt > 30 * LIMITS.MIN) {
-      add('undelivered', m.id, m.to, 'mail ' + m.id + ' from ' + m.from + ' to ' + m.to + ' not delivered after ' +
-        Math.floor((now - m.createdAt) / LIMITS.MIN) + ' min (is the poller on ' + m.to + ' down?)');
+      add('undelivered', m.id, m.to, 'pcmail: mail ' + m.id + ' from ' + m.from + ' to ' + m.to + ' is not delivered after ' +
+        ago_(now - m.createdAt) + ' (is the poller on ' + m.to + ' running?)');
     }
   });
   pcs.forEach(function (p) {
     if (p.lastPollAt !== null && now - p.lastPollAt > 10 * LIMITS.MIN) {
-      add('stale_pc', p.label, p.label, p.label + ' has not polled for ' + Math.floor((now - p.lastPollAt) / LIMITS.MIN) + ' min');
+      add('stale_pc', p.label, p.label, 'pcmail: ' + p.label + ' has not polled for ' + ago_(now - p.lastPollAt));
     }
   });
   return want;

@@ -6,7 +6,7 @@ function postAlerts_(started) {
   if (!url) return 0;
   const todo = readAlerts_().filter(function (a) {
     return a.resolvedAt === null && !a.posted && a.postTries < WEBHOOK_MAX_TRIES;
-  });
+  }).sort(function (x, y) { return x.openedAt - y.openedAt || (x.key < y.key ? -1 : 1); });
   const outcome = {};
   todo.forEach(function (a) {
     if (Date.now() - started > SWEEP_BUDGET_MS) return;
@@ -14,7 +14,7 @@ function postAlerts_(started) {
     try {
       const resp = UrlFetchApp.fetch(url, {
         method: 'post', contentType: 'application/json', muteHttpExceptions: true,
-        payload: JSON.stringify({ content: '[pcmail] ' + a.kind + ': ' + a.message })
+        payload: JSON.stringify({ content: a.message })
       });
       const code = resp.getResponseCode();
       ok = code >= 200 && code < 300;
