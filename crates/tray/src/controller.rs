@@ -1,0 +1,372 @@
+//! The controller: the one place that decides what the tray shows and does.
+
+use crate::notify::{deliver, Clock, Delivery};
+use crate::poll::{Remote, ReplyError};
+use crate::ui::{Badge, Notification, TrayUi};
+use crate::view::{mail_view, sent_view, ConnState, Connection, Counts, MailView, SentView, Status};
+use pcmail_core::{Kind, MarkOp, Millis, State};
+use pcmail_store::{inbox, marks, meta, Store, StoreError};
+use std::collections::HashSet;
+
+/// Mails listed for the window at most (the UI renders only the rows in view).
+pub const LIST_MAX: usize = 20_000;
+/// Failures in a row before "failing" turns "offline".
+pub const OFFLINE_AFTER_FAILURES: i64 = 3;
+/// No successful poll for this long while polls fail: offline.
+pub const OFFLINE_AFTER_MS: Millis = 10 * 60_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrayError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("no such mail {0:?}")]
+    NotFound(String),
+    #[error("refusing to reply to a reply (the CLI exits 3 here)")]
+    ReplyToReply,
+    #[error("{message}")]
+    Remote { code: String, message: String },
+}
+
+impl TrayError {
+    /// The `code` the window gets (docs/tray.md).
+    pub fn code(&self) -> &str {
+        match self {
+            TrayError::Store(StoreError::NotFound(_)) | TrayError::NotFound(_) => "not_found",
+            TrayError::Store(_) => "store",
+            TrayError::ReplyToReply => "reply_to_reply",
+            TrayError::Remote { code, .. } => code,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, TrayError>;
+
+pub struct Controller {
+    store: Store,
+    pc: String,
+    paused: bool,
+    daemon_polls: bool,
+    poll_interval_ms: Millis,
+    shown_title: Option<String>,
+    shown_badge: Option<Badge>,
+    shown_tooltip: Option<String>,
+    last_version: Option<i64>,
+}
+
+impl Controller {
+    /// `pc` is this PC's roster label; marks are recorded as `<pc>/ui`.
+    pub fn new(store: Store, pc: impl Into<String>, poll_interval_ms: Millis) -> Controller {
+        Controller {
+            store,
+            pc: pc.into(),
+            paused: false,
+            daemon_polls: false,
+            poll_interval_ms: poll_interval_ms.max(1_000),
+            shown_title: None,
+            shown_badge: None,
+            shown_tooltip: None,
+            last_version: None,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+    pub fn pc(&self) -> &str {
+        &self.pc
+    }
+    pub fn set_pc(&mut self, pc: impl Into<String>) {
+        self.pc = pc.into();
+    }
+    pub fn set_poll_interval_ms(&mut self, ms: Millis) {
+        self.poll_interval_ms = ms.max(1_000);
+    }
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+    /// Whether a `pcmail daemon` polls (then this app only watches the store).
+    pub fn set_daemon_polls(&mut self, yes: bool) {
+        self.daemon_polls = yes;
+    }
+    fn actor(&self) -> String {
+        format!("{}/ui", self.pc)
+    }
+
+    // ---- reading -----------------------------------------------------------
+
+    pub fn connection(&self, now: Millis) -> Result<Connection> {
+        let ok = self.store.meta_i64(meta::LAST_POLL_OK_AT)?;
+        let attempt = self.store.meta_i64(meta::LAST_POLL_ATTEMPT_AT)?;
+        let failures = self.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0);
+        let err = self.store.meta_get(meta::LAST_POLL_ERROR)?.filter(|e| !e.is_empty());
+        let last_failed = match (attempt, ok) {
+            (Some(a), Some(o)) => a > o,
+            (Some(_), None) => true,
+            _ => false,
+        } || (failures > 0 && err.is_some());
+        // A poller that stopped polling altogether is as bad as one that fails.
+        let silent_for = now - attempt.or(ok).unwrap_or(now);
+        let stale = silent_for > (3 * self.poll_interval_ms).max(OFFLINE_AFTER_MS);
+        let state = if attempt.is_none() && ok.is_none() {
+            ConnState::Unknown
+        } else if stale
+            || (last_failed && (failures >= OFFLINE_AFTER_FAILURES || ok.map_or(true, |o| now - o > OFFLINE_AFTER_MS)))
+        {
+            ConnState::Offline
+        } else if last_failed {
+            ConnState::Failing
+        } else {
+            ConnState::Online
+        };
+        Ok(Connection {
+            state,
+            last_poll_at: ok,
+            last_error: if last_failed { err } else { None },
+            poller: if self.daemon_polls { "daemon" } else { "app" },
+        })
+    }
+
+    pub fn counts(&self, now: Millis) -> Result<Counts> {
+        let c = self.store.inbox_counts(now)?;
+        let alerts = self.store.alerts()?.iter().filter(|a| a.resolved_at.is_none()).count() as i64;
+        Ok(Counts { unread: c.unread, urgent: c.urgent, decisions: c.decisions, alerts })
+    }
+
+    /// The badge for these facts: offline/failing wins, then a decision request
+    /// or urgent mail waiting, then plain unread, else nothing.
+    pub fn badge_for(conn: ConnState, c: &Counts) -> Badge {
+        let n = c.unread.clamp(0, u32::MAX as i64) as u32;
+        match conn {
+            ConnState::Offline | ConnState::Failing => Badge::Offline,
+            _ if c.decisions > 0 || c.urgent > 0 => Badge::Attention(n),
+            _ if c.unread > 0 => Badge::Unread(n),
+            _ => Badge::None,
+        }
+    }
+
+    pub fn title_for(c: &Counts) -> String {
+        if c.unread > 0 {
+            c.unread.to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    pub fn status(&self, now: Millis) -> Result<Status> {
+        let connection = self.connection(now)?;
+        let counts = self.counts(now)?;
+        let badge = Self::badge_for(connection.state, &counts);
+        Ok(Status {
+            pc: self.pc.clone(),
+            paused: self.paused,
+            badge: badge.name(),
+            title: Self::title_for(&counts),
+            connection,
+            counts,
+            now,
+        })
+    }
+
+    fn pending_ids(&self) -> Result<HashSet<String>> {
+        // The store has no per-mail query for pending marks; the table is small.
+        Ok(self.store.due_marks(Millis::MAX, 10_000)?.into_iter().map(|p| p.mark.id).collect())
+    }
+
+    /// The inbox for the window: `open` (not finished) or all, newest first
+    /// (the window orders the queue).
+    pub fn list_inbox(&self, all: bool, now: Millis) -> Result<Vec<MailView>> {
+        let statuses: &[State] = if all { &[] } else { &[State::New, State::Delivered, State::Seen] };
+        let pending = self.pending_ids()?;
+        Ok(self
+            .store
+            .inbox_list(statuses, LIST_MAX)?
+            .iter()
+            .map(|m| mail_view(m, &self.pc, now, pending.contains(&m.id), false))
+            .filter(|v| all || !v.state.is_final())
+            .collect())
+    }
+
+    pub fn get_mail(&self, id: &str, now: Millis) -> Result<MailView> {
+        let m = self.store.inbox_get(id)?.ok_or_else(|| TrayError::NotFound(id.into()))?;
+        let pending = self.pending_ids()?.contains(id);
+        Ok(mail_view(&m, &self.pc, now, pending, true))
+    }
+
+    pub fn list_sent(&self) -> Result<Vec<SentView>> {
+        Ok(self.store.sent_list(LIST_MAX)?.iter().map(|m| sent_view(m, false)).collect())
+    }
+
+    pub fn get_sent(&self, id: &str) -> Result<SentView> {
+        let m = self.store.sent_get(id)?.ok_or_else(|| TrayError::NotFound(id.into()))?;
+        Ok(sent_view(&m, true))
+    }
+
+    pub fn alerts(&self) -> Result<Vec<pcmail_core::Alert>> {
+        Ok(self.store.alerts()?.into_iter().filter(|a| a.resolved_at.is_none()).collect())
+    }
+
+    // ---- the store changed ---------------------------------------------------
+
+    /// Cheap check (SQLite `PRAGMA data_version`): Some(version) when another
+    /// connection (the poller, a daemon, the CLI, the hook) committed since the
+    /// last call. The app calls it every 250 ms.
+    pub fn store_changed(&mut self) -> Result<Option<i64>> {
+        let v = self.store.data_version()?;
+        if self.last_version == Some(v) {
+            return Ok(None);
+        }
+        self.last_version = Some(v);
+        Ok(Some(v))
+    }
+
+    /// Brings the tray in line with the store: title, badge and tooltip (only
+    /// when they change), and claims the notifications that are due. The claim
+    /// is atomic in the store, so a mail is announced once across cycles and
+    /// across processes; while paused the claimed ones are dropped (the count
+    /// and the badge still show them).
+    pub fn refresh(&mut self, ui: &dyn TrayUi, now: Millis) -> Result<Vec<Notification>> {
+        let st = self.status(now)?;
+        if self.shown_title.as_deref() != Some(st.title.as_str()) {
+            ui.set_title(&st.title);
+            self.shown_title = Some(st.title.clone());
+        }
+        let badge = Self::badge_for(st.connection.state, &st.counts);
+        if self.shown_badge.as_ref() != Some(&badge) {
+            ui.set_badge(&badge);
+            self.shown_badge = Some(badge);
+        }
+        let tip = tooltip(&st);
+        if self.shown_tooltip.as_deref() != Some(tip.as_str()) {
+            ui.set_tooltip(&tip);
+            self.shown_tooltip = Some(tip);
+        }
+        let claimed = self.store.claim_notifications(now, 50)?;
+        if self.paused {
+            return Ok(vec![]);
+        }
+        Ok(claimed.iter().map(notification_for).collect())
+    }
+
+    /// `refresh` then the notifications within their budget. The app runs the
+    /// delivery outside its lock on the controller; this is for callers that
+    /// do not hold one (and for the tests).
+    pub fn refresh_and_notify(&mut self, ui: &dyn TrayUi, clock: &dyn Clock) -> Result<Delivery> {
+        let notes = self.refresh(ui, clock.now_ms())?;
+        Ok(deliver(&notes, ui, clock))
+    }
+
+    // ---- actions ---------------------------------------------------------------
+
+    /// A notification was clicked: open that mail.
+    pub fn notification_clicked(&self, ui: &dyn TrayUi, id: &str) {
+        ui.open_mail(id);
+    }
+
+    /// "Open" in the tray menu: the window; straight to the mail when exactly
+    /// one decision request or urgent mail waits.
+    pub fn open_clicked(&self, ui: &dyn TrayUi, now: Millis) -> Result<()> {
+        let urgent: Vec<_> = self
+            .store
+            .inbox_list(&[State::New], 3)?
+            .into_iter()
+            .filter(|m| !m.is_expired_at(now) && (m.urgent || m.effective_kind() == Kind::Decision))
+            .collect();
+        let c = self.counts(now)?;
+        if urgent.len() == 1 && c.decisions + c.urgent <= 1 {
+            ui.open_mail(&urgent[0].id);
+        } else {
+            ui.show_window();
+        }
+        Ok(())
+    }
+
+    fn mark(&mut self, id: &str, op: MarkOp, now: Millis) -> Result<()> {
+        let by = self.actor();
+        self.store.write(|tx| {
+            let before = inbox::advance(tx, id, State::New, now, &by, None)?; // reads the status, moves nothing
+            if before.advance(op.target()).is_some() {
+                inbox::advance(tx, id, op.target(), now, &by, None)?;
+                marks::queue(tx, id, op, now, &by, None)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Opening a mail in the window marks it seen (locally now, on the server
+    /// with the next cycle) and returns it with its body.
+    pub fn open_mail(&mut self, id: &str, now: Millis) -> Result<MailView> {
+        if self.store.inbox_get(id)?.is_none() {
+            return Err(TrayError::NotFound(id.into()));
+        }
+        self.mark(id, MarkOp::Seen, now)?;
+        self.get_mail(id, now)
+    }
+
+    /// Ack: done without a reply.
+    pub fn ack(&mut self, id: &str, now: Millis) -> Result<MailView> {
+        if self.store.inbox_get(id)?.is_none() {
+            return Err(TrayError::NotFound(id.into()));
+        }
+        self.mark(id, MarkOp::Ack, now)?;
+        self.get_mail(id, now)
+    }
+
+    /// A reply, through the client crate's rules (`Remote::reply`).
+    pub fn reply(&mut self, remote: &dyn Remote, id: &str, body: &str, now: Millis) -> Result<(String, MailView)> {
+        let m = self.store.inbox_get(id)?.ok_or_else(|| TrayError::NotFound(id.into()))?;
+        if m.in_reply_to.is_some() {
+            return Err(TrayError::ReplyToReply);
+        }
+        let reply_id = remote.reply(id, body).map_err(|e| match e {
+            ReplyError::ReplyToReply => TrayError::ReplyToReply,
+            ReplyError::NotFound => TrayError::NotFound(id.into()),
+            ReplyError::Offline { queued, message } => TrayError::Remote {
+                code: if queued { "queued".into() } else { "offline".into() },
+                message,
+            },
+            ReplyError::Refused { code, message } => TrayError::Remote { code, message },
+        })?;
+        Ok((reply_id, self.get_mail(id, now)?))
+    }
+}
+
+fn notification_for(m: &pcmail_store::InboxMail) -> Notification {
+    let what = match m.effective_kind() {
+        Kind::Decision => "Decision request",
+        Kind::Request => "Work request",
+        Kind::Note => "Mail",
+    };
+    let urgent = if m.urgent { "Urgent · " } else { "" };
+    let subject = if m.subject.is_empty() { crate::view::preview(&m.body) } else { m.subject.clone() };
+    Notification {
+        id: m.id.clone(),
+        title: format!("{urgent}{what} from {}", m.from),
+        body: subject.chars().take(200).collect(),
+    }
+}
+
+fn tooltip(st: &Status) -> String {
+    let mut s = format!("pcmail ({})", st.pc);
+    if st.counts.unread > 0 {
+        s.push_str(&format!(" · {} unread", st.counts.unread));
+    }
+    if st.counts.decisions > 0 {
+        s.push_str(&format!(" · {} decision", st.counts.decisions));
+    }
+    if st.counts.urgent > 0 {
+        s.push_str(&format!(" · {} urgent", st.counts.urgent));
+    }
+    match st.connection.state {
+        ConnState::Offline => s.push_str(" · offline"),
+        ConnState::Failing => s.push_str(" · failing"),
+        _ => {}
+    }
+    if st.paused {
+        s.push_str(" · notifications paused");
+    }
+    s
+}

@@ -1,0 +1,25 @@
+//! pcmail-tray: the tray app's controller, with no GUI in it.
+//!
+//! Everything the tray decides lives here and is tested without Tauri: the
+//! unread count and title, the badge kind, which mail gets a native
+//! notification and within which budget, pause, what a notification click
+//! opens, and the seen/ack flows. The controller reads and writes the PC's
+//! store through `pcmail-store`; it reaches the GUI only through [`TrayUi`]
+//! (the Tauri shell in `src-tauri/` implements it, tests use a recording fake)
+//! and the server only through [`Remote`] (an adapter over `pcmail-client`).
+//!
+//! Time is always passed in (`now` values, or a [`Clock`] for the notification
+//! budget), never read here.
+
+pub mod controller;
+pub mod icon;
+pub mod notify;
+pub mod poll;
+pub mod ui;
+pub mod view;
+
+pub use controller::{Controller, TrayError};
+pub use notify::{deliver, Clock, Delivery, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS};
+pub use poll::{next_step, PollStep, Remote, ReplyError};
+pub use ui::{Badge, Notification, TrayUi};
+pub use view::{Connection, ConnState, Counts, MailView, SentView, Status};

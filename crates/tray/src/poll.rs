@@ -1,0 +1,53 @@
+//! The server side of the tray, behind a trait: an adapter over
+//! `pcmail-client` in the app, a fake in the tests. Plus the poll loop's
+//! decision (whose turn, when), kept pure so it is tested.
+
+use pcmail_core::Millis;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyError {
+    /// The mail is itself a reply: refused (the CLI's exit 3).
+    ReplyToReply,
+    NotFound,
+    /// Could not reach the server now; `queued` when the reply waits in the outbox.
+    Offline { queued: bool, message: String },
+    Refused { code: String, message: String },
+}
+
+pub trait Remote: Send + Sync {
+    /// One sync cycle of the receiving PC (the client crate's cycle: confirm,
+    /// marks, fetch, updates, alerts), writing to the store.
+    fn sync_once(&self) -> Result<(), String>;
+    /// A `pcmail daemon` (another process) already polls for this PC user.
+    fn other_poller_alive(&self) -> bool;
+    /// Replies to `original` with the CLI's rules; returns the reply id.
+    fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError>;
+    /// Where lease heartbeats will run (issue: leases). A no-op today.
+    fn lease_heartbeat(&self, _now: Millis) {}
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollStep {
+    /// Run one cycle now.
+    Cycle,
+    /// A daemon polls: do not start a second poller; look again after this long.
+    Daemon { recheck_ms: Millis },
+    /// Nothing to do before this many ms.
+    Wait { ms: Millis },
+}
+
+/// The loop's next step. `last_cycle_at` is the end of our last cycle;
+/// `asked` is a "Poll now" from the menu or the window.
+pub fn next_step(now: Millis, last_cycle_at: Option<Millis>, interval_ms: Millis, daemon_alive: bool, asked: bool) -> PollStep {
+    if daemon_alive {
+        return PollStep::Daemon { recheck_ms: 30_000 };
+    }
+    if asked {
+        return PollStep::Cycle;
+    }
+    match last_cycle_at {
+        None => PollStep::Cycle,
+        Some(t) if now - t >= interval_ms => PollStep::Cycle,
+        Some(t) => PollStep::Wait { ms: interval_ms - (now - t) },
+    }
+}

@@ -1,0 +1,185 @@
+//! What the window is handed (docs/tray.md "Shapes"): serialisable views built
+//! from the store's rows.
+
+use pcmail_core::{Kind, Millis, State, TimelineEntry};
+use pcmail_store::{InboxMail, SentMail};
+use serde::Serialize;
+
+pub const PREVIEW_CHARS: usize = 160;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnState {
+    /// No poll has been tried yet.
+    Unknown,
+    Online,
+    /// The last attempt failed, an earlier one worked recently.
+    Failing,
+    /// Failing for a while (3 attempts, or no success for 10 min), or nobody polls.
+    Offline,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    pub state: ConnState,
+    pub last_poll_at: Option<Millis>,
+    pub last_error: Option<String>,
+    /// "app" when this app runs the poller, "daemon" when a `pcmail daemon` does.
+    pub poller: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub unread: i64,
+    pub urgent: i64,
+    pub decisions: i64,
+    pub alerts: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub pc: String,
+    pub connection: Connection,
+    pub paused: bool,
+    pub badge: &'static str,
+    pub title: String,
+    pub counts: Counts,
+    pub now: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MailView {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub preview: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    pub urgent: bool,
+    pub created_at: Millis,
+    pub delivered_at: Option<Millis>,
+    pub expires_at: Option<Millis>,
+    /// The state as this PC knows it (see `state_of`).
+    pub state: State,
+    pub in_reply_to: Option<String>,
+    /// A mark of ours waits to go to the server with the next cycle.
+    pub pending: bool,
+    pub timeline: Vec<TimelineEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SentView {
+    pub id: String,
+    pub to: String,
+    pub kind: Kind,
+    pub subject: String,
+    pub preview: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    pub urgent: bool,
+    pub created_at: Millis,
+    pub state: State,
+    pub in_reply_to: Option<String>,
+    pub timeline: Vec<TimelineEntry>,
+}
+
+pub fn preview(body: &str) -> String {
+    let mut s: String = body.chars().take(PREVIEW_CHARS).collect();
+    if body.chars().count() > PREVIEW_CHARS {
+        s.push('…');
+    }
+    s
+}
+
+/// The store keeps a received mail at `new` until a session sees it; for the
+/// window that is `delivered` once this PC has confirmed it to the server
+/// (the server then says delivered too), `new` before.
+pub fn state_of(m: &InboxMail, now: Millis) -> State {
+    if m.is_expired_at(now) {
+        return State::Expired;
+    }
+    match m.status {
+        State::New | State::Delivered if m.confirmed_at.is_some() => State::Delivered,
+        s => s,
+    }
+}
+
+/// A received mail's timeline, from what the store keeps: created (sender),
+/// delivered (confirmed by this PC), seen (presented or marked), and the
+/// final step. The store keeps only the latest local status change, so a
+/// `seen` before a `done` shows only when the hook's presentedAt recorded it.
+pub fn inbox_timeline(m: &InboxMail, me: &str, now: Millis) -> Vec<TimelineEntry> {
+    let mut tl = vec![TimelineEntry { state: State::New, at: m.created_at, by: m.from.clone(), note: None }];
+    if let Some(at) = m.confirmed_at {
+        tl.push(TimelineEntry { state: State::Delivered, at, by: me.to_string(), note: None });
+    }
+    let by = m.status_by.clone().unwrap_or_else(|| me.to_string());
+    match m.status {
+        State::New | State::Delivered => {}
+        State::Seen => tl.push(TimelineEntry { state: State::Seen, at: m.status_at, by, note: None }),
+        fin => {
+            if let Some(at) = m.presented_at {
+                let who = match &m.presented_session {
+                    Some(s) => format!("{me}/{s}"),
+                    None => me.to_string(),
+                };
+                tl.push(TimelineEntry { state: State::Seen, at, by: who, note: None });
+            }
+            let note = match fin {
+                State::Failed => m.fail_reason.clone(),
+                State::Done => Some("ack".to_string()),
+                _ => None,
+            };
+            tl.push(TimelineEntry { state: fin, at: m.status_at, by, note });
+        }
+    }
+    if m.status != State::Expired && m.is_expired_at(now) {
+        if let Some(at) = m.expires_at {
+            tl.push(TimelineEntry { state: State::Expired, at, by: "server".into(), note: None });
+        }
+    }
+    tl.sort_by_key(|e| e.at);
+    tl
+}
+
+pub fn mail_view(m: &InboxMail, me: &str, now: Millis, pending: bool, with_body: bool) -> MailView {
+    MailView {
+        id: m.id.clone(),
+        from: m.from.clone(),
+        to: m.to.clone(),
+        kind: m.effective_kind(),
+        subject: m.subject.clone(),
+        preview: preview(&m.body),
+        body: with_body.then(|| m.body.clone()),
+        urgent: m.urgent,
+        created_at: m.created_at,
+        delivered_at: m.confirmed_at.or(Some(m.received_at)),
+        expires_at: m.expires_at,
+        state: state_of(m, now),
+        in_reply_to: m.in_reply_to.clone(),
+        pending,
+        timeline: inbox_timeline(m, me, now),
+    }
+}
+
+pub fn sent_view(m: &SentMail, with_body: bool) -> SentView {
+    SentView {
+        id: m.id.clone(),
+        to: m.to.clone(),
+        kind: Kind::classify(m.kind, &m.subject),
+        subject: m.subject.clone(),
+        preview: preview(&m.body),
+        body: with_body.then(|| m.body.clone()),
+        urgent: m.urgent,
+        created_at: m.created_at,
+        state: m.state,
+        in_reply_to: m.in_reply_to.clone(),
+        timeline: m.timeline.clone(),
+    }
+}

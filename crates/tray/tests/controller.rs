@@ -1,0 +1,509 @@
+//! The controller without Tauri: a real store (SQLite in a temp dir), a
+//! recording fake for the GUI side, time passed in as values.
+
+use pcmail_core::{Alert, AlertKind, Kind, Mail, Millis, State, TimelineEntry};
+use pcmail_store::{meta, Store};
+use pcmail_tray::{
+    deliver, next_step, Badge, Clock, ConnState, Controller, Notification, PollStep, Remote, ReplyError, TrayUi,
+    NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
+};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const T0: Millis = 1_767_225_600_000;
+const MIN: Millis = 60_000;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Ev {
+    Title(String),
+    Badge(Badge),
+    Notify(String, Duration),
+    ShowWindow,
+    OpenMail(String),
+    Changed(i64),
+}
+
+/// Records every call; `notify` takes `took` ms of the test clock (capped at
+/// the timeout it is given, as the shell's waiting thread is) or fails.
+struct FakeUi<'a> {
+    clock: &'a FakeClock,
+    events: RefCell<Vec<Ev>>,
+    took: RefCell<HashMap<String, Millis>>,
+    fail: RefCell<Vec<String>>,
+}
+
+impl<'a> FakeUi<'a> {
+    fn new(clock: &'a FakeClock) -> Self {
+        FakeUi { clock, events: RefCell::new(vec![]), took: RefCell::new(HashMap::new()), fail: RefCell::new(vec![]) }
+    }
+    fn take(&self) -> Vec<Ev> {
+        std::mem::take(&mut *self.events.borrow_mut())
+    }
+    fn notified(&self) -> Vec<String> {
+        self.events.borrow().iter().filter_map(|e| if let Ev::Notify(id, _) = e { Some(id.clone()) } else { None }).collect()
+    }
+}
+
+impl TrayUi for FakeUi<'_> {
+    fn set_title(&self, t: &str) {
+        self.events.borrow_mut().push(Ev::Title(t.into()));
+    }
+    fn set_badge(&self, b: &Badge) {
+        self.events.borrow_mut().push(Ev::Badge(b.clone()));
+    }
+    fn notify(&self, n: &Notification, timeout: Duration) -> Result<(), String> {
+        self.events.borrow_mut().push(Ev::Notify(n.id.clone(), timeout));
+        let took = *self.took.borrow().get(&n.id).unwrap_or(&100);
+        self.clock.advance(took.min(timeout.as_millis() as Millis + 1));
+        if self.fail.borrow().contains(&n.id) {
+            return Err("refused".into());
+        }
+        Ok(())
+    }
+    fn show_window(&self) {
+        self.events.borrow_mut().push(Ev::ShowWindow);
+    }
+    fn open_mail(&self, id: &str) {
+        self.events.borrow_mut().push(Ev::OpenMail(id.into()));
+    }
+    fn changed(&self, v: i64) {
+        self.events.borrow_mut().push(Ev::Changed(v));
+    }
+}
+
+struct FakeClock(Cell<Millis>);
+impl FakeClock {
+    fn at(t: Millis) -> Self {
+        FakeClock(Cell::new(t))
+    }
+    fn advance(&self, ms: Millis) {
+        self.0.set(self.0.get() + ms);
+    }
+}
+impl Clock for FakeClock {
+    fn now_ms(&self) -> Millis {
+        self.0.get()
+    }
+}
+
+fn mail(id: &str, kind: Kind, urgent: bool, subject: &str) -> Mail {
+    Mail {
+        id: id.into(),
+        from: "pc-a".into(),
+        to: "pc-b".into(),
+        kind,
+        subject: subject.into(),
+        body: format!("body of {id}"),
+        urgent,
+        expires_at: None,
+        in_reply_to: None,
+        auto: false,
+        hop: 0,
+        created_at: T0 - 10 * MIN,
+        state: State::New,
+        broadcast_of: None,
+        timeline: vec![TimelineEntry { state: State::New, at: T0 - 10 * MIN, by: "pc-a".into(), note: None }],
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        Env { _dir: dir, path }
+    }
+    /// The poller's connection (a second connection, like the daemon's).
+    fn poller(&self) -> Store {
+        Store::open(&self.path).unwrap()
+    }
+    fn controller(&self) -> Controller {
+        let mut c = Controller::new(Store::open(&self.path).unwrap(), "pc-b", 120_000);
+        c.set_daemon_polls(false);
+        c
+    }
+    fn deliver(&self, mails: &[Mail], now: Millis) {
+        let mut s = self.poller();
+        s.write(|tx| {
+            for m in mails {
+                pcmail_store::inbox::insert_received(tx, m, now)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let ids: Vec<String> = mails.iter().map(|m| m.id.clone()).collect();
+        s.mark_confirmed(&ids, now).unwrap();
+        s.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, now).unwrap();
+        s.meta_set_i64(meta::LAST_POLL_OK_AT, now).unwrap();
+    }
+}
+
+fn id(n: u32) -> String {
+    format!("mail-{}-{:08x}", T0 - 10 * MIN, n)
+}
+
+#[test]
+fn unread_count_sets_title_and_unread_badge() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    env.deliver(&[], T0);
+    c.refresh(&ui, T0).unwrap();
+    assert_eq!(ui.take(), vec![Ev::Title("".into()), Ev::Badge(Badge::None)]);
+
+    env.deliver(&[mail(&id(1), Kind::Note, false, "hi"), mail(&id(2), Kind::Note, false, "yo")], T0 + 1000);
+    c.refresh(&ui, T0 + 1000).unwrap();
+    assert_eq!(ui.take(), vec![Ev::Title("2".into()), Ev::Badge(Badge::Unread(2))]);
+
+    // nothing changed: nothing re-sent to the tray
+    c.refresh(&ui, T0 + 2000).unwrap();
+    assert_eq!(ui.take(), vec![]);
+    let st = c.status(T0 + 2000).unwrap();
+    assert_eq!((st.counts.unread, st.badge, st.title.as_str()), (2, "unread", "2"));
+}
+
+#[test]
+fn decision_or_urgent_gives_the_attention_badge() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    env.deliver(&[mail(&id(1), Kind::Note, false, "plain")], T0);
+    c.refresh(&ui, T0).unwrap();
+    assert!(ui.take().contains(&Ev::Badge(Badge::Unread(1))));
+
+    // the subject tag alone makes a decision request (older senders)
+    env.deliver(&[mail(&id(2), Kind::Note, false, "[判断依頼] ship it?")], T0 + 1);
+    c.refresh(&ui, T0 + 1).unwrap();
+    assert!(ui.take().contains(&Ev::Badge(Badge::Attention(2))));
+
+    let env2 = Env::new();
+    let mut c2 = env2.controller();
+    env2.deliver(&[mail(&id(3), Kind::Note, true, "disk full")], T0);
+    c2.refresh(&ui, T0).unwrap();
+    assert!(ui.take().contains(&Ev::Badge(Badge::Attention(1))));
+
+    // once seen, the badge calms down
+    c2.open_mail(&id(3), T0 + 5).unwrap();
+    c2.refresh(&ui, T0 + 5).unwrap();
+    assert_eq!(ui.take(), vec![Ev::Title("".into()), Ev::Badge(Badge::None)]);
+}
+
+#[test]
+fn offline_and_failing_give_the_offline_badge() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    assert_eq!(c.connection(T0).unwrap().state, ConnState::Unknown);
+    env.deliver(&[mail(&id(1), Kind::Decision, false, "q")], T0);
+    assert_eq!(c.connection(T0).unwrap().state, ConnState::Online);
+
+    // one failed attempt after a good poll: failing
+    let mut p = env.poller();
+    p.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, T0 + 60_000).unwrap();
+    p.meta_set_i64(meta::CONSECUTIVE_FAILURES, 1).unwrap();
+    p.meta_set(meta::LAST_POLL_ERROR, "connection refused").unwrap();
+    let conn = c.connection(T0 + 60_000).unwrap();
+    assert_eq!(conn.state, ConnState::Failing);
+    assert_eq!(conn.last_error.as_deref(), Some("connection refused"));
+    c.refresh(&ui, T0 + 60_000).unwrap();
+    assert!(ui.take().contains(&Ev::Badge(Badge::Offline)), "failing shows the offline badge, over the decision");
+
+    // three failures in a row: offline
+    p.meta_set_i64(meta::CONSECUTIVE_FAILURES, 3).unwrap();
+    assert_eq!(c.connection(T0 + 61_000).unwrap().state, ConnState::Offline);
+
+    // back: a good poll clears it
+    p.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, T0 + 120_000).unwrap();
+    p.meta_set_i64(meta::LAST_POLL_OK_AT, T0 + 120_000).unwrap();
+    p.meta_set_i64(meta::CONSECUTIVE_FAILURES, 0).unwrap();
+    c.refresh(&ui, T0 + 120_000).unwrap();
+    assert!(ui.take().contains(&Ev::Badge(Badge::Attention(1))));
+
+    // a poller that went silent (nobody polls for > 10 min): offline
+    assert_eq!(c.connection(T0 + 120_000 + 11 * MIN).unwrap().state, ConnState::Offline);
+}
+
+#[test]
+fn one_notification_per_id_across_cycles_and_only_for_decision_request_urgent() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    env.deliver(
+        &[
+            mail(&id(1), Kind::Decision, false, "d"),
+            mail(&id(2), Kind::Request, false, "r"),
+            mail(&id(3), Kind::Note, true, "u"),
+            mail(&id(4), Kind::Note, false, "plain note: no popup"),
+            mail(&id(5), Kind::Note, false, "[作業依頼] tagged"),
+        ],
+        T0,
+    );
+    let d = c.refresh_and_notify(&ui, &clock).unwrap();
+    let mut shown = d.shown.clone();
+    shown.sort();
+    assert_eq!(shown, vec![id(1), id(2), id(3), id(5)]);
+
+    // next cycles: same mails, no second notification
+    for _ in 0..3 {
+        let d = c.refresh_and_notify(&ui, &clock).unwrap();
+        assert!(d.shown.is_empty());
+    }
+    // a new one in a later cycle gets its own
+    env.deliver(&[mail(&id(6), Kind::Decision, false, "d2")], T0 + 1);
+    let d = c.refresh_and_notify(&ui, &clock).unwrap();
+    assert_eq!(d.shown, vec![id(6)]);
+    assert_eq!(ui.notified().len(), 5);
+
+    // a second tray/daemon on the same store does not announce them again
+    let mut other = env.controller();
+    assert!(other.refresh_and_notify(&ui, &clock).unwrap().shown.is_empty());
+}
+
+#[test]
+fn budget_5s_each_20s_in_all() {
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    let notes: Vec<Notification> =
+        (1..=8).map(|n| Notification { id: id(n), title: "t".into(), body: "b".into() }).collect();
+    // 1 is quick, 2 hangs (the shell gives up after 5 s), 3 fails, the rest take 4 s each
+    ui.took.borrow_mut().insert(id(1), 200);
+    ui.took.borrow_mut().insert(id(2), 60_000);
+    ui.fail.borrow_mut().push(id(3));
+    for n in 4..=8 {
+        ui.took.borrow_mut().insert(id(n), 4_000);
+    }
+    let d = deliver(&notes, &ui, &clock);
+    // every call was given at most 5 s, and never more than what was left of 20 s
+    for e in ui.events.borrow().iter() {
+        if let Ev::Notify(_, t) = e {
+            assert!(t.as_millis() as Millis <= NOTIFY_EACH_MS && t.as_millis() as Millis <= NOTIFY_TOTAL_MS);
+        }
+    }
+    assert_eq!(d.shown[0], id(1));
+    assert!(d.failed.iter().any(|(i, _)| *i == id(2)), "the hung one counts as failed: {d:?}");
+    assert!(d.failed.iter().any(|(i, _)| *i == id(3)));
+    // 0.2 + 5.001 (the hung one, given up on) + 0.1 + 4 + 4 + 4 = 17.301 s, then mail 7 gets the 2.699 s left (and overruns), 8 is skipped
+    assert_eq!(d.shown, vec![id(1), id(4), id(5), id(6)]);
+    assert!(d.failed.iter().any(|(i, _)| *i == id(7)));
+    assert_eq!(d.skipped, vec![id(8)]);
+    assert!(d.spent_ms <= NOTIFY_TOTAL_MS + 1, "spent {}", d.spent_ms);
+    let last_timeout = ui
+        .events
+        .borrow()
+        .iter()
+        .filter_map(|e| if let Ev::Notify(i, t) = e { (*i == id(7)).then_some(*t) } else { None })
+        .next()
+        .unwrap();
+    assert_eq!(last_timeout, Duration::from_millis(2_699));
+}
+
+#[test]
+fn pause_stops_popups_but_not_the_count_and_paused_mail_is_not_announced_later() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    c.set_paused(true);
+    env.deliver(&[mail(&id(1), Kind::Decision, false, "d")], T0);
+    let d = c.refresh_and_notify(&ui, &clock).unwrap();
+    assert!(d.shown.is_empty());
+    let ev = ui.take();
+    assert!(ev.contains(&Ev::Title("1".into())) && ev.contains(&Ev::Badge(Badge::Attention(1))));
+    assert!(c.status(T0).unwrap().paused);
+    c.set_paused(false);
+    assert!(c.refresh_and_notify(&ui, &clock).unwrap().shown.is_empty());
+    env.deliver(&[mail(&id(2), Kind::Request, false, "r")], T0 + 1);
+    assert_eq!(c.refresh_and_notify(&ui, &clock).unwrap().shown, vec![id(2)]);
+}
+
+#[test]
+fn a_notification_click_opens_that_mail_and_open_marks_it_seen() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    env.deliver(&[mail(&id(1), Kind::Decision, false, "d"), mail(&id(2), Kind::Note, false, "n")], T0);
+    c.notification_clicked(&ui, &id(1));
+    assert_eq!(ui.take(), vec![Ev::OpenMail(id(1))]);
+    // the window then opens it: seen, locally and queued for the server
+    let v = c.open_mail(&id(1), T0 + 5_000).unwrap();
+    assert_eq!(v.state, State::Seen);
+    assert!(v.pending);
+    assert_eq!(v.body.as_deref(), Some(format!("body of {}", id(1)).as_str()));
+    let states: Vec<State> = v.timeline.iter().map(|e| e.state).collect();
+    assert_eq!(states, vec![State::New, State::Delivered, State::Seen]);
+    assert_eq!(v.timeline[2].by, "pc-b/ui");
+    let marks = env.poller().due_marks(Millis::MAX, 10).unwrap();
+    assert_eq!(marks.len(), 1);
+    assert_eq!((marks[0].mark.id.as_str(), marks[0].mark.op), (id(1).as_str(), pcmail_core::MarkOp::Seen));
+    // opening again changes nothing and queues nothing more
+    c.open_mail(&id(1), T0 + 9_000).unwrap();
+    assert_eq!(env.poller().due_marks(Millis::MAX, 10).unwrap().len(), 1);
+    assert_eq!(c.status(T0).unwrap().counts.unread, 1);
+
+    // "Open" in the menu: the window (no single urgent mail left)
+    c.open_clicked(&ui, T0).unwrap();
+    assert_eq!(ui.take(), vec![Ev::ShowWindow]);
+    // exactly one decision waiting: straight to it
+    env.deliver(&[mail(&id(3), Kind::Decision, false, "d3")], T0);
+    c.open_clicked(&ui, T0).unwrap();
+    assert_eq!(ui.take(), vec![Ev::OpenMail(id(3))]);
+}
+
+#[test]
+fn ack_makes_it_done_and_seen_after_done_stays_done() {
+    let env = Env::new();
+    let mut c = env.controller();
+    env.deliver(&[mail(&id(1), Kind::Request, false, "r")], T0);
+    let v = c.ack(&id(1), T0 + 1_000).unwrap();
+    assert_eq!(v.state, State::Done);
+    assert_eq!(v.timeline.last().unwrap().note.as_deref(), Some("ack"));
+    let v = c.open_mail(&id(1), T0 + 2_000).unwrap();
+    assert_eq!(v.state, State::Done, "seen after done stays done");
+    let ops: Vec<_> = env.poller().due_marks(Millis::MAX, 10).unwrap().into_iter().map(|m| m.mark.op).collect();
+    assert_eq!(ops, vec![pcmail_core::MarkOp::Ack]);
+    // gone from the open list, still in "all"
+    assert!(c.list_inbox(false, T0 + 3_000).unwrap().is_empty());
+    assert_eq!(c.list_inbox(true, T0 + 3_000).unwrap().len(), 1);
+    assert_eq!(c.status(T0 + 3_000).unwrap().counts.unread, 0);
+    assert!(matches!(c.ack("mail-1-deadbeef", T0), Err(e) if e.code() == "not_found"));
+}
+
+struct FakeRemote;
+impl Remote for FakeRemote {
+    fn sync_once(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn other_poller_alive(&self) -> bool {
+        false
+    }
+    fn reply(&self, original: &str, _body: &str) -> Result<String, ReplyError> {
+        Ok(pcmail_core::ids::reply_id(original, "pc-b"))
+    }
+}
+
+#[test]
+fn reply_to_a_reply_is_refused_before_the_client_is_asked() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let mut r = mail(&id(1), Kind::Note, false, "Re: x");
+    r.in_reply_to = Some(id(9));
+    env.deliver(&[r, mail(&id(2), Kind::Decision, false, "d")], T0);
+    let e = c.reply(&FakeRemote, &id(1), "thanks", T0).unwrap_err();
+    assert_eq!(e.code(), "reply_to_reply");
+    let (rid, _) = c.reply(&FakeRemote, &id(2), "yes", T0).unwrap();
+    assert_eq!(rid, pcmail_core::ids::reply_id(&id(2), "pc-b"));
+}
+
+#[test]
+fn store_watch_sees_the_pollers_commits() {
+    let env = Env::new();
+    let mut c = env.controller();
+    assert!(c.store_changed().unwrap().is_some(), "first look");
+    assert!(c.store_changed().unwrap().is_none());
+    env.deliver(&[mail(&id(1), Kind::Note, false, "n")], T0);
+    assert!(c.store_changed().unwrap().is_some(), "another connection committed");
+    assert!(c.store_changed().unwrap().is_none());
+}
+
+#[test]
+fn views_sent_alerts_and_expiry() {
+    let env = Env::new();
+    let c = env.controller();
+    let mut m = mail(&id(1), Kind::Note, false, "old");
+    m.expires_at = Some(T0 + MIN);
+    env.deliver(&[m], T0);
+    let v = &c.list_inbox(true, T0 + 2 * MIN).unwrap()[0];
+    assert_eq!(v.state, State::Expired);
+    assert_eq!(v.timeline.last().unwrap().by, "server");
+    assert_eq!(c.status(T0 + 2 * MIN).unwrap().counts.unread, 0, "expired mail is not unread");
+
+    let mut p = env.poller();
+    let out = pcmail_core::OutgoingMail {
+        id: id(7),
+        to: "pc-c".into(),
+        kind: Kind::Request,
+        subject: "do it".into(),
+        body: "x".repeat(500),
+        urgent: false,
+        expires_at: None,
+        in_reply_to: None,
+        auto: false,
+        hop: 0,
+    };
+    p.sent_record(&out, &[id(7)], "pc-b", T0).unwrap();
+    p.sent_apply_update(&pcmail_core::Update { seq: 1, id: id(7), state: State::Seen, at: T0 + 5, by: "pc-c/s1".into() })
+        .unwrap();
+    let s = c.list_sent().unwrap();
+    assert_eq!(s[0].state, State::Seen);
+    assert_eq!(s[0].timeline.len(), 2);
+    assert!(s[0].body.is_none() && s[0].preview.chars().count() == 161);
+    assert_eq!(c.get_sent(&id(7)).unwrap().body.unwrap().len(), 500);
+
+    p.alerts_replace(&[Alert {
+        key: "k|unseen".into(),
+        kind: AlertKind::Unseen,
+        subject: id(1),
+        pc: "pc-b".into(),
+        message: "unseen 2 h".into(),
+        opened_at: T0,
+        updated_at: T0,
+        resolved_at: None,
+        count: 1,
+        posted: false,
+    }])
+    .unwrap();
+    assert_eq!(c.alerts().unwrap().len(), 1);
+    assert_eq!(c.status(T0).unwrap().counts.alerts, 1);
+    // the shapes the window reads (docs/tray.md)
+    let j = serde_json::to_value(c.status(T0).unwrap()).unwrap();
+    for k in ["pc", "connection", "paused", "badge", "title", "counts", "now"] {
+        assert!(j.get(k).is_some(), "{k}");
+    }
+    let j = serde_json::to_value(&c.list_inbox(true, T0).unwrap()[0]).unwrap();
+    for k in ["id", "from", "kind", "subject", "preview", "urgent", "createdAt", "deliveredAt", "state", "inReplyTo", "pending", "timeline"] {
+        assert!(j.get(k).is_some(), "{k}");
+    }
+}
+
+#[test]
+fn poll_loop_uses_a_live_daemon_and_polls_on_time_or_when_asked() {
+    assert_eq!(next_step(T0, None, 120_000, false, false), PollStep::Cycle);
+    assert_eq!(next_step(T0, Some(T0 - 30_000), 120_000, false, false), PollStep::Wait { ms: 90_000 });
+    assert_eq!(next_step(T0, Some(T0 - 30_000), 120_000, false, true), PollStep::Cycle);
+    assert_eq!(next_step(T0, Some(T0 - 120_000), 120_000, false, false), PollStep::Cycle);
+    assert!(matches!(next_step(T0, None, 120_000, true, true), PollStep::Daemon { .. }), "never a second poller");
+}
+
+#[test]
+fn icons_differ_per_badge_and_encode_as_png() {
+    use pcmail_tray::icon::{compose, png, SIZE};
+    let kinds = [Badge::None, Badge::Unread(3), Badge::Unread(42), Badge::Attention(1), Badge::Offline];
+    let imgs: Vec<Vec<u8>> = kinds.iter().map(compose).collect();
+    for (i, a) in imgs.iter().enumerate() {
+        assert_eq!(a.len(), (SIZE * SIZE * 4) as usize);
+        for b in &imgs[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+    // the badge corner is blue for unread, red for attention
+    let px = |img: &Vec<u8>, x: u32, y: u32| {
+        let i = ((y * SIZE + x) * 4) as usize;
+        [img[i], img[i + 1], img[i + 2], img[i + 3]]
+    };
+    let corner = (SIZE - 17 - 12, 17 - 12 + 2);
+    assert!(px(&imgs[1], corner.0, corner.1)[2] > 200, "blue");
+    assert!(px(&imgs[3], corner.0, corner.1)[0] > 200, "red");
+    assert_eq!(px(&imgs[0], corner.0, corner.1)[3], 0, "no badge: transparent corner");
+    let p = png(&imgs[1], SIZE, SIZE);
+    assert_eq!(&p[..8], b"\x89PNG\r\n\x1a\n");
+}
