@@ -237,6 +237,8 @@ impl Client {
 }
 
 fn reply_subject(s: &str) -> String {
+    // The request tags belong to the request, not to its answer.
+    let s = s.replace(pcmail_core::DECISION_TAG, "").replace(pcmail_core::REQUEST_TAG, "");
     let s = s.trim();
     let out = if s.is_empty() || s.starts_with("Re:") { s.to_string() } else { format!("Re: {s}") };
     pcmail_core::present::truncate_chars(&out, pcmail_core::model::limits::SUBJECT_MAX_CHARS)
