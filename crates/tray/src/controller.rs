@@ -247,7 +247,16 @@ impl Controller {
         if self.paused {
             return Ok(vec![]);
         }
-        Ok(claimed.iter().map(notification_for).collect())
+        Ok(self.notifications_for(&claimed))
+    }
+
+    /// The notifications for mail a poll cycle of this app claimed
+    /// (`CycleReport::to_notify`); none while paused.
+    pub fn notifications_for(&self, claimed: &[pcmail_store::InboxMail]) -> Vec<Notification> {
+        if self.paused {
+            return vec![];
+        }
+        claimed.iter().map(Notification::for_mail).collect()
     }
 
     /// `refresh` then the notifications within their budget. The app runs the
@@ -331,21 +340,6 @@ impl Controller {
             ReplyError::Refused { code, message } => TrayError::Remote { code, message },
         })?;
         Ok((reply_id, self.get_mail(id, now)?))
-    }
-}
-
-fn notification_for(m: &pcmail_store::InboxMail) -> Notification {
-    let what = match m.effective_kind() {
-        Kind::Decision => "Decision request",
-        Kind::Request => "Work request",
-        Kind::Note => "Mail",
-    };
-    let urgent = if m.urgent { "Urgent · " } else { "" };
-    let subject = if m.subject.is_empty() { crate::view::preview(&m.body) } else { m.subject.clone() };
-    Notification {
-        id: m.id.clone(),
-        title: format!("{urgent}{what} from {}", m.from),
-        body: subject.chars().take(200).collect(),
     }
 }
 

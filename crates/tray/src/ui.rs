@@ -28,14 +28,9 @@ impl Badge {
     }
 }
 
-/// One native notification, for one mail id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Notification {
-    pub id: String,
-    pub title: String,
-    pub body: String,
-}
+/// One native notification, for one mail id: the client crate's type (its
+/// `Notification::for_mail` words it and neutralises the text).
+pub use pcmail_client::notify::Notification;
 
 /// The tray / notification / window side. Implemented by the Tauri shell and by
 /// the recording fake in the tests.

@@ -323,6 +323,12 @@ fn pause_stops_popups_but_not_the_count_and_paused_mail_is_not_announced_later()
     assert!(c.refresh_and_notify(&ui, &clock).unwrap().shown.is_empty());
     env.deliver(&[mail(&id(2), Kind::Request, false, "r")], T0 + 1);
     assert_eq!(c.refresh_and_notify(&ui, &clock).unwrap().shown, vec![id(2)]);
+
+    // mail claimed by this app's own poll cycle (CycleReport::to_notify)
+    let m = env.poller().inbox_get(&id(2)).unwrap().unwrap();
+    assert_eq!(c.notifications_for(std::slice::from_ref(&m)).len(), 1);
+    c.set_paused(true);
+    assert!(c.notifications_for(&[m]).is_empty());
 }
 
 #[test]
