@@ -45,13 +45,15 @@ function readText_(sheet, row, col, nr, nc) {
   return sheet.getRange(row, col, nr, nc).getValues().map(function (r) { return r.map(cellStr_); });
 }
 
-// Text Sheets would parse or evaluate if the '@' format were missing.
+// Text that Sheets would parse or evaluate if the '@' format were missing AND that
+// cellStr_ could not restore ("true" → TRUE → "true" is fine; "0123" → 123 is not).
 function isRiskyText_(s) {
   if (typeof s !== 'string' || s === '') return false;
+  if (/^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/.test(s)) return String(Number(s)) !== s;
   if (/^[=+\-@']/.test(s)) return true;
-  if (/^(true|false)$/i.test(s)) return true;
-  if (/^\s*[+-]?(\d|\.\d)/.test(s) && String(Number(s)) !== s) return true;
-  return /^\d{1,4}[-/.]\d{1,2}/.test(s);
+  if (/^(true|false)$/i.test(s)) return s !== 'true' && s !== 'false';
+  return /^\d{1,4}[-/.]\d{1,2}/.test(s) || /^\d{1,2}:\d{2}/.test(s) ||
+    /^[$€£¥]?\s*[+-]?\d[\d,]*(\.\d+)?\s*%?$/.test(s);
 }
 
 // Writes a block as text: format first, then values; risky cells are read back

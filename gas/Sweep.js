@@ -1,11 +1,11 @@
 // The 10-minute sweep. It must never starve polls (seed 002, pitfall 3): it takes
 // its own lease (a Script Property) instead of holding the script lock, reads the live
 // tab without the lock (only the sweep ever moves rows), and takes the script lock
-// only for short band-sized writes. Each pass is idempotent, so a sweep cut short
+// only for short band-sized writes. Every step is idempotent, so a sweep cut short
 // by the time limit is finished by the next one.
 
-const SWEEP_BAND = 500;                 // rows per locked write
-const SWEEP_BUDGET_MS = 4 * 60 * 1000;  // stop starting new work after this (limit is 6 min)
+const SWEEP_BAND = 500;                 // rows per locked read-modify-write
+const SWEEP_BUDGET_MS = 4 * 60 * 1000;  // start no new band after this (the limit is 6 min)
 const SWEEP_LEASE_MS = 6 * 60 * 1000;
 
 function runSweep_(now) {
@@ -19,14 +19,23 @@ function runSweep_(now) {
   });
   try {
     const snap = snapshotLive_();
-    const expired = expirePass_(snap, now);
-    const alerts = alertPass_(snap, now);
-    archivePass_(snap, started);
+    // Alerts see the states after this sweep's expiry (final mail raises none).
+    const after = snap.map(function (s) {
+      const m = JSON.parse(JSON.stringify(s.mail));
+      if (isDue_(m, now)) transition_(m, 'expired', now, 'server', null, now);
+      return m;
+    });
+    const alerts = alertPass_(after, now);
+    const expired = bandPass_(snap, now, started);
     postAlerts_(started);
     return { expired: expired, alerts: alerts };
   } finally {
     props.deleteProperty('SWEEP_LEASE_UNTIL');
   }
+}
+
+function isDue_(m, now) {
+  return m.expiresAt !== null && m.expiresAt <= now && RANK[m.state] < 3;
 }
 
 // The live tab without subject/body, one read, no lock.
@@ -47,34 +56,43 @@ function bands_(items) {
   return out;
 }
 
-function expirePass_(snap, now) {
-  const due = snap.filter(function (s) {
-    return s.mail.expiresAt !== null && s.mail.expiresAt <= now && RANK[s.mail.state] < 3;
-  });
-  const sh = tab_('Mail');
-  let n = 0;
-  bands_(due).forEach(function (b) {
+// Expires due mail and moves final mail to Archive, band by band from the bottom up so
+// the rows above a band never move. Per band, under the lock: one read, one archive
+// append, one events append, one rewrite of the kept rows, one deleteRows.
+function bandPass_(snap, now, started) {
+  const work = snap.filter(function (s) { return isDue_(s.mail, now) || RANK[s.mail.state] === 3; });
+  const live = tab_('Mail');
+  const archive = tab_('Archive');
+  let expired = 0;
+  bands_(work).reverse().forEach(function (b) {
+    if (Date.now() - started > SWEEP_BUDGET_MS) return;
     withLock_(function () {
-      const raw = readText_(sh, b.lo, 1, b.hi - b.lo + 1, MAIL_NARROW);
-      const mut = raw.map(function (r) { return r.slice(MCOL.state - 1, MCOL.state - 1 + MUT_NCOL); });
+      const rows = readText_(live, b.lo, 1, b.hi - b.lo + 1, MAIL_NCOL);
+      const gone = [];
+      const kept = [];
       const events = [];
-      b.items.forEach(function (s) {
-        const m = rowToMail_(raw[s.row - b.lo]);
-        if (m.id !== s.mail.id) return; // not where the snapshot saw it: next sweep
-        if (m.expiresAt !== null && m.expiresAt <= now && transition_(m, 'expired', now, 'server', null, now)) {
-          n++;
+      let firstGone = -1;
+      rows.forEach(function (r, i) {
+        if (r[MCOL.state - 1] && RANK[r[MCOL.state - 1]] < 3 && r[5] !== '' && Number(r[5]) <= now) {
+          const m = rowToMail_(r);
+          transition_(m, 'expired', now, 'server', null, now);
           events.push(eventOf_(m));
-          mut[s.row - b.lo] = mutRow_(m);
+          expired++;
+          r = mailToRow_(m);
         }
-        s.mail = m;
+        if (RANK[r[MCOL.state - 1]] === 3) {
+          if (firstGone < 0) firstGone = i;
+          gone.push(r);
+        } else kept.push(r);
       });
-      if (events.length) {
-        writeText_(sh, b.lo, MCOL.state, mut);
-        appendEvents_(events);
-      }
+      if (!gone.length) return;
+      appendText_(archive, gone);
+      appendEvents_(events);
+      writeText_(live, b.lo + firstGone, 1, kept.slice(firstGone));
+      live.deleteRows(b.lo + kept.length, gone.length);
     });
   });
-  return n;
+  return expired;
 }
 
 // "42m" or "3h 05m", as the Rust server words it.
@@ -89,14 +107,13 @@ function deliveredAt_(m) {
 }
 
 // What should be alerting now, keyed "<subject>|<kind>".
-function wantedAlerts_(snap, pcs, now) {
+function wantedAlerts_(mails, pcs, now) {
   const want = {};
   const H = 60 * LIMITS.MIN;
   function add(kind, subject, pc, message) {
     want[subject + '|' + kind] = { kind: kind, subject: subject, pc: pc, message: message };
   }
-  snap.forEach(function (s) {
-    const m = s.mail;
+  mails.forEach(function (m) {
     if (m.state === 'delivered') {
       const age = now - deliveredAt_(m);
       if (age > (m.urgent ? 2 * H : 6 * H)) {
@@ -116,28 +133,7 @@ function wantedAlerts_(snap, pcs, now) {
   return want;
 }
 
-function alertPass_(snap, now) {
-  const want = wantedAlerts_(snap, readRoster_(), now);
+function alertPass_(mails, now) {
+  const want = wantedAlerts_(mails, readRoster_(), now);
   return withLock_(function () { return mergeAlerts_(want, now); });
-}
-
-// Final mail leaves the live tab band by band, bottom-up so rows above stay put:
-// append to Archive, rewrite the kept rows compacted, delete the freed tail.
-function archivePass_(snap, started) {
-  const finals = snap.filter(function (s) { return RANK[s.mail.state] === 3; });
-  const live = tab_('Mail');
-  const archive = tab_('Archive');
-  bands_(finals).reverse().forEach(function (b) {
-    if (Date.now() - started > SWEEP_BUDGET_MS) return;
-    withLock_(function () {
-      const rows = readText_(live, b.lo, 1, b.hi - b.lo + 1, MAIL_NCOL);
-      const gone = [];
-      const kept = [];
-      rows.forEach(function (r) { (RANK[r[MCOL.state - 1]] === 3 ? gone : kept).push(r); });
-      if (!gone.length) return;
-      appendText_(archive, gone);
-      writeText_(live, b.lo, 1, kept);
-      live.deleteRows(b.lo + kept.length, gone.length);
-    });
-  });
 }
