@@ -28,7 +28,7 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
                 _ => Exit::Refused,
             },
             ClientError::Call(CallError::Transient(_)) => Exit::Unreachable,
-            ClientError::NotFound(_) => Exit::NotFound,
+            ClientError::NotFound(_) | ClientError::Store(pcmail_store::StoreError::NotFound(_)) => Exit::NotFound,
             ClientError::Timeout { .. } => Exit::Timeout,
             ClientError::Invalid(_) => Exit::Usage,
             ClientError::Config(_) | ClientError::Store(_) | ClientError::Token(_) => Exit::Local,

@@ -95,6 +95,10 @@ impl Client {
             for raw in &mails {
                 self.store_one(raw, now, report);
             }
+            // Test hook: die like a killed poller between storing and confirming.
+            if !report.stored.is_empty() && std::env::var("PCMAIL_FAULT").as_deref() == Ok("exit-after-store") {
+                std::process::exit(137);
+            }
 
             let updates: Vec<Update> = resp
                 .get("updates")

@@ -1,0 +1,221 @@
+//! The receiving-PC scenarios with real processes, run against both servers.
+
+mod common;
+use common::*;
+use serde_json::json;
+
+/// The seed's definition of done: a note to yourself → delivered within one
+/// cycle → a new session's hook shows it first → status says seen → ack
+/// makes it done; a partial address exits 4.
+#[test]
+fn definition_of_done_on_both_servers() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let a = Pc::new(&server, "kim-laptop");
+        let _other = Pc::new(&server, "kim-desktop");
+        a.ok(&["sync"]);
+        _other.ok(&["sync"]);
+
+        let id = a.send(&["kim-laptop", "--body", "note to self: rerun the flaky test"]);
+        assert_eq!(a.state_of(&id), "new", "{kind:?}");
+        a.ok(&["sync"]);
+        assert_eq!(a.state_of(&id), "delivered", "{kind:?}: delivered within one cycle");
+
+        let ctx = a.hook("session-new-1", "SessionStart");
+        let first_block = ctx.find("<pcmail-mail id=").expect("hook shows the mail");
+        assert!(ctx[first_block..].starts_with(&format!("<pcmail-mail id=\"{id}\"")), "{kind:?}: shown first\n{ctx}");
+        assert!(ctx.contains("note to self: rerun the flaky test"));
+
+        a.ok(&["sync"]); // the hook queued `seen`; the poller pushes it
+        assert_eq!(a.state_of(&id), "seen", "{kind:?}");
+        let tl = a.json(&["status", &id]);
+        let states: Vec<&str> = tl[0]["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
+        assert_eq!(states, ["new", "delivered", "seen"], "{kind:?}");
+        assert!(tl[0]["timeline"][2]["by"].as_str().unwrap().starts_with("kim-laptop/session-"), "{tl}");
+
+        a.ok(&["ack", &id]);
+        assert_eq!(a.state_of(&id), "done", "{kind:?}");
+
+        // A partial address is never sent: exit 4 with the candidates.
+        let out = a.run(&["send", "kim", "--body", "hi"]);
+        assert_eq!(out.status.code(), Some(4), "{kind:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("kim-laptop") && err.contains("kim-desktop"), "{err}");
+        // And the same session is not shown the mail again.
+        assert_eq!(a.hook("session-new-1", "UserPromptSubmit"), "", "{kind:?}");
+    }
+}
+
+/// A decision request from PC A is shown on PC B above other mail.
+#[test]
+fn decision_request_is_shown_first_on_the_other_pc() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let a = Pc::new(&server, "pc-a");
+        let b = Pc::new(&server, "pc-b");
+        a.ok(&["sync"]);
+        b.ok(&["sync"]);
+        let note1 = a.send(&["pc-b", "--body", "fyi one"]);
+        let dec = a.send(&["pc-b", "--kind", "decision", "--subject", "[判断依頼] ship it?", "--body", "yes or no"]);
+        let note2 = a.send(&["pc-b", "--body", "fyi two (newest)"]);
+        b.ok(&["sync"]);
+        let ctx = b.hook("b-session", "UserPromptSubmit");
+        let pos = |id: &str| ctx.find(id).unwrap_or_else(|| panic!("{id} not shown:\n{ctx}"));
+        assert!(pos(&dec) < pos(&note2) && pos(&note2) < pos(&note1), "{kind:?}:\n{ctx}");
+        // The decision stays open for another session until answered…
+        let ctx2 = b.hook("b-session-2", "UserPromptSubmit");
+        assert!(ctx2.contains(&dec) && !ctx2.contains(&note1), "{kind:?}:\n{ctx2}");
+        // …and replying answers it: the original is done on the server.
+        b.ok(&["reply", &dec, "--body", "yes"]);
+        assert_eq!(a.state_of(&dec), "done", "{kind:?}");
+        let ctx3 = b.hook("b-session-3", "UserPromptSubmit");
+        assert!(!ctx3.contains(&dec), "{kind:?}: answered decision no longer shown\n{ctx3}");
+    }
+}
+
+#[test]
+fn loop_refusals() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let a = Pc::new(&server, "pc-a");
+        let b = Pc::new(&server, "pc-b");
+        a.ok(&["sync"]);
+        b.ok(&["sync"]);
+        let q = a.send(&["pc-b", "--body", "question", "--auto"]);
+        b.ok(&["sync"]);
+        // An auto reply to auto mail is refused by the server (exit 5).
+        let out = b.run(&["reply", &q, "--body", "auto answer", "--auto"]);
+        assert_eq!(out.status.code(), Some(5), "{kind:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("loop_refused"));
+        // A person's reply goes through; the same reply again is the same mail.
+        let r1 = b.json(&["reply", &q, "--body", "human answer"]);
+        let r1_id = r1["ids"][0].as_str().unwrap().to_string();
+        let r1b = b.json(&["reply", &q, "--body", "human answer"]);
+        assert_eq!(r1b["ids"][0], r1["ids"][0], "{kind:?}: a retried reply is one mail");
+        // A second reply with another body gets a new id.
+        let r2 = b.json(&["reply", &q, "--body", "and one more thing"]);
+        assert_ne!(r2["ids"][0], r1["ids"][0], "{kind:?}");
+        // Replying to a reply is refused by the CLI (exit 3).
+        a.ok(&["sync"]);
+        let out = a.run(&["reply", &r1_id, "--body", "thanks"]);
+        assert_eq!(out.status.code(), Some(3), "{kind:?}");
+        // hop ≥ 3 is refused by the server.
+        let mail = json!({"id": "mail-1-0000beef", "to": "pc-b", "body": "x", "hop": 3});
+        let v = server.call("pc-a", "send", json!({"mail": mail}));
+        assert_eq!(v["error"]["code"], "hop_limit", "{kind:?}");
+    }
+}
+
+#[test]
+fn expiry_hides_mail_and_the_sweep_expires_it() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let a = Pc::new(&server, "pc-a");
+        let b = Pc::new(&server, "pc-b");
+        a.ok(&["sync"]);
+        b.ok(&["sync"]);
+        let id = a.send(&["pc-b", "--body", "only useful for a second", "--expires", "1s"]);
+        let keep = a.send(&["pc-b", "--body", "stays"]);
+        b.ok(&["sync"]);
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let v = server.call("pc-a", "sweep", json!({}));
+        assert_eq!(v["ok"], true, "{v}");
+        assert!(v["expired"].as_i64().unwrap() >= 1, "{kind:?}: {v}");
+        assert_eq!(a.state_of(&id), "expired", "{kind:?}");
+        let ctx = b.hook("s1", "UserPromptSubmit");
+        assert!(!ctx.contains(&id) && ctx.contains(&keep), "{kind:?}:\n{ctx}");
+        assert!(ctx.contains("(1 expired not shown)"), "{kind:?}:\n{ctx}");
+        // Expired never overrides done: acking the kept mail then sweeping leaves it done.
+        b.ok(&["ack", &keep]);
+        server.call("pc-a", "sweep", json!({}));
+        assert_eq!(a.state_of(&keep), "done");
+    }
+}
+
+/// A poller killed between storing and confirming loses nothing and shows
+/// nothing twice: the mail comes again, is deduplicated by id, confirmed.
+#[test]
+fn poller_killed_mid_cycle_loses_nothing_and_shows_nothing_twice() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let a = Pc::new(&server, "pc-a");
+        let b = Pc::new(&server, "pc-b");
+        a.ok(&["sync"]);
+        b.ok(&["sync"]);
+        // Two notes and three work requests: all fit the hook's budgets (2 + 3).
+        let notes: Vec<String> = (0..2).map(|i| a.send(&["pc-b", "--body", &format!("note {i}")])).collect();
+        let reqs: Vec<String> =
+            (0..3).map(|i| a.send(&["pc-b", "--kind", "request", "--body", &format!("job {i}")])).collect();
+        let ids: Vec<String> = notes.iter().chain(reqs.iter()).cloned().collect();
+        // Killed right after storing, before the confirm went out.
+        let out = b.cmd(&["sync"]).env("PCMAIL_FAULT", "exit-after-store").output().unwrap();
+        assert_eq!(out.status.code(), Some(137), "{kind:?}: fault injection fired");
+        for id in &ids {
+            assert_eq!(a.state_of(id), "new", "{kind:?}: not confirmed yet");
+        }
+        let ctx = b.hook("s1", "UserPromptSubmit");
+        b.ok(&["sync"]);
+        for id in &ids {
+            assert_eq!(a.state_of(id), "seen", "{kind:?}: delivered, then seen via the hook");
+            assert_eq!(ctx.matches(id.as_str()).count(), 1, "{kind:?}: shown once\n{ctx}");
+        }
+        let tl = a.json(&["status", &ids[0]]);
+        let states: Vec<&str> = tl[0]["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
+        assert_eq!(states, ["new", "delivered", "seen"], "{kind:?}: delivered once");
+        let inbox = b.json(&["inbox", "--all"]);
+        assert_eq!(inbox.as_array().unwrap().len(), 5, "{kind:?}: stored once each");
+        // A new session: seen notes are not shown again, open work requests are.
+        let ctx2 = b.hook("s2", "UserPromptSubmit");
+        assert!(notes.iter().all(|n| !ctx2.contains(n.as_str())), "{kind:?}\n{ctx2}");
+        assert!(reqs.iter().all(|r| ctx2.contains(r.as_str())), "{kind:?}\n{ctx2}");
+        // The same session again: only a count line.
+        let again = b.hook("s1", "UserPromptSubmit");
+        assert!(!again.contains("<pcmail-mail id="), "{kind:?}\n{again}");
+        assert!(again.contains("3 open mail"), "{kind:?}\n{again}");
+    }
+}
+
+/// The hook never touches the network: with the server gone it still
+/// answers from the store (and starts no network call of its own).
+#[test]
+fn hook_works_with_the_server_down() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    a.ok(&["sync"]);
+    let id = a.send(&["pc-a", "--body", "hello"]);
+    a.ok(&["sync"]);
+    drop(server);
+    let t = std::time::Instant::now();
+    let ctx = a.hook("s1", "UserPromptSubmit");
+    assert!(ctx.contains(&id));
+    assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    // Marks wait in the pending table while the server is down.
+    let out = a.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(6), "unreachable server exits 6");
+    // Sending while down queues locally and says so.
+    let out = a.run(&["send", "pc-a", "--body", "later"]);
+    // The roster is cached, so the address resolves; the mail is queued.
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("queued"));
+}
+
+#[test]
+fn bad_input_gets_distinct_exit_codes() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    a.ok(&["sync"]);
+    assert_eq!(a.run(&["status", "mail-1-0000abcd"]).status.code(), Some(7), "unknown id");
+    assert_eq!(a.run(&["send", "pc-a", "--body", "x", "--expires", "soon"]).status.code(), Some(2));
+    assert_eq!(a.run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(a.run(&["send", "nobody", "--body", "x"]).status.code(), Some(4));
+    assert_eq!(a.run(&["ack", "mail-1-0000abcd"]).status.code(), Some(7));
+    let bad_token = a.cmd(&["sync"]).env("PCMAIL_TOKEN", "wrong").output().unwrap();
+    assert_eq!(bad_token.status.code(), Some(5), "{}", String::from_utf8_lossy(&bad_token.stderr));
+    assert!(String::from_utf8_lossy(&bad_token.stderr).contains("unauthorized"));
+    // Formula and SQL text travels verbatim.
+    let id = a.send(&["pc-a", "--subject", "=SUM(A1)", "--body", "'; DROP TABLE mail; -- +1 @x 0123 true"]);
+    a.ok(&["sync"]);
+    let m = a.json(&["read", &id]);
+    assert_eq!(m["subject"], "=SUM(A1)");
+    assert_eq!(m["body"], "'; DROP TABLE mail; -- +1 @x 0123 true");
+}
