@@ -468,7 +468,10 @@
   }
 
   let refreshTimer = null;
+  let dirty = false;
   function refreshSoon() {
+    // A hidden window (the app lives in the tray) does no work: it catches up when shown.
+    if (document.visibilityState === 'hidden') { dirty = true; return; }
     if (refreshTimer) return;
     refreshTimer = setTimeout(async () => {
       refreshTimer = null;
@@ -636,6 +639,9 @@
     });
 
     listen('changed', () => refreshSoon());
+    document.addEventListener('visibilitychange', () => {
+      if (document.visibilityState === 'visible' && dirty) { dirty = false; refreshSoon(); }
+    });
     listen('open-mail', (p) => { if (p && p.id) { show('inbox'); openMail(p.id); } });
     // Ages and SLA colours move with the clock: re-render once a minute while visible.
     setInterval(() => {

@@ -222,6 +222,21 @@ impl Controller {
         Ok(Some(v))
     }
 
+    /// A cheap fingerprint of what the window shows (inbox, sent, alerts,
+    /// connection): the poller commits its poll times every cycle, and the
+    /// window is only told when something it shows moved.
+    pub fn signature(&self, now: Millis) -> Result<String> {
+        let q = |sql: &str| -> Result<String> {
+            Ok(self.store.conn().query_row(sql, [], |r| {
+                Ok(format!("{}:{}:{}", r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get::<_, Option<i64>>(1)?.unwrap_or(0), r.get::<_, Option<i64>>(2)?.unwrap_or(0)))
+            }).map_err(StoreError::from)?)
+        };
+        let inbox = q("SELECT count(*), max(status_at), max(received_at + coalesce(confirmed_at, 0)) FROM inbox")?;
+        let sent = q("SELECT count(*), max(state_at), sum(length(timeline)) FROM sent")?;
+        let st = self.status(now)?;
+        Ok(format!("{inbox}|{sent}|{}|{}|{:?}|{:?}", st.counts.alerts, st.counts.unread, st.connection.state, st.connection.last_error))
+    }
+
     /// Brings the tray in line with the store: title, badge and tooltip (only
     /// when they change), and claims the notifications that are due. The claim
     /// is atomic in the store, so a mail is announced once across cycles and
