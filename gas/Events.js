@@ -7,7 +7,7 @@ function appendEvents_(evs) {
   const sh = tab_('Events');
   const first = sh.getLastRow(); // seq of the first new row = its row - 1
   appendText_(sh, evs.map(function (e, i) {
-    return [String(first + i), e.from, e.id, e.state, String(e.at), e.by];
+    return [String(first + i), e.from, e.id, e.state, String(e.at), e.by, e.state === 'new' ? '' : e.from];
   }));
 }
 
@@ -17,23 +17,20 @@ function eventOf_(m, by) {
 }
 
 // State changes of mail sent by `label` after `since`, oldest first, at most `max`.
+// TextFinder on the `u` column (rows after the cursor only) finds them inside Sheets,
+// so a PC whose cursor lags behind others' traffic still reads only its own rows.
 function updatesFor_(label, since, max) {
   const sh = tab_('Events');
-  const lastSeq = sh.getLastRow() - 1;
-  const out = [];
-  let more = false;
-  let seq = since + 1;
-  const WINDOW = 1000;
-  while (seq <= lastSeq && !more) {
-    const n = Math.min(WINDOW, lastSeq - seq + 1);
-    const rows = readText_(sh, seq + 1, 1, n, 6);
-    for (let i = 0; i < rows.length; i++) {
-      const r = rows[i];
-      if (r[1] !== label || r[3] === 'new') continue;
-      if (out.length === max) { more = true; break; }
-      out.push({ seq: Number(r[0]), id: r[2], state: r[3], at: Number(r[4]), by: r[5] });
-    }
-    seq += n;
-  }
-  return { updates: out, more: more, cursor: out.length ? out[out.length - 1].seq : since };
+  const rows = findRows_(sh, 7, [label], since + 2); // seq s lives on row s + 1
+  const take = rows.slice(0, max);
+  let vals = {};
+  if (take.length && take[take.length - 1] - take[0] < 1000) {
+    const span = readText_(sh, take[0], 1, take[take.length - 1] - take[0] + 1, 7);
+    take.forEach(function (r) { vals[r] = span[r - take[0]]; });
+  } else vals = readRowsAt_(sh, take, 7);
+  const out = take.map(function (r) {
+    const v = vals[r];
+    return { seq: Number(v[0]), id: v[2], state: v[3], at: Number(v[4]), by: v[5] };
+  }).filter(function (u) { return u.seq > since; });
+  return { updates: out, more: rows.length > max, cursor: out.length ? out[out.length - 1].seq : since };
 }

@@ -5,7 +5,7 @@ const TABS = {
   Mail: ['id', 'from', 'to', 'kind', 'urgent', 'expiresAt', 'inReplyTo', 'auto', 'hop',
     'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body'],
   Roster: ['number', 'label', 'hostname', 'lastPollAt'],
-  Events: ['seq', 'from', 'id', 'state', 'at', 'by'],
+  Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u'], // u: the sender, for changes past `new`
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
     'count', 'posted', 'postTries']
 };
@@ -92,10 +92,11 @@ function escapeRe_(s) {
 
 // Row numbers whose cell in `col` is exactly one of `texts`. TextFinder runs inside
 // Sheets, so the script never downloads the column (poll cost stays flat).
-function findRows_(sheet, col, texts) {
+function findRows_(sheet, col, texts, fromRow) {
+  const first = fromRow || 2;
   const last = sheet.getLastRow();
-  if (last < 2 || !texts.length) return [];
-  const range = sheet.getRange(2, col, last - 1, 1);
+  if (last < first || !texts.length) return [];
+  const range = sheet.getRange(first, col, last - first + 1, 1);
   const rows = {};
   for (let i = 0; i < texts.length; i += 40) {
     const part = texts.slice(i, i + 40);

@@ -231,3 +231,18 @@ test('a sweep of 10,000 live mails makes a bounded number of range reads and wri
   assert.ok(c.getValuesCalls <= 80, 'range reads: ' + c.getValuesCalls);
   assert.ok(c.setValuesCalls <= 100, 'range writes: ' + c.setValuesCalls);
 });
+
+test('the updates feed of a PC whose cursor lags behind other traffic reads only its own rows', () => {
+  const s = makeServer();
+  s.ctx.tab_('Events');
+  const ev = s.fakes.sheet('Events');
+  const rows = [];
+  for (let i = 0; i < 5000; i++) rows.push([String(i + 1), 'pc-a', 'mail-x', 'seen', String(N0), 'pc-b', 'pc-a']);
+  rows.push(['5001', 'pc-c', ID(9), 'delivered', String(N0), 'pc-b', 'pc-c']);
+  ev.seedRows(2, rows);
+  s.fakes.resetCounters();
+  const p = s.call('poll', 'pc-c', { since: 0 });
+  assert.deepStrictEqual(p.updates.map((u) => [u.seq, u.id]), [[5001, ID(9)]]);
+  assert.strictEqual(p.cursor, 5001);
+  assert.ok(s.fakes.snapshotCounters().perSheet.Events.cellsRead <= 7, 'Events cells read: ' + s.fakes.snapshotCounters().perSheet.Events.cellsRead);
+});
