@@ -28,6 +28,7 @@ function handlers_() {
 const UNLOCKED_OPS = { hello: true, alerts: true, sweep: true };
 
 function handleBody_(body) {
+  resetExec_();
   const now = pcmailNow_();
   try {
     if (utf8Len_(body) > LIMITS.BODY_BYTES_MAX) throw pcErr_('too_large', 'the body exceeds 256 KiB');
@@ -58,9 +59,8 @@ function withLock_(fn) {
 // Compares digests byte by byte without an early exit. No token configured means nobody
 // gets in, unless PCMAIL_ALLOW_NO_TOKEN=true (the embedded-default mode the vectors use).
 function checkToken_(given) {
-  const props = PropertiesService.getScriptProperties();
-  const want = props.getProperty('PCMAIL_TOKEN');
-  if (!want && props.getProperty('PCMAIL_ALLOW_NO_TOKEN') === 'true') return;
+  const want = prop_('PCMAIL_TOKEN');
+  if (!want && prop_('PCMAIL_ALLOW_NO_TOKEN') === 'true') return;
   const a = Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(given === null ? '' : given));
   const b = Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(want || ''));
   let diff = want ? 0 : 1;
@@ -71,6 +71,7 @@ function checkToken_(given) {
 
 // Time-trigger target. Never throws: a failed sweep is retried in 10 minutes.
 function sweepTrigger() {
+  resetExec_();
   try {
     const r = runSweep_(pcmailNow_());
     console.log('sweep: ' + JSON.stringify(r));

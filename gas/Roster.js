@@ -1,11 +1,14 @@
 // The roster tab (number ⇔ label ⇔ hostname, plus each PC's last poll) and its version.
 
+// Bumped under the script lock; read from the execution's property memo.
 function rosterVersion_() {
-  return Number(PropertiesService.getScriptProperties().getProperty('ROSTER_VERSION') || 0);
+  return Number(prop_('ROSTER_VERSION') || 0);
 }
 function bumpRosterVersion_() {
-  const v = rosterVersion_() + 1;
-  PropertiesService.getScriptProperties().setProperty('ROSTER_VERSION', String(v));
+  const props = PropertiesService.getScriptProperties();
+  const v = Number(props.getProperty('ROSTER_VERSION') || 0) + 1;
+  props.setProperty('ROSTER_VERSION', String(v));
+  if (execProps_) execProps_.ROSTER_VERSION = String(v);
   return v;
 }
 

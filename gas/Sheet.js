@@ -12,9 +12,25 @@ const TABS = {
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;
 
+// Per-execution memo: Apps Script starts every execution with fresh globals, and the
+// Properties quota (50,000 reads+writes a day) must not be spent once per Sheets call.
+let execProps_ = null;
+let execSS_ = null;
+function resetExec_() {
+  execProps_ = null;
+  execSS_ = null;
+}
+function prop_(key) {
+  if (!execProps_) execProps_ = PropertiesService.getScriptProperties().getProperties();
+  return Object.prototype.hasOwnProperty.call(execProps_, key) ? execProps_[key] : null;
+}
+
 function spreadsheet_() {
-  const id = PropertiesService.getScriptProperties().getProperty('SPREADSHEET_ID');
-  return id ? SpreadsheetApp.openById(id) : SpreadsheetApp.getActiveSpreadsheet();
+  if (!execSS_) {
+    const id = prop_('SPREADSHEET_ID');
+    execSS_ = id ? SpreadsheetApp.openById(id) : SpreadsheetApp.getActiveSpreadsheet();
+  }
+  return execSS_;
 }
 
 // Returns the tab, creating it (with a text-formatted header) when missing.

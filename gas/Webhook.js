@@ -2,7 +2,7 @@
 // Fetches run outside the lock; a failure only counts a try and never throws.
 
 function postAlerts_(started) {
-  const url = PropertiesService.getScriptProperties().getProperty('WEBHOOK_URL');
+  const url = prop_('WEBHOOK_URL');
   if (!url) return 0;
   const todo = readAlerts_().filter(function (a) {
     return a.resolvedAt === null && !a.posted && a.postTries < WEBHOOK_MAX_TRIES;

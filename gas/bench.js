@@ -66,7 +66,7 @@ function sweep(live) {
   return measure(s, () => s.call('sweep', 'pc-a'));
 }
 
-const cols = ['sheetsCalls', 'getValues', 'cellsRead', 'setValues', 'cellsWritten', 'textFinders', 'tfScanned', 'deleteRows', 'locks', 'maxCellsPerLock'];
+const cols = ['props', 'sheetsCalls', 'getValues', 'cellsRead', 'setValues', 'cellsWritten', 'textFinders', 'tfScanned', 'deleteRows', 'locks', 'maxCellsPerLock'];
 function table(rows) {
   const head = ['case'].concat(cols);
   const lines = [head].concat(rows.map(([name, r]) => [name].concat(cols.map((c) => String(r[c])))));
