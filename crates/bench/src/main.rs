@@ -1,1 +1,310 @@
-fn main() {}
+//! pcmail benchmarks. `pcmail-bench server`: a real `pcmail serve`-equivalent
+//! server in a child process on a pre-seeded database, loaded over loopback
+//! HTTP with keep-alive clients from this process.
+
+use anyhow::{bail, Context, Result};
+use pcmail_core::{Kind, Mail, State, TimelineEntry};
+use pcmail_server::{Engine, EngineConfig, ServeOptions};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "bench-token-not-secret";
+const PCS: usize = 200;
+const T0: i64 = 1_767_225_600_000;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("server") => bench_server(),
+        Some("serve-child") => {
+            let db = args.get(2).context("serve-child DB")?;
+            let mut opts = ServeOptions::new(db, TOKEN);
+            opts.listen = "127.0.0.1:0".parse()?;
+            pcmail_server::serve_blocking(opts)
+        }
+        _ => bail!("usage: pcmail-bench server"),
+    }
+}
+
+struct Settings {
+    threads: usize,
+    phase: Duration,
+    round_trips: usize,
+}
+
+fn bench_server() -> Result<()> {
+    let s = Settings {
+        threads: env_num("PCMAIL_BENCH_THREADS", 12),
+        phase: Duration::from_secs(env_num("PCMAIL_BENCH_SECS", 8) as u64),
+        round_trips: env_num("PCMAIL_BENCH_ROUND_TRIPS", 100),
+    };
+    println!("pcmail-bench server: {PCS} PCs, {} client threads (keep-alive), {:?} per phase", s.threads, s.phase);
+    let mut results = Vec::new();
+    for history in [1_000usize, 100_000] {
+        let dir = tempfile::tempdir()?;
+        let db = dir.path().join("server.db");
+        let t = Instant::now();
+        seed(&db, history)?;
+        println!("\nhistory {history} mails: seeded in {:.1} s", t.elapsed().as_secs_f64());
+        let server = ServerChild::start(&db)?;
+        let cursors = catch_up(&server.url)?;
+        let r = poll_load(&server.url, &s, cursors)?;
+        println!(
+            "  poll: {} requests in {:.1} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; errors {}",
+            r.count, r.secs, r.rps(), r.p(0.50), r.p(0.99), r.p(1.0), r.errors
+        );
+        if history == 100_000 {
+            let lat = send_to_long_poller(&server.url, s.round_trips)?;
+            println!(
+                "  send → delivered+confirmed at a long-polling PC ({} round trips): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                lat.len(), pct(&lat, 0.50), pct(&lat, 0.99), pct(&lat, 1.0)
+            );
+        }
+        drop(server);
+        results.push((history, r));
+    }
+    let (small, big) = (&results[0].1, &results[1].1);
+    println!("\nflatness (100,000 vs 1,000 mails of history):");
+    println!("  throughput ratio {:.2}x (1k/100k), p50 ratio {:.2}x, p99 ratio {:.2}x (target within 1.5x)",
+        small.rps() / big.rps(), big.p(0.5) / small.p(0.5), big.p(0.99) / small.p(0.99));
+    Ok(())
+}
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// 200 PCs and `history` mails, almost all in final states, in one transaction.
+fn seed(db: &Path, history: usize) -> Result<()> {
+    let engine = Engine::open(db, EngineConfig::default())?;
+    for i in 0..PCS {
+        let label = format!("pc-{i:03}");
+        let r = engine.handle_value(
+            &json!({"v":1,"op":"roster.set","pc":label,"args":{"label":label,"hostname":format!("HOST-{i:03}")}}),
+            T0,
+        );
+        if r["ok"] != json!(true) {
+            bail!("roster.set: {r}");
+        }
+    }
+    let mut mails = Vec::with_capacity(history);
+    for i in 0..history {
+        let (from, to) = (format!("pc-{:03}", i % PCS), format!("pc-{:03}", (i * 7 + 1) % PCS));
+        let at = T0 + i as i64 * 1000;
+        let mut timeline = vec![
+            TimelineEntry { state: State::New, at, by: from.clone(), note: None },
+            TimelineEntry { state: State::Delivered, at: at + 100, by: to.clone(), note: None },
+        ];
+        // 90 % done, 5 % seen, 5 % delivered: history, nothing for polls to return.
+        let state = match i % 20 {
+            0 => State::Delivered,
+            1 => State::Seen,
+            _ => State::Done,
+        };
+        if state >= State::Seen {
+            timeline.push(TimelineEntry { state: State::Seen, at: at + 200, by: format!("{to}/s1"), note: None });
+        }
+        if state == State::Done {
+            timeline.push(TimelineEntry { state: State::Done, at: at + 300, by: to.clone(), note: Some("ack".into()) });
+        }
+        mails.push(Mail {
+            id: format!("mail-{at}-{:08x}", i),
+            from,
+            to,
+            kind: Kind::Note,
+            subject: format!("history {i}"),
+            body: "x".repeat(200),
+            urgent: i % 10 == 0,
+            expires_at: None,
+            in_reply_to: None,
+            auto: false,
+            hop: 0,
+            created_at: at,
+            state,
+            broadcast_of: None,
+            timeline,
+        });
+    }
+    engine.import_mail(&mails)?;
+    Ok(())
+}
+
+struct ServerChild {
+    child: Child,
+    url: String,
+}
+
+impl ServerChild {
+    fn start(db: &Path) -> Result<ServerChild> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("serve-child")
+            .arg(db)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("child stdout")?).read_line(&mut line)?;
+        let url = line.trim().strip_prefix("listening on ").context("no listening line")?.to_string();
+        Ok(ServerChild { child, url })
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).pool_max_idle_per_host(4).build().unwrap()
+}
+
+fn call(c: &reqwest::blocking::Client, url: &str, body: &Value) -> Result<Value> {
+    Ok(c.post(url).json(body).send()?.json()?)
+}
+
+fn poll_req(pc: &str, since: i64, extra: Value) -> Value {
+    let mut args = json!({"since": since});
+    if let (Some(a), Value::Object(e)) = (args.as_object_mut(), extra) {
+        a.extend(e);
+    }
+    json!({"v":1,"op":"poll","pc":pc,"token":TOKEN,"args":args})
+}
+
+/// Each PC reads its updates feed to the end once, as a running poller would have.
+fn catch_up(url: &str) -> Result<Vec<i64>> {
+    let c = client();
+    let mut cursors = vec![0; PCS];
+    for (i, cur) in cursors.iter_mut().enumerate() {
+        loop {
+            let r = call(&c, url, &poll_req(&format!("pc-{i:03}"), *cur, json!({})))?;
+            *cur = r["cursor"].as_i64().context("cursor")?;
+            if r["more"] != json!(true) {
+                break;
+            }
+        }
+    }
+    Ok(cursors)
+}
+
+struct Load {
+    count: usize,
+    errors: usize,
+    secs: f64,
+    lat_ms: Vec<f64>,
+}
+
+impl Load {
+    fn rps(&self) -> f64 {
+        self.count as f64 / self.secs
+    }
+    fn p(&self, q: f64) -> f64 {
+        pct(&self.lat_ms, q)
+    }
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = sorted.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// `threads` clients poll as the 200 PCs (each thread owns some) for one phase.
+fn poll_load(url: &str, s: &Settings, cursors: Vec<i64>) -> Result<Load> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..s.threads)
+        .map(|t| {
+            let (url, stop) = (url.to_string(), stop.clone());
+            let mine: Vec<(String, i64)> =
+                (t..PCS).step_by(s.threads).map(|i| (format!("pc-{i:03}"), cursors[i])).collect();
+            std::thread::spawn(move || {
+                let c = client();
+                let (mut lat, mut errors) = (Vec::new(), 0);
+                let mut mine = mine;
+                let mut k = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let slot = k % mine.len();
+                    let (pc, since) = &mut mine[slot];
+                    k += 1;
+                    let t0 = Instant::now();
+                    match call(&c, &url, &poll_req(pc, *since, json!({}))) {
+                        Ok(r) if r["ok"] == json!(true) => {
+                            *since = r["cursor"].as_i64().unwrap_or(*since);
+                            lat.push(t0.elapsed().as_secs_f64() * 1000.0);
+                        }
+                        _ => errors += 1,
+                    }
+                }
+                (lat, errors)
+            })
+        })
+        .collect();
+    std::thread::sleep(s.phase);
+    stop.store(true, Ordering::Relaxed);
+    let mut load = Load { count: 0, errors: 0, secs: 0.0, lat_ms: Vec::new() };
+    for h in handles {
+        let (lat, errors) = h.join().map_err(|_| anyhow::anyhow!("client thread panicked"))?;
+        load.lat_ms.extend(lat);
+        load.errors += errors;
+    }
+    load.secs = start.elapsed().as_secs_f64();
+    load.count = load.lat_ms.len();
+    Ok(load)
+}
+
+/// A PC long-polls; another client sends; the time until the poller has the
+/// mail and has confirmed it.
+fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
+    let (got_tx, got_rx) = mpsc::channel::<(String, Instant)>();
+    let poll_url = url.to_string();
+    let poller = std::thread::spawn(move || -> Result<()> {
+        let c = client();
+        let mut since = 0;
+        let mut received = 0;
+        while received < n {
+            let r = call(&c, &poll_url, &poll_req("pc-000", since, json!({"waitMs": 20_000})))?;
+            since = r["cursor"].as_i64().unwrap_or(since);
+            let ids: Vec<String> = r["mail"].as_array().into_iter().flatten()
+                .filter_map(|m| m["id"].as_str().map(str::to_string)).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let c2 = call(&c, &poll_url, &poll_req("pc-000", since, json!({"confirm": ids})))?;
+            let at = Instant::now();
+            for id in c2["confirmed"].as_array().into_iter().flatten() {
+                received += 1;
+                got_tx.send((id.as_str().unwrap_or("").to_string(), at))?;
+            }
+        }
+        Ok(())
+    });
+    let c = client();
+    let mut lat = Vec::new();
+    for i in 0..n {
+        std::thread::sleep(Duration::from_millis(30)); // let the poller's next long-poll start waiting
+        let id = format!("mail-{}-{:08x}", T0 + 10_000_000, 0xb000_0000u32 + i as u32);
+        let sent_at = Instant::now();
+        let r = call(&c, url, &json!({"v":1,"op":"send","pc":"pc-001","token":TOKEN,
+            "args":{"mail":{"id":id,"to":"pc-000","body":"latency probe"}}}))?;
+        if r["ok"] != json!(true) {
+            bail!("send failed: {r}");
+        }
+        let (got, at) = got_rx.recv_timeout(Duration::from_secs(10)).context("poller did not get the mail")?;
+        if got != id {
+            bail!("poller confirmed {got}, expected {id}");
+        }
+        lat.push(at.duration_since(sent_at).as_secs_f64() * 1000.0);
+    }
+    poller.join().map_err(|_| anyhow::anyhow!("poller panicked"))??;
+    Ok(lat)
+}
