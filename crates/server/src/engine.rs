@@ -206,8 +206,8 @@ impl Engine {
         if self.config.webhook_url.is_none() {
             return Ok(vec![]);
         }
-        Ok(self.with_tx(TransactionBehavior::Deferred, |tx| crate::webhook::pending(tx, now))
-            .map_err(|e| anyhow::anyhow!("{e}"))?)
+        self.with_tx(TransactionBehavior::Deferred, |tx| crate::webhook::pending(tx, now))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Records the outcome of one webhook post.
