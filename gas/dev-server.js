@@ -6,8 +6,8 @@
 //
 //   node gas/dev-server.js --port 8787 --token T [--db-file state.json]
 //       [--sweep-every-ms 600000] [--webhook-url URL]
-//   faults: env PCMAIL_GAS_FAULT=throw|timeout with PCMAIL_GAS_FAULT_EVERY=N (every Nth
-//   POST /exec), or at run time POST /__fault {"mode":"throw"|"timeout"|"off","every":N}.
+//   faults: env PCMAIL_GAS_FAULT=throw|timeout|lost with PCMAIL_GAS_FAULT_EVERY=N (every Nth
+//   POST /exec), or at run time POST /__fault {"mode":"throw"|"timeout"|"lost"|"off","every":N}.
 //   test hooks: POST /__sweep[?now=ms] runs the sweep now; POST /__clock {"now":ms|null}.
 
 const http = require('http');
@@ -103,6 +103,13 @@ function main() {
     }
     if (nextFault === 'timeout') return send(res, 200, 'text/html; charset=utf-8', HTML.timeout());
     try {
+      if (nextFault === 'lost') {
+        // The script ran and stored its work, but the caller only sees an
+        // error page: the lost-response case every write must survive.
+        fn();
+        persist();
+        return send(res, 200, 'text/html; charset=utf-8', HTML.timeout());
+      }
       if (nextFault === 'throw') throw new Error('Exception: Service Spreadsheets timed out while accessing document (injected)');
       const out = fn();
       persist();
@@ -150,7 +157,7 @@ function main() {
         }
         if (url.pathname === '/__fault' && req.method === 'POST') {
           const j = body ? JSON.parse(body) : {};
-          if (!['throw', 'timeout', 'off'].includes(j.mode)) return send(res, 400, 'application/json', '{"ok":false}');
+          if (!['throw', 'timeout', 'lost', 'off'].includes(j.mode)) return send(res, 400, 'application/json', '{"ok":false}');
           Object.assign(fault, { mode: j.mode, every: Number(j.every || 1), n: 0 });
           return send(res, 200, 'application/json', JSON.stringify({ ok: true, fault: { mode: fault.mode, every: fault.every } }));
         }

@@ -219,3 +219,38 @@ fn bad_input_gets_distinct_exit_codes() {
     assert_eq!(m["subject"], "=SUM(A1)");
     assert_eq!(m["body"], "'; DROP TABLE mail; -- +1 @x 0123 true");
 }
+
+/// Google's HTML error pages and lost responses (the script ran, the caller
+/// saw an error page): the client treats them as transient, queues, retries
+/// with the same id, and the recipient gets the mail exactly once.
+#[test]
+fn gas_html_pages_and_lost_responses_lose_and_double_nothing() {
+    let server = Server::start(Kind::Gas);
+    let a = Pc::new(&server, "pc-a");
+    let b = Pc::new(&server, "pc-b");
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let fault = |mode: &str| {
+        let url = server.url.replace("/exec", "/__fault");
+        let r = reqwest::blocking::Client::new().post(url).body(format!("{{\"mode\":\"{mode}\",\"every\":1}}")).send().unwrap();
+        assert!(r.status().is_success());
+    };
+    a.ok(&["roster"]); // a's cached roster learns pc-b
+    fault("lost");
+    let out = a.json(&["send", "pc-b", "--body", "sent while responses get lost"]);
+    assert_eq!(out["queued"], true, "an HTML page means: queue and retry");
+    let id = out["ids"][0].as_str().unwrap().to_string();
+    let out = b.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(6), "HTML page → transient → exit 6");
+    fault("throw");
+    assert_eq!(a.run(&["sync"]).status.code(), Some(6));
+    fault("off");
+    a.ok(&["sync"]); // resends the queued mail with the same id: the server already has it
+    b.ok(&["sync"]);
+    let inbox = b.json(&["inbox", "--all"]);
+    let ids: Vec<&str> = inbox.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [id.as_str()], "exactly one copy");
+    assert_eq!(a.state_of(&id), "delivered");
+    let sent = a.json(&["sent"]);
+    assert_eq!(sent.as_array().unwrap().len(), 1, "one sent record: {sent}");
+}

@@ -61,7 +61,7 @@ impl Client {
     }
 
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
-        self.flush_outbox(report)?;
+        self.flush_outbox(report, false)?;
         for round in 0..MAX_ROUNDS {
             let now = self.now();
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
@@ -131,6 +131,8 @@ impl Client {
                 break;
             }
         }
+        // The server answers again: what waited in backoff goes now.
+        self.flush_outbox(report, true)?;
         Ok(())
     }
 
@@ -215,9 +217,10 @@ impl Client {
     }
 
     /// Sends what was queued while the server was unreachable.
-    fn flush_outbox(&mut self, report: &mut CycleReport) -> Result<(), ClientError> {
+    fn flush_outbox(&mut self, report: &mut CycleReport, all: bool) -> Result<(), ClientError> {
         let now = self.now();
-        for q in self.store.outbox_due(now)? {
+        let queued = if all { self.store.outbox_all()? } else { self.store.outbox_due(now)? };
+        for q in queued {
             match self.send_prepared(&q.mail, !q.regenerated) {
                 Ok(out) => {
                     self.store.outbox_remove(&q.mail.id)?;

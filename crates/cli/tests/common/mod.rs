@@ -180,10 +180,8 @@ impl Pc {
     }
 }
 
+/// Every scenario runs against both servers; node is a test requirement
+/// (scripts/install-deps.sh installs it), never silently skipped.
 pub fn servers() -> Vec<Kind> {
-    let mut v = vec![Kind::Rust];
-    if repo_root().join("gas/dev-server.js").exists() && Command::new("node").arg("--version").output().is_ok() {
-        v.push(Kind::Gas);
-    }
-    v
+    vec![Kind::Rust, Kind::Gas]
 }
