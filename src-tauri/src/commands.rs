@@ -1,0 +1,224 @@
+//! The window's commands (docs/tray.md "Command API"). Each is a thin call
+//! into the controller (reading/marking through the store) or the client.
+
+use crate::state::AppState;
+use pcmail_client::config::{Config, ServerConfig};
+use pcmail_client::token;
+use pcmail_tray::{MailView, SentView, Status, TrayError};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tauri::State;
+use tauri_plugin_autostart::ManagerExt;
+
+type S<'a> = State<'a, Arc<AppState>>;
+
+#[derive(Debug, Serialize)]
+pub struct CmdError {
+    code: String,
+    message: String,
+}
+
+impl From<TrayError> for CmdError {
+    fn from(e: TrayError) -> Self {
+        CmdError { code: e.code().to_string(), message: e.to_string() }
+    }
+}
+
+fn err(code: &str, message: impl ToString) -> CmdError {
+    CmdError { code: code.into(), message: message.to_string() }
+}
+
+type R<T> = Result<T, CmdError>;
+
+fn now() -> i64 {
+    pcmail_client::system_now()
+}
+
+#[derive(Serialize)]
+pub struct Listed<T> {
+    mails: Vec<T>,
+    total: usize,
+}
+
+#[tauri::command]
+pub async fn get_state(st: S<'_>) -> R<Status> {
+    Ok(st.controller.lock().unwrap().status(now())?)
+}
+
+#[tauri::command]
+pub async fn list_inbox(st: S<'_>, scope: Option<String>) -> R<Listed<MailView>> {
+    let all = scope.as_deref() == Some("all");
+    let mails = st.controller.lock().unwrap().list_inbox(all, now())?;
+    Ok(Listed { total: mails.len(), mails })
+}
+
+#[tauri::command]
+pub async fn open_mail(st: S<'_>, id: String) -> R<MailView> {
+    let v = st.controller.lock().unwrap().open_mail(&id, now())?;
+    after_mark(&st);
+    Ok(v)
+}
+
+#[tauri::command]
+pub async fn ack(st: S<'_>, id: String) -> R<MailView> {
+    let v = st.controller.lock().unwrap().ack(&id, now())?;
+    after_mark(&st);
+    Ok(v)
+}
+
+/// The mark is stored and queued; send it now in the background (the client's
+/// `flush_marks`) and bring the tray up to date.
+fn after_mark(st: &Arc<AppState>) {
+    st.refresh_now.store(true, Ordering::Relaxed);
+    let st2 = st.clone();
+    std::thread::spawn(move || st2.remote.flush_marks());
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Replied {
+    reply_id: String,
+    original: MailView,
+}
+
+#[tauri::command]
+pub async fn reply(st: S<'_>, id: String, body: String) -> R<Replied> {
+    if body.trim().is_empty() {
+        return Err(err("bad_request", "the reply is empty"));
+    }
+    let st2: Arc<AppState> = st.inner().clone();
+    let (reply_id, original) = {
+        let mut c = st2.controller.lock().unwrap();
+        c.reply(&st2.remote, &id, &body, now())?
+    };
+    st2.refresh_now.store(true, Ordering::Relaxed);
+    Ok(Replied { reply_id, original })
+}
+
+#[tauri::command]
+pub async fn list_sent(st: S<'_>) -> R<Listed<SentView>> {
+    let mails = st.controller.lock().unwrap().list_sent()?;
+    Ok(Listed { total: mails.len(), mails })
+}
+
+#[tauri::command]
+pub async fn get_sent(st: S<'_>, id: String) -> R<SentView> {
+    Ok(st.controller.lock().unwrap().get_sent(&id)?)
+}
+
+#[derive(Serialize)]
+pub struct Alerts {
+    alerts: Vec<pcmail_core::Alert>,
+}
+
+#[tauri::command]
+pub async fn list_alerts(st: S<'_>) -> R<Alerts> {
+    Ok(Alerts { alerts: st.controller.lock().unwrap().alerts()? })
+}
+
+#[derive(Serialize)]
+pub struct Started {
+    started: bool,
+}
+
+#[tauri::command]
+pub async fn poll_now(st: S<'_>) -> R<Started> {
+    let daemon = st.controller.lock().unwrap().status(now())?.connection.poller == "daemon";
+    st.poke();
+    st.refresh_now.store(true, Ordering::Relaxed);
+    Ok(Started { started: !daemon })
+}
+
+#[derive(Serialize)]
+pub struct Paused {
+    paused: bool,
+}
+
+#[tauri::command]
+pub async fn set_paused(st: S<'_>, paused: bool) -> R<Paused> {
+    crate::set_paused(&st, paused);
+    Ok(Paused { paused })
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ServerIn {
+    mode: String,
+    url: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    server: ServerIn,
+    pc_label: String,
+    poll_interval_sec: u64,
+    autostart: bool,
+    #[serde(default)]
+    has_token: bool,
+}
+
+fn token_key(server: &ServerConfig) -> Option<String> {
+    match server {
+        ServerConfig::Embedded { .. } => None,
+        ServerConfig::Http { url } | ServerConfig::AppsScript { url } => Some(url.clone()),
+    }
+}
+
+fn settings_of(app: &tauri::AppHandle, cfg: &Config) -> Settings {
+    let (mode, url) = match &cfg.server {
+        ServerConfig::Embedded { .. } => ("embedded", None),
+        ServerConfig::Http { url } => ("serve", Some(url.clone())),
+        ServerConfig::AppsScript { url } => ("gas", Some(url.clone())),
+    };
+    Settings {
+        server: ServerIn { mode: mode.into(), url },
+        pc_label: cfg.label.clone(),
+        poll_interval_sec: cfg.poll_interval().as_secs(),
+        autostart: app.autolaunch().is_enabled().unwrap_or(false),
+        has_token: token_key(&cfg.server).is_some_and(|k| token::load(&k).is_ok()),
+    }
+}
+
+#[tauri::command]
+pub async fn get_settings(app: tauri::AppHandle, st: S<'_>) -> R<Settings> {
+    let cfg = Config::load(&st.paths).map_err(|e| err("config", e))?;
+    Ok(settings_of(&app, &cfg))
+}
+
+#[tauri::command]
+pub async fn save_settings(app: tauri::AppHandle, st: S<'_>, settings: Settings, token: Option<String>) -> R<Settings> {
+    let mut cfg = Config::load(&st.paths).map_err(|e| err("config", e))?;
+    if !pcmail_core::roster::is_valid_label(&settings.pc_label) {
+        return Err(err("bad_request", "the PC label must be lower-case a-z 0-9 . _ - (max 40)"));
+    }
+    let url = settings.server.url.clone().unwrap_or_default();
+    cfg.server = match settings.server.mode.as_str() {
+        "embedded" => match cfg.server {
+            ServerConfig::Embedded { db } => ServerConfig::Embedded { db },
+            _ => ServerConfig::Embedded { db: None },
+        },
+        "serve" if !url.is_empty() => ServerConfig::Http { url },
+        "gas" if !url.is_empty() => ServerConfig::AppsScript { url },
+        _ => return Err(err("bad_request", "a server URL is needed")),
+    };
+    cfg.label = settings.pc_label.clone();
+    cfg.poll_interval_secs = settings.poll_interval_sec.clamp(1, 3600);
+    if let (Some(t), Some(key)) = (token.filter(|t| !t.is_empty()), token_key(&cfg.server)) {
+        // the keyring only: never the config file, never a log line
+        token::store(&key, &t).map_err(|e| err("keyring", e))?;
+    }
+    cfg.save(&st.paths).map_err(|e| err("config", e))?;
+    let al = app.autolaunch();
+    let _ = if settings.autostart { al.enable() } else { al.disable() };
+    {
+        let mut c = st.controller.lock().unwrap();
+        c.set_pc(cfg.label.clone());
+        c.set_poll_interval_ms(cfg.poll_interval().as_millis() as i64);
+    }
+    st.interval_ms.store(crate::interval_ms(&cfg), Ordering::Relaxed);
+    st.remote.reset();
+    st.reload.store(true, Ordering::Relaxed);
+    st.poke();
+    Ok(settings_of(&app, &cfg))
+}

@@ -1,0 +1,123 @@
+//! `TrayUi` for Tauri: the tray icon/title/tooltip, native notifications
+//! (the notification plugin), the window and its events. With
+//! `PCMAIL_TRAY_TEST_STATE=<path>` every change is also written to that JSON
+//! file, so the Xvfb smoke test can read what the tray shows.
+
+use pcmail_tray::icon::{compose, SIZE};
+use pcmail_tray::{Badge, Notification, TrayUi};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+use tauri::image::Image;
+use tauri::{AppHandle, Emitter, Manager};
+use tauri_plugin_notification::NotificationExt;
+
+pub const TRAY_ID: &str = "main";
+
+#[derive(Debug, Default, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestState {
+    pub title: String,
+    pub badge: String,
+    pub tooltip: String,
+    pub notified: Vec<String>,
+    pub opened: Vec<String>,
+    pub changed: i64,
+    pub updated_at: i64,
+}
+
+pub struct TauriUi {
+    app: AppHandle,
+    test_path: Option<PathBuf>,
+    test: Mutex<TestState>,
+}
+
+impl TauriUi {
+    pub fn new(app: AppHandle) -> TauriUi {
+        let test_path = std::env::var_os("PCMAIL_TRAY_TEST_STATE").filter(|p| !p.is_empty()).map(PathBuf::from);
+        TauriUi { app, test_path, test: Mutex::new(TestState::default()) }
+    }
+
+    fn record(&self, f: impl FnOnce(&mut TestState)) {
+        let Some(path) = &self.test_path else { return };
+        let mut st = self.test.lock().unwrap();
+        f(&mut st);
+        st.updated_at = pcmail_client::system_now();
+        let tmp = path.with_extension("tmp");
+        if std::fs::write(&tmp, serde_json::to_vec_pretty(&*st).unwrap()).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+
+    pub fn show_main(&self) {
+        show_window(&self.app);
+    }
+}
+
+pub fn show_window(app: &AppHandle) {
+    if let Some(w) = app.get_webview_window("main") {
+        let _ = w.unminimize();
+        let _ = w.show();
+        let _ = w.set_focus();
+    }
+}
+
+impl TrayUi for TauriUi {
+    fn set_title(&self, title: &str) {
+        if let Some(tray) = self.app.tray_by_id(TRAY_ID) {
+            let _ = tray.set_title(if title.is_empty() { None } else { Some(title) });
+        }
+        tracing::info!(target: "pcmail_tray::tray", "tray title {:?}", title);
+        self.record(|s| s.title = title.to_string());
+    }
+
+    fn set_badge(&self, badge: &Badge) {
+        if let Some(tray) = self.app.tray_by_id(TRAY_ID) {
+            let _ = tray.set_icon(Some(Image::new_owned(compose(badge), SIZE, SIZE)));
+        }
+        self.record(|s| s.badge = badge.name().to_string());
+    }
+
+    fn set_tooltip(&self, text: &str) {
+        if let Some(tray) = self.app.tray_by_id(TRAY_ID) {
+            let _ = tray.set_tooltip(Some(text));
+        }
+        self.record(|s| s.tooltip = text.to_string());
+    }
+
+    /// The plugin's `show()` can block on a slow notification daemon: it runs on
+    /// its own thread and we wait at most `timeout` for it.
+    fn notify(&self, n: &Notification, timeout: Duration) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        let app = self.app.clone();
+        let (title, body) = (n.title.clone(), n.body.clone());
+        std::thread::spawn(move || {
+            let r = app.notification().builder().title(title).body(body).show().map_err(|e| e.to_string());
+            let _ = tx.send(r);
+        });
+        let r = match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+        };
+        let id = n.id.clone();
+        self.record(|s| s.notified.push(id));
+        r
+    }
+
+    fn show_window(&self) {
+        show_window(&self.app);
+    }
+
+    fn open_mail(&self, id: &str) {
+        show_window(&self.app);
+        let _ = self.app.emit("open-mail", serde_json::json!({ "id": id }));
+        let id = id.to_string();
+        self.record(|s| s.opened.push(id));
+    }
+
+    fn changed(&self, version: i64) {
+        let _ = self.app.emit("changed", serde_json::json!({ "version": version }));
+        self.record(|s| s.changed = version);
+    }
+}

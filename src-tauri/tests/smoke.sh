@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Smoke test of the real tray app: a real `pcmail serve`, the app for PC
+# "tray-b" under Xvfb with a D-Bus session, and mail sent from another
+# simulated PC ("sender-a", its own PCMAIL_HOME). Passes when the tray's title
+# (read from the PCMAIL_TRAY_TEST_STATE file the app keeps) goes to the unread
+# count, and says how long after the mail was stored the tray showed it.
+#
+#   src-tauri/tests/smoke.sh            (builds what is missing)
+# Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default 7979);
+# MEASURE_IDLE=1 then measures idle CPU/RSS over IDLE_SECONDS (30) with
+# src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+PCMAIL_BIN="${PCMAIL_BIN:-$ROOT/target/debug/pcmail}"
+TRAY_BIN="${TRAY_BIN:-$ROOT/src-tauri/target/debug/pcmail-tray}"
+PORT="${SMOKE_PORT:-7979}"
+URL="http://127.0.0.1:$PORT/api"
+export PCMAIL_TOKEN="smoke-token-$$"
+
+if [[ ! -x "$PCMAIL_BIN" ]]; then (cd "$ROOT" && nice cargo build -q -p pcmail-cli); fi
+if [[ ! -x "$TRAY_BIN" ]]; then (cd "$ROOT/src-tauri" && nice cargo build -q); fi
+for t in xvfb-run dbus-run-session; do command -v "$t" >/dev/null || { echo "smoke: $t is missing"; exit 2; }; done
+
+WORK="$(mktemp -d /tmp/pcmail-smoke.XXXXXX)"
+SERVE_PID=""; APP_PID=""
+cleanup() {
+  [[ -n "$APP_PID" ]] && kill "$APP_PID" 2>/dev/null || true
+  [[ -n "$SERVE_PID" ]] && kill "$SERVE_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  if [[ "${KEEP:-}" != 1 ]]; then rm -rf "$WORK"; else echo "smoke: kept $WORK"; fi
+}
+trap cleanup EXIT
+fail() { echo "smoke: FAIL: $*"; echo "--- app log"; tail -40 "$WORK/app.log" || true; echo "--- serve log"; tail -20 "$WORK/serve.log" || true; exit 1; }
+
+mkdir -p "$WORK/serve" "$WORK/b" "$WORK/a"
+# the server
+PCMAIL_HOME="$WORK/serve" "$PCMAIL_BIN" serve --listen "127.0.0.1:$PORT" --db "$WORK/serve/serve.db" >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+for _ in $(seq 1 100); do
+  curl -s -m 1 -o /dev/null "$URL" -d '{}' && break
+  sleep 0.1
+done
+# the two PCs
+PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
+PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
+PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not sync"
+
+# the app for tray-b
+STATE="$WORK/tray-state.json"
+PCMAIL_HOME="$WORK/b" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
+  xvfb-run -a dbus-run-session -- "$TRAY_BIN" >"$WORK/app.log" 2>&1 &
+APP_PID=$!
+
+field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], ""))' "$STATE" "$1" 2>/dev/null || true; }
+for _ in $(seq 1 300); do
+  [[ -f "$STATE" && "$(field badge)" != "" ]] && break
+  kill -0 "$APP_PID" 2>/dev/null || fail "the app exited"
+  sleep 0.1
+done
+[[ -f "$STATE" ]] || fail "the app wrote no tray state in 30 s"
+# wait until tray-b has polled once (it registers itself on the roster)
+for _ in $(seq 1 300); do
+  PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" roster 2>/dev/null | grep -q tray-b && break
+  sleep 0.1
+done
+echo "smoke: app up, title '$(field title)', badge $(field badge)"
+[[ "$(field title)" == "" ]] || fail "title should be empty before any mail"
+
+# another PC sends a decision request
+PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" send tray-b --kind decision -s "[判断依頼] smoke <script>x</script>" -b "from the smoke test" >/dev/null \
+  || fail "send failed"
+for _ in $(seq 1 300); do
+  [[ "$(field title)" == "1" ]] && break
+  sleep 0.05
+done
+[[ "$(field title)" == "1" ]] || fail "tray title did not become 1 (it is '$(field title)')"
+[[ "$(field badge)" == "attention" ]] || fail "badge should be attention, is $(field badge)"
+
+# stored → shown: received_at in tray-b's store against the tray state's time
+LAT=$(python3 - "$WORK/b/store.db" "$STATE" <<'PY'
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+received = db.execute("select max(received_at) from inbox").fetchone()[0]
+shown = json.load(open(sys.argv[2]))["updatedAt"]
+print(shown - received)
+PY
+)
+echo "smoke: tray title 1, badge attention; stored → tray in ${LAT} ms"
+[[ "$LAT" -lt 1000 ]] || fail "stored → tray took ${LAT} ms (target < 1000)"
+grep -q '"notified"' "$STATE" || true
+NOTIFIED=$(field notified)
+echo "smoke: notifications tried: $NOTIFIED"
+[[ "$NOTIFIED" == *mail-* ]] || fail "no notification was tried for the decision request"
+
+# ack from the CLI on tray-b's PC: the count goes back to 0
+ID=$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select id from inbox").fetchone()[0])' "$WORK/b/store.db")
+PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" ack "$ID" >/dev/null || fail "ack failed"
+for _ in $(seq 1 100); do [[ "$(field title)" == "" ]] && break; sleep 0.05; done
+[[ "$(field title)" == "" ]] || fail "title should be empty after the ack"
+echo "smoke: ack → title cleared, badge $(field badge)"
+if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
+  echo "smoke: measuring idle (window hidden) over ${IDLE_SECONDS:-30} s"
+  sleep 5
+  python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" "${IDLE_SECONDS:-30}" | tee "$WORK/idle.txt" || fail "idle over target"
+fi
+echo "smoke: 1 passed, 0 failed"
