@@ -254,3 +254,148 @@ fn gas_html_pages_and_lost_responses_lose_and_double_nothing() {
     let sent = a.json(&["sent"]);
     assert_eq!(sent.as_array().unwrap().len(), 1, "one sent record: {sent}");
 }
+
+fn set_last_poll(pc: &Pc, at: i64) {
+    let c = rusqlite::Connection::open(pc.store()).unwrap();
+    c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    c.execute("UPDATE meta SET value = ?1 WHERE key = 'last_poll_ok_at'", [at.to_string()]).unwrap();
+}
+
+/// With the last poll over 3 minutes old and no poller alive, the hook starts
+/// a detached `pcmail sync` and returns at once; the sync delivers the mail.
+#[test]
+fn hook_starts_a_detached_poller_when_the_last_poll_is_stale() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    let b = Pc::new(&server, "pc-b");
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let id = a.send(&["pc-b", "--body", "pick me up"]);
+    // Fresh poll: the hook starts nothing.
+    assert_eq!(b.hook("s0", "UserPromptSubmit"), "");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(a.state_of(&id), "new", "no poller was started");
+    set_last_poll(&b, 0);
+    let t = std::time::Instant::now();
+    assert_eq!(b.hook("s1", "UserPromptSubmit"), "", "nothing stored yet");
+    assert!(t.elapsed() < std::time::Duration::from_secs(1), "the hook does not wait for the poller");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while a.state_of(&id) != "delivered" {
+        assert!(std::time::Instant::now() < deadline, "the detached poller never delivered");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(b.hook("s2", "UserPromptSubmit").contains(&id));
+}
+
+/// The hook works with no network at all (a network namespace with no
+/// interfaces, not even loopback up) and prints nothing on a broken store.
+#[test]
+fn hook_needs_no_network_and_fails_silently() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    a.ok(&["sync"]);
+    let id = a.send(&["pc-a", "--body", "offline read"]);
+    a.ok(&["sync"]);
+    set_last_poll(&a, 0); // stale: it may try to spawn a poller, which must not hurt
+    if unsafe_is_root() {
+        use std::io::Write;
+        let mut child = std::process::Command::new("unshare")
+            .arg("--net")
+            .arg(exe())
+            .arg("hook")
+            .env("PCMAIL_HOME", a.home.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("unshare (util-linux)");
+        child.stdin.take().unwrap().write_all(br#"{"session_id":"netless","hook_event_name":"SessionStart"}"#).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&id), "shown with no network at all");
+    } else {
+        eprintln!("not root: the no-network namespace part needs CAP_SYS_ADMIN (CI runs as root)");
+    }
+    // A corrupt store: no output, exit 0, nothing on stderr.
+    std::fs::write(a.store(), b"this is not a database").unwrap();
+    let _ = std::fs::remove_file(a.home.path().join("store.db-wal"));
+    let _ = std::fs::remove_file(a.home.path().join("store.db-shm"));
+    assert_eq!(a.hook("s9", "UserPromptSubmit"), "");
+    // Garbage on stdin: still silent and successful.
+    let out = a.cmd(&["hook"]).stdin(std::process::Stdio::null()).output().unwrap();
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
+}
+
+fn unsafe_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+#[test]
+fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    let b = Pc::new(&server, "pc-b");
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let mut daemon = b.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let t = std::time::Instant::now();
+    let out = a.run(&["--json", "send", "pc-b", "--body", "wait for me", "--wait-for", "delivered", "--timeout", "20"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t.elapsed() < std::time::Duration::from_secs(10), "long-poll delivered quickly");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"delivered\""), "{text}");
+    let id = serde_json::from_str::<serde_json::Value>(text.lines().next().unwrap()).unwrap()["ids"][0].as_str().unwrap().to_string();
+    let out = a.run(&["status", &id, "--wait-for", "seen", "--timeout", "1"]);
+    assert_eq!(out.status.code(), Some(8), "{}", String::from_utf8_lossy(&out.stderr));
+    // A second daemon for the same PC user refuses to start.
+    let second = b.run(&["daemon"]);
+    assert!(second.status.success() && String::from_utf8_lossy(&second.stdout).contains("already running"));
+    daemon.kill().unwrap();
+    let _ = daemon.wait();
+}
+
+#[test]
+fn hooks_install_and_doctor() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    a.ok(&["sync"]);
+    let home = tempfile::tempdir().unwrap();
+    let doctor = |expect_ok: bool| {
+        let out = a.cmd(&["doctor"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(out.status.success(), expect_ok, "{text}");
+        text
+    };
+    let before = doctor(false);
+    assert!(before.contains("FAIL Claude Code hooks") && before.contains("pcmail hooks install"), "{before}");
+    assert!(before.contains("ok   server reachable"), "{before}");
+    let out = a.cmd(&["hooks", "install"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap()).unwrap();
+    for ev in ["SessionStart", "UserPromptSubmit"] {
+        let cmd = settings["hooks"][ev][0]["hooks"][0]["command"].as_str().unwrap();
+        assert!(cmd.ends_with(" hook") && cmd.contains("pcmail"), "{cmd}");
+        assert_eq!(settings["hooks"][ev][0]["hooks"][0]["timeout"], 5);
+    }
+    assert!(!home.path().join(".claude.json").exists(), "never touches ~/.claude.json");
+    let after = doctor(true);
+    assert!(after.contains("ok   Claude Code hooks: Installed"), "{after}");
+    let out = a.cmd(&["hooks", "uninstall"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    assert!(out.status.success());
+    doctor(false);
+}
+
+#[test]
+fn demo_runs_on_the_embedded_default() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(exe()).arg("demo").env("PCMAIL_HOME", home.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sequenceDiagram"));
+    assert!(text.contains("[判断依頼]"));
+    assert_eq!(text.matches("  done ").count(), 3, "note acked, decision answered, reply acked:\n{text}");
+    assert!(text.contains("(reply:mail-"));
+}
