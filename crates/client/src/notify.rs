@@ -198,6 +198,42 @@ mod tests {
     }
 
     #[test]
+    fn webhook_posts_discord_shaped_json() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = vec![0u8; 8192];
+            let mut got = Vec::new();
+            // Read headers + body (small request: one or two reads).
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if let Some(h) = text.find("\r\n\r\n") {
+                    let len: usize = text
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap()))
+                        .unwrap_or(0);
+                    if got.len() >= h + 4 + len {
+                        break;
+                    }
+                }
+            }
+            s.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").unwrap();
+            String::from_utf8(got).unwrap()
+        });
+        let n = Notification { id: "mail-1-0000abcd".into(), title: "pcmail: decision request from pc-a".into(), body: "ship?".into() };
+        Webhook { url }.send(&n).unwrap();
+        let req = server.join().unwrap();
+        let body: serde_json::Value = serde_json::from_str(req.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        let content = body["content"].as_str().unwrap();
+        assert!(content.contains("decision request from pc-a") && content.contains("mail-1-0000abcd"), "{content}");
+        assert_eq!(body.as_object().unwrap().len(), 1, "only content");
+    }
+
+    #[test]
     fn fast_channels_send_everything() {
         let fast = Arc::new(Slow(Duration::ZERO, Mutex::new(vec![])));
         let dynf: Arc<dyn Notifier> = fast.clone();

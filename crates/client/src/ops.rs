@@ -39,12 +39,22 @@ pub struct Draft {
 }
 
 impl Client {
-    /// Resolves what the user typed to a canonical label from the roster
-    /// (fresh from the server when reachable, else the cached copy).
+    /// Resolves what the user typed to a canonical label: the cached roster
+    /// first (no round trip per send to a slow Apps Script server), the
+    /// server's when the cache has no exact match. The server checks the
+    /// label again, so a stale cache can only fail closed.
     pub fn resolve_recipient(&mut self, query: &str) -> Result<String, ClientError> {
+        let cached = self.store.roster()?;
+        if !cached.is_empty() {
+            match resolve(&cached, query) {
+                Resolution::Exact(l) => return Ok(l),
+                Resolution::Broadcast => return Ok("*".into()),
+                Resolution::Unknown { .. } => {}
+            }
+        }
         let pcs = match self.refresh_roster() {
             Ok(p) => p,
-            Err(_) => self.store.roster()?,
+            Err(_) => cached,
         };
         match resolve(&pcs, query) {
             Resolution::Exact(l) => Ok(l),
