@@ -51,10 +51,7 @@ fn definition_of_done_on_both_servers() {
 fn decision_request_is_shown_first_on_the_other_pc() {
     for kind in servers() {
         let server = Server::start(kind);
-        let a = Pc::new(&server, "pc-a");
-        let b = Pc::new(&server, "pc-b");
-        a.ok(&["sync"]);
-        b.ok(&["sync"]);
+        let (a, b) = pair(&server);
         let note1 = a.send(&["pc-b", "--body", "fyi one"]);
         let dec = a.send(&["pc-b", "--kind", "decision", "--subject", "[判断依頼] ship it?", "--body", "yes or no"]);
         let note2 = a.send(&["pc-b", "--body", "fyi two (newest)"]);
@@ -77,10 +74,7 @@ fn decision_request_is_shown_first_on_the_other_pc() {
 fn loop_refusals() {
     for kind in servers() {
         let server = Server::start(kind);
-        let a = Pc::new(&server, "pc-a");
-        let b = Pc::new(&server, "pc-b");
-        a.ok(&["sync"]);
-        b.ok(&["sync"]);
+        let (a, b) = pair(&server);
         let q = a.send(&["pc-b", "--body", "question", "--auto"]);
         b.ok(&["sync"]);
         // An auto reply to auto mail is refused by the server (exit 5).
@@ -110,10 +104,7 @@ fn loop_refusals() {
 fn expiry_hides_mail_and_the_sweep_expires_it() {
     for kind in servers() {
         let server = Server::start(kind);
-        let a = Pc::new(&server, "pc-a");
-        let b = Pc::new(&server, "pc-b");
-        a.ok(&["sync"]);
-        b.ok(&["sync"]);
+        let (a, b) = pair(&server);
         let id = a.send(&["pc-b", "--body", "only useful for a second", "--expires", "1s"]);
         let keep = a.send(&["pc-b", "--body", "stays"]);
         b.ok(&["sync"]);
@@ -138,10 +129,7 @@ fn expiry_hides_mail_and_the_sweep_expires_it() {
 fn poller_killed_mid_cycle_loses_nothing_and_shows_nothing_twice() {
     for kind in servers() {
         let server = Server::start(kind);
-        let a = Pc::new(&server, "pc-a");
-        let b = Pc::new(&server, "pc-b");
-        a.ok(&["sync"]);
-        b.ok(&["sync"]);
+        let (a, b) = pair(&server);
         // Two notes and three work requests: all fit the hook's budgets (2 + 3).
         let notes: Vec<String> = (0..2).map(|i| a.send(&["pc-b", "--body", &format!("note {i}")])).collect();
         let reqs: Vec<String> =
@@ -226,10 +214,7 @@ fn bad_input_gets_distinct_exit_codes() {
 #[test]
 fn gas_html_pages_and_lost_responses_lose_and_double_nothing() {
     let server = Server::start(Kind::Gas);
-    let a = Pc::new(&server, "pc-a");
-    let b = Pc::new(&server, "pc-b");
-    a.ok(&["sync"]);
-    b.ok(&["sync"]);
+    let (a, b) = pair(&server);
     let fault = |mode: &str| {
         let url = server.url.replace("/exec", "/__fault");
         let r = reqwest::blocking::Client::new().post(url).body(format!("{{\"mode\":\"{mode}\",\"every\":1}}")).send().unwrap();
@@ -266,10 +251,7 @@ fn set_last_poll(pc: &Pc, at: i64) {
 #[test]
 fn hook_starts_a_detached_poller_when_the_last_poll_is_stale() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    let b = Pc::new(&server, "pc-b");
-    a.ok(&["sync"]);
-    b.ok(&["sync"]);
+    let (a, b) = pair(&server);
     let id = a.send(&["pc-b", "--body", "pick me up"]);
     // Fresh poll: the hook starts nothing.
     assert_eq!(b.hook("s0", "UserPromptSubmit"), "");
@@ -335,10 +317,7 @@ fn unsafe_is_root() -> bool {
 #[test]
 fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    let b = Pc::new(&server, "pc-b");
-    a.ok(&["sync"]);
-    b.ok(&["sync"]);
+    let (a, b) = pair(&server);
     let mut daemon = b.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let t = std::time::Instant::now();
     let out = a.run(&["--json", "send", "pc-b", "--body", "wait for me", "--wait-for", "delivered", "--timeout", "20"]);

@@ -180,6 +180,16 @@ impl Pc {
     }
 }
 
+/// Two registered PCs, `pc-a` and `pc-b`, that know each other.
+pub fn pair(server: &Server) -> (Pc, Pc) {
+    let a = Pc::new(server, "pc-a");
+    let b = Pc::new(server, "pc-b");
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    a.ok(&["roster"]);
+    (a, b)
+}
+
 /// Every scenario runs against both servers; node is a test requirement
 /// (scripts/install-deps.sh installs it), never silently skipped.
 pub fn servers() -> Vec<Kind> {
