@@ -652,6 +652,9 @@
 
     loadStatus();
     loadInbox();
+    // opened from a notification or the tray's Open with one mail waiting
+    const m = /^#open=([A-Za-z0-9._~-]+)$/.exec(location.hash || '');
+    if (m) { history.replaceState(null, '', location.pathname); openMail(m[1]); }
   }
 
   window.pcmailUi = { invoke, sortQueue, sla, group, kindOf, fmtAge, timelineSorted, openMail, show, refresh: refreshSoon };

@@ -20,7 +20,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::TrayIconBuilder;
-use tauri::{Manager, RunEvent, WindowEvent};
+use tauri::{Manager, RunEvent};
 
 /// The app's own cycle: the config's interval, but at least 2 s; long-poll
 /// servers (interval 0) loop right after each held poll.
@@ -132,18 +132,12 @@ fn main() {
             tracing::info!("pcmail tray for {:?} ({}), store {}", cfg.label, cfg.server.describe(), paths.store().display());
             Ok(())
         })
-        .on_window_event(|window, event| {
-            // closing the window hides it; the app lives in the tray until Quit
-            if let WindowEvent::CloseRequested { api, .. } = event {
-                api.prevent_close();
-                let _ = window.hide();
-            }
-        })
         .build(tauri::generate_context!())
         .expect("the tray app starts")
         .run(|_app, event| {
             if let RunEvent::ExitRequested { api, code, .. } = event {
-                // no window left is not a reason to quit; the menu's Quit is
+                // closing the window destroys it (and its WebKit processes);
+                // no window left is not a reason to quit: the menu's Quit is
                 if code.is_none() {
                     api.prevent_exit();
                 }

@@ -55,12 +55,34 @@ impl TauriUi {
     }
 }
 
+/// Shows the window, creating it first when it is not there: the webview (and
+/// its WebKit processes) only exists while the window is open, so the app
+/// idles as a tray icon alone. `open` is a mail to open once the page loads.
 pub fn show_window(app: &AppHandle) {
+    show_window_at(app, None);
+}
+
+fn show_window_at(app: &AppHandle, open: Option<&str>) -> bool {
     if let Some(w) = app.get_webview_window("main") {
         let _ = w.unminimize();
         let _ = w.show();
         let _ = w.set_focus();
+        return true;
     }
+    let Some(mut cfg) = app.config().app.windows.iter().find(|w| w.label == "main").cloned() else { return false };
+    if let Some(id) = open.filter(|id| pcmail_core::ids::is_valid_any_id(id)) {
+        cfg.url = tauri::WebviewUrl::App(format!("index.html#open={id}").into());
+    }
+    // Built off the event-loop thread (building from a menu handler on the
+    // main thread can deadlock on Windows).
+    let app = app.clone();
+    std::thread::spawn(move || match tauri::WebviewWindowBuilder::from_config(&app, &cfg).and_then(|b| b.build()) {
+        Ok(w) => {
+            let _ = w.set_focus();
+        }
+        Err(e) => tracing::warn!("cannot open the window: {e}"),
+    });
+    false
 }
 
 impl TrayUi for TauriUi {
@@ -110,8 +132,10 @@ impl TrayUi for TauriUi {
     }
 
     fn open_mail(&self, id: &str) {
-        show_window(&self.app);
-        let _ = self.app.emit("open-mail", serde_json::json!({ "id": id }));
+        // an open window gets the event; a new one opens the mail from its URL
+        if show_window_at(&self.app, Some(id)) {
+            let _ = self.app.emit("open-mail", serde_json::json!({ "id": id }));
+        }
         let id = id.to_string();
         self.record(|s| s.opened.push(id));
     }

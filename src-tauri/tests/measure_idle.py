@@ -48,6 +48,16 @@ def rss(p):
             return int(line.split()[1]) * 1024
     return 0
 
+def pss(p):
+    """Proportional set size: shared library pages split among their users."""
+    try:
+        for line in open(f"/proc/{p}/smaps_rollup"):
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
 procs = [p for p in children() if comm(p).startswith(app[:15]) or comm(p).startswith("WebKit")]
 if not procs:
     print(f"measure_idle: no {app} process under {root}")
@@ -55,16 +65,19 @@ if not procs:
 t0 = time.time()
 c0 = {p: cpu(p) for p in procs}
 peak = {p: 0 for p in procs}
+peak_pss = {p: 0 for p in procs}
 while time.time() - t0 < seconds:
     for p in procs:
         try:
             peak[p] = max(peak[p], rss(p))
+            peak_pss[p] = max(peak_pss[p], pss(p))
         except OSError:
             pass
     time.sleep(1)
 dt = time.time() - t0
 total_cpu = 0.0
 total_rss = 0
+total_pss = 0
 for p in procs:
     try:
         used = (cpu(p) - c0[p]) / tick
@@ -73,6 +86,7 @@ for p in procs:
     pct = 100.0 * used / dt
     total_cpu += pct
     total_rss += peak[p]
-    print(f"  {comm(p):<18} pid {p:<7} cpu {pct:5.2f} %  rss {peak[p] / 2**20:6.1f} MB")
-print(f"idle over {dt:.0f} s: cpu {total_cpu:.2f} % (target < 1 %), rss {total_rss / 2**20:.1f} MB (target < 150 MB)")
+    total_pss += peak_pss[p]
+    print(f"  {comm(p):<18} pid {p:<7} cpu {pct:5.2f} %  rss {peak[p] / 2**20:6.1f} MB  pss {peak_pss[p] / 2**20:6.1f} MB")
+print(f"idle over {dt:.0f} s: cpu {total_cpu:.2f} % (target < 1 %), rss {total_rss / 2**20:.1f} MB (target < 150 MB), pss {total_pss / 2**20:.1f} MB")
 sys.exit(0 if total_cpu < 1.0 and total_rss < 150 * 2**20 else 1)

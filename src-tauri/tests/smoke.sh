@@ -25,7 +25,9 @@ for t in xvfb-run dbus-run-session; do command -v "$t" >/dev/null || { echo "smo
 WORK="$(mktemp -d /tmp/pcmail-smoke.XXXXXX)"
 SERVE_PID=""; APP_PID=""
 cleanup() {
-  [[ -n "$APP_PID" ]] && kill "$APP_PID" 2>/dev/null || true
+  # the app runs in its own session: Xvfb, dbus, the portals D-Bus started and
+  # WebKit's processes all go with its process group
+  if [[ -n "$APP_PID" ]]; then kill -- "-$APP_PID" 2>/dev/null || true; sleep 0.5; kill -9 -- "-$APP_PID" 2>/dev/null || true; fi
   [[ -n "$SERVE_PID" ]] && kill "$SERVE_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   if [[ "${KEEP:-}" != 1 ]]; then rm -rf "$WORK"; else echo "smoke: kept $WORK"; fi
@@ -49,7 +51,7 @@ PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not syn
 # the app for tray-b
 STATE="$WORK/tray-state.json"
 PCMAIL_HOME="$WORK/b" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
-  xvfb-run -a dbus-run-session -- "$TRAY_BIN" >"$WORK/app.log" 2>&1 &
+  setsid xvfb-run -a dbus-run-session -- "$TRAY_BIN" >"$WORK/app.log" 2>&1 &
 APP_PID=$!
 
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], ""))' "$STATE" "$1" 2>/dev/null || true; }

@@ -282,3 +282,13 @@ test('a "changed" event refreshes the list, an "open-mail" event opens that mail
   assert.equal(await page.$eval('#inbox-detail .tags .chip', (c) => c.dataset.state), 'seen');
   await page.close();
 });
+
+test('a window opened with #open=<id> (a notification click) opens that mail', async () => {
+  const page = await ctx.newPage();
+  await page.addInitScript(installFakeBackend, sampleSeed());
+  await page.goto(UI + '#open=mail-1-00000002');
+  await page.waitForFunction(() => (document.querySelector('#inbox-detail h1') || {}).textContent === '[作業依頼] rerun the nightly import');
+  assert.equal(await page.$eval('#inbox-detail .tags .chip', (c) => c.dataset.state), 'seen');
+  assert.equal(await page.$eval('#inbox-list .row.selected', (r) => r.dataset.id), 'mail-1-00000002');
+  await page.close();
+});

@@ -102,13 +102,12 @@ impl Controller {
         let attempt = self.store.meta_i64(meta::LAST_POLL_ATTEMPT_AT)?;
         let failures = self.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0);
         let err = self.store.meta_get(meta::LAST_POLL_ERROR)?.filter(|e| !e.is_empty());
-        let last_failed = match (attempt, ok) {
-            (Some(a), Some(o)) => a > o,
-            (Some(_), None) => true,
-            _ => false,
-        } || (failures > 0 && err.is_some());
+        // The client's cycle stamps the attempt first and the success last, so
+        // attempt > ok also means "a (long) poll is running": only the
+        // failure counter says the last cycle failed.
+        let last_failed = failures > 0;
         // A poller that stopped polling altogether is as bad as one that fails.
-        let silent_for = now - attempt.or(ok).unwrap_or(now);
+        let silent_for = now - attempt.max(ok).unwrap_or(now);
         let stale = silent_for > (3 * self.poll_interval_ms).max(OFFLINE_AFTER_MS);
         let state = if attempt.is_none() && ok.is_none() {
             ConnState::Unknown
@@ -118,6 +117,8 @@ impl Controller {
             ConnState::Offline
         } else if last_failed {
             ConnState::Failing
+        } else if ok.is_none() {
+            ConnState::Unknown
         } else {
             ConnState::Online
         };

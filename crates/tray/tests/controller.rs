@@ -205,8 +205,12 @@ fn offline_and_failing_give_the_offline_badge() {
     env.deliver(&[mail(&id(1), Kind::Decision, false, "q")], T0);
     assert_eq!(c.connection(T0).unwrap().state, ConnState::Online);
 
-    // one failed attempt after a good poll: failing
+    // a long poll in progress (attempt stamped, success not yet) is not a failure
     let mut p = env.poller();
+    p.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, T0 + 30_000).unwrap();
+    assert_eq!(c.connection(T0 + 50_000).unwrap().state, ConnState::Online);
+
+    // one failed attempt after a good poll: failing
     p.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, T0 + 60_000).unwrap();
     p.meta_set_i64(meta::CONSECUTIVE_FAILURES, 1).unwrap();
     p.meta_set(meta::LAST_POLL_ERROR, "connection refused").unwrap();
