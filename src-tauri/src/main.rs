@@ -36,6 +36,15 @@ pub fn set_paused(st: &AppState, paused: bool) {
     st.refresh_now.store(true, Ordering::Relaxed);
 }
 
+/// "Open": the window, or straight to the one decision/urgent mail waiting.
+fn open_action(st: &AppState) {
+    let now = pcmail_client::system_now();
+    if let Err(e) = st.controller.lock().unwrap().open_clicked(&st.ui, now) {
+        tracing::warn!("open: {e}");
+        st.ui.show_main();
+    }
+}
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("PCMAIL_LOG").unwrap_or_else(|_| "info".into()))
@@ -49,8 +58,11 @@ fn main() {
     });
 
     tauri::Builder::default()
-        // first: a second start only shows the running app's window
-        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| shell::show_window(app)))
+        // first: a second start is the tray's "Open" in the running app
+        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| match app.try_state::<Arc<AppState>>() {
+            Some(st) => open_action(&st),
+            None => shell::show_window(app),
+        }))
         .plugin(tauri_plugin_notification::init())
         .plugin(tauri_plugin_autostart::init(tauri_plugin_autostart::MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
         .invoke_handler(tauri::generate_handler![
@@ -102,13 +114,7 @@ fn main() {
                 .menu(&menu)
                 .show_menu_on_left_click(true)
                 .on_menu_event(move |app, event| match event.id().as_ref() {
-                    "open" => {
-                        let now = pcmail_client::system_now();
-                        if let Err(e) = st_menu.controller.lock().unwrap().open_clicked(&st_menu.ui, now) {
-                            tracing::warn!("open: {e}");
-                            st_menu.ui.show_main();
-                        }
-                    }
+                    "open" => open_action(&st_menu),
                     "poll" => {
                         st_menu.poke();
                         st_menu.refresh_now.store(true, Ordering::Relaxed);

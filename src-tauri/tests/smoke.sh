@@ -7,8 +7,9 @@
 #
 #   src-tauri/tests/smoke.sh            (builds what is missing)
 # Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default 7979);
-# MEASURE_IDLE=1 then measures idle CPU/RSS over IDLE_SECONDS (30) with
-# src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir.
+# MEASURE_IDLE=1 also measures idle CPU/RSS over IDLE_SECONDS (30), tray only, with
+# src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir; SCREENSHOT=file.png
+# saves the real window under Xvfb.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -51,7 +52,8 @@ PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not syn
 # the app for tray-b
 STATE="$WORK/tray-state.json"
 PCMAIL_HOME="$WORK/b" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
-  setsid xvfb-run -a dbus-run-session -- "$TRAY_BIN" >"$WORK/app.log" 2>&1 &
+  setsid xvfb-run -a dbus-run-session -- sh -c 'echo "$DISPLAY" >"$0.display"; echo "$DBUS_SESSION_BUS_ADDRESS" >"$0.bus"; echo "$XAUTHORITY" >"$0.xauth"; exec "$1"' \
+    "$WORK/session" "$TRAY_BIN" >"$WORK/app.log" 2>&1 &
 APP_PID=$!
 
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], ""))' "$STATE" "$1" 2>/dev/null || true; }
@@ -95,15 +97,42 @@ NOTIFIED=$(field notified)
 echo "smoke: notifications tried: $NOTIFIED"
 [[ "$NOTIFIED" == *mail-* ]] || fail "no notification was tried for the decision request"
 
-# ack from the CLI on tray-b's PC: the count goes back to 0
-ID=$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select id from inbox").fetchone()[0])' "$WORK/b/store.db")
-PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" ack "$ID" >/dev/null || fail "ack failed"
-for _ in $(seq 1 100); do [[ "$(field title)" == "" ]] && break; sleep 0.05; done
-[[ "$(field title)" == "" ]] || fail "title should be empty after the ack"
-echo "smoke: ack → title cleared, badge $(field badge)"
 if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
-  echo "smoke: measuring idle (window hidden) over ${IDLE_SECONDS:-30} s"
-  sleep 5
+  echo "smoke: measuring idle (tray only, no window: the app's normal state) over ${IDLE_SECONDS:-30} s"
+  sleep 3
   python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" "${IDLE_SECONDS:-30}" | tee "$WORK/idle.txt" || fail "idle over target"
+fi
+
+# a second start is "Open": with one decision request waiting, the window opens
+# on it (#open=<id>), the page calls open_mail, the mail is seen, the title clears
+sq() { python3 -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone(); print(r[0] if r else "")' "$WORK/b/store.db" "$1"; }
+ID=$(sq "select id from inbox")
+DISPLAY="$(cat "$WORK/session.display")" XAUTHORITY="$(cat "$WORK/session.xauth")" DBUS_SESSION_BUS_ADDRESS="$(cat "$WORK/session.bus")" PCMAIL_HOME="$WORK/b" \
+  timeout 20 "$TRAY_BIN" >"$WORK/second.log" 2>&1 || fail "the second start did not hand over and exit"
+for _ in $(seq 1 200); do [[ "$(field title)" == "" ]] && break; sleep 0.1; done
+[[ "$(field title)" == "" ]] || fail "the window did not open the mail (title '$(field title)')"
+[[ "$(sq "select status from inbox where id='$ID'")" == "seen" ]] || fail "the mail is not seen in the store"
+echo "smoke: second start → window opened $ID → seen by $(sq "select status_by from inbox where id='$ID'"), title cleared"
+if [[ -n "${SCREENSHOT:-}" ]]; then  # the real window under Xvfb (ImageMagick's import)
+  sleep 1.5
+  DISPLAY="$(cat "$WORK/session.display")" XAUTHORITY="$(cat "$WORK/session.xauth")" import -window root "$SCREENSHOT" \
+    && echo "smoke: screenshot $SCREENSHOT" || echo "smoke: no screenshot (ImageMagick's import failed)"
+fi
+for _ in $(seq 1 100); do [[ "$(sq "select count(*) from pending_marks")" == "0" ]] && break; sleep 0.1; done
+[[ "$(sq "select count(*) from pending_marks")" == "0" ]] || fail "the seen mark did not reach the server"
+
+# ack from the CLI on tray-b's PC: done, and the tray stays calm
+PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" ack "$ID" >/dev/null || fail "ack failed"
+for _ in $(seq 1 100); do [[ "$(sq "select status from inbox where id='$ID'")" == "done" ]] && break; sleep 0.05; done
+sleep 0.6
+[[ "$(field title)" == "" && "$(field badge)" == "none" ]] || fail "after the ack: title '$(field title)', badge $(field badge)"
+echo "smoke: ack → done, title empty, badge $(field badge)"
+# the sender sees it on the server: seen, then done
+PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" status "$ID" >"$WORK/status.txt" 2>&1 || true
+grep -q seen "$WORK/status.txt" && grep -q done "$WORK/status.txt" || { cat "$WORK/status.txt"; fail "the server timeline lacks seen/done"; }
+echo "smoke: the sender's status shows seen and done"
+if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
+  echo "smoke: idle with the window open (for information; the window is closed in normal use)"
+  python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" 10 | tee "$WORK/idle-open.txt" || true
 fi
 echo "smoke: 1 passed, 0 failed"
