@@ -11,7 +11,7 @@ use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 use tauri::image::Image;
 use tauri::{AppHandle, Emitter, Manager};
-use tauri_plugin_notification::NotificationExt;
+
 
 pub const TRAY_ID: &str = "main";
 
@@ -23,6 +23,8 @@ pub struct TestState {
     pub tooltip: String,
     pub notified: Vec<String>,
     pub opened: Vec<String>,
+    /// mail id → the notification server's id (to fake a click in the smoke test)
+    pub server_ids: std::collections::BTreeMap<String, u32>,
     pub changed: i64,
     pub updated_at: i64,
 }
@@ -85,6 +87,39 @@ fn show_window_at(app: &AppHandle, open: Option<&str>) -> bool {
     false
 }
 
+/// Linux (freedesktop notifications): with a default action, and a thread that
+/// waits for it, so a click opens that mail (the controller decides what a
+/// click does). Elsewhere the notification plugin, which reports no clicks
+/// on desktop.
+#[cfg(all(unix, not(target_os = "macos")))]
+fn show_notification(app: &AppHandle, n: &Notification) -> Result<Option<u32>, String> {
+    let handle = notify_rust::Notification::new()
+        .appname("pcmail")
+        .summary(&n.title)
+        .body(&n.body)
+        .action("default", "Open")
+        .show()
+        .map_err(|e| e.to_string())?;
+    let (app, id) = (app.clone(), n.id.clone());
+    let server_id = handle.id();
+    std::thread::spawn(move || {
+        handle.wait_for_action(|action| {
+            if action == "default" {
+                if let Some(st) = app.try_state::<std::sync::Arc<crate::state::AppState>>() {
+                    st.controller.lock().unwrap().notification_clicked(&st.ui, &id);
+                }
+            }
+        })
+    });
+    Ok(Some(server_id))
+}
+
+#[cfg(not(all(unix, not(target_os = "macos"))))]
+fn show_notification(app: &AppHandle, n: &Notification) -> Result<Option<u32>, String> {
+    use tauri_plugin_notification::NotificationExt;
+    app.notification().builder().title(&n.title).body(&n.body).show().map(|_| None).map_err(|e| e.to_string())
+}
+
 impl TrayUi for TauriUi {
     fn set_title(&self, title: &str) {
         if let Some(tray) = self.app.tray_by_id(TRAY_ID) {
@@ -113,18 +148,23 @@ impl TrayUi for TauriUi {
     fn notify(&self, n: &Notification, timeout: Duration) -> Result<(), String> {
         let (tx, rx) = mpsc::channel();
         let app = self.app.clone();
-        let (title, body) = (n.title.clone(), n.body.clone());
+        let n2 = n.clone();
         std::thread::spawn(move || {
-            let r = app.notification().builder().title(title).body(body).show().map_err(|e| e.to_string());
-            let _ = tx.send(r);
+            let _ = tx.send(show_notification(&app, &n2));
         });
         let r = match rx.recv_timeout(timeout) {
             Ok(r) => r,
             Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
         };
         let id = n.id.clone();
-        self.record(|s| s.notified.push(id));
-        r
+        let server_id = r.as_ref().ok().copied().flatten();
+        self.record(|s| {
+            if let Some(sid) = server_id {
+                s.server_ids.insert(id.clone(), sid);
+            }
+            s.notified.push(id)
+        });
+        r.map(|_| ())
     }
 
     fn show_window(&self) {
