@@ -342,16 +342,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let subject = subject.unwrap_or_default();
             let out = client.send(Draft { to, kind, subject, body, urgent, expires_at, auto })?;
-            print::send_outcome(&out, json);
-            if let Some(w) = wait_for {
+            let Some(w) = wait_for else {
+                print::send_outcome(&out, json);
+                return Ok(());
+            };
+            if !json {
+                print::send_outcome(&out, false);
                 if out.queued {
                     eprintln!("pcmail: waiting for the server to come back…");
                 }
-                let mut all = vec![];
-                for id in out.ids.iter().map(|i| i.split('~').next().unwrap_or(i).to_string()).collect::<std::collections::BTreeSet<_>>() {
-                    all.extend(client.wait_for(&id, w.state(), Duration::from_secs(timeout))?);
-                }
-                print::timelines(&all, json);
+            }
+            // A broadcast is waited for copy by copy (the original id expands).
+            let originals: std::collections::BTreeSet<String> =
+                out.ids.iter().map(|i| i.split('~').next().unwrap_or(i).to_string()).collect();
+            let mut all = vec![];
+            for id in originals {
+                all.extend(client.wait_for(&id, w.state(), Duration::from_secs(timeout))?);
+            }
+            if json {
+                let mut v = serde_json::to_value(&out)?;
+                v["mails"] = serde_json::to_value(&all)?;
+                println!("{v}");
+            } else {
+                print::timelines(&all, false);
             }
             Ok(())
         }

@@ -323,9 +323,9 @@ fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
     let out = a.run(&["--json", "send", "pc-b", "--body", "wait for me", "--wait-for", "delivered", "--timeout", "20"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(t.elapsed() < std::time::Duration::from_secs(10), "long-poll delivered quickly");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("\"delivered\""), "{text}");
-    let id = serde_json::from_str::<serde_json::Value>(text.lines().next().unwrap()).unwrap()["ids"][0].as_str().unwrap().to_string();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["mails"][0]["state"], "delivered", "{v}");
+    let id = v["ids"][0].as_str().unwrap().to_string();
     let out = a.run(&["status", &id, "--wait-for", "seen", "--timeout", "1"]);
     assert_eq!(out.status.code(), Some(8), "{}", String::from_utf8_lossy(&out.stderr));
     // A second daemon for the same PC user refuses to start.
