@@ -87,7 +87,7 @@ fn main() {
                 paths: paths.clone(),
                 controller: Mutex::new(controller),
                 ui: TauriUi::new(app.handle().clone()),
-                remote: poller::ClientRemote::new(paths.clone()),
+                remote: pcmail_tray::ClientRemote::new(paths.clone()),
                 poke: Mutex::new(poke_tx),
                 interval_ms: AtomicI64::new(interval_ms(&cfg)),
                 reload: AtomicBool::new(false),

@@ -4,8 +4,8 @@
 //! 30 s, so it takes over when the daemon stops.
 
 use crate::state::AppState;
-use pcmail_client::{config::Paths, locks, Client};
-use pcmail_tray::{deliver, next_step, Clock, PollStep, Remote, ReplyError};
+use pcmail_client::{locks, Client};
+use pcmail_tray::{deliver, next_step, Clock, PollStep, Remote};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -16,63 +16,6 @@ impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
         pcmail_client::system_now()
     }
-}
-
-/// `Remote` over `pcmail-client`: one `Client` for the window's operations
-/// (the poll loop has its own, so a long-poll never blocks a reply).
-pub struct ClientRemote {
-    pub paths: Paths,
-    ops: std::sync::Mutex<Option<Client>>,
-}
-
-impl ClientRemote {
-    pub fn new(paths: Paths) -> ClientRemote {
-        ClientRemote { paths, ops: std::sync::Mutex::new(None) }
-    }
-    /// Settings changed: open the client again on next use.
-    pub fn reset(&self) {
-        *self.ops.lock().unwrap() = None;
-    }
-    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, String>) -> Result<T, String> {
-        let mut g = self.ops.lock().unwrap();
-        if g.is_none() {
-            *g = Some(Client::open(self.paths.clone()).map_err(|e| e.to_string())?);
-        }
-        f(g.as_mut().unwrap())
-    }
-    /// Sends pending marks now (after ack/seen) instead of waiting for the
-    /// poller's next round.
-    pub fn flush_marks(&self) {
-        let _ = self.with(|c| c.flush_marks().map(|_| ()).map_err(|e| e.to_string()));
-    }
-}
-
-impl Remote for ClientRemote {
-    fn sync_once(&self) -> Result<(), String> {
-        self.with(|c| c.sync_once(0).map(|_| ()).map_err(|e| e.to_string()))
-    }
-    fn other_poller_alive(&self) -> bool {
-        locks::poller_alive(&self.paths)
-    }
-    fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError> {
-        let mut g = self.ops.lock().unwrap();
-        if g.is_none() {
-            *g = Some(Client::open(self.paths.clone()).map_err(|e| ReplyError::Offline { queued: false, message: e.to_string() })?);
-        }
-        let c = g.as_mut().unwrap();
-        match c.reply(original, body.to_string(), false) {
-            Ok(out) => Ok(out.ids.into_iter().next().unwrap_or_default()),
-            Err(pcmail_client::ClientError::ReplyToReply { .. }) => Err(ReplyError::ReplyToReply),
-            Err(pcmail_client::ClientError::NotFound(_)) => Err(ReplyError::NotFound),
-            Err(e) => match e.refused() {
-                Some(p) => Err(ReplyError::Refused { code: p.code.as_str().to_string(), message: p.message.clone() }),
-                None => Err(ReplyError::Offline { queued: false, message: e.to_string() }),
-            },
-        }
-    }
-    /// The hook point for lease heartbeats (seed 001): called once per loop
-    /// turn while this app is the poller. Nothing to do until leases exist.
-    fn lease_heartbeat(&self, _now: i64) {}
 }
 
 /// The loop. `poke` wakes it for "Poll now" or after a settings change.

@@ -1,9 +1,8 @@
 //! What the app shares between the tray, the commands and its two threads.
 
-use crate::poller::ClientRemote;
 use crate::shell::TauriUi;
 use pcmail_client::config::Paths;
-use pcmail_tray::Controller;
+use pcmail_tray::{ClientRemote, Controller};
 use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::mpsc::Sender;
 use std::sync::Mutex;

@@ -15,11 +15,13 @@ pub mod controller;
 pub mod icon;
 pub mod notify;
 pub mod poll;
+pub mod remote;
 pub mod ui;
 pub mod view;
 
 pub use controller::{Controller, TrayError};
 pub use notify::{deliver, Clock, Delivery, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS};
 pub use poll::{next_step, PollStep, Remote, ReplyError};
+pub use remote::ClientRemote;
 pub use ui::{Badge, Notification, TrayUi};
 pub use view::{Connection, ConnState, Counts, MailView, SentView, Status};
