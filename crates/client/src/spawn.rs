@@ -69,7 +69,7 @@ mod tests {
     fn detached_child_has_its_own_session_and_no_inherited_streams() {
         let opts = detach_options();
         assert!(opts.new_session && opts.null_stdio);
-        let child = detached_command(Path::new("/bin/sleep"), &["2"]).spawn().unwrap();
+        let mut child = detached_command(Path::new("/bin/sleep"), &["2"]).spawn().unwrap();
         let pid = child.id();
         std::thread::sleep(std::time::Duration::from_millis(200));
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -80,6 +80,7 @@ mod tests {
             let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
             assert_eq!(target, Path::new("/dev/null"), "fd {fd}");
         }
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

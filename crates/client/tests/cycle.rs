@@ -15,11 +15,13 @@ fn clock() -> Millis {
     NOW.load(Ordering::SeqCst)
 }
 
+type Answer = Box<dyn FnMut(&Op) -> Result<Value, CallError> + Send>;
+
 /// A server that answers from a script and records every request.
 #[derive(Clone, Default)]
 struct Scripted {
     calls: Arc<Mutex<Vec<Op>>>,
-    answer: Arc<Mutex<Option<Box<dyn FnMut(&Op) -> Result<Value, CallError> + Send>>>>,
+    answer: Arc<Mutex<Option<Answer>>>,
 }
 
 impl Transport for Scripted {

@@ -52,7 +52,7 @@ impl Store {
             .query_map([], |r| r.get::<_, String>(0))?
             .filter_map(|j| j.ok().and_then(|j| serde_json::from_str(&j).ok()))
             .collect();
-        v.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        v.sort_by_key(|a| std::cmp::Reverse(a.updated_at));
         Ok(v)
     }
 }

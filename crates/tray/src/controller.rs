@@ -375,6 +375,9 @@ fn tooltip(st: &Status) -> String {
         ConnState::Failing => s.push_str(" · failing"),
         _ => {}
     }
+    if st.connection.poller == "daemon" {
+        s.push_str(" · via pcmail daemon");
+    }
     if st.paused {
         s.push_str(" · notifications paused");
     }
