@@ -22,10 +22,11 @@ use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::TrayIconBuilder;
 use tauri::{Manager, RunEvent};
 
-/// The app's own cycle: the config's interval, but at least 2 s; long-poll
-/// servers (interval 0) loop right after each held poll.
+/// The pause between the app's cycles: the config's interval; 0 for a
+/// long-poll server (`pcmail serve`), where the held poll is the wait and the
+/// next one starts as soon as it returns.
 pub fn interval_ms(cfg: &Config) -> i64 {
-    (cfg.poll_interval().as_millis() as i64).max(2_000)
+    cfg.poll_interval().as_millis() as i64
 }
 
 pub fn set_paused(st: &AppState, paused: bool) {

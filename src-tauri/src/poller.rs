@@ -80,7 +80,8 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
                 }
                 last_cycle = Some(clock.now_ms());
                 if failures > 0 {
-                    pcmail_client::ops::backoff_ms(failures).min(interval.max(2_000)).max(1_000)
+                    // back off (the client's schedule), capped so a server that comes back is seen soon
+                    pcmail_client::ops::backoff_ms(failures).clamp(1_000, interval.max(30_000))
                 } else {
                     interval
                 }

@@ -19,6 +19,8 @@ pub const TRAY_ID: &str = "main";
 #[serde(rename_all = "camelCase")]
 pub struct TestState {
     pub title: String,
+    /// when the title last changed (ms)
+    pub title_at: i64,
     pub badge: String,
     pub tooltip: String,
     pub notified: Vec<String>,
@@ -126,7 +128,10 @@ impl TrayUi for TauriUi {
             let _ = tray.set_title(if title.is_empty() { None } else { Some(title) });
         }
         tracing::info!(target: "pcmail_tray::tray", "tray title {:?}", title);
-        self.record(|s| s.title = title.to_string());
+        self.record(|s| {
+            s.title = title.to_string();
+            s.title_at = pcmail_client::system_now();
+        });
     }
 
     fn set_badge(&self, badge: &Badge) {

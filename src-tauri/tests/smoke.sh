@@ -9,7 +9,8 @@
 # Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default: a free port);
 # MEASURE_IDLE=1 also measures idle CPU/RSS over IDLE_SECONDS (30), tray only, with
 # src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir; SCREENSHOT=file.png
-# saves the real window under Xvfb.
+# saves the real window under Xvfb; WITH_DAEMON=1 starts a `pcmail daemon` for
+# tray-b first: the app must use it (no second poller) and still show the mail.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -24,11 +25,12 @@ if [[ ! -x "$TRAY_BIN" ]]; then (cd "$ROOT/src-tauri" && nice cargo build -q); f
 for t in xvfb-run dbus-run-session; do command -v "$t" >/dev/null || { echo "smoke: $t is missing"; exit 2; }; done
 
 WORK="$(mktemp -d /tmp/pcmail-smoke.XXXXXX)"
-SERVE_PID=""; APP_PID=""
+SERVE_PID=""; APP_PID=""; DAEMON_PID=""
 cleanup() {
   # the app runs in its own session: Xvfb, dbus, the portals D-Bus started and
   # WebKit's processes all go with its process group
   if [[ -n "$APP_PID" ]]; then kill -- "-$APP_PID" 2>/dev/null || true; sleep 0.5; kill -9 -- "-$APP_PID" 2>/dev/null || true; fi
+  [[ -n "$DAEMON_PID" ]] && kill "$DAEMON_PID" 2>/dev/null || true
   [[ -n "$SERVE_PID" ]] && kill "$SERVE_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   if [[ "${KEEP:-}" != 1 ]]; then rm -rf "$WORK"; else echo "smoke: kept $WORK"; fi
@@ -48,6 +50,13 @@ done
 PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not sync"
+
+if [[ "${WITH_DAEMON:-}" == 1 ]]; then
+  PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" daemon >"$WORK/daemon.log" 2>&1 &
+  DAEMON_PID=$!
+  for _ in $(seq 1 100); do [[ -s "$WORK/b/daemon.lock" ]] && break; sleep 0.1; done
+  echo "smoke: pcmail daemon for tray-b running (pid $DAEMON_PID)"
+fi
 
 # the app for tray-b
 STATE="$WORK/tray-state.json"
@@ -71,9 +80,23 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 echo "smoke: app up, title '$(field title)', badge $(field badge)"
+if [[ -n "$DAEMON_PID" ]]; then
+  for _ in $(seq 1 80); do [[ "$(field tooltip)" == *"via pcmail daemon"* ]] && break; sleep 0.1; done
+  [[ "$(field tooltip)" == *"via pcmail daemon"* ]] || fail "the app did not see the running daemon (tooltip '$(field tooltip)')"
+  grep -q "cannot open\|already running" "$WORK/app.log" && fail "unexpected poller trouble in the app"
+  echo "smoke: the app uses the running daemon: '$(field tooltip)'"
+fi
 [[ "$(field title)" == "" ]] || fail "title should be empty before any mail"
 
+if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
+  echo "smoke: measuring idle (tray only, no window: the app's normal state) over ${IDLE_SECONDS:-30} s"
+  sleep 5
+  python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" "${IDLE_SECONDS:-30}" | tee "$WORK/idle.txt" || fail "idle over target"
+fi
+
 # another PC sends a decision request
+ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
+SENT_AT=$(ms)
 PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" send tray-b --kind decision -s "[判断依頼] smoke <script>x</script>" -b "from the smoke test" >/dev/null \
   || fail "send failed"
 for _ in $(seq 1 300); do
@@ -83,27 +106,20 @@ done
 [[ "$(field title)" == "1" ]] || fail "tray title did not become 1 (it is '$(field title)')"
 [[ "$(field badge)" == "attention" ]] || fail "badge should be attention, is $(field badge)"
 
-# stored → shown: received_at in tray-b's store against the tray state's time
-LAT=$(python3 - "$WORK/b/store.db" "$STATE" <<'PY'
-import json, sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-received = db.execute("select max(received_at) from inbox").fetchone()[0]
-shown = json.load(open(sys.argv[2]))["updatedAt"]
-print(shown - received)
-PY
-)
-echo "smoke: tray title 1, badge attention; stored → tray in ${LAT} ms"
-[[ "$LAT" -lt 1000 ]] || fail "stored → tray took ${LAT} ms (target < 1000)"
+# `pcmail send` started → tray title: the whole way (the CLI, the server, the
+# poller's long poll, the store, the watch). An upper bound of "stored → shown". (The inbox row's
+# received_at is stamped when the poll round starts, before a long-poll wait,
+# so it cannot time the store.)
+LAT=$(( $(field titleAt) - SENT_AT ))
+echo "smoke: tray title 1, badge attention; sent → tray in ${LAT} ms"
+[[ "$LAT" -lt 1000 ]] || fail "sent → tray took ${LAT} ms (target < 1000)"
 grep -q '"notified"' "$STATE" || true
 NOTIFIED=$(field notified)
 echo "smoke: notifications tried: $NOTIFIED"
-[[ "$NOTIFIED" == *mail-* ]] || fail "no notification was tried for the decision request"
-
-if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
-  echo "smoke: measuring idle (tray only, no window: the app's normal state) over ${IDLE_SECONDS:-30} s"
-  sleep 3
-  python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" "${IDLE_SECONDS:-30}" | tee "$WORK/idle.txt" || fail "idle over target"
+if [[ -z "$DAEMON_PID" ]]; then
+  [[ "$NOTIFIED" == *mail-* ]] || fail "no notification was tried for the decision request"
 fi
+
 
 sq() { python3 -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone(); print(r[0] if r else "")' "$WORK/b/store.db" "$1"; }
 in_session() { DISPLAY="$(cat "$WORK/session.display")" XAUTHORITY="$(cat "$WORK/session.xauth")" DBUS_SESSION_BUS_ADDRESS="$(cat "$WORK/session.bus")" "$@"; }
@@ -118,7 +134,9 @@ ID=$(sq "select id from inbox")
 # a click on the notification opens that mail (needs a notification server:
 # dunst in the test session; the click is its ActionInvoked "default" signal)
 CLICKED=""
-if in_session gdbus call --session --dest org.freedesktop.Notifications --object-path /org/freedesktop/Notifications \
+if [[ -n "$DAEMON_PID" ]]; then
+  echo "smoke: (with a daemon, whoever claims first notifies: click not tested)"
+elif in_session gdbus call --session --dest org.freedesktop.Notifications --object-path /org/freedesktop/Notifications \
      --method org.freedesktop.Notifications.GetServerInformation >/dev/null 2>&1; then
   SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID") \
     || fail "the notification for $ID did not reach the notification server"
