@@ -83,6 +83,8 @@ impl Client {
                 other => other?,
             };
             report.round_trips += 1;
+            // A long poll may have waited: stamp what follows with the answer's time.
+            let now = self.now();
 
             // Confirmed ids: stored here and known to the server.
             let confirmed: Vec<String> = str_array(&resp, "confirmed");
