@@ -3,37 +3,53 @@
 //!
 //! # The settings format we write
 //!
-//! Verified against the Claude Code hooks reference
-//! (<https://docs.claude.com/en/docs/claude-code/hooks>, "Configuration" / "Structure"):
+//! Per the Claude Code hooks reference
+//! (<https://code.claude.com/docs/en/hooks.md#command-hook-fields>, "Exec form and shell form"):
 //! `hooks` maps an event name to an array of *matcher groups*; each group has an optional
-//! `matcher` and a `hooks` array of handlers `{"type": "command", "command": …, "timeout": …}`,
-//! where `command` is run **by the shell** and `timeout` is in **seconds**. Events that do not
-//! use matchers (`UserPromptSubmit`) may omit `matcher`; for `SessionStart` the matcher is
-//! matched against the session source (`startup`, `resume`, `clear`, `compact`).
+//! `matcher` and a `hooks` array of handlers. A `command` handler given an `args` array is in
+//! *exec form*: Claude Code spawns `command` directly with `args` as its argv, without a shell.
+//! `timeout` is in **seconds**. Events that do not use matchers (`UserPromptSubmit`) may omit
+//! `matcher`; for `SessionStart` the matcher is matched against the session source (`startup`,
+//! `resume`, `clear`, `compact`).
 //!
 //! ```json
 //! {"hooks": {
 //!   "SessionStart":     [{"matcher": "startup|resume|clear|compact",
-//!                         "hooks": [{"type": "command", "command": "'/abs/path/pcmail' hook", "timeout": 5}]}],
-//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "'/abs/path/pcmail' hook", "timeout": 5}]}]
+//!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail", "args": ["hook"], "timeout": 5}]}],
+//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail", "args": ["hook"], "timeout": 5}]}]
 //! }}
 //! ```
 //!
-//! ## Why a single shell string and not `command` + `args`
+//! `command` is the absolute path of the executable as a plain, *unquoted* string.
 //!
-//! Recent Claude Code versions also accept an *exec form* (`"command": "/abs/pcmail", "args":
-//! ["hook"]`, spawned without a shell), but older versions only know `command` as a shell string
-//! and would silently ignore `args` — running `pcmail` *without* `hook`. The shell form works on
-//! every version, so we write `'<abs path>' hook`, with the path single-quoted for POSIX shells
-//! (Claude Code runs hooks through bash, Git Bash on Windows), which makes spaces, `$`, quotes
-//! etc. in the path safe. When *recognising* our entries we accept both forms.
+//! ## Why the exec form
+//!
+//! * The project's issue requires it.
+//! * It is cheaper on every prompt: Claude Code starts one process (`pcmail`) instead of a shell
+//!   that then starts `pcmail`; `UserPromptSubmit` fires on every prompt, so this adds up.
+//! * No quoting: the path is passed verbatim, so spaces, `$`, backticks, quotes etc. in it need
+//!   no shell escaping and cannot be misinterpreted.
+//!
+//! Caveat: very old Claude Code versions that predate the exec form ignore `args` and would run
+//! `pcmail` *without* `hook` (printing its usage instead of the hook's output). We accept that:
+//! current versions support the exec form, and `pcmail doctor` reports what is installed
+//! ([`status`] / [`RegisteredHook::exec_form`]).
+//!
+//! ## Migration from the shell form
+//!
+//! Earlier pcmail versions wrote the *shell form* (`"command": "'/abs/pcmail' hook"`, no
+//! `args`). Such entries (quoted or not: `'/abs/pcmail' hook`, `"/abs/pcmail" hook`,
+//! `/abs/pcmail hook`, …) are still recognised as ours; [`install`] rewrites them in place to the
+//! exec form (same group, same position, the user's extra keys on the handler kept), after which
+//! a second install is a no-op.
 //!
 //! # Guarantees
 //!
 //! * Merge, never clobber: every other key, event, group and handler is kept, in order
-//!   (`serde_json`'s `preserve_order`). Our handler is identified by its command being a
-//!   path whose file name is `pcmail`/`pcmail.exe` followed by exactly the argument `hook`,
-//!   so re-installing (same or different exe path) updates that handler in place.
+//!   (`serde_json`'s `preserve_order`). Our handler is identified by its executable being a
+//!   path whose file name is `pcmail`/`pcmail.exe` with exactly the one argument `hook` (exec
+//!   form, or a simple shell command in the legacy shell form), so re-installing (same or
+//!   different exe path) updates that handler in place.
 //! * Idempotent: if nothing would change, nothing is written and no backup is made.
 //! * Atomic: temp file in the same directory, fsync, rename over the original (the symlink
 //!   target, if `settings.json` is a symlink), fsync the directory. The original is first copied
@@ -104,6 +120,9 @@ pub struct RegisteredHook {
     pub exe: PathBuf,
     pub exe_exists: bool,
     pub timeout_secs: Option<u64>,
+    /// `true` for the exec form we write (`command` + `args`); `false` for a legacy shell-form
+    /// entry (`"command": "'/abs/pcmail' hook"`), which the next [`install`] migrates.
+    pub exec_form: bool,
 }
 
 /// What [`status`] found, for `pcmail doctor`.
@@ -173,26 +192,29 @@ pub fn default_settings_path() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".claude").join("settings.json"))
 }
 
-/// The shell command string we register: `'<exe>' hook` (POSIX single quoting).
-pub fn hook_command(exe: &Path) -> Result<String, HooksError> {
-    let s = exe.to_str().ok_or_else(|| {
-        HooksError::InvalidSpec(format!("exe path is not UTF-8: {}", exe.display()))
+/// The handler object we register for `spec`, in exec form:
+/// `{"type": "command", "command": "<exe>", "args": ["hook"], "timeout": <secs>}`.
+/// `command` is the exe path verbatim (no quoting: no shell is involved).
+pub fn hook_handler(spec: &HookSpec) -> Result<Map<String, Value>, HooksError> {
+    validate_spec(spec)?;
+    let exe = spec.exe.to_str().ok_or_else(|| {
+        HooksError::InvalidSpec(format!("exe path is not UTF-8: {}", spec.exe.display()))
     })?;
-    Ok(format!("{} {HOOK_ARG}", shell_quote(s)))
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+    let mut h = Map::new();
+    h.insert("type".into(), Value::from("command"));
+    h.insert("command".into(), Value::from(exe));
+    h.insert("args".into(), Value::Array(vec![Value::from(HOOK_ARG)]));
+    h.insert("timeout".into(), Value::from(spec.timeout_secs));
+    Ok(h)
 }
 
 /// Registers `spec` for `SessionStart` and `UserPromptSubmit`.
 pub fn install(settings_path: &Path, spec: &HookSpec) -> Result<Outcome, HooksError> {
     check_path(settings_path)?;
-    validate_spec(spec)?;
-    let command = hook_command(&spec.exe)?;
+    let desired = hook_handler(spec)?;
     let loaded = load(settings_path)?;
     let mut root = loaded.root.clone();
-    apply_install(&mut root, &command, spec.timeout_secs, settings_path)?;
+    apply_install(&mut root, &desired, settings_path)?;
     commit(settings_path, &loaded, root)
 }
 
@@ -228,7 +250,7 @@ pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
                 continue;
             };
             for handler in handlers {
-                let Some(exe) = pcmail_exe_of(handler) else {
+                let Some((exe, exec_form)) = pcmail_handler_of(handler) else {
                     continue;
                 };
                 match event.as_str() {
@@ -245,6 +267,7 @@ pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
                     exe_exists: exe.is_file(),
                     exe,
                     timeout_secs: handler.get("timeout").and_then(Value::as_u64),
+                    exec_form,
                 });
             }
         }
@@ -310,13 +333,19 @@ fn is_pcmail_name(path: &str) -> bool {
     name == "pcmail" || name.eq_ignore_ascii_case("pcmail.exe")
 }
 
-/// If `handler` is a pcmail hook command (`<.../pcmail> hook`, shell or exec form), the exe.
+/// If `handler` is a pcmail hook command (`<.../pcmail> hook`, exec or legacy shell form), the exe.
 fn pcmail_exe_of(handler: &Value) -> Option<PathBuf> {
+    pcmail_handler_of(handler).map(|(exe, _)| exe)
+}
+
+/// Like [`pcmail_exe_of`], also telling whether the handler is in exec form.
+fn pcmail_handler_of(handler: &Value) -> Option<(PathBuf, bool)> {
     let obj = handler.as_object()?;
     if obj.get("type").and_then(Value::as_str) != Some("command") {
         return None;
     }
     let command = obj.get("command")?.as_str()?;
+    let exec_form = obj.contains_key("args");
     let (exe, rest): (String, Vec<String>) = match obj.get("args") {
         Some(Value::Array(args)) => {
             // Exec form: `command` is the executable itself.
@@ -330,7 +359,8 @@ fn pcmail_exe_of(handler: &Value) -> Option<PathBuf> {
             (words.next()?, words.collect())
         }
     };
-    (is_pcmail_name(&exe) && rest.len() == 1 && rest[0] == HOOK_ARG).then(|| PathBuf::from(exe))
+    (is_pcmail_name(&exe) && rest.len() == 1 && rest[0] == HOOK_ARG)
+        .then(|| (PathBuf::from(exe), exec_form))
 }
 
 /// Splits a *simple* POSIX shell command into words (quotes and backslashes handled). Returns
@@ -402,18 +432,36 @@ fn shell_words(s: &str) -> Option<Vec<String>> {
 // ---------------------------------------------------------------------------------------------
 // the merge
 
-fn desired_handler(command: &str, timeout_secs: u32) -> Map<String, Value> {
-    let mut h = Map::new();
-    h.insert("type".into(), Value::from("command"));
-    h.insert("command".into(), Value::from(command));
-    h.insert("timeout".into(), Value::from(timeout_secs));
-    h
+/// Rewrites an existing pcmail handler to `desired`, keeping the user's extra keys and the key
+/// order: our keys replace theirs where they stand, `args` goes right after `command` (a legacy
+/// shell-form entry has none), and any of our keys still missing are appended.
+fn rewrite_handler(
+    existing: &Map<String, Value>,
+    desired: &Map<String, Value>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in existing {
+        if k == "args" {
+            continue; // placed after `command`
+        }
+        out.insert(k.clone(), desired.get(k).unwrap_or(v).clone());
+        if k == "command" {
+            if let Some(args) = desired.get("args") {
+                out.insert("args".into(), args.clone());
+            }
+        }
+    }
+    for (k, v) in desired {
+        if !out.contains_key(k) {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
 }
 
 fn apply_install(
     root: &mut Map<String, Value>,
-    command: &str,
-    timeout_secs: u32,
+    desired: &Map<String, Value>,
     path: &Path,
 ) -> Result<(), HooksError> {
     let shape = |detail: String| HooksError::UnexpectedShape {
@@ -425,14 +473,13 @@ fn apply_install(
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or_else(|| shape("`hooks` is not an object".into()))?;
-    let desired = desired_handler(command, timeout_secs);
     for (event, matcher) in EVENTS {
         let groups = events
             .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
             .ok_or_else(|| shape(format!("`hooks.{event}` is not an array")))?;
-        install_event(groups, &desired, matcher);
+        install_event(groups, desired, matcher);
     }
     Ok(())
 }
@@ -459,13 +506,11 @@ fn install_event(groups: &mut Vec<Value>, desired: &Map<String, Value>, matcher:
                     hi += 1;
                 } else if !placed {
                     let h = handlers[hi]
-                        .as_object_mut()
+                        .as_object()
                         .expect("pcmail handler is an object");
-                    // Keep any extra keys the user added; set ours; drop an exec-form `args`.
-                    h.shift_remove("args");
-                    for (k, v) in desired {
-                        h.insert(k.clone(), v.clone());
-                    }
+                    // Keep any extra keys the user added; set ours (this also migrates a legacy
+                    // shell-form entry to the exec form, in place).
+                    handlers[hi] = Value::Object(rewrite_handler(h, desired));
                     placed = true;
                     placed_here = true;
                     hi += 1;

@@ -9,7 +9,13 @@ fn spec(exe: &str) -> HookSpec {
     }
 }
 
+/// The handler install writes (exec form).
 fn ours(exe: &str) -> Value {
+    json!({"type": "command", "command": exe, "args": ["hook"], "timeout": 5})
+}
+
+/// A handler as written by earlier pcmail versions (legacy shell form).
+fn ours_shell_form(exe: &str) -> Value {
     json!({"type": "command", "command": format!("'{exe}' hook"), "timeout": 5})
 }
 
@@ -81,6 +87,7 @@ fn install_into_missing_file_creates_dir_and_registers_both_events() {
     assert!(!st.all_exes_exist(), "/opt/pc mail/pcmail does not exist");
     assert_eq!(st.hooks[0].matcher.as_deref(), Some(SESSION_START_MATCHER));
     assert_eq!(st.hooks[0].timeout_secs, Some(5));
+    assert!(st.hooks.iter().all(|h| h.exec_form));
 }
 
 #[test]
@@ -248,12 +255,13 @@ fn exe_path_change_replaces_entry_in_place() {
     assert_eq!(count_ours(&after), 2);
     let ss = after["hooks"]["SessionStart"].as_array().unwrap();
     assert_eq!(ss.len(), 3, "no second pcmail group added");
-    assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail' hook");
+    assert_eq!(ss[1]["hooks"][0]["command"], "/new dir/pcmail");
+    assert_eq!(ss[1]["hooks"][0]["args"], json!(["hook"]));
     assert_eq!(ss[1]["hooks"][0]["timeout"], 9);
     assert_eq!(ss[2]["hooks"][0]["command"], "later");
     assert_eq!(
         after["hooks"]["UserPromptSubmit"][1]["hooks"][0]["command"],
-        "'/new dir/pcmail' hook"
+        "/new dir/pcmail"
     );
 }
 
@@ -267,9 +275,9 @@ fn legacy_forms_inside_user_groups_are_updated_in_place_and_duplicates_dropped()
             "SessionStart": [
                 {"matcher": "startup", "hooks": [
                     {"type": "command", "command": "echo hi"},
-                    {"type": "command", "command": "/x/pcmail", "args": ["hook"], "statusMessage": "mail"}
+                    {"type": "command", "command": "/x/pcmail hook", "statusMessage": "mail"}
                 ]},
-                {"hooks": [{"type": "command", "command": "pcmail hook"}]}
+                {"hooks": [{"type": "command", "command": "pcmail", "args": ["hook"]}]}
             ],
             "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "'C:\\bin\\pcmail.exe' hook"}]}]
         }}),
@@ -280,10 +288,11 @@ fn legacy_forms_inside_user_groups_are_updated_in_place_and_duplicates_dropped()
         v,
         json!({"hooks": {
             "SessionStart": [
-                // shared with the user's handler: matcher left alone, extra key kept, args dropped
+                // shared with the user's handler: matcher left alone, extra key kept,
+                // shell form turned into exec form
                 {"matcher": "startup", "hooks": [
                     {"type": "command", "command": "echo hi"},
-                    {"type": "command", "command": "'/y/pcmail' hook", "statusMessage": "mail", "timeout": 5}
+                    {"type": "command", "command": "/y/pcmail", "args": ["hook"], "statusMessage": "mail", "timeout": 5}
                 ]}
                 // the duplicate group was removed
             ],
@@ -330,6 +339,30 @@ fn lookalike_commands_are_not_ours() {
         pcmail_exe_of(&json!({"type": "http", "command": "/x/pcmail hook"})),
         None
     );
+    for args in [
+        json!([]),
+        json!(["hook", "--extra"]),
+        json!(["send"]),
+        json!([1]),
+        json!("hook"),
+    ] {
+        assert_eq!(
+            pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail", "args": args})),
+            None,
+            "{args}"
+        );
+    }
+    assert_eq!(
+        pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-dev", "args": ["hook"]})),
+        None
+    );
+    // exec form: `command` is the path itself, even if it would need quoting in a shell
+    assert_eq!(
+        pcmail_handler_of(
+            &json!({"type": "command", "command": "/a b/$x/pcmail", "args": ["hook"]})
+        ),
+        Some((PathBuf::from("/a b/$x/pcmail"), true))
+    );
     for (cmd, exe) in [
         ("/x/pcmail hook", "/x/pcmail"),
         ("'/a b/pcmail' hook", "/a b/pcmail"),
@@ -339,45 +372,171 @@ fn lookalike_commands_are_not_ours() {
         ("pcmail hook", "pcmail"),
         ("C:/Tools/PCMAIL.EXE hook", "C:/Tools/PCMAIL.EXE"),
     ] {
-        let got = pcmail_exe_of(&json!({"type": "command", "command": cmd}));
-        assert_eq!(got, Some(PathBuf::from(exe)), "{cmd}");
+        let got = pcmail_handler_of(&json!({"type": "command", "command": cmd}));
+        assert_eq!(got, Some((PathBuf::from(exe), false)), "{cmd}");
     }
 }
 
 #[test]
-fn hook_command_round_trips_through_our_parser() {
+fn hook_handler_is_exec_form_and_recognised() {
     for exe in [
         "/a/pcmail",
         "/a b/pcmail",
         "/it's/pcmail",
         "/$x/`y`/\"q\"/pcmail",
     ] {
-        let cmd = hook_command(Path::new(exe)).unwrap();
+        let h = Value::Object(hook_handler(&spec(exe)).unwrap());
+        assert_eq!(h, ours(exe));
         assert_eq!(
-            pcmail_exe_of(&json!({"type": "command", "command": cmd})),
-            Some(PathBuf::from(exe)),
-            "{cmd}"
+            pcmail_handler_of(&h),
+            Some((PathBuf::from(exe), true)),
+            "{exe}"
         );
     }
+    assert!(matches!(
+        hook_handler(&spec("relative/pcmail")),
+        Err(HooksError::InvalidSpec(_))
+    ));
+}
+
+#[test]
+fn shell_form_entry_is_migrated_in_place_then_idempotent() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let mut shell_ss = ours_shell_form("/opt/pc mail/pcmail");
+    shell_ss["statusMessage"] = json!("checking mail");
+    let original = json!({
+        "model": "opus",
+        "hooks": {
+            "SessionStart": [
+                {"matcher": "startup", "hooks": [{"type": "command", "command": "cat notes.md"}]},
+                {"matcher": SESSION_START_MATCHER, "hooks": [shell_ss]},
+                {"hooks": [{"type": "command", "command": "after-us"}]}
+            ],
+            "UserPromptSubmit": [
+                {"hooks": [
+                    {"type": "command", "command": "/opt/pc\\ mail/pcmail hook", "timeout": 5, "x-note": "mine"},
+                    {"type": "command", "command": "log-prompt"}
+                ]}
+            ]
+        }
+    });
+    write_pretty(&path, &original);
+    let st = status(&path).unwrap();
+    assert_eq!(st.level(), InstallLevel::Installed);
+    assert!(st.hooks.iter().all(|h| !h.exec_form), "{st:?}");
+
+    let out = install(&path, &spec("/opt/pc mail/pcmail")).unwrap();
+    assert!(out.changed);
+    assert!(out.backup.is_some());
+    let v = read_json(&path);
+    assert_eq!(
+        v,
+        json!({
+            "model": "opus",
+            "hooks": {
+                "SessionStart": [
+                    {"matcher": "startup", "hooks": [{"type": "command", "command": "cat notes.md"}]},
+                    {"matcher": SESSION_START_MATCHER, "hooks": [
+                        {"type": "command", "command": "/opt/pc mail/pcmail", "args": ["hook"],
+                         "timeout": 5, "statusMessage": "checking mail"}
+                    ]},
+                    {"hooks": [{"type": "command", "command": "after-us"}]}
+                ],
+                "UserPromptSubmit": [
+                    {"hooks": [
+                        {"type": "command", "command": "/opt/pc mail/pcmail", "args": ["hook"],
+                         "timeout": 5, "x-note": "mine"},
+                        {"type": "command", "command": "log-prompt"}
+                    ]}
+                ]
+            }
+        })
+    );
+    // key order of the migrated handler: ours where they stood, `args` after `command`,
+    // the user's keys where they were
+    assert_eq!(
+        keys(&v["hooks"]["SessionStart"][1]["hooks"][0]),
+        ["type", "command", "args", "timeout", "statusMessage"]
+    );
+    assert_eq!(
+        keys(&v["hooks"]["UserPromptSubmit"][0]["hooks"][0]),
+        ["type", "command", "args", "timeout", "x-note"]
+    );
+    let st = status(&path).unwrap();
+    assert_eq!(st.hooks.len(), 2);
+    assert!(st.hooks.iter().all(|h| h.exec_form));
+
+    // a second install is a no-op: no write, no backup
+    let content = fs::read(&path).unwrap();
+    let files = other_files(tmp.path(), "settings.json");
+    let out = install(&path, &spec("/opt/pc mail/pcmail")).unwrap();
+    assert!(!out.changed);
+    assert_eq!(out.backup, None);
+    assert_eq!(fs::read(&path).unwrap(), content);
+    assert_eq!(other_files(tmp.path(), "settings.json"), files);
+}
+
+#[test]
+fn path_with_spaces_and_dollar_is_written_verbatim() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let exe = "/home/u/my $HOME dir/it's \"q\"/pcmail";
+    install(&path, &spec(exe)).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
+        let h = &v["hooks"][ev][0]["hooks"][0];
+        assert_eq!(h["command"].as_str(), Some(exe), "no shell quoting");
+        assert_eq!(h["args"], json!(["hook"]));
+        assert_eq!(h["timeout"], 5);
+    }
+    assert!(!text.contains("'\\''"), "{text}");
+    assert_eq!(status(&path).unwrap().hooks[0].exe, PathBuf::from(exe));
+    assert!(!install(&path, &spec(exe)).unwrap().changed);
 }
 
 #[cfg(unix)]
 #[test]
-fn registered_command_runs_the_exe_with_hook_under_sh() {
+fn registered_handler_spawns_the_exe_with_exactly_hook() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = TempDir::new().unwrap();
-    let dir = tmp.path().join("we'ird $dir");
+    let dir = tmp.path().join("we'ird $dir `x` \"q\"");
     fs::create_dir(&dir).unwrap();
     let exe = dir.join("pcmail");
-    fs::write(&exe, "#!/bin/sh\nprintf '%s|' \"$@\"\n").unwrap();
+    // prints its argument count, then each argument followed by `|`
+    fs::write(
+        &exe,
+        "#!/bin/sh\nprintf '%s:' \"$#\"\nprintf '%s|' \"$@\"\n",
+    )
+    .unwrap();
     fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(hook_command(&exe).unwrap())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hook|");
+    let path = tmp.path().join("settings.json");
+    install(
+        &path,
+        &HookSpec {
+            exe: exe.clone(),
+            timeout_secs: 5,
+        },
+    )
+    .unwrap();
+    let v = read_json(&path);
+    for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
+        let h = &v["hooks"][ev][0]["hooks"][0];
+        // spawn the way Claude Code's exec form does: no shell, `command` + `args`
+        let args: Vec<&str> = h["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let out = std::process::Command::new(h["command"].as_str().unwrap())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "1:hook|");
+    }
 }
 
 #[test]
@@ -411,7 +570,8 @@ fn uninstall_from_fresh_install_removes_hooks_key_and_keeps_shared_groups() {
     write_pretty(
         &path,
         &json!({"hooks": {"SessionStart": [{"matcher": "x", "hooks": [
-            {"type": "command", "command": "a"}, ours("/bin/pcmail")]}], "Stop": []}}),
+            {"type": "command", "command": "a"}, ours("/bin/pcmail"),
+            ours_shell_form("/old/pcmail")]}], "Stop": []}}),
     );
     uninstall(&path).unwrap();
     assert_eq!(

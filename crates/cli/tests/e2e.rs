@@ -355,8 +355,11 @@ fn hooks_install_and_doctor() {
     let settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap()).unwrap();
     for ev in ["SessionStart", "UserPromptSubmit"] {
-        let cmd = settings["hooks"][ev][0]["hooks"][0]["command"].as_str().unwrap();
-        assert!(cmd.ends_with(" hook") && cmd.contains("pcmail"), "{cmd}");
+        let handler = &settings["hooks"][ev][0]["hooks"][0];
+        let cmd = std::path::Path::new(handler["command"].as_str().unwrap());
+        assert!(cmd.is_absolute() && cmd.is_file(), "exec form: `command` is the exe itself: {}", cmd.display());
+        assert!(cmd.file_stem().is_some_and(|n| n == "pcmail"), "{}", cmd.display());
+        assert_eq!(handler["args"], serde_json::json!(["hook"]));
         assert_eq!(settings["hooks"][ev][0]["hooks"][0]["timeout"], 5);
     }
     assert!(!home.path().join(".claude.json").exists(), "never touches ~/.claude.json");
