@@ -191,8 +191,10 @@ pub fn doctor(json: bool) -> anyhow::Result<()> {
     ));
     match pcmail_claude_hooks::default_settings_path().map(|p| pcmail_claude_hooks::status(&p)) {
         Some(Ok(s)) => {
-            let ok = s.level() == pcmail_claude_hooks::InstallLevel::Installed && s.all_exes_exist();
-            checks.push((format!("Claude Code hooks: {:?}", s.level()), ok, "`pcmail hooks install`".into()));
+            let exec = s.hooks.iter().all(|h| h.exec_form);
+            let ok = s.level() == pcmail_claude_hooks::InstallLevel::Installed && s.all_exes_exist() && exec;
+            let form = if s.hooks.is_empty() { "" } else if exec { ", exec form" } else { ", old shell form" };
+            checks.push((format!("Claude Code hooks: {:?}{form}", s.level()), ok, "`pcmail hooks install` (re-run it to move to the exec form)".into()));
         }
         Some(Err(e)) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
         None => checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into())),

@@ -364,7 +364,7 @@ fn hooks_install_and_doctor() {
     }
     assert!(!home.path().join(".claude.json").exists(), "never touches ~/.claude.json");
     let after = doctor(true);
-    assert!(after.contains("ok   Claude Code hooks: Installed"), "{after}");
+    assert!(after.contains("ok   Claude Code hooks: Installed, exec form"), "{after}");
     let out = a.cmd(&["hooks", "uninstall"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
     assert!(out.status.success());
     doctor(false);
