@@ -14,14 +14,18 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+PCMAIL_BIN_GIVEN="${PCMAIL_BIN:-}"
+TRAY_BIN_GIVEN="${TRAY_BIN:-}"
 PCMAIL_BIN="${PCMAIL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail}"
 TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/src-tauri/target}/debug/pcmail-tray}"
 PORT="${SMOKE_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 URL="http://127.0.0.1:$PORT/api"
 export PCMAIL_TOKEN="smoke-token-$$"
 
-if [[ ! -x "$PCMAIL_BIN" ]]; then (cd "$ROOT" && nice cargo build -q -p pcmail-cli); fi
-if [[ ! -x "$TRAY_BIN" ]]; then (cd "$ROOT/src-tauri" && nice cargo build -q); fi
+# Always build (a no-op when up to date): a stale binary in a shared target
+# directory must never be what the smoke test measures.
+if [[ -z "${PCMAIL_BIN_GIVEN:-}" ]]; then (cd "$ROOT" && nice cargo build -q -p pcmail-cli); fi
+if [[ -z "${TRAY_BIN_GIVEN:-}" ]]; then (cd "$ROOT/src-tauri" && nice cargo build -q); fi
 for t in xvfb-run dbus-run-session; do command -v "$t" >/dev/null || { echo "smoke: $t is missing"; exit 2; }; done
 
 WORK="$(mktemp -d /tmp/pcmail-smoke.XXXXXX)"
@@ -110,7 +114,9 @@ done
 # poller's long poll, the store, the watch). An upper bound of "stored → shown". (The inbox row's
 # received_at is stamped when the poll round starts, before a long-poll wait,
 # so it cannot time the store.)
+[[ -n "$(field titleAt)" ]] || fail "the tray state has no titleAt"
 LAT=$(( $(field titleAt) - SENT_AT ))
+[[ "$LAT" -ge 0 ]] || fail "titleAt is before the send (${LAT} ms)"
 echo "smoke: tray title 1, badge attention; sent → tray in ${LAT} ms"
 [[ "$LAT" -lt 1000 ]] || fail "sent → tray took ${LAT} ms (target < 1000)"
 grep -q '"notified"' "$STATE" || true
