@@ -6,22 +6,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+LOG="$(mktemp -d)"
+trap 'rm -rf "$LOG"' EXIT
 
 echo "== Apps Script server (gas/, node --test)"
-(cd gas && npm test)
+(cd gas && npm test) 2>&1 | tee "$LOG/gas"
 
 echo "== Rust workspace"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
+  cargo nextest run --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 else
-  cargo test --workspace --no-fail-fast
+  cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 fi
 
 echo "== tray UI in headless Chromium (ui/)"
-(cd ui && npm ci --no-audit --no-fund && npm test)
+(cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
 
-if [ -x src-tauri/tests/smoke.sh ]; then
-  echo "== tray app under Xvfb (src-tauri/)"
-  bash src-tauri/tests/smoke.sh
-fi
-echo "pcmail: all test suites passed"
+echo "== tray app under Xvfb (src-tauri/)"
+bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
+
+# One closing line for all suites (each suite above already failed the run
+# on its own if anything failed: pipefail).
+node_pass() { awk '/^# pass /{n+=$3} END{print n+0}' "$1"; }
+rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/ui") + smoke_pass ))
+echo "all: $total passed, 0 failed"
