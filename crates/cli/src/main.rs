@@ -72,6 +72,9 @@ enum Cmd {
     Token {
         #[arg(value_parser = ["set", "clear"])]
         action: String,
+        /// The token `pcmail serve` requires (default: the one for the configured server URL).
+        #[arg(long)]
+        serve: bool,
     },
     /// Send mail to an exact roster label, number or hostname (`*` = every PC).
     Send {
@@ -309,11 +312,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
             Ok(())
         }
-        Cmd::Token { action } => {
+        Cmd::Token { action, serve } => {
             let c = Config::load(&paths()?)?;
             let key = match &c.server {
-                ServerConfig::Http { url } | ServerConfig::AppsScript { url } => url.clone(),
-                ServerConfig::Embedded { .. } => "serve".to_string(),
+                ServerConfig::Http { url } | ServerConfig::AppsScript { url } if !serve => url.clone(),
+                _ => "serve".to_string(),
             };
             if action == "clear" {
                 pcmail_client::token::delete(&key)?;
@@ -501,7 +504,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let p = paths()?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
-                    "pcmail serve needs a token: {e} (`echo TOKEN | pcmail token set` with the embedded config, or PCMAIL_TOKEN)"
+                    "pcmail serve needs a token: {e} (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)"
                 )))
             })?;
             let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
