@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 pkgs=(build-essential pkg-config libssl-dev curl ca-certificates
       libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
-      xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin curl python3)
+      xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -381,3 +381,70 @@ fn demo_runs_on_the_embedded_default() {
     assert_eq!(text.matches("  done ").count(), 3, "note acked, decision answered, reply acked:\n{text}");
     assert!(text.contains("(reply:mail-"));
 }
+
+/// The client's token comes from the OS keyring (Secret Service, here
+/// gnome-keyring in a private D-Bus session) and is never written to a file.
+#[test]
+fn token_lives_in_the_os_keyring_not_in_files() {
+    let server = Server::start(Kind::Rust);
+    let home = tempfile::tempdir().unwrap();
+    let script = format!(
+        "echo pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1 || exit 90\n\
+         {exe} init --label pc-k --server {url} >/dev/null || exit 91\n\
+         echo {token} | {exe} token set || exit 92\n\
+         {exe} sync || exit 93\n\
+         {exe} --json roster\n",
+        exe = exe().display(),
+        url = server.url,
+        token = TOKEN
+    );
+    let out = std::process::Command::new("dbus-run-session")
+        .args(["--", "sh", "-c", &script])
+        .env("PCMAIL_HOME", home.path())
+        .env_remove("PCMAIL_TOKEN")
+        .env("HOME", home.path())
+        .output()
+        .expect("dbus-run-session (package dbus)");
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"pc-k\""), "synced with the keyring's token");
+    // Nowhere in the PC's files (config, store, logs)…
+    for entry in walk(home.path()) {
+        if entry.is_file() && !entry.to_string_lossy().contains("keyrings") {
+            let bytes = std::fs::read(&entry).unwrap();
+            assert!(
+                !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+                "the token is in {}",
+                entry.display()
+            );
+        }
+    }
+    // …and without the keyring or PCMAIL_TOKEN the client has no token.
+    let out = std::process::Command::new(exe())
+        .arg("sync")
+        .env("PCMAIL_HOME", home.path())
+        .env_remove("PCMAIL_TOKEN")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(9), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
