@@ -448,3 +448,69 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A full disk on the receiving PC: nothing is confirmed that was not
+/// stored, the store stays intact, and once there is room every mail arrives
+/// exactly once. (Root only: it mounts a 1 MiB tmpfs as the PC's directory.)
+#[test]
+fn full_disk_loses_nothing_and_corrupts_nothing() {
+    if !unsafe_is_root() {
+        eprintln!("not root: cannot mount a small tmpfs (CI runs as root)");
+        return;
+    }
+    struct Mount(std::path::PathBuf);
+    impl Drop for Mount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    let b = Pc::new(&server, "pc-b");
+    let mnt = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(mnt.path()).status().unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let _guard = Mount(mnt.path().to_path_buf());
+    // pc-b lives on the tiny filesystem.
+    for f in ["config.toml"] {
+        std::fs::copy(b.home.path().join(f), mnt.path().join(f)).unwrap();
+    }
+    let on_b = |args: &[&str]| b.cmd(args).env("PCMAIL_HOME", mnt.path()).output().unwrap();
+    assert!(on_b(&["sync"]).status.success());
+    a.ok(&["sync"]);
+    a.ok(&["roster"]);
+    let body = "x".repeat(15_000);
+    let ids: Vec<String> = (0..4).map(|_| a.send(&["pc-b", "--body", &body])).collect();
+    // Fill the disk.
+    let filler = mnt.path().join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+    }
+    let out = on_b(&["sync"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(9), "a full disk is local trouble (exit 9): {err}");
+    for id in &ids {
+        let st = a.state_of(id);
+        if st != "new" {
+            // Whatever was confirmed must really be in the store.
+            let c = rusqlite::Connection::open(mnt.path().join("store.db")).unwrap();
+            let n: i64 = c.query_row("SELECT count(*) FROM inbox WHERE id = ?1", [id], |r| r.get(0)).unwrap();
+            assert_eq!(n, 1, "{id} is {st} on the server but not stored; sync said: {err}");
+        }
+    }
+    std::fs::remove_file(&filler).unwrap();
+    let out = on_b(&["sync"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for id in &ids {
+        assert_eq!(a.state_of(id), "delivered", "{id}");
+    }
+    let c = rusqlite::Connection::open(mnt.path().join("store.db")).unwrap();
+    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok");
+    let n: i64 = c.query_row("SELECT count(*) FROM inbox", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 4, "each mail stored once");
+}
