@@ -226,16 +226,14 @@
     return b;
   }
 
-  function inboxRow(m) {
-    const now = Date.now();
-    const r = el('div', 'mail-row' + (UNREAD.has(m.state) ? ' unread' : '') + (FINAL.has(m.state) ? ' finished' : ''));
+  // One list row: who, the kind tag, a right-hand chip, subject/preview/age.
+  function row(m, cls, who, chip, now) {
+    const r = el('div', cls);
     const line1 = el('div', 'line1');
-    line1.appendChild(el('span', 'from', m.from));
+    line1.appendChild(el('span', 'from', who));
     line1.appendChild(kindTag(m));
-    const spacer = el('span', 'grow');
-    line1.appendChild(spacer);
-    const b = slaBadge(m, now);
-    if (b) line1.appendChild(b); else line1.appendChild(stateChip(m.state));
+    line1.appendChild(el('span', 'grow'));
+    line1.appendChild(chip);
     const line2 = el('div', 'line2');
     line2.appendChild(el('span', 'subject', m.subject || '(no subject)'));
     line2.appendChild(el('span', 'preview', m.preview || ''));
@@ -245,21 +243,15 @@
     return r;
   }
 
+  function inboxRow(m) {
+    const now = Date.now();
+    const cls = 'mail-row' + (UNREAD.has(m.state) ? ' unread' : '') + (FINAL.has(m.state) ? ' finished' : '');
+    return row(m, cls, m.from, slaBadge(m, now) || stateChip(m.state), now);
+  }
+
   function sentRow(m) {
     const now = Date.now();
-    const r = el('div', 'mail-row');
-    const line1 = el('div', 'line1');
-    line1.appendChild(el('span', 'from', '→ ' + m.to));
-    line1.appendChild(kindTag(m));
-    line1.appendChild(el('span', 'grow'));
-    line1.appendChild(stateChip(m.state));
-    const line2 = el('div', 'line2');
-    line2.appendChild(el('span', 'subject', m.subject || '(no subject)'));
-    line2.appendChild(el('span', 'preview', m.preview || ''));
-    line2.appendChild(el('span', 'when muted', fmtAge(Math.max(0, now - (m.createdAt || now))).trim()));
-    r.appendChild(line1);
-    r.appendChild(line2);
-    return r;
+    return row(m, 'mail-row', '→ ' + m.to, stateChip(m.state), now);
   }
 
   function timeline(m) {

@@ -122,15 +122,15 @@ impl Client {
                 }
             }
             let more = resp.get("more").and_then(Value::as_bool).unwrap_or(false);
-            // Another round only to confirm what we just stored or fetch the rest.
-            let unconfirmed = self.store.unconfirmed_ids(1)?;
-            if fetched == 0 && !more && unconfirmed.is_empty() {
-                break;
-            }
-            if fetched == 0 && !more && !unconfirmed.is_empty() && confirm == self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)? {
-                // The server did not take our confirms (e.g. mail it no longer
-                // has): don't spin; they go with the next cycle.
-                break;
+            // Another round only to confirm what we just stored or fetch the
+            // rest. When nothing was fetched and the confirms left are the
+            // ones the server just did not take (mail it no longer has), stop
+            // rather than spin: they go with the next cycle.
+            if fetched == 0 && !more {
+                let left = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
+                if left.is_empty() || left == confirm {
+                    break;
+                }
             }
         }
         // The server answers again: what waited in backoff goes now.
@@ -219,6 +219,14 @@ impl Client {
     }
 
     /// Sends what was queued while the server was unreachable.
+    /// Sends every queued mail now (used by commands that must not run a
+    /// whole cycle: a cycle claims notifications only a poller delivers).
+    pub fn send_queued(&mut self) -> Result<CycleReport, ClientError> {
+        let mut report = CycleReport::default();
+        self.flush_outbox(&mut report, true)?;
+        Ok(report)
+    }
+
     fn flush_outbox(&mut self, report: &mut CycleReport, all: bool) -> Result<(), ClientError> {
         let now = self.now();
         let queued = if all { self.store.outbox_all()? } else { self.store.outbox_due(now)? };
