@@ -399,7 +399,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Sent { limit } => {
             let mut client = open()?;
-            let _ = client.sync_once(0);
+            // Fresh states from the server where it answers, else the cache.
+            let _ = client.send_queued();
+            let open_ids: Vec<String> =
+                client.store.sent_list(limit)?.into_iter().filter(|m| !m.state.is_final()).map(|m| m.id).collect();
+            for chunk in open_ids.chunks(pcmail_core::model::limits::STATUS_IDS_MAX) {
+                if client.status(chunk).is_err() {
+                    break;
+                }
+            }
             let rows = client.store.sent_list(limit)?;
             print::sent(&rows, json);
             Ok(())

@@ -229,7 +229,7 @@ impl Client {
             };
             if mails.is_empty() {
                 // Queued locally and not sent yet: push it.
-                let _ = self.sync_once(0);
+                let _ = self.send_queued();
             } else if mails.iter().all(|m| m.state.rank() >= wanted.rank()) {
                 return Ok(mails);
             }
