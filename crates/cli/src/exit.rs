@@ -20,7 +20,7 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
     if let Some(c) = e.downcast_ref::<ClientError>() {
         return match c {
             ClientError::ReplyToReply { .. } => Exit::ReplyToReply,
-            ClientError::Unresolved { .. } => Exit::Unresolved,
+            ClientError::Unresolved { .. } | ClientError::NobodyElse => Exit::Unresolved,
             ClientError::Call(CallError::Server(p)) => match p.code {
                 pcmail_core::ErrorCode::UnknownRecipient => Exit::Unresolved,
                 pcmail_core::ErrorCode::NotFound => Exit::NotFound,

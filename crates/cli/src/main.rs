@@ -9,9 +9,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use exit::{fail, Exit};
 use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::ops::Draft;
+use pcmail_client::ops::{Draft, Expires};
 use pcmail_client::{hook, locks, notify, spawn, Client, ClientError};
-use pcmail_core::{Kind, MarkOp, Millis, State};
+use pcmail_core::{Kind, MarkOp, State};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -261,7 +261,7 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
     Ok(s)
 }
 
-fn parse_expires(s: &str, now: Millis) -> anyhow::Result<Millis> {
+fn parse_expires(s: &str) -> anyhow::Result<Expires> {
     let s = s.trim();
     let unit = |c: char| -> Option<i64> {
         match c {
@@ -275,12 +275,12 @@ fn parse_expires(s: &str, now: Millis) -> anyhow::Result<Millis> {
     if let Some(last) = s.chars().last() {
         if let (Some(mult), Ok(n)) = (unit(last), s[..s.len() - 1].parse::<i64>()) {
             if n > 0 {
-                return Ok(now + n * mult);
+                return Ok(Expires::In(n.saturating_mul(mult)));
             }
         }
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(t.timestamp_millis());
+        return Ok(Expires::At(t.timestamp_millis()));
     }
     anyhow::bail!(ClientError::Invalid(format!("--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time")))
 }
@@ -336,15 +336,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Send { to, kind, subject, body, file, urgent, expires, auto, wait_for, timeout } => {
             let mut client = open()?;
             let body = body_from(body, file)?;
-            let now = client.now();
-            let expires_at = expires.map(|e| parse_expires(&e, now)).transpose()?;
+            let expires = expires.map(|e| parse_expires(&e)).transpose()?;
             let kind = match kind {
                 KindArg::Note => Kind::Note,
                 KindArg::Request => Kind::Request,
                 KindArg::Decision => Kind::Decision,
             };
             let subject = subject.unwrap_or_default();
-            let out = client.send(Draft { to, kind, subject, body, urgent, expires_at, auto })?;
+            let out = client.send(Draft { to, kind, subject, body, urgent, expires, auto })?;
             let Some(w) = wait_for else {
                 print::send_outcome(&out, json);
                 return Ok(());

@@ -78,7 +78,12 @@ pub fn sent(rows: &[SentMail], json: bool) {
     }
     for m in rows {
         let text = if m.subject.is_empty() { &m.body } else { &m.subject };
-        println!("{}  → {:<12} [{}]  {}", m.id, m.to, m.state, neutralise(&truncate_chars(text, 60)));
+        let state = match (&m.queued, m.state) {
+            (Some(_), pcmail_core::State::New) => "queued".to_string(),
+            (Some(why), s) => format!("{s}: {why}"),
+            (None, s) => s.to_string(),
+        };
+        println!("{}  → {:<12} [{}]  {}", m.id, m.to, state, neutralise(&truncate_chars(text, 60)));
     }
 }
 

@@ -38,12 +38,14 @@ pub enum ClientError {
     Unresolved { query: String, candidates: Vec<String> },
     #[error("{id} is itself a reply; replying to a reply is refused (it is how mail loops start)")]
     ReplyToReply { id: String },
-    #[error("no mail {0:?} here")]
+    #[error("no such mail: {0}")]
     NotFound(String),
     #[error("{id} did not reach {wanted} within the timeout (it is {state})")]
     Timeout { id: String, wanted: String, state: String },
     #[error("{0}")]
     Invalid(String),
+    #[error("nobody else is on the roster to send to (`pcmail roster` lists it; other PCs appear once they have polled)")]
+    NobodyElse,
 }
 
 fn candidates_hint(c: &[String]) -> String {

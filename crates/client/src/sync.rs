@@ -27,6 +27,8 @@ pub struct CycleReport {
     pub marks_dropped: usize,
     pub outbox_sent: Vec<String>,
     pub outbox_left: usize,
+    /// Queued mail that expired before the server could take it (not sent).
+    pub outbox_expired: Vec<String>,
     pub updates: usize,
     pub roster_refreshed: bool,
     /// Mail that wants a notification (claimed: nobody else will notify it).
@@ -62,6 +64,9 @@ impl Client {
 
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
         self.flush_outbox(report, false)?;
+        // A mark an older pcmail queued with text the server refuses must
+        // never hold up the poll: dropped here with a record.
+        report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
         for round in 0..MAX_ROUNDS {
             let now = self.now();
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
@@ -70,7 +75,7 @@ impl Client {
             let idle = confirm.is_empty() && due.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
-                marks: due.iter().map(|p| p.mark.clone()).collect(),
+                marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
@@ -85,6 +90,7 @@ impl Client {
             report.round_trips += 1;
             // A long poll may have waited: stamp what follows with the answer's time.
             let now = self.now();
+            self.record_server_clock(&resp, now);
 
             // Confirmed ids: stored here and known to the server.
             let confirmed: Vec<String> = str_array(&resp, "confirmed");
@@ -198,24 +204,52 @@ impl Client {
             }
             return Ok(());
         };
-        self.apply_results(results, now, report)
+        self.apply_results(results, sent, now, report)
     }
 
-    pub(crate) fn apply_results(&mut self, results: Vec<MarkResult>, now: Millis, report: &mut CycleReport) -> Result<(), ClientError> {
+    /// Applies the server's answer for each mark sent: done, or refused (final
+    /// for that mark: dropped with a record `pcmail doctor` shows). A result is
+    /// matched by its `index` in the request, else by `markId`.
+    pub(crate) fn apply_results(
+        &mut self,
+        results: Vec<MarkResult>,
+        sent: &[pcmail_store::PendingMark],
+        now: Millis,
+        report: &mut CycleReport,
+    ) -> Result<(), ClientError> {
         let mut done = vec![];
         for r in results {
+            let mark_id = match r.index.and_then(|i| sent.get(i)) {
+                Some(p) => p.mark.mark_id.clone(),
+                None => match r.mark_id {
+                    Some(m) => m,
+                    None => continue,
+                },
+            };
             if r.ok {
-                done.push(r.mark_id);
+                done.push(mark_id);
             } else {
                 // not_found / forbidden / bad_request are final for this mark.
-                let why = format!("server refused: {}", r.code.unwrap_or_default());
-                self.store.drop_mark(&r.mark_id, &why, now)?;
+                let why = format!(
+                    "server refused: {}{}",
+                    r.code.unwrap_or_default(),
+                    r.message.map(|m| format!(" ({m})")).unwrap_or_default()
+                );
+                self.store.drop_mark(&mark_id, &why, now)?;
                 report.marks_dropped += 1;
             }
         }
         report.marks_sent += done.len();
         self.store.mark_done(&done)?;
         Ok(())
+    }
+
+    /// Keeps this PC's offset from the server's clock (the truth for expiry):
+    /// `now` of an answer minus the local time it arrived.
+    pub(crate) fn record_server_clock(&mut self, resp: &Value, local_now: Millis) {
+        if let Some(server_now) = resp.get("now").and_then(Value::as_i64) {
+            let _ = self.store.meta_set_i64(meta::SERVER_OFFSET_MS, server_now - local_now);
+        }
     }
 
     /// Sends what was queued while the server was unreachable.
@@ -231,7 +265,19 @@ impl Client {
         let now = self.now();
         let queued = if all { self.store.outbox_all()? } else { self.store.outbox_due(now)? };
         for q in queued {
-            match self.send_prepared(&q.mail, !q.regenerated) {
+            // Expiry counts from when the mail was written, not from when the
+            // server could finally take it: subtract the time it waited here.
+            let mut mail = q.mail.clone();
+            if let Some(d) = mail.expires_in {
+                let left = d - (now - q.queued_at).max(0);
+                if left <= 0 {
+                    self.store.outbox_expired(&q.mail, now)?;
+                    report.outbox_expired.push(q.mail.id.clone());
+                    continue;
+                }
+                mail.expires_in = Some(left);
+            }
+            match self.send_prepared(&mail, !q.regenerated) {
                 Ok(out) => {
                     self.store.outbox_remove(&q.mail.id)?;
                     report.outbox_sent.extend(out.ids);

@@ -40,6 +40,11 @@ pub trait Transport: Send + Sync {
     fn long_poll(&self) -> bool;
     /// Short name for logs and `doctor`.
     fn describe(&self) -> String;
+    /// Every request spends a daily quota (Apps Script's URL fetches): ask
+    /// seldom, with growing gaps.
+    fn quota_bound(&self) -> bool {
+        false
+    }
 }
 
 /// Reads a response body: JSON with `ok:true`, a protocol error, or garbage
@@ -145,6 +150,10 @@ impl Transport for Http {
     }
     fn describe(&self) -> String {
         self.url.clone()
+    }
+    fn quota_bound(&self) -> bool {
+        // The HTTP transport without long-poll is Apps Script.
+        !self.long_poll
     }
 }
 

@@ -67,8 +67,13 @@ pub struct OutgoingMail {
     pub body: String,
     #[serde(default)]
     pub urgent: bool,
-    #[serde(default)]
+    /// An absolute expiry (older clients). New clients send `expires_in`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Millis>,
+    /// Expiry as a duration from the server's receipt: the server clock is
+    /// the truth, so a sender whose clock is off cannot expire mail early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<Millis>,
     #[serde(default)]
     pub in_reply_to: Option<String>,
     #[serde(default)]
@@ -166,8 +171,14 @@ pub struct Mark {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MarkResult {
-    pub mark_id: String,
-    pub id: String,
+    /// The mark's position in the request (servers with `mark-results`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// Null when the server could not read it from a malformed mark.
+    #[serde(default)]
+    pub mark_id: Option<String>,
+    #[serde(default)]
+    pub id: Option<String>,
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<State>,
@@ -175,6 +186,8 @@ pub struct MarkResult {
     pub changed: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// A state change of mail the caller sent (the `poll` updates feed).
@@ -245,4 +258,6 @@ pub mod limits {
     pub const UNDELIVERED_MS: i64 = 30 * MIN;
     pub const STALE_PC_MS: i64 = 10 * MIN;
     pub const SWEEP_EVERY_MS: i64 = 10 * MIN;
+    /// Longest `expiresIn` a mail may ask for (a year).
+    pub const EXPIRES_IN_MAX_MS: i64 = 366 * 24 * 60 * MIN;
 }

@@ -28,6 +28,8 @@ pub struct EngineConfig {
 pub enum EngineError {
     #[error("database: {0}")]
     Db(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Schema(#[from] crate::schema::MigrateError),
 }
 
 /// Why an op failed: a protocol error for the caller, or storage trouble.
@@ -151,6 +153,19 @@ impl Engine {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
+    }
+
+    /// True when `req` may hold a long poll open: the token is right and the
+    /// caller is on the roster. Read-only; a stranger is answered without
+    /// anything kept for it.
+    pub fn may_long_poll(&self, req: &Request) -> bool {
+        if !self.token_ok(req.token.as_deref()) {
+            return false;
+        }
+        self.with_tx(TransactionBehavior::Deferred, |tx| {
+            Ok(tx.prepare_cached("SELECT 1 FROM pc WHERE label = ?1")?.exists([&req.pc])?)
+        })
+        .unwrap_or(false)
     }
 
     /// The sweep as the server's own timer runs it (no envelope, no token).

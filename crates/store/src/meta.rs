@@ -13,6 +13,9 @@ pub const ROSTER_FETCHED_AT: &str = "roster_fetched_at";
 pub const LAST_SWEEP_AT: &str = "last_sweep_at";
 pub const CONSECUTIVE_FAILURES: &str = "consecutive_failures";
 pub const LAST_SPAWN_AT: &str = "last_spawn_at";
+/// The server's clock minus this PC's, from the last answer (ms): expiry is
+/// judged by the server's clock.
+pub const SERVER_OFFSET_MS: &str = "server_offset_ms";
 
 impl Store {
     pub fn meta_get(&self, key: &str) -> Result<Option<String>> {
@@ -46,5 +49,10 @@ impl Store {
 
     pub fn last_poll_ok_at(&self) -> Result<Option<Millis>> {
         self.meta_i64(LAST_POLL_OK_AT)
+    }
+
+    /// The server's time now, as best this PC knows it.
+    pub fn server_now(&self, local_now: Millis) -> Millis {
+        local_now + self.meta_i64(SERVER_OFFSET_MS).ok().flatten().unwrap_or(0)
     }
 }

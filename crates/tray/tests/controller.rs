@@ -446,6 +446,7 @@ fn views_sent_alerts_and_expiry() {
         body: "x".repeat(500),
         urgent: false,
         expires_at: None,
+        expires_in: None,
         in_reply_to: None,
         auto: false,
         hop: 0,

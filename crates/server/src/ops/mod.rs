@@ -24,6 +24,7 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
             "server": "pcmail-rust",
             "protocol": pcmail_core::PROTOCOL_VERSION,
             "rosterVersion": roster::version(ctx)?,
+            "features": pcmail_core::protocol::FEATURES,
         }))),
         Op::RosterGet => roster::get(ctx),
         Op::RosterSet { label, hostname, number } => roster::set(ctx, label, hostname, *number),
@@ -91,10 +92,12 @@ pub(crate) struct StoredMail {
     pub state: State,
     pub broadcast_of: Option<String>,
     pub last_at: Millis,
+    /// The duration the sender asked for (None for `expiresAt` or no expiry).
+    pub expires_in: Option<Millis>,
 }
 
 pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, body, urgent, expires_at, \
-     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at";
+     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
 
 impl StoredMail {
     pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredMail> {
@@ -117,6 +120,7 @@ impl StoredMail {
             })?,
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,
+            expires_in: r.get(15)?,
         })
     }
 
