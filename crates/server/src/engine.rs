@@ -21,6 +21,8 @@ pub struct EngineConfig {
     pub webhook_url: Option<String>,
     /// How long a write waits for another process's lock before `busy`.
     pub busy_timeout: Option<Duration>,
+    /// How long final mail is kept (default 90 days; `prune`).
+    pub retention_ms: Option<Millis>,
 }
 
 /// Internal failures of the engine itself (opening, migrating).
@@ -214,6 +216,37 @@ impl Engine {
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+
+    /// Deletes final mail past the retention window, band by band (each its
+    /// own short transaction, so polls go in between). Returns how many went.
+    pub fn prune(&self, now: Millis) -> anyhow::Result<usize> {
+        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        let mut total = 0;
+        loop {
+            let n = self
+                .with_tx(TransactionBehavior::Immediate, |tx| {
+                    Ok(crate::prune::prune_band(tx, cutoff, crate::prune::BAND_ROWS, crate::prune::BAND_BUDGET)?)
+                })
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            total += n;
+            if n == 0 {
+                break;
+            }
+            // Let a waiting poll take the lock between bands.
+            std::thread::yield_now();
+        }
+        if total > 0 {
+            tracing::info!(pruned = total, "retention: final mail past the window deleted");
+        }
+        Ok(total)
+    }
+
+    /// Final mail past the retention window that `prune` would delete.
+    pub fn prunable(&self, now: Millis) -> anyhow::Result<i64> {
+        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        self.with_tx(TransactionBehavior::Deferred, |tx| Ok(crate::prune::prunable(tx, cutoff)?))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Alerts whose webhook post is still due: `(key, content)`.

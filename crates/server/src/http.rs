@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub token: String,
     pub webhook_url: Option<String>,
     pub body_limit: usize,
+    /// How long final mail is kept (None: the default, 90 days).
+    pub retention_ms: Option<Millis>,
 }
 
 impl ServeOptions {
@@ -44,6 +46,7 @@ impl ServeOptions {
             token: token.into(),
             webhook_url: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            retention_ms: None,
         }
     }
 }
@@ -79,7 +82,12 @@ fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
     }
     let engine = Engine::open(
         &opts.db_path,
-        EngineConfig { token: Some(opts.token.clone()), webhook_url: opts.webhook_url.clone(), busy_timeout: None },
+        EngineConfig {
+            token: Some(opts.token.clone()),
+            webhook_url: opts.webhook_url.clone(),
+            busy_timeout: None,
+            retention_ms: opts.retention_ms,
+        },
     )
     .with_context(|| format!("opening {}", opts.db_path.display()))?;
     Ok(Arc::new(engine))
@@ -180,6 +188,10 @@ async fn sweep_timer(engine: Arc<Engine>) {
             Ok(r) if r["ok"] == json!(true) => tracing::info!(expired = %r["expired"], alerts = %r["alerts"], "sweep"),
             Ok(r) => tracing::warn!(error = %r["error"]["code"], "sweep failed"),
             Err(e) => tracing::error!(error = %e, "sweep task failed"),
+        }
+        let e = engine.clone();
+        if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.prune(now_ms())).await {
+            tracing::warn!(error = %err, "retention prune failed");
         }
         if let Err(e) = webhook::flush(engine.clone(), &client, now_ms()).await {
             tracing::warn!(error = %e, "webhook flush failed");

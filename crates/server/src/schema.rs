@@ -114,6 +114,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE mail ADD COLUMN expires_in INTEGER;
     ALTER TABLE broadcast ADD COLUMN expires_in INTEGER;
     "#,
+    // 3: retention reads final mail oldest first (prune.rs).
+    r#"
+    CREATE INDEX mail_final ON mail (last_at) WHERE state IN ('done', 'failed', 'expired');
+    "#,
 ];
 
 pub fn schema_version() -> usize {
