@@ -934,3 +934,79 @@ fn write_atomic(
 
 #[cfg(test)]
 mod tests;
+
+// ---------------------------------------------------------------------------------------------
+// the installed Claude Code, for `pcmail doctor`
+
+/// What `claude --version` said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaudeCodeVersion {
+    /// `claude` is not on PATH.
+    NotOnPath,
+    /// Its first line, e.g. `2.1.332 (Claude Code)`, and the version parsed from it.
+    Found {
+        line: String,
+        version: Option<(u32, u32, u32)>,
+    },
+    /// It ran but failed, or did not answer within the timeout.
+    Failed(String),
+}
+
+/// Runs `<claude> --version` with `timeout` (killed past it). `claude` is the program name or
+/// path (normally `"claude"`, looked up on PATH).
+pub fn claude_code_version(claude: &OsStr, timeout: std::time::Duration) -> ClaudeCodeVersion {
+    use std::process::{Command, Stdio};
+    let mut child = match Command::new(claude)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return ClaudeCodeVersion::NotOnPath,
+        Err(e) => return ClaudeCodeVersion::Failed(e.to_string()),
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return ClaudeCodeVersion::Failed(format!(
+                    "`claude --version` did not answer within {} s",
+                    timeout.as_secs_f32()
+                ));
+            }
+            Err(e) => return ClaudeCodeVersion::Failed(e.to_string()),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut so) = child.stdout.take() {
+        let _ = io::Read::read_to_string(&mut so, &mut out);
+    }
+    if !status.success() {
+        return ClaudeCodeVersion::Failed(format!("`claude --version` exited with {status}"));
+    }
+    let line = out.lines().next().unwrap_or("").trim().to_owned();
+    ClaudeCodeVersion::Found {
+        version: parse_version(&line),
+        line,
+    }
+}
+
+/// The first `X.Y.Z` in `s`.
+pub fn parse_version(s: &str) -> Option<(u32, u32, u32)> {
+    s.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find_map(|w| {
+            let mut it = w.split('.').map(|n| n.parse::<u32>().ok());
+            match (it.next(), it.next(), it.next()) {
+                (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
+                _ => None,
+            }
+        })
+}

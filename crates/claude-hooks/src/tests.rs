@@ -898,3 +898,48 @@ fn default_settings_path_respects_claude_config_dir() {
         std::env::set_var("CLAUDE_CONFIG_DIR", v);
     }
 }
+
+#[test]
+fn versions_are_parsed_from_claude_version_lines() {
+    assert_eq!(parse_version("2.1.332 (Claude Code)"), Some((2, 1, 332)));
+    assert_eq!(parse_version("claude 1.0.60"), Some((1, 0, 60)));
+    assert_eq!(parse_version("Claude Code"), None);
+    assert_eq!(parse_version("2.1"), None);
+}
+
+#[cfg(unix)]
+#[test]
+fn claude_code_version_runs_the_program_with_a_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+    let tmp = TempDir::new().unwrap();
+    let write = |name: &str, body: &str| {
+        let p = tmp.path().join(name);
+        fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let ok = write("ok", "[ \"$1\" = --version ] && echo '2.0.0 (Claude Code)'");
+    assert_eq!(
+        claude_code_version(ok.as_os_str(), Duration::from_secs(5)),
+        ClaudeCodeVersion::Found {
+            line: "2.0.0 (Claude Code)".into(),
+            version: Some((2, 0, 0))
+        }
+    );
+    let hangs = write("hangs", "exec sleep 30");
+    // (a `sleep 30` that ran to its end would print nothing and exit 0: Found, not Failed)
+    assert!(matches!(
+        claude_code_version(hangs.as_os_str(), Duration::from_millis(300)),
+        ClaudeCodeVersion::Failed(m) if m.contains("did not answer")
+    ));
+    let fails = write("fails", "exit 3");
+    assert!(matches!(
+        claude_code_version(fails.as_os_str(), Duration::from_secs(5)),
+        ClaudeCodeVersion::Failed(_)
+    ));
+    assert_eq!(
+        claude_code_version(tmp.path().join("absent").as_os_str(), Duration::from_secs(1)),
+        ClaudeCodeVersion::NotOnPath
+    );
+}
