@@ -32,6 +32,7 @@ export async function startFakeApi(script = []) {
   const queue = [...script];
   const requests = [];
   const turns = [];
+  const errors = [];
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
@@ -51,7 +52,14 @@ export async function startFakeApi(script = []) {
         if (isTurn(body)) {
           turns.push(body);
           let next = queue.length ? queue.shift() : text('ok');
-          if (typeof next === 'function') next = next(body);
+          if (typeof next === 'function') {
+            try {
+              next = next(body);
+            } catch (e) {
+              errors.push(e);
+              next = text(`fake API: script error: ${e.message}`);
+            }
+          }
           reply = next;
         }
         return body?.stream ? sendStream(res, body, reply) : sendJson(res, 200, message(body, reply));
@@ -72,6 +80,8 @@ export async function startFakeApi(script = []) {
     port,
     requests,
     turns,
+    /** Exceptions thrown by script functions (the turn got a text answer instead). */
+    errors,
     /** Appends turns to the script. */
     script: (...more) => { queue.push(...more); },
     remaining: () => queue.length,

@@ -206,6 +206,7 @@ export async function scenario(name, { pcs = ['pc-a'], server = 'embedded', scri
     await s.api.close();
     if (s.serve) s.serve.child.kill();
     if (!process.env.KEEP_SCENARIOS) fs.rmSync(s.root, { recursive: true, force: true });
+    if (s.api.errors.length) throw s.api.errors[0];
   };
   return s;
 }
