@@ -30,7 +30,7 @@
 //!
 //! Current Claude Code also has an *exec form* (`"command": "/abs/pcmail", "args": ["hook"]`:
 //! no shell, `args` as argv), which pcmail wrote until defect 0 of issue 8. Claude Code releases
-//! that predate `args` (2.0.0 and 2.1.100 were tried) ignore it and run bare `pcmail`, which
+//! that predate `args` (before 2.1.139: [`EXEC_FORM_SINCE`]) ignore it and run bare `pcmail`, which
 //! prints its usage and exits 2 — and exit 2 from `UserPromptSubmit` blocks every prompt. A
 //! command without `args` is run through the shell by every release, old and new, so it works
 //! everywhere; a bare `pcmail-hook` path even reads the same in both forms. The shell costs one
@@ -117,7 +117,11 @@ pub const SESSION_END: HookEvent = HookEvent {
 pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
 
 /// The file name of the separate hook binary on this OS.
-pub const HOOK_BINARY_NAME: &str = if cfg!(windows) { "pcmail-hook.exe" } else { "pcmail-hook" };
+pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {
+    "pcmail-hook.exe"
+} else {
+    "pcmail-hook"
+};
 
 /// What Claude Code runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,8 +166,7 @@ impl HookCommand {
 /// specially, else in single quotes (`'` written as `'\''`).
 pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
     if plain {
         s.to_owned()
@@ -270,7 +273,9 @@ impl InstallState {
     /// True when a handler of ours is still in the exec form (see [`HandlerForm::ExecWithArgs`]):
     /// [`install`] rewrites it.
     pub fn needs_migration(&self) -> bool {
-        self.hooks.iter().any(|h| h.form == HandlerForm::ExecWithArgs)
+        self.hooks
+            .iter()
+            .any(|h| h.form == HandlerForm::ExecWithArgs)
     }
 }
 
@@ -413,14 +418,17 @@ fn check_path(path: &Path) -> Result<(), HooksError> {
 fn is_absolute_anywhere(p: &str) -> bool {
     let b = p.as_bytes();
     Path::new(p).is_absolute()
-        || (b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/'))
+        || (b.len() > 2
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && matches!(b[2], b'\\' | b'/'))
 }
 
 fn validate_spec(spec: &HookSpec) -> Result<(), HooksError> {
     let path = spec.command.path();
-    let s = path.to_str().ok_or_else(|| {
-        HooksError::InvalidSpec(format!("path is not UTF-8: {}", path.display()))
-    })?;
+    let s = path
+        .to_str()
+        .ok_or_else(|| HooksError::InvalidSpec(format!("path is not UTF-8: {}", path.display())))?;
     if !is_absolute_anywhere(s) {
         return Err(HooksError::InvalidSpec(format!(
             "the hook's path must be absolute, got {}",
@@ -937,6 +945,13 @@ mod tests;
 
 // ---------------------------------------------------------------------------------------------
 // the installed Claude Code, for `pcmail doctor`
+
+/// The oldest Claude Code release pcmail's hooks work on: 1.0.61 and older do not know
+/// `SessionStart` and reject the whole `hooks` setting (tests/claude-code, scenario 4).
+pub const MIN_CLAUDE_CODE: (u32, u32, u32) = (1, 0, 62);
+/// The first Claude Code release that knows `args` (exec form); before it, an exec-form entry
+/// runs bare `pcmail` and blocks every prompt (found by bisecting the npm releases).
+pub const EXEC_FORM_SINCE: (u32, u32, u32) = (2, 1, 139);
 
 /// What `claude --version` said.
 #[derive(Debug, Clone, PartialEq, Eq)]

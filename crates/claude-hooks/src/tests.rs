@@ -422,7 +422,10 @@ fn lookalike_commands_are_not_ours() {
 fn shell_quote_quotes_only_what_needs_it() {
     for (raw, quoted) in [
         ("/usr/local/bin/pcmail", "/usr/local/bin/pcmail"),
-        ("/home/u/.cargo/bin/pcmail-hook", "/home/u/.cargo/bin/pcmail-hook"),
+        (
+            "/home/u/.cargo/bin/pcmail-hook",
+            "/home/u/.cargo/bin/pcmail-hook",
+        ),
         ("/a b/pcmail", "'/a b/pcmail'"),
         ("/it's/pcmail", "'/it'\\''s/pcmail'"),
         ("/$x/`y`/\"q\"/pcmail", "'/$x/`y`/\"q\"/pcmail'"),
@@ -437,7 +440,11 @@ fn shell_quote_quotes_only_what_needs_it() {
     ] {
         assert_eq!(shell_quote(raw), quoted, "{raw}");
         // and the recogniser reads it back as the same single word
-        assert_eq!(shell_words(&shell_quote(raw)), Some(vec![raw.to_string()]), "{raw}");
+        assert_eq!(
+            shell_words(&shell_quote(raw)),
+            Some(vec![raw.to_string()]),
+            "{raw}"
+        );
     }
 }
 
@@ -523,7 +530,10 @@ fn exec_form_entry_is_migrated_in_place_then_idempotent() {
     write_pretty(&path, &original);
     let st = status(&path).unwrap();
     assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
-    assert!(st.hooks.iter().all(|h| h.form == HandlerForm::ExecWithArgs), "{st:?}");
+    assert!(
+        st.hooks.iter().all(|h| h.form == HandlerForm::ExecWithArgs),
+        "{st:?}"
+    );
     assert!(st.needs_migration());
 
     let out = install(&path, &spec("/opt/pc mail/pcmail")).unwrap();
@@ -584,12 +594,24 @@ fn events_are_a_parameter() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
     let mut s = binary_spec("/b/pcmail-hook");
-    s.events = vec![SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE, STOP, SESSION_END];
+    s.events = vec![
+        SESSION_START,
+        USER_PROMPT_SUBMIT,
+        PRE_TOOL_USE,
+        STOP,
+        SESSION_END,
+    ];
     install(&path, &s).unwrap();
     let v = read_json(&path);
     assert_eq!(
         keys(&v["hooks"]),
-        ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd"]
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "Stop",
+            "SessionEnd"
+        ]
     );
     assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], PRE_TOOL_USE_MATCHER);
     assert_eq!(v["hooks"]["Stop"][0].get("matcher"), None);
@@ -598,13 +620,20 @@ fn events_are_a_parameter() {
     assert_eq!(st.level(&s.events), InstallLevel::Installed);
     assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
     // the default set registers nothing new and leaves the others as they are
-    assert!(!install(&path, &binary_spec("/b/pcmail-hook")).unwrap().changed);
+    assert!(
+        !install(&path, &binary_spec("/b/pcmail-hook"))
+            .unwrap()
+            .changed
+    );
     // only SessionStart registered: partial against the default set
     uninstall(&path).unwrap();
     let mut only = binary_spec("/b/pcmail-hook");
     only.events = vec![SESSION_START];
     install(&path, &only).unwrap();
-    assert_eq!(status(&path).unwrap().level(DEFAULT_EVENTS), InstallLevel::Partial);
+    assert_eq!(
+        status(&path).unwrap().level(DEFAULT_EVENTS),
+        InstallLevel::Partial
+    );
 }
 
 #[test]
@@ -618,7 +647,10 @@ fn for_pcmail_exe_prefers_the_hook_binary_beside_it() {
     );
     let hook = tmp.path().join(HOOK_BINARY_NAME);
     fs::write(&hook, "").unwrap();
-    assert_eq!(HookCommand::for_pcmail_exe(&pcmail), HookCommand::Binary(hook));
+    assert_eq!(
+        HookCommand::for_pcmail_exe(&pcmail),
+        HookCommand::Binary(hook)
+    );
 }
 
 #[test]
@@ -939,7 +971,10 @@ fn claude_code_version_runs_the_program_with_a_timeout() {
         ClaudeCodeVersion::Failed(_)
     ));
     assert_eq!(
-        claude_code_version(tmp.path().join("absent").as_os_str(), Duration::from_secs(1)),
+        claude_code_version(
+            tmp.path().join("absent").as_os_str(),
+            Duration::from_secs(1)
+        ),
         ClaudeCodeVersion::NotOnPath
     );
 }

@@ -213,8 +213,12 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
 /// then the installed Claude Code's version.
 fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
     use pcmail_claude_hooks::{ClaudeCodeVersion, HandlerForm, InstallLevel, DEFAULT_EVENTS};
-    const OLD_FORM: &str =
-        "old exec form with args: blocks prompts on Claude Code before 2.1.x; run `pcmail doctor --fix` or `pcmail hooks install`";
+    use pcmail_claude_hooks::{EXEC_FORM_SINCE, MIN_CLAUDE_CODE};
+    let v = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
+    let old_form = format!(
+        "old exec form with args: blocks prompts on Claude Code before {}; run `pcmail doctor --fix` or `pcmail hooks install`",
+        v(EXEC_FORM_SINCE)
+    );
     let Some(path) = pcmail_claude_hooks::default_settings_path() else {
         checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into()));
         return;
@@ -243,7 +247,7 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
             let form = if s.hooks.is_empty() {
                 String::new()
             } else if old {
-                format!(", {OLD_FORM}")
+                format!(", {old_form}")
             } else {
                 ", shell form".into()
             };
@@ -254,10 +258,13 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
         }
         Err(e) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
     }
-    let version = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), std::time::Duration::from_secs(5)) {
-        ClaudeCodeVersion::NotOnPath => "claude not on PATH".to_string(),
-        ClaudeCodeVersion::Found { line, .. } => line,
-        ClaudeCodeVersion::Failed(e) => format!("unknown ({e})"),
+    let (version, ok) = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), std::time::Duration::from_secs(5)) {
+        ClaudeCodeVersion::NotOnPath => ("claude not on PATH".to_string(), true),
+        ClaudeCodeVersion::Found { line, version } => {
+            let ok = version.is_none_or(|x| x >= MIN_CLAUDE_CODE);
+            (if ok { line } else { format!("{line}, older than {}: the hooks do not reach the model", v(MIN_CLAUDE_CODE)) }, ok)
+        }
+        ClaudeCodeVersion::Failed(e) => (format!("unknown ({e})"), true),
     };
-    checks.push((format!("Claude Code version: {version}"), true, String::new()));
+    checks.push((format!("Claude Code version: {version}"), ok, format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE))));
 }
