@@ -546,7 +546,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 _ => {
                     let s = pcmail_claude_hooks::status(&path)?;
-                    println!("pcmail: hooks {:?} ({})", s.level(pcmail_claude_hooks::DEFAULT_EVENTS), path.display());
+                    let form = if s.hooks.is_empty() {
+                        ""
+                    } else if s.needs_migration() {
+                        ", old exec form: `pcmail hooks install` moves it to the shell form"
+                    } else {
+                        ", shell form"
+                    };
+                    println!("pcmail: hooks {:?} ({}){form}", s.level(pcmail_claude_hooks::DEFAULT_EVENTS), path.display());
                 }
             }
             Ok(())

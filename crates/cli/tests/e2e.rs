@@ -407,6 +407,14 @@ fn hooks_install_and_doctor() {
     let text = doctor(&["doctor", "--fix"], true);
     assert!(!text.contains("fixed:"), "{text}");
 
+    let out = run(&["hooks", "status"], bin.path());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Installed") && String::from_utf8_lossy(&out.stdout).contains("shell form"));
+
+    // a Claude Code too old for pcmail's hooks is flagged
+    std::fs::write(&claude, "#!/bin/sh\necho '1.0.61 (Claude Code)'\n").unwrap();
+    let text = doctor(&["doctor"], false);
+    assert!(text.contains("FAIL Claude Code version: 1.0.61 (Claude Code), older than 1.0.62"), "{text}");
+
     let empty = tempfile::tempdir().unwrap();
     let out = run(&["hooks", "uninstall"], empty.path());
     assert!(out.status.success());

@@ -32,11 +32,6 @@ for (const [pkg, expected] of [[CLAUDE.min, '1.0.62'], [CLAUDE.v2_0_0, '2.0.0'],
     const { s, a, ids } = await withMail(`v${claudeCode(pkg).version}`);
     try {
       const settings = a.installHooks();
-      for (const ev of ['SessionStart', 'UserPromptSubmit']) {
-        const h = settings.hooks[ev][0].hooks[0];
-        assert.equal(h.args, undefined);
-        assert.match(h.command, / hook$|pcmail-hook'?$/);
-      }
       s.api.script(text('seen it'));
       const run = await a.claude('hello', { pkg });
       assert.equal(run.code, 0, run.stderr);
@@ -46,6 +41,12 @@ for (const [pkg, expected] of [[CLAUDE.min, '1.0.62'], [CLAUDE.v2_0_0, '2.0.0'],
       assert.deepEqual(outs.map((o) => o.blocks.length), [3, 1], texts(s.api.turns[0]).slice(0, 4000));
       assert.deepEqual(outs.flatMap((o) => o.blocks.map((bl) => bl.id)), [...ids].reverse());
       for (const id of ids) assert.equal(a.status(id).state, 'seen');
+      // what made it work on every release: a shell command, no `args`
+      for (const ev of ['SessionStart', 'UserPromptSubmit']) {
+        const h = settings.hooks[ev][0].hooks[0];
+        assert.equal(h.args, undefined);
+        assert.match(h.command, / hook$|pcmail-hook'?$/);
+      }
     } finally {
       await s.close();
     }
