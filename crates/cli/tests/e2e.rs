@@ -335,6 +335,8 @@ fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
     let _ = daemon.wait();
 }
 
+/// Unix only: the fake `claude` is a shell script and the hook commands are run through /bin/sh.
+#[cfg(unix)]
 #[test]
 fn hooks_install_and_doctor() {
     let server = Server::start(Kind::Rust);
@@ -345,7 +347,6 @@ fn hooks_install_and_doctor() {
     let bin = tempfile::tempdir().unwrap();
     let claude = bin.path().join("claude");
     std::fs::write(&claude, "#!/bin/sh\n[ \"$1\" = --version ] && echo '2.0.0 (Claude Code)'\n").unwrap();
-    #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
