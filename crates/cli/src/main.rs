@@ -172,7 +172,11 @@ enum Cmd {
         webhook: Option<String>,
     },
     /// Check config, server, poller and hooks, each with the fix.
-    Doctor,
+    Doctor {
+        /// Also repair what can be repaired here: move old exec-form hook entries to the shell form.
+        #[arg(long)]
+        fix: bool,
+    },
     /// Claude Code hooks in ~/.claude/settings.json.
     Hooks {
         #[arg(value_parser = ["install", "uninstall", "status"])]
@@ -522,13 +526,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             pcmail_server::http::serve_blocking(opts)
         }
-        Cmd::Doctor => print::doctor(json),
+        Cmd::Doctor { fix } => print::doctor(json, fix),
         Cmd::Hooks { action, settings } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {
                 "install" => {
-                    let exe = std::env::current_exe()?.canonicalize()?;
-                    let o = pcmail_claude_hooks::install(&path, &pcmail_claude_hooks::HookSpec { exe, timeout_secs: 5 })?;
+                    let o = pcmail_claude_hooks::install(&path, &hook_spec()?)?;
                     println!(
                         "pcmail: hooks {} in {}{}",
                         if o.changed { "installed" } else { "already installed" },
@@ -542,7 +545,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 _ => {
                     let s = pcmail_claude_hooks::status(&path)?;
-                    println!("pcmail: hooks {:?} ({})", s.level(), path.display());
+                    let form = if s.hooks.is_empty() {
+                        ""
+                    } else if s.needs_migration() {
+                        ", old exec form: `pcmail hooks install` moves it to the shell form"
+                    } else {
+                        ", shell form"
+                    };
+                    println!("pcmail: hooks {:?} ({}){form}", s.level(pcmail_claude_hooks::DEFAULT_EVENTS), path.display());
                 }
             }
             Ok(())
@@ -550,6 +560,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Hook => unreachable!("handled before logging starts"),
         Cmd::Demo => demo::run(json),
     }
+}
+
+/// What `hooks install` and `doctor --fix` register: `pcmail-hook` when it sits beside this
+/// `pcmail`, else `pcmail hook`; shell form either way (see crates/claude-hooks).
+pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
+    let exe = std::env::current_exe()?.canonicalize()?;
+    Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
 }
 
 fn daemon() -> anyhow::Result<()> {

@@ -158,7 +158,7 @@ pub fn cycle(r: &CycleReport, json: bool) {
     }
 }
 
-pub fn doctor(json: bool) -> anyhow::Result<()> {
+pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     use pcmail_client::config::{Config, Paths};
     let mut checks: Vec<(String, bool, String)> = vec![];
     let paths = Paths::from_env()?;
@@ -194,16 +194,7 @@ pub fn doctor(json: bool) -> anyhow::Result<()> {
         alive || fresh,
         "start `pcmail daemon` (or the tray app); the hook also starts a one-shot poll when the last is over 3 min old".into(),
     ));
-    match pcmail_claude_hooks::default_settings_path().map(|p| pcmail_claude_hooks::status(&p)) {
-        Some(Ok(s)) => {
-            let exec = s.hooks.iter().all(|h| h.exec_form);
-            let ok = s.level() == pcmail_claude_hooks::InstallLevel::Installed && s.all_exes_exist() && exec;
-            let form = if s.hooks.is_empty() { "" } else if exec { ", exec form" } else { ", old shell form" };
-            checks.push((format!("Claude Code hooks: {:?}{form}", s.level()), ok, "`pcmail hooks install` (re-run it to move to the exec form)".into()));
-        }
-        Some(Err(e)) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
-        None => checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into())),
-    }
+    hooks_checks(&mut checks, fix);
     let all_ok = checks.iter().all(|c| c.1);
     if json {
         let v: Vec<_> = checks.iter().map(|(w, ok, fix)| json!({"check": w, "ok": ok, "fix": fix})).collect();
@@ -221,4 +212,64 @@ pub fn doctor(json: bool) -> anyhow::Result<()> {
     } else {
         anyhow::bail!("some checks failed")
     }
+}
+
+/// The Claude Code hook checks of `doctor`: registration and form (migrated first with `--fix`),
+/// then the installed Claude Code's version.
+fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
+    use pcmail_claude_hooks::{ClaudeCodeVersion, HandlerForm, InstallLevel, DEFAULT_EVENTS};
+    use pcmail_claude_hooks::{EXEC_FORM_SINCE, MIN_CLAUDE_CODE};
+    let v = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
+    let old_form = format!(
+        "old exec form with args: blocks prompts on Claude Code before {}; run `pcmail doctor --fix` or `pcmail hooks install`",
+        v(EXEC_FORM_SINCE)
+    );
+    let Some(path) = pcmail_claude_hooks::default_settings_path() else {
+        checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into()));
+        return;
+    };
+    let mut state = pcmail_claude_hooks::status(&path);
+    if fix && state.as_ref().is_ok_and(|s| s.needs_migration()) {
+        let fixed = crate::hook_spec().and_then(|spec| Ok(pcmail_claude_hooks::install(&path, &spec)?));
+        match fixed {
+            Ok(o) => checks.push((
+                format!(
+                    "fixed: hooks moved to the shell form in {}{}",
+                    path.display(),
+                    o.backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
+                ),
+                true,
+                String::new(),
+            )),
+            Err(e) => checks.push((format!("fix of the hooks failed: {e:#}"), false, "`pcmail hooks install`".into())),
+        }
+        state = pcmail_claude_hooks::status(&path);
+    }
+    match state {
+        Ok(s) => {
+            let level = s.level(DEFAULT_EVENTS);
+            let old = s.hooks.iter().any(|h| h.form == HandlerForm::ExecWithArgs);
+            let form = if s.hooks.is_empty() {
+                String::new()
+            } else if old {
+                format!(", {old_form}")
+            } else {
+                ", shell form".into()
+            };
+            let missing = s.hooks.iter().find(|h| !h.exe_exists).map(|h| format!(", {} is missing", h.exe.display()));
+            let ok = level == InstallLevel::Installed && s.all_exes_exist() && !old;
+            let fix = if old { "`pcmail doctor --fix` or `pcmail hooks install`" } else { "`pcmail hooks install`" };
+            checks.push((format!("Claude Code hooks: {level:?}{form}{}", missing.unwrap_or_default()), ok, fix.into()));
+        }
+        Err(e) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
+    }
+    let (version, ok) = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), std::time::Duration::from_secs(5)) {
+        ClaudeCodeVersion::NotOnPath => ("claude not on PATH".to_string(), true),
+        ClaudeCodeVersion::Found { line, version } => {
+            let ok = version.is_none_or(|x| x >= MIN_CLAUDE_CODE);
+            (if ok { line } else { format!("{line}, older than {}: the hooks do not reach the model", v(MIN_CLAUDE_CODE)) }, ok)
+        }
+        ClaudeCodeVersion::Failed(e) => (format!("unknown ({e})"), true),
+    };
+    checks.push((format!("Claude Code version: {version}"), ok, format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE))));
 }

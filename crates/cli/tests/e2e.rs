@@ -335,39 +335,93 @@ fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
     let _ = daemon.wait();
 }
 
+/// Unix only: the fake `claude` is a shell script and the hook commands are run through /bin/sh.
+#[cfg(unix)]
 #[test]
 fn hooks_install_and_doctor() {
     let server = Server::start(Kind::Rust);
     let a = Pc::new(&server, "pc-a");
     a.ok(&["sync"]);
     let home = tempfile::tempdir().unwrap();
-    let doctor = |expect_ok: bool| {
-        let out = a.cmd(&["doctor"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    // a `claude` on PATH that answers --version like Claude Code does
+    let bin = tempfile::tempdir().unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(&claude, "#!/bin/sh\n[ \"$1\" = --version ] && echo '2.0.0 (Claude Code)'\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = |args: &[&str], path: &std::path::Path| {
+        a.cmd(args).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").env("PATH", path).output().unwrap()
+    };
+    let doctor = |args: &[&str], expect_ok: bool| {
+        let out = run(args, bin.path());
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert_eq!(out.status.success(), expect_ok, "{text}");
         text
     };
-    let before = doctor(false);
+    let before = doctor(&["doctor"], false);
     assert!(before.contains("FAIL Claude Code hooks") && before.contains("pcmail hooks install"), "{before}");
     assert!(before.contains("ok   server reachable"), "{before}");
-    let out = a.cmd(&["hooks", "install"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    assert!(before.contains("Claude Code version: 2.0.0 (Claude Code)"), "{before}");
+    let out = run(&["hooks", "install"], bin.path());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let settings: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap()).unwrap();
+    let settings_path = home.path().join(".claude/settings.json");
+    let settings: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    let pcmail = exe().canonicalize().unwrap();
     for ev in ["SessionStart", "UserPromptSubmit"] {
         let handler = &settings["hooks"][ev][0]["hooks"][0];
-        let cmd = std::path::Path::new(handler["command"].as_str().unwrap());
-        assert!(cmd.is_absolute() && cmd.is_file(), "exec form: `command` is the exe itself: {}", cmd.display());
-        assert!(cmd.file_stem().is_some_and(|n| n == "pcmail"), "{}", cmd.display());
-        assert_eq!(handler["args"], serde_json::json!(["hook"]));
-        assert_eq!(settings["hooks"][ev][0]["hooks"][0]["timeout"], 5);
+        // shell form, no `args`: runs on Claude Code releases that predate `args`
+        assert_eq!(handler.get("args"), None, "{handler}");
+        let cmd = handler["command"].as_str().unwrap();
+        let hook_binary = pcmail.with_file_name(if cfg!(windows) { "pcmail-hook.exe" } else { "pcmail-hook" });
+        if hook_binary.is_file() {
+            // the separate hook binary beside pcmail: its path alone
+            assert!(cmd.contains(hook_binary.to_str().unwrap()) && !cmd.ends_with(" hook"), "{cmd}");
+        } else {
+            assert!(cmd.ends_with(" hook") && cmd.contains(pcmail.to_str().unwrap()), "{cmd}");
+            let out = std::process::Command::new("/bin/sh").arg("-c").arg(format!("{cmd} --help")).output().unwrap();
+            assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Reads hook JSON"), "{out:?}");
+        }
+        assert_eq!(handler["timeout"], 5);
     }
     assert!(!home.path().join(".claude.json").exists(), "never touches ~/.claude.json");
-    let after = doctor(true);
-    assert!(after.contains("ok   Claude Code hooks: Installed, exec form"), "{after}");
-    let out = a.cmd(&["hooks", "uninstall"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    let after = doctor(&["doctor"], true);
+    assert!(after.contains("ok   Claude Code hooks: Installed, shell form"), "{after}");
+
+    // an entry written by the pcmail before (exec form, `args`) is reported, and `--fix` migrates it
+    let old = serde_json::json!({"model": "x", "hooks": {
+        "SessionStart": [{"matcher": "startup|resume|clear|compact",
+                          "hooks": [{"type": "command", "command": pcmail, "args": ["hook"], "timeout": 5}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": pcmail, "args": ["hook"], "timeout": 5}]}]}});
+    std::fs::write(&settings_path, old.to_string()).unwrap();
+    let text = doctor(&["doctor"], false);
+    assert!(text.contains("old exec form with args: blocks prompts on Claude Code before"), "{text}");
+    assert!(text.contains("pcmail doctor --fix"), "{text}");
+    let text = doctor(&["doctor", "--fix"], true);
+    assert!(text.contains("fixed: hooks moved to the shell form") && text.contains("Installed, shell form"), "{text}");
+    let migrated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    assert_eq!(migrated["model"], "x");
+    assert_eq!(migrated["hooks"]["UserPromptSubmit"][0]["hooks"][0], settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]);
+    assert_eq!(migrated["hooks"]["SessionStart"], settings["hooks"]["SessionStart"]);
+    // nothing left to fix: a second --fix changes nothing
+    let text = doctor(&["doctor", "--fix"], true);
+    assert!(!text.contains("fixed:"), "{text}");
+
+    let out = run(&["hooks", "status"], bin.path());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Installed") && String::from_utf8_lossy(&out.stdout).contains("shell form"));
+
+    // a Claude Code too old for pcmail's hooks is flagged
+    std::fs::write(&claude, "#!/bin/sh\necho '1.0.61 (Claude Code)'\n").unwrap();
+    let text = doctor(&["doctor"], false);
+    assert!(text.contains("FAIL Claude Code version: 1.0.61 (Claude Code), older than 1.0.62"), "{text}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(&["hooks", "uninstall"], empty.path());
     assert!(out.status.success());
-    doctor(false);
+    let out = run(&["doctor"], empty.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.contains("Claude Code version: claude not on PATH"), "{text}");
 }
 
 #[test]
