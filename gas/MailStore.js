@@ -4,8 +4,8 @@
 // Column numbers (1-based). state..q are the only columns that change after send,
 // and they are adjacent so one write updates a mail.
 const MCOL = { id: 1, broadcastOf: 11, state: 12, q: 15 };
-const MAIL_NCOL = 17;     // all columns
-const MAIL_NARROW = 15;   // everything but subject and body (what the sweep reads)
+const MAIL_NCOL = 18;     // all columns
+const MAIL_NARROW = 15;   // everything but subject, body and expiresIn (what the sweep reads)
 const MUT_NCOL = 4;       // state, timeline, updatedAt, q
 const RANK = { new: 0, delivered: 1, seen: 2, done: 3, failed: 3, expired: 3 };
 
@@ -15,7 +15,8 @@ function rowToMail_(r) {
     expiresAt: r[5] === '' ? null : Number(r[5]), inReplyTo: r[6] || null,
     auto: r[7] === 'true', hop: Number(r[8] || 0), createdAt: Number(r[9]),
     broadcastOf: r[10] || null, state: r[11], timeline: r[12] ? JSON.parse(r[12]) : [],
-    updatedAt: Number(r[13] || 0), subject: r[15] || '', body: r[16] || ''
+    updatedAt: Number(r[13] || 0), subject: r[15] || '', body: r[16] || '',
+    expiresIn: r[17] ? Number(r[17]) : null // absent in rows older than the column
   };
 }
 
@@ -26,7 +27,7 @@ function mutRow_(m) {
 function mailToRow_(m) {
   return [m.id, m.from, m.to, m.kind, String(m.urgent), m.expiresAt === null ? '' : String(m.expiresAt),
     m.inReplyTo || '', String(m.auto), String(m.hop), String(m.createdAt), m.broadcastOf || '']
-    .concat(mutRow_(m)).concat([m.subject, m.body]);
+    .concat(mutRow_(m)).concat([m.subject, m.body, m.expiresIn == null ? '' : String(m.expiresIn)]);
 }
 
 // The wire form, keys in the Rust server's order.

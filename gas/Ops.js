@@ -2,8 +2,12 @@
 // then writes in as few calls as it can, so a failure never leaves half a change.
 
 function opHello_() {
-  return { server: 'pcmail-gas', protocol: 1, rosterVersion: rosterVersion_() };
+  return { server: 'pcmail-gas', protocol: 1, rosterVersion: rosterVersion_(), features: FEATURES.slice() };
 }
+
+// What this server supports beyond the first version (pcmail_core::protocol::FEATURES):
+// mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
+const FEATURES = ['mark-results', 'expires-in'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -28,8 +32,15 @@ function sameContent_(stored, mail, from) {
   const to = stored.broadcastOf ? '*' : stored.to;
   return to === mail.to && stored.from === from && stored.kind === mail.kind &&
     stored.subject === mail.subject && stored.body === mail.body && stored.urgent === mail.urgent &&
-    stored.expiresAt === mail.expiresAt && stored.inReplyTo === mail.inReplyTo &&
+    sameExpiry_(stored, mail) && stored.inReplyTo === mail.inReplyTo &&
     stored.auto === mail.auto && stored.hop === mail.hop;
+}
+
+// A retry of an expiresIn mail is the same mail with the same or a SHORTER expiresIn
+// (a queued mail subtracts the time it waited); an expiresAt one compares exactly.
+function sameExpiry_(stored, mail) {
+  if (mail.expiresIn !== null) return stored.expiresIn !== null && mail.expiresIn <= stored.expiresIn;
+  return stored.expiresIn === null && stored.expiresAt === mail.expiresAt;
 }
 
 function opSend_(req, now) {
@@ -65,7 +76,8 @@ function opSend_(req, now) {
     const copy = mail.to === '*';
     return {
       id: copy ? mail.id + '~' + label : mail.id, from: req.pc, to: label, kind: mail.kind,
-      subject: mail.subject, body: mail.body, urgent: mail.urgent, expiresAt: mail.expiresAt,
+      subject: mail.subject, body: mail.body, urgent: mail.urgent,
+      expiresAt: mail.expiresIn !== null ? now + mail.expiresIn : mail.expiresAt, expiresIn: mail.expiresIn,
       inReplyTo: mail.inReplyTo, auto: mail.auto, hop: mail.hop, createdAt: now,
       broadcastOf: copy ? mail.id : null, state: 'new', updatedAt: now,
       timeline: [{ state: 'new', at: now, by: req.pc, note: null }]
@@ -82,13 +94,18 @@ function opSend_(req, now) {
   return { ids: rows.map(function (r) { return r.id; }), existing: false };
 }
 
-// Applies marks in order to already located mail; returns results, changed locs, events.
+// Applies marks in order to already located mail; returns results (request order, each
+// with its index; a malformed mark keeps its own bad_request), changed locs, events.
 function applyMarks_(marks, locs, pc, now, changed, events) {
-  return marks.map(function (mk) {
+  return marks.map(function (mk, index) {
+    if (mk.bad) return mk.bad;
+    const failed = function (code, message) {
+      return { index: index, markId: mk.markId, id: mk.id, ok: false, code: code, message: message };
+    };
     const loc = locs[mk.id];
-    if (!loc) return { markId: mk.markId, id: mk.id, ok: false, code: 'not_found' };
+    if (!loc) return failed('not_found', 'no such mail');
     const m = loc.mail;
-    if (m.to !== pc) return { markId: mk.markId, id: mk.id, ok: false, code: 'forbidden' };
+    if (m.to !== pc) return failed('forbidden', 'only the recipient PC may mark a mail');
     const target = { seen: 'seen', ack: 'done', fail: 'failed' }[mk.op];
     const note = mk.op === 'ack' ? 'ack' : mk.op === 'fail' ? mk.reason : null;
     const at = Math.min(mk.at, now); // never in the server's future
@@ -97,8 +114,13 @@ function applyMarks_(marks, locs, pc, now, changed, events) {
       changed[m.id] = loc;
       events.push(eventOf_(m));
     }
-    return { markId: mk.markId, id: mk.id, ok: true, state: m.state, changed: did };
+    return { index: index, markId: mk.markId, id: mk.id, ok: true, state: m.state, changed: did };
   });
+}
+
+// The mail ids of the marks that parsed.
+function markIds_(marks) {
+  return marks.filter(function (m) { return !m.bad; }).map(function (m) { return m.id; });
 }
 
 function values_(o) {
@@ -108,7 +130,7 @@ function values_(o) {
 function opMark_(req, now) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
-  const locs = locateMap_(req.args.marks.map(function (m) { return m.id; }));
+  const locs = locateMap_(markIds_(req.args.marks));
   const changed = {};
   const events = [];
   const results = applyMarks_(req.args.marks, locs, req.pc, now, changed, events);
@@ -122,7 +144,7 @@ function opPoll_(req, now) {
   const pcs = readRosterOrFail_();
   const me = rosterMember_(pcs, req.pc);
   const confirm = a.confirm;
-  const ids = confirm.concat(a.marks.map(function (m) { return m.id; }));
+  const ids = confirm.concat(markIds_(a.marks));
   const locs = ids.length ? locateMap_(ids) : {};
   const changed = {};
   const events = [];
@@ -163,8 +185,9 @@ function opStatus_(req) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
   const ids = req.args.ids;
-  const direct = locateMap_(ids);
-  const bases = ids.filter(function (id) { return !direct[id] && id.indexOf('~') < 0; });
+  const valid = ids.filter(function (id) { return isValidAnyId_(id); });
+  const direct = locateMap_(valid);
+  const bases = valid.filter(function (id) { return !direct[id] && id.indexOf('~') < 0; });
   const copies = {};
   if (bases.length) {
     locate_(bases, MCOL.broadcastOf).forEach(function (loc) {
@@ -174,7 +197,8 @@ function opStatus_(req) {
   const mails = [];
   const missing = [];
   ids.forEach(function (id) {
-    if (direct[id]) mails.push(mailView_(direct[id].mail));
+    if (!isValidAnyId_(id)) missing.push(id); // not a mail id: missing, like an unknown one
+    else if (direct[id]) mails.push(mailView_(direct[id].mail));
     else if (copies[id]) {
       creationOrder_(copies[id], pcs).forEach(function (m) { mails.push(mailView_(m)); });
     } else missing.push(id);

@@ -3,7 +3,7 @@
 
 const TABS = {
   Mail: ['id', 'from', 'to', 'kind', 'urgent', 'expiresAt', 'inReplyTo', 'auto', 'hop',
-    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body'],
+    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn'],
   Roster: ['number', 'label', 'hostname', 'lastPollAt'],
   Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u'], // u: the sender, for changes past `new`
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
