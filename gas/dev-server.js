@@ -143,7 +143,7 @@ function main() {
           const saveNow = fixedNow;
           if (url.searchParams.get('now')) fixedNow = Number(url.searchParams.get('now'));
           try {
-            const r = ctx.runSweep_(clock());
+            const r = ctx.__exec(() => { ctx.resetExec_(); return ctx.runSweep_(clock()); });
             persist();
             return send(res, 200, 'application/json', JSON.stringify(Object.assign({ ok: true, now: clock() }, r)));
           } catch (e) {
