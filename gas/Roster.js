@@ -36,7 +36,7 @@ function readRosterLive_() {
     const v = hb[HB_KEY + p.label];
     if (!v) return;
     const h = JSON.parse(v);
-    if (p.lastPollAt === null || h.at > p.lastPollAt) { p.lastPollAt = h.at; p.cursor = h.since; }
+    if (p.lastPollAt === null || h.at >= p.lastPollAt) { p.lastPollAt = h.at; p.cursor = h.since; }
   });
   return pcs;
 }

@@ -604,8 +604,12 @@ function createFakes(opts) {
   const Utilities = {
     DigestAlgorithm: { SHA_256: 'sha256', MD5: 'md5', SHA_1: 'sha1' },
     Charset: { UTF_8: 'utf8' },
-    computeDigest(algo, s) {
-      const buf = crypto.createHash(algo).update(typeof s === 'string' ? Buffer.from(s, 'utf8') : Buffer.from(s)).digest();
+    // Without a charset a string is hashed in the platform default (Latin-1 here), as
+    // Apps Script does not promise UTF-8: pass Utilities.Charset.UTF_8.
+    computeDigest(algo, s, charset) {
+      fakes.counts.digests = (fakes.counts.digests || 0) + 1;
+      const enc = charset === 'utf8' ? 'utf8' : 'latin1';
+      const buf = crypto.createHash(algo).update(typeof s === 'string' ? Buffer.from(s, enc) : Buffer.from(s)).digest();
       return Array.from(buf, (b) => (b > 127 ? b - 256 : b)); // Apps Script gives signed bytes
     },
     getUuid: () => crypto.randomUUID(),
@@ -620,8 +624,9 @@ function createFakes(opts) {
   };
 
   const SpreadsheetApp = {
-    getActiveSpreadsheet: () => ss,
-    getActive: () => ss,
+    // A standalone script (not bound to a Sheet) has no active spreadsheet.
+    getActiveSpreadsheet: () => (opts.standalone ? null : ss),
+    getActive: () => (opts.standalone ? null : ss),
     openById(id) { if (id !== ss.id) throw new Error('Exception: Unexpected error while getting the method or property openById'); return ss; },
     flush() { fakes._spend('flush'); fakes._flushOwn(); }
   };

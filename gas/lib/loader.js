@@ -34,6 +34,8 @@ function loadGas(fakes, opts) {
     };
   });
   ctx.__exec = (fn) => fakes.runExecution(fn);
+  ctx.__get = (name) => vm.runInContext(name, ctx); // top-level const/let are not globals
+
   return ctx;
 }
 
