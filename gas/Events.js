@@ -63,9 +63,10 @@ function updatesFor_(label, since, max, tail) {
   tail = tail || eventsTail_();
   const sh = tail.sheet;
   const tailFirstSeq = tail.rows.length ? Number(tail.rows[0][EV.seq]) : tail.lastSeq + 1;
-  let pruned;
+  // The pruned point is the first row's seq - 1; read it only when the cursor is above the tail.
+  let pruned = 0;
   if (tail.firstRow === 2) pruned = tailFirstSeq - 1;
-  else pruned = Number(readText_(sh, 2, 1, 1, 1)[0][0]) - 1;
+  else if (since < tailFirstSeq - 1) pruned = Number(readText_(sh, 2, 1, 1, 1)[0][0]) - 1;
   const reset = since > 0 && since <= pruned && pruned > 0;
   const from = reset ? pruned : since;
   let found = [];

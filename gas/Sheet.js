@@ -161,6 +161,12 @@ function writeText_(sheet, row, col, rows, format) {
   });
 }
 
+// The sweep keeps GRID_GROW_ROWS empty (text-formatted) rows below the data of the tabs
+// requests append to, so a request almost never pays for growing the grid.
+function ensureHeadroom_(sheet) {
+  ensureRows_(sheet, sheet.getLastRow() + GRID_GROW_ROWS);
+}
+
 // deleteRows that never removes every non-frozen row (Sheets refuses that).
 function deleteRowsSafe_(sheet, start, n) {
   if (n <= 0) return;
@@ -182,8 +188,10 @@ function escapeRe_(s) {
 
 // Row numbers whose cell in `col` is exactly one of `texts`. TextFinder runs inside
 // Sheets, so the script never downloads the column (poll cost stays flat).
-// One TextFinder per FIND_BATCH texts (an alternation regex; see docs/gas-quota.md).
-const FIND_BATCH = 500;
+// One TextFinder per FIND_BATCH texts (an alternation regex of up to ~30,000 characters;
+// an assumption to confirm on a real deployment, docs/gas-quota.md): a poll's 500 confirms,
+// 500 marks and its own label fit in one.
+const FIND_BATCH = 1001;
 function findRows_(sheet, col, texts, fromRow, toRow) {
   const first = fromRow || 2;
   const last = toRow || sheet.getLastRow();

@@ -34,6 +34,7 @@ function runSweep_(now) {
     const expired = bandPass_(snap, now, started);
     const pruned = pruneEvents_(now);
     const purged = purgeArchive_(now);
+    withLock_(function () { ensureHeadroom_(tab_('Mail')); ensureHeadroom_(tab_('Events')); });
     postAlerts_(started, now);
     console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails');
     return { expired: expired, alerts: alerts };

@@ -20,14 +20,13 @@ function webhookPayload_(format, message) {
   return format === 'slack' ? { text: message } : { content: message };
 }
 
-// Seconds or an HTTP date → ms to wait; null when absent or unreadable. At most 1 day.
-function retryAfterMs_(headers, now) {
+// Retry-After in delay-seconds → ms to wait (at most 1 day); null when absent or not a
+// number (an HTTP-date is not honoured, as in the Rust server).
+function retryAfterMs_(headers) {
   let v = null;
   Object.keys(headers || {}).forEach(function (k) { if (k.toLowerCase() === 'retry-after') v = String(headers[k]); });
-  if (v === null || v.trim() === '') return null;
-  let ms = /^\s*\d+(\.\d+)?\s*$/.test(v) ? Math.ceil(Number(v) * 1000) : Date.parse(v) - now;
-  if (!isFinite(ms)) return null;
-  return Math.min(Math.max(ms, 0), 24 * 3600 * 1000);
+  if (v === null || !/^\s*\d+(\.\d+)?\s*$/.test(v)) return null;
+  return Math.min(Math.ceil(Number(v) * 1000), 24 * 3600 * 1000);
 }
 
 function postAlerts_(started, now) {
@@ -52,7 +51,7 @@ function postAlerts_(started, now) {
       const code = resp.getResponseCode();
       o.ok = code >= 200 && code < 300;
       if (!o.ok) {
-        const wait = (code === 429 || code === 503) ? retryAfterMs_(resp.getHeaders(), now) : null;
+        const wait = (code === 429 || code === 503) ? retryAfterMs_(resp.getHeaders()) : null;
         const body = String(resp.getContentText() || '').replace(/\s+/g, ' ').slice(0, 120);
         o.error = 'HTTP ' + code + (wait !== null ? ' (retry after ' + Math.ceil(wait / 1000) + ' s)' : '') + (body ? ': ' + body : '');
         if (wait !== null) { o.nextTryAt = now + wait; o.counts = false; waitUntil = o.nextTryAt; }

@@ -99,6 +99,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX alert_open ON alert (updated_at) WHERE resolved_at IS NULL;
     CREATE INDEX alert_by_updated ON alert (updated_at);
     "#,
+    // 2: the webhook outcome on the alert row (issue 9): the last error, and the
+    // time before which no post is tried (a honoured Retry-After).
+    r#"
+    ALTER TABLE alert ADD COLUMN last_error TEXT;
+    ALTER TABLE alert ADD COLUMN next_try_at INTEGER;
+    "#,
 ];
 
 pub fn schema_version() -> usize {
