@@ -359,8 +359,15 @@ class FakeSpreadsheet {
   }
   deleteSheet(sheet) { this.sheets = this.sheets.filter((s) => s !== sheet); }
   toJSON() {
-    return { id: this.id, sheets: this.sheets.map((s) => ({ name: s.name, frozen: s.frozen, maxRows: s.maxRows, maxCols: s.maxCols,
-      cells: s.cells.map((row) => row.map((c) => ({ v: c.v instanceof Date ? { date: c.v.toISOString() } : c.v, f: c.f, fmt: c.fmt }))) })) };
+    // Rows below the last value are stored as one count and format (the formatted grid).
+    return { id: this.id, sheets: this.sheets.map((s) => {
+      const last = s.getLastRowRaw();
+      const below = s.cells.slice(last);
+      const fmt = below.length && below[0][0] ? below[0][0].fmt : null;
+      return { name: s.name, frozen: s.frozen, maxRows: s.maxRows, maxCols: s.maxCols,
+        blank: { rows: below.length, cols: below.length ? below[0].length : 0, fmt },
+        cells: s.cells.slice(0, last).map((row) => row.map((c) => ({ v: c.v instanceof Date ? { date: c.v.toISOString() } : c.v, f: c.f, fmt: c.fmt }))) };
+    }) };
   }
   static fromJSON(fakes, j) {
     const ss = new FakeSpreadsheet(fakes, j.id);
@@ -370,6 +377,8 @@ class FakeSpreadsheet {
       s.maxRows = Math.max(sj.maxRows || GRID_ROWS, sj.cells.length);
       s.maxCols = Math.max(sj.maxCols || GRID_COLS, ...sj.cells.map((r) => r.length));
       s.cells = sj.cells.map((row) => row.map((c) => ({ v: c.v && typeof c.v === 'object' && c.v.date ? new Date(c.v.date) : c.v, f: c.f || null, fmt: c.fmt || null })));
+      const b = sj.blank || { rows: 0 };
+      for (let i = 0; i < b.rows; i++) s.cells.push(Array.from({ length: b.cols }, () => ({ v: '', f: null, fmt: b.fmt })));
       ss.sheets.push(s);
     });
     return ss;
