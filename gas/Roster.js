@@ -69,21 +69,24 @@ function rosterSet_(label, hostname, number) {
   if (existing) {
     pc = { number: number === null ? existing.number : number, label: label, hostname: hostname };
     changed = pc.number !== existing.number || pc.hostname !== existing.hostname;
-    if (changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
   } else {
     const next = pcs.reduce(function (m, p) { return Math.max(m, p.number); }, 0) + 1;
     pc = { number: number === null ? next : number, label: label, hostname: hostname };
-    appendText_(sh, [[String(pc.number), label, hostname, '', '0']]);
   }
+  // The version first: if the row write then fails, clients re-read an unchanged
+  // roster (harmless), and the repeat writes the row and bumps again.
   const version = changed ? bumpRosterVersion_() : rosterVersion_();
+  if (existing && changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
+  if (!existing) appendText_(sh, [[String(pc.number), label, hostname, '', '0']]);
   return { pc: pc, changed: changed, version: version };
 }
 
 function rosterRemove_(label) {
   const p = readRoster_().filter(function (x) { return x.label === label; })[0];
   if (!p) return { removed: false, version: rosterVersion_() };
+  const version = bumpRosterVersion_(); // first, as in rosterSet_
   deleteRowsSafe_(tab_('Roster'), p.row, 1);
-  return { removed: true, version: bumpRosterVersion_() };
+  return { removed: true, version: version };
 }
 
 // Every poll's heartbeat goes to CacheService; the Roster row is written only when its

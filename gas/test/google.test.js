@@ -383,3 +383,15 @@ test('defect 9: a non-ASCII token is digested as UTF-8 (not a charset that folds
   const w = post(s.ctx, JSON.stringify({ v: 1, op: 'hello', pc: 'pc-a', token: 't\u0201k-🔑' })).json;
   assert.strictEqual(w.error && w.error.code, 'unauthorized');
 });
+
+test('defect 3: a roster.set whose row write fails still bumps the version, and its repeat stores the PC', () => {
+  const s = makeServer();
+  const v0 = s.call('hello', 'pc-a').rosterVersion;
+  s.fakes.faults.plan = [{ what: 'setValues', sheet: 'Roster', nth: 1 }];
+  assert.strictEqual(s.call('roster.set', 'pc-a', { label: 'pc-d', hostname: 'D' }).error.code, 'internal');
+  s.fakes.faults.plan = [];
+  assert.ok(s.call('hello', 'pc-a').rosterVersion > v0, 'clients re-read the roster');
+  const r = s.call('roster.set', 'pc-a', { label: 'pc-d', hostname: 'D' });
+  assert.deepStrictEqual([r.ok, r.changed, r.pc.number], [true, true, 4]);
+  assert.deepStrictEqual(s.call('roster.get', 'pc-a').pcs.map((p) => p.label), ['pc-a', 'pc-b', 'pc-c', 'pc-d']);
+});
