@@ -43,6 +43,9 @@ function sameExpiry_(stored, mail) {
   return stored.expiresIn === null && stored.expiresAt === mail.expiresAt;
 }
 
+// Safe to repeat after a failure at any step (issue 9, defect 3): the events go first
+// (the intent; appendEvents_ skips those already written), then the mail rows, then the
+// original a reply finishes. A retry that finds the mail stored finishes the original too.
 function opSend_(req, now) {
   const mail = req.args.mail;
   const pcs = readRosterOrFail_();
@@ -62,10 +65,16 @@ function opSend_(req, now) {
     }
     original = origs.filter(function (o) { return o.mail.to === req.pc; })[0] || null;
   }
+  const finishes = !!(original && original.where === 'Mail' &&
+    transition_(original.mail, 'done', now, req.pc, 'reply:' + mail.id, now));
   const stored = locate_([mail.id]).concat(locate_([mail.id], MCOL.broadcastOf));
   if (stored.length) {
     if (!stored.every(function (s) { return sameContent_(s.mail, mail, req.pc); })) {
       throw pcErr_('duplicate_id', 'id ' + mail.id + ' exists with other content');
+    }
+    if (finishes) { // the first attempt stored the mail but not the original's `done`
+      appendEvents_([eventOf_(original.mail)]);
+      saveMut_([original]);
     }
     return { ids: creationOrder_(stored.map(function (s) { return s.mail; }), pcs).map(function (m) { return m.id; }), existing: true };
   }
@@ -84,13 +93,10 @@ function opSend_(req, now) {
     };
   });
   const events = rows.map(function (r) { return eventOf_(r); });
-  if (original && original.where === 'Mail' &&
-      transition_(original.mail, 'done', now, req.pc, 'reply:' + mail.id, now)) {
-    events.push(eventOf_(original.mail));
-  }
-  appendMails_(rows);
-  if (events.length > rows.length) saveMut_([original]);
+  if (finishes) events.push(eventOf_(original.mail));
   appendEvents_(events);
+  appendMails_(rows);
+  if (finishes) saveMut_([original]);
   return { ids: rows.map(function (r) { return r.id; }), existing: false };
 }
 
@@ -127,15 +133,35 @@ function values_(o) {
   return Object.keys(o).map(function (k) { return o[k]; });
 }
 
+// The mail `ids` name: the caller's live mail first (one TextFinder + one read), then
+// Mail and Archive by id for the ones that are not (others' mail, archived, unknown).
+function locateForCaller_(label, ids, limit) {
+  const mine = mineLive_(label, ids, limit);
+  const locs = {};
+  Object.keys(mine.locs).forEach(function (id) { locs[id] = mine.locs[id]; });
+  const rest = ids.filter(function (id, i) { return !locs[id] && ids.indexOf(id) === i; });
+  if (rest.length) {
+    const more = locateMap_(rest);
+    Object.keys(more).forEach(function (id) { locs[id] = more[id]; });
+  }
+  return { mine: mine, locs: locs };
+}
+
+// Events first, then the state columns: a repeat after a failure between the two
+// finds its events written and does not write them again.
+function commitChanges_(changed, events, span, tail) {
+  appendEvents_(events, tail);
+  saveMut_(values_(changed), span);
+}
+
 function opMark_(req, now) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
-  const locs = locateMap_(markIds_(req.args.marks));
+  const found = locateForCaller_(req.pc, markIds_(req.args.marks), 0);
   const changed = {};
   const events = [];
-  const results = applyMarks_(req.args.marks, locs, req.pc, now, changed, events);
-  saveMut_(values_(changed));
-  appendEvents_(events);
+  const results = applyMarks_(req.args.marks, found.locs, req.pc, now, changed, events);
+  if (events.length) commitChanges_(changed, events, found.mine.span);
   return { results: results };
 }
 
@@ -145,7 +171,8 @@ function opPoll_(req, now) {
   const me = rosterMember_(pcs, req.pc);
   const confirm = a.confirm;
   const ids = confirm.concat(markIds_(a.marks));
-  const locs = ids.length ? locateMap_(ids) : {};
+  const found = locateForCaller_(req.pc, ids, a.limit);
+  const locs = found.locs;
   const changed = {};
   const events = [];
   const confirmed = [];
@@ -159,16 +186,18 @@ function opPoll_(req, now) {
     confirmed.push(id);
   });
   const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
-  heartbeat_(me, now);
-  saveMut_(values_(changed));
-  appendEvents_(events);
-  const pending = pendingFor_(req.pc, a.limit);
-  const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX);
-  return {
+  const tail = eventsTail_();
+  if (events.length) commitChanges_(changed, events, found.mine.span, tail);
+  heartbeat_(me, now, a.since);
+  const pending = pendingOf_(found.mine, req.pc, a.limit);
+  const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
+  const out = {
     mail: pending.mails.map(mailView_), confirmed: confirmed, marks: marks,
     updates: upd.updates, cursor: upd.cursor, more: pending.more || upd.more,
     rosterVersion: rosterVersion_()
   };
+  if (upd.cursorReset) out.cursorReset = true;
+  return out;
 }
 
 // Broadcast copies in the order send made them: creation time, then roster number.

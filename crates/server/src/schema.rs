@@ -118,6 +118,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX mail_final ON mail (last_at) WHERE state IN ('done', 'failed', 'expired');
     "#,
+    // 4: the webhook outcome on the alert row (issue 9): the last error, and the
+    // time before which no post is tried (a honoured Retry-After).
+    r#"
+    ALTER TABLE alert ADD COLUMN last_error TEXT;
+    ALTER TABLE alert ADD COLUMN next_try_at INTEGER;
+    "#,
 ];
 
 pub fn schema_version() -> usize {
