@@ -163,13 +163,22 @@ enum Cmd {
     /// The poller loop (one per PC user).
     Daemon,
     /// Run the HTTP server (127.0.0.1:7878 unless told otherwise).
+    ///
+    /// It needs a token every PC presents: `echo TOKEN | pcmail token set --serve` (OS keyring), or
+    /// PCMAIL_TOKEN in its environment.
     Serve {
+        /// Address to listen on; anything but loopback is reachable from other machines.
         #[arg(long, default_value = "127.0.0.1:7878")]
         listen: std::net::SocketAddr,
+        /// SQLite file of the server [default: $PCMAIL_HOME/serve.db]
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Discord- or Slack-style webhook URL that new alerts are posted to.
         #[arg(long)]
         webhook: Option<String>,
+        /// Days final mail (done, failed, expired) is kept before it is deleted.
+        #[arg(long, default_value_t = 90)]
+        retention_days: u32,
     },
     /// Check config, server, poller and hooks, each with the fix.
     Doctor {
@@ -511,7 +520,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve { listen, db, webhook } => {
+        Cmd::Serve { listen, db, webhook, retention_days } => {
             let p = paths()?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
@@ -521,6 +530,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
             opts.listen = listen;
             opts.webhook_url = webhook;
+            opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
             if !listen.ip().is_loopback() {
                 eprintln!("pcmail: listening on {listen} — reachable from other machines; the token is the only guard");
             }

@@ -45,6 +45,9 @@ pub trait Transport: Send + Sync {
     fn quota_bound(&self) -> bool {
         false
     }
+    /// Runs the server's retention where the server is this process (the
+    /// embedded default has no timer of its own).
+    fn prune(&self, _now: Millis) {}
 }
 
 /// Reads a response body: JSON with `ok:true`, a protocol error, or garbage
@@ -97,6 +100,11 @@ impl Transport for Embedded {
     }
     fn describe(&self) -> String {
         "embedded".into()
+    }
+    fn prune(&self, now: Millis) {
+        if let Err(e) = self.engine.prune(now) {
+            tracing::warn!("retention on the embedded server: {e}");
+        }
     }
 }
 

@@ -7,6 +7,7 @@ pub mod inbox;
 pub mod marks;
 pub mod meta;
 pub mod outbox;
+pub mod retention;
 pub mod sent;
 pub mod cache;
 
