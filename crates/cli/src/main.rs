@@ -266,8 +266,14 @@ fn print_map_report(r: &pcmail_codemap::Report, check: bool, json: bool) {
     }
     let rel = |p: &std::path::Path| p.strip_prefix(&r.repo).unwrap_or(p).display().to_string();
     println!(
-        "Code map: {} files ({} parsed, {} from the cache), {} failed to parse; skipped {} binary, {} over 1 MiB.",
-        r.files, r.parsed, r.reused, r.failed, r.skipped_binary, r.skipped_huge
+        "Code map: {} file{} ({} parsed, {} from the cache), {} failed to parse; skipped {} binary, {} over 1 MiB.",
+        r.files,
+        if r.files == 1 { "" } else { "s" },
+        r.parsed,
+        r.reused,
+        r.failed,
+        r.skipped_binary,
+        r.skipped_huge
     );
     if let Some(f) = &r.foreign_llms {
         println!("{} was not written by pcmail: left alone; the index goes to {} beside it.", rel(f), rel(&r.llms_path));

@@ -183,9 +183,9 @@ fn error_reason(root: Node, s: Src) -> String {
 
 fn rust_doc_kind(text: &str) -> Option<bool> {
     // Some(true): outer doc (`///`, `/**`), Some(false): inner (`//!`, `/*!`).
-    if text.starts_with("///") && !text.starts_with("////") {
-        Some(true)
-    } else if text.starts_with("/**") && !text.starts_with("/***") && !text.starts_with("/**/") {
+    let outer_line = text.starts_with("///") && !text.starts_with("////");
+    let outer_block = text.starts_with("/**") && !text.starts_with("/***") && !text.starts_with("/**/");
+    if outer_line || outer_block {
         Some(true)
     } else if text.starts_with("//!") || text.starts_with("/*!") {
         Some(false)
@@ -523,8 +523,8 @@ fn go_doc(n: Node, s: Src) -> Option<String> {
         below = p;
     }
     let t = s.text(top?);
-    if t.starts_with("/*") {
-        first_doc_line(t[2..].strip_suffix("*/").unwrap_or(&t[2..]).lines())
+    if let Some(body) = t.strip_prefix("/*") {
+        first_doc_line(body.strip_suffix("*/").unwrap_or(body).lines())
     } else {
         first_doc_line(std::iter::once(&t[2..]))
     }

@@ -14,7 +14,7 @@ mod render;
 mod walk;
 
 pub use extract::Parsers;
-pub use model::{FileEntry, Item, Lang, EXTRACT_VERSION};
+pub use model::{FileEntry, Item, Lang, Summary, EXTRACT_VERSION};
 pub use render::LLMS_MARKER;
 
 use pcmail_codemap_check::{read_head, write_stamp, Stamp, REFRESH_COMMAND};
@@ -136,7 +136,7 @@ struct Found {
 enum Outcome {
     /// Same content as cached: only the fingerprint moves.
     Same,
-    New(FileEntry, String),
+    New(Summary, String),
     Unreadable(String),
 }
 
@@ -160,37 +160,46 @@ fn examine(f: &Found, cached_hash: Option<&str>, parsers: &mut Parsers) -> Outco
         return Outcome::Same;
     }
     if bytes.iter().take(8192).any(|&b| b == 0) {
-        return Outcome::New(FileEntry::binary(f.lang), hash);
+        return Outcome::New(render::summarize(&FileEntry::binary(f.lang)), hash);
     }
-    Outcome::New(parsers.extract(f.lang, &bytes), hash)
+    Outcome::New(render::summarize(&parsers.extract(f.lang, &bytes)), hash)
 }
 
 /// Walks, parses what changed, updates the cache and renders both outputs.
-pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, MapError> {
+pub fn build(opts: &Options, store: Option<&mut Store>) -> Result<Built, MapError> {
     if opts.llms_budget < MIN_LLMS_BUDGET {
         return Err(MapError::BudgetTooSmall(opts.llms_budget));
     }
     if !opts.repo.is_dir() {
         return Err(MapError::NotADirectory(opts.repo.clone()));
     }
+    let timing = std::env::var_os("PCMAIL_MAP_TIMING").is_some();
+    let t0 = std::time::Instant::now();
+    let lap = |what: &str| {
+        if timing {
+            eprintln!("map timing: {what} at {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+        }
+    };
     let root = opts.repo.canonicalize().map_err(|e| MapError::Write { path: opts.repo.clone(), source: e })?;
     let repo_key = root.to_string_lossy().into_owned();
     let (found, huge) = walk::walk(&root)?;
     let skipped_huge = huge.len();
 
+    lap("walk");
     let cached: HashMap<String, CodemapRow> = match store.as_deref() {
         Some(s) => s.codemap_rows(&repo_key)?.into_iter().map(|r| (r.path.clone(), r)).collect(),
         None => HashMap::new(),
     };
+    lap("cache rows read");
 
     // Fingerprint hits are decided here; the rest is read (and maybe parsed) in parallel.
-    let mut entries: Vec<Option<(FileEntry, String)>> = Vec::with_capacity(found.len());
+    let mut entries: Vec<Option<(Summary, String)>> = Vec::with_capacity(found.len());
     let mut todo = vec![];
     for (i, f) in found.iter().enumerate() {
         let hit = cached.get(&f.rel).filter(|r| r.version == EXTRACT_VERSION);
         match hit {
             Some(r) if r.size == f.size as i64 && r.mtime_ns == f.mtime_ns => {
-                match serde_json::from_str::<FileEntry>(&r.entry) {
+                match serde_json::from_str::<Summary>(&r.entry) {
                     Ok(e) => {
                         entries.push(Some((e, r.hash.clone())));
                         continue;
@@ -202,7 +211,9 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
         }
         entries.push(None);
     }
+    lap("cache loaded and decoded");
     let outcomes = run_parallel(&found, &todo, &cached);
+    lap("read and parsed");
 
     let mut report = Report { repo: root.clone(), skipped_huge, ..Report::default() };
     let mut upserts = vec![];
@@ -212,7 +223,7 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
         let (entry, hash) = match outcome {
             Outcome::Same => {
                 let r = cached_row.expect("Same only when a row was there");
-                match serde_json::from_str::<FileEntry>(&r.entry) {
+                match serde_json::from_str::<Summary>(&r.entry) {
                     Ok(e) => (e, r.hash.clone()),
                     Err(_) => continue,
                 }
@@ -221,7 +232,7 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
                 report.parsed += 1;
                 (e, h)
             }
-            Outcome::Unreadable(why) => (FileEntry::failed(f.lang, why), String::new()),
+            Outcome::Unreadable(why) => (render::summarize(&FileEntry::failed(f.lang, why)), String::new()),
         };
         if !hash.is_empty() {
             upserts.push(CodemapRow {
@@ -237,13 +248,14 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
     }
     report.reused = found.len() - report.parsed;
 
-    if let Some(s) = store.as_deref_mut() {
+    if let Some(s) = store {
         let present: std::collections::HashSet<&str> = found.iter().map(|f| f.rel.as_str()).collect();
         let removed: Vec<String> = cached.keys().filter(|k| !present.contains(k.as_str())).cloned().collect();
         s.codemap_apply(&repo_key, &upserts, &removed)?;
     }
 
-    let mut files: Vec<(String, FileEntry)> = Vec::with_capacity(found.len());
+    lap("cache updated");
+    let mut files: Vec<(String, Summary)> = Vec::with_capacity(found.len());
     let mut digest = Sha256::new();
     digest.update(format!("pcmail-map {EXTRACT_VERSION} {}\n", opts.llms_budget));
     for (f, e) in found.iter().zip(entries) {
@@ -253,7 +265,7 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
             report.skipped_binary += 1;
             continue;
         }
-        if entry.error.is_some() {
+        if entry.failed {
             report.failed += 1;
         }
         files.push((f.rel.clone(), entry));
@@ -276,8 +288,11 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
         command: &command,
         map_file: &opts.map_file,
     };
+    lap("digest");
     let code_map = render::code_map(&data);
+    lap("code-map.md rendered");
     let llms = render::llms(&data, opts.llms_budget).ok_or(MapError::BudgetTooSmall(opts.llms_budget))?;
+    lap("llms.txt rendered");
     report.llms_chars = llms.chars().count();
     report.map_path = root.join(&opts.map_file);
     let (llms_path, foreign) = llms_target(&root.join(&opts.llms_file))?;
@@ -288,6 +303,7 @@ pub fn build(opts: &Options, mut store: Option<&mut Store>) -> Result<Built, Map
             report.changed.push(path.clone());
         }
     }
+    lap("compared with the files");
     let head = read_head(&root).map(|h| h.as_stamp()).unwrap_or_else(|| "none".into());
     let stamp = Stamp { head, inputs, map_file: opts.map_file.clone(), command };
     Ok(Built { report, code_map, llms, stamp })

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 /// Bump when extraction changes: cached entries of another version are re-parsed.
-pub const EXTRACT_VERSION: i64 = 1;
+/// It covers the rendered section kept in the cache too.
+pub const EXTRACT_VERSION: i64 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Lang {
@@ -83,4 +84,23 @@ impl FileEntry {
     pub fn failed(lang: Lang, reason: impl Into<String>) -> FileEntry {
         FileEntry { lang, doc: None, items: vec![], error: Some(reason.into()), binary: false }
     }
+}
+
+/// What the outputs need of a file, and what the cache keeps: the file's
+/// rendered part of code-map.md and the few fields llms.txt uses. Keeping the
+/// rendered part (not the items) makes an unchanged file cost one string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub lang: Lang,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub binary: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// Top-level item names, one per line.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub names: String,
+    /// The file's part of code-map.md, below its heading.
+    pub section: String,
 }
