@@ -278,6 +278,9 @@ fn print_map_report(r: &pcmail_codemap::Report, check: bool, json: bool) {
     if let Some(f) = &r.foreign_llms {
         println!("{} was not written by pcmail: left alone; the index goes to {} beside it.", rel(f), rel(&r.llms_path));
     }
+    if let Some(e) = &r.stamp_error {
+        eprintln!("pcmail: {e} (the session hook cannot tell when the map goes stale)");
+    }
     if check {
         println!("Fresh: {} and {} match their inputs.", rel(&r.map_path), rel(&r.llms_path));
     } else if r.changed.is_empty() {

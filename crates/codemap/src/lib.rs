@@ -114,6 +114,9 @@ pub struct Report {
     pub inputs: String,
     /// Output files whose content changed (written, or that --check would write).
     pub changed: Vec<PathBuf>,
+    /// Why the stamp for the hook could not be written (the map itself was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stamp_error: Option<String>,
 }
 
 /// The outputs of a run, before anything is written.
@@ -369,14 +372,17 @@ fn write_atomic(path: &Path, content: &str) -> Result<(), MapError> {
 }
 
 impl Built {
-    /// Writes the outputs that changed and the stamp the hook reads.
-    pub fn write(&self) -> Result<(), MapError> {
+    /// Writes the outputs that changed, then the stamp the hook reads (a
+    /// stamp that cannot be written, say a `.git` file pointing nowhere, is
+    /// reported, not fatal: the map itself is good).
+    pub fn write(&mut self) -> Result<(), MapError> {
         for path in &self.report.changed {
             let content = if *path == self.report.map_path { &self.code_map } else { &self.llms };
             write_atomic(path, content)?;
         }
-        write_stamp(&self.report.repo, &self.stamp)
-            .map_err(|e| MapError::Write { path: self.report.repo.join(".git"), source: e })?;
+        if let Err(e) = write_stamp(&self.report.repo, &self.stamp) {
+            self.report.stamp_error = Some(format!("cannot write the code map stamp in the git directory: {e}"));
+        }
         Ok(())
     }
 
@@ -403,7 +409,7 @@ impl Built {
 
 /// `pcmail map`: build and write.
 pub fn map(opts: &Options, store: Option<&mut Store>) -> Result<Report, MapError> {
-    let built = build(opts, store)?;
+    let mut built = build(opts, store)?;
     built.write()?;
     Ok(built.report)
 }
