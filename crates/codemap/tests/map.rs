@@ -207,10 +207,12 @@ fn llms_stays_within_its_budget_by_summarising() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("big");
     synthetic_repo(&root, 2_000);
+    // One parse of the 2,000 files; the other budgets render from the cache.
+    let mut st = store(tmp.path());
     for budget in [1_000, 3_000, 8_000, 40_000, 400_000] {
         let mut o = Options::new(&root);
         o.llms_budget = budget;
-        let b = build(&o, None).unwrap();
+        let b = build(&o, Some(&mut st)).unwrap();
         let chars = b.llms.chars().count();
         assert!(chars <= budget, "{chars} > {budget}");
         assert!(b.llms.lines().any(|l| l == LLMS_MARKER));
