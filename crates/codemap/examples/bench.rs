@@ -48,6 +48,27 @@ fn source(i: usize, version: usize) -> (String, String) {
     }
 }
 
+/// This process's CPU time (user + system, all threads) from /proc (Linux;
+/// 10 ms ticks), so a figure can be told apart from the machine's load.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+fn cpu_per_run(before: Option<Duration>, runs: usize) -> String {
+    match (before, cpu_time()) {
+        (Some(a), Some(b)) => format!("{:.0} ms CPU per run", (b - a).as_secs_f64() * 1000.0 / runs as f64),
+        _ => "CPU n/a".into(),
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_string)).unwrap_or_else(|| "?".into())
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -70,6 +91,7 @@ fn main() {
     let opts = Options::new(&root);
 
     let mut full = vec![];
+    let c0 = cpu_time();
     for _ in 0..reps.min(3) {
         let mut st = Store::open(&store_path).unwrap();
         st.codemap_clear(&root.canonicalize().unwrap().to_string_lossy()).unwrap();
@@ -78,15 +100,19 @@ fn main() {
         full.push(t.elapsed());
         assert_eq!(r.parsed, files);
     }
+    let full_cpu = cpu_per_run(c0, reps.min(3));
     let mut st = Store::open(&store_path).unwrap();
     let mut same = vec![];
+    let c0 = cpu_time();
     for _ in 0..reps {
         let t = Instant::now();
         let r = map(&opts, Some(&mut st)).unwrap();
         same.push(t.elapsed());
         assert_eq!(r.parsed, 0);
     }
+    let same_cpu = cpu_per_run(c0, reps);
     let mut one = vec![];
+    let c0 = cpu_time();
     for rep in 0..reps {
         let (path, text) = source(7, rep + 1);
         write(&root.join(path), &text);
@@ -96,12 +122,14 @@ fn main() {
         assert_eq!(r.parsed, 1);
         assert!(r.changed.contains(&r.map_path), "the map changes");
     }
+    let one_cpu = cpu_per_run(c0, reps);
     let map_bytes = std::fs::metadata(root.join(".claude/code-map.md")).unwrap().len();
 
     let this_repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let this_opts = Options::new(&this_repo);
     let mut this = vec![];
     let mut this_files = 0;
+    let c0 = cpu_time();
     for _ in 0..reps {
         let t = Instant::now();
         let b = build(&this_opts, None).unwrap();
@@ -109,10 +137,12 @@ fn main() {
         this_files = b.report.files;
     }
 
+    let this_cpu = cpu_per_run(c0, reps);
     let (f, s, o, r) = (median(full), median(same), median(one), median(this));
     println!("code map, {files}-file generated repo ({:.1} MB map), median of {reps} runs ({} for the full run):", map_bytes as f64 / 1e6, reps.min(3));
-    println!("  full run (empty cache)        {}", ms(f));
-    println!("  re-run, nothing changed       {}", ms(s));
-    println!("  re-run, one file changed      {}  (target <= 200 ms; {:.0}x faster than full)", ms(o), f.as_secs_f64() / o.as_secs_f64());
-    println!("this repo, full run, no cache   {}  ({this_files} files; target <= 2 s)", ms(r));
+    println!("  full run (empty cache)        {}  ({full_cpu})", ms(f));
+    println!("  re-run, nothing changed       {}  ({same_cpu})", ms(s));
+    println!("  re-run, one file changed      {}  ({one_cpu}; target <= 200 ms; {:.0}x faster than full)", ms(o), f.as_secs_f64() / o.as_secs_f64());
+    println!("this repo, full run, no cache   {}  ({this_cpu}; {this_files} files; target <= 2 s)", ms(r));
+    println!("machine: {} cores, load average {} at the end", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), load());
 }
