@@ -225,6 +225,12 @@ pub fn stale_line(repo_root: &Path) -> Option<String> {
     ))
 }
 
+/// [`stale_line`] for the checkout containing `dir` (the hook's cwd may be a
+/// subfolder).
+pub fn stale_line_from(dir: &Path) -> Option<String> {
+    stale_line(&find_repo_root(dir)?)
+}
+
 fn short(head: &str) -> &str {
     if is_hex_id(head) {
         &head[..10]
@@ -359,5 +365,7 @@ mod tests {
         let sub = d.path().join("a/b");
         fs::create_dir_all(&sub).unwrap();
         assert_eq!(find_repo_root(&sub).as_deref(), Some(d.path()));
+        write_stamp(d.path(), &stamp_at(B)).unwrap();
+        assert!(stale_line_from(&sub).is_some(), "found from a subfolder");
     }
 }

@@ -87,6 +87,9 @@ fn main() {
         let (path, text) = source(i, 0);
         write(&root.join(path), &text);
     }
+    // A git directory as git lays it out, so the map writes its stamp.
+    write(&root.join(".git/HEAD"), "ref: refs/heads/main\n");
+    write(&root.join(".git/refs/heads/main"), "0123456789012345678901234567890123456789\n");
     let store_path = tmp.path().join("home/store.db");
     let opts = Options::new(&root);
 
@@ -125,6 +128,14 @@ fn main() {
     let one_cpu = cpu_per_run(c0, reps);
     let map_bytes = std::fs::metadata(root.join(".claude/code-map.md")).unwrap().len();
 
+    // The hook's question, asked of the fresh map: HEAD from the files vs the stamp.
+    let calls = 10_000;
+    let t = Instant::now();
+    for _ in 0..calls {
+        assert_eq!(pcmail_codemap_check::stale_line(&root), None);
+    }
+    let hook_check = t.elapsed() / calls;
+
     let this_repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let this_opts = Options::new(&this_repo);
     let mut this = vec![];
@@ -144,5 +155,6 @@ fn main() {
     println!("  re-run, nothing changed       {}  ({same_cpu})", ms(s));
     println!("  re-run, one file changed      {}  ({one_cpu}; target <= 200 ms; {:.0}x faster than full)", ms(o), f.as_secs_f64() / o.as_secs_f64());
     println!("this repo, full run, no cache   {}  ({this_cpu}; {this_files} files; target <= 2 s)", ms(r));
+    println!("stale_line (the hook's check), fresh map   {:.1} µs per call", hook_check.as_secs_f64() * 1e6);
     println!("machine: {} cores, load average {} at the end", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), load());
 }
