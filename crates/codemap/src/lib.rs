@@ -30,6 +30,8 @@ pub const DEFAULT_LLMS_FILE: &str = "llms.txt";
 pub const DEFAULT_LLMS_BUDGET: usize = 8_000;
 /// Below this an `llms.txt` cannot hold its own header and a folder count.
 pub const MIN_LLMS_BUDGET: usize = 1_000;
+/// Files modified this close to a run are hashed again by the next run.
+const RACY_NS: i64 = 2_000_000_000;
 /// Files larger than this are skipped (generated or vendored, not worth a map).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -176,6 +178,10 @@ pub fn build(opts: &Options, store: Option<&mut Store>) -> Result<Built, MapErro
     if !opts.repo.is_dir() {
         return Err(MapError::NotADirectory(opts.repo.clone()));
     }
+    let started_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(i64::MAX);
     let timing = std::env::var_os("PCMAIL_MAP_TIMING").is_some();
     let t0 = std::time::Instant::now();
     let lap = |what: &str| {
@@ -228,7 +234,15 @@ pub fn build(opts: &Options, store: Option<&mut Store>) -> Result<Built, MapErro
                 let r = cached_row.expect("Same only when a row was there");
                 match serde_json::from_str::<Summary>(&r.entry) {
                     Ok(e) => (e, r.hash.clone()),
-                    Err(_) => continue,
+                    // A row that does not decode: parse the file after all.
+                    Err(_) => match examine(f, None, &mut Parsers::default()) {
+                        Outcome::New(e, h) => {
+                            report.parsed += 1;
+                            (e, h)
+                        }
+                        Outcome::Unreadable(why) => (render::summarize(&FileEntry::failed(f.lang, why)), String::new()),
+                        Outcome::Same => unreachable!("no cached hash to be the same as"),
+                    },
                 }
             }
             Outcome::New(e, h) => {
@@ -238,10 +252,14 @@ pub fn build(opts: &Options, store: Option<&mut Store>) -> Result<Built, MapErro
             Outcome::Unreadable(why) => (render::summarize(&FileEntry::failed(f.lang, why)), String::new()),
         };
         if !hash.is_empty() {
+            // A file modified just now may change again within the clock's
+            // granularity without its size or time moving ("racy git"): its
+            // row gets no time, so the next run hashes it again.
+            let racy = f.mtime_ns >= started_ns - RACY_NS;
             upserts.push(CodemapRow {
                 path: f.rel.clone(),
                 size: f.size as i64,
-                mtime_ns: f.mtime_ns,
+                mtime_ns: if racy { -1 } else { f.mtime_ns },
                 hash: hash.clone(),
                 version: EXTRACT_VERSION,
                 entry: serde_json::to_string(&entry).expect("entries serialise"),

@@ -321,3 +321,20 @@ fn the_hook_line_follows_head_in_a_real_git_repo() {
     assert_eq!(pcmail_codemap_check::stale_line(&wt), None);
     assert_eq!(check_line(), None);
 }
+
+#[test]
+fn a_same_size_edit_within_the_clock_tick_is_still_seen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("racy");
+    let file = root.join("a.rs");
+    write(&file, "pub fn aaa() {}\n");
+    let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+    let mut st = store(tmp.path());
+    map(&Options::new(&root), Some(&mut st)).unwrap();
+    // Same size, same modification time, other content: only the hash can tell.
+    write(&file, "pub fn bbb() {}\n");
+    fs::File::options().write(true).open(&file).unwrap().set_modified(mtime).unwrap();
+    let r = map(&Options::new(&root), Some(&mut st)).unwrap();
+    assert_eq!(r.parsed, 1);
+    assert!(fs::read_to_string(&r.map_path).unwrap().contains("`pub fn bbb()`"));
+}
