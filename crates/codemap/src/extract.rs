@@ -468,7 +468,22 @@ fn js_stmt(n: Node, start: usize, doc_at: Node, exported: bool, s: Src, out: &mu
             out.push(it);
         }
         "interface_declaration" => {
-            out.push(item("interface", s.field(n, "name").unwrap_or("?"), sig_upto(s, start, n, "body"), doc()));
+            let mut it = item("interface", s.field(n, "name").unwrap_or("?"), sig_upto(s, start, n, "body"), doc());
+            // Its members are its API: methods and properties with their types.
+            if let Some(body) = n.child_by_field_name("body") {
+                let mut bc = body.walk();
+                for m in body.named_children(&mut bc) {
+                    let kind = match m.kind() {
+                        "method_signature" => "method",
+                        "property_signature" => "property",
+                        _ => continue,
+                    };
+                    let sig = sig_upto(s, m.start_byte(), m, "-");
+                    let sig = sig.strip_suffix(',').unwrap_or(&sig).to_string();
+                    it.children.push(item(kind, s.field(m, "name").unwrap_or("?"), sig, js_doc(m, s)));
+                }
+            }
+            out.push(it);
         }
         "type_alias_declaration" => {
             out.push(item("type", s.field(n, "name").unwrap_or("?"), sig_upto(s, start, n, "-"), doc()));
@@ -534,8 +549,18 @@ fn go_exported(name: &str) -> bool {
     name.chars().next().is_some_and(|c| c.is_uppercase())
 }
 
+/// The type name of a method's receiver: `(m *Mail)` → `Mail`, `(l List[T])` → `List`.
+fn go_receiver_type(receiver: Node, s: Src) -> Option<String> {
+    let text = s.text(receiver).trim_start_matches('(').trim_end_matches(')');
+    let ty = text.split_whitespace().last()?.trim_start_matches('*');
+    let ty = ty.split('[').next()?;
+    (!ty.is_empty()).then(|| ty.to_string())
+}
+
 fn go_items(root: Node, s: Src, entry: &mut FileEntry) {
     let out = &mut entry.items;
+    // Methods go under their type when it is declared in the same file.
+    let mut methods: Vec<(String, Item)> = vec![];
     let mut c = root.walk();
     for n in root.named_children(&mut c) {
         match n.kind() {
@@ -549,7 +574,11 @@ fn go_items(root: Node, s: Src, entry: &mut FileEntry) {
                 out.push(item("func", s.field(n, "name").unwrap_or("?"), sig_upto(s, n.start_byte(), n, "body"), go_doc(n, s)));
             }
             "method_declaration" => {
-                out.push(item("method", s.field(n, "name").unwrap_or("?"), sig_upto(s, n.start_byte(), n, "body"), go_doc(n, s)));
+                let it = item("method", s.field(n, "name").unwrap_or("?"), sig_upto(s, n.start_byte(), n, "body"), go_doc(n, s));
+                match n.child_by_field_name("receiver").and_then(|r| go_receiver_type(r, s)) {
+                    Some(ty) => methods.push((ty, it)),
+                    None => out.push(it),
+                }
             }
             "type_declaration" => {
                 let mut sc = n.walk();
@@ -588,6 +617,12 @@ fn go_items(root: Node, s: Src, entry: &mut FileEntry) {
                 }
             }
             _ => {}
+        }
+    }
+    for (ty, m) in methods {
+        match out.iter_mut().find(|i| matches!(i.kind.as_str(), "struct" | "interface" | "type") && i.name == ty) {
+            Some(t) => t.children.push(m),
+            None => out.push(m),
         }
     }
 }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bump when extraction changes: cached entries of another version are re-parsed.
 /// It covers the rendered section kept in the cache too.
-pub const EXTRACT_VERSION: i64 = 2;
+pub const EXTRACT_VERSION: i64 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Lang {
