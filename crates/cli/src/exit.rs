@@ -14,6 +14,7 @@ pub enum Exit {
     NotFound = 7,
     Timeout = 8,
     Local = 9,
+    MapStale = 15,
 }
 
 pub fn code_of(e: &anyhow::Error) -> Exit {
@@ -32,6 +33,15 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
             ClientError::Timeout { .. } => Exit::Timeout,
             ClientError::Invalid(_) => Exit::Usage,
             ClientError::Config(_) | ClientError::Store(_) | ClientError::Token(_) => Exit::Local,
+        };
+    }
+    if e.downcast_ref::<pcmail_codemap::StaleMap>().is_some() {
+        return Exit::MapStale;
+    }
+    if let Some(m) = e.downcast_ref::<pcmail_codemap::MapError>() {
+        return match m {
+            pcmail_codemap::MapError::NotADirectory(_) | pcmail_codemap::MapError::BudgetTooSmall(_) => Exit::Usage,
+            _ => Exit::Local,
         };
     }
     if e.downcast_ref::<pcmail_client::config::ConfigError>().is_some()

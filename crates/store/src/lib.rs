@@ -10,6 +10,7 @@ pub mod outbox;
 pub mod retention;
 pub mod sent;
 pub mod cache;
+pub mod codemap;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ pub use inbox::{InboxMail, LocalStatus};
 pub use marks::PendingMark;
 pub use outbox::QueuedSend;
 pub use sent::SentMail;
+pub use codemap::CodemapRow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
