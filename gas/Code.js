@@ -34,6 +34,7 @@ function handleBody_(body) {
     if (utf8Len_(body) > LIMITS.BODY_BYTES_MAX) throw pcErr_('too_large', 'the body exceeds 256 KiB');
     const req = parseRequest_(body);
     checkToken_(req.token);
+    checkLabelBinding_(req);
     const fn = handlers_()[req.op];
     const result = UNLOCKED_OPS[req.op] ? fn(req, now) : withLock_(function () { return fn(req, now); });
     const out = { ok: true, now: now };

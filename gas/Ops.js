@@ -10,8 +10,11 @@ function opRosterGet_() {
 }
 
 function opRosterSet_(req) {
-  const r = rosterSet_(req.args.label, req.args.hostname, req.args.number);
-  return { pc: r.pc, changed: r.changed, version: r.version };
+  const claim = req.args.claim ? { cred: req.cred, replace: req.args.replace } : null;
+  const r = rosterSet_(req.args.label, req.args.hostname, req.args.number, claim);
+  const out = { pc: r.pc, changed: r.changed, version: r.version };
+  if (claim) out.bound = true;
+  return out;
 }
 
 function opRosterRemove_(req) {

@@ -23,6 +23,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
         poll_interval_secs: 0,
         notify_webhook: None,
         native_notifications: false,
+        installation: None,
     };
     let t = Embedded::open(db, label, clock).unwrap();
     Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()

@@ -22,10 +22,12 @@ pub enum ErrorCode {
     Conflict,
     Busy,
     Internal,
+    /// The caller's label is bound to another installation's credential.
+    LabelTaken,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -43,6 +45,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::Busy,
         ErrorCode::Internal,
+        ErrorCode::LabelTaken,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +67,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
+            ErrorCode::LabelTaken => "label_taken",
         }
     }
 

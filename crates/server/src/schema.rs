@@ -118,6 +118,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX mail_final ON mail (last_at) WHERE state IN ('done', 'failed', 'expired');
     "#,
+    // 4: a label bound to one installation (issue 8 defect 7): SHA-256 hex
+    // of its credential; NULL = not bound (old clients keep working).
+    r#"
+    ALTER TABLE pc ADD COLUMN cred_hash TEXT;
+    "#,
 ];
 
 pub fn schema_version() -> usize {

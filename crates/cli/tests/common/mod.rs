@@ -93,15 +93,32 @@ pub struct Pc {
     pub label: String,
     pub home: tempfile::TempDir,
     pub server_url: String,
+    /// This simulated installation's own credential (PCMAIL_CREDENTIAL: no keyring here).
+    pub cred: String,
+}
+
+/// A fresh random credential, as a PC makes its own.
+pub fn random_credential() -> String {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .expect("/dev/urandom");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Pc {
     pub fn new(server: &Server, label: &str) -> Pc {
-        let home = tempfile::tempdir().unwrap();
-        let pc = Pc { label: label.into(), home, server_url: server.url.clone() };
-        let out = pc.run(&["init", "--label", label, "--server", &server.url]);
+        let (pc, out) = Pc::try_new(server, label);
         assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
         pc
+    }
+
+    /// A new installation running `init` (which registers and claims the label); its output.
+    pub fn try_new(server: &Server, label: &str) -> (Pc, Output) {
+        let home = tempfile::tempdir().unwrap();
+        let pc = Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential() };
+        let out = pc.run(&["init", "--label", label, "--server", &server.url]);
+        (pc, out)
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
@@ -109,6 +126,7 @@ impl Pc {
         c.args(args)
             .env("PCMAIL_HOME", self.home.path())
             .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", &self.cred)
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .stdin(Stdio::null());
         c
