@@ -95,7 +95,7 @@ fn loop_refusals() {
         assert_eq!(out.status.code(), Some(3), "{kind:?}");
         // hop ≥ 3 is refused by the server.
         let mail = json!({"id": "mail-1-0000beef", "to": "pc-b", "body": "x", "hop": 3});
-        let v = server.call("pc-a", "send", json!({"mail": mail}));
+        let v = server.call_as(&a, "send", json!({"mail": mail}));
         assert_eq!(v["error"]["code"], "hop_limit", "{kind:?}");
     }
 }

@@ -82,7 +82,15 @@ impl Server {
 
     /// Sends one raw protocol request (for ops the CLI has no verb for, e.g. sweep).
     pub fn call(&self, pc: &str, op: &str, args: Value) -> Value {
-        let body = serde_json::json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args});
+        self.post(serde_json::json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args}))
+    }
+
+    /// One raw request as that PC, with its credential (its label is bound).
+    pub fn call_as(&self, pc: &Pc, op: &str, args: Value) -> Value {
+        self.post(serde_json::json!({"v": 1, "op": op, "pc": pc.label, "token": TOKEN, "cred": pc.cred, "args": args}))
+    }
+
+    fn post(&self, body: Value) -> Value {
         let client = reqwest::blocking::Client::new();
         let resp = client.post(&self.url).json(&body).send().unwrap();
         resp.json().unwrap()
