@@ -82,4 +82,9 @@ fn no_keyring_and_no_credential_is_exit_9() {
     let out = pc.cmd(&["init", "--label", "pc-c"]).env_remove("PCMAIL_CREDENTIAL").output().unwrap();
     assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
     assert!(stderr(&out).contains("PCMAIL_CREDENTIAL") && stderr(&out).contains("openssl rand -hex 32"), "{}", stderr(&out));
+    // A PCMAIL_CREDENTIAL that is not a long secret is refused before use (the rule of pcmail-core).
+    let out = pc.cmd(&["sync"]).env("PCMAIL_CREDENTIAL", "hunter2").output().unwrap();
+    assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
+    assert!(stderr(&out).contains("PCMAIL_CREDENTIAL: cred must be 32-512"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("hunter2"), "the secret is never printed");
 }
