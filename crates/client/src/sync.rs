@@ -381,13 +381,23 @@ impl Client {
     }
 
     /// This installation's id, made (and saved in config.toml) on first need.
+    /// Read from the file first: a long-running daemon must neither make a
+    /// second id nor write back a config that `init` has changed since.
     pub fn installation_id(&mut self) -> Result<String, ClientError> {
         if let Some(id) = &self.config.installation {
             return Ok(id.clone());
         }
-        let id = pcmail_core::protocol::new_credential(&mut rand::thread_rng())[..16].to_string();
+        let mut on_disk = crate::config::Config::load(&self.paths)?;
+        let id = match &on_disk.installation {
+            Some(id) => id.clone(),
+            None => {
+                let id = pcmail_core::protocol::new_credential(&mut rand::thread_rng())[..16].to_string();
+                on_disk.installation = Some(id.clone());
+                on_disk.save(&self.paths)?;
+                id
+            }
+        };
         self.config.installation = Some(id.clone());
-        self.config.save(&self.paths)?;
         Ok(id)
     }
 
