@@ -1,29 +1,43 @@
-// The roster tab (number ⇔ label ⇔ hostname, plus each PC's last poll) and its version.
+// The roster tab (number ⇔ label ⇔ hostname, plus each PC's last poll and cursor) and its version.
 
-// Bumped under the script lock; read from the execution's property memo.
+// Bumped under the script lock; read from the cached properties.
 function rosterVersion_() {
   return Number(prop_('ROSTER_VERSION') || 0);
 }
 function bumpRosterVersion_() {
   const props = PropertiesService.getScriptProperties();
   const v = Number(props.getProperty('ROSTER_VERSION') || 0) + 1;
-  props.setProperty('ROSTER_VERSION', String(v));
-  if (execProps_) execProps_.ROSTER_VERSION = String(v);
+  setProp_('ROSTER_VERSION', v);
   return v;
 }
 
-// All PCs sorted by number; `row` is the sheet row, `lastPollAt` null until the first poll.
+// All PCs sorted by number; `row` is the sheet row, `lastPollAt` null until the first poll,
+// `cursor` the `since` of its last recorded poll (0 when none).
 function readRoster_() {
   const sh = tab_('Roster');
   const last = sh.getLastRow();
-  const rows = readText_(sh, 2, 1, last - 1, 4);
+  const rows = readText_(sh, 2, 1, last - 1, TABS.Roster.length);
   const pcs = [];
   rows.forEach(function (r, i) {
     if (!r[1]) return;
     pcs.push({ number: Number(r[0]), label: r[1], hostname: r[2],
-      lastPollAt: r[3] === '' ? null : Number(r[3]), row: i + 2 });
+      lastPollAt: r[3] === '' ? null : Number(r[3]), cursor: Number(r[4] || 0), row: i + 2 });
   });
   pcs.sort(function (a, b) { return a.number - b.number; });
+  return pcs;
+}
+
+// The sweep's view: the roster with the newest heartbeats from CacheService.
+function readRosterLive_() {
+  const pcs = readRoster_();
+  let hb = {};
+  try { hb = CacheService.getScriptCache().getAll(pcs.map(function (p) { return HB_KEY + p.label; })); } catch (e) { hb = {}; }
+  pcs.forEach(function (p) {
+    const v = hb[HB_KEY + p.label];
+    if (!v) return;
+    const h = JSON.parse(v);
+    if (p.lastPollAt === null || h.at >= p.lastPollAt) { p.lastPollAt = h.at; p.cursor = h.since; }
+  });
   return pcs;
 }
 
@@ -57,13 +71,15 @@ function rosterSet_(label, hostname, number, claim) {
   if (existing) {
     pc = { number: number === null ? existing.number : number, label: label, hostname: hostname };
     changed = pc.number !== existing.number || pc.hostname !== existing.hostname;
-    if (changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
   } else {
     const next = pcs.reduce(function (m, p) { return Math.max(m, p.number); }, 0) + 1;
     pc = { number: number === null ? next : number, label: label, hostname: hostname };
-    appendText_(sh, [[String(pc.number), label, hostname, '']]);
   }
+  // The version first: if the row write then fails, clients re-read an unchanged
+  // roster (harmless), and the repeat writes the row and bumps again.
   const version = changed ? bumpRosterVersion_() : rosterVersion_();
+  if (existing && changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
+  if (!existing) appendText_(sh, [[String(pc.number), label, hostname, '', '0']]);
   if (claim) bindLabel_(label, claim.cred);
   return { pc: pc, changed: changed, version: version, bound: claim ? true : undefined };
 }
@@ -71,13 +87,21 @@ function rosterSet_(label, hostname, number, claim) {
 function rosterRemove_(label) {
   const p = readRoster_().filter(function (x) { return x.label === label; })[0];
   if (!p) return { removed: false, version: rosterVersion_() };
-  tab_('Roster').deleteRow(p.row);
+  const version = bumpRosterVersion_(); // first, as in rosterSet_
+  deleteRowsSafe_(tab_('Roster'), p.row, 1);
   unbindLabel_(label); // the label is free again
-  return { removed: true, version: bumpRosterVersion_() };
+  return { removed: true, version: version };
 }
 
-function heartbeat_(pc, now) {
-  writeText_(tab_('Roster'), pc.row, 4, [[String(now)]]);
+// Every poll's heartbeat goes to CacheService; the Roster row is written only when its
+// value is HEARTBEAT_SHEET_MS old, so most polls make no Roster write (issue 9, defect 2).
+// Stale-PC alerts (10 min) and Events pruning read both (readRosterLive_).
+const HB_KEY = 'pcmail:hb:';
+const HEARTBEAT_SHEET_MS = 4 * 60 * 1000;
+function heartbeat_(pc, now, since) {
+  try { CacheService.getScriptCache().put(HB_KEY + pc.label, JSON.stringify({ at: now, since: since }), 21600); } catch (e) { /* the sheet below */ }
+  if (pc.lastPollAt !== null && now - pc.lastPollAt < HEARTBEAT_SHEET_MS && pc.cursor <= since) return;
+  writeText_(tab_('Roster'), pc.row, 4, [[String(now), String(since)]]);
 }
 
 // Up to 5 labels that look like `query`, closest first (same scoring as the Rust core).
@@ -111,15 +135,13 @@ function editDistance_(a, b) {
 }
 
 // A label bound to one installation (issue 8 defect 7). The SHA-256 hex of its credential
-// lives in Script Properties under LABEL_CRED_<label> (read with the execution's one
-// Properties read; no tab column, so the sheet layout is unchanged); none = not bound.
+// lives in Script Properties under LABEL_CRED_<label> (read with the execution's cached
+// Properties view; no tab column, so the sheet layout is unchanged); none = not bound.
 const LABEL_CRED_PREFIX = 'LABEL_CRED_';
 const PC_OPS = { send: true, poll: true, mark: true, status: true };
 
 function credHash_(cred) {
-  return Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, cred).map(function (b) {
-    return ('0' + (b & 0xff).toString(16)).slice(-2);
-  }).join('');
+  return sha256Hex_(cred);
 }
 
 // Same rule as pcmail_core::protocol::check_credential.
@@ -153,7 +175,8 @@ function labelTaken_(label) {
     ' belongs to another installation: pick another label, or replace it');
 }
 
-// Every PC op from a bound label must carry its credential.
+// Every PC op from a bound label must carry its credential. The hashes come with the
+// execution's cached Properties view, so a flood of wrong credentials costs no quota.
 function checkLabelBinding_(req) {
   if (PC_OPS[req.op] && !credMatches_(prop_(LABEL_CRED_PREFIX + req.pc), req.cred)) throw labelTaken_(req.pc);
 }
@@ -166,12 +189,9 @@ function checkClaim_(label, cred, replace) {
 
 // TODO(issue 14): replacing will need the admin secret; today the token is enough.
 function bindLabel_(label, cred) {
-  const hash = credHash_(cred);
-  PropertiesService.getScriptProperties().setProperty(LABEL_CRED_PREFIX + label, hash);
-  if (execProps_) execProps_[LABEL_CRED_PREFIX + label] = hash;
+  setProp_(LABEL_CRED_PREFIX + label, credHash_(cred)); // drops the cached Properties view
 }
 
 function unbindLabel_(label) {
-  PropertiesService.getScriptProperties().deleteProperty(LABEL_CRED_PREFIX + label);
-  if (execProps_) delete execProps_[LABEL_CRED_PREFIX + label];
+  if (prop_(LABEL_CRED_PREFIX + label) !== null) setProp_(LABEL_CRED_PREFIX + label, null);
 }

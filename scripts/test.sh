@@ -11,7 +11,7 @@ LOG="$(mktemp -d)"
 trap 'rm -rf "$LOG"' EXIT
 
 echo "== Apps Script server (gas/, node --test)"
-(cd gas && npm test) 2>&1 | tee "$LOG/gas"
+(cd gas && npm ci --no-audit --no-fund --ignore-scripts && npm test) 2>&1 | tee "$LOG/gas"
 
 echo "== Rust workspace"
 if cargo nextest --version >/dev/null 2>&1; then

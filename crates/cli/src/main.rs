@@ -68,8 +68,11 @@ enum Cmd {
         #[arg(long)]
         webhook: Option<String>,
         /// Take this label over from the installation that holds it (that PC loses access).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "offline")]
         replace: bool,
+        /// Only write the config; register (and bind the label) on the first poll.
+        #[arg(long)]
+        offline: bool,
     },
     /// Store the server token in the OS keyring (read from stdin).
     Token {
@@ -295,7 +298,7 @@ fn parse_expires(s: &str) -> anyhow::Result<Expires> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
-        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace } => {
+        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace, offline } => {
             let p = paths()?;
             let mut c = Config::load(&p)?;
             if let Some(l) = label {
@@ -320,7 +323,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             c.save(&p)?;
             println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
-            if matches!(c.server, ServerConfig::Embedded { .. }) {
+            if offline || matches!(c.server, ServerConfig::Embedded { .. }) {
                 return Ok(());
             }
             // Registered (and the label claimed) right away, so a label that
@@ -603,10 +606,34 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
 
 fn daemon() -> anyhow::Result<()> {
     let p = paths()?;
-    let Some(_lock) = locks::try_lock(&p.daemon_lock())? else {
+    // A daemon restarted by its watchdog waits briefly for its predecessor's lock.
+    let restarted = std::env::var_os("PCMAIL_DAEMON_RESTARTED").is_some();
+    let mut lock = locks::try_lock(&p.daemon_lock())?;
+    for _ in 0..50 {
+        if lock.is_some() || !restarted {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        lock = locks::try_lock(&p.daemon_lock())?;
+    }
+    let Some(_lock) = lock else {
         println!("pcmail: a daemon is already running for this PC user ({})", p.daemon_lock().display());
         return Ok(());
     };
+    // Marks the hook queues go out within ~100 ms, also during a long poll.
+    let _pusher = pcmail_client::pusher::spawn(p.clone());
+    let progress = pcmail_client::watchdog::Progress::default();
+    progress.mark(pcmail_client::system_now());
+    {
+        let store_path = p.store();
+        pcmail_client::watchdog::spawn(
+            progress.clone(),
+            pcmail_client::watchdog::threshold_ms(),
+            pcmail_client::system_now,
+            move || pcmail_store::Store::open(&store_path).ok().and_then(|s| s.last_poll_ok_at().ok().flatten()),
+            restart_daemon,
+        );
+    }
     let mut client = Client::open(p)?;
     let interval = client.config.poll_interval();
     let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
@@ -614,7 +641,10 @@ fn daemon() -> anyhow::Result<()> {
     eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
-        match client.sync_once(wait_ms) {
+        progress.mark(pcmail_client::system_now());
+        let cycle = client.sync_once(wait_ms);
+        progress.mark(pcmail_client::system_now());
+        match cycle {
             Ok(report) => {
                 failures = 0;
                 if !report.stored.is_empty() {
@@ -633,5 +663,28 @@ fn daemon() -> anyhow::Result<()> {
                 std::thread::sleep(Duration::from_millis(wait as u64));
             }
         }
+    }
+}
+
+/// The watchdog's way out of a hung poll: the same daemon, started afresh,
+/// polls at once. On Unix the process image is replaced (same PID; the lock
+/// file closes on exec, so the new image takes it); elsewhere a detached
+/// successor starts and this process exits.
+fn restart_daemon() {
+    eprintln!("pcmail: watchdog: no good poll and no progress for too long; restarting the daemon");
+    let Ok(exe) = std::env::current_exe() else { std::process::exit(75) };
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let err = std::process::Command::new(&exe).arg("daemon").env("PCMAIL_DAEMON_RESTARTED", "1").exec();
+        eprintln!("pcmail: watchdog: restart failed: {err}");
+        std::process::exit(75);
+    }
+    #[cfg(not(unix))]
+    {
+        let mut cmd = spawn::detached_command(&exe, &["daemon"]);
+        cmd.env("PCMAIL_DAEMON_RESTARTED", "1");
+        let _ = cmd.spawn();
+        std::process::exit(0);
     }
 }

@@ -137,7 +137,8 @@ pub fn alerts(a: &[Alert], json: bool) {
     }
     for x in a {
         let resolved = x.resolved_at.map(|t| format!(" resolved {}", time(t))).unwrap_or_default();
-        println!("{:<12} {:<10} {}  ×{}  {}{}", x.kind.as_str(), x.pc, x.subject, x.count, neutralise(&x.message), resolved);
+        let webhook = x.last_error.as_deref().map(|e| format!("  (webhook: {})", neutralise(e))).unwrap_or_default();
+        println!("{:<12} {:<10} {}  ×{}  {}{}{}", x.kind.as_str(), x.pc, x.subject, x.count, neutralise(&x.message), resolved, webhook);
     }
 }
 

@@ -7,10 +7,12 @@ pub mod hook;
 pub mod locks;
 pub mod notify;
 pub mod ops;
+pub mod pusher;
 pub mod spawn;
 pub mod sync;
 pub mod token;
 pub mod transport;
+pub mod watchdog;
 
 use config::{Config, ConfigError, Paths, ServerConfig};
 use pcmail_core::{Millis, ProtoError};

@@ -33,6 +33,8 @@ pub struct CycleReport {
     pub outbox_expired: Vec<String>,
     pub updates: usize,
     pub roster_refreshed: bool,
+    /// The server had pruned updates past this PC's cursor (states re-read).
+    pub cursor_reset: bool,
     /// Mail that wants a notification (claimed: nobody else will notify it).
     #[serde(skip)]
     pub to_notify: Vec<InboxMail>,
@@ -119,8 +121,13 @@ impl Client {
                 self.store.sent_apply_update(u)?;
             }
             report.updates += updates.len();
+            if resp.get("cursorReset").and_then(Value::as_bool) == Some(true) {
+                // The server pruned updates this PC had not read: re-read the
+                // state of every open sent mail instead.
+                report.cursor_reset = true;
+            }
             if let Some(c) = resp.get("cursor").and_then(Value::as_i64) {
-                if c > since {
+                if c > since || report.cursor_reset {
                     self.store.meta_set_i64(meta::UPDATES_CURSOR, c)?;
                 }
             }
@@ -144,6 +151,9 @@ impl Client {
         }
         // The server answers again: what waited in backoff goes now.
         self.flush_outbox(report, true)?;
+        if report.cursor_reset {
+            self.refresh_open_sent()?;
+        }
         Ok(())
     }
 
@@ -297,6 +307,16 @@ impl Client {
                     self.store.outbox_remove(&q.mail.id)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Re-reads the server's state of every sent mail that is not final.
+    pub fn refresh_open_sent(&mut self) -> Result<(), ClientError> {
+        let open: Vec<String> =
+            self.store.sent_list(10_000)?.into_iter().filter(|m| !m.state.is_final() && m.queued.is_none()).map(|m| m.id).collect();
+        for chunk in open.chunks(limits::STATUS_IDS_MAX) {
+            self.status(chunk)?;
         }
         Ok(())
     }

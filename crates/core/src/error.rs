@@ -22,12 +22,14 @@ pub enum ErrorCode {
     Conflict,
     Busy,
     Internal,
+    /// An Apps Script deployment that was never set up (no spreadsheet).
+    NotConfigured,
     /// The caller's label is bound to another installation's credential.
     LabelTaken,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -45,6 +47,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::Busy,
         ErrorCode::Internal,
+        ErrorCode::NotConfigured,
         ErrorCode::LabelTaken,
     ];
 
@@ -67,6 +70,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
+            ErrorCode::NotConfigured => "not_configured",
             ErrorCode::LabelTaken => "label_taken",
         }
     }

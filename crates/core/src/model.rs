@@ -206,6 +206,11 @@ pub enum AlertKind {
     Unseen,
     Undelivered,
     StalePc,
+    /// Apps Script: the time trigger runs other code than the deployed web app.
+    StaleDeploy,
+    /// A kind this build does not know (a newer server): still listed.
+    #[serde(other)]
+    Other,
 }
 
 impl AlertKind {
@@ -214,6 +219,8 @@ impl AlertKind {
             AlertKind::Unseen => "unseen",
             AlertKind::Undelivered => "undelivered",
             AlertKind::StalePc => "stale_pc",
+            AlertKind::StaleDeploy => "stale_deploy",
+            AlertKind::Other => "other",
         }
     }
     pub fn parse(s: &str) -> Option<AlertKind> {
@@ -221,6 +228,7 @@ impl AlertKind {
             "unseen" => Some(AlertKind::Unseen),
             "undelivered" => Some(AlertKind::Undelivered),
             "stale_pc" => Some(AlertKind::StalePc),
+            "stale_deploy" => Some(AlertKind::StaleDeploy),
             _ => None,
         }
     }
@@ -239,6 +247,12 @@ pub struct Alert {
     pub resolved_at: Option<Millis>,
     pub count: i64,
     pub posted: bool,
+    /// Webhook posts tried so far, and the last one's error (the alert stays
+    /// listed whatever the webhook does).
+    #[serde(default)]
+    pub post_tries: i64,
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// Limits shared by both servers and the CLI (docs/protocol.md).

@@ -118,7 +118,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX mail_final ON mail (last_at) WHERE state IN ('done', 'failed', 'expired');
     "#,
-    // 4: a label bound to one installation (issue 8 defect 7): SHA-256 hex
+    // 4: the webhook outcome on the alert row (issue 9): the last error, and the
+    // time before which no post is tried (a honoured Retry-After).
+    r#"
+    ALTER TABLE alert ADD COLUMN last_error TEXT;
+    ALTER TABLE alert ADD COLUMN next_try_at INTEGER;
+    "#,
+    // 5: a label bound to one installation (issue 8 defect 7): SHA-256 hex
     // of its credential; NULL = not bound (old clients keep working).
     r#"
     ALTER TABLE pc ADD COLUMN cred_hash TEXT;

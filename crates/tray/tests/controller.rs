@@ -471,6 +471,8 @@ fn views_sent_alerts_and_expiry() {
         resolved_at: None,
         count: 1,
         posted: false,
+        post_tries: 0,
+        last_error: None,
     }])
     .unwrap();
     assert_eq!(c.alerts().unwrap().len(), 1);
