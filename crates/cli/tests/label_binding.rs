@@ -88,3 +88,29 @@ fn no_keyring_and_no_credential_is_exit_9() {
     assert!(stderr(&out).contains("PCMAIL_CREDENTIAL: cred must be 32-512"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("hunter2"), "the secret is never printed");
 }
+
+/// The PC makes its credential, so a lost answer to its claim never locks it
+/// out of its own label: the server bound it, the PC saw an error page, and
+/// its next poll presents the same secret again (an idempotent re-claim).
+#[test]
+fn a_lost_answer_to_the_claim_never_locks_the_pc_out() {
+    let server = Server::start(Kind::Gas);
+    let fault = |mode: &str| {
+        let url = server.url.replace("/exec", "/__fault");
+        let r = reqwest::blocking::Client::new().post(url).body(format!("{{\"mode\":\"{mode}\",\"every\":1}}")).send().unwrap();
+        assert!(r.status().is_success());
+    };
+    fault("lost");
+    let (pc, out) = Pc::try_new(&server, "pc-l");
+    assert!(out.status.success(), "init goes on when the server cannot answer: {}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("registers on its first poll"));
+    fault("off");
+    // The claim was stored: another installation is already refused…
+    let (other, out) = Pc::try_new(&server, "pc-l");
+    assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));
+    // …and the PC that lost the answer keeps its label.
+    pc.ok(&["sync"]);
+    let doctor = String::from_utf8_lossy(&pc.run(&["doctor"]).stdout).to_string();
+    assert!(doctor.contains("label \"pc-l\": bound to this installation"), "{doctor}");
+    assert_eq!(other.run(&["sync"]).status.code(), Some(12));
+}
