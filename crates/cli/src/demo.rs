@@ -17,6 +17,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         notify_webhook: None,
         native_notifications: false,
         installation: None,
+        retention_days: None,
     };
     config.save(&paths)?;
     let t = transport::Embedded::open(server_db, label, system_now)?;

@@ -16,6 +16,7 @@ pub enum Exit {
     Local = 9,
     /// Not enrolled / revoked (DESIGN.md): this PC's label belongs to another installation.
     NotEnrolled = 12,
+    MapStale = 15,
 }
 
 pub fn code_of(e: &anyhow::Error) -> Exit {
@@ -42,6 +43,15 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
         if p.code == pcmail_core::ErrorCode::LabelTaken {
             return Exit::NotEnrolled;
         }
+    }
+    if e.downcast_ref::<pcmail_codemap::StaleMap>().is_some() {
+        return Exit::MapStale;
+    }
+    if let Some(m) = e.downcast_ref::<pcmail_codemap::MapError>() {
+        return match m {
+            pcmail_codemap::MapError::NotADirectory(_) | pcmail_codemap::MapError::BudgetTooSmall(_) => Exit::Usage,
+            _ => Exit::Local,
+        };
     }
     if e.downcast_ref::<pcmail_client::config::ConfigError>().is_some()
         || e.downcast_ref::<pcmail_store::StoreError>().is_some()

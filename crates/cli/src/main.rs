@@ -169,13 +169,22 @@ enum Cmd {
     /// The poller loop (one per PC user).
     Daemon,
     /// Run the HTTP server (127.0.0.1:7878 unless told otherwise).
+    ///
+    /// It needs a token every PC presents: `echo TOKEN | pcmail token set --serve` (OS keyring), or
+    /// PCMAIL_TOKEN in its environment.
     Serve {
+        /// Address to listen on; anything but loopback is reachable from other machines.
         #[arg(long, default_value = "127.0.0.1:7878")]
         listen: std::net::SocketAddr,
+        /// SQLite file of the server [default: $PCMAIL_HOME/serve.db]
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Discord- or Slack-style webhook URL that new alerts are posted to.
         #[arg(long)]
         webhook: Option<String>,
+        /// Days final mail (done, failed, expired) is kept before it is deleted.
+        #[arg(long, default_value_t = 90)]
+        retention_days: u32,
     },
     /// Check config, server, poller and hooks, each with the fix.
     Doctor {
@@ -194,6 +203,27 @@ enum Cmd {
     Hook,
     /// Two simulated PCs on the embedded default exchange mail; prints timelines and a Mermaid diagram.
     Demo,
+    /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale.
+    Map {
+        /// The repo (default: the one containing the current directory).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Write nothing; exit 15 when the files differ from what a run would write.
+        #[arg(long)]
+        check: bool,
+        /// The map, relative to the repo root.
+        #[arg(long, default_value = pcmail_codemap::DEFAULT_MAP_FILE)]
+        map_file: String,
+        /// The llms.txt index, relative to the repo root.
+        #[arg(long, default_value = pcmail_codemap::DEFAULT_LLMS_FILE)]
+        llms_file: String,
+        /// Maximum size of llms.txt in characters.
+        #[arg(long, default_value_t = pcmail_codemap::DEFAULT_LLMS_BUDGET)]
+        llms_budget: usize,
+        /// Parse every file (ignore the cache in the PC store).
+        #[arg(long)]
+        full: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -245,6 +275,38 @@ fn run_hook() {
     }
     if let Some(out) = r.output {
         println!("{out}");
+    }
+}
+
+fn print_map_report(r: &pcmail_codemap::Report, check: bool, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        return;
+    }
+    let rel = |p: &std::path::Path| p.strip_prefix(&r.repo).unwrap_or(p).display().to_string();
+    println!(
+        "Code map: {} file{} ({} parsed, {} from the cache), {} failed to parse; skipped {} binary, {} over 1 MiB.",
+        r.files,
+        if r.files == 1 { "" } else { "s" },
+        r.parsed,
+        r.reused,
+        r.failed,
+        r.skipped_binary,
+        r.skipped_huge
+    );
+    if let Some(f) = &r.foreign_llms {
+        println!("{} was not written by pcmail: left alone; the index goes to {} beside it.", rel(f), rel(&r.llms_path));
+    }
+    if let Some(e) = &r.stamp_error {
+        eprintln!("pcmail: {e} (the session hook cannot tell when the map goes stale)");
+    }
+    if check {
+        println!("Fresh: {} and {} match their inputs.", rel(&r.map_path), rel(&r.llms_path));
+    } else if r.changed.is_empty() {
+        println!("Unchanged: {}, {} ({} chars).", rel(&r.map_path), rel(&r.llms_path), r.llms_chars);
+    } else {
+        let names: Vec<String> = r.changed.iter().map(|p| rel(p)).collect();
+        println!("Wrote {} ({} chars in {}).", names.join(", "), r.llms_chars, rel(&r.llms_path));
     }
 }
 
@@ -546,7 +608,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve { listen, db, webhook } => {
+        Cmd::Serve { listen, db, webhook, retention_days } => {
             let p = paths()?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
@@ -556,6 +618,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
             opts.listen = listen;
             opts.webhook_url = webhook;
+            opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
             if !listen.ip().is_loopback() {
                 eprintln!("pcmail: listening on {listen} — reachable from other machines; the token is the only guard");
             }
@@ -594,6 +657,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Hook => unreachable!("handled before logging starts"),
         Cmd::Demo => demo::run(json),
+        Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
+            let repo = match repo {
+                Some(r) => r,
+                None => {
+                    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+                    pcmail_codemap_check::find_repo_root(&cwd).unwrap_or(cwd)
+                }
+            };
+            let opts = pcmail_codemap::Options { repo, map_file, llms_file, llms_budget };
+            // The cache is an optimisation: without a store the run is a full one.
+            let mut store = if full {
+                None
+            } else {
+                match paths().and_then(|p| Ok(pcmail_store::Store::open(&p.store())?)) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        eprintln!("pcmail: no cache for the code map ({e:#}); parsing every file");
+                        None
+                    }
+                }
+            };
+            let report = if check {
+                match pcmail_codemap::check(&opts, store.as_mut())? {
+                    Ok(r) => r,
+                    Err(stale) => anyhow::bail!(stale),
+                }
+            } else {
+                pcmail_codemap::map(&opts, store.as_mut())?
+            };
+            print_map_report(&report, check, json);
+            Ok(())
+        }
     }
 }
 

@@ -57,10 +57,12 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         let urgent = if m.urgent { " URGENT" } else { "" };
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
         let text = if m.subject.is_empty() { &m.body } else { &m.subject };
+        // Stored here and not read yet is what the server calls `delivered`.
+        let state = if m.status == State::New { "delivered" } else { m.status.as_str() };
         println!(
             "{}  {:<9} {:>4} ago  from {}{}{} {} {}",
             m.id,
-            m.status.as_str(),
+            state,
             age(now - m.created_at),
             m.from,
             urgent,
@@ -185,17 +187,33 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     }
     let now = pcmail_client::system_now();
     let alive = pcmail_client::locks::poller_alive(&paths);
-    let last = pcmail_store::Store::open(&paths.store()).ok().and_then(|s| s.last_poll_ok_at().ok().flatten());
-    let fresh = last.is_some_and(|t| now - t < pcmail_client::hook::STALE_POLL_MS);
-    checks.push((
-        format!(
-            "poller: {}; last successful poll {}",
-            if alive { "running" } else { "not running" },
-            last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into())
-        ),
-        alive || fresh,
-        "start `pcmail daemon` (or the tray app); the hook also starts a one-shot poll when the last is over 3 min old".into(),
-    ));
+    let store = pcmail_store::Store::open(&paths.store()).ok();
+    let last = store.as_ref().and_then(|s| s.last_poll_ok_at().ok().flatten());
+    let last_error = store.as_ref().and_then(|s| s.meta_get(pcmail_store::meta::LAST_POLL_ERROR).ok().flatten());
+    let ago = last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into());
+    let hung_after = pcmail_client::watchdog::HUNG_AFTER_MS;
+    let keep_running = "`pcmail service install` (starts at login, restarts on failure), or `pcmail daemon`, or the tray app";
+    if !alive {
+        checks.push((format!("poller: not running (last successful poll {ago})"), false, keep_running.into()));
+    } else if last.is_none_or(|t| now - t > hung_after) {
+        let why = last_error.map(|e| format!("; last error: {e}")).unwrap_or_default();
+        checks.push((
+            format!("poller: running, but its last successful poll was {ago}{why}"),
+            false,
+            "its watchdog restarts a hung poller after 10 minutes; check the server (`pcmail sync` shows the error)".into(),
+        ));
+    } else {
+        checks.push((format!("poller: running; last successful poll {ago}"), true, String::new()));
+    }
+    // Marks the server refused are dropped with a record: say so (not a failure of this PC).
+    if let Some(dropped) = store.as_ref().and_then(|s| s.dropped_marks().ok()).filter(|d| !d.is_empty()) {
+        let (_, id, op, why) = dropped.last().expect("not empty");
+        checks.push((
+            format!("marks: {} dropped (the newest: {op} on {id}: {why})", dropped.len()),
+            true,
+            String::new(),
+        ));
+    }
     hooks_checks(&mut checks, fix);
     let all_ok = checks.iter().all(|c| c.1);
     if json {

@@ -110,6 +110,9 @@ pub struct Config {
     /// credential in the keyring, so two PCMAIL_HOMEs are two installations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installation: Option<String>,
+    /// Days this PC keeps final mail (done, failed, expired); default 30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -125,6 +128,7 @@ impl Config {
             notify_webhook: None,
             native_notifications: true,
             installation: None,
+            retention_days: None,
         }
     }
 
@@ -158,6 +162,11 @@ impl Config {
         std::fs::write(&tmp, text).map_err(w)?;
         std::fs::rename(&tmp, &path).map_err(w)?;
         Ok(())
+    }
+
+    /// How long this PC keeps final mail.
+    pub fn retention_ms(&self) -> i64 {
+        self.retention_days.map(|d| i64::from(d.max(1)) * 24 * 60 * 60 * 1000).unwrap_or(pcmail_store::retention::DEFAULT_RETENTION_MS)
     }
 
     pub fn embedded_db(&self, paths: &Paths) -> Option<PathBuf> {

@@ -457,6 +457,11 @@ impl Client {
         }
         if matches!(self.config.server, crate::config::ServerConfig::Embedded { .. }) {
             let _ = self.transport.call(&Op::Sweep);
+            self.transport.prune(now);
+        }
+        let retention = self.config.retention_ms();
+        if let Err(e) = self.store.prune_final(now, retention) {
+            tracing::warn!("retention: {e}");
         }
         if let Ok(resp) = self.transport.call(&Op::Alerts { open_only: true }) {
             if let Some(a) = resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok()) {

@@ -52,6 +52,9 @@ pub trait Transport: Send + Sync {
     }
     /// Presents this installation's credential in every request from now on.
     fn set_credential(&self, _cred: Option<String>) {}
+    /// Runs the server's retention where the server is this process (the
+    /// embedded default has no timer of its own).
+    fn prune(&self, _now: Millis) {}
 }
 
 /// Reads a response body: JSON with `ok:true`, a protocol error, or garbage
@@ -104,6 +107,11 @@ impl Transport for Embedded {
     }
     fn describe(&self) -> String {
         "embedded".into()
+    }
+    fn prune(&self, now: Millis) {
+        if let Err(e) = self.engine.prune(now) {
+            tracing::warn!("retention on the embedded server: {e}");
+        }
     }
 }
 

@@ -45,6 +45,7 @@ fn config(label: &str) -> Config {
         notify_webhook: None,
         native_notifications: false,
         installation: None,
+        retention_days: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
         notify_webhook: None,
         native_notifications: false,
         installation: None,
+        retention_days: None,
     };
     let t = Embedded::open(db, label, clock).unwrap();
     Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()

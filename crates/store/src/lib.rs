@@ -7,8 +7,10 @@ pub mod inbox;
 pub mod marks;
 pub mod meta;
 pub mod outbox;
+pub mod retention;
 pub mod sent;
 pub mod cache;
+pub mod codemap;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ pub use inbox::{InboxMail, LocalStatus};
 pub use marks::PendingMark;
 pub use outbox::QueuedSend;
 pub use sent::SentMail;
+pub use codemap::CodemapRow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -104,6 +104,19 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
+    // 2: the code map's per-file fingerprints and parsed entries (pcmail map).
+    r#"
+    CREATE TABLE codemap_files (
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (repo, path)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

@@ -20,6 +20,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         notify_webhook: None,
         native_notifications: false,
         installation: None,
+        retention_days: None,
     }
     .save(&paths)
     .unwrap();
