@@ -35,6 +35,7 @@ function handleBody_(body) {
     const req = parseRequest_(body);
     checkToken_(req.token);
     recordServingBuild_();
+    checkLabelBinding_(req);
     const fn = handlers_()[req.op];
     const result = UNLOCKED_OPS[req.op] ? fn(req, now) : withLock_(function () { return fn(req, now); });
     const out = { ok: true, now: now };

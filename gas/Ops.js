@@ -7,15 +7,19 @@ function opHello_() {
 
 // What this server supports beyond the first version (pcmail_core::protocol::FEATURES):
 // mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
-const FEATURES = ['mark-results', 'expires-in'];
+// label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
 }
 
 function opRosterSet_(req) {
-  const r = rosterSet_(req.args.label, req.args.hostname, req.args.number);
-  return { pc: r.pc, changed: r.changed, version: r.version };
+  const claim = req.args.claim ? { cred: req.cred, replace: req.args.replace } : null;
+  const r = rosterSet_(req.args.label, req.args.hostname, req.args.number, claim);
+  const out = { pc: r.pc, changed: r.changed, version: r.version };
+  if (claim) out.bound = true;
+  return out;
 }
 
 function opRosterRemove_(req) {

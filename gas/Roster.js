@@ -54,7 +54,9 @@ function pcView_(p) {
   return { number: p.number, label: p.label, hostname: p.hostname };
 }
 
-function rosterSet_(label, hostname, number) {
+// `claim` ({cred, replace}) binds the label to that credential (checked before any change).
+function rosterSet_(label, hostname, number, claim) {
+  if (claim) checkClaim_(label, claim.cred, claim.replace);
   const pcs = readRoster_();
   const sh = tab_('Roster');
   const existing = pcs.filter(function (p) { return p.label === label; })[0] || null;
@@ -78,7 +80,8 @@ function rosterSet_(label, hostname, number) {
   const version = changed ? bumpRosterVersion_() : rosterVersion_();
   if (existing && changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
   if (!existing) appendText_(sh, [[String(pc.number), label, hostname, '', '0']]);
-  return { pc: pc, changed: changed, version: version };
+  if (claim) bindLabel_(label, claim.cred);
+  return { pc: pc, changed: changed, version: version, bound: claim ? true : undefined };
 }
 
 function rosterRemove_(label) {
@@ -86,6 +89,7 @@ function rosterRemove_(label) {
   if (!p) return { removed: false, version: rosterVersion_() };
   const version = bumpRosterVersion_(); // first, as in rosterSet_
   deleteRowsSafe_(tab_('Roster'), p.row, 1);
+  unbindLabel_(label); // the label is free again
   return { removed: true, version: version };
 }
 
@@ -128,4 +132,66 @@ function editDistance_(a, b) {
     prev = cur;
   }
   return prev[y.length];
+}
+
+// A label bound to one installation (issue 8 defect 7). The SHA-256 hex of its credential
+// lives in Script Properties under LABEL_CRED_<label> (read with the execution's cached
+// Properties view; no tab column, so the sheet layout is unchanged); none = not bound.
+const LABEL_CRED_PREFIX = 'LABEL_CRED_';
+const PC_OPS = { send: true, poll: true, mark: true, status: true };
+
+function credHash_(cred) {
+  return sha256Hex_(cred);
+}
+
+// Same rule as pcmail_core::protocol::check_credential.
+function checkCred_(cred) {
+  if (cred.length < 32 || cred.length > 512 || !/^[\x21-\x7e]+$/.test(cred)) {
+    throw badField_('cred', 'cred must be 32-512 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)');
+  }
+}
+
+// After parsing (same order as the Rust parser): the credential's shape, then a claim's rules.
+function checkClaimArgs_(op, pc, cred, args) {
+  if (cred !== null) checkCred_(cred);
+  if (op !== 'roster.set' || !args.claim) return;
+  if (args.label !== pc) throw badField_('claim', 'a PC may only claim its own label (label must equal pc)');
+  if (cred === null) throw badField_('cred', 'claim needs "cred": this installation\'s credential');
+}
+
+// An unbound label accepts anyone (old clients; the next claim binds it); a bound one only
+// its credential, compared without an early exit.
+function credMatches_(hash, cred) {
+  if (!hash) return true;
+  if (cred === null) return false;
+  const given = credHash_(cred);
+  let diff = given.length === hash.length ? 0 : 1;
+  for (let i = 0; i < hash.length; i++) diff |= (given.charCodeAt(i) ^ hash.charCodeAt(i));
+  return diff === 0;
+}
+
+function labelTaken_(label) {
+  return pcErr_('label_taken', 'label ' + JSON.stringify(label) +
+    ' belongs to another installation: pick another label, or replace it');
+}
+
+// Every PC op from a bound label must carry its credential. The hashes come with the
+// execution's cached Properties view, so a flood of wrong credentials costs no quota.
+function checkLabelBinding_(req) {
+  if (PC_OPS[req.op] && !credMatches_(prop_(LABEL_CRED_PREFIX + req.pc), req.cred)) throw labelTaken_(req.pc);
+}
+
+// roster.set with claim, under the script lock: re-read fresh, refuse before anything changes.
+function checkClaim_(label, cred, replace) {
+  const bound = PropertiesService.getScriptProperties().getProperty(LABEL_CRED_PREFIX + label);
+  if (bound && !replace && !credMatches_(bound, cred)) throw labelTaken_(label);
+}
+
+// TODO(issue 14): replacing will need the admin secret; today the token is enough.
+function bindLabel_(label, cred) {
+  setProp_(LABEL_CRED_PREFIX + label, credHash_(cred)); // drops the cached Properties view
+}
+
+function unbindLabel_(label) {
+  if (prop_(LABEL_CRED_PREFIX + label) !== null) setProp_(LABEL_CRED_PREFIX + label, null);
 }

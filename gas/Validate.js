@@ -95,6 +95,11 @@ function parseRequest_(body) {
     if (typeof v.token !== 'string') throw badField_('token', '"token" must be a string');
     token = v.token;
   }
+  let cred = null;
+  if (has_(v, 'cred') && v.cred !== null) {
+    if (typeof v.cred !== 'string') throw badField_('cred', '"cred" must be a string');
+    cred = v.cred;
+  }
   const pc = reqStr_(v, 'pc');
   let args = {};
   if (has_(v, 'args')) {
@@ -105,7 +110,8 @@ function parseRequest_(body) {
   const parsed = parseArgs_(op, args);
   // The caller's label is checked after the op so unknown_op wins over a bad label.
   checkLabel_('pc', pc);
-  return { op: op, pc: pc, token: token, args: parsed };
+  checkClaimArgs_(op, pc, cred, parsed);
+  return { op: op, pc: pc, token: token, cred: cred, args: parsed };
 }
 
 function parseArgs_(op, a) {
@@ -117,7 +123,10 @@ function parseArgs_(op, a) {
       if (!isValidHostname_(hostname)) throw badField_('hostname', 'hostname must be 1-253 characters of A-Z a-z 0-9 . _ -');
       const number = optInt_(a, 'number');
       if (number !== null && (number < 1 || number > 1000000)) throw badField_('number', 'number must be between 1 and 1000000');
-      return { label: label, hostname: hostname, number: number };
+      const claim = optBool_(a, 'claim') === true;
+      const replace = optBool_(a, 'replace') === true;
+      if (replace && !claim) throw badField_('replace', 'replace is only allowed with "claim": true');
+      return { label: label, hostname: hostname, number: number, claim: claim, replace: replace };
     }
     case 'roster.remove': {
       const label = reqStr_(a, 'label');

@@ -16,6 +16,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         poll_interval_secs: 0,
         notify_webhook: None,
         native_notifications: false,
+        installation: None,
         retention_days: None,
     };
     config.save(&paths)?;

@@ -67,6 +67,12 @@ enum Cmd {
         /// Discord-style webhook for decision/work/urgent notifications.
         #[arg(long)]
         webhook: Option<String>,
+        /// Take this label over from the installation that holds it (that PC loses access).
+        #[arg(long, conflicts_with = "offline")]
+        replace: bool,
+        /// Only write the config; register (and bind the label) on the first poll.
+        #[arg(long)]
+        offline: bool,
     },
     /// Store the server token in the OS keyring (read from stdin).
     Token {
@@ -354,7 +360,7 @@ fn parse_expires(s: &str) -> anyhow::Result<Expires> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
-        Cmd::Init { label, server, embedded_db, poll_interval, webhook } => {
+        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace, offline } => {
             let p = paths()?;
             let mut c = Config::load(&p)?;
             if let Some(l) = label {
@@ -374,9 +380,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if webhook.is_some() {
                 c.notify_webhook = webhook;
             }
+            if replace && matches!(c.server, ServerConfig::Embedded { .. }) {
+                anyhow::bail!(ClientError::Invalid("--replace is for a shared server; the embedded one binds no labels".into()));
+            }
             c.save(&p)?;
             println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
-            Ok(())
+            if offline || matches!(c.server, ServerConfig::Embedded { .. }) {
+                return Ok(());
+            }
+            // Registered (and the label claimed) right away, so a label that
+            // belongs to another installation is learnt now, not at the first poll.
+            let mut client = match pcmail_client::Client::open(p) {
+                Err(ClientError::Token(pcmail_client::token::TokenError::Missing)) if !replace => {
+                    println!("pcmail: no server token yet: `pcmail token set` (this PC registers on its first command)");
+                    return Ok(());
+                }
+                other => other?,
+            };
+            match client.register_self_as(replace) {
+                Ok(()) if client.label_claimed() => {
+                    println!("pcmail: label {:?} is bound to this installation{}", c.label, if replace { " (taken over: the PC that held it has lost access)" } else { "" });
+                    Ok(())
+                }
+                Ok(()) => {
+                    println!("pcmail: registered as {:?} (this server does not bind labels to installations)", c.label);
+                    Ok(())
+                }
+                Err(ClientError::Call(e)) if e.is_transient() && !replace => {
+                    println!("pcmail: the server cannot be reached now ({e}); this PC registers on its first poll");
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            }
         }
         Cmd::Token { action, serve } => {
             let c = Config::load(&paths()?)?;
@@ -522,7 +557,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     print::roster(&pcs, client.me(), json);
                 }
                 Some(RosterCmd::Add { label, hostname, number }) => {
-                    let r = client.transport.call(&pcmail_core::protocol::Op::RosterSet { label, hostname, number })?;
+                    let r = client.transport.call(&pcmail_core::protocol::Op::RosterSet { label, hostname, number, claim: false, replace: false })?;
                     println!("{}", if json { r.to_string() } else { format!("pcmail: roster now at version {}", r["version"]) });
                 }
                 Some(RosterCmd::Remove { label }) => {

@@ -183,6 +183,7 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
             },
             Err(e) => checks.push((format!("server: {e}"), false, "`pcmail token set` or PCMAIL_TOKEN".into())),
         }
+        checks.extend(label_binding_check(&paths, c));
     }
     let now = pcmail_client::system_now();
     let alive = pcmail_client::locks::poller_alive(&paths);
@@ -231,6 +232,46 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     } else {
         anyhow::bail!("some checks failed")
     }
+}
+
+/// Whether this PC's label is bound to this installation, and where its
+/// credential lives (issue 8 defect 7). None for the embedded server.
+fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::config::Config) -> Option<(String, bool, String)> {
+    use pcmail_client::config::ServerConfig;
+    use pcmail_client::token::credential;
+    let url = match &c.server {
+        ServerConfig::Http { url } | ServerConfig::AppsScript { url } => url,
+        ServerConfig::Embedded { .. } => return None,
+    };
+    let label = &c.label;
+    let cred = match credential::load(url, label, c.installation.as_deref()) {
+        Ok(found) => found,
+        Err(e) => return Some((format!("label {label:?}: {e}"), false, "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into())),
+    };
+    let client = pcmail_client::Client::open(paths.clone()).ok()?;
+    // A PC op answers label_taken when the label belongs to another installation.
+    let probe = client.transport.call(&pcmail_core::protocol::Op::Status { ids: vec!["mail-0-00000000".into()] });
+    if let Err(pcmail_client::transport::CallError::Server(p)) = &probe {
+        if p.code == pcmail_core::ErrorCode::LabelTaken {
+            return Some((
+                format!("label {label:?}: belongs to another installation; this PC's requests are refused"),
+                false,
+                "`pcmail init --label NEW` picks another label; `pcmail init --replace` takes this one over (the other PC loses access)".into(),
+            ));
+        }
+    }
+    Some(match (client.claim_record().as_deref(), cred) {
+        (Some("bound"), Some((_, source))) => {
+            (format!("label {label:?}: bound to this installation (credential {})", source.describe()), true, String::new())
+        }
+        (Some("bound"), None) => (
+            format!("label {label:?}: bound, but this installation's credential is gone (keyring entry or PCMAIL_CREDENTIAL)"),
+            false,
+            "restore PCMAIL_CREDENTIAL, or `pcmail init --replace` to bind the label to a new credential".into(),
+        ),
+        (Some(_), _) => (format!("label {label:?}: this server does not bind labels to installations"), true, String::new()),
+        (None, _) => (format!("label {label:?}: not bound yet (claimed by `pcmail init` or the next poll)"), true, String::new()),
+    })
 }
 
 /// The Claude Code hook checks of `doctor`: registration and form (migrated first with `--fix`),

@@ -60,7 +60,7 @@ fn a_daemon_whose_poll_hangs_is_restarted_by_its_watchdog() {
         c.args(args).env("PCMAIL_HOME", home.path()).env("PCMAIL_TOKEN", TOKEN).env_remove("DBUS_SESSION_BUS_ADDRESS");
         c
     };
-    assert!(pc(&["init", "--label", "pc-h", "--server", &url]).output().unwrap().status.success());
+    assert!(pc(&["init", "--offline", "--label", "pc-h", "--server", &url]).output().unwrap().status.success());
     let mut daemon = pc(&["daemon"]).env("PCMAIL_WATCHDOG_MS", "1500").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = daemon.id();
     let err = daemon.stderr.take().unwrap();

@@ -95,7 +95,7 @@ fn loop_refusals() {
         assert_eq!(out.status.code(), Some(3), "{kind:?}");
         // hop ≥ 3 is refused by the server.
         let mail = json!({"id": "mail-1-0000beef", "to": "pc-b", "body": "x", "hop": 3});
-        let v = server.call("pc-a", "send", json!({"mail": mail}));
+        let v = server.call_as(&a, "send", json!({"mail": mail}));
         assert_eq!(v["error"]["code"], "hop_limit", "{kind:?}");
     }
 }
@@ -437,7 +437,8 @@ fn demo_runs_on_the_embedded_default() {
 }
 
 /// The client's token comes from the OS keyring (Secret Service, here
-/// gnome-keyring in a private D-Bus session) and is never written to a file.
+/// gnome-keyring in a private D-Bus session) and is never written to a file;
+/// so does the credential the PC makes for its label (issue 8 defect 7).
 #[test]
 fn token_lives_in_the_os_keyring_not_in_files() {
     let server = Server::start(Kind::Rust);
@@ -447,6 +448,7 @@ fn token_lives_in_the_os_keyring_not_in_files() {
          {exe} init --label pc-k --server {url} >/dev/null || exit 91\n\
          echo {token} | {exe} token set || exit 92\n\
          {exe} sync || exit 93\n\
+         {exe} doctor | grep 'label \"pc-k\"' || exit 94\n\
          {exe} --json roster\n",
         exe = exe().display(),
         url = server.url,
@@ -456,6 +458,7 @@ fn token_lives_in_the_os_keyring_not_in_files() {
         .args(["--", "sh", "-c", &script])
         .env("PCMAIL_HOME", home.path())
         .env_remove("PCMAIL_TOKEN")
+        .env_remove("PCMAIL_CREDENTIAL")
         .env("HOME", home.path())
         .output()
         .expect("dbus-run-session (package dbus)");
@@ -466,7 +469,12 @@ fn token_lives_in_the_os_keyring_not_in_files() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"pc-k\""), "synced with the keyring's token");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"pc-k\""), "synced with the keyring's token");
+    assert!(
+        stdout.contains("ok   label \"pc-k\": bound to this installation (credential in the OS keyring)"),
+        "the first sync claimed the label with a credential kept in the keyring:\n{stdout}"
+    );
     // Nowhere in the PC's files (config, store, logs)…
     for entry in walk(home.path()) {
         if entry.is_file() && !entry.to_string_lossy().contains("keyrings") {
@@ -476,8 +484,23 @@ fn token_lives_in_the_os_keyring_not_in_files() {
                 "the token is in {}",
                 entry.display()
             );
+            // The credential is 64 hex characters: no such run in any file.
+            let hex_run = bytes.split(|b| !b.is_ascii_hexdigit()).map(<[u8]>::len).max().unwrap_or(0);
+            assert!(hex_run < 64, "a credential-like secret is in {}", entry.display());
         }
     }
+    // Without the keyring the label's credential cannot be presented: the
+    // bound label refuses this PC (exit 12), so no file held the secret.
+    let out = std::process::Command::new(exe())
+        .arg("sync")
+        .env("PCMAIL_HOME", home.path())
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env_remove("PCMAIL_CREDENTIAL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(12), "{}", String::from_utf8_lossy(&out.stderr));
     // …and without the keyring or PCMAIL_TOKEN the client has no token.
     let out = std::process::Command::new(exe())
         .arg("sync")

@@ -106,6 +106,10 @@ pub struct Config {
     /// Native desktop notifications when a session bus is present.
     #[serde(default = "yes")]
     pub native_notifications: bool,
+    /// This installation's id (random hex, made on first need): names its
+    /// credential in the keyring, so two PCMAIL_HOMEs are two installations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
     /// Days this PC keeps final mail (done, failed, expired); default 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
@@ -123,6 +127,7 @@ impl Config {
             poll_interval_secs: 0,
             notify_webhook: None,
             native_notifications: true,
+            installation: None,
             retention_days: None,
         }
     }

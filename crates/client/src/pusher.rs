@@ -43,6 +43,11 @@ pub fn run(paths: Paths, stop: Arc<AtomicBool>) {
         match c.flush_marks() {
             Ok(_) => failures = 0,
             Err(e) => {
+                // The poller claimed the label after this client was opened:
+                // reopen, so the transport presents the new credential.
+                if matches!(e, crate::ClientError::LabelTaken(_)) {
+                    client = None;
+                }
                 // Unreachable: the poller's own cycle retries with backoff;
                 // look again after a pause rather than hammer the server.
                 failures += 1;

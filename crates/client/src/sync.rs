@@ -16,6 +16,8 @@ use serde_json::Value;
 pub const UNKNOWN_OP_BACKOFF_MS: Millis = 60 * 60 * 1000;
 pub const UNKNOWN_OP_MAX_TRIES: i64 = 5;
 const MAX_ROUNDS: usize = 20;
+/// Store meta: `<label>@<server>\t<bound|unsupported>` after this installation claimed its label.
+pub const LABEL_CLAIMED: &str = "label_claimed";
 
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct CycleReport {
@@ -65,6 +67,7 @@ impl Client {
     }
 
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
+        self.claim_label_once()?;
         self.flush_outbox(report, false)?;
         // A mark an older pcmail queued with text the server refuses must
         // never hold up the poll: dropped here with a record.
@@ -319,15 +322,28 @@ impl Client {
     }
 
     pub fn register_self(&mut self) -> Result<(), ClientError> {
+        self.register_self_as(false)
+    }
+
+    /// Puts this PC on the roster and, against a server that binds labels,
+    /// claims its label with this installation's credential (made and kept
+    /// in the keyring first). `replace` takes a label bound to another
+    /// installation over; that one loses access.
+    pub fn register_self_as(&mut self, replace: bool) -> Result<(), ClientError> {
+        let claim = self.transport.binds_labels();
+        if claim {
+            let cred = self.claim_credential()?;
+            self.transport.set_credential(Some(cred));
+        }
         let host = crate::config::hostname();
         let hostname: String = host
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             .collect();
         let hostname = if hostname.is_empty() { self.config.label.clone() } else { hostname };
-        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None };
-        match self.transport.call(&op) {
-            Ok(_) => Ok(()),
+        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None, claim, replace };
+        let done = match self.transport.call(&op) {
+            Ok(v) => Ok(v),
             // Two PCs with the same hostname (or a test running several on one
             // machine): register under the label instead.
             Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
@@ -335,11 +351,89 @@ impl Client {
                     label: self.config.label.clone(),
                     hostname: format!("{}.{}", hostname, self.config.label),
                     number: None,
+                    claim,
+                    replace,
                 };
-                self.transport.call(&op)?;
+                Ok(self.transport.call(&op)?)
+            }
+            Err(e) => Err(ClientError::from(e)),
+        };
+        let resp = done?;
+        if claim {
+            // A server without label binding ignores the claim: noted, so it is not asked again.
+            let bound = resp.get("bound").and_then(Value::as_bool) == Some(true);
+            let value = format!("{}\t{}", self.claim_key(), if bound { "bound" } else { "unsupported" });
+            self.store.meta_set(LABEL_CLAIMED, &value)?;
+        }
+        Ok(())
+    }
+
+    /// What a claim is for: this label on this server.
+    pub fn claim_key(&self) -> String {
+        format!("{}@{}", self.config.label, self.config.server.describe())
+    }
+
+    /// True when this installation has claimed its label on this server
+    /// and the server bound it.
+    pub fn label_claimed(&self) -> bool {
+        self.claim_record().as_deref() == Some("bound")
+    }
+
+    /// How the last claim of this label on this server went: `bound`, or
+    /// `unsupported` (a server without label binding); None = never claimed.
+    pub fn claim_record(&self) -> Option<String> {
+        let v = self.store.meta_get(LABEL_CLAIMED).ok().flatten()?;
+        let (key, outcome) = v.split_once('\t')?;
+        (key == self.claim_key()).then(|| outcome.to_string())
+    }
+
+    /// The credential to claim with: this installation's, or a new one kept
+    /// in the keyring before it is sent.
+    fn claim_credential(&mut self) -> Result<String, ClientError> {
+        let url = match &self.config.server {
+            crate::config::ServerConfig::Http { url } | crate::config::ServerConfig::AppsScript { url } => url.clone(),
+            crate::config::ServerConfig::Embedded { .. } => {
+                return Err(ClientError::Invalid("the embedded server binds no labels".into()))
+            }
+        };
+        let installation = self.installation_id()?;
+        Ok(crate::token::credential::for_claim(&url, &self.config.label, &installation)?.0)
+    }
+
+    /// This installation's id, made (and saved in config.toml) on first need.
+    /// Read from the file first: a long-running daemon must neither make a
+    /// second id nor write back a config that `init` has changed since.
+    pub fn installation_id(&mut self) -> Result<String, ClientError> {
+        if let Some(id) = &self.config.installation {
+            return Ok(id.clone());
+        }
+        let mut on_disk = crate::config::Config::load(&self.paths)?;
+        let id = match &on_disk.installation {
+            Some(id) => id.clone(),
+            None => {
+                let id = pcmail_core::protocol::new_credential(&mut rand::thread_rng())[..16].to_string();
+                on_disk.installation = Some(id.clone());
+                on_disk.save(&self.paths)?;
+                id
+            }
+        };
+        self.config.installation = Some(id.clone());
+        Ok(id)
+    }
+
+    /// A PC registered before labels were bound claims its label once, on
+    /// its next poll (migration). With nowhere to keep a credential it goes
+    /// on unbound, as before, rather than stop its mail.
+    fn claim_label_once(&mut self) -> Result<(), ClientError> {
+        if !self.transport.binds_labels() || self.claim_record().is_some() {
+            return Ok(());
+        }
+        match self.register_self() {
+            Err(ClientError::Token(e)) => {
+                tracing::warn!("this PC's label stays unbound: {e}");
                 Ok(())
             }
-            Err(e) => Err(e.into()),
+            other => other,
         }
     }
 

@@ -44,6 +44,7 @@ fn config(label: &str) -> Config {
         poll_interval_secs: 0,
         notify_webhook: None,
         native_notifications: false,
+        installation: None,
         retention_days: None,
     }
 }

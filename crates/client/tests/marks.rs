@@ -23,6 +23,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
         poll_interval_secs: 0,
         notify_webhook: None,
         native_notifications: false,
+        installation: None,
         retention_days: None,
     };
     let t = Embedded::open(db, label, clock).unwrap();

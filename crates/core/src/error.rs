@@ -24,10 +24,12 @@ pub enum ErrorCode {
     Internal,
     /// An Apps Script deployment that was never set up (no spreadsheet).
     NotConfigured,
+    /// The caller's label is bound to another installation's credential.
+    LabelTaken,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -46,6 +48,7 @@ impl ErrorCode {
         ErrorCode::Busy,
         ErrorCode::Internal,
         ErrorCode::NotConfigured,
+        ErrorCode::LabelTaken,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -68,6 +71,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
             ErrorCode::NotConfigured => "not_configured",
+            ErrorCode::LabelTaken => "label_taken",
         }
     }
 

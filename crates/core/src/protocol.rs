@@ -13,6 +13,9 @@ use serde_json::{json, Map, Value};
 pub struct Request {
     pub pc: String,
     pub token: Option<String>,
+    /// This installation's credential (issue 8 defect 7): binds the `pc`
+    /// label to one installation. Never logged.
+    pub cred: Option<String>,
     pub op: Op,
 }
 
@@ -20,7 +23,9 @@ pub struct Request {
 pub enum Op {
     Hello,
     RosterGet,
-    RosterSet { label: String, hostname: String, number: Option<i64> },
+    /// `claim`: bind `label` (the caller's own) to the envelope's `cred`;
+    /// `replace`: take a label bound to another installation over.
+    RosterSet { label: String, hostname: String, number: Option<i64>, claim: bool, replace: bool },
     RosterRemove { label: String },
     Send { mail: OutgoingMail },
     Poll(PollArgs),
@@ -50,10 +55,16 @@ impl Op {
     pub fn args_json(&self) -> Value {
         match self {
             Op::Hello | Op::RosterGet | Op::Sweep => json!({}),
-            Op::RosterSet { label, hostname, number } => {
+            Op::RosterSet { label, hostname, number, claim, replace } => {
                 let mut v = json!({"label": label, "hostname": hostname});
                 if let Some(n) = number {
                     v["number"] = json!(n);
+                }
+                if *claim {
+                    v["claim"] = json!(true);
+                }
+                if *replace {
+                    v["replace"] = json!(true);
                 }
                 v
             }
@@ -119,17 +130,53 @@ impl Default for PollArgs {
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
 pub const FEATURE_EXPIRES_IN: &str = "expires-in";
+/// `cred` in the envelope and `roster.set` with `claim`: a label belongs to one installation.
+pub const FEATURE_LABEL_BINDING: &str = "label-binding";
+
+/// A credential: 32 to 512 printable ASCII characters without spaces. PCs
+/// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
+/// long secret. Checked by the client before use and by both servers.
+pub fn check_credential(cred: &str) -> Result<(), ProtoError> {
+    let n = cred.len();
+    if (32..=512).contains(&n) && cred.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(ProtoError::field("cred", "cred must be 32-512 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)"))
+    }
+}
+
+/// A new credential: 256 random bits as 64 lower-case hex characters.
+pub fn new_credential(rng: &mut impl rand::RngCore) -> String {
+    let mut bytes = [0u8; 32];
+    rng.fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a server stores of a credential: SHA-256, lower-case hex (the same
+/// on both servers, so a database and a spreadsheet agree).
+pub fn credential_hash(cred: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(cred.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// Builds the wire form of a request.
 pub fn request_json(pc: &str, token: Option<&str>, op: &Op) -> Value {
+    request_json_with_cred(pc, token, None, op)
+}
+
+/// The wire form of a request that presents this installation's credential.
+pub fn request_json_with_cred(pc: &str, token: Option<&str>, cred: Option<&str>, op: &Op) -> Value {
     let mut v = json!({"v": PROTOCOL_VERSION, "op": op.name(), "pc": pc, "args": op.args_json()});
     if let Some(t) = token {
         v["token"] = json!(t);
+    }
+    if let Some(c) = cred {
+        v["cred"] = json!(c);
     }
     v
 }
@@ -167,6 +214,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(ProtoError::field("token", "\"token\" must be a string")),
     };
+    let cred = match obj.get("cred") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ProtoError::field("cred", "\"cred\" must be a string")),
+    };
     let pc = req_str(obj, "pc")?;
     let empty = Map::new();
     let args = match obj.get("args") {
@@ -190,7 +242,12 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                     return Err(ProtoError::field("number", "number must be between 1 and 1000000"));
                 }
             }
-            Op::RosterSet { label, hostname, number }
+            let claim = opt_bool(args, "claim")?.unwrap_or(false);
+            let replace = opt_bool(args, "replace")?.unwrap_or(false);
+            if replace && !claim {
+                return Err(ProtoError::field("replace", "replace is only allowed with \"claim\": true"));
+            }
+            Op::RosterSet { label, hostname, number, claim, replace }
         }
         "roster.remove" => {
             let label = req_str(args, "label")?;
@@ -252,7 +309,18 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
     };
     // The caller's label is checked after the op so `unknown_op` wins over a bad label.
     check_label("pc", &pc)?;
-    Ok(Request { pc, token, op })
+    if let Some(c) = &cred {
+        check_credential(c)?;
+    }
+    if let Op::RosterSet { label, claim: true, .. } = &op {
+        if *label != pc {
+            return Err(ProtoError::field("claim", "a PC may only claim its own label (label must equal pc)"));
+        }
+        if cred.is_none() {
+            return Err(ProtoError::field("cred", "claim needs \"cred\": this installation's credential"));
+        }
+    }
+    Ok(Request { pc, token, cred, op })
 }
 
 fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
@@ -465,7 +533,26 @@ mod tests {
         let op = Op::Send { mail: mail.clone() };
         let v = request_json("pc-a", Some("tok"), &op);
         let back = parse_request(&v).unwrap();
-        assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), op });
+        assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), cred: None, op });
+    }
+
+    #[test]
+    fn claims_are_checked_when_parsed() {
+        let cred = new_credential(&mut rand::thread_rng());
+        assert_eq!(cred.len(), 64);
+        check_credential(&cred).unwrap();
+        let claim = |label: &str| Op::RosterSet { label: label.into(), hostname: "H".into(), number: None, claim: true, replace: false };
+        let back = parse_request(&request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-a"))).unwrap();
+        assert_eq!(back.cred.as_deref(), Some(cred.as_str()));
+        assert_eq!(back.op, claim("pc-a"));
+        // Someone else's label, no credential, a short one, replace without claim.
+        let field = |v: Value| parse_request(&v).unwrap_err().field;
+        assert_eq!(field(request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-b"))).as_deref(), Some("claim"));
+        assert_eq!(field(request_json_with_cred("pc-a", None, None, &claim("pc-a"))).as_deref(), Some("cred"));
+        assert_eq!(field(request_json_with_cred("pc-a", None, Some("short"), &Op::Hello)).as_deref(), Some("cred"));
+        assert_eq!(field(json!({"v":1,"op":"hello","pc":"a","cred":7})).as_deref(), Some("cred"));
+        assert_eq!(field(json!({"v":1,"op":"roster.set","pc":"a","args":{"label":"a","hostname":"H","replace":true}})).as_deref(), Some("replace"));
+        assert_eq!(credential_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     proptest! {

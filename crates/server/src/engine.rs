@@ -79,6 +79,8 @@ pub(crate) struct Ctx<'a> {
     pub tx: &'a rusqlite::Transaction<'a>,
     pub now: Millis,
     pub pc: &'a str,
+    /// The credential the caller presented (`cred`), if any.
+    pub cred: Option<&'a str>,
     /// Labels whose long-polls should wake after commit (new mail for them,
     /// or a state change of mail they sent).
     pub touched: Vec<String>,
@@ -151,28 +153,29 @@ impl Engine {
         if !self.token_ok(req.token.as_deref()) {
             return ProtoError::new(ErrorCode::Unauthorized, "wrong or missing token").to_json();
         }
-        match self.run(&req.op, &req.pc, now) {
+        match self.run(&req.op, &req.pc, req.cred.as_deref(), now) {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
     }
 
-    /// True when `req` may hold a long poll open: the token is right and the
-    /// caller is on the roster. Read-only; a stranger is answered without
-    /// anything kept for it.
+    /// True when `req` may hold a long poll open: the token is right, the
+    /// caller is on the roster and presents its label's credential when the
+    /// label is bound. Read-only; a stranger is answered without anything
+    /// kept for it.
     pub fn may_long_poll(&self, req: &Request) -> bool {
         if !self.token_ok(req.token.as_deref()) {
             return false;
         }
         self.with_tx(TransactionBehavior::Deferred, |tx| {
-            Ok(tx.prepare_cached("SELECT 1 FROM pc WHERE label = ?1")?.exists([&req.pc])?)
+            Ok(ops::label_binding(tx, &req.pc)?.is_some_and(|bound| ops::cred_matches(bound.as_deref(), req.cred.as_deref())))
         })
         .unwrap_or(false)
     }
 
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
-        match self.run(&Op::Sweep, "server", now) {
+        match self.run(&Op::Sweep, "server", None, now) {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
@@ -188,11 +191,11 @@ impl Engine {
         }
     }
 
-    fn run(&self, op: &Op, pc: &str, now: Millis) -> Result<Map<String, Value>, ProtoError> {
+    fn run(&self, op: &Op, pc: &str, cred: Option<&str>, now: Millis) -> Result<Map<String, Value>, ProtoError> {
         let behavior = if ops::is_read_only(op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
-                let mut ctx = Ctx { tx, now, pc, touched: Vec::new() };
+                let mut ctx = Ctx { tx, now, pc, cred, touched: Vec::new() };
                 let fields = ops::dispatch(&mut ctx, op)?;
                 Ok((fields, ctx.touched))
             })

@@ -346,6 +346,7 @@ async fn long_poll(
     let again = Request {
         pc: req.pc.clone(),
         token: req.token.clone(),
+        cred: req.cred.clone(),
         op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0 }),
     };
     loop {

@@ -124,6 +124,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE alert ADD COLUMN last_error TEXT;
     ALTER TABLE alert ADD COLUMN next_try_at INTEGER;
     "#,
+    // 5: a label bound to one installation (issue 8 defect 7): SHA-256 hex
+    // of its credential; NULL = not bound (old clients keep working).
+    r#"
+    ALTER TABLE pc ADD COLUMN cred_hash TEXT;
+    "#,
 ];
 
 pub fn schema_version() -> usize {
