@@ -342,6 +342,8 @@ fn hooks_install_and_doctor() {
     let server = Server::start(Kind::Rust);
     let a = Pc::new(&server, "pc-a");
     a.ok(&["sync"]);
+    // doctor is ok only with a poller running (and a recent good poll)
+    let mut daemon = a.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let home = tempfile::tempdir().unwrap();
     // a `claude` on PATH that answers --version like Claude Code does
     let bin = tempfile::tempdir().unwrap();
@@ -422,6 +424,8 @@ fn hooks_install_and_doctor() {
     let out = run(&["doctor"], empty.path());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success() && text.contains("Claude Code version: claude not on PATH"), "{text}");
+    daemon.kill().unwrap();
+    let _ = daemon.wait();
 }
 
 #[test]
