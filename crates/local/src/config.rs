@@ -106,10 +106,21 @@ pub struct Config {
     /// Native desktop notifications when a session bus is present.
     #[serde(default = "yes")]
     pub native_notifications: bool,
+    /// The backlog bound: after a session has been shown this many mails that
+    /// may wait (not decision requests, not urgent), it gets one count line
+    /// for the rest until `pcmail inbox` is run on this PC (0 = no bound).
+    #[serde(default = "default_hook_session_mail_limit")]
+    pub hook_session_mail_limit: usize,
 }
 
 fn yes() -> bool {
     true
+}
+
+pub const DEFAULT_HOOK_SESSION_MAIL_LIMIT: usize = 12;
+
+fn default_hook_session_mail_limit() -> usize {
+    DEFAULT_HOOK_SESSION_MAIL_LIMIT
 }
 
 impl Config {
@@ -120,6 +131,7 @@ impl Config {
             poll_interval_secs: 0,
             notify_webhook: None,
             native_notifications: true,
+            hook_session_mail_limit: DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         }
     }
 
@@ -147,10 +159,10 @@ impl Config {
     pub fn save(&self, paths: &Paths) -> Result<(), ConfigError> {
         let path = paths.config();
         let w = |source| ConfigError::Write { path: path.clone(), source };
-        std::fs::create_dir_all(&paths.home).map_err(w)?;
+        pcmail_fsmode::create_private_dir_all(&paths.home).map_err(w)?;
         let tmp = path.with_extension("toml.tmp");
         let text = toml::to_string_pretty(self).expect("config serialises");
-        std::fs::write(&tmp, text).map_err(w)?;
+        pcmail_fsmode::write_private(&tmp, text.as_bytes()).map_err(w)?;
         std::fs::rename(&tmp, &path).map_err(w)?;
         Ok(())
     }
