@@ -196,11 +196,11 @@ mod tests {
     use pcmail_core::{Mail, DECISION_TAG, REQUEST_TAG};
 
     fn mail(id: &str, kind: Kind, subject: &str, urgent: bool, created_at: Millis, expires_at: Option<Millis>) -> Mail {
-        Mail {
-            id: id.into(), from: "pc-a".into(), to: "pc-b".into(), kind, subject: subject.into(),
-            body: "b".repeat(1000), urgent, expires_at, in_reply_to: None, auto: false, hop: 0,
-            created_at, state: State::New, broadcast_of: None, timeline: vec![],
-        }
+        serde_json::from_value(serde_json::json!({
+            "id": id, "from": "pc-a", "to": "pc-b", "kind": kind.as_str(), "subject": subject,
+            "body": "b".repeat(1000), "urgent": urgent, "expiresAt": expires_at, "createdAt": created_at, "state": "new",
+        }))
+        .unwrap()
     }
 
     #[test]
