@@ -135,18 +135,21 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     // session waits here and then sees what this one recorded.
     let p = store.write(|tx| {
         let viewed_at = hookview::meta_i64(tx, meta::INBOX_VIEWED_AT)?.unwrap_or(0);
-        let room = (limit > 0).then_some(0);
-        let room = match room {
-            Some(_) => Some(limit.saturating_sub(hookview::may_wait_shown_since(tx, session, viewed_at)?)),
-            None => None,
+        let room = if limit > 0 {
+            Some(limit.saturating_sub(hookview::may_wait_shown_since(tx, session, viewed_at)?))
+        } else {
+            None
         };
         let mut candidates: Vec<PresentMail> = vec![];
         let mut counts = Counts { room, ..Counts::default() };
+        let expired = hookview::expired_open(tx, now)?;
+        let shown = hookview::shown_to_session(tx, session, now)?;
         for rank in HookRank::ALL {
             let budget = rank.category().budget();
             for &status in rank.open_statuses() {
-                let v = hookview::pair_view(tx, rank, status, session, now, PER_MAIL_CHARS * 2, budget)?;
-                counts.expired += v.expired;
+                let (exp, seen_here) = (expired.get(rank, status), shown.get(rank, status));
+                let v = hookview::pair_view(tx, rank, status, session, now, PER_MAIL_CHARS * 2, budget, exp, seen_here)?;
+                counts.expired += exp;
                 let more = v.waiting - v.mails.len();
                 match rank {
                     HookRank::Decision | HookRank::UrgentRequest | HookRank::UrgentNote => counts.more_urgent += more,
@@ -165,7 +168,12 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
                 }));
             }
         }
-        counts.already_shown = hookview::shown_earlier_still_open(tx, session, now)?;
+        // What this session was shown and is still open: notes it saw count
+        // too (they are `seen`, which is not a status the hook shows notes in).
+        counts.already_shown = [State::New, State::Seen]
+            .iter()
+            .map(|&st| HookRank::ALL.iter().map(|&r| shown.get(r, st)).sum::<usize>())
+            .sum();
         let p = present(&me, &candidates, &counts, now);
         for id in &p.shown {
             hookview::record_presented(tx, session, id, now)?;

@@ -82,6 +82,10 @@ pub struct HookMail {
     pub rank: HookRank,
 }
 
+// `CROSS JOIN` keeps `presented` (this session's rows, few) as the outer
+// loop: without statistics SQLite may otherwise walk the whole backlog in
+// `inbox_hook` and probe `presented` for each row.
+
 /// What one (rank, status) pair holds for a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PairView {
@@ -89,11 +93,59 @@ pub struct PairView {
     pub mails: Vec<HookMail>,
     /// Open, not expired, not shown to the session, including `mails`.
     pub waiting: usize,
-    /// Open but past their expiry.
-    pub expired: usize,
 }
 
-/// Reads up to `limit` mails of one (rank, status) pair for `session`, with counts.
+/// Counts per (rank, status) pair, read once per hook run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PairCounts(Vec<((HookRank, State), usize)>);
+
+impl PairCounts {
+    pub fn get(&self, rank: HookRank, status: State) -> usize {
+        self.0.iter().find(|(k, _)| *k == (rank, status)).map_or(0, |(_, n)| *n)
+    }
+    fn read(st: &mut rusqlite::CachedStatement, p: impl rusqlite::Params, fixed_status: Option<State>) -> Result<PairCounts> {
+        let mut out = vec![];
+        let mut q = st.query(p)?;
+        while let Some(r) = q.next()? {
+            let rank: i64 = r.get(0)?;
+            let status = match fixed_status {
+                Some(s) => s,
+                None => State::parse(&r.get::<_, String>(1)?).unwrap_or(State::New),
+            };
+            let n: i64 = r.get(2)?;
+            if let Some(rank) = HookRank::ALL.get(rank as usize) {
+                out.push(((*rank, status), n as usize));
+            }
+        }
+        Ok(PairCounts(out))
+    }
+}
+
+/// Open mail past its expiry, per pair: from the small partial index of mails
+/// that have an expiry (two range scans: `new` and `seen`).
+pub fn expired_open(tx: &Transaction, now: Millis) -> Result<PairCounts> {
+    let mut st = tx.prepare_cached(
+        "SELECT hook_rank, NULL, count(*) FROM inbox WHERE status = ?1 AND expires_at <= ?2 GROUP BY hook_rank",
+    )?;
+    let mut all = PairCounts::read(&mut st, params![State::New.as_str(), now], Some(State::New))?;
+    all.0.extend(PairCounts::read(&mut st, params![State::Seen.as_str(), now], Some(State::Seen))?.0);
+    Ok(all)
+}
+
+/// Mail shown to this session before and not expired, per pair.
+pub fn shown_to_session(tx: &Transaction, session: &str, now: Millis) -> Result<PairCounts> {
+    let mut st = tx.prepare_cached(
+        "SELECT i.hook_rank, i.status, count(*) FROM presented p CROSS JOIN inbox i ON i.id = p.id
+         WHERE p.session = ?1 AND (i.expires_at IS NULL OR i.expires_at > ?2)
+         GROUP BY i.hook_rank, i.status",
+    )?;
+    PairCounts::read(&mut st, params![session, now], None)
+}
+
+/// Reads up to `limit` mails of one (rank, status) pair not yet shown to
+/// `session`, newest first, and how many wait in all; `expired` and `shown`
+/// are this pair's counts from `expired_open` and `shown_to_session`.
+#[allow(clippy::too_many_arguments)]
 pub fn pair_view(
     tx: &Transaction,
     rank: HookRank,
@@ -102,26 +154,15 @@ pub fn pair_view(
     now: Millis,
     body_chars: usize,
     limit: usize,
+    expired: usize,
+    shown: usize,
 ) -> Result<PairView> {
     let mut view = PairView::default();
-    let (total, expired): (i64, i64) = tx
-        .prepare_cached(
-            "SELECT count(*), count(CASE WHEN expires_at <= ?3 THEN 1 END)
-             FROM inbox WHERE hook_rank = ?1 AND status = ?2",
-        )?
-        .query_row(params![rank as i64, status.as_str(), now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if total == 0 {
-        return Ok(view);
-    }
-    let shown_to_session: i64 = tx
-        .prepare_cached(
-            "SELECT count(*) FROM presented p JOIN inbox i ON i.id = p.id
-             WHERE p.session = ?1 AND i.hook_rank = ?2 AND i.status = ?3
-               AND (i.expires_at IS NULL OR i.expires_at > ?4)",
-        )?
-        .query_row(params![session, rank as i64, status.as_str(), now], |r| r.get(0))?;
-    view.expired = expired as usize;
-    view.waiting = (total - expired - shown_to_session).max(0) as usize;
+    // count(*) over the index prefix decodes no column.
+    let total: i64 = tx
+        .prepare_cached("SELECT count(*) FROM inbox WHERE hook_rank = ?1 AND status = ?2")?
+        .query_row(params![rank as i64, status.as_str()], |r| r.get(0))?;
+    view.waiting = (total as usize).saturating_sub(expired + shown);
     if limit == 0 || view.waiting == 0 {
         return Ok(view);
     }
@@ -150,23 +191,12 @@ pub fn pair_view(
     Ok(view)
 }
 
-/// Open mail shown to this session before (and not expired): what its count line says.
-pub fn shown_earlier_still_open(tx: &Transaction, session: &str, now: Millis) -> Result<usize> {
-    let n: i64 = tx
-        .prepare_cached(
-            "SELECT count(*) FROM presented p JOIN inbox i ON i.id = p.id
-             WHERE p.session = ?1 AND i.status IN (?2, ?3) AND (i.expires_at IS NULL OR i.expires_at > ?4)",
-        )?
-        .query_row(params![session, State::New.as_str(), State::Seen.as_str(), now], |r| r.get(0))?;
-    Ok(n as usize)
-}
-
 /// Mail that may wait (ranks 3–5) shown to this session after `since`: what
 /// the backlog bound counts.
 pub fn may_wait_shown_since(tx: &Transaction, session: &str, since: Millis) -> Result<usize> {
     let n: i64 = tx
         .prepare_cached(
-            "SELECT count(*) FROM presented p JOIN inbox i ON i.id = p.id
+            "SELECT count(*) FROM presented p CROSS JOIN inbox i ON i.id = p.id
              WHERE p.session = ?1 AND p.at > ?2 AND i.hook_rank >= ?3",
         )?
         .query_row(params![session, since, HookRank::Request as i64], |r| r.get(0))?;
@@ -246,19 +276,23 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let v = s.write(|tx| pair_view(tx, HookRank::Note, State::New, "s1", 1000, 10, 2)).unwrap();
+        let v = s
+            .write(|tx| {
+                let expired = expired_open(tx, 1000)?.get(HookRank::Note, State::New);
+                let shown = shown_to_session(tx, "s1", 1000)?.get(HookRank::Note, State::New);
+                assert_eq!((expired, shown), (5, 1));
+                pair_view(tx, HookRank::Note, State::New, "s1", 1000, 10, 2, expired, shown)
+            })
+            .unwrap();
         assert_eq!(v.mails.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["n48", "n47"]);
         assert_eq!(v.mails[0].body.chars().count(), 10, "body cut in SQL");
-        assert_eq!(v.expired, 5);
         assert_eq!(v.waiting, 50 - 5 - 1);
-        let plan: String = s
-            .conn()
-            .query_row(
-                "EXPLAIN QUERY PLAN SELECT count(*) FROM inbox WHERE hook_rank = 5 AND status = 'new'",
-                [],
-                |r| r.get(3),
-            )
-            .unwrap();
-        assert!(plan.contains("COVERING INDEX inbox_hook"), "{plan}");
+        let plan = |sql: &str| -> String {
+            s.conn().query_row(&format!("EXPLAIN QUERY PLAN {sql}"), [], |r| r.get(3)).unwrap()
+        };
+        let p = plan("SELECT count(*) FROM inbox WHERE hook_rank = 5 AND status = 'new'");
+        assert!(p.contains("COVERING INDEX inbox_hook "), "{p}");
+        let p = plan("SELECT hook_rank, count(*) FROM inbox WHERE status = 'new' AND expires_at <= 7 GROUP BY hook_rank");
+        assert!(p.contains("COVERING INDEX inbox_hook_expiring"), "{p}");
     }
 }

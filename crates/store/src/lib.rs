@@ -70,10 +70,11 @@ impl Store {
         conn.busy_timeout(busy)?;
         // What the hook writes (presented rows, seen marks) may be lost on a
         // power cut: the mail is then shown once more, nothing worse. So no
-        // fsync at commit (WAL + NORMAL), and no checkpoint from the hook,
-        // neither automatic nor on close: the poller checkpoints
-        // (docs/data-model.md, "What the hook writes").
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // fsync at all: not at commit, not on a WAL restart (NORMAL would sync
+        // the WAL header and its folder there: 2 fsyncs), and no checkpoint
+        // from the hook, neither automatic nor on close; the poller, at
+        // NORMAL, checkpoints (docs/data-model.md, "What the hook reads and writes").
+        conn.pragma_update(None, "synchronous", "OFF")?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;

@@ -107,7 +107,8 @@ const MIGRATIONS: &[&str] = &[
     // 2: the hook's rank (store/src/hookview.rs: one rank per category and
     // "may wait for the backlog bound"; the same rule as Kind::classify, a
     // test compares them), kept by triggers, and an index over it so the hook
-    // reads each category with LIMIT and counts from the index alone. A real
+    // reads each category with LIMIT and counts from the index alone (the few
+    // mails with an expiry from their own partial index). A real
     // column, not a generated one: SQLite does not treat an index over a
     // virtual column as covering.
     r#"
@@ -140,7 +141,8 @@ const MIGRATIONS: &[&str] = &[
             ELSE 5
         END) WHERE id = NEW.id;
     END;
-    CREATE INDEX inbox_hook ON inbox(hook_rank, status, created_at, expires_at);
+    CREATE INDEX inbox_hook ON inbox(hook_rank, status, created_at);
+    CREATE INDEX inbox_hook_expiring ON inbox(status, expires_at, hook_rank) WHERE expires_at IS NOT NULL;
     "#,
 ];
 
