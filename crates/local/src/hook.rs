@@ -185,11 +185,12 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
                 marks::queue(tx, id, MarkOp::Ack, now, &actor, None)?;
             }
         }
-        Ok::<_, StoreError>(p)
+        let last_poll = hookview::meta_i64(tx, meta::LAST_POLL_OK_AT)?.unwrap_or(0);
+        let last_spawn = hookview::meta_i64(tx, meta::LAST_SPAWN_AT)?.unwrap_or(0);
+        Ok::<_, StoreError>((p, last_poll, last_spawn))
     })?;
+    let (p, last_poll, last_spawn) = p;
 
-    let last_poll = store.last_poll_ok_at()?.unwrap_or(0);
-    let last_spawn = store.meta_i64(meta::LAST_SPAWN_AT)?.unwrap_or(0);
     let spawn_poller =
         now - last_poll > STALE_POLL_MS && now - last_spawn > RESPAWN_GAP_MS && !locks::poller_alive(paths);
     if spawn_poller {
