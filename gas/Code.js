@@ -34,6 +34,8 @@ function handleBody_(body) {
     if (utf8Len_(body) > LIMITS.BODY_BYTES_MAX) throw pcErr_('too_large', 'the body exceeds 256 KiB');
     const req = parseRequest_(body);
     checkToken_(req.token);
+    recordServingBuild_();
+    checkLabelBinding_(req);
     const fn = handlers_()[req.op];
     const result = UNLOCKED_OPS[req.op] ? fn(req, now) : withLock_(function () { return fn(req, now); });
     const out = { ok: true, now: now };
@@ -46,38 +48,61 @@ function handleBody_(body) {
   }
 }
 
+// Pending Sheets writes are flushed INSIDE the lock: Apps Script batches writes, and
+// the next execution's getLastRow() must see every row this one appended (issue 9, 1).
 function withLock_(fn) {
   const lock = LockService.getScriptLock();
   if (!lock.tryLock(LOCK_WAIT_MS)) throw pcErr_('busy', 'the server is busy, retry with backoff');
   try {
-    return fn();
+    const out = fn();
+    SpreadsheetApp.flush();
+    return out;
   } finally {
-    lock.releaseLock();
+    try { SpreadsheetApp.flush(); } finally { lock.releaseLock(); }
   }
 }
 
-// Compares digests byte by byte without an early exit. No token configured means nobody
-// gets in, unless PCMAIL_ALLOW_NO_TOKEN=true (the embedded-default mode the vectors use).
+// Compares digests byte by byte without an early exit. The expected digest comes from
+// the cached properties (Sheet.js prop_), so a flood of wrong tokens reads Script
+// Properties at most once a minute. No token configured means nobody gets in, unless
+// PCMAIL_ALLOW_NO_TOKEN=true (the embedded-default mode the vectors use).
 function checkToken_(given) {
-  const want = prop_('PCMAIL_TOKEN');
+  const want = prop_('PCMAIL_TOKEN_SHA256');
   if (!want && prop_('PCMAIL_ALLOW_NO_TOKEN') === 'true') return;
-  const a = Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(given === null ? '' : given));
-  const b = Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(want || ''));
-  let diff = want ? 0 : 1;
-  if (given === null) diff |= 1;
-  for (let i = 0; i < b.length; i++) diff |= (a[i] ^ b[i]);
+  const a = sha256Hex_(given === null ? '' : given);
+  const b = want || '';
+  let diff = want && given !== null ? 0 : 1;
+  for (let i = 0; i < 64; i++) diff |= (a.charCodeAt(i) ^ (b.charCodeAt(i) || 0));
   if (diff !== 0) throw pcErr_('unauthorized', 'wrong or missing token');
 }
 
 // Time-trigger target. Never throws: a failed sweep is retried in 10 minutes.
+// Triggers run the HEAD code, the web app the deployed version: the sweep runs only
+// when both are the same build (Version.js), else it raises a `stale_deploy` alert.
 function sweepTrigger() {
   resetExec_();
   try {
-    const r = runSweep_(pcmailNow_());
+    const now = pcmailNow_();
+    const served = prop_('DEPLOYED_BUILD');
+    if (served && served !== PCMAIL_BUILD) {
+      const msg = 'pcmail: the sweep did not run: the time trigger runs build ' + PCMAIL_BUILD +
+        ' but the web app serves ' + served + ' (push without a deployment?). Run the deploy command in gas/README.md';
+      raiseAlert_('stale_deploy', 'gas', 'server', msg, now);
+      console.warn(msg);
+      return;
+    }
+    const r = runSweep_(now);
     console.log('sweep: ' + JSON.stringify(r));
   } catch (err) {
     console.warn('sweep skipped: ' + (err && err.message || err));
   }
+}
+
+// The web app records the build it serves, so the trigger can compare (one write per
+// deployment, read from the cached properties otherwise).
+function recordServingBuild_() {
+  if (prop_('DEPLOYED_BUILD') === PCMAIL_BUILD) return;
+  try { setProp_('DEPLOYED_BUILD', PCMAIL_BUILD); } catch (e) { console.warn('cannot record the build: ' + e.message); }
 }
 
 // Idempotent: exactly one 10-minute trigger for sweepTrigger afterwards.

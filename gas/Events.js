@@ -1,14 +1,48 @@
-// The updates feed: one append-only row per timeline entry (creation included, as the
-// Rust server numbers them); seq = row - 1, so a poll
-// reads only the rows after its cursor, never the history before it.
+// The updates feed: one row per timeline entry (creation included, as the Rust server
+// numbers them), in seq order. `seq` is stored in the row (not the row number), so the
+// sweep can prune old rows from the top (pruneEvents_ in Sweep.js); the highest pruned
+// seq is the seq of the first row minus one.
+//
+// Every writer reads the tail of the tab first (one getValues): it gives the last seq
+// and the events already written, so an op repeated after a failure skips the events
+// its first attempt wrote (issue 9, defect 3), and a poll whose cursor is recent finds
+// its updates in the same read.
 
-function appendEvents_(evs) {
-  if (!evs.length) return;
+const EV = { seq: 0, from: 1, id: 2, state: 3, at: 4, by: 5, u: 6 };
+const EV_NCOL = 7;
+const EVENTS_TAIL_ROWS = 500; // rows read from the bottom: a repeat within 500 events is deduplicated
+
+// {rows: [[…]], firstRow, lastRow, lastSeq, keys: {id|state: true}}
+function eventsTail_() {
   const sh = tab_('Events');
-  const first = sh.getLastRow(); // seq of the first new row = its row - 1
-  appendText_(sh, evs.map(function (e, i) {
-    return [String(first + i), e.from, e.id, e.state, String(e.at), e.by, e.state === 'new' ? '' : e.from];
-  }));
+  const last = sh.getLastRow();
+  const first = Math.max(2, last - EVENTS_TAIL_ROWS + 1);
+  const rows = last >= 2 ? readText_(sh, first, 1, last - first + 1, EV_NCOL) : [];
+  const keys = {};
+  rows.forEach(function (r) { keys[r[EV.id] + '|' + r[EV.state]] = true; });
+  return { sheet: sh, rows: rows, firstRow: first, lastRow: Math.max(last, 1),
+    lastSeq: rows.length ? Number(rows[rows.length - 1][EV.seq]) : 0, keys: keys };
+}
+
+// Appends the events not already in the tail; returns how many were written.
+function appendEvents_(evs, tail) {
+  if (!evs.length) return 0;
+  tail = tail || eventsTail_();
+  const fresh = evs.filter(function (e) {
+    const k = e.id + '|' + e.state;
+    if (tail.keys[k]) return false;
+    tail.keys[k] = true;
+    return true;
+  });
+  if (!fresh.length) return 0;
+  const rows = fresh.map(function (e, i) {
+    return [String(tail.lastSeq + 1 + i), e.from, e.id, e.state, String(e.at), e.by, e.state === 'new' ? '' : e.from];
+  });
+  writeText_(tail.sheet, tail.lastRow + 1, 1, rows);
+  tail.rows = tail.rows.concat(rows);
+  tail.lastRow += rows.length;
+  tail.lastSeq += rows.length;
+  return rows.length;
 }
 
 function eventOf_(m, by) {
@@ -16,21 +50,43 @@ function eventOf_(m, by) {
   return { from: m.from, id: m.id, state: m.state, at: t.at, by: by || t.by };
 }
 
+function rowToUpdate_(v) {
+  return { seq: Number(v[EV.seq]), id: v[EV.id], state: v[EV.state], at: Number(v[EV.at]), by: v[EV.by] };
+}
+
 // State changes of mail sent by `label` after `since`, oldest first, at most `max`.
-// TextFinder on the `u` column (rows after the cursor only) finds them inside Sheets,
-// so a PC whose cursor lags behind others' traffic still reads only its own rows.
-function updatesFor_(label, since, max) {
-  const sh = tab_('Events');
-  const rows = findRows_(sh, 7, [label], since + 2); // seq s lives on row s + 1
-  const take = rows.slice(0, max);
-  let vals = {};
-  if (take.length && take[take.length - 1] - take[0] < 1000) {
-    const span = readText_(sh, take[0], 1, take[take.length - 1] - take[0] + 1, 7);
-    take.forEach(function (r) { vals[r] = span[r - take[0]]; });
-  } else vals = readRowsAt_(sh, take, 7);
-  const out = take.map(function (r) {
-    const v = vals[r];
-    return { seq: Number(v[0]), id: v[2], state: v[3], at: Number(v[4]), by: v[5] };
-  }).filter(function (u) { return u.seq > since; });
-  return { updates: out, more: rows.length > max, cursor: out.length ? out[out.length - 1].seq : since };
+// A cursor inside the tail costs nothing more; a lagging one costs a TextFinder on the
+// `u` column above the tail and one read of the rows it found (capped at LAG_SPAN rows).
+// `since` at or before the pruned point answers cursorReset (docs/protocol.md, poll).
+const LAG_SPAN = 5000;
+function updatesFor_(label, since, max, tail) {
+  tail = tail || eventsTail_();
+  const sh = tail.sheet;
+  const tailFirstSeq = tail.rows.length ? Number(tail.rows[0][EV.seq]) : tail.lastSeq + 1;
+  // The pruned point is the first row's seq - 1; read it only when the cursor is above the tail.
+  let pruned = 0;
+  if (tail.firstRow === 2) pruned = tailFirstSeq - 1;
+  else if (since < tailFirstSeq - 1) pruned = Number(readText_(sh, 2, 1, 1, 1)[0][0]) - 1;
+  const reset = since > 0 && since <= pruned && pruned > 0;
+  const from = reset ? pruned : since;
+  let found = [];
+  let cut = false;
+  let lagScanned_ = from;
+  if (from < tailFirstSeq - 1 && tail.firstRow > 2) {
+    const rows = findRows_(sh, EV.u + 1, [label], 2, tail.firstRow - 1);
+    const vals = rows.length ? readText_(sh, rows[0], 1, Math.min(rows[rows.length - 1] - rows[0] + 1, LAG_SPAN), EV_NCOL) : [];
+    const take = rows.filter(function (r) { return r - rows[0] < LAG_SPAN; });
+    cut = take.length < rows.length;
+    if (cut) lagScanned_ = Number(vals[vals.length - 1][EV.seq]) || from;
+    found = take.map(function (r) { return vals[r - rows[0]]; });
+  }
+  if (!cut) found = found.concat(tail.rows.filter(function (r) { return r[EV.u] === label; }));
+  const all = found.map(rowToUpdate_).filter(function (u) { return u.seq > from; });
+  const out = all.slice(0, max);
+  let cursor = out.length ? out[out.length - 1].seq : from;
+  // A capped lagging read moves the cursor over the span it scanned, so the next poll goes on.
+  if (cut && out.length < max) cursor = Math.max(cursor, lagScanned_);
+  const res = { updates: out, more: cut || all.length > max, cursor: cursor };
+  if (reset) res.cursorReset = true;
+  return res;
 }

@@ -3,9 +3,9 @@
 
 // Column numbers (1-based). state..q are the only columns that change after send,
 // and they are adjacent so one write updates a mail.
-const MCOL = { id: 1, broadcastOf: 11, state: 12, q: 15 };
-const MAIL_NCOL = 17;     // all columns
-const MAIL_NARROW = 15;   // everything but subject and body (what the sweep reads)
+const MCOL = { id: 1, to: 3, createdAt: 10, broadcastOf: 11, state: 12, updatedAt: 14, q: 15 };
+const MAIL_NCOL = 18;     // all columns
+const MAIL_NARROW = 15;   // everything but subject, body and expiresIn (what the sweep reads)
 const MUT_NCOL = 4;       // state, timeline, updatedAt, q
 const RANK = { new: 0, delivered: 1, seen: 2, done: 3, failed: 3, expired: 3 };
 
@@ -15,7 +15,8 @@ function rowToMail_(r) {
     expiresAt: r[5] === '' ? null : Number(r[5]), inReplyTo: r[6] || null,
     auto: r[7] === 'true', hop: Number(r[8] || 0), createdAt: Number(r[9]),
     broadcastOf: r[10] || null, state: r[11], timeline: r[12] ? JSON.parse(r[12]) : [],
-    updatedAt: Number(r[13] || 0), subject: r[15] || '', body: r[16] || ''
+    updatedAt: Number(r[13] || 0), subject: r[15] || '', body: r[16] || '',
+    expiresIn: r[17] ? Number(r[17]) : null // absent in rows older than the column
   };
 }
 
@@ -26,7 +27,7 @@ function mutRow_(m) {
 function mailToRow_(m) {
   return [m.id, m.from, m.to, m.kind, String(m.urgent), m.expiresAt === null ? '' : String(m.expiresAt),
     m.inReplyTo || '', String(m.auto), String(m.hop), String(m.createdAt), m.broadcastOf || '']
-    .concat(mutRow_(m)).concat([m.subject, m.body]);
+    .concat(mutRow_(m)).concat([m.subject, m.body, m.expiresIn == null ? '' : String(m.expiresIn)]);
 }
 
 // The wire form, keys in the Rust server's order.
@@ -83,33 +84,99 @@ function locate_(ids, col) {
 // Map id → located mail (first hit).
 function locateMap_(ids) {
   const map = {};
+  if (!ids.length) return map;
   locate_(ids).forEach(function (loc) { if (!map[loc.mail.id]) map[loc.mail.id] = loc; });
   return map;
 }
 
-// Writes back the changed columns of live mails, one short write each.
-function saveMut_(locs) {
+// The caller's mail still new (q = label) and the live mail named by `ids`, found by ONE
+// TextFinder over the id..q columns and read with ONE getValues of the span covering
+// them, however they interleave with other PCs' mail (issue 9, defect 2). A mail id on
+// two rows (a sweep band cut short, see Sweep.js) counts once: the first row.
+// Returns {locs: {id: loc}, list: [loc] in sheet order, span: {lo, vals}, cut}.
+function mineLive_(label, ids, limit) {
+  const sh = tab_('Mail');
+  const last = sh.getLastRow();
+  let pendingRows = [];
+  const idRows = [];
+  if (last >= 2) {
+    if (!ids.length) {
+      if (limit > 0) pendingRows = findRows_(sh, MCOL.q, [label]);
+    } else {
+      const want = {};
+      ids.forEach(function (id) { want[id] = true; });
+      const texts = Object.keys(want).concat(limit > 0 ? [label] : []).map(escapeRe_);
+      const range = sh.getRange(2, 1, last - 1, MCOL.q);
+      for (let i = 0; i < texts.length; i += FIND_BATCH) {
+        range.createTextFinder('^(?:' + texts.slice(i, i + FIND_BATCH).join('|') + ')$')
+          .useRegularExpression(true).matchCase(true).matchEntireCell(true).findAll()
+          .forEach(function (c) {
+            if (c.getColumn() === MCOL.q) pendingRows.push(c.getRow());
+            else if (c.getColumn() === MCOL.id) idRows.push(c.getRow());
+          });
+      }
+      pendingRows.sort(function (a, b) { return a - b; });
+    }
+  }
+  // Mail confirmed in this poll leaves the pending list: read that many more.
+  const cap = limit > 0 ? limit + ids.length : 0;
+  const cut = pendingRows.length > cap;
+  const rows = uniqSorted_(pendingRows.slice(0, cap).concat(idRows));
+  const span = { lo: rows.length ? rows[0] : 0, vals: [] };
+  if (rows.length) span.vals = readText_(sh, span.lo, 1, rows[rows.length - 1] - span.lo + 1, MAIL_NCOL);
+  const locs = {};
+  const list = [];
+  rows.forEach(function (r) {
+    const m = rowToMail_(span.vals[r - span.lo]);
+    if (locs[m.id]) return;
+    locs[m.id] = { where: 'Mail', row: r, mail: m };
+    list.push(locs[m.id]);
+  });
+  return { locs: locs, list: list, span: span, cut: cut };
+}
+
+function uniqSorted_(xs) {
+  const seen = {};
+  return xs.filter(function (x) { if (seen[x]) return false; seen[x] = true; return true; })
+    .sort(function (a, b) { return a - b; });
+}
+
+// Writes back the changed columns (state..q) of live mails in ONE setValues over the
+// rows they span; rows in between keep the values `span` read under the same lock.
+function saveMut_(locs, span) {
+  locs = locs.filter(function (l) { return l; });
   if (!locs.length) return;
   const sh = tab_('Mail');
   locs.forEach(function (loc) {
     if (loc.where !== 'Mail') throw new Error('archived mail cannot change: ' + loc.mail.id);
-    writeText_(sh, loc.row, MCOL.state, [mutRow_(loc.mail)]);
   });
+  locs.sort(function (a, b) { return a.row - b.row; });
+  const lo = locs[0].row;
+  const hi = locs[locs.length - 1].row;
+  const byRow = {};
+  locs.forEach(function (l) { byRow[l.row] = mutRow_(l.mail); });
+  const out = [];
+  for (let r = lo; r <= hi; r++) {
+    if (byRow[r]) { out.push(byRow[r]); continue; }
+    const v = span && span.vals[r - span.lo];
+    if (!v) { // no read of this row: write the changed rows one by one instead
+      locs.forEach(function (l) { writeText_(sh, l.row, MCOL.state, [mutRow_(l.mail)]); });
+      return;
+    }
+    out.push(v.slice(MCOL.state - 1, MCOL.state - 1 + MUT_NCOL));
+  }
+  writeText_(sh, lo, MCOL.state, out);
 }
 
 function appendMails_(mails) {
   appendText_(tab_('Mail'), mails.map(mailToRow_));
 }
 
-// The caller's mail still `new`, oldest first: TextFinder on the q column finds the
-// rows inside Sheets; only those rows are read.
-function pendingFor_(label, limit) {
-  const sh = tab_('Mail');
-  const rows = findRows_(sh, MCOL.q, [label]);
-  const take = rows.slice(0, limit);
-  const vals = readRowsAt_(sh, take, MAIL_NCOL);
-  const mails = take.map(function (r) { return rowToMail_(vals[r]); })
+// The caller's mail still `new`, oldest first, at most `limit`.
+function pendingOf_(mine, label, limit) {
+  const mails = mine.list.map(function (l) { return l.mail; })
     .filter(function (m) { return m.state === 'new' && m.to === label; });
-  mails.sort(function (a, b) { return a.createdAt - b.createdAt; });
-  return { mails: mails, more: rows.length > limit };
+  const take = mails.slice(0, limit);
+  take.sort(function (a, b) { return a.createdAt - b.createdAt; });
+  return { mails: take, more: mails.length > limit || mine.cut };
 }

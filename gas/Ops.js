@@ -2,16 +2,24 @@
 // then writes in as few calls as it can, so a failure never leaves half a change.
 
 function opHello_() {
-  return { server: 'pcmail-gas', protocol: 1, rosterVersion: rosterVersion_() };
+  return { server: 'pcmail-gas', protocol: 1, rosterVersion: rosterVersion_(), features: FEATURES.slice() };
 }
+
+// What this server supports beyond the first version (pcmail_core::protocol::FEATURES):
+// mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
+// label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
 }
 
 function opRosterSet_(req) {
-  const r = rosterSet_(req.args.label, req.args.hostname, req.args.number);
-  return { pc: r.pc, changed: r.changed, version: r.version };
+  const claim = req.args.claim ? { cred: req.cred, replace: req.args.replace } : null;
+  const r = rosterSet_(req.args.label, req.args.hostname, req.args.number, claim);
+  const out = { pc: r.pc, changed: r.changed, version: r.version };
+  if (claim) out.bound = true;
+  return out;
 }
 
 function opRosterRemove_(req) {
@@ -28,10 +36,20 @@ function sameContent_(stored, mail, from) {
   const to = stored.broadcastOf ? '*' : stored.to;
   return to === mail.to && stored.from === from && stored.kind === mail.kind &&
     stored.subject === mail.subject && stored.body === mail.body && stored.urgent === mail.urgent &&
-    stored.expiresAt === mail.expiresAt && stored.inReplyTo === mail.inReplyTo &&
+    sameExpiry_(stored, mail) && stored.inReplyTo === mail.inReplyTo &&
     stored.auto === mail.auto && stored.hop === mail.hop;
 }
 
+// A retry of an expiresIn mail is the same mail with the same or a SHORTER expiresIn
+// (a queued mail subtracts the time it waited); an expiresAt one compares exactly.
+function sameExpiry_(stored, mail) {
+  if (mail.expiresIn !== null) return stored.expiresIn !== null && mail.expiresIn <= stored.expiresIn;
+  return stored.expiresIn === null && stored.expiresAt === mail.expiresAt;
+}
+
+// Safe to repeat after a failure at any step (issue 9, defect 3): the events go first
+// (the intent; appendEvents_ skips those already written), then the mail rows, then the
+// original a reply finishes. A retry that finds the mail stored finishes the original too.
 function opSend_(req, now) {
   const mail = req.args.mail;
   const pcs = readRosterOrFail_();
@@ -51,10 +69,16 @@ function opSend_(req, now) {
     }
     original = origs.filter(function (o) { return o.mail.to === req.pc; })[0] || null;
   }
+  const finishes = !!(original && original.where === 'Mail' &&
+    transition_(original.mail, 'done', now, req.pc, 'reply:' + mail.id, now));
   const stored = locate_([mail.id]).concat(locate_([mail.id], MCOL.broadcastOf));
   if (stored.length) {
     if (!stored.every(function (s) { return sameContent_(s.mail, mail, req.pc); })) {
       throw pcErr_('duplicate_id', 'id ' + mail.id + ' exists with other content');
+    }
+    if (finishes) { // the first attempt stored the mail but not the original's `done`
+      appendEvents_([eventOf_(original.mail)]);
+      saveMut_([original]);
     }
     return { ids: creationOrder_(stored.map(function (s) { return s.mail; }), pcs).map(function (m) { return m.id; }), existing: true };
   }
@@ -65,30 +89,33 @@ function opSend_(req, now) {
     const copy = mail.to === '*';
     return {
       id: copy ? mail.id + '~' + label : mail.id, from: req.pc, to: label, kind: mail.kind,
-      subject: mail.subject, body: mail.body, urgent: mail.urgent, expiresAt: mail.expiresAt,
+      subject: mail.subject, body: mail.body, urgent: mail.urgent,
+      expiresAt: mail.expiresIn !== null ? now + mail.expiresIn : mail.expiresAt, expiresIn: mail.expiresIn,
       inReplyTo: mail.inReplyTo, auto: mail.auto, hop: mail.hop, createdAt: now,
       broadcastOf: copy ? mail.id : null, state: 'new', updatedAt: now,
       timeline: [{ state: 'new', at: now, by: req.pc, note: null }]
     };
   });
   const events = rows.map(function (r) { return eventOf_(r); });
-  if (original && original.where === 'Mail' &&
-      transition_(original.mail, 'done', now, req.pc, 'reply:' + mail.id, now)) {
-    events.push(eventOf_(original.mail));
-  }
-  appendMails_(rows);
-  if (events.length > rows.length) saveMut_([original]);
+  if (finishes) events.push(eventOf_(original.mail));
   appendEvents_(events);
+  appendMails_(rows);
+  if (finishes) saveMut_([original]);
   return { ids: rows.map(function (r) { return r.id; }), existing: false };
 }
 
-// Applies marks in order to already located mail; returns results, changed locs, events.
+// Applies marks in order to already located mail; returns results (request order, each
+// with its index; a malformed mark keeps its own bad_request), changed locs, events.
 function applyMarks_(marks, locs, pc, now, changed, events) {
-  return marks.map(function (mk) {
+  return marks.map(function (mk, index) {
+    if (mk.bad) return mk.bad;
+    const failed = function (code, message) {
+      return { index: index, markId: mk.markId, id: mk.id, ok: false, code: code, message: message };
+    };
     const loc = locs[mk.id];
-    if (!loc) return { markId: mk.markId, id: mk.id, ok: false, code: 'not_found' };
+    if (!loc) return failed('not_found', 'no such mail');
     const m = loc.mail;
-    if (m.to !== pc) return { markId: mk.markId, id: mk.id, ok: false, code: 'forbidden' };
+    if (m.to !== pc) return failed('forbidden', 'only the recipient PC may mark a mail');
     const target = { seen: 'seen', ack: 'done', fail: 'failed' }[mk.op];
     const note = mk.op === 'ack' ? 'ack' : mk.op === 'fail' ? mk.reason : null;
     const at = Math.min(mk.at, now); // never in the server's future
@@ -97,23 +124,48 @@ function applyMarks_(marks, locs, pc, now, changed, events) {
       changed[m.id] = loc;
       events.push(eventOf_(m));
     }
-    return { markId: mk.markId, id: mk.id, ok: true, state: m.state, changed: did };
+    return { index: index, markId: mk.markId, id: mk.id, ok: true, state: m.state, changed: did };
   });
+}
+
+// The mail ids of the marks that parsed.
+function markIds_(marks) {
+  return marks.filter(function (m) { return !m.bad; }).map(function (m) { return m.id; });
 }
 
 function values_(o) {
   return Object.keys(o).map(function (k) { return o[k]; });
 }
 
+// The mail `ids` name: the caller's live mail first (one TextFinder + one read), then
+// Mail and Archive by id for the ones that are not (others' mail, archived, unknown).
+function locateForCaller_(label, ids, limit) {
+  const mine = mineLive_(label, ids, limit);
+  const locs = {};
+  Object.keys(mine.locs).forEach(function (id) { locs[id] = mine.locs[id]; });
+  const rest = ids.filter(function (id, i) { return !locs[id] && ids.indexOf(id) === i; });
+  if (rest.length) {
+    const more = locateMap_(rest);
+    Object.keys(more).forEach(function (id) { locs[id] = more[id]; });
+  }
+  return { mine: mine, locs: locs };
+}
+
+// Events first, then the state columns: a repeat after a failure between the two
+// finds its events written and does not write them again.
+function commitChanges_(changed, events, span, tail) {
+  appendEvents_(events, tail);
+  saveMut_(values_(changed), span);
+}
+
 function opMark_(req, now) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
-  const locs = locateMap_(req.args.marks.map(function (m) { return m.id; }));
+  const found = locateForCaller_(req.pc, markIds_(req.args.marks), 0);
   const changed = {};
   const events = [];
-  const results = applyMarks_(req.args.marks, locs, req.pc, now, changed, events);
-  saveMut_(values_(changed));
-  appendEvents_(events);
+  const results = applyMarks_(req.args.marks, found.locs, req.pc, now, changed, events);
+  if (events.length) commitChanges_(changed, events, found.mine.span);
   return { results: results };
 }
 
@@ -122,8 +174,9 @@ function opPoll_(req, now) {
   const pcs = readRosterOrFail_();
   const me = rosterMember_(pcs, req.pc);
   const confirm = a.confirm;
-  const ids = confirm.concat(a.marks.map(function (m) { return m.id; }));
-  const locs = ids.length ? locateMap_(ids) : {};
+  const ids = confirm.concat(markIds_(a.marks));
+  const found = locateForCaller_(req.pc, ids, a.limit);
+  const locs = found.locs;
   const changed = {};
   const events = [];
   const confirmed = [];
@@ -137,16 +190,18 @@ function opPoll_(req, now) {
     confirmed.push(id);
   });
   const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
-  heartbeat_(me, now);
-  saveMut_(values_(changed));
-  appendEvents_(events);
-  const pending = pendingFor_(req.pc, a.limit);
-  const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX);
-  return {
+  const tail = eventsTail_();
+  if (events.length) commitChanges_(changed, events, found.mine.span, tail);
+  heartbeat_(me, now, a.since);
+  const pending = pendingOf_(found.mine, req.pc, a.limit);
+  const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
+  const out = {
     mail: pending.mails.map(mailView_), confirmed: confirmed, marks: marks,
     updates: upd.updates, cursor: upd.cursor, more: pending.more || upd.more,
     rosterVersion: rosterVersion_()
   };
+  if (upd.cursorReset) out.cursorReset = true;
+  return out;
 }
 
 // Broadcast copies in the order send made them: creation time, then roster number.
@@ -163,8 +218,9 @@ function opStatus_(req) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
   const ids = req.args.ids;
-  const direct = locateMap_(ids);
-  const bases = ids.filter(function (id) { return !direct[id] && id.indexOf('~') < 0; });
+  const valid = ids.filter(function (id) { return isValidAnyId_(id); });
+  const direct = locateMap_(valid);
+  const bases = valid.filter(function (id) { return !direct[id] && id.indexOf('~') < 0; });
   const copies = {};
   if (bases.length) {
     locate_(bases, MCOL.broadcastOf).forEach(function (loc) {
@@ -174,7 +230,8 @@ function opStatus_(req) {
   const mails = [];
   const missing = [];
   ids.forEach(function (id) {
-    if (direct[id]) mails.push(mailView_(direct[id].mail));
+    if (!isValidAnyId_(id)) missing.push(id); // not a mail id: missing, like an unknown one
+    else if (direct[id]) mails.push(mailView_(direct[id].mail));
     else if (copies[id]) {
       creationOrder_(copies[id], pcs).forEach(function (m) { mails.push(mailView_(m)); });
     } else missing.push(id);

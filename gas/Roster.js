@@ -1,29 +1,43 @@
-// The roster tab (number ⇔ label ⇔ hostname, plus each PC's last poll) and its version.
+// The roster tab (number ⇔ label ⇔ hostname, plus each PC's last poll and cursor) and its version.
 
-// Bumped under the script lock; read from the execution's property memo.
+// Bumped under the script lock; read from the cached properties.
 function rosterVersion_() {
   return Number(prop_('ROSTER_VERSION') || 0);
 }
 function bumpRosterVersion_() {
   const props = PropertiesService.getScriptProperties();
   const v = Number(props.getProperty('ROSTER_VERSION') || 0) + 1;
-  props.setProperty('ROSTER_VERSION', String(v));
-  if (execProps_) execProps_.ROSTER_VERSION = String(v);
+  setProp_('ROSTER_VERSION', v);
   return v;
 }
 
-// All PCs sorted by number; `row` is the sheet row, `lastPollAt` null until the first poll.
+// All PCs sorted by number; `row` is the sheet row, `lastPollAt` null until the first poll,
+// `cursor` the `since` of its last recorded poll (0 when none).
 function readRoster_() {
   const sh = tab_('Roster');
   const last = sh.getLastRow();
-  const rows = readText_(sh, 2, 1, last - 1, 4);
+  const rows = readText_(sh, 2, 1, last - 1, TABS.Roster.length);
   const pcs = [];
   rows.forEach(function (r, i) {
     if (!r[1]) return;
     pcs.push({ number: Number(r[0]), label: r[1], hostname: r[2],
-      lastPollAt: r[3] === '' ? null : Number(r[3]), row: i + 2 });
+      lastPollAt: r[3] === '' ? null : Number(r[3]), cursor: Number(r[4] || 0), row: i + 2 });
   });
   pcs.sort(function (a, b) { return a.number - b.number; });
+  return pcs;
+}
+
+// The sweep's view: the roster with the newest heartbeats from CacheService.
+function readRosterLive_() {
+  const pcs = readRoster_();
+  let hb = {};
+  try { hb = CacheService.getScriptCache().getAll(pcs.map(function (p) { return HB_KEY + p.label; })); } catch (e) { hb = {}; }
+  pcs.forEach(function (p) {
+    const v = hb[HB_KEY + p.label];
+    if (!v) return;
+    const h = JSON.parse(v);
+    if (p.lastPollAt === null || h.at >= p.lastPollAt) { p.lastPollAt = h.at; p.cursor = h.since; }
+  });
   return pcs;
 }
 
@@ -40,7 +54,9 @@ function pcView_(p) {
   return { number: p.number, label: p.label, hostname: p.hostname };
 }
 
-function rosterSet_(label, hostname, number) {
+// `claim` ({cred, replace}) binds the label to that credential (checked before any change).
+function rosterSet_(label, hostname, number, claim) {
+  if (claim) checkClaim_(label, claim.cred, claim.replace);
   const pcs = readRoster_();
   const sh = tab_('Roster');
   const existing = pcs.filter(function (p) { return p.label === label; })[0] || null;
@@ -55,25 +71,37 @@ function rosterSet_(label, hostname, number) {
   if (existing) {
     pc = { number: number === null ? existing.number : number, label: label, hostname: hostname };
     changed = pc.number !== existing.number || pc.hostname !== existing.hostname;
-    if (changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
   } else {
     const next = pcs.reduce(function (m, p) { return Math.max(m, p.number); }, 0) + 1;
     pc = { number: number === null ? next : number, label: label, hostname: hostname };
-    appendText_(sh, [[String(pc.number), label, hostname, '']]);
   }
+  // The version first: if the row write then fails, clients re-read an unchanged
+  // roster (harmless), and the repeat writes the row and bumps again.
   const version = changed ? bumpRosterVersion_() : rosterVersion_();
-  return { pc: pc, changed: changed, version: version };
+  if (existing && changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
+  if (!existing) appendText_(sh, [[String(pc.number), label, hostname, '', '0']]);
+  if (claim) bindLabel_(label, claim.cred);
+  return { pc: pc, changed: changed, version: version, bound: claim ? true : undefined };
 }
 
 function rosterRemove_(label) {
   const p = readRoster_().filter(function (x) { return x.label === label; })[0];
   if (!p) return { removed: false, version: rosterVersion_() };
-  tab_('Roster').deleteRow(p.row);
-  return { removed: true, version: bumpRosterVersion_() };
+  const version = bumpRosterVersion_(); // first, as in rosterSet_
+  deleteRowsSafe_(tab_('Roster'), p.row, 1);
+  unbindLabel_(label); // the label is free again
+  return { removed: true, version: version };
 }
 
-function heartbeat_(pc, now) {
-  writeText_(tab_('Roster'), pc.row, 4, [[String(now)]]);
+// Every poll's heartbeat goes to CacheService; the Roster row is written only when its
+// value is HEARTBEAT_SHEET_MS old, so most polls make no Roster write (issue 9, defect 2).
+// Stale-PC alerts (10 min) and Events pruning read both (readRosterLive_).
+const HB_KEY = 'pcmail:hb:';
+const HEARTBEAT_SHEET_MS = 4 * 60 * 1000;
+function heartbeat_(pc, now, since) {
+  try { CacheService.getScriptCache().put(HB_KEY + pc.label, JSON.stringify({ at: now, since: since }), 21600); } catch (e) { /* the sheet below */ }
+  if (pc.lastPollAt !== null && now - pc.lastPollAt < HEARTBEAT_SHEET_MS && pc.cursor <= since) return;
+  writeText_(tab_('Roster'), pc.row, 4, [[String(now), String(since)]]);
 }
 
 // Up to 5 labels that look like `query`, closest first (same scoring as the Rust core).
@@ -104,4 +132,66 @@ function editDistance_(a, b) {
     prev = cur;
   }
   return prev[y.length];
+}
+
+// A label bound to one installation (issue 8 defect 7). The SHA-256 hex of its credential
+// lives in Script Properties under LABEL_CRED_<label> (read with the execution's cached
+// Properties view; no tab column, so the sheet layout is unchanged); none = not bound.
+const LABEL_CRED_PREFIX = 'LABEL_CRED_';
+const PC_OPS = { send: true, poll: true, mark: true, status: true };
+
+function credHash_(cred) {
+  return sha256Hex_(cred);
+}
+
+// Same rule as pcmail_core::protocol::check_credential.
+function checkCred_(cred) {
+  if (cred.length < 32 || cred.length > 512 || !/^[\x21-\x7e]+$/.test(cred)) {
+    throw badField_('cred', 'cred must be 32-512 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)');
+  }
+}
+
+// After parsing (same order as the Rust parser): the credential's shape, then a claim's rules.
+function checkClaimArgs_(op, pc, cred, args) {
+  if (cred !== null) checkCred_(cred);
+  if (op !== 'roster.set' || !args.claim) return;
+  if (args.label !== pc) throw badField_('claim', 'a PC may only claim its own label (label must equal pc)');
+  if (cred === null) throw badField_('cred', 'claim needs "cred": this installation\'s credential');
+}
+
+// An unbound label accepts anyone (old clients; the next claim binds it); a bound one only
+// its credential, compared without an early exit.
+function credMatches_(hash, cred) {
+  if (!hash) return true;
+  if (cred === null) return false;
+  const given = credHash_(cred);
+  let diff = given.length === hash.length ? 0 : 1;
+  for (let i = 0; i < hash.length; i++) diff |= (given.charCodeAt(i) ^ hash.charCodeAt(i));
+  return diff === 0;
+}
+
+function labelTaken_(label) {
+  return pcErr_('label_taken', 'label ' + JSON.stringify(label) +
+    ' belongs to another installation: pick another label, or replace it');
+}
+
+// Every PC op from a bound label must carry its credential. The hashes come with the
+// execution's cached Properties view, so a flood of wrong credentials costs no quota.
+function checkLabelBinding_(req) {
+  if (PC_OPS[req.op] && !credMatches_(prop_(LABEL_CRED_PREFIX + req.pc), req.cred)) throw labelTaken_(req.pc);
+}
+
+// roster.set with claim, under the script lock: re-read fresh, refuse before anything changes.
+function checkClaim_(label, cred, replace) {
+  const bound = PropertiesService.getScriptProperties().getProperty(LABEL_CRED_PREFIX + label);
+  if (bound && !replace && !credMatches_(bound, cred)) throw labelTaken_(label);
+}
+
+// TODO(issue 14): replacing will need the admin secret; today the token is enough.
+function bindLabel_(label, cred) {
+  setProp_(LABEL_CRED_PREFIX + label, credHash_(cred)); // drops the cached Properties view
+}
+
+function unbindLabel_(label) {
+  if (prop_(LABEL_CRED_PREFIX + label) !== null) setProp_(LABEL_CRED_PREFIX + label, null);
 }

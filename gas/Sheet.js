@@ -3,46 +3,109 @@
 
 const TABS = {
   Mail: ['id', 'from', 'to', 'kind', 'urgent', 'expiresAt', 'inReplyTo', 'auto', 'hop',
-    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body'],
-  Roster: ['number', 'label', 'hostname', 'lastPollAt'],
+    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn'],
+  Roster: ['number', 'label', 'hostname', 'lastPollAt', 'cursor'], // cursor: the PC's last poll `since`
   Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u'], // u: the sender, for changes past `new`
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
-    'count', 'posted', 'postTries']
+    'count', 'posted', 'postTries', 'lastError', 'nextTryAt'],
+  Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'] // archive retention records
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;
 
-// Per-execution memo: Apps Script starts every execution with fresh globals, and the
-// Properties quota (50,000 reads+writes a day) must not be spent once per Sheets call.
+const GRID_GROW_ROWS = 1000; // rows added at a time when a tab's grid is full
+
+// Per-execution memo: Apps Script starts every execution with fresh globals.
 let execProps_ = null;
 let execSS_ = null;
+let execTabs_ = null;
 function resetExec_() {
   execProps_ = null;
   execSS_ = null;
+  execTabs_ = {};
 }
+
+// Script Properties cost quota (50,000 reads+writes a day, per deploying user) and the
+// web app is open to anonymous callers, so every execution reads them from CacheService;
+// Properties are read at most once a minute (PROPS_CACHE_S) or after a write.
+const PROPS_CACHE_KEY = 'pcmail:props:v1';
+const PROPS_CACHE_S = 60;
 function prop_(key) {
-  if (!execProps_) execProps_ = PropertiesService.getScriptProperties().getProperties();
+  if (!execProps_) execProps_ = loadProps_();
   return Object.prototype.hasOwnProperty.call(execProps_, key) ? execProps_[key] : null;
+}
+function loadProps_() {
+  const cache = CacheService.getScriptCache();
+  const hit = cache.get(PROPS_CACHE_KEY);
+  if (hit) {
+    try { return JSON.parse(hit); } catch (e) { /* re-read below */ }
+  }
+  const all = PropertiesService.getScriptProperties().getProperties();
+  const view = cacheableProps_(all);
+  try { cache.put(PROPS_CACHE_KEY, JSON.stringify(view), PROPS_CACHE_S); } catch (e) { /* next execution re-reads */ }
+  return view;
+}
+// The token itself never goes into the cache: only its SHA-256 digest.
+function cacheableProps_(all) {
+  const out = {};
+  Object.keys(all).forEach(function (k) { if (k !== 'PCMAIL_TOKEN') out[k] = all[k]; });
+  out.PCMAIL_TOKEN_SHA256 = all.PCMAIL_TOKEN ? sha256Hex_(all.PCMAIL_TOKEN) : '';
+  return out;
+}
+// Writes a Script Property and drops the cached copy, so the next read sees it.
+function setProp_(key, value) {
+  const props = PropertiesService.getScriptProperties();
+  if (value === null) props.deleteProperty(key); else props.setProperty(key, String(value));
+  if (execProps_) { if (value === null) delete execProps_[key]; else execProps_[key] = String(value); }
+  try { CacheService.getScriptCache().remove(PROPS_CACHE_KEY); } catch (e) { /* expires within a minute */ }
+}
+
+function sha256Hex_(s) {
+  return Utilities.computeDigest(Utilities.DigestAlgorithm.SHA_256, String(s), Utilities.Charset.UTF_8)
+    .map(function (b) { return ((b + 256) % 256).toString(16).padStart(2, '0'); }).join('');
 }
 
 function spreadsheet_() {
   if (!execSS_) {
     const id = prop_('SPREADSHEET_ID');
-    execSS_ = id ? SpreadsheetApp.openById(id) : SpreadsheetApp.getActiveSpreadsheet();
+    const ss = id ? SpreadsheetApp.openById(id) : SpreadsheetApp.getActiveSpreadsheet();
+    if (!ss) {
+      throw pcErr_('not_configured', 'this Apps Script project is not bound to a spreadsheet: set the Script Property ' +
+        'SPREADSHEET_ID to the id of a Google Sheet you own (Project Settings → Script properties), then run setup once');
+    }
+    execSS_ = ss;
   }
   return execSS_;
 }
 
-// Returns the tab, creating it (with a text-formatted header) when missing.
+// Returns the tab, creating it when missing: trimmed to its columns, the whole grid
+// formatted as text, the header written.
 function tab_(name) {
+  if (execTabs_ && execTabs_[name]) return execTabs_[name];
   const ss = spreadsheet_();
   let sh = ss.getSheetByName(name);
   if (!sh) {
     sh = ss.insertSheet(name);
+    const nc = TABS[name].length;
+    const maxCols = sh.getMaxColumns();
+    if (maxCols > nc) sh.deleteColumns(nc + 1, maxCols - nc);
+    sh.getRange(1, 1, sh.getMaxRows(), nc).setNumberFormat('@');
     writeText_(sh, 1, 1, [TABS[name]]);
     sh.setFrozenRows(1);
   }
+  if (execTabs_) execTabs_[name] = sh;
   return sh;
+}
+
+// Makes the grid hold `lastRow`: new rows are added (and formatted as text) explicitly,
+// so writes are correct whether or not Sheets would grow the grid on its own.
+function ensureRows_(sheet, lastRow) {
+  const max = sheet.getMaxRows();
+  if (lastRow <= max) return;
+  const add = Math.max(GRID_GROW_ROWS, lastRow - max);
+  sheet.insertRowsAfter(max, add);
+  const nc = TABS[sheet.getName()] ? TABS[sheet.getName()].length : sheet.getMaxColumns();
+  sheet.getRange(max + 1, 1, add, nc).setNumberFormat('@');
 }
 
 // Normalises whatever Sheets hands back to the text we stored.
@@ -72,13 +135,16 @@ function isRiskyText_(s) {
     /^[$€£¥]?\s*[+-]?\d[\d,]*(\.\d+)?\s*%?$/.test(s);
 }
 
-// Writes a block as text: format first, then values; risky cells are read back
-// and, if the format did not hold, rewritten with Sheets' apostrophe escape.
-function writeText_(sheet, row, col, rows) {
+// Writes a block as text. Rows inside the grid are formatted '@' when their tab or
+// its grid growth was made (tab_, ensureRows_), so a write is one setValues; `format`
+// forces a setNumberFormat first. Risky cells are read back and, if the format did not
+// hold, rewritten with Sheets' apostrophe escape.
+function writeText_(sheet, row, col, rows, format) {
   if (!rows.length) return;
   const nc = rows[0].length;
+  ensureRows_(sheet, row + rows.length - 1);
   const range = sheet.getRange(row, col, rows.length, nc);
-  range.setNumberFormat('@');
+  if (format) range.setNumberFormat('@');
   range.setValues(rows);
   const risky = [];
   rows.forEach(function (r, i) {
@@ -95,6 +161,20 @@ function writeText_(sheet, row, col, rows) {
   });
 }
 
+// The sweep keeps GRID_GROW_ROWS empty (text-formatted) rows below the data of the tabs
+// requests append to, so a request almost never pays for growing the grid.
+function ensureHeadroom_(sheet) {
+  ensureRows_(sheet, sheet.getLastRow() + GRID_GROW_ROWS);
+}
+
+// deleteRows that never removes every non-frozen row (Sheets refuses that).
+function deleteRowsSafe_(sheet, start, n) {
+  if (n <= 0) return;
+  const max = sheet.getMaxRows();
+  if (max - n <= 1) sheet.insertRowsAfter(max, GRID_GROW_ROWS);
+  sheet.deleteRows(start, n);
+}
+
 function appendText_(sheet, rows) {
   if (!rows.length) return 0;
   const start = sheet.getLastRow() + 1;
@@ -108,14 +188,18 @@ function escapeRe_(s) {
 
 // Row numbers whose cell in `col` is exactly one of `texts`. TextFinder runs inside
 // Sheets, so the script never downloads the column (poll cost stays flat).
-function findRows_(sheet, col, texts, fromRow) {
+// One TextFinder per FIND_BATCH texts (an alternation regex of up to ~30,000 characters;
+// an assumption to confirm on a real deployment, docs/gas-quota.md): a poll's 500 confirms,
+// 500 marks and its own label fit in one.
+const FIND_BATCH = 1001;
+function findRows_(sheet, col, texts, fromRow, toRow) {
   const first = fromRow || 2;
-  const last = sheet.getLastRow();
+  const last = toRow || sheet.getLastRow();
   if (last < first || !texts.length) return [];
   const range = sheet.getRange(first, col, last - first + 1, 1);
   const rows = {};
-  for (let i = 0; i < texts.length; i += 40) {
-    const part = texts.slice(i, i + 40);
+  for (let i = 0; i < texts.length; i += FIND_BATCH) {
+    const part = texts.slice(i, i + FIND_BATCH);
     const finder = part.length === 1
       ? range.createTextFinder(part[0]).matchCase(true).matchEntireCell(true)
       : range.createTextFinder('^(?:' + part.map(escapeRe_).join('|') + ')$')
@@ -125,16 +209,13 @@ function findRows_(sheet, col, texts, fromRow) {
   return Object.keys(rows).map(Number).sort(function (a, b) { return a - b; });
 }
 
-// Reads the given rows (sorted) with one getValues per contiguous run.
+// Reads the given rows (sorted) with ONE getValues of the span covering them, however
+// they interleave with other rows: one round trip beats one per run (issue 9, defect 2).
 function readRowsAt_(sheet, rows, nc) {
   const out = {};
-  let i = 0;
-  while (i < rows.length) {
-    let j = i;
-    while (j + 1 < rows.length && rows[j + 1] === rows[j] + 1) j++;
-    const vals = readText_(sheet, rows[i], 1, j - i + 1, nc);
-    for (let k = i; k <= j; k++) out[rows[k]] = vals[k - i];
-    i = j + 1;
-  }
+  if (!rows.length) return out;
+  const lo = rows[0];
+  const vals = readText_(sheet, lo, 1, rows[rows.length - 1] - lo + 1, nc);
+  rows.forEach(function (r) { out[r] = vals[r - lo]; });
   return out;
 }

@@ -8,10 +8,15 @@ const SWEEP_BAND = 500;                 // rows per locked read-modify-write
 const SWEEP_BUDGET_MS = 4 * 60 * 1000;  // start no new band after this (the limit is 6 min)
 const SWEEP_LEASE_MS = 6 * 60 * 1000;
 
+const EVENTS_KEEP_MS = 30 * 24 * 3600 * 1000; // PCs that polled within this hold back pruning
+const PRUNE_MAX_ROWS = 2000;                   // Events rows pruned per sweep
+const ARCHIVE_RETENTION_DAYS = 90;             // default; Script Property ARCHIVE_RETENTION_DAYS
+const PURGE_MAX_ROWS = 1000;                   // Archive rows purged per sweep
+
 function runSweep_(now) {
   const started = Date.now();
-  const props = PropertiesService.getScriptProperties();
   withLock_(function () {
+    const props = PropertiesService.getScriptProperties();
     if (Number(props.getProperty('SWEEP_LEASE_UNTIL') || 0) > now) {
       throw pcErr_('busy', 'a sweep is already running');
     }
@@ -20,17 +25,21 @@ function runSweep_(now) {
   try {
     const snap = snapshotLive_();
     // Alerts see the states after this sweep's expiry (final mail raises none).
-    const after = snap.map(function (s) {
+    const after = snap.filter(function (s) { return !s.dup; }).map(function (s) {
       const m = JSON.parse(JSON.stringify(s.mail));
       if (isDue_(m, now)) transition_(m, 'expired', now, 'server', null, now);
       return m;
     });
     const alerts = alertPass_(after, now);
     const expired = bandPass_(snap, now, started);
-    postAlerts_(started);
+    const pruned = pruneEvents_(now);
+    const purged = purgeArchive_(now);
+    withLock_(function () { ensureHeadroom_(tab_('Mail')); ensureHeadroom_(tab_('Events')); });
+    postAlerts_(started, now);
+    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails');
     return { expired: expired, alerts: alerts };
   } finally {
-    props.deleteProperty('SWEEP_LEASE_UNTIL');
+    PropertiesService.getScriptProperties().deleteProperty('SWEEP_LEASE_UNTIL');
   }
 }
 
@@ -38,11 +47,15 @@ function isDue_(m, now) {
   return m.expiresAt !== null && m.expiresAt <= now && RANK[m.state] < 3;
 }
 
-// The live tab without subject/body, one read, no lock.
+// The live tab without subject/body, one read, no lock. A mail id on a second row (left
+// by a band cut short between its rewrite and its deleteRows) is marked `dup`.
 function snapshotLive_() {
   const sh = tab_('Mail');
+  const seen = {};
   return readText_(sh, 2, 1, sh.getLastRow() - 1, MAIL_NARROW).map(function (r, i) {
-    return { row: i + 2, mail: rowToMail_(r) };
+    const dup = !!seen[r[0]];
+    seen[r[0]] = true;
+    return { row: i + 2, mail: rowToMail_(r), dup: dup };
   });
 }
 
@@ -57,10 +70,16 @@ function bands_(items) {
 }
 
 // Expires due mail and moves final mail to Archive, band by band from the bottom up so
-// the rows above a band never move. Per band, under the lock: one read, one archive
-// append, one events append, one rewrite of the kept rows, one deleteRows.
+// the rows above a band never move. Each band is safe to repeat after a failure at any
+// step (issue 9, defect 3): 1. the `expired` events (intent; ones already written are
+// skipped), 2. the archive rows, skipping ids already archived, 3. the kept rows
+// rewritten upwards, 4. deleteRows. Cut short between 3 and 4, the band leaves second
+// copies of kept mail below; readers take the first row of an id, the next sweep
+// deletes the copies.
 function bandPass_(snap, now, started) {
-  const work = snap.filter(function (s) { return isDue_(s.mail, now) || RANK[s.mail.state] === 3; });
+  const firstRowOf = {};
+  snap.forEach(function (s) { if (!(s.mail.id in firstRowOf)) firstRowOf[s.mail.id] = s.row; });
+  const work = snap.filter(function (s) { return s.dup || isDue_(s.mail, now) || RANK[s.mail.state] === 3; });
   const live = tab_('Mail');
   const archive = tab_('Archive');
   let expired = 0;
@@ -72,27 +91,89 @@ function bandPass_(snap, now, started) {
       const kept = [];
       const events = [];
       let firstGone = -1;
+      let dropped = 0;
       rows.forEach(function (r, i) {
-        if (r[MCOL.state - 1] && RANK[r[MCOL.state - 1]] < 3 && r[5] !== '' && Number(r[5]) <= now) {
+        const dup = firstRowOf[r[0]] !== undefined && firstRowOf[r[0]] < b.lo + i;
+        if (!dup && r[MCOL.state - 1] && RANK[r[MCOL.state - 1]] < 3 && r[5] !== '' && Number(r[5]) <= now) {
           const m = rowToMail_(r);
           transition_(m, 'expired', now, 'server', null, now);
           events.push(eventOf_(m));
           expired++;
           r = mailToRow_(m);
         }
-        if (RANK[r[MCOL.state - 1]] === 3) {
+        if (dup || RANK[r[MCOL.state - 1]] === 3) {
           if (firstGone < 0) firstGone = i;
-          gone.push(r);
+          if (dup) dropped++; else gone.push(r);
         } else kept.push(r);
       });
-      if (!gone.length) return;
-      appendText_(archive, gone);
-      appendEvents_(events);
+      if (firstGone < 0) return;
+      if (events.length) appendEvents_(events);
+      const archived = archivedIds_(archive);
+      appendText_(archive, gone.filter(function (r) { return !archived[r[0]]; }));
       writeText_(live, b.lo + firstGone, 1, kept.slice(firstGone));
-      live.deleteRows(b.lo + kept.length, gone.length);
+      deleteRowsSafe_(live, b.lo + kept.length, gone.length + dropped);
     });
   });
   return expired;
+}
+
+// Ids among the last rows of the Archive (a band cut short appended there).
+function archivedIds_(archive) {
+  const last = archive.getLastRow();
+  const first = Math.max(2, last - 2 * SWEEP_BAND + 1);
+  const out = {};
+  if (last >= 2) readText_(archive, first, 1, last - first + 1, 1).forEach(function (r) { out[r[0]] = true; });
+  return out;
+}
+
+// Drops the oldest Events rows every PC that polled in the last 30 days has passed
+// (its recorded poll `since`). A PC that polls with since 0 holds back the rows of its
+// own updates. The last row always stays (it carries the highest seq). A PC whose cursor
+// is behind the pruned point later gets `cursorReset` (Events.js updatesFor_).
+function pruneEvents_(now) {
+  const pcs = readRosterLive_().filter(function (p) { return p.lastPollAt !== null && now - p.lastPollAt <= EVENTS_KEEP_MS; });
+  if (!pcs.length) return 0;
+  const withCursor = pcs.filter(function (p) { return p.cursor > 0; });
+  const zero = {};
+  pcs.forEach(function (p) { if (p.cursor === 0) zero[p.label] = true; });
+  const upTo = withCursor.length ? Math.min.apply(null, withCursor.map(function (p) { return p.cursor; })) : Infinity;
+  return withLock_(function () {
+    const sh = tab_('Events');
+    const last = sh.getLastRow();
+    if (last < 3) return 0;
+    const n = Math.min(last - 2, PRUNE_MAX_ROWS); // never the last row
+    const top = readText_(sh, 2, 1, n, EV_NCOL);
+    let k = 0;
+    while (k < top.length && Number(top[k][EV.seq]) <= upTo && !zero[top[k][EV.u]]) k++;
+    deleteRowsSafe_(sh, 2, k);
+    return k;
+  });
+}
+
+// Archived mail final for longer than the retention (default 90 days) is deleted, with
+// a record row in the Purged tab written first (so a repeat after a failed delete does
+// not record twice). Archive rows are in the order the sweep moved them.
+function purgeArchive_(now) {
+  const days = Number(prop_('ARCHIVE_RETENTION_DAYS') || ARCHIVE_RETENTION_DAYS);
+  if (!(days > 0)) return 0;
+  const cutoff = now - days * 24 * 3600 * 1000;
+  return withLock_(function () {
+    const sh = tab_('Archive');
+    const last = sh.getLastRow();
+    if (last < 2) return 0;
+    const n = Math.min(last - 1, PURGE_MAX_ROWS);
+    const top = readText_(sh, 2, 1, n, MCOL.updatedAt);
+    let k = 0;
+    while (k < top.length && Number(top[k][MCOL.updatedAt - 1]) < cutoff) k++;
+    if (!k) return 0;
+    const rec = [String(now), String(k), top[0][0], top[k - 1][0], top[0][MCOL.createdAt - 1], top[k - 1][MCOL.createdAt - 1]];
+    const purged = tab_('Purged');
+    const pl = purged.getLastRow();
+    const prev = pl >= 2 ? readText_(purged, pl, 1, 1, rec.length)[0] : null;
+    if (!prev || prev[2] !== rec[2] || prev[3] !== rec[3]) appendText_(purged, [rec]);
+    deleteRowsSafe_(sh, 2, k);
+    return k;
+  });
 }
 
 // "42m" or "3h 05m", as the Rust server words it.
@@ -134,6 +215,6 @@ function wantedAlerts_(mails, pcs, now) {
 }
 
 function alertPass_(mails, now) {
-  const want = wantedAlerts_(mails, readRoster_(), now);
+  const want = wantedAlerts_(mails, readRosterLive_(), now);
   return withLock_(function () { return mergeAlerts_(want, now); });
 }

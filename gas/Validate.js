@@ -4,7 +4,7 @@
 const LIMITS = {
   SUBJECT_MAX: 200, BODY_MAX: 20000, HOP_LIMIT: 3, POLL_DEFAULT: 100, POLL_MAX: 500,
   UPDATES_MAX: 200, STATUS_MAX: 200, MARKS_MAX: 500, WAIT_MAX: 25000, BODY_BYTES_MAX: 256 * 1024,
-  MIN: 60000
+  MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000
 };
 const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll', 'mark',
   'status', 'sweep', 'alerts'];
@@ -95,6 +95,11 @@ function parseRequest_(body) {
     if (typeof v.token !== 'string') throw badField_('token', '"token" must be a string');
     token = v.token;
   }
+  let cred = null;
+  if (has_(v, 'cred') && v.cred !== null) {
+    if (typeof v.cred !== 'string') throw badField_('cred', '"cred" must be a string');
+    cred = v.cred;
+  }
   const pc = reqStr_(v, 'pc');
   let args = {};
   if (has_(v, 'args')) {
@@ -105,7 +110,8 @@ function parseRequest_(body) {
   const parsed = parseArgs_(op, args);
   // The caller's label is checked after the op so unknown_op wins over a bad label.
   checkLabel_('pc', pc);
-  return { op: op, pc: pc, token: token, args: parsed };
+  checkClaimArgs_(op, pc, cred, parsed);
+  return { op: op, pc: pc, token: token, cred: cred, args: parsed };
 }
 
 function parseArgs_(op, a) {
@@ -117,7 +123,10 @@ function parseArgs_(op, a) {
       if (!isValidHostname_(hostname)) throw badField_('hostname', 'hostname must be 1-253 characters of A-Z a-z 0-9 . _ -');
       const number = optInt_(a, 'number');
       if (number !== null && (number < 1 || number > 1000000)) throw badField_('number', 'number must be between 1 and 1000000');
-      return { label: label, hostname: hostname, number: number };
+      const claim = optBool_(a, 'claim') === true;
+      const replace = optBool_(a, 'replace') === true;
+      if (replace && !claim) throw badField_('replace', 'replace is only allowed with "claim": true');
+      return { label: label, hostname: hostname, number: number, claim: claim, replace: replace };
     }
     case 'roster.remove': {
       const label = reqStr_(a, 'label');
@@ -130,8 +139,8 @@ function parseArgs_(op, a) {
       return { mail: parseMail_(a.mail) };
     }
     case 'poll': {
-      const confirm = optStrArray_(a, 'confirm', LIMITS.POLL_MAX);
-      confirm.forEach(function (id) { checkAnyId_('confirm', id); });
+      // A malformed id is left out like an unknown one: one bad id never fails the poll.
+      const confirm = optStrArray_(a, 'confirm', LIMITS.POLL_MAX).filter(function (id) { return isValidAnyId_(id); });
       const marks = has_(a, 'marks') ? parseMarks_(a.marks) : [];
       let limit = optInt_(a, 'limit');
       if (limit === null) limit = LIMITS.POLL_DEFAULT;
@@ -149,7 +158,7 @@ function parseArgs_(op, a) {
     case 'status': {
       const ids = optStrArray_(a, 'ids', LIMITS.STATUS_MAX);
       if (!ids.length) throw badField_('ids', '"ids" must list 1 to 200 mail ids');
-      ids.forEach(function (id) { checkAnyId_('ids', id); });
+      // An id that is not a mail id is answered as missing (opStatus_), like an unknown one.
       return { ids: ids };
     }
     case 'alerts': {
@@ -182,13 +191,19 @@ function parseMail_(m) {
   const urgent = optBool_(m, 'urgent') || false;
   const expiresAt = optInt_(m, 'expiresAt');
   if (expiresAt !== null && expiresAt < 0) throw badField_('mail.expiresAt', 'mail.expiresAt must be a time in ms');
+  // A duration the server measures by its own clock (a sender's clock may be off).
+  const expiresIn = optInt_(m, 'expiresIn');
+  if (expiresIn !== null) {
+    if (expiresIn < 1 || expiresIn > LIMITS.EXPIRES_IN_MAX) throw badField_('mail.expiresIn', 'mail.expiresIn must be 1 ms to 366 days');
+    if (expiresAt !== null) throw badField_('mail.expiresIn', 'send either mail.expiresIn or mail.expiresAt, not both');
+  }
   const inReplyTo = optStr_(m, 'inReplyTo');
   if (inReplyTo !== null) checkAnyId_('mail.inReplyTo', inReplyTo);
   const auto = optBool_(m, 'auto') || false;
   const hop = optInt_(m, 'hop') || 0;
   if (hop < 0 || hop > 1000) throw badField_('mail.hop', 'mail.hop must be 0..1000');
   return { id: id, to: to, kind: kind, subject: subject, body: body, urgent: urgent,
-    expiresAt: expiresAt, inReplyTo: inReplyTo, auto: auto, hop: hop };
+    expiresAt: expiresAt, expiresIn: expiresIn, inReplyTo: inReplyTo, auto: auto, hop: hop };
 }
 
 function utf8Len_(s) {
@@ -202,24 +217,51 @@ function utf8Len_(s) {
   return n;
 }
 
+// The batch itself must be an array of at most 500 (the request's shape); each item
+// is parsed on its own (crates/core protocol.rs parse_mark): a bad one becomes
+// {bad: its result} so it never fails the other marks or the poll carrying them.
 function parseMarks_(v) {
   if (!Array.isArray(v)) throw badField_('marks', '"marks" must be an array');
   if (v.length > LIMITS.MARKS_MAX) throw badField_('marks', 'at most ' + LIMITS.MARKS_MAX + ' marks per request');
-  return v.map(function (m) {
-    if (!isObj_(m)) throw badField_('marks', 'each mark must be an object');
-    const markId = reqStr_(m, 'markId');
-    if (!markId || utf8Len_(markId) > 100) throw badField_('markId', 'markId must be 1-100 characters');
-    const id = reqStr_(m, 'id');
-    checkAnyId_('id', id);
-    const op = reqStr_(m, 'op');
-    if (['seen', 'ack', 'fail'].indexOf(op) < 0) throw badField_('op', 'mark op must be seen, ack or fail');
-    const at = optInt_(m, 'at');
-    if (at === null) throw badField_('at', 'missing "at"');
-    const by = reqStr_(m, 'by');
-    checkText_('by', by, 100, false);
-    const reason = optStr_(m, 'reason');
-    if (reason !== null) checkText_('reason', reason, 2000, true);
-    if (op === 'fail' && !(reason || '').trim()) throw badField_('reason', 'a fail mark needs a reason');
-    return { markId: markId, id: id, op: op, at: at, by: by, reason: reason };
+  return v.map(function (m, index) {
+    try {
+      return parseMark_(m);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      const s = function (k) { return isObj_(m) && typeof m[k] === 'string' ? m[k] : null; };
+      return { bad: { index: index, markId: s('markId'), id: s('id'), ok: false, code: err.pcmail.code,
+        field: err.pcmail.extra ? err.pcmail.extra.field : undefined, message: err.pcmail.message } };
+    }
   });
+}
+
+function parseMark_(m) {
+  if (!isObj_(m)) throw badField_('marks', 'each mark must be an object');
+  const markId = reqStr_(m, 'markId');
+  if (!markId || charCount_(markId) > 100 || /[\u0000-\u001F\u007F-\u009F]/.test(markId)) {
+    throw badField_('markId', 'markId must be 1-100 characters with no control characters');
+  }
+  const id = reqStr_(m, 'id');
+  checkAnyId_('id', id);
+  const op = reqStr_(m, 'op');
+  if (['seen', 'ack', 'fail'].indexOf(op) < 0) throw badField_('op', 'mark op must be seen, ack or fail');
+  const at = optInt_(m, 'at');
+  if (at === null) throw badField_('at', 'missing "at"');
+  const by = reqStr_(m, 'by');
+  const reason = optStr_(m, 'reason');
+  checkMarkText_(op, by, reason);
+  return { markId: markId, id: id, op: op, at: at, by: by, reason: reason };
+}
+
+// crates/core rules.rs check_mark_text, check for check.
+function checkMarkText_(op, by, reason) {
+  if (isBlank_(by)) throw badField_('by', 'a mark needs the actor ("by")');
+  checkText_('by', by, 100, false);
+  if (reason !== null) checkText_('reason', reason, 2000, true);
+  if (op === 'fail' && isBlank_(reason || '')) throw badField_('reason', 'a fail mark needs a reason that is not blank');
+}
+
+// Only Unicode White_Space, as Rust's str::trim (JS trim also strips U+FEFF).
+function isBlank_(s) {
+  return /^[\t\n\u000B\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]*$/.test(s);
 }

@@ -1,22 +1,26 @@
 #!/usr/bin/env node
 'use strict';
-// Prints what one poll, one send and one sweep cost in Sheets calls and cells, from the
-// fakes' counters, as history grows. History is written straight into the tabs in the
-// server's own layout: 90% archived (final), 10% live (delivered/seen), plus one Events
-// row per mail. Run: node gas/bench.js
+// Prints what each op costs on the fakes: range calls (getValues/setValues/
+// setNumberFormat/TextFinder round trips), cells, Properties calls and the estimated
+// lock-hold time from the simulated per-call costs (lib/fakes.js DEFAULT_COST; the
+// assumptions are in docs/gas-quota.md), at 1k and 100k mails of history and 10 and 500
+// mails per request. History is written straight into the tabs in the server's layout:
+// 90% archived (final), 10% live (delivered/seen) spread over five PCs, one Events row
+// per mail. The request's mail is interleaved row by row with another PC's.
+// Run: node gas/bench.js
 const { makeServer, seedMails, N0 } = require('./lib/testkit');
+const { DEFAULT_COST } = require('./lib/fakes');
 
-const ID = (n) => 'mail-1767225600000-' + n.toString(16).padStart(8, '0');
 const LABELS = ['pc-a', 'pc-b', 'pc-c', 'pc-d', 'pc-e'];
+const idAt = (ms, n) => 'mail-' + ms + '-' + n.toString(16).padStart(8, '0');
 
-function withHistory(n, liveShare) {
+function withHistory(n) {
   const s = makeServer({ labels: LABELS });
-  const every = Math.round(1 / liveShare);
   const specs = [];
   for (let i = 0; i < n; i++) {
-    const live = i % every === 0;
+    const live = i % 10 === 0;
     specs.push({ from: LABELS[i % 5], to: LABELS[(i + 1) % 5], createdAt: N0 - 30 * 86400000 + i * 1000,
-      state: live ? (i % 2 ? 'seen' : 'delivered') : 'done', archive: !live });
+      state: live ? (i % 20 ? 'seen' : 'delivered') : 'done', archive: !live });
   }
   seedMails(s, specs);
   const ev = s.fakes.sheet('Events');
@@ -24,7 +28,16 @@ function withHistory(n, liveShare) {
   for (let i = 0; i < n; i++) rows.push([String(i + 1), LABELS[i % 5], 'mail-x', 'done', String(N0 - 1000), 'pc-x', LABELS[i % 5]]);
   ev.seedRows(2, rows);
   s.setNow(N0);
+  for (const pc of LABELS) s.call('poll', pc, { since: n, limit: 1 }); // heartbeats written, cursors current
   return s;
+}
+
+// `k` new mails to pc-b interleaved with k to pc-c, appended to the live tab.
+function addNew(s, k, base) {
+  const specs = [];
+  for (let i = 0; i < 2 * k; i++) specs.push({ id: idAt(N0 - 60000, base + i), from: 'pc-a', to: i % 2 ? 'pc-c' : 'pc-b', createdAt: N0 - 60000 + i, state: 'new' });
+  seedMails(s, specs);
+  return specs.filter((x) => x.to === 'pc-b').map((x) => x.id);
 }
 
 function measure(s, fn) {
@@ -32,26 +45,31 @@ function measure(s, fn) {
   const r = fn();
   if (r && r.ok === false) throw new Error(JSON.stringify(r));
   const c = s.fakes.snapshotCounters();
-  return { sheetsCalls: c.services.sheetsCalls, getValues: c.total.getValuesCalls, cellsRead: c.total.cellsRead,
-    setValues: c.total.setValuesCalls, cellsWritten: c.total.cellsWritten, textFinders: c.total.textFinderCalls,
-    tfScanned: c.total.textFinderCellsScanned, deleteRows: c.total.deleteRowsCalls, locks: c.lockAcquisitions,
-    maxCellsPerLock: c.maxCellsPerLockHold, props: c.services.propsCalls };
+  return { rangeCalls: c.total.rangeCalls, getValues: c.total.getValuesCalls, setValues: c.total.setValuesCalls,
+    formats: c.total.formatCalls, textFinders: c.total.textFinderCalls, cellsRead: c.total.cellsRead,
+    cellsWritten: c.total.cellsWritten, props: c.services.propsCalls, locks: c.lockAcquisitions,
+    lockHoldMs: Math.round(c.maxLockHoldMs), totalMs: Math.round(c.simMs) };
 }
 
-function pollAndSend(n) {
-  const s = withHistory(n, 0.1);
-  for (let i = 0; i < 5; i++) s.call('send', 'pc-a', { mail: { id: ID(i + 1), to: 'pc-b', body: 'new ' + i } });
-  // A client keeps its cursor: catch up with the updates feed first, as a poller does.
-  let cursor = 0;
-  for (let p = s.call('poll', 'pc-b'); ; p = s.call('poll', 'pc-b', { since: cursor })) {
+const results = [];
+for (const hist of [1000, 100000]) {
+  const s = withHistory(hist);
+  let base = 1;
+  let cursor = hist;
+  for (const k of [10, 500]) {
+    s.call('sweep', 'pc-a'); // every 10 min in production: it also keeps 1,000 spare grid rows
+    const ids = addNew(s, k, base);
+    base += 2 * k;
+    const h = (hist / 1000) + 'k';
+    results.push([`poll, ${k} new, history ${h}`, measure(s, () => s.call('poll', 'pc-b', { since: cursor, limit: k }))]);
+    results.push([`poll + confirm ${k}, history ${h}`, measure(s, () => s.call('poll', 'pc-b', { since: cursor, confirm: ids, limit: k }))]);
+    results.push([`mark ${k} seen, history ${h}`, measure(s, () => s.call('mark', 'pc-b',
+      { marks: ids.map((id, i) => ({ markId: 'm' + i, id, op: 'seen', at: N0, by: 'pc-b' })) }))]);
+    const p = s.call('poll', 'pc-a', { since: cursor, limit: 1 });
+    results.push([`poll, ${k} updates, history ${h}`, measure(s, () => s.call('poll', 'pc-a', { since: cursor, limit: 1 }))]);
     cursor = p.cursor;
-    if (!p.updates.length) break;
   }
-  const poll = measure(s, () => s.call('poll', 'pc-b', { since: cursor }));
-  const pollConfirm = measure(s, () => s.call('poll', 'pc-b', { since: cursor, confirm: [ID(1), ID(2), ID(3), ID(4), ID(5)] }));
-  const pollEmpty = measure(s, () => s.call('poll', 'pc-b', { since: cursor }));
-  const send = measure(s, () => s.call('send', 'pc-a', { mail: { id: ID(100), to: 'pc-c', body: 'hello' } }));
-  return { poll, pollConfirm, pollEmpty, send };
+  results.push([`send, history ${(hist / 1000)}k`, measure(s, () => s.call('send', 'pc-a', { mail: { id: idAt(N0, 999999), to: 'pc-c', body: 'hello' } }))]);
 }
 
 function sweep(live) {
@@ -65,8 +83,9 @@ function sweep(live) {
   s.setNow(N0);
   return measure(s, () => s.call('sweep', 'pc-a'));
 }
+results.push(['sweep, 10k live mails', sweep(10000)]);
 
-const cols = ['props', 'sheetsCalls', 'getValues', 'cellsRead', 'setValues', 'cellsWritten', 'textFinders', 'tfScanned', 'deleteRows', 'locks', 'maxCellsPerLock'];
+const cols = ['rangeCalls', 'getValues', 'setValues', 'formats', 'textFinders', 'cellsRead', 'cellsWritten', 'props', 'locks', 'lockHoldMs', 'totalMs'];
 function table(rows) {
   const head = ['case'].concat(cols);
   const lines = [head].concat(rows.map(([name, r]) => [name].concat(cols.map((c) => String(r[c])))));
@@ -74,19 +93,11 @@ function table(rows) {
   return lines.map((l) => l.map((x, i) => (i ? x.padStart(w[i]) : x.padEnd(w[i]))).join('  ')).join('\n');
 }
 
-const h1k = pollAndSend(1000);
-const h100k = pollAndSend(100000);
-const sw = sweep(10000);
-console.log('pcmail gas — cost per request from the fakes (history: 90% archived, 10% live; one Events row per mail)\n');
-console.log(table([
-  ['poll, 5 new, history 1k', h1k.poll], ['poll, 5 new, history 100k', h100k.poll],
-  ['poll+confirm 5, hist 1k', h1k.pollConfirm], ['poll+confirm 5, hist 100k', h100k.pollConfirm],
-  ['poll, nothing new, 1k', h1k.pollEmpty], ['poll, nothing new, 100k', h100k.pollEmpty],
-  ['send, history 1k', h1k.send], ['send, history 100k', h100k.send],
-  ['sweep, 10k live mails', sw]
-]));
-const ratio = h100k.poll.cellsRead / h1k.poll.cellsRead;
-console.log(`\npoll cells read: ${h1k.poll.cellsRead} (1k history) → ${h100k.poll.cellsRead} (100k history): ratio ${ratio.toFixed(2)} (target ≤ 1.5) ${ratio <= 1.5 ? 'OK' : 'FAIL'}`);
-console.log(`sweep of 10k live mails: ${sw.getValues} range reads, ${sw.setValues} range writes, ${sw.deleteRows} deleteRows, ${sw.locks} lock holds of at most ${sw.maxCellsPerLock} cells`);
-console.log('tfScanned = cells TextFinder searches inside Sheets (not transferred to the script).');
-if (ratio > 1.5) process.exitCode = 1;
+console.log('pcmail gas: cost per request on the fakes (history 90% archived, 10% live; one Events row per mail)');
+console.log('assumed cost per call (ms): ' + JSON.stringify(DEFAULT_COST) + '\n');
+console.log(table(results));
+console.log('\nrangeCalls = getValues + setValues + setNumberFormat + TextFinder round trips; lockHoldMs = the longest');
+console.log('script-lock hold in simulated time; totalMs = all simulated service time of the request.');
+const bad = results.filter(([name, r]) => !name.startsWith('sweep') && !name.startsWith('send') && (r.rangeCalls > 6 || r.lockHoldMs >= 2000));
+console.log(bad.length ? 'OVER TARGET (<= 6 range calls, < 2 s lock hold): ' + bad.map((b) => b[0]).join('; ') : 'poll/confirm/mark: all <= 6 range calls and < 2 s estimated lock hold');
+if (bad.length) process.exitCode = 1;

@@ -37,14 +37,18 @@ function fetchSync(url, params) {
     const u = new URL(process.argv[1]); const mod = u.protocol === 'https:' ? require('https') : require('http');
     const body = process.argv[3] || '';
     const req = mod.request(u, { method: process.argv[2], headers: { 'content-type': process.argv[4] || 'application/json' }, timeout: 5000 },
-      (res) => { res.resume(); res.on('end', () => { process.stdout.write(String(res.statusCode)); }); });
+      (res) => { let b = ''; res.setEncoding('utf8'); res.on('data', (d) => { if (b.length < 4096) b += d; });
+        res.on('end', () => { process.stdout.write(JSON.stringify({ code: res.statusCode, headers: { 'Retry-After': res.headers['retry-after'] || '' }, body: b })); }); });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (e) => { process.stdout.write('ERR ' + e.message); });
     req.end(body);`;
   try {
     const out = execFileSync(process.execPath, ['-e', script, url, (params.method || 'get').toUpperCase(), params.payload || '', params.contentType || ''],
       { timeout: 8000, encoding: 'utf8' });
-    return out.startsWith('ERR') ? 'throw' : Number(out);
+    if (out.startsWith('ERR')) return 'throw';
+    const o = JSON.parse(out);
+    if (!o.headers['Retry-After']) delete o.headers['Retry-After'];
+    return o; // {code, headers, body}: what UrlFetchApp's response gives the script
   } catch (e) {
     return 'throw';
   }
@@ -143,7 +147,7 @@ function main() {
           const saveNow = fixedNow;
           if (url.searchParams.get('now')) fixedNow = Number(url.searchParams.get('now'));
           try {
-            const r = ctx.runSweep_(clock());
+            const r = ctx.__exec(() => { ctx.resetExec_(); return ctx.runSweep_(clock()); });
             persist();
             return send(res, 200, 'application/json', JSON.stringify(Object.assign({ ok: true, now: clock() }, r)));
           } catch (e) {

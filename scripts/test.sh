@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole pcmail test suite: Rust workspace (unit, property, protocol
 # vectors, HTTP, end-to-end against both servers), the Apps Script code under
-# Node, the tray UI in headless Chromium, and the tray app under Xvfb.
+# Node, the real Claude Code CLI against pcmail's hooks (offline), the tray UI
+# in headless Chromium, and the tray app under Xvfb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -10,7 +11,7 @@ LOG="$(mktemp -d)"
 trap 'rm -rf "$LOG"' EXIT
 
 echo "== Apps Script server (gas/, node --test)"
-(cd gas && npm test) 2>&1 | tee "$LOG/gas"
+(cd gas && npm ci --no-audit --no-fund --ignore-scripts && npm test) 2>&1 | tee "$LOG/gas"
 
 echo "== Rust workspace"
 if cargo nextest --version >/dev/null 2>&1; then
@@ -18,6 +19,12 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 fi
+
+echo "== real Claude Code against a scripted fake Messages API (tests/claude-code/)"
+# Claude Code from npm (pinned by package-lock.json), offline: every run points it at a fake
+# API on loopback. Runs the debug pcmail the Rust section built.
+cargo build -p pcmail-cli 2>&1 | tail -1
+(cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
 
 echo "== tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
@@ -30,5 +37,5 @@ bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 node_pass() { awk '/^# pass /{n+=$3} END{print n+0}' "$1"; }
 rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/ui") + smoke_pass ))
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/ui") + smoke_pass ))
 echo "all: $total passed, 0 failed"

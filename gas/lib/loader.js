@@ -23,8 +23,23 @@ function loadGas(fakes, opts) {
   }
   // `now` injection: the gas code calls the global pcmailNow_().
   ctx.__setNow = vm.runInContext('(function (f) { pcmailNow_ = f; })', ctx);
+  // Each entry point Google calls is one execution: its Sheets writes are batched
+  // until flush() or its return (see lib/fakes.js).
+  ENTRY_POINTS.forEach((name) => {
+    const fn = ctx[name];
+    if (typeof fn !== 'function') return;
+    ctx[name] = function () {
+      const args = arguments;
+      return fakes.runExecution(() => fn.apply(null, args));
+    };
+  });
+  ctx.__exec = (fn) => fakes.runExecution(fn);
+  ctx.__get = (name) => vm.runInContext(name, ctx); // top-level const/let are not globals
+
   return ctx;
 }
+
+const ENTRY_POINTS = ['doPost', 'doGet', 'sweepTrigger', 'setup'];
 
 // Runs doPost with a body string and returns {text, json, mime}.
 function post(ctx, body) {

@@ -8,13 +8,14 @@ const TOKEN = 't0k';
 
 function makeServer(opts) {
   opts = opts || {};
-  const fakes = createFakes({ properties: Object.assign({ PCMAIL_TOKEN: TOKEN }, opts.properties || {}) });
-  const ctx = loadGas(fakes);
   let now = opts.now || N0;
+  const fakes = createFakes({ properties: Object.assign({ PCMAIL_TOKEN: TOKEN }, opts.properties || {}),
+    gridStrict: opts.gridStrict, standalone: opts.standalone, now: () => now });
+  const ctx = loadGas(fakes);
   ctx.__setNow(() => now);
-  fakes.now = () => now;
+  ctx.resetExec_();
   const labels = opts.labels || ['pc-a', 'pc-b', 'pc-c'];
-  labels.forEach((l, i) => ctx.rosterSet_(l, 'HOST-' + l.toUpperCase(), i + 1));
+  if (!opts.standalone) labels.forEach((l, i) => ctx.rosterSet_(l, 'HOST-' + l.toUpperCase(), i + 1));
   const call = (op, pc, args) => post(ctx, JSON.stringify(args === undefined ? { v: 1, op, pc, token: TOKEN } : { v: 1, op, pc, token: TOKEN, args })).json;
   return { fakes, ctx, call, setNow: (n) => { now = n; }, getNow: () => now, advance: (ms) => { now += ms; } };
 }

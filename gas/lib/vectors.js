@@ -8,6 +8,10 @@ const { loadGas, post } = require('./loader');
 
 const VECTOR_DIR = path.join(__dirname, '..', '..', 'tests', 'protocol');
 
+function vectorsPresent(dir) {
+  return fs.existsSync(dir || VECTOR_DIR);
+}
+
 function vectorFiles(dir) {
   dir = dir || VECTOR_DIR;
   if (!fs.existsSync(dir)) return [];
@@ -44,6 +48,11 @@ function freshServer(vec) {
   return { fakes, ctx, setNow: (n) => { now = n; } };
 }
 
+// A vector may name the servers it runs on ("servers": ["gas"]); none means both.
+function runsOnGas(vec) {
+  return !Array.isArray(vec.servers) || vec.servers.includes('gas');
+}
+
 // Runs every step; returns [{step, problems, response}] for the steps that failed.
 function runVector(vec) {
   const srv = freshServer(vec);
@@ -59,4 +68,4 @@ function runVector(vec) {
   return failures;
 }
 
-module.exports = { VECTOR_DIR, vectorFiles, subsetMismatches, runVector, freshServer };
+module.exports = { VECTOR_DIR, vectorsPresent, runsOnGas, vectorFiles, subsetMismatches, runVector, freshServer };

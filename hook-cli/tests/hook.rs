@@ -259,3 +259,29 @@ fn find_pcmail_prefers_the_binary_next_to_the_hook() {
     let found = pcmail_local::hook::find_pcmail(Some(next.join("pcmail-hook")));
     assert_eq!(found.as_deref(), Some(Path::new(&next.join("pcmail"))));
 }
+
+/// Issue 8 defect 2: expiry is judged by the server's clock. With this PC an
+/// hour ahead of the server, a mail that expires in 30 minutes by the
+/// server's clock is still shown.
+#[test]
+fn expiry_is_judged_by_the_servers_clock() {
+    let pc = Pc::new();
+    let now = pcmail_local::system_now();
+    let server_now = now - 3_600_000;
+    let mut s = pc.store();
+    s.write(|tx| {
+        let m: Mail = serde_json::from_value(json!({
+            "id": "m-exp", "from": "pc-a", "to": "pc-b", "kind": "request", "body": "b",
+            "createdAt": server_now - 60_000, "expiresAt": server_now + 30 * 60_000, "state": "delivered",
+        }))
+        .unwrap();
+        inbox::insert_received(tx, &m, now)?;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pc.prompt("s0"), "", "by this PC's clock it has expired");
+    s.meta_set_i64(meta::SERVER_OFFSET_MS, server_now - now).unwrap();
+    let ctx = pc.prompt("s1");
+    assert_eq!(shown_ids(&ctx), ["m-exp"], "{ctx}");
+    assert!(ctx.contains("age=\"1m\""), "age by the server's clock: {ctx}");
+}

@@ -22,6 +22,8 @@ impl Clock for SystemClock {
 pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
     let clock = SystemClock;
     let mut lock: Option<locks::HeldLock> = None;
+    // While this app is the poller, marks the hook queues go out within ~100 ms.
+    let mut pusher: Option<pcmail_client::pusher::PusherGuard> = None;
     let mut client: Option<Client> = None;
     let mut last_cycle: Option<i64> = None;
     let mut failures: u32 = 0;
@@ -35,6 +37,9 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
         }
         if lock.is_none() {
             lock = locks::try_lock(&state.paths.daemon_lock()).ok().flatten();
+        }
+        if lock.is_some() && pusher.is_none() {
+            pusher = Some(pcmail_client::pusher::spawn(state.paths.clone()));
         }
         let daemon = lock.is_none();
         state.controller.lock().unwrap().set_daemon_polls(daemon);

@@ -130,7 +130,8 @@ fi
 sq() { python3 -c 'import sqlite3,sys; r=sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone(); print(r[0] if r else "")' "$WORK/b/store.db" "$1"; }
 in_session() { DISPLAY="$(cat "$WORK/session.display")" XAUTHORITY="$(cat "$WORK/session.xauth")" DBUS_SESSION_BUS_ADDRESS="$(cat "$WORK/session.bus")" "$@"; }
 seen_and_cleared() {  # $1 = id, $2 = how it was opened
-  for _ in $(seq 1 200); do [[ "$(field title)" == "" ]] && break; sleep 0.1; done
+  # a loaded machine may take long to start WebKit for the first window
+  for _ in $(seq 1 600); do [[ "$(field title)" == "" ]] && break; sleep 0.1; done
   [[ "$(field title)" == "" ]] || fail "$2: the window did not open the mail (title '$(field title)')"
   [[ "$(sq "select status from inbox where id='$1'")" == "seen" ]] || fail "$2: the mail is not seen in the store"
   echo "smoke: $2 → window opened $1 → seen by $(sq "select status_by from inbox where id='$1'"), title cleared"

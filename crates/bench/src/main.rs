@@ -21,13 +21,14 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("server") => bench_server(),
+        Some("seen") => bench_seen(),
         Some("serve-child") => {
             let db = args.get(2).context("serve-child DB")?;
             let mut opts = ServeOptions::new(db, TOKEN);
             opts.listen = "127.0.0.1:0".parse()?;
             pcmail_server::serve_blocking(opts)
         }
-        _ => bail!("usage: pcmail-bench server"),
+        _ => bail!("usage: pcmail-bench server | seen"),
     }
 }
 
@@ -307,4 +308,89 @@ fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
     }
     poller.join().map_err(|_| anyhow::anyhow!("poller panicked"))??;
     Ok(lat)
+}
+
+
+/// `pcmail-bench seen`: whole processes as a user runs them. `pcmail serve`,
+/// PC B's `pcmail daemon` long-polling, PC A sending; once B has stored a mail,
+/// B's hook shows it (a `pcmail hook` process), and the clock runs from the
+/// hook's exit until A's `status` says `seen` (asked over loopback every 5 ms).
+/// Needs the `pcmail` binary: PCMAIL_BIN, else next to this one.
+fn bench_seen() -> Result<()> {
+    let rounds = env_num("PCMAIL_BENCH_ROUNDS", 40);
+    let pcmail = match std::env::var_os("PCMAIL_BIN") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe()?.with_file_name("pcmail"),
+    };
+    anyhow::ensure!(pcmail.exists(), "no pcmail binary at {} (set PCMAIL_BIN)", pcmail.display());
+    let dir = tempfile::tempdir()?;
+    let run = |home: &Path, args: &[&str]| -> Result<std::process::Output> {
+        Ok(Command::new(&pcmail).args(args).env("PCMAIL_HOME", home).env("PCMAIL_TOKEN", TOKEN)
+            .env_remove("DBUS_SESSION_BUS_ADDRESS").stdin(Stdio::null()).output()?)
+    };
+    let mut serve = Command::new(&pcmail)
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"]).arg(dir.path().join("serve.db"))
+        .env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_HOME", dir.path()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().context("serve stdout")?).read_line(&mut line)?;
+    let url = line.trim().strip_prefix("listening on ").context("no listening line")?.to_string();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (home, label) in [(&a, "bench-a"), (&b, "bench-b")] {
+        anyhow::ensure!(run(home, &["init", "--label", label, "--server", &url])?.status.success(), "init {label}");
+        anyhow::ensure!(run(home, &["sync"])?.status.success(), "sync {label}");
+    }
+    let mut daemon = Command::new(&pcmail).arg("daemon").env("PCMAIL_HOME", &b).env("PCMAIL_TOKEN", TOKEN)
+        .env_remove("DBUS_SESSION_BUS_ADDRESS").stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+    let http = reqwest::blocking::Client::new();
+    let state_of = |id: &str| -> Result<String> {
+        let v: Value = http.post(&url).json(&json!({"v":1,"op":"status","pc":"bench-a","token":TOKEN,"args":{"ids":[id]}})).send()?.json()?;
+        Ok(v["mails"][0]["state"].as_str().unwrap_or("").to_string())
+    };
+    let mut delivered_ms = vec![];
+    let mut seen_ms = vec![];
+    for round in 0..rounds {
+        let t = Instant::now();
+        let out = run(&a, &["--json", "send", "bench-b", "--kind", "request", "--body", &format!("round {round}")])?;
+        let id = serde_json::from_slice::<Value>(&out.stdout)?["ids"][0].as_str().context("send id")?.to_string();
+        while state_of(&id)? != "delivered" {
+            anyhow::ensure!(t.elapsed() < Duration::from_secs(30), "not delivered");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        delivered_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        // The daemon is back in its long poll by now; the hook shows the mail.
+        std::thread::sleep(Duration::from_millis(100));
+        let mut hook = Command::new(&pcmail).arg("hook").env("PCMAIL_HOME", &b).stdin(Stdio::piped())
+            .stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        {
+            use std::io::Write;
+            let input = json!({"session_id": format!("bench-{round}"), "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
+            hook.stdin.take().context("hook stdin")?.write_all(input.to_string().as_bytes())?;
+        }
+        let shown = hook.wait_with_output()?;
+        anyhow::ensure!(String::from_utf8_lossy(&shown.stdout).contains(&id), "the hook did not show {id}");
+        let t = Instant::now();
+        while state_of(&id)? != "seen" {
+            anyhow::ensure!(t.elapsed() < Duration::from_secs(30), "never seen");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        seen_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let _ = daemon.kill();
+    let _ = serve.kill();
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[((v.len() as f64 - 1.0) * p).round() as usize]
+    };
+    println!("pcmail-bench seen: {rounds} rounds, whole processes on pcmail serve");
+    println!(
+        "  send (CLI) → delivered at a long-polling daemon: p50 {:.0} ms, p99 {:.0} ms",
+        pct(&mut delivered_ms, 0.5),
+        pct(&mut delivered_ms, 0.99)
+    );
+    println!(
+        "  hook shows mail → sender's status says seen:    p50 {:.0} ms, p99 {:.0} ms (target p50 < 200, p99 < 1000)",
+        pct(&mut seen_ms, 0.5),
+        pct(&mut seen_ms, 0.99)
+    );
+    Ok(())
 }

@@ -1,55 +1,55 @@
-//! Registers / unregisters pcmail's hook command (`pcmail hook`) in Claude Code's
-//! `settings.json`, for `pcmail hooks install|uninstall` and `pcmail doctor`.
+//! Registers / unregisters pcmail's hook command in Claude Code's `settings.json`, for
+//! `pcmail hooks install|uninstall|status` and `pcmail doctor [--fix]`.
 //!
 //! # The settings format we write
 //!
-//! Per the Claude Code hooks reference
-//! (<https://code.claude.com/docs/en/hooks.md#command-hook-fields>, "Exec form and shell form"):
-//! `hooks` maps an event name to an array of *matcher groups*; each group has an optional
-//! `matcher` and a `hooks` array of handlers. A `command` handler given an `args` array is in
-//! *exec form*: Claude Code spawns `command` directly with `args` as its argv, without a shell.
-//! `timeout` is in **seconds**. Events that do not use matchers (`UserPromptSubmit`) may omit
-//! `matcher`; for `SessionStart` the matcher is matched against the session source (`startup`,
-//! `resume`, `clear`, `compact`).
+//! Per the Claude Code hooks reference: `hooks` maps an event name to an array of *matcher
+//! groups*; each group has an optional `matcher` and a `hooks` array of handlers. `timeout` is in
+//! **seconds**. Events that do not use matchers (`UserPromptSubmit`) may omit `matcher`; for
+//! `SessionStart` the matcher is matched against the session source (`startup`, `resume`,
+//! `clear`, `compact`). The events are a parameter ([`HookSpec::events`], [`DEFAULT_EVENTS`]).
 //!
 //! ```json
 //! {"hooks": {
 //!   "SessionStart":     [{"matcher": "startup|resume|clear|compact",
-//!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail", "args": ["hook"], "timeout": 5}]}],
-//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail", "args": ["hook"], "timeout": 5}]}]
+//!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
 //! }}
 //! ```
 //!
-//! `command` is the absolute path of the executable as a plain, *unquoted* string.
+//! `command` is one of two shell commands, chosen by the caller ([`HookCommand`]):
+//! * [`HookCommand::Binary`]: the path of the separate `pcmail-hook` binary, alone;
+//! * [`HookCommand::Subcommand`]: the path of `pcmail` followed by ` hook`.
 //!
-//! ## Why the exec form
+//! The path is quoted for a POSIX shell with single quotes when it holds anything but
+//! `A–Z a–z 0–9 / . _ - + , : @` (an embedded `'` becomes `'\''`): spaces, non-ASCII letters,
+//! `$`, and Windows backslashes (`'C:\Users\山田 太郎\pcmail-hook.exe'`: Claude Code on Windows
+//! runs hook commands through Git Bash, where single quotes keep backslashes as they are).
 //!
-//! * The project's issue requires it.
-//! * It is cheaper on every prompt: Claude Code starts one process (`pcmail`) instead of a shell
-//!   that then starts `pcmail`; `UserPromptSubmit` fires on every prompt, so this adds up.
-//! * No quoting: the path is passed verbatim, so spaces, `$`, backticks, quotes etc. in it need
-//!   no shell escaping and cannot be misinterpreted.
+//! ## Why the shell form, with no `args`
 //!
-//! Caveat: very old Claude Code versions that predate the exec form ignore `args` and would run
-//! `pcmail` *without* `hook` (printing its usage instead of the hook's output). We accept that:
-//! current versions support the exec form, and `pcmail doctor` reports what is installed
-//! ([`status`] / [`RegisteredHook::exec_form`]).
+//! Current Claude Code also has an *exec form* (`"command": "/abs/pcmail", "args": ["hook"]`:
+//! no shell, `args` as argv), which pcmail wrote until defect 0 of issue 8. Claude Code releases
+//! that predate `args` (before 2.1.139: [`EXEC_FORM_SINCE`]) ignore it and run bare `pcmail`, which
+//! prints its usage and exits 2 — and exit 2 from `UserPromptSubmit` blocks every prompt. A
+//! command without `args` is run through the shell by every release, old and new, so it works
+//! everywhere; a bare `pcmail-hook` path even reads the same in both forms. The shell costs one
+//! extra process per hook run, which the separate `pcmail-hook` binary more than pays back.
 //!
-//! ## Migration from the shell form
+//! ## Migration
 //!
-//! Earlier pcmail versions wrote the *shell form* (`"command": "'/abs/pcmail' hook"`, no
-//! `args`). Such entries (quoted or not: `'/abs/pcmail' hook`, `"/abs/pcmail" hook`,
-//! `/abs/pcmail hook`, …) are still recognised as ours; [`install`] rewrites them in place to the
-//! exec form (same group, same position, the user's extra keys on the handler kept), after which
-//! a second install is a no-op.
+//! Every handler of ours — one that runs a file named `pcmail`/`pcmail.exe` with the single
+//! argument `hook`, or `pcmail-hook`/`pcmail-hook.exe` with no arguments, in exec form (`args`)
+//! or shell form (quoted or not) — is rewritten by [`install`] in place to the form asked for
+//! (same group, same position, the user's extra keys on the handler kept, `args` dropped), in
+//! every event. A second install is then a no-op. [`InstallState::needs_migration`] tells
+//! `pcmail doctor` that an exec-form entry is still there.
 //!
 //! # Guarantees
 //!
 //! * Merge, never clobber: every other key, event, group and handler is kept, in order
-//!   (`serde_json`'s `preserve_order`). Our handler is identified by its executable being a
-//!   path whose file name is `pcmail`/`pcmail.exe` with exactly the one argument `hook` (exec
-//!   form, or a simple shell command in the legacy shell form), so re-installing (same or
-//!   different exe path) updates that handler in place.
+//!   (`serde_json`'s `preserve_order`). Re-installing (same or different path, either
+//!   [`HookCommand`]) updates our handler in place.
 //! * Idempotent: if nothing would change, nothing is written and no backup is made.
 //! * Atomic: temp file in the same directory, fsync, rename over the original (the symlink
 //!   target, if `settings.json` is a symlink), fsync the directory. The original is first copied
@@ -69,24 +69,131 @@ use serde_json::{Map, Value};
 pub const EVENT_SESSION_START: &str = "SessionStart";
 /// Claude Code event fired before each user prompt is processed.
 pub const EVENT_USER_PROMPT_SUBMIT: &str = "UserPromptSubmit";
+/// Claude Code event fired before a tool runs (the lease guard).
+pub const EVENT_PRE_TOOL_USE: &str = "PreToolUse";
+/// Claude Code event fired when the model ends its turn.
+pub const EVENT_STOP: &str = "Stop";
+/// Claude Code event fired when a session ends.
+pub const EVENT_SESSION_END: &str = "SessionEnd";
 /// The `SessionStart` matcher we register with (all session sources).
 pub const SESSION_START_MATCHER: &str = "startup|resume|clear|compact";
-/// The sub-command Claude Code must run.
+/// The `PreToolUse` matcher: the tools that write files.
+pub const PRE_TOOL_USE_MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
+/// The sub-command of `pcmail` that is the hook.
 pub const HOOK_ARG: &str = "hook";
 
-/// The events we register for, with the matcher our own group gets.
-const EVENTS: [(&str, Option<&str>); 2] = [
-    (EVENT_SESSION_START, Some(SESSION_START_MATCHER)),
-    (EVENT_USER_PROMPT_SUBMIT, None),
-];
+/// One event to register for, with the matcher our own group gets (`None`: no matcher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookEvent {
+    pub event: &'static str,
+    pub matcher: Option<&'static str>,
+}
+
+pub const SESSION_START: HookEvent = HookEvent {
+    event: EVENT_SESSION_START,
+    matcher: Some(SESSION_START_MATCHER),
+};
+pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent {
+    event: EVENT_USER_PROMPT_SUBMIT,
+    matcher: None,
+};
+/// Not registered yet: the lead switches it on when its handler exists.
+pub const PRE_TOOL_USE: HookEvent = HookEvent {
+    event: EVENT_PRE_TOOL_USE,
+    matcher: Some(PRE_TOOL_USE_MATCHER),
+};
+/// Not registered yet: the lead switches it on when its handler exists.
+pub const STOP: HookEvent = HookEvent {
+    event: EVENT_STOP,
+    matcher: None,
+};
+/// Not registered yet: the lead switches it on when its handler exists.
+pub const SESSION_END: HookEvent = HookEvent {
+    event: EVENT_SESSION_END,
+    matcher: None,
+};
+
+/// The events `pcmail hooks install` registers today.
+pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
+
+/// The file name of the separate hook binary on this OS.
+pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {
+    "pcmail-hook.exe"
+} else {
+    "pcmail-hook"
+};
+
+/// What Claude Code runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookCommand {
+    /// The absolute path of `pcmail-hook`/`pcmail-hook.exe`, run with no arguments.
+    Binary(PathBuf),
+    /// The absolute path of `pcmail`/`pcmail.exe`, run as `<path> hook`.
+    Subcommand(PathBuf),
+}
+
+impl HookCommand {
+    /// `Binary` if `pcmail-hook` sits beside `pcmail_exe` (same directory), else
+    /// `Subcommand(pcmail_exe)`.
+    pub fn for_pcmail_exe(pcmail_exe: &Path) -> HookCommand {
+        let hook = pcmail_exe.with_file_name(HOOK_BINARY_NAME);
+        if hook.is_file() {
+            HookCommand::Binary(hook)
+        } else {
+            HookCommand::Subcommand(pcmail_exe.to_path_buf())
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            HookCommand::Binary(p) | HookCommand::Subcommand(p) => p,
+        }
+    }
+
+    /// The shell command written into `command`.
+    pub fn shell_command(&self) -> Result<String, HooksError> {
+        let p = self.path().to_str().ok_or_else(|| {
+            HooksError::InvalidSpec(format!("path is not UTF-8: {}", self.path().display()))
+        })?;
+        Ok(match self {
+            HookCommand::Binary(_) => shell_quote(p),
+            HookCommand::Subcommand(_) => format!("{} {HOOK_ARG}", shell_quote(p)),
+        })
+    }
+}
+
+/// `s` as one POSIX shell word: unchanged when it is only characters no shell treats
+/// specially, else in single quotes (`'` written as `'\''`).
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
 
 /// What to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookSpec {
-    /// Absolute path of the `pcmail` (or `pcmail.exe`) executable.
-    pub exe: PathBuf,
+    pub command: HookCommand,
     /// Claude Code's per-command timeout, in seconds.
     pub timeout_secs: u32,
+    /// The events to register for (see [`DEFAULT_EVENTS`]).
+    pub events: Vec<HookEvent>,
+}
+
+impl HookSpec {
+    /// `command` for [`DEFAULT_EVENTS`] with a 5 s timeout.
+    pub fn new(command: HookCommand) -> HookSpec {
+        HookSpec {
+            command,
+            timeout_secs: 5,
+            events: DEFAULT_EVENTS.to_vec(),
+        }
+    }
 }
 
 /// Result of [`install`] / [`uninstall`].
@@ -100,15 +207,25 @@ pub struct Outcome {
     pub settings_path: PathBuf,
 }
 
-/// Summary level of [`InstallState`].
+/// Summary level of [`InstallState`] against a set of events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InstallLevel {
-    /// Registered for both `SessionStart` and `UserPromptSubmit`.
+    /// Registered for every event asked about.
     Installed,
-    /// Registered for only one of them.
+    /// Registered for some of them.
     Partial,
     /// Not registered (or no settings file).
     NotInstalled,
+}
+
+/// How a handler of ours is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerForm {
+    /// `command` only: run through the shell by every Claude Code release. What we write.
+    Shell,
+    /// `command` + `args` (exec form): Claude Code releases before `args` existed run
+    /// `command` alone, i.e. bare `pcmail`, which exits 2 and blocks every prompt.
+    ExecWithArgs,
 }
 
 /// One pcmail handler found in the settings file.
@@ -117,29 +234,33 @@ pub struct RegisteredHook {
     pub event: String,
     /// The `matcher` of its group, if any.
     pub matcher: Option<String>,
+    /// The executable it runs (`pcmail` or `pcmail-hook`).
     pub exe: PathBuf,
     pub exe_exists: bool,
     pub timeout_secs: Option<u64>,
-    /// `true` for the exec form we write (`command` + `args`); `false` for a legacy shell-form
-    /// entry (`"command": "'/abs/pcmail' hook"`), which the next [`install`] migrates.
-    pub exec_form: bool,
+    pub form: HandlerForm,
 }
 
 /// What [`status`] found, for `pcmail doctor`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstallState {
     pub settings_exists: bool,
-    pub session_start: bool,
-    pub user_prompt_submit: bool,
     /// Every pcmail handler found, in file order (any event).
     pub hooks: Vec<RegisteredHook>,
 }
 
 impl InstallState {
-    pub fn level(&self) -> InstallLevel {
-        match (self.session_start, self.user_prompt_submit) {
-            (true, true) => InstallLevel::Installed,
-            (false, false) => InstallLevel::NotInstalled,
+    /// Whether a handler of ours is registered for `event`.
+    pub fn has(&self, event: &str) -> bool {
+        self.hooks.iter().any(|h| h.event == event)
+    }
+
+    /// Against the events `wanted` (usually [`DEFAULT_EVENTS`]).
+    pub fn level(&self, wanted: &[HookEvent]) -> InstallLevel {
+        let n = wanted.iter().filter(|e| self.has(e.event)).count();
+        match n {
+            0 => InstallLevel::NotInstalled,
+            n if n == wanted.len() => InstallLevel::Installed,
             _ => InstallLevel::Partial,
         }
     }
@@ -147,6 +268,14 @@ impl InstallState {
     /// True when at least one handler is registered and every registered exe path exists.
     pub fn all_exes_exist(&self) -> bool {
         !self.hooks.is_empty() && self.hooks.iter().all(|h| h.exe_exists)
+    }
+
+    /// True when a handler of ours is still in the exec form (see [`HandlerForm::ExecWithArgs`]):
+    /// [`install`] rewrites it.
+    pub fn needs_migration(&self) -> bool {
+        self.hooks
+            .iter()
+            .any(|h| h.form == HandlerForm::ExecWithArgs)
     }
 }
 
@@ -192,29 +321,25 @@ pub fn default_settings_path() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".claude").join("settings.json"))
 }
 
-/// The handler object we register for `spec`, in exec form:
-/// `{"type": "command", "command": "<exe>", "args": ["hook"], "timeout": <secs>}`.
-/// `command` is the exe path verbatim (no quoting: no shell is involved).
+/// The handler object we register for `spec`, in shell form:
+/// `{"type": "command", "command": "<quoted path>[ hook]", "timeout": <secs>}` (no `args`).
 pub fn hook_handler(spec: &HookSpec) -> Result<Map<String, Value>, HooksError> {
     validate_spec(spec)?;
-    let exe = spec.exe.to_str().ok_or_else(|| {
-        HooksError::InvalidSpec(format!("exe path is not UTF-8: {}", spec.exe.display()))
-    })?;
     let mut h = Map::new();
     h.insert("type".into(), Value::from("command"));
-    h.insert("command".into(), Value::from(exe));
-    h.insert("args".into(), Value::Array(vec![Value::from(HOOK_ARG)]));
+    h.insert("command".into(), Value::from(spec.command.shell_command()?));
     h.insert("timeout".into(), Value::from(spec.timeout_secs));
     Ok(h)
 }
 
-/// Registers `spec` for `SessionStart` and `UserPromptSubmit`.
+/// Registers `spec` for each of `spec.events`, and migrates every other handler of ours (any
+/// event) to the same command.
 pub fn install(settings_path: &Path, spec: &HookSpec) -> Result<Outcome, HooksError> {
     check_path(settings_path)?;
     let desired = hook_handler(spec)?;
     let loaded = load(settings_path)?;
     let mut root = loaded.root.clone();
-    apply_install(&mut root, &desired, settings_path)?;
+    apply_install(&mut root, &desired, &spec.events, settings_path)?;
     commit(settings_path, &loaded, root)
 }
 
@@ -234,8 +359,6 @@ pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
     let loaded = load(settings_path)?;
     let mut state = InstallState {
         settings_exists: loaded.existed,
-        session_start: false,
-        user_prompt_submit: false,
         hooks: Vec::new(),
     };
     let Some(events) = loaded.root.get("hooks").and_then(Value::as_object) else {
@@ -250,14 +373,9 @@ pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
                 continue;
             };
             for handler in handlers {
-                let Some((exe, exec_form)) = pcmail_handler_of(handler) else {
+                let Some((exe, form)) = pcmail_handler_of(handler) else {
                     continue;
                 };
-                match event.as_str() {
-                    EVENT_SESSION_START => state.session_start = true,
-                    EVENT_USER_PROMPT_SUBMIT => state.user_prompt_submit = true,
-                    _ => {}
-                }
                 state.hooks.push(RegisteredHook {
                     event: event.clone(),
                     matcher: group
@@ -267,7 +385,7 @@ pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
                     exe_exists: exe.is_file(),
                     exe,
                     timeout_secs: handler.get("timeout").and_then(Value::as_u64),
-                    exec_form,
+                    form,
                 });
             }
         }
@@ -296,25 +414,52 @@ fn check_path(path: &Path) -> Result<(), HooksError> {
     Ok(())
 }
 
+/// Absolute on this OS, or (for a settings file shared with Windows) a drive path `C:\…`/`C:/…`.
+fn is_absolute_anywhere(p: &str) -> bool {
+    let b = p.as_bytes();
+    Path::new(p).is_absolute()
+        || (b.len() > 2
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && matches!(b[2], b'\\' | b'/'))
+}
+
 fn validate_spec(spec: &HookSpec) -> Result<(), HooksError> {
-    if !spec.exe.is_absolute() {
+    let path = spec.command.path();
+    let s = path
+        .to_str()
+        .ok_or_else(|| HooksError::InvalidSpec(format!("path is not UTF-8: {}", path.display())))?;
+    if !is_absolute_anywhere(s) {
         return Err(HooksError::InvalidSpec(format!(
-            "exe must be an absolute path, got {}",
-            spec.exe.display()
+            "the hook's path must be absolute, got {}",
+            path.display()
         )));
     }
-    if !is_pcmail_name(spec.exe.to_str().unwrap_or("")) {
-        // Our entries are recognised by this file name; anything else could not be found
-        // again by a later install/uninstall.
+    // Our entries are recognised by these file names; anything else could not be found again
+    // by a later install/uninstall.
+    let (ok, want) = match spec.command {
+        HookCommand::Binary(_) => (is_hook_binary_name(s), "`pcmail-hook` or `pcmail-hook.exe`"),
+        HookCommand::Subcommand(_) => (is_pcmail_name(s), "`pcmail` or `pcmail.exe`"),
+    };
+    if !ok {
         return Err(HooksError::InvalidSpec(format!(
-            "exe file name must be `pcmail` or `pcmail.exe`, got {}",
-            spec.exe.display()
+            "file name must be {want}, got {}",
+            path.display()
+        )));
+    }
+    if s.contains(['\0', '\n', '\r']) {
+        return Err(HooksError::InvalidSpec(format!(
+            "path has a line break: {}",
+            path.display()
         )));
     }
     if spec.timeout_secs == 0 {
         return Err(HooksError::InvalidSpec(
             "timeout_secs must be at least 1".into(),
         ));
+    }
+    if spec.events.is_empty() {
+        return Err(HooksError::InvalidSpec("no events to register".into()));
     }
     Ok(())
 }
@@ -333,34 +478,40 @@ fn is_pcmail_name(path: &str) -> bool {
     name == "pcmail" || name.eq_ignore_ascii_case("pcmail.exe")
 }
 
-/// If `handler` is a pcmail hook command (`<.../pcmail> hook`, exec or legacy shell form), the exe.
+fn is_hook_binary_name(path: &str) -> bool {
+    let name = file_name_of(path);
+    name == "pcmail-hook" || name.eq_ignore_ascii_case("pcmail-hook.exe")
+}
+
+/// If `handler` is a pcmail hook command, the exe it runs.
 fn pcmail_exe_of(handler: &Value) -> Option<PathBuf> {
     pcmail_handler_of(handler).map(|(exe, _)| exe)
 }
 
-/// Like [`pcmail_exe_of`], also telling whether the handler is in exec form.
-fn pcmail_handler_of(handler: &Value) -> Option<(PathBuf, bool)> {
+/// Like [`pcmail_exe_of`], also telling the handler's form. Ours: `pcmail[.exe] hook` or
+/// `pcmail-hook[.exe]` alone, in exec form (`args`) or shell form (quoted or not).
+fn pcmail_handler_of(handler: &Value) -> Option<(PathBuf, HandlerForm)> {
     let obj = handler.as_object()?;
     if obj.get("type").and_then(Value::as_str) != Some("command") {
         return None;
     }
     let command = obj.get("command")?.as_str()?;
-    let exec_form = obj.contains_key("args");
-    let (exe, rest): (String, Vec<String>) = match obj.get("args") {
+    let (exe, rest, form): (String, Vec<String>, HandlerForm) = match obj.get("args") {
         Some(Value::Array(args)) => {
             // Exec form: `command` is the executable itself.
             let args: Option<Vec<String>> =
                 args.iter().map(|a| a.as_str().map(str::to_owned)).collect();
-            (command.to_owned(), args?)
+            (command.to_owned(), args?, HandlerForm::ExecWithArgs)
         }
         Some(_) => return None,
         None => {
             let mut words = shell_words(command)?.into_iter();
-            (words.next()?, words.collect())
+            (words.next()?, words.collect(), HandlerForm::Shell)
         }
     };
-    (is_pcmail_name(&exe) && rest.len() == 1 && rest[0] == HOOK_ARG)
-        .then(|| (PathBuf::from(exe), exec_form))
+    let ours = (is_pcmail_name(&exe) && rest.len() == 1 && rest[0] == HOOK_ARG)
+        || (is_hook_binary_name(&exe) && rest.is_empty());
+    ours.then(|| (PathBuf::from(exe), form))
 }
 
 /// Splits a *simple* POSIX shell command into words (quotes and backslashes handled). Returns
@@ -433,8 +584,8 @@ fn shell_words(s: &str) -> Option<Vec<String>> {
 // the merge
 
 /// Rewrites an existing pcmail handler to `desired`, keeping the user's extra keys and the key
-/// order: our keys replace theirs where they stand, `args` goes right after `command` (a legacy
-/// shell-form entry has none), and any of our keys still missing are appended.
+/// order: our keys replace theirs where they stand, `args` (exec form) is dropped, and any of
+/// our keys still missing are appended.
 fn rewrite_handler(
     existing: &Map<String, Value>,
     desired: &Map<String, Value>,
@@ -442,14 +593,9 @@ fn rewrite_handler(
     let mut out = Map::new();
     for (k, v) in existing {
         if k == "args" {
-            continue; // placed after `command`
+            continue;
         }
         out.insert(k.clone(), desired.get(k).unwrap_or(v).clone());
-        if k == "command" {
-            if let Some(args) = desired.get("args") {
-                out.insert("args".into(), args.clone());
-            }
-        }
     }
     for (k, v) in desired {
         if !out.contains_key(k) {
@@ -462,6 +608,7 @@ fn rewrite_handler(
 fn apply_install(
     root: &mut Map<String, Value>,
     desired: &Map<String, Value>,
+    wanted: &[HookEvent],
     path: &Path,
 ) -> Result<(), HooksError> {
     let shape = |detail: String| HooksError::UnexpectedShape {
@@ -473,13 +620,39 @@ fn apply_install(
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
         .ok_or_else(|| shape("`hooks` is not an object".into()))?;
-    for (event, matcher) in EVENTS {
+    for e in wanted {
         let groups = events
-            .entry(event)
+            .entry(e.event)
             .or_insert_with(|| Value::Array(Vec::new()))
             .as_array_mut()
-            .ok_or_else(|| shape(format!("`hooks.{event}` is not an array")))?;
-        install_event(groups, desired, matcher);
+            .ok_or_else(|| shape(format!("`hooks.{}` is not an array", e.event)))?;
+        install_event(groups, desired, e.matcher);
+    }
+    // Our handlers under other events (registered by another pcmail version): same command,
+    // so none is left in the exec form that blocks old Claude Code.
+    for (event, groups) in events.iter_mut() {
+        if wanted.iter().any(|e| e.event == event) {
+            continue;
+        }
+        let Some(groups) = groups.as_array_mut() else {
+            continue;
+        };
+        for handlers in groups
+            .iter_mut()
+            .filter_map(|g| g.get_mut("hooks").and_then(Value::as_array_mut))
+        {
+            for h in handlers.iter_mut() {
+                if pcmail_exe_of(h).is_some() {
+                    let existing = h.as_object().expect("pcmail handler is an object");
+                    let mut d = desired.clone();
+                    // Keep the timeout chosen for that event.
+                    if let Some(t) = existing.get("timeout") {
+                        d.insert("timeout".into(), t.clone());
+                    }
+                    *h = Value::Object(rewrite_handler(existing, &d));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -769,3 +942,86 @@ fn write_atomic(
 
 #[cfg(test)]
 mod tests;
+
+// ---------------------------------------------------------------------------------------------
+// the installed Claude Code, for `pcmail doctor`
+
+/// The oldest Claude Code release pcmail's hooks work on: 1.0.61 and older do not know
+/// `SessionStart` and reject the whole `hooks` setting (tests/claude-code, scenario 4).
+pub const MIN_CLAUDE_CODE: (u32, u32, u32) = (1, 0, 62);
+/// The first Claude Code release that knows `args` (exec form); before it, an exec-form entry
+/// runs bare `pcmail` and blocks every prompt (found by bisecting the npm releases).
+pub const EXEC_FORM_SINCE: (u32, u32, u32) = (2, 1, 139);
+
+/// What `claude --version` said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaudeCodeVersion {
+    /// `claude` is not on PATH.
+    NotOnPath,
+    /// Its first line, e.g. `2.1.332 (Claude Code)`, and the version parsed from it.
+    Found {
+        line: String,
+        version: Option<(u32, u32, u32)>,
+    },
+    /// It ran but failed, or did not answer within the timeout.
+    Failed(String),
+}
+
+/// Runs `<claude> --version` with `timeout` (killed past it). `claude` is the program name or
+/// path (normally `"claude"`, looked up on PATH).
+pub fn claude_code_version(claude: &OsStr, timeout: std::time::Duration) -> ClaudeCodeVersion {
+    use std::process::{Command, Stdio};
+    let mut child = match Command::new(claude)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return ClaudeCodeVersion::NotOnPath,
+        Err(e) => return ClaudeCodeVersion::Failed(e.to_string()),
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return ClaudeCodeVersion::Failed(format!(
+                    "`claude --version` did not answer within {} s",
+                    timeout.as_secs_f32()
+                ));
+            }
+            Err(e) => return ClaudeCodeVersion::Failed(e.to_string()),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut so) = child.stdout.take() {
+        let _ = io::Read::read_to_string(&mut so, &mut out);
+    }
+    if !status.success() {
+        return ClaudeCodeVersion::Failed(format!("`claude --version` exited with {status}"));
+    }
+    let line = out.lines().next().unwrap_or("").trim().to_owned();
+    ClaudeCodeVersion::Found {
+        version: parse_version(&line),
+        line,
+    }
+}
+
+/// The first `X.Y.Z` in `s`.
+pub fn parse_version(s: &str) -> Option<(u32, u32, u32)> {
+    s.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find_map(|w| {
+            let mut it = w.split('.').map(|n| n.parse::<u32>().ok());
+            match (it.next(), it.next(), it.next()) {
+                (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
+                _ => None,
+            }
+        })
+}

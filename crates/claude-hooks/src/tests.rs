@@ -3,18 +3,31 @@ use serde_json::json;
 use tempfile::TempDir;
 
 fn spec(exe: &str) -> HookSpec {
+    HookSpec::new(HookCommand::Subcommand(PathBuf::from(exe)))
+}
+
+fn spec_with(exe: &str, timeout_secs: u32) -> HookSpec {
     HookSpec {
-        exe: PathBuf::from(exe),
-        timeout_secs: 5,
+        timeout_secs,
+        ..spec(exe)
     }
 }
 
-/// The handler install writes (exec form).
+fn binary_spec(exe: &str) -> HookSpec {
+    HookSpec::new(HookCommand::Binary(PathBuf::from(exe)))
+}
+
+/// The handler install writes for `pcmail` (shell form, no `args`).
 fn ours(exe: &str) -> Value {
+    json!({"type": "command", "command": format!("{} hook", shell_quote(exe)), "timeout": 5})
+}
+
+/// A handler as written by pcmail before issue 8's defect 0 (exec form: blocks old Claude Code).
+fn ours_exec_form(exe: &str) -> Value {
     json!({"type": "command", "command": exe, "args": ["hook"], "timeout": 5})
 }
 
-/// A handler as written by earlier pcmail versions (legacy shell form).
+/// A quoted shell-form handler (the form even older pcmail versions wrote).
 fn ours_shell_form(exe: &str) -> Value {
     json!({"type": "command", "command": format!("'{exe}' hook"), "timeout": 5})
 }
@@ -78,7 +91,7 @@ fn install_into_missing_file_creates_dir_and_registers_both_events() {
     assert!(other_files(path.parent().unwrap(), "settings.json").is_empty());
 
     let st = status(&path).unwrap();
-    assert_eq!(st.level(), InstallLevel::Installed);
+    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
     assert_eq!(st.hooks.len(), 2);
     assert!(st
         .hooks
@@ -87,7 +100,7 @@ fn install_into_missing_file_creates_dir_and_registers_both_events() {
     assert!(!st.all_exes_exist(), "/opt/pc mail/pcmail does not exist");
     assert_eq!(st.hooks[0].matcher.as_deref(), Some(SESSION_START_MATCHER));
     assert_eq!(st.hooks[0].timeout_secs, Some(5));
-    assert!(st.hooks.iter().all(|h| h.exec_form));
+    assert!(st.hooks.iter().all(|h| h.form == HandlerForm::Shell));
 }
 
 #[test]
@@ -99,18 +112,18 @@ fn status_reports_existing_exe_partial_and_missing() {
 
     let st = status(&path).unwrap();
     assert!(!st.settings_exists);
-    assert_eq!(st.level(), InstallLevel::NotInstalled);
+    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::NotInstalled);
 
     install(
         &path,
         &HookSpec {
-            exe: exe.clone(),
             timeout_secs: 7,
+            ..HookSpec::new(HookCommand::Subcommand(exe.clone()))
         },
     )
     .unwrap();
     let st = status(&path).unwrap();
-    assert_eq!(st.level(), InstallLevel::Installed);
+    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
     assert!(st.all_exes_exist());
     assert_eq!(st.hooks[1].timeout_secs, Some(7));
 
@@ -122,8 +135,8 @@ fn status_reports_existing_exe_partial_and_missing() {
         .shift_remove("UserPromptSubmit");
     write_pretty(&path, &v);
     let st = status(&path).unwrap();
-    assert_eq!(st.level(), InstallLevel::Partial);
-    assert!(st.session_start && !st.user_prompt_submit);
+    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Partial);
+    assert!(st.has(EVENT_SESSION_START) && !st.has(EVENT_USER_PROMPT_SUBMIT));
 }
 
 #[test]
@@ -242,26 +255,33 @@ fn exe_path_change_replaces_entry_in_place() {
         .push(json!({"hooks": [{"type": "command", "command": "later"}]}));
     write_pretty(&path, &v);
 
-    let out = install(
-        &path,
-        &HookSpec {
-            exe: "/new dir/pcmail".into(),
-            timeout_secs: 9,
-        },
-    )
-    .unwrap();
+    let out = install(&path, &spec_with("/new dir/pcmail", 9)).unwrap();
     assert!(out.changed);
     let after = read_json(&path);
     assert_eq!(count_ours(&after), 2);
     let ss = after["hooks"]["SessionStart"].as_array().unwrap();
     assert_eq!(ss.len(), 3, "no second pcmail group added");
-    assert_eq!(ss[1]["hooks"][0]["command"], "/new dir/pcmail");
-    assert_eq!(ss[1]["hooks"][0]["args"], json!(["hook"]));
+    assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail' hook");
+    assert_eq!(ss[1]["hooks"][0].get("args"), None);
     assert_eq!(ss[1]["hooks"][0]["timeout"], 9);
     assert_eq!(ss[2]["hooks"][0]["command"], "later");
     assert_eq!(
         after["hooks"]["UserPromptSubmit"][1]["hooks"][0]["command"],
-        "/new dir/pcmail"
+        "'/new dir/pcmail' hook"
+    );
+
+    // switching to the separate hook binary replaces the same entries, in place
+    let out = install(&path, &binary_spec("/new dir/pcmail-hook")).unwrap();
+    assert!(out.changed);
+    let after = read_json(&path);
+    assert_eq!(count_ours(&after), 2);
+    let ss = after["hooks"]["SessionStart"].as_array().unwrap();
+    assert_eq!(ss.len(), 3);
+    assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail-hook'");
+    assert_eq!(ss[2]["hooks"][0]["command"], "later");
+    assert_eq!(
+        status(&path).unwrap().hooks[0].exe,
+        PathBuf::from("/new dir/pcmail-hook")
     );
 }
 
@@ -289,10 +309,10 @@ fn legacy_forms_inside_user_groups_are_updated_in_place_and_duplicates_dropped()
         json!({"hooks": {
             "SessionStart": [
                 // shared with the user's handler: matcher left alone, extra key kept,
-                // shell form turned into exec form
+                // command rewritten
                 {"matcher": "startup", "hooks": [
                     {"type": "command", "command": "echo hi"},
-                    {"type": "command", "command": "/y/pcmail", "args": ["hook"], "statusMessage": "mail", "timeout": 5}
+                    {"type": "command", "command": "/y/pcmail hook", "statusMessage": "mail", "timeout": 5}
                 ]}
                 // the duplicate group was removed
             ],
@@ -328,6 +348,11 @@ fn lookalike_commands_are_not_ours() {
         "'/x/pcmail hook'",
         "/x/notpcmail hook",
         "/x/pcmail hook # c",
+        "/x/pcmail-hook hook",
+        "/x/pcmail-hook --x",
+        "/x/pcmail-hook; rm -rf ~",
+        "/x/pcmail-hooks",
+        "'/x/pcmail-hook' ''",
     ] {
         assert_eq!(
             pcmail_exe_of(&json!({"type": "command", "command": cmd})),
@@ -356,12 +381,20 @@ fn lookalike_commands_are_not_ours() {
         pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-dev", "args": ["hook"]})),
         None
     );
+    assert_eq!(
+        pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-hook", "args": ["hook"]})),
+        None
+    );
     // exec form: `command` is the path itself, even if it would need quoting in a shell
     assert_eq!(
         pcmail_handler_of(
             &json!({"type": "command", "command": "/a b/$x/pcmail", "args": ["hook"]})
         ),
-        Some((PathBuf::from("/a b/$x/pcmail"), true))
+        Some((PathBuf::from("/a b/$x/pcmail"), HandlerForm::ExecWithArgs))
+    );
+    assert_eq!(
+        pcmail_handler_of(&json!({"type": "command", "command": "/a b/pcmail-hook", "args": []})),
+        Some((PathBuf::from("/a b/pcmail-hook"), HandlerForm::ExecWithArgs))
     );
     for (cmd, exe) in [
         ("/x/pcmail hook", "/x/pcmail"),
@@ -371,60 +404,137 @@ fn lookalike_commands_are_not_ours() {
         ("'/it'\\''s/pcmail' hook", "/it's/pcmail"),
         ("pcmail hook", "pcmail"),
         ("C:/Tools/PCMAIL.EXE hook", "C:/Tools/PCMAIL.EXE"),
+        ("/x/pcmail-hook", "/x/pcmail-hook"),
+        ("'/a b/pcmail-hook'", "/a b/pcmail-hook"),
+        ("  /x/pcmail-hook  ", "/x/pcmail-hook"),
+        (
+            "'C:\\Users\\山田 太郎\\pcmail-hook.exe'",
+            "C:\\Users\\山田 太郎\\pcmail-hook.exe",
+        ),
+        ("'C:\\Tools\\PCMAIL.exe' hook", "C:\\Tools\\PCMAIL.exe"),
     ] {
         let got = pcmail_handler_of(&json!({"type": "command", "command": cmd}));
-        assert_eq!(got, Some((PathBuf::from(exe), false)), "{cmd}");
+        assert_eq!(got, Some((PathBuf::from(exe), HandlerForm::Shell)), "{cmd}");
     }
 }
 
 #[test]
-fn hook_handler_is_exec_form_and_recognised() {
+fn shell_quote_quotes_only_what_needs_it() {
+    for (raw, quoted) in [
+        ("/usr/local/bin/pcmail", "/usr/local/bin/pcmail"),
+        (
+            "/home/u/.cargo/bin/pcmail-hook",
+            "/home/u/.cargo/bin/pcmail-hook",
+        ),
+        ("/a b/pcmail", "'/a b/pcmail'"),
+        ("/it's/pcmail", "'/it'\\''s/pcmail'"),
+        ("/$x/`y`/\"q\"/pcmail", "'/$x/`y`/\"q\"/pcmail'"),
+        ("/home/山田/pcmail", "'/home/山田/pcmail'"),
+        (
+            "C:\\Users\\山田 太郎\\pcmail-hook.exe",
+            "'C:\\Users\\山田 太郎\\pcmail-hook.exe'",
+        ),
+        ("/x=y/pcmail", "'/x=y/pcmail'"),
+        ("/~u/pcmail", "'/~u/pcmail'"),
+        ("", "''"),
+    ] {
+        assert_eq!(shell_quote(raw), quoted, "{raw}");
+        // and the recogniser reads it back as the same single word
+        assert_eq!(
+            shell_words(&shell_quote(raw)),
+            Some(vec![raw.to_string()]),
+            "{raw}"
+        );
+    }
+}
+
+#[test]
+fn hook_handler_is_shell_form_without_args_and_recognised() {
     for exe in [
         "/a/pcmail",
         "/a b/pcmail",
         "/it's/pcmail",
         "/$x/`y`/\"q\"/pcmail",
+        "C:\\Program Files\\pcmail\\pcmail.exe",
     ] {
         let h = Value::Object(hook_handler(&spec(exe)).unwrap());
         assert_eq!(h, ours(exe));
+        assert_eq!(h.get("args"), None);
         assert_eq!(
             pcmail_handler_of(&h),
-            Some((PathBuf::from(exe), true)),
+            Some((PathBuf::from(exe), HandlerForm::Shell)),
             "{exe}"
         );
     }
-    assert!(matches!(
-        hook_handler(&spec("relative/pcmail")),
-        Err(HooksError::InvalidSpec(_))
-    ));
+    for exe in [
+        "/a/pcmail-hook",
+        "/a b/pcmail-hook",
+        "C:\\Users\\山田 太郎\\pcmail-hook.exe",
+    ] {
+        let h = Value::Object(hook_handler(&binary_spec(exe)).unwrap());
+        assert_eq!(h["command"], json!(shell_quote(exe)));
+        assert_eq!(h.get("args"), None);
+        assert_eq!(
+            pcmail_handler_of(&h),
+            Some((PathBuf::from(exe), HandlerForm::Shell)),
+            "{exe}"
+        );
+    }
+    assert_eq!(
+        hook_handler(&binary_spec("/usr/bin/pcmail-hook")).unwrap()["command"],
+        "/usr/bin/pcmail-hook",
+        "a plain path stays bare: the same command in exec and shell form"
+    );
+    for bad in [
+        spec("relative/pcmail"),
+        spec("/a/pcmail-hook"),
+        binary_spec("/a/pcmail"),
+        binary_spec("pcmail-hook"),
+        spec("/a\nb/pcmail"),
+        HookSpec {
+            events: vec![],
+            ..spec("/a/pcmail")
+        },
+    ] {
+        assert!(
+            matches!(hook_handler(&bad), Err(HooksError::InvalidSpec(_))),
+            "{bad:?}"
+        );
+    }
 }
 
 #[test]
-fn shell_form_entry_is_migrated_in_place_then_idempotent() {
+fn exec_form_entry_is_migrated_in_place_then_idempotent() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
-    let mut shell_ss = ours_shell_form("/opt/pc mail/pcmail");
-    shell_ss["statusMessage"] = json!("checking mail");
+    let mut exec_ss = ours_exec_form("/opt/pc mail/pcmail");
+    exec_ss["statusMessage"] = json!("checking mail");
     let original = json!({
         "model": "opus",
         "hooks": {
             "SessionStart": [
                 {"matcher": "startup", "hooks": [{"type": "command", "command": "cat notes.md"}]},
-                {"matcher": SESSION_START_MATCHER, "hooks": [shell_ss]},
+                {"matcher": SESSION_START_MATCHER, "hooks": [exec_ss]},
                 {"hooks": [{"type": "command", "command": "after-us"}]}
             ],
             "UserPromptSubmit": [
                 {"hooks": [
-                    {"type": "command", "command": "/opt/pc\\ mail/pcmail hook", "timeout": 5, "x-note": "mine"},
+                    {"type": "command", "command": "/opt/pc mail/pcmail", "args": ["hook"], "timeout": 5, "x-note": "mine"},
                     {"type": "command", "command": "log-prompt"}
                 ]}
-            ]
+            ],
+            // an event this install does not register: migrated too, its timeout kept
+            "Stop": [{"hooks": [{"type": "command", "command": "/opt/pc mail/pcmail", "args": ["hook"], "timeout": 2}]}]
         }
     });
     write_pretty(&path, &original);
     let st = status(&path).unwrap();
-    assert_eq!(st.level(), InstallLevel::Installed);
-    assert!(st.hooks.iter().all(|h| !h.exec_form), "{st:?}");
+    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
+    assert!(
+        st.hooks.iter().all(|h| h.form == HandlerForm::ExecWithArgs),
+        "{st:?}"
+    );
+    assert!(st.needs_migration());
 
     let out = install(&path, &spec("/opt/pc mail/pcmail")).unwrap();
     assert!(out.changed);
@@ -438,34 +548,36 @@ fn shell_form_entry_is_migrated_in_place_then_idempotent() {
                 "SessionStart": [
                     {"matcher": "startup", "hooks": [{"type": "command", "command": "cat notes.md"}]},
                     {"matcher": SESSION_START_MATCHER, "hooks": [
-                        {"type": "command", "command": "/opt/pc mail/pcmail", "args": ["hook"],
+                        {"type": "command", "command": "'/opt/pc mail/pcmail' hook",
                          "timeout": 5, "statusMessage": "checking mail"}
                     ]},
                     {"hooks": [{"type": "command", "command": "after-us"}]}
                 ],
                 "UserPromptSubmit": [
                     {"hooks": [
-                        {"type": "command", "command": "/opt/pc mail/pcmail", "args": ["hook"],
+                        {"type": "command", "command": "'/opt/pc mail/pcmail' hook",
                          "timeout": 5, "x-note": "mine"},
                         {"type": "command", "command": "log-prompt"}
                     ]}
-                ]
+                ],
+                "Stop": [{"hooks": [{"type": "command", "command": "'/opt/pc mail/pcmail' hook", "timeout": 2}]}]
             }
         })
     );
-    // key order of the migrated handler: ours where they stood, `args` after `command`,
-    // the user's keys where they were
+    // key order of the migrated handler: ours where they stood, `args` gone, the user's keys
+    // where they were
     assert_eq!(
         keys(&v["hooks"]["SessionStart"][1]["hooks"][0]),
-        ["type", "command", "args", "timeout", "statusMessage"]
+        ["type", "command", "timeout", "statusMessage"]
     );
     assert_eq!(
         keys(&v["hooks"]["UserPromptSubmit"][0]["hooks"][0]),
-        ["type", "command", "args", "timeout", "x-note"]
+        ["type", "command", "timeout", "x-note"]
     );
     let st = status(&path).unwrap();
-    assert_eq!(st.hooks.len(), 2);
-    assert!(st.hooks.iter().all(|h| h.exec_form));
+    assert_eq!(st.hooks.len(), 3);
+    assert!(st.hooks.iter().all(|h| h.form == HandlerForm::Shell));
+    assert!(!st.needs_migration());
 
     // a second install is a no-op: no write, no backup
     let content = fs::read(&path).unwrap();
@@ -478,7 +590,71 @@ fn shell_form_entry_is_migrated_in_place_then_idempotent() {
 }
 
 #[test]
-fn path_with_spaces_and_dollar_is_written_verbatim() {
+fn events_are_a_parameter() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let mut s = binary_spec("/b/pcmail-hook");
+    s.events = vec![
+        SESSION_START,
+        USER_PROMPT_SUBMIT,
+        PRE_TOOL_USE,
+        STOP,
+        SESSION_END,
+    ];
+    install(&path, &s).unwrap();
+    let v = read_json(&path);
+    assert_eq!(
+        keys(&v["hooks"]),
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "Stop",
+            "SessionEnd"
+        ]
+    );
+    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], PRE_TOOL_USE_MATCHER);
+    assert_eq!(v["hooks"]["Stop"][0].get("matcher"), None);
+    assert_eq!(count_ours(&v), 5);
+    let st = status(&path).unwrap();
+    assert_eq!(st.level(&s.events), InstallLevel::Installed);
+    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
+    // the default set registers nothing new and leaves the others as they are
+    assert!(
+        !install(&path, &binary_spec("/b/pcmail-hook"))
+            .unwrap()
+            .changed
+    );
+    // only SessionStart registered: partial against the default set
+    uninstall(&path).unwrap();
+    let mut only = binary_spec("/b/pcmail-hook");
+    only.events = vec![SESSION_START];
+    install(&path, &only).unwrap();
+    assert_eq!(
+        status(&path).unwrap().level(DEFAULT_EVENTS),
+        InstallLevel::Partial
+    );
+}
+
+#[test]
+fn for_pcmail_exe_prefers_the_hook_binary_beside_it() {
+    let tmp = TempDir::new().unwrap();
+    let pcmail = tmp.path().join("pcmail");
+    fs::write(&pcmail, "").unwrap();
+    assert_eq!(
+        HookCommand::for_pcmail_exe(&pcmail),
+        HookCommand::Subcommand(pcmail.clone())
+    );
+    let hook = tmp.path().join(HOOK_BINARY_NAME);
+    fs::write(&hook, "").unwrap();
+    assert_eq!(
+        HookCommand::for_pcmail_exe(&pcmail),
+        HookCommand::Binary(hook)
+    );
+}
+
+#[test]
+fn path_with_spaces_dollar_and_quotes_is_quoted_once() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
     let exe = "/home/u/my $HOME dir/it's \"q\"/pcmail";
@@ -487,55 +663,55 @@ fn path_with_spaces_and_dollar_is_written_verbatim() {
     let v: Value = serde_json::from_str(&text).unwrap();
     for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
         let h = &v["hooks"][ev][0]["hooks"][0];
-        assert_eq!(h["command"].as_str(), Some(exe), "no shell quoting");
-        assert_eq!(h["args"], json!(["hook"]));
+        assert_eq!(
+            h["command"].as_str(),
+            Some("'/home/u/my $HOME dir/it'\\''s \"q\"/pcmail' hook")
+        );
+        assert_eq!(h.get("args"), None);
         assert_eq!(h["timeout"], 5);
     }
-    assert!(!text.contains("'\\''"), "{text}");
     assert_eq!(status(&path).unwrap().hooks[0].exe, PathBuf::from(exe));
     assert!(!install(&path, &spec(exe)).unwrap().changed);
 }
 
+/// Runs `command` the way Claude Code runs a hook without `args`: `sh -c` (bash on Windows).
+#[cfg(unix)]
+fn run_in_shell(command: &str) -> std::process::Output {
+    std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .unwrap()
+}
+
 #[cfg(unix)]
 #[test]
-fn registered_handler_spawns_the_exe_with_exactly_hook() {
+fn registered_handler_runs_the_exe_with_exactly_hook_through_the_shell() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = TempDir::new().unwrap();
-    let dir = tmp.path().join("we'ird $dir `x` \"q\"");
+    let dir = tmp.path().join("we'ird $dir `x` \"q\" 山田 太郎 \\ ;&|");
     fs::create_dir(&dir).unwrap();
-    let exe = dir.join("pcmail");
     // prints its argument count, then each argument followed by `|`
-    fs::write(
-        &exe,
-        "#!/bin/sh\nprintf '%s:' \"$#\"\nprintf '%s|' \"$@\"\n",
-    )
-    .unwrap();
-    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-    let path = tmp.path().join("settings.json");
-    install(
-        &path,
-        &HookSpec {
-            exe: exe.clone(),
-            timeout_secs: 5,
-        },
-    )
-    .unwrap();
-    let v = read_json(&path);
-    for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
-        let h = &v["hooks"][ev][0]["hooks"][0];
-        // spawn the way Claude Code's exec form does: no shell, `command` + `args`
-        let args: Vec<&str> = h["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
-        let out = std::process::Command::new(h["command"].as_str().unwrap())
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "1:hook|");
+    let script = "#!/bin/sh\nprintf '%s:' \"$#\"\nprintf '%s|' \"$@\"\n";
+    for (name, expect) in [("pcmail", "1:hook|"), ("pcmail-hook", "0:|")] {
+        let exe = dir.join(name);
+        fs::write(&exe, script).unwrap();
+        fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+        let command = if name == "pcmail" {
+            HookCommand::Subcommand(exe.clone())
+        } else {
+            HookCommand::Binary(exe.clone())
+        };
+        let path = tmp.path().join(format!("settings-{name}.json"));
+        install(&path, &HookSpec::new(command)).unwrap();
+        let v = read_json(&path);
+        for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
+            let h = &v["hooks"][ev][0]["hooks"][0];
+            assert_eq!(h.get("args"), None);
+            let out = run_in_shell(h["command"].as_str().unwrap());
+            assert!(out.status.success(), "{out:?}");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), expect, "{name}");
+        }
     }
 }
 
@@ -678,10 +854,7 @@ fn bad_specs_are_refused() {
     for s in [
         spec("pcmail"),
         spec("/bin/pcmail-dev"),
-        HookSpec {
-            exe: "/bin/pcmail".into(),
-            timeout_secs: 0,
-        },
+        spec_with("/bin/pcmail", 0),
     ] {
         assert!(
             matches!(install(&path, &s), Err(HooksError::InvalidSpec(_))),
@@ -756,4 +929,52 @@ fn default_settings_path_respects_claude_config_dir() {
     if let Some(v) = saved {
         std::env::set_var("CLAUDE_CONFIG_DIR", v);
     }
+}
+
+#[test]
+fn versions_are_parsed_from_claude_version_lines() {
+    assert_eq!(parse_version("2.1.332 (Claude Code)"), Some((2, 1, 332)));
+    assert_eq!(parse_version("claude 1.0.60"), Some((1, 0, 60)));
+    assert_eq!(parse_version("Claude Code"), None);
+    assert_eq!(parse_version("2.1"), None);
+}
+
+#[cfg(unix)]
+#[test]
+fn claude_code_version_runs_the_program_with_a_timeout() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+    let tmp = TempDir::new().unwrap();
+    let write = |name: &str, body: &str| {
+        let p = tmp.path().join(name);
+        fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let ok = write("ok", "[ \"$1\" = --version ] && echo '2.0.0 (Claude Code)'");
+    assert_eq!(
+        claude_code_version(ok.as_os_str(), Duration::from_secs(5)),
+        ClaudeCodeVersion::Found {
+            line: "2.0.0 (Claude Code)".into(),
+            version: Some((2, 0, 0))
+        }
+    );
+    let hangs = write("hangs", "exec sleep 30");
+    // (a `sleep 30` that ran to its end would print nothing and exit 0: Found, not Failed)
+    assert!(matches!(
+        claude_code_version(hangs.as_os_str(), Duration::from_millis(300)),
+        ClaudeCodeVersion::Failed(m) if m.contains("did not answer")
+    ));
+    let fails = write("fails", "exit 3");
+    assert!(matches!(
+        claude_code_version(fails.as_os_str(), Duration::from_secs(5)),
+        ClaudeCodeVersion::Failed(_)
+    ));
+    assert_eq!(
+        claude_code_version(
+            tmp.path().join("absent").as_os_str(),
+            Duration::from_secs(1)
+        ),
+        ClaudeCodeVersion::NotOnPath
+    );
 }

@@ -14,15 +14,20 @@ pub enum Exit {
     NotFound = 7,
     Timeout = 8,
     Local = 9,
+    /// Not enrolled / revoked (DESIGN.md): this PC's label belongs to another installation.
+    NotEnrolled = 12,
+    MapStale = 15,
 }
 
 pub fn code_of(e: &anyhow::Error) -> Exit {
     if let Some(c) = e.downcast_ref::<ClientError>() {
         return match c {
             ClientError::ReplyToReply { .. } => Exit::ReplyToReply,
-            ClientError::Unresolved { .. } => Exit::Unresolved,
+            ClientError::Unresolved { .. } | ClientError::NobodyElse => Exit::Unresolved,
+            ClientError::LabelTaken(_) => Exit::NotEnrolled,
             ClientError::Call(CallError::Server(p)) => match p.code {
                 pcmail_core::ErrorCode::UnknownRecipient => Exit::Unresolved,
+                pcmail_core::ErrorCode::LabelTaken => Exit::NotEnrolled,
                 pcmail_core::ErrorCode::NotFound => Exit::NotFound,
                 c if c.is_transient() => Exit::Unreachable,
                 _ => Exit::Refused,
@@ -32,6 +37,20 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
             ClientError::Timeout { .. } => Exit::Timeout,
             ClientError::Invalid(_) => Exit::Usage,
             ClientError::Config(_) | ClientError::Store(_) | ClientError::Token(_) => Exit::Local,
+        };
+    }
+    if let Some(CallError::Server(p)) = e.downcast_ref::<CallError>() {
+        if p.code == pcmail_core::ErrorCode::LabelTaken {
+            return Exit::NotEnrolled;
+        }
+    }
+    if e.downcast_ref::<pcmail_codemap::StaleMap>().is_some() {
+        return Exit::MapStale;
+    }
+    if let Some(m) = e.downcast_ref::<pcmail_codemap::MapError>() {
+        return match m {
+            pcmail_codemap::MapError::NotADirectory(_) | pcmail_codemap::MapError::BudgetTooSmall(_) => Exit::Usage,
+            _ => Exit::Local,
         };
     }
     if e.downcast_ref::<pcmail_client::config::ConfigError>().is_some()

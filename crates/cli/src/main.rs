@@ -9,9 +9,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use exit::{fail, Exit};
 use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::ops::Draft;
+use pcmail_client::ops::{Draft, Expires};
 use pcmail_client::{hook, locks, notify, Client, ClientError};
-use pcmail_core::{Kind, MarkOp, Millis, State};
+use pcmail_core::{Kind, MarkOp, State};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,6 +67,12 @@ enum Cmd {
         /// Discord-style webhook for decision/work/urgent notifications.
         #[arg(long)]
         webhook: Option<String>,
+        /// Take this label over from the installation that holds it (that PC loses access).
+        #[arg(long, conflicts_with = "offline")]
+        replace: bool,
+        /// Only write the config; register (and bind the label) on the first poll.
+        #[arg(long)]
+        offline: bool,
     },
     /// Store the server token in the OS keyring (read from stdin).
     Token {
@@ -163,16 +169,29 @@ enum Cmd {
     /// The poller loop (one per PC user).
     Daemon,
     /// Run the HTTP server (127.0.0.1:7878 unless told otherwise).
+    ///
+    /// It needs a token every PC presents: `echo TOKEN | pcmail token set --serve` (OS keyring), or
+    /// PCMAIL_TOKEN in its environment.
     Serve {
+        /// Address to listen on; anything but loopback is reachable from other machines.
         #[arg(long, default_value = "127.0.0.1:7878")]
         listen: std::net::SocketAddr,
+        /// SQLite file of the server [default: $PCMAIL_HOME/serve.db]
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Discord- or Slack-style webhook URL that new alerts are posted to.
         #[arg(long)]
         webhook: Option<String>,
+        /// Days final mail (done, failed, expired) is kept before it is deleted.
+        #[arg(long, default_value_t = 90)]
+        retention_days: u32,
     },
     /// Check config, server, poller and hooks, each with the fix.
-    Doctor,
+    Doctor {
+        /// Also repair what can be repaired here: move old exec-form hook entries to the shell form.
+        #[arg(long)]
+        fix: bool,
+    },
     /// Claude Code hooks in ~/.claude/settings.json.
     Hooks {
         #[arg(value_parser = ["install", "uninstall", "status"])]
@@ -184,6 +203,27 @@ enum Cmd {
     Hook,
     /// Two simulated PCs on the embedded default exchange mail; prints timelines and a Mermaid diagram.
     Demo,
+    /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale.
+    Map {
+        /// The repo (default: the one containing the current directory).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Write nothing; exit 15 when the files differ from what a run would write.
+        #[arg(long)]
+        check: bool,
+        /// The map, relative to the repo root.
+        #[arg(long, default_value = pcmail_codemap::DEFAULT_MAP_FILE)]
+        map_file: String,
+        /// The llms.txt index, relative to the repo root.
+        #[arg(long, default_value = pcmail_codemap::DEFAULT_LLMS_FILE)]
+        llms_file: String,
+        /// Maximum size of llms.txt in characters.
+        #[arg(long, default_value_t = pcmail_codemap::DEFAULT_LLMS_BUDGET)]
+        llms_budget: usize,
+        /// Parse every file (ignore the cache in the PC store).
+        #[arg(long)]
+        full: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -228,6 +268,38 @@ fn run_hook() {
     }
 }
 
+fn print_map_report(r: &pcmail_codemap::Report, check: bool, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        return;
+    }
+    let rel = |p: &std::path::Path| p.strip_prefix(&r.repo).unwrap_or(p).display().to_string();
+    println!(
+        "Code map: {} file{} ({} parsed, {} from the cache), {} failed to parse; skipped {} binary, {} over 1 MiB.",
+        r.files,
+        if r.files == 1 { "" } else { "s" },
+        r.parsed,
+        r.reused,
+        r.failed,
+        r.skipped_binary,
+        r.skipped_huge
+    );
+    if let Some(f) = &r.foreign_llms {
+        println!("{} was not written by pcmail: left alone; the index goes to {} beside it.", rel(f), rel(&r.llms_path));
+    }
+    if let Some(e) = &r.stamp_error {
+        eprintln!("pcmail: {e} (the session hook cannot tell when the map goes stale)");
+    }
+    if check {
+        println!("Fresh: {} and {} match their inputs.", rel(&r.map_path), rel(&r.llms_path));
+    } else if r.changed.is_empty() {
+        println!("Unchanged: {}, {} ({} chars).", rel(&r.map_path), rel(&r.llms_path), r.llms_chars);
+    } else {
+        let names: Vec<String> = r.changed.iter().map(|p| rel(p)).collect();
+        println!("Wrote {} ({} chars in {}).", names.join(", "), r.llms_chars, rel(&r.llms_path));
+    }
+}
+
 fn paths() -> anyhow::Result<Paths> {
     Ok(Paths::from_env()?)
 }
@@ -251,7 +323,7 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
     Ok(s)
 }
 
-fn parse_expires(s: &str, now: Millis) -> anyhow::Result<Millis> {
+fn parse_expires(s: &str) -> anyhow::Result<Expires> {
     let s = s.trim();
     let unit = |c: char| -> Option<i64> {
         match c {
@@ -265,12 +337,12 @@ fn parse_expires(s: &str, now: Millis) -> anyhow::Result<Millis> {
     if let Some(last) = s.chars().last() {
         if let (Some(mult), Ok(n)) = (unit(last), s[..s.len() - 1].parse::<i64>()) {
             if n > 0 {
-                return Ok(now + n * mult);
+                return Ok(Expires::In(n.saturating_mul(mult)));
             }
         }
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(t.timestamp_millis());
+        return Ok(Expires::At(t.timestamp_millis()));
     }
     anyhow::bail!(ClientError::Invalid(format!("--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time")))
 }
@@ -278,7 +350,7 @@ fn parse_expires(s: &str, now: Millis) -> anyhow::Result<Millis> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
-        Cmd::Init { label, server, embedded_db, poll_interval, webhook } => {
+        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace, offline } => {
             let p = paths()?;
             let mut c = Config::load(&p)?;
             if let Some(l) = label {
@@ -298,9 +370,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if webhook.is_some() {
                 c.notify_webhook = webhook;
             }
+            if replace && matches!(c.server, ServerConfig::Embedded { .. }) {
+                anyhow::bail!(ClientError::Invalid("--replace is for a shared server; the embedded one binds no labels".into()));
+            }
             c.save(&p)?;
             println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
-            Ok(())
+            if offline || matches!(c.server, ServerConfig::Embedded { .. }) {
+                return Ok(());
+            }
+            // Registered (and the label claimed) right away, so a label that
+            // belongs to another installation is learnt now, not at the first poll.
+            let mut client = match pcmail_client::Client::open(p) {
+                Err(ClientError::Token(pcmail_client::token::TokenError::Missing)) if !replace => {
+                    println!("pcmail: no server token yet: `pcmail token set` (this PC registers on its first command)");
+                    return Ok(());
+                }
+                other => other?,
+            };
+            match client.register_self_as(replace) {
+                Ok(()) if client.label_claimed() => {
+                    println!("pcmail: label {:?} is bound to this installation{}", c.label, if replace { " (taken over: the PC that held it has lost access)" } else { "" });
+                    Ok(())
+                }
+                Ok(()) => {
+                    println!("pcmail: registered as {:?} (this server does not bind labels to installations)", c.label);
+                    Ok(())
+                }
+                Err(ClientError::Call(e)) if e.is_transient() && !replace => {
+                    println!("pcmail: the server cannot be reached now ({e}); this PC registers on its first poll");
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            }
         }
         Cmd::Token { action, serve } => {
             let c = Config::load(&paths()?)?;
@@ -326,15 +427,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Send { to, kind, subject, body, file, urgent, expires, auto, wait_for, timeout } => {
             let mut client = open()?;
             let body = body_from(body, file)?;
-            let now = client.now();
-            let expires_at = expires.map(|e| parse_expires(&e, now)).transpose()?;
+            let expires = expires.map(|e| parse_expires(&e)).transpose()?;
             let kind = match kind {
                 KindArg::Note => Kind::Note,
                 KindArg::Request => Kind::Request,
                 KindArg::Decision => Kind::Decision,
             };
             let subject = subject.unwrap_or_default();
-            let out = client.send(Draft { to, kind, subject, body, urgent, expires_at, auto })?;
+            let out = client.send(Draft { to, kind, subject, body, urgent, expires, auto })?;
             let Some(w) = wait_for else {
                 print::send_outcome(&out, json);
                 return Ok(());
@@ -449,7 +549,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     print::roster(&pcs, client.me(), json);
                 }
                 Some(RosterCmd::Add { label, hostname, number }) => {
-                    let r = client.transport.call(&pcmail_core::protocol::Op::RosterSet { label, hostname, number })?;
+                    let r = client.transport.call(&pcmail_core::protocol::Op::RosterSet { label, hostname, number, claim: false, replace: false })?;
                     println!("{}", if json { r.to_string() } else { format!("pcmail: roster now at version {}", r["version"]) });
                 }
                 Some(RosterCmd::Remove { label }) => {
@@ -500,7 +600,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve { listen, db, webhook } => {
+        Cmd::Serve { listen, db, webhook, retention_days } => {
             let p = paths()?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
@@ -510,18 +610,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
             opts.listen = listen;
             opts.webhook_url = webhook;
+            opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
             if !listen.ip().is_loopback() {
                 eprintln!("pcmail: listening on {listen} — reachable from other machines; the token is the only guard");
             }
             pcmail_server::http::serve_blocking(opts)
         }
-        Cmd::Doctor => print::doctor(json),
+        Cmd::Doctor { fix } => print::doctor(json, fix),
         Cmd::Hooks { action, settings } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {
                 "install" => {
-                    let exe = std::env::current_exe()?.canonicalize()?;
-                    let o = pcmail_claude_hooks::install(&path, &pcmail_claude_hooks::HookSpec { exe, timeout_secs: 5 })?;
+                    let o = pcmail_claude_hooks::install(&path, &hook_spec()?)?;
                     println!(
                         "pcmail: hooks {} in {}{}",
                         if o.changed { "installed" } else { "already installed" },
@@ -535,22 +635,92 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 _ => {
                     let s = pcmail_claude_hooks::status(&path)?;
-                    println!("pcmail: hooks {:?} ({})", s.level(), path.display());
+                    let form = if s.hooks.is_empty() {
+                        ""
+                    } else if s.needs_migration() {
+                        ", old exec form: `pcmail hooks install` moves it to the shell form"
+                    } else {
+                        ", shell form"
+                    };
+                    println!("pcmail: hooks {:?} ({}){form}", s.level(pcmail_claude_hooks::DEFAULT_EVENTS), path.display());
                 }
             }
             Ok(())
         }
         Cmd::Hook => unreachable!("handled before logging starts"),
         Cmd::Demo => demo::run(json),
+        Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
+            let repo = match repo {
+                Some(r) => r,
+                None => {
+                    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+                    pcmail_codemap_check::find_repo_root(&cwd).unwrap_or(cwd)
+                }
+            };
+            let opts = pcmail_codemap::Options { repo, map_file, llms_file, llms_budget };
+            // The cache is an optimisation: without a store the run is a full one.
+            let mut store = if full {
+                None
+            } else {
+                match paths().and_then(|p| Ok(pcmail_store::Store::open(&p.store())?)) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        eprintln!("pcmail: no cache for the code map ({e:#}); parsing every file");
+                        None
+                    }
+                }
+            };
+            let report = if check {
+                match pcmail_codemap::check(&opts, store.as_mut())? {
+                    Ok(r) => r,
+                    Err(stale) => anyhow::bail!(stale),
+                }
+            } else {
+                pcmail_codemap::map(&opts, store.as_mut())?
+            };
+            print_map_report(&report, check, json);
+            Ok(())
+        }
     }
+}
+
+/// What `hooks install` and `doctor --fix` register: `pcmail-hook` when it sits beside this
+/// `pcmail`, else `pcmail hook`; shell form either way (see crates/claude-hooks).
+pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
+    let exe = std::env::current_exe()?.canonicalize()?;
+    Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
 }
 
 fn daemon() -> anyhow::Result<()> {
     let p = paths()?;
-    let Some(_lock) = locks::try_lock(&p.daemon_lock())? else {
+    // A daemon restarted by its watchdog waits briefly for its predecessor's lock.
+    let restarted = std::env::var_os("PCMAIL_DAEMON_RESTARTED").is_some();
+    let mut lock = locks::try_lock(&p.daemon_lock())?;
+    for _ in 0..50 {
+        if lock.is_some() || !restarted {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        lock = locks::try_lock(&p.daemon_lock())?;
+    }
+    let Some(_lock) = lock else {
         println!("pcmail: a daemon is already running for this PC user ({})", p.daemon_lock().display());
         return Ok(());
     };
+    // Marks the hook queues go out within ~100 ms, also during a long poll.
+    let _pusher = pcmail_client::pusher::spawn(p.clone());
+    let progress = pcmail_client::watchdog::Progress::default();
+    progress.mark(pcmail_client::system_now());
+    {
+        let store_path = p.store();
+        pcmail_client::watchdog::spawn(
+            progress.clone(),
+            pcmail_client::watchdog::threshold_ms(),
+            pcmail_client::system_now,
+            move || pcmail_store::Store::open(&store_path).ok().and_then(|s| s.last_poll_ok_at().ok().flatten()),
+            restart_daemon,
+        );
+    }
     let mut client = Client::open(p)?;
     let interval = client.config.poll_interval();
     let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
@@ -558,7 +728,10 @@ fn daemon() -> anyhow::Result<()> {
     eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
-        match client.sync_once(wait_ms) {
+        progress.mark(pcmail_client::system_now());
+        let cycle = client.sync_once(wait_ms);
+        progress.mark(pcmail_client::system_now());
+        match cycle {
             Ok(report) => {
                 failures = 0;
                 if !report.stored.is_empty() {
@@ -577,5 +750,28 @@ fn daemon() -> anyhow::Result<()> {
                 std::thread::sleep(Duration::from_millis(wait as u64));
             }
         }
+    }
+}
+
+/// The watchdog's way out of a hung poll: the same daemon, started afresh,
+/// polls at once. On Unix the process image is replaced (same PID; the lock
+/// file closes on exec, so the new image takes it); elsewhere a detached
+/// successor starts and this process exits.
+fn restart_daemon() {
+    eprintln!("pcmail: watchdog: no good poll and no progress for too long; restarting the daemon");
+    let Ok(exe) = std::env::current_exe() else { std::process::exit(75) };
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let err = std::process::Command::new(&exe).arg("daemon").env("PCMAIL_DAEMON_RESTARTED", "1").exec();
+        eprintln!("pcmail: watchdog: restart failed: {err}");
+        std::process::exit(75);
+    }
+    #[cfg(not(unix))]
+    {
+        let mut cmd = pcmail_client::spawn::detached_command(&exe, &["daemon"]);
+        cmd.env("PCMAIL_DAEMON_RESTARTED", "1");
+        let _ = cmd.spawn();
+        std::process::exit(0);
     }
 }

@@ -57,10 +57,12 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         let urgent = if m.urgent { " URGENT" } else { "" };
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
         let text = if m.subject.is_empty() { &m.body } else { &m.subject };
+        // Stored here and not read yet is what the server calls `delivered`.
+        let state = if m.status == State::New { "delivered" } else { m.status.as_str() };
         println!(
             "{}  {:<9} {:>4} ago  from {}{}{} {} {}",
             m.id,
-            m.status.as_str(),
+            state,
             age(now - m.created_at),
             m.from,
             urgent,
@@ -78,7 +80,12 @@ pub fn sent(rows: &[SentMail], json: bool) {
     }
     for m in rows {
         let text = if m.subject.is_empty() { &m.body } else { &m.subject };
-        println!("{}  → {:<12} [{}]  {}", m.id, m.to, m.state, neutralise(&truncate_chars(text, 60)));
+        let state = match (&m.queued, m.state) {
+            (Some(_), pcmail_core::State::New) => "queued".to_string(),
+            (Some(why), s) => format!("{s}: {why}"),
+            (None, s) => s.to_string(),
+        };
+        println!("{}  → {:<12} [{}]  {}", m.id, m.to, state, neutralise(&truncate_chars(text, 60)));
     }
 }
 
@@ -132,7 +139,8 @@ pub fn alerts(a: &[Alert], json: bool) {
     }
     for x in a {
         let resolved = x.resolved_at.map(|t| format!(" resolved {}", time(t))).unwrap_or_default();
-        println!("{:<12} {:<10} {}  ×{}  {}{}", x.kind.as_str(), x.pc, x.subject, x.count, neutralise(&x.message), resolved);
+        let webhook = x.last_error.as_deref().map(|e| format!("  (webhook: {})", neutralise(e))).unwrap_or_default();
+        println!("{:<12} {:<10} {}  ×{}  {}{}{}", x.kind.as_str(), x.pc, x.subject, x.count, neutralise(&x.message), resolved, webhook);
     }
 }
 
@@ -153,7 +161,7 @@ pub fn cycle(r: &CycleReport, json: bool) {
     }
 }
 
-pub fn doctor(json: bool) -> anyhow::Result<()> {
+pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     use pcmail_client::config::{Config, Paths};
     let mut checks: Vec<(String, bool, String)> = vec![];
     let paths = Paths::from_env()?;
@@ -175,30 +183,38 @@ pub fn doctor(json: bool) -> anyhow::Result<()> {
             },
             Err(e) => checks.push((format!("server: {e}"), false, "`pcmail token set` or PCMAIL_TOKEN".into())),
         }
+        checks.extend(label_binding_check(&paths, c));
     }
     let now = pcmail_client::system_now();
     let alive = pcmail_client::locks::poller_alive(&paths);
-    let last = pcmail_store::Store::open(&paths.store()).ok().and_then(|s| s.last_poll_ok_at().ok().flatten());
-    let fresh = last.is_some_and(|t| now - t < pcmail_client::hook::STALE_POLL_MS);
-    checks.push((
-        format!(
-            "poller: {}; last successful poll {}",
-            if alive { "running" } else { "not running" },
-            last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into())
-        ),
-        alive || fresh,
-        "start `pcmail daemon` (or the tray app); the hook also starts a one-shot poll when the last is over 3 min old".into(),
-    ));
-    match pcmail_claude_hooks::default_settings_path().map(|p| pcmail_claude_hooks::status(&p)) {
-        Some(Ok(s)) => {
-            let exec = s.hooks.iter().all(|h| h.exec_form);
-            let ok = s.level() == pcmail_claude_hooks::InstallLevel::Installed && s.all_exes_exist() && exec;
-            let form = if s.hooks.is_empty() { "" } else if exec { ", exec form" } else { ", old shell form" };
-            checks.push((format!("Claude Code hooks: {:?}{form}", s.level()), ok, "`pcmail hooks install` (re-run it to move to the exec form)".into()));
-        }
-        Some(Err(e)) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
-        None => checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into())),
+    let store = pcmail_store::Store::open(&paths.store()).ok();
+    let last = store.as_ref().and_then(|s| s.last_poll_ok_at().ok().flatten());
+    let last_error = store.as_ref().and_then(|s| s.meta_get(pcmail_store::meta::LAST_POLL_ERROR).ok().flatten());
+    let ago = last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into());
+    let hung_after = pcmail_client::watchdog::HUNG_AFTER_MS;
+    let keep_running = "`pcmail service install` (starts at login, restarts on failure), or `pcmail daemon`, or the tray app";
+    if !alive {
+        checks.push((format!("poller: not running (last successful poll {ago})"), false, keep_running.into()));
+    } else if last.is_none_or(|t| now - t > hung_after) {
+        let why = last_error.map(|e| format!("; last error: {e}")).unwrap_or_default();
+        checks.push((
+            format!("poller: running, but its last successful poll was {ago}{why}"),
+            false,
+            "its watchdog restarts a hung poller after 10 minutes; check the server (`pcmail sync` shows the error)".into(),
+        ));
+    } else {
+        checks.push((format!("poller: running; last successful poll {ago}"), true, String::new()));
     }
+    // Marks the server refused are dropped with a record: say so (not a failure of this PC).
+    if let Some(dropped) = store.as_ref().and_then(|s| s.dropped_marks().ok()).filter(|d| !d.is_empty()) {
+        let (_, id, op, why) = dropped.last().expect("not empty");
+        checks.push((
+            format!("marks: {} dropped (the newest: {op} on {id}: {why})", dropped.len()),
+            true,
+            String::new(),
+        ));
+    }
+    hooks_checks(&mut checks, fix);
     let all_ok = checks.iter().all(|c| c.1);
     if json {
         let v: Vec<_> = checks.iter().map(|(w, ok, fix)| json!({"check": w, "ok": ok, "fix": fix})).collect();
@@ -216,4 +232,104 @@ pub fn doctor(json: bool) -> anyhow::Result<()> {
     } else {
         anyhow::bail!("some checks failed")
     }
+}
+
+/// Whether this PC's label is bound to this installation, and where its
+/// credential lives (issue 8 defect 7). None for the embedded server.
+fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::config::Config) -> Option<(String, bool, String)> {
+    use pcmail_client::config::ServerConfig;
+    use pcmail_client::token::credential;
+    let url = match &c.server {
+        ServerConfig::Http { url } | ServerConfig::AppsScript { url } => url,
+        ServerConfig::Embedded { .. } => return None,
+    };
+    let label = &c.label;
+    let cred = match credential::load(url, label, c.installation.as_deref()) {
+        Ok(found) => found,
+        Err(e) => return Some((format!("label {label:?}: {e}"), false, "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into())),
+    };
+    let client = pcmail_client::Client::open(paths.clone()).ok()?;
+    // A PC op answers label_taken when the label belongs to another installation.
+    let probe = client.transport.call(&pcmail_core::protocol::Op::Status { ids: vec!["mail-0-00000000".into()] });
+    if let Err(pcmail_client::transport::CallError::Server(p)) = &probe {
+        if p.code == pcmail_core::ErrorCode::LabelTaken {
+            return Some((
+                format!("label {label:?}: belongs to another installation; this PC's requests are refused"),
+                false,
+                "`pcmail init --label NEW` picks another label; `pcmail init --replace` takes this one over (the other PC loses access)".into(),
+            ));
+        }
+    }
+    Some(match (client.claim_record().as_deref(), cred) {
+        (Some("bound"), Some((_, source))) => {
+            (format!("label {label:?}: bound to this installation (credential {})", source.describe()), true, String::new())
+        }
+        (Some("bound"), None) => (
+            format!("label {label:?}: bound, but this installation's credential is gone (keyring entry or PCMAIL_CREDENTIAL)"),
+            false,
+            "restore PCMAIL_CREDENTIAL, or `pcmail init --replace` to bind the label to a new credential".into(),
+        ),
+        (Some(_), _) => (format!("label {label:?}: this server does not bind labels to installations"), true, String::new()),
+        (None, _) => (format!("label {label:?}: not bound yet (claimed by `pcmail init` or the next poll)"), true, String::new()),
+    })
+}
+
+/// The Claude Code hook checks of `doctor`: registration and form (migrated first with `--fix`),
+/// then the installed Claude Code's version.
+fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
+    use pcmail_claude_hooks::{ClaudeCodeVersion, HandlerForm, InstallLevel, DEFAULT_EVENTS};
+    use pcmail_claude_hooks::{EXEC_FORM_SINCE, MIN_CLAUDE_CODE};
+    let v = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
+    let old_form = format!(
+        "old exec form with args: blocks prompts on Claude Code before {}; run `pcmail doctor --fix` or `pcmail hooks install`",
+        v(EXEC_FORM_SINCE)
+    );
+    let Some(path) = pcmail_claude_hooks::default_settings_path() else {
+        checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into()));
+        return;
+    };
+    let mut state = pcmail_claude_hooks::status(&path);
+    if fix && state.as_ref().is_ok_and(|s| s.needs_migration()) {
+        let fixed = crate::hook_spec().and_then(|spec| Ok(pcmail_claude_hooks::install(&path, &spec)?));
+        match fixed {
+            Ok(o) => checks.push((
+                format!(
+                    "fixed: hooks moved to the shell form in {}{}",
+                    path.display(),
+                    o.backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
+                ),
+                true,
+                String::new(),
+            )),
+            Err(e) => checks.push((format!("fix of the hooks failed: {e:#}"), false, "`pcmail hooks install`".into())),
+        }
+        state = pcmail_claude_hooks::status(&path);
+    }
+    match state {
+        Ok(s) => {
+            let level = s.level(DEFAULT_EVENTS);
+            let old = s.hooks.iter().any(|h| h.form == HandlerForm::ExecWithArgs);
+            let form = if s.hooks.is_empty() {
+                String::new()
+            } else if old {
+                format!(", {old_form}")
+            } else {
+                ", shell form".into()
+            };
+            let missing = s.hooks.iter().find(|h| !h.exe_exists).map(|h| format!(", {} is missing", h.exe.display()));
+            let ok = level == InstallLevel::Installed && s.all_exes_exist() && !old;
+            let fix = if old { "`pcmail doctor --fix` or `pcmail hooks install`" } else { "`pcmail hooks install`" };
+            checks.push((format!("Claude Code hooks: {level:?}{form}{}", missing.unwrap_or_default()), ok, fix.into()));
+        }
+        Err(e) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
+    }
+    let (version, ok) = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), std::time::Duration::from_secs(5)) {
+        ClaudeCodeVersion::NotOnPath => ("claude not on PATH".to_string(), true),
+        ClaudeCodeVersion::Found { line, version } => {
+            let ok = version.is_none_or(|x| x >= MIN_CLAUDE_CODE);
+            (if ok { line } else { format!("{line}, older than {}: the hooks do not reach the model", v(MIN_CLAUDE_CODE)) }, ok)
+        }
+        ClaudeCodeVersion::Failed(e) => (format!("unknown ({e})"), true),
+    };
+    checks.push((format!("Claude Code version: {version}"), ok, format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE))));
 }

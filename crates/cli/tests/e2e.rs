@@ -95,7 +95,7 @@ fn loop_refusals() {
         assert_eq!(out.status.code(), Some(3), "{kind:?}");
         // hop ≥ 3 is refused by the server.
         let mail = json!({"id": "mail-1-0000beef", "to": "pc-b", "body": "x", "hop": 3});
-        let v = server.call("pc-a", "send", json!({"mail": mail}));
+        let v = server.call_as(&a, "send", json!({"mail": mail}));
         assert_eq!(v["error"]["code"], "hop_limit", "{kind:?}");
     }
 }
@@ -336,39 +336,97 @@ fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
     let _ = daemon.wait();
 }
 
+/// Unix only: the fake `claude` is a shell script and the hook commands are run through /bin/sh.
+#[cfg(unix)]
 #[test]
 fn hooks_install_and_doctor() {
     let server = Server::start(Kind::Rust);
     let a = Pc::new(&server, "pc-a");
     a.ok(&["sync"]);
+    // doctor is ok only with a poller running (and a recent good poll)
+    let mut daemon = a.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let doctor = |expect_ok: bool| {
-        let out = a.cmd(&["doctor"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    // a `claude` on PATH that answers --version like Claude Code does
+    let bin = tempfile::tempdir().unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(&claude, "#!/bin/sh\n[ \"$1\" = --version ] && echo '2.0.0 (Claude Code)'\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = |args: &[&str], path: &std::path::Path| {
+        a.cmd(args).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").env("PATH", path).output().unwrap()
+    };
+    let doctor = |args: &[&str], expect_ok: bool| {
+        let out = run(args, bin.path());
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert_eq!(out.status.success(), expect_ok, "{text}");
         text
     };
-    let before = doctor(false);
+    let before = doctor(&["doctor"], false);
     assert!(before.contains("FAIL Claude Code hooks") && before.contains("pcmail hooks install"), "{before}");
     assert!(before.contains("ok   server reachable"), "{before}");
-    let out = a.cmd(&["hooks", "install"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    assert!(before.contains("Claude Code version: 2.0.0 (Claude Code)"), "{before}");
+    let out = run(&["hooks", "install"], bin.path());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let settings: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap()).unwrap();
+    let settings_path = home.path().join(".claude/settings.json");
+    let settings: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    let pcmail = exe().canonicalize().unwrap();
     for ev in ["SessionStart", "UserPromptSubmit"] {
         let handler = &settings["hooks"][ev][0]["hooks"][0];
-        let cmd = std::path::Path::new(handler["command"].as_str().unwrap());
-        assert!(cmd.is_absolute() && cmd.is_file(), "exec form: `command` is the exe itself: {}", cmd.display());
-        assert!(cmd.file_stem().is_some_and(|n| n == "pcmail"), "{}", cmd.display());
-        assert_eq!(handler["args"], serde_json::json!(["hook"]));
-        assert_eq!(settings["hooks"][ev][0]["hooks"][0]["timeout"], 5);
+        // shell form, no `args`: runs on Claude Code releases that predate `args`
+        assert_eq!(handler.get("args"), None, "{handler}");
+        let cmd = handler["command"].as_str().unwrap();
+        let hook_binary = pcmail.with_file_name(if cfg!(windows) { "pcmail-hook.exe" } else { "pcmail-hook" });
+        if hook_binary.is_file() {
+            // the separate hook binary beside pcmail: its path alone
+            assert!(cmd.contains(hook_binary.to_str().unwrap()) && !cmd.ends_with(" hook"), "{cmd}");
+        } else {
+            assert!(cmd.ends_with(" hook") && cmd.contains(pcmail.to_str().unwrap()), "{cmd}");
+            let out = std::process::Command::new("/bin/sh").arg("-c").arg(format!("{cmd} --help")).output().unwrap();
+            assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Reads hook JSON"), "{out:?}");
+        }
+        assert_eq!(handler["timeout"], 5);
     }
     assert!(!home.path().join(".claude.json").exists(), "never touches ~/.claude.json");
-    let after = doctor(true);
-    assert!(after.contains("ok   Claude Code hooks: Installed, exec form"), "{after}");
-    let out = a.cmd(&["hooks", "uninstall"]).env("HOME", home.path()).env_remove("CLAUDE_CONFIG_DIR").output().unwrap();
+    let after = doctor(&["doctor"], true);
+    assert!(after.contains("ok   Claude Code hooks: Installed, shell form"), "{after}");
+
+    // an entry written by the pcmail before (exec form, `args`) is reported, and `--fix` migrates it
+    let old = serde_json::json!({"model": "x", "hooks": {
+        "SessionStart": [{"matcher": "startup|resume|clear|compact",
+                          "hooks": [{"type": "command", "command": pcmail, "args": ["hook"], "timeout": 5}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": pcmail, "args": ["hook"], "timeout": 5}]}]}});
+    std::fs::write(&settings_path, old.to_string()).unwrap();
+    let text = doctor(&["doctor"], false);
+    assert!(text.contains("old exec form with args: blocks prompts on Claude Code before"), "{text}");
+    assert!(text.contains("pcmail doctor --fix"), "{text}");
+    let text = doctor(&["doctor", "--fix"], true);
+    assert!(text.contains("fixed: hooks moved to the shell form") && text.contains("Installed, shell form"), "{text}");
+    let migrated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    assert_eq!(migrated["model"], "x");
+    assert_eq!(migrated["hooks"]["UserPromptSubmit"][0]["hooks"][0], settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]);
+    assert_eq!(migrated["hooks"]["SessionStart"], settings["hooks"]["SessionStart"]);
+    // nothing left to fix: a second --fix changes nothing
+    let text = doctor(&["doctor", "--fix"], true);
+    assert!(!text.contains("fixed:"), "{text}");
+
+    let out = run(&["hooks", "status"], bin.path());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Installed") && String::from_utf8_lossy(&out.stdout).contains("shell form"));
+
+    // a Claude Code too old for pcmail's hooks is flagged
+    std::fs::write(&claude, "#!/bin/sh\necho '1.0.61 (Claude Code)'\n").unwrap();
+    let text = doctor(&["doctor"], false);
+    assert!(text.contains("FAIL Claude Code version: 1.0.61 (Claude Code), older than 1.0.62"), "{text}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(&["hooks", "uninstall"], empty.path());
     assert!(out.status.success());
-    doctor(false);
+    let out = run(&["doctor"], empty.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.contains("Claude Code version: claude not on PATH"), "{text}");
+    daemon.kill().unwrap();
+    let _ = daemon.wait();
 }
 
 #[test]
@@ -384,7 +442,8 @@ fn demo_runs_on_the_embedded_default() {
 }
 
 /// The client's token comes from the OS keyring (Secret Service, here
-/// gnome-keyring in a private D-Bus session) and is never written to a file.
+/// gnome-keyring in a private D-Bus session) and is never written to a file;
+/// so does the credential the PC makes for its label (issue 8 defect 7).
 #[test]
 fn token_lives_in_the_os_keyring_not_in_files() {
     let server = Server::start(Kind::Rust);
@@ -394,6 +453,7 @@ fn token_lives_in_the_os_keyring_not_in_files() {
          {exe} init --label pc-k --server {url} >/dev/null || exit 91\n\
          echo {token} | {exe} token set || exit 92\n\
          {exe} sync || exit 93\n\
+         {exe} doctor | grep 'label \"pc-k\"' || exit 94\n\
          {exe} --json roster\n",
         exe = exe().display(),
         url = server.url,
@@ -403,6 +463,7 @@ fn token_lives_in_the_os_keyring_not_in_files() {
         .args(["--", "sh", "-c", &script])
         .env("PCMAIL_HOME", home.path())
         .env_remove("PCMAIL_TOKEN")
+        .env_remove("PCMAIL_CREDENTIAL")
         .env("HOME", home.path())
         .output()
         .expect("dbus-run-session (package dbus)");
@@ -413,7 +474,12 @@ fn token_lives_in_the_os_keyring_not_in_files() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"pc-k\""), "synced with the keyring's token");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"pc-k\""), "synced with the keyring's token");
+    assert!(
+        stdout.contains("ok   label \"pc-k\": bound to this installation (credential in the OS keyring)"),
+        "the first sync claimed the label with a credential kept in the keyring:\n{stdout}"
+    );
     // Nowhere in the PC's files (config, store, logs)…
     for entry in walk(home.path()) {
         if entry.is_file() && !entry.to_string_lossy().contains("keyrings") {
@@ -423,8 +489,23 @@ fn token_lives_in_the_os_keyring_not_in_files() {
                 "the token is in {}",
                 entry.display()
             );
+            // The credential is 64 hex characters: no such run in any file.
+            let hex_run = bytes.split(|b| !b.is_ascii_hexdigit()).map(<[u8]>::len).max().unwrap_or(0);
+            assert!(hex_run < 64, "a credential-like secret is in {}", entry.display());
         }
     }
+    // Without the keyring the label's credential cannot be presented: the
+    // bound label refuses this PC (exit 12), so no file held the secret.
+    let out = std::process::Command::new(exe())
+        .arg("sync")
+        .env("PCMAIL_HOME", home.path())
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env_remove("PCMAIL_CREDENTIAL")
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(12), "{}", String::from_utf8_lossy(&out.stderr));
     // …and without the keyring or PCMAIL_TOKEN the client has no token.
     let out = std::process::Command::new(exe())
         .arg("sync")

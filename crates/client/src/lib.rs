@@ -7,9 +7,11 @@
 pub use pcmail_local::{config, hook, locks, spawn};
 pub mod notify;
 pub mod ops;
+pub mod pusher;
 pub mod sync;
 pub mod token;
 pub mod transport;
+pub mod watchdog;
 
 use config::{Config, ConfigError, Paths, ServerConfig};
 use pcmail_core::{Millis, ProtoError};
@@ -27,17 +29,31 @@ pub enum ClientError {
     #[error(transparent)]
     Token(#[from] token::TokenError),
     #[error(transparent)]
-    Call(#[from] CallError),
+    Call(CallError),
+    /// This PC's label is bound to another installation (`label_taken`).
+    #[error("{} (`pcmail init --label NEW` picks another label; `pcmail init --replace` takes this one over and ends the other PC's access)", .0.message)]
+    LabelTaken(ProtoError),
     #[error("{query:?} is not an exact PC label, number or hostname on the roster{}", candidates_hint(.candidates))]
     Unresolved { query: String, candidates: Vec<String> },
     #[error("{id} is itself a reply; replying to a reply is refused (it is how mail loops start)")]
     ReplyToReply { id: String },
-    #[error("no mail {0:?} here")]
+    #[error("no such mail: {0}")]
     NotFound(String),
     #[error("{id} did not reach {wanted} within the timeout (it is {state})")]
     Timeout { id: String, wanted: String, state: String },
     #[error("{0}")]
     Invalid(String),
+    #[error("nobody else is on the roster to send to (`pcmail roster` lists it; other PCs appear once they have polled)")]
+    NobodyElse,
+}
+
+impl From<CallError> for ClientError {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Server(p) if p.code == pcmail_core::ErrorCode::LabelTaken => ClientError::LabelTaken(p),
+            other => ClientError::Call(other),
+        }
+    }
 }
 
 fn candidates_hint(c: &[String]) -> String {
@@ -98,11 +114,29 @@ pub fn make_transport(paths: &Paths, config: &Config, clock: fn() -> Millis) -> 
         }
         ServerConfig::Http { url } => {
             let tok = token::load(url)?;
-            Box::new(transport::Http::new(url, &tok, &config.label, true)?)
+            let t = transport::Http::new(url, &tok, &config.label, true)?;
+            t.set_credential(present_credential(url, config)?);
+            Box::new(t)
         }
         ServerConfig::AppsScript { url } => {
             let tok = token::load(url)?;
-            Box::new(transport::Http::new(url, &tok, &config.label, false)?)
+            let t = transport::Http::new(url, &tok, &config.label, false)?;
+            t.set_credential(present_credential(url, config)?);
+            Box::new(t)
         }
     })
+}
+
+/// The credential every request presents, when this installation has one.
+/// A keyring that cannot be read only means none (the label stays as it
+/// is); a bad PCMAIL_CREDENTIAL is an error.
+fn present_credential(url: &str, config: &Config) -> Result<Option<String>, ClientError> {
+    match token::credential::load(url, &config.label, config.installation.as_deref()) {
+        Ok(found) => Ok(found.map(|(c, _)| c)),
+        Err(e @ token::TokenError::BadCredential(_)) => Err(e.into()),
+        Err(e) => {
+            tracing::warn!("no credential presented: {e}");
+            Ok(None)
+        }
+    }
 }

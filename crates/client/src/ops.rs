@@ -34,8 +34,28 @@ pub struct Draft {
     pub subject: String,
     pub body: String,
     pub urgent: bool,
-    pub expires_at: Option<Millis>,
+    pub expires: Option<Expires>,
     pub auto: bool,
+}
+
+/// When a mail should expire, as the user said it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expires {
+    /// A duration from now (`--expires 30m`).
+    In(Millis),
+    /// A point in time (`--expires 2026-12-01T10:00:00Z`), read by the server's clock.
+    At(Millis),
+}
+
+/// How long `--wait-for` waits before asking again: fast where asking is
+/// cheap (embedded, `pcmail serve`), from 5 s growing to a minute against Apps
+/// Script, whose URL fetches are a daily quota.
+pub fn wait_interval(quota_bound: bool, attempt: u32) -> Duration {
+    if !quota_bound {
+        return Duration::from_millis(250);
+    }
+    let ms = 5_000f64 * 1.5f64.powi(attempt.min(10) as i32);
+    Duration::from_millis(ms.min(60_000.0) as u64)
 }
 
 impl Client {
@@ -44,26 +64,45 @@ impl Client {
     /// server's when the cache has no exact match. The server checks the
     /// label again, so a stale cache can only fail closed.
     pub fn resolve_recipient(&mut self, query: &str) -> Result<String, ClientError> {
+        let me = self.config.label.clone();
         let cached = self.store.roster()?;
         if !cached.is_empty() {
             match resolve(&cached, query) {
                 Resolution::Exact(l) => return Ok(l),
-                Resolution::Broadcast => return Ok("*".into()),
-                Resolution::Unknown { .. } => {}
+                Resolution::Broadcast if cached.iter().any(|p| p.label != me) => return Ok("*".into()),
+                _ => {}
             }
         }
-        let pcs = match self.refresh_roster() {
+        let mut pcs = match self.refresh_roster() {
             Ok(p) => p,
             Err(_) => cached,
         };
+        // This PC is on the roster from its first command, not its first poll.
+        if !pcs.iter().any(|p| p.label == me) && self.register_self().is_ok() {
+            pcs = self.refresh_roster().unwrap_or(pcs);
+        }
         match resolve(&pcs, query) {
             Resolution::Exact(l) => Ok(l),
-            Resolution::Broadcast => Ok("*".into()),
+            Resolution::Broadcast if pcs.iter().any(|p| p.label != me) => Ok("*".into()),
+            Resolution::Broadcast => Err(ClientError::NobodyElse),
             Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
         }
     }
 
+    /// An expiry as the server wants it: a duration by its own clock.
+    pub fn expires_in(&self, e: Expires) -> Result<Millis, ClientError> {
+        let ms = match e {
+            Expires::In(d) => d,
+            Expires::At(t) => t - self.store.server_now(self.now()),
+        };
+        if ms <= 0 {
+            return Err(ClientError::Invalid("--expires is already past (by the server's clock)".into()));
+        }
+        Ok(ms)
+    }
+
     pub fn send(&mut self, draft: Draft) -> Result<SendOutcome, ClientError> {
+        let expires_in = draft.expires.map(|e| self.expires_in(e)).transpose()?;
         let to = self.resolve_recipient(&draft.to)?;
         let now = self.now();
         let mail = OutgoingMail {
@@ -73,7 +112,8 @@ impl Client {
             subject: draft.subject,
             body: draft.body,
             urgent: draft.urgent,
-            expires_at: draft.expires_at,
+            expires_at: None,
+            expires_in,
             in_reply_to: None,
             auto: draft.auto,
             hop: 0,
@@ -136,6 +176,7 @@ impl Client {
             body,
             urgent: false,
             expires_at: None,
+            expires_in: None,
             in_reply_to: Some(orig.id.clone()),
             auto,
             hop: orig.hop + 1,
@@ -152,14 +193,21 @@ impl Client {
 
     /// Marks a mail of this PC's inbox (seen / ack / fail): locally at once,
     /// then to the server now if it answers, else with the next poll.
+    /// A reason the server would refuse is refused here, before anything is
+    /// queued (the same rule, from pcmail-core).
     pub fn mark(&mut self, id: &str, op: MarkOp, reason: Option<&str>, actor: Option<&str>) -> Result<State, ClientError> {
         let now = self.now();
-        let by = actor.map(str::to_string).unwrap_or_else(|| self.config.label.clone());
+        let by = pcmail_core::rules::sanitize_actor(actor.unwrap_or(&self.config.label));
+        pcmail_core::rules::check_mark_text(op, &by, reason).map_err(|e| ClientError::Invalid(e.message))?;
         let state = self.store.write(|tx| {
             let s = inbox::advance(tx, id, op.target(), now, &by, reason)?;
             marks::queue(tx, id, op, now, &by, reason)?;
             Ok(s)
-        })?;
+        });
+        let state = match state {
+            Err(pcmail_store::StoreError::NotFound(_)) => return Err(ClientError::NotFound(id.into())),
+            other => other?,
+        };
         let _ = self.flush_marks();
         Ok(state)
     }
@@ -179,12 +227,12 @@ impl Client {
         if due.is_empty() {
             return Ok(report);
         }
-        let op = Op::Mark { marks: due.iter().map(|p| p.mark.clone()).collect() };
+        let op = Op::Mark { marks: due.iter().map(|p| Ok(p.mark.clone())).collect() };
         match self.transport.call(&op) {
             Ok(resp) => {
                 let results: Vec<MarkResult> =
                     resp.get("results").and_then(|r| serde_json::from_value(r.clone()).ok()).unwrap_or_default();
-                self.apply_results(results, now, &mut report)?;
+                self.apply_results(results, &due, now, &mut report)?;
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownOp => {
                 for m in &due {
@@ -201,6 +249,8 @@ impl Client {
     /// The server's timeline for mail ids (refreshes the local sent cache).
     pub fn status(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>), ClientError> {
         let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
+        let now = self.now();
+        self.record_server_clock(&resp, now);
         let mails: Vec<Mail> = resp
             .get("mails")
             .and_then(|m| serde_json::from_value(m.clone()).ok())
@@ -218,6 +268,8 @@ impl Client {
     /// Waits until every copy of `id` reached `wanted` (or a final state).
     pub fn wait_for(&mut self, id: &str, wanted: State, timeout: Duration) -> Result<Vec<Mail>, ClientError> {
         let start = Instant::now();
+        let quota_bound = self.transport.quota_bound();
+        let mut attempt = 0u32;
         loop {
             let (mails, _) = match self.status(&[id.to_string()]) {
                 Ok(r) => r,
@@ -241,7 +293,9 @@ impl Client {
                     state: if state.is_empty() { "not on the server yet".into() } else { state },
                 });
             }
-            std::thread::sleep(Duration::from_millis(250));
+            let left = timeout.saturating_sub(start.elapsed());
+            std::thread::sleep(wait_interval(quota_bound, attempt).min(left.max(Duration::from_millis(1))));
+            attempt += 1;
         }
     }
 }

@@ -16,6 +16,8 @@ use serde_json::Value;
 pub const UNKNOWN_OP_BACKOFF_MS: Millis = 60 * 60 * 1000;
 pub const UNKNOWN_OP_MAX_TRIES: i64 = 5;
 const MAX_ROUNDS: usize = 20;
+/// Store meta: `<label>@<server>\t<bound|unsupported>` after this installation claimed its label.
+pub const LABEL_CLAIMED: &str = "label_claimed";
 
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct CycleReport {
@@ -27,8 +29,12 @@ pub struct CycleReport {
     pub marks_dropped: usize,
     pub outbox_sent: Vec<String>,
     pub outbox_left: usize,
+    /// Queued mail that expired before the server could take it (not sent).
+    pub outbox_expired: Vec<String>,
     pub updates: usize,
     pub roster_refreshed: bool,
+    /// The server had pruned updates past this PC's cursor (states re-read).
+    pub cursor_reset: bool,
     /// Mail that wants a notification (claimed: nobody else will notify it).
     #[serde(skip)]
     pub to_notify: Vec<InboxMail>,
@@ -61,7 +67,11 @@ impl Client {
     }
 
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
+        self.claim_label_once()?;
         self.flush_outbox(report, false)?;
+        // A mark an older pcmail queued with text the server refuses must
+        // never hold up the poll: dropped here with a record.
+        report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
         for round in 0..MAX_ROUNDS {
             let now = self.now();
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
@@ -70,7 +80,7 @@ impl Client {
             let idle = confirm.is_empty() && due.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
-                marks: due.iter().map(|p| p.mark.clone()).collect(),
+                marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
@@ -85,6 +95,7 @@ impl Client {
             report.round_trips += 1;
             // A long poll may have waited: stamp what follows with the answer's time.
             let now = self.now();
+            self.record_server_clock(&resp, now);
 
             // Confirmed ids: stored here and known to the server.
             let confirmed: Vec<String> = str_array(&resp, "confirmed");
@@ -110,8 +121,13 @@ impl Client {
                 self.store.sent_apply_update(u)?;
             }
             report.updates += updates.len();
+            if resp.get("cursorReset").and_then(Value::as_bool) == Some(true) {
+                // The server pruned updates this PC had not read: re-read the
+                // state of every open sent mail instead.
+                report.cursor_reset = true;
+            }
             if let Some(c) = resp.get("cursor").and_then(Value::as_i64) {
-                if c > since {
+                if c > since || report.cursor_reset {
                     self.store.meta_set_i64(meta::UPDATES_CURSOR, c)?;
                 }
             }
@@ -135,6 +151,9 @@ impl Client {
         }
         // The server answers again: what waited in backoff goes now.
         self.flush_outbox(report, true)?;
+        if report.cursor_reset {
+            self.refresh_open_sent()?;
+        }
         Ok(())
     }
 
@@ -198,24 +217,52 @@ impl Client {
             }
             return Ok(());
         };
-        self.apply_results(results, now, report)
+        self.apply_results(results, sent, now, report)
     }
 
-    pub(crate) fn apply_results(&mut self, results: Vec<MarkResult>, now: Millis, report: &mut CycleReport) -> Result<(), ClientError> {
+    /// Applies the server's answer for each mark sent: done, or refused (final
+    /// for that mark: dropped with a record `pcmail doctor` shows). A result is
+    /// matched by its `index` in the request, else by `markId`.
+    pub(crate) fn apply_results(
+        &mut self,
+        results: Vec<MarkResult>,
+        sent: &[pcmail_store::PendingMark],
+        now: Millis,
+        report: &mut CycleReport,
+    ) -> Result<(), ClientError> {
         let mut done = vec![];
         for r in results {
+            let mark_id = match r.index.and_then(|i| sent.get(i)) {
+                Some(p) => p.mark.mark_id.clone(),
+                None => match r.mark_id {
+                    Some(m) => m,
+                    None => continue,
+                },
+            };
             if r.ok {
-                done.push(r.mark_id);
+                done.push(mark_id);
             } else {
                 // not_found / forbidden / bad_request are final for this mark.
-                let why = format!("server refused: {}", r.code.unwrap_or_default());
-                self.store.drop_mark(&r.mark_id, &why, now)?;
+                let why = format!(
+                    "server refused: {}{}",
+                    r.code.unwrap_or_default(),
+                    r.message.map(|m| format!(" ({m})")).unwrap_or_default()
+                );
+                self.store.drop_mark(&mark_id, &why, now)?;
                 report.marks_dropped += 1;
             }
         }
         report.marks_sent += done.len();
         self.store.mark_done(&done)?;
         Ok(())
+    }
+
+    /// Keeps this PC's offset from the server's clock (the truth for expiry):
+    /// `now` of an answer minus the local time it arrived.
+    pub(crate) fn record_server_clock(&mut self, resp: &Value, local_now: Millis) {
+        if let Some(server_now) = resp.get("now").and_then(Value::as_i64) {
+            let _ = self.store.meta_set_i64(meta::SERVER_OFFSET_MS, server_now - local_now);
+        }
     }
 
     /// Sends what was queued while the server was unreachable.
@@ -231,7 +278,19 @@ impl Client {
         let now = self.now();
         let queued = if all { self.store.outbox_all()? } else { self.store.outbox_due(now)? };
         for q in queued {
-            match self.send_prepared(&q.mail, !q.regenerated) {
+            // Expiry counts from when the mail was written, not from when the
+            // server could finally take it: subtract the time it waited here.
+            let mut mail = q.mail.clone();
+            if let Some(d) = mail.expires_in {
+                let left = d - (now - q.queued_at).max(0);
+                if left <= 0 {
+                    self.store.outbox_expired(&q.mail, now)?;
+                    report.outbox_expired.push(q.mail.id.clone());
+                    continue;
+                }
+                mail.expires_in = Some(left);
+            }
+            match self.send_prepared(&mail, !q.regenerated) {
                 Ok(out) => {
                     self.store.outbox_remove(&q.mail.id)?;
                     report.outbox_sent.extend(out.ids);
@@ -252,16 +311,39 @@ impl Client {
         Ok(())
     }
 
+    /// Re-reads the server's state of every sent mail that is not final.
+    pub fn refresh_open_sent(&mut self) -> Result<(), ClientError> {
+        let open: Vec<String> =
+            self.store.sent_list(10_000)?.into_iter().filter(|m| !m.state.is_final() && m.queued.is_none()).map(|m| m.id).collect();
+        for chunk in open.chunks(limits::STATUS_IDS_MAX) {
+            self.status(chunk)?;
+        }
+        Ok(())
+    }
+
     pub fn register_self(&mut self) -> Result<(), ClientError> {
+        self.register_self_as(false)
+    }
+
+    /// Puts this PC on the roster and, against a server that binds labels,
+    /// claims its label with this installation's credential (made and kept
+    /// in the keyring first). `replace` takes a label bound to another
+    /// installation over; that one loses access.
+    pub fn register_self_as(&mut self, replace: bool) -> Result<(), ClientError> {
+        let claim = self.transport.binds_labels();
+        if claim {
+            let cred = self.claim_credential()?;
+            self.transport.set_credential(Some(cred));
+        }
         let host = crate::config::hostname();
         let hostname: String = host
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             .collect();
         let hostname = if hostname.is_empty() { self.config.label.clone() } else { hostname };
-        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None };
-        match self.transport.call(&op) {
-            Ok(_) => Ok(()),
+        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None, claim, replace };
+        let done = match self.transport.call(&op) {
+            Ok(v) => Ok(v),
             // Two PCs with the same hostname (or a test running several on one
             // machine): register under the label instead.
             Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
@@ -269,11 +351,89 @@ impl Client {
                     label: self.config.label.clone(),
                     hostname: format!("{}.{}", hostname, self.config.label),
                     number: None,
+                    claim,
+                    replace,
                 };
-                self.transport.call(&op)?;
+                Ok(self.transport.call(&op)?)
+            }
+            Err(e) => Err(ClientError::from(e)),
+        };
+        let resp = done?;
+        if claim {
+            // A server without label binding ignores the claim: noted, so it is not asked again.
+            let bound = resp.get("bound").and_then(Value::as_bool) == Some(true);
+            let value = format!("{}\t{}", self.claim_key(), if bound { "bound" } else { "unsupported" });
+            self.store.meta_set(LABEL_CLAIMED, &value)?;
+        }
+        Ok(())
+    }
+
+    /// What a claim is for: this label on this server.
+    pub fn claim_key(&self) -> String {
+        format!("{}@{}", self.config.label, self.config.server.describe())
+    }
+
+    /// True when this installation has claimed its label on this server
+    /// and the server bound it.
+    pub fn label_claimed(&self) -> bool {
+        self.claim_record().as_deref() == Some("bound")
+    }
+
+    /// How the last claim of this label on this server went: `bound`, or
+    /// `unsupported` (a server without label binding); None = never claimed.
+    pub fn claim_record(&self) -> Option<String> {
+        let v = self.store.meta_get(LABEL_CLAIMED).ok().flatten()?;
+        let (key, outcome) = v.split_once('\t')?;
+        (key == self.claim_key()).then(|| outcome.to_string())
+    }
+
+    /// The credential to claim with: this installation's, or a new one kept
+    /// in the keyring before it is sent.
+    fn claim_credential(&mut self) -> Result<String, ClientError> {
+        let url = match &self.config.server {
+            crate::config::ServerConfig::Http { url } | crate::config::ServerConfig::AppsScript { url } => url.clone(),
+            crate::config::ServerConfig::Embedded { .. } => {
+                return Err(ClientError::Invalid("the embedded server binds no labels".into()))
+            }
+        };
+        let installation = self.installation_id()?;
+        Ok(crate::token::credential::for_claim(&url, &self.config.label, &installation)?.0)
+    }
+
+    /// This installation's id, made (and saved in config.toml) on first need.
+    /// Read from the file first: a long-running daemon must neither make a
+    /// second id nor write back a config that `init` has changed since.
+    pub fn installation_id(&mut self) -> Result<String, ClientError> {
+        if let Some(id) = &self.config.installation {
+            return Ok(id.clone());
+        }
+        let mut on_disk = crate::config::Config::load(&self.paths)?;
+        let id = match &on_disk.installation {
+            Some(id) => id.clone(),
+            None => {
+                let id = pcmail_core::protocol::new_credential(&mut rand::thread_rng())[..16].to_string();
+                on_disk.installation = Some(id.clone());
+                on_disk.save(&self.paths)?;
+                id
+            }
+        };
+        self.config.installation = Some(id.clone());
+        Ok(id)
+    }
+
+    /// A PC registered before labels were bound claims its label once, on
+    /// its next poll (migration). With nowhere to keep a credential it goes
+    /// on unbound, as before, rather than stop its mail.
+    fn claim_label_once(&mut self) -> Result<(), ClientError> {
+        if !self.transport.binds_labels() || self.claim_record().is_some() {
+            return Ok(());
+        }
+        match self.register_self() {
+            Err(ClientError::Token(e)) => {
+                tracing::warn!("this PC's label stays unbound: {e}");
                 Ok(())
             }
-            Err(e) => Err(e.into()),
+            other => other,
         }
     }
 
@@ -297,6 +457,11 @@ impl Client {
         }
         if matches!(self.config.server, crate::config::ServerConfig::Embedded { .. }) {
             let _ = self.transport.call(&Op::Sweep);
+            self.transport.prune(now);
+        }
+        let retention = self.config.retention_ms();
+        if let Err(e) = self.store.prune_final(now, retention) {
+            tracing::warn!("retention: {e}");
         }
         if let Ok(resp) = self.transport.call(&Op::Alerts { open_only: true }) {
             if let Some(a) = resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok()) {

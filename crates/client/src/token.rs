@@ -9,6 +9,11 @@ pub enum TokenError {
     Missing,
     #[error("the OS keyring failed: {0} (set PCMAIL_TOKEN instead on machines without a keyring)")]
     Keyring(String),
+    /// Registration needs a place for this PC's credential before it is sent.
+    #[error("cannot keep this PC's credential: the OS keyring failed ({0}). Set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`), kept the same for every pcmail command on this PC")]
+    NoCredentialStore(String),
+    #[error("PCMAIL_CREDENTIAL: {0}")]
+    BadCredential(String),
 }
 
 fn entry(server_url: &str) -> Result<keyring::Entry, TokenError> {
@@ -36,5 +41,93 @@ pub fn delete(server_url: &str) -> Result<(), TokenError> {
     match entry(server_url)?.delete_credential() {
         Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
         Err(e) => Err(TokenError::Keyring(e.to_string())),
+    }
+}
+
+/// This installation's credential (issue 8 defect 7; the seed of issue 14's
+/// per-PC credential). The PC makes it itself — 256 random bits — and keeps
+/// it in the OS keyring before it is ever sent, so a lost answer can never
+/// lock it out of its own label: the retry presents the same secret.
+/// `PCMAIL_CREDENTIAL` overrides the keyring (machines without one). It is
+/// never printed, logged or written to a file.
+pub mod credential {
+    use super::TokenError;
+
+    pub const ENV: &str = "PCMAIL_CREDENTIAL";
+    const SERVICE: &str = "pcmail-credential";
+
+    /// Where the credential this PC presents comes from (`doctor` says it).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Source {
+        Env,
+        Keyring,
+    }
+
+    impl Source {
+        pub fn describe(self) -> &'static str {
+            match self {
+                Source::Env => "from PCMAIL_CREDENTIAL",
+                Source::Keyring => "in the OS keyring",
+            }
+        }
+    }
+
+    /// One keyring entry per server, label and installation: two
+    /// `PCMAIL_HOME`s on one machine are two installations.
+    fn entry(server_url: &str, label: &str, installation: &str) -> Result<keyring::Entry, TokenError> {
+        keyring::Entry::new(SERVICE, &format!("{label}@{server_url}#{installation}"))
+            .map_err(|e| TokenError::Keyring(e.to_string()))
+    }
+
+    fn from_env() -> Result<Option<String>, TokenError> {
+        match std::env::var(ENV) {
+            Ok(c) if !c.is_empty() => {
+                pcmail_core::protocol::check_credential(&c).map_err(|e| TokenError::BadCredential(e.message))?;
+                Ok(Some(c))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The credential to present, if this installation has one; never makes one.
+    pub fn load(server_url: &str, label: &str, installation: Option<&str>) -> Result<Option<(String, Source)>, TokenError> {
+        if let Some(c) = from_env()? {
+            return Ok(Some((c, Source::Env)));
+        }
+        let Some(installation) = installation else { return Ok(None) };
+        match entry(server_url, label, installation)?.get_password() {
+            Ok(c) => Ok(Some((c, Source::Keyring))),
+            Err(keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(TokenError::Keyring(e.to_string())),
+        }
+    }
+
+    /// The credential to claim the label with: the one this installation
+    /// has, or a new one stored in the keyring (and read back) first.
+    pub fn for_claim(server_url: &str, label: &str, installation: &str) -> Result<(String, Source), TokenError> {
+        let unavailable = |e: String| TokenError::NoCredentialStore(e);
+        if let Some(found) = load(server_url, label, Some(installation)).map_err(|e| match e {
+            TokenError::Keyring(m) => unavailable(m),
+            other => other,
+        })? {
+            return Ok(found);
+        }
+        let made = pcmail_core::protocol::new_credential(&mut rand::rngs::OsRng);
+        let e = entry(server_url, label, installation).map_err(|e| unavailable(e.to_string()))?;
+        e.set_password(&made).map_err(|e| unavailable(e.to_string()))?;
+        // A keyring that accepts and forgets would lock this PC out later: check it kept it.
+        match e.get_password() {
+            Ok(back) if back == made => Ok((made, Source::Keyring)),
+            Ok(_) => Err(unavailable("it gave back something else than it was given".into())),
+            Err(err) => Err(unavailable(err.to_string())),
+        }
+    }
+
+    /// Forgets this installation's credential for that label (after the label changed).
+    pub fn delete(server_url: &str, label: &str, installation: &str) -> Result<(), TokenError> {
+        match entry(server_url, label, installation)?.delete_credential() {
+            Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
+            Err(e) => Err(TokenError::Keyring(e.to_string())),
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! one JSON endpoint over HTTP (`pcmail serve` or Apps Script). Both speak the
 //! same protocol value; only the carrier differs.
 
-use pcmail_core::protocol::{request_json, Op};
+use pcmail_core::protocol::{request_json, request_json_with_cred, Op};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::Value;
 use std::path::Path;
@@ -40,6 +40,21 @@ pub trait Transport: Send + Sync {
     fn long_poll(&self) -> bool;
     /// Short name for logs and `doctor`.
     fn describe(&self) -> String;
+    /// Every request spends a daily quota (Apps Script's URL fetches): ask
+    /// seldom, with growing gaps.
+    fn quota_bound(&self) -> bool {
+        false
+    }
+    /// The server binds labels to installations (`cred`; HTTP servers). The
+    /// embedded engine binds nothing: same process, same files.
+    fn binds_labels(&self) -> bool {
+        false
+    }
+    /// Presents this installation's credential in every request from now on.
+    fn set_credential(&self, _cred: Option<String>) {}
+    /// Runs the server's retention where the server is this process (the
+    /// embedded default has no timer of its own).
+    fn prune(&self, _now: Millis) {}
 }
 
 /// Reads a response body: JSON with `ok:true`, a protocol error, or garbage
@@ -93,6 +108,11 @@ impl Transport for Embedded {
     fn describe(&self) -> String {
         "embedded".into()
     }
+    fn prune(&self, now: Millis) {
+        if let Err(e) = self.engine.prune(now) {
+            tracing::warn!("retention on the embedded server: {e}");
+        }
+    }
 }
 
 /// One JSON endpoint over HTTP. Follows Apps Script's 302 to a GET.
@@ -102,6 +122,8 @@ pub struct Http {
     token: String,
     pc: String,
     long_poll: bool,
+    /// This installation's credential, once it has one (never logged).
+    cred: std::sync::RwLock<Option<String>>,
 }
 
 impl Http {
@@ -114,13 +136,23 @@ impl Http {
             .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| CallError::Transient(e.to_string()))?;
-        Ok(Http { client, url: url.to_string(), token: token.to_string(), pc: pc.to_string(), long_poll })
+        Ok(Http {
+            client,
+            url: url.to_string(),
+            token: token.to_string(),
+            pc: pc.to_string(),
+            long_poll,
+            cred: std::sync::RwLock::new(None),
+        })
     }
 }
 
 impl Transport for Http {
     fn call(&self, op: &Op) -> Result<Value, CallError> {
-        let req = request_json(&self.pc, Some(&self.token), op);
+        let req = {
+            let cred = self.cred.read().unwrap_or_else(|e| e.into_inner());
+            request_json_with_cred(&self.pc, Some(&self.token), cred.as_deref(), op)
+        };
         let wait = match op {
             Op::Poll(p) => Duration::from_millis(p.wait_ms.max(0) as u64),
             _ => Duration::ZERO,
@@ -145,6 +177,16 @@ impl Transport for Http {
     }
     fn describe(&self) -> String {
         self.url.clone()
+    }
+    fn quota_bound(&self) -> bool {
+        // The HTTP transport without long-poll is Apps Script.
+        !self.long_poll
+    }
+    fn binds_labels(&self) -> bool {
+        true
+    }
+    fn set_credential(&self, cred: Option<String>) {
+        *self.cred.write().unwrap_or_else(|e| e.into_inner()) = cred;
     }
 }
 

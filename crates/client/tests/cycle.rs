@@ -45,6 +45,8 @@ fn config(label: &str) -> Config {
         notify_webhook: None,
         native_notifications: false,
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
+        installation: None,
+        retention_days: None,
     }
 }
 
@@ -81,9 +83,10 @@ fn a_malformed_mail_is_quarantined_and_failed_while_the_rest_is_stored() {
     let calls = t.calls.lock().unwrap();
     let Op::Poll(p) = &calls[1] else { panic!("{:?}", calls[1]) };
     assert_eq!(p.confirm, ["mail-1-0000000a", "mail-1-0000000d"]);
-    let fails: Vec<(&str, MarkOp)> = p.marks.iter().map(|m| (m.id.as_str(), m.op)).collect();
+    let marks: Vec<&pcmail_core::Mark> = p.marks.iter().map(|m| m.as_ref().unwrap()).collect();
+    let fails: Vec<(&str, MarkOp)> = marks.iter().map(|m| (m.id.as_str(), m.op)).collect();
     assert_eq!(fails, [("mail-1-0000000b", MarkOp::Fail), ("mail-1-0000000c", MarkOp::Fail)]);
-    assert!(p.marks[0].reason.as_deref().unwrap().contains("quarantined"));
+    assert!(marks[0].reason.as_deref().unwrap().contains("quarantined"));
     assert!(c.store.inbox_get("mail-1-0000000b").unwrap().is_none());
     // The work request wants a notification, the note doesn't; claimed once.
     assert_eq!(r.to_notify.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["mail-1-0000000d"]);

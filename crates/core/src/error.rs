@@ -22,10 +22,14 @@ pub enum ErrorCode {
     Conflict,
     Busy,
     Internal,
+    /// An Apps Script deployment that was never set up (no spreadsheet).
+    NotConfigured,
+    /// The caller's label is bound to another installation's credential.
+    LabelTaken,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -43,6 +47,8 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::Busy,
         ErrorCode::Internal,
+        ErrorCode::NotConfigured,
+        ErrorCode::LabelTaken,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +70,8 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::Busy => "busy",
             ErrorCode::Internal => "internal",
+            ErrorCode::NotConfigured => "not_configured",
+            ErrorCode::LabelTaken => "label_taken",
         }
     }
 

@@ -7,6 +7,7 @@ pub mod model;
 pub mod present;
 pub mod protocol;
 pub mod roster;
+pub mod rules;
 pub mod state;
 
 pub use error::{ErrorCode, ProtoError};

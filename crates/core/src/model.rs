@@ -67,8 +67,13 @@ pub struct OutgoingMail {
     pub body: String,
     #[serde(default)]
     pub urgent: bool,
-    #[serde(default)]
+    /// An absolute expiry (older clients). New clients send `expires_in`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Millis>,
+    /// Expiry as a duration from the server's receipt: the server clock is
+    /// the truth, so a sender whose clock is off cannot expire mail early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<Millis>,
     #[serde(default)]
     pub in_reply_to: Option<String>,
     #[serde(default)]
@@ -166,8 +171,14 @@ pub struct Mark {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MarkResult {
-    pub mark_id: String,
-    pub id: String,
+    /// The mark's position in the request (servers with `mark-results`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// Null when the server could not read it from a malformed mark.
+    #[serde(default)]
+    pub mark_id: Option<String>,
+    #[serde(default)]
+    pub id: Option<String>,
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<State>,
@@ -175,6 +186,8 @@ pub struct MarkResult {
     pub changed: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// A state change of mail the caller sent (the `poll` updates feed).
@@ -193,6 +206,11 @@ pub enum AlertKind {
     Unseen,
     Undelivered,
     StalePc,
+    /// Apps Script: the time trigger runs other code than the deployed web app.
+    StaleDeploy,
+    /// A kind this build does not know (a newer server): still listed.
+    #[serde(other)]
+    Other,
 }
 
 impl AlertKind {
@@ -201,6 +219,8 @@ impl AlertKind {
             AlertKind::Unseen => "unseen",
             AlertKind::Undelivered => "undelivered",
             AlertKind::StalePc => "stale_pc",
+            AlertKind::StaleDeploy => "stale_deploy",
+            AlertKind::Other => "other",
         }
     }
     pub fn parse(s: &str) -> Option<AlertKind> {
@@ -208,6 +228,7 @@ impl AlertKind {
             "unseen" => Some(AlertKind::Unseen),
             "undelivered" => Some(AlertKind::Undelivered),
             "stale_pc" => Some(AlertKind::StalePc),
+            "stale_deploy" => Some(AlertKind::StaleDeploy),
             _ => None,
         }
     }
@@ -226,6 +247,12 @@ pub struct Alert {
     pub resolved_at: Option<Millis>,
     pub count: i64,
     pub posted: bool,
+    /// Webhook posts tried so far, and the last one's error (the alert stays
+    /// listed whatever the webhook does).
+    #[serde(default)]
+    pub post_tries: i64,
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// Limits shared by both servers and the CLI (docs/protocol.md).
@@ -245,4 +272,6 @@ pub mod limits {
     pub const UNDELIVERED_MS: i64 = 30 * MIN;
     pub const STALE_PC_MS: i64 = 10 * MIN;
     pub const SWEEP_EVERY_MS: i64 = 10 * MIN;
+    /// Longest `expiresIn` a mail may ask for (a year).
+    pub const EXPIRES_IN_MAX_MS: i64 = 366 * 24 * 60 * MIN;
 }

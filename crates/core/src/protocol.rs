@@ -5,6 +5,7 @@ use crate::error::{ErrorCode, ProtoError};
 use crate::ids::{is_valid_any_id, is_valid_mail_id};
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
+use crate::rules::{check_mark_text, check_text};
 use crate::{Millis, PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 
@@ -12,6 +13,9 @@ use serde_json::{json, Map, Value};
 pub struct Request {
     pub pc: String,
     pub token: Option<String>,
+    /// This installation's credential (issue 8 defect 7): binds the `pc`
+    /// label to one installation. Never logged.
+    pub cred: Option<String>,
     pub op: Op,
 }
 
@@ -19,11 +23,13 @@ pub struct Request {
 pub enum Op {
     Hello,
     RosterGet,
-    RosterSet { label: String, hostname: String, number: Option<i64> },
+    /// `claim`: bind `label` (the caller's own) to the envelope's `cred`;
+    /// `replace`: take a label bound to another installation over.
+    RosterSet { label: String, hostname: String, number: Option<i64>, claim: bool, replace: bool },
     RosterRemove { label: String },
     Send { mail: OutgoingMail },
     Poll(PollArgs),
-    Mark { marks: Vec<Mark> },
+    Mark { marks: Vec<MarkItem> },
     Status { ids: Vec<String> },
     Sweep,
     Alerts { open_only: bool },
@@ -49,33 +55,68 @@ impl Op {
     pub fn args_json(&self) -> Value {
         match self {
             Op::Hello | Op::RosterGet | Op::Sweep => json!({}),
-            Op::RosterSet { label, hostname, number } => {
+            Op::RosterSet { label, hostname, number, claim, replace } => {
                 let mut v = json!({"label": label, "hostname": hostname});
                 if let Some(n) = number {
                     v["number"] = json!(n);
+                }
+                if *claim {
+                    v["claim"] = json!(true);
+                }
+                if *replace {
+                    v["replace"] = json!(true);
                 }
                 v
             }
             Op::RosterRemove { label } => json!({"label": label}),
             Op::Send { mail } => json!({"mail": mail}),
             Op::Poll(p) => {
-                let mut v = json!({"confirm": p.confirm, "marks": p.marks, "limit": p.limit, "since": p.since});
+                let mut v = json!({"confirm": p.confirm, "marks": good_marks(&p.marks), "limit": p.limit, "since": p.since});
                 if p.wait_ms > 0 {
                     v["waitMs"] = json!(p.wait_ms);
                 }
                 v
             }
-            Op::Mark { marks } => json!({"marks": marks}),
+            Op::Mark { marks } => json!({"marks": good_marks(marks)}),
             Op::Status { ids } => json!({"ids": ids}),
             Op::Alerts { open_only } => json!({"open": open_only}),
         }
     }
 }
 
+/// One entry of a batch of marks: parsed, or refused on its own (its index in
+/// the request, and whatever of `markId`/`id` could be read) so that one bad
+/// mark never fails the others or the poll that carries them.
+pub type MarkItem = Result<Mark, BadMark>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadMark {
+    pub index: usize,
+    pub mark_id: Option<String>,
+    pub id: Option<String>,
+    pub error: ProtoError,
+}
+
+impl BadMark {
+    /// The item's entry in the answer's results.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"index": self.index, "markId": self.mark_id, "id": self.id, "ok": false,
+            "code": self.error.code.as_str(), "message": self.error.message});
+        if let Some(f) = &self.error.field {
+            v["field"] = json!(f);
+        }
+        v
+    }
+}
+
+fn good_marks(items: &[MarkItem]) -> Vec<&Mark> {
+    items.iter().filter_map(|m| m.as_ref().ok()).collect()
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PollArgs {
     pub confirm: Vec<String>,
-    pub marks: Vec<Mark>,
+    pub marks: Vec<MarkItem>,
     pub limit: usize,
     pub since: i64,
     pub wait_ms: i64,
@@ -87,11 +128,55 @@ impl Default for PollArgs {
     }
 }
 
+/// What this protocol implementation supports beyond the first version, as
+/// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING];
+/// Marks are answered item by item (with `index`); a bad mark never fails the batch.
+pub const FEATURE_MARK_RESULTS: &str = "mark-results";
+/// `mail.expiresIn`: expiry as a duration measured by the server's clock.
+pub const FEATURE_EXPIRES_IN: &str = "expires-in";
+/// `cred` in the envelope and `roster.set` with `claim`: a label belongs to one installation.
+pub const FEATURE_LABEL_BINDING: &str = "label-binding";
+
+/// A credential: 32 to 512 printable ASCII characters without spaces. PCs
+/// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
+/// long secret. Checked by the client before use and by both servers.
+pub fn check_credential(cred: &str) -> Result<(), ProtoError> {
+    let n = cred.len();
+    if (32..=512).contains(&n) && cred.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(ProtoError::field("cred", "cred must be 32-512 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)"))
+    }
+}
+
+/// A new credential: 256 random bits as 64 lower-case hex characters.
+pub fn new_credential(rng: &mut impl rand::RngCore) -> String {
+    let mut bytes = [0u8; 32];
+    rng.fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a server stores of a credential: SHA-256, lower-case hex (the same
+/// on both servers, so a database and a spreadsheet agree).
+pub fn credential_hash(cred: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(cred.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Builds the wire form of a request.
 pub fn request_json(pc: &str, token: Option<&str>, op: &Op) -> Value {
+    request_json_with_cred(pc, token, None, op)
+}
+
+/// The wire form of a request that presents this installation's credential.
+pub fn request_json_with_cred(pc: &str, token: Option<&str>, cred: Option<&str>, op: &Op) -> Value {
     let mut v = json!({"v": PROTOCOL_VERSION, "op": op.name(), "pc": pc, "args": op.args_json()});
     if let Some(t) = token {
         v["token"] = json!(t);
+    }
+    if let Some(c) = cred {
+        v["cred"] = json!(c);
     }
     v
 }
@@ -129,6 +214,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(ProtoError::field("token", "\"token\" must be a string")),
     };
+    let cred = match obj.get("cred") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ProtoError::field("cred", "\"cred\" must be a string")),
+    };
     let pc = req_str(obj, "pc")?;
     let empty = Map::new();
     let args = match obj.get("args") {
@@ -152,7 +242,12 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                     return Err(ProtoError::field("number", "number must be between 1 and 1000000"));
                 }
             }
-            Op::RosterSet { label, hostname, number }
+            let claim = opt_bool(args, "claim")?.unwrap_or(false);
+            let replace = opt_bool(args, "replace")?.unwrap_or(false);
+            if replace && !claim {
+                return Err(ProtoError::field("replace", "replace is only allowed with \"claim\": true"));
+            }
+            Op::RosterSet { label, hostname, number, claim, replace }
         }
         "roster.remove" => {
             let label = req_str(args, "label")?;
@@ -168,10 +263,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             Op::Send { mail: parse_mail(m)? }
         }
         "poll" => {
-            let confirm = opt_str_array(args, "confirm", limits::POLL_LIMIT_MAX)?;
-            for id in &confirm {
-                check_any_id("confirm", id)?;
-            }
+            // A malformed id is left out like an unknown one: one bad id never fails the poll.
+            let confirm: Vec<String> = opt_str_array(args, "confirm", limits::POLL_LIMIT_MAX)?
+                .into_iter()
+                .filter(|id| is_valid_any_id(id))
+                .collect();
             let marks = match args.get("marks") {
                 None | Some(Value::Null) => vec![],
                 Some(v) => parse_marks(v)?,
@@ -198,12 +294,10 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             Op::Mark { marks: parse_marks(v)? }
         }
         "status" => {
+            // An id that is not a mail id is answered as missing, like an unknown one.
             let ids = opt_str_array(args, "ids", limits::STATUS_IDS_MAX)?;
             if ids.is_empty() {
                 return Err(ProtoError::field("ids", "\"ids\" must list 1 to 200 mail ids"));
-            }
-            for id in &ids {
-                check_any_id("ids", id)?;
             }
             Op::Status { ids }
         }
@@ -215,7 +309,18 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
     };
     // The caller's label is checked after the op so `unknown_op` wins over a bad label.
     check_label("pc", &pc)?;
-    Ok(Request { pc, token, op })
+    if let Some(c) = &cred {
+        check_credential(c)?;
+    }
+    if let Op::RosterSet { label, claim: true, .. } = &op {
+        if *label != pc {
+            return Err(ProtoError::field("claim", "a PC may only claim its own label (label must equal pc)"));
+        }
+        if cred.is_none() {
+            return Err(ProtoError::field("cred", "claim needs \"cred\": this installation's credential"));
+        }
+    }
+    Ok(Request { pc, token, cred, op })
 }
 
 fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
@@ -251,6 +356,15 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
             return Err(ProtoError::field("mail.expiresAt", "mail.expiresAt must be a time in ms"));
         }
     }
+    let expires_in = opt_int(m, "expiresIn")?;
+    if let Some(e) = expires_in {
+        if !(1..=limits::EXPIRES_IN_MAX_MS).contains(&e) {
+            return Err(ProtoError::field("mail.expiresIn", "mail.expiresIn must be 1 ms to 366 days"));
+        }
+        if expires_at.is_some() {
+            return Err(ProtoError::field("mail.expiresIn", "send either mail.expiresIn or mail.expiresAt, not both"));
+        }
+    }
     let in_reply_to = opt_str(m, "inReplyTo")?;
     if let Some(r) = &in_reply_to {
         check_any_id("mail.inReplyTo", r)?;
@@ -260,38 +374,41 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     if !(0..=1000).contains(&hop) {
         return Err(ProtoError::field("mail.hop", "mail.hop must be 0..1000"));
     }
-    Ok(OutgoingMail { id, to, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop })
+    Ok(OutgoingMail { id, to, kind, subject, body, urgent, expires_at, expires_in, in_reply_to, auto, hop })
 }
 
-fn parse_marks(v: &Value) -> Result<Vec<Mark>, ProtoError> {
+/// A batch of marks: the batch itself must be an array of at most 500 (that is
+/// the request's shape); each item is parsed on its own.
+fn parse_marks(v: &Value) -> Result<Vec<MarkItem>, ProtoError> {
     let arr = v.as_array().ok_or_else(|| ProtoError::field("marks", "\"marks\" must be an array"))?;
     if arr.len() > limits::MARKS_MAX {
         return Err(ProtoError::field("marks", format!("at most {} marks per request", limits::MARKS_MAX)));
     }
-    arr.iter()
-        .map(|m| {
-            let m = m.as_object().ok_or_else(|| ProtoError::field("marks", "each mark must be an object"))?;
-            let mark_id = req_str(m, "markId")?;
-            if mark_id.is_empty() || mark_id.len() > 100 {
-                return Err(ProtoError::field("markId", "markId must be 1-100 characters"));
-            }
-            let id = req_str(m, "id")?;
-            check_any_id("id", &id)?;
-            let op_s = req_str(m, "op")?;
-            let op = MarkOp::parse(&op_s).ok_or_else(|| ProtoError::field("op", "mark op must be seen, ack or fail"))?;
-            let at: Millis = opt_int(m, "at")?.ok_or_else(|| ProtoError::field("at", "missing \"at\""))?;
-            let by = req_str(m, "by")?;
-            check_text("by", &by, 100, false)?;
-            let reason = opt_str(m, "reason")?;
-            if let Some(r) = &reason {
-                check_text("reason", r, 2000, true)?;
-            }
-            if op == MarkOp::Fail && reason.as_deref().map(str::trim).unwrap_or("").is_empty() {
-                return Err(ProtoError::field("reason", "a fail mark needs a reason"));
-            }
-            Ok(Mark { mark_id, id, op, at, by, reason })
-        })
-        .collect()
+    Ok(arr.iter().enumerate().map(|(index, m)| parse_mark(index, m)).collect())
+}
+
+fn parse_mark(index: usize, v: &Value) -> MarkItem {
+    let bad = |error: ProtoError| {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        BadMark { index, mark_id: s("markId"), id: s("id"), error }
+    };
+    let m = v.as_object().ok_or_else(|| bad(ProtoError::field("marks", "each mark must be an object")))?;
+    let item = (|| {
+        let mark_id = req_str(m, "markId")?;
+        if mark_id.is_empty() || mark_id.chars().count() > 100 || mark_id.chars().any(char::is_control) {
+            return Err(ProtoError::field("markId", "markId must be 1-100 characters with no control characters"));
+        }
+        let id = req_str(m, "id")?;
+        check_any_id("id", &id)?;
+        let op_s = req_str(m, "op")?;
+        let op = MarkOp::parse(&op_s).ok_or_else(|| ProtoError::field("op", "mark op must be seen, ack or fail"))?;
+        let at: Millis = opt_int(m, "at")?.ok_or_else(|| ProtoError::field("at", "missing \"at\""))?;
+        let by = req_str(m, "by")?;
+        let reason = opt_str(m, "reason")?;
+        check_mark_text(op, &by, reason.as_deref())?;
+        Ok(Mark { mark_id, id, op, at, by, reason })
+    })();
+    item.map_err(bad)
 }
 
 fn req_str(m: &Map<String, Value>, key: &str) -> Result<String, ProtoError> {
@@ -364,22 +481,6 @@ fn check_any_id(field: &str, id: &str) -> Result<(), ProtoError> {
     }
 }
 
-/// Text must fit and carry no control characters but tab and newlines (a NUL
-/// or an escape sequence has no business in mail that lands in a terminal).
-fn check_text(field: &str, s: &str, max_chars: usize, multiline: bool) -> Result<(), ProtoError> {
-    if s.chars().count() > max_chars {
-        return Err(ProtoError::field(field, format!("{field} is longer than {max_chars} characters")));
-    }
-    let bad = s.chars().any(|c| {
-        (c.is_control() && !(multiline && matches!(c, '\n' | '\r' | '\t')))
-            || matches!(c, '\u{2028}' | '\u{2029}')
-    });
-    if bad {
-        return Err(ProtoError::field(field, format!("{field} contains control characters")));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,9 +507,20 @@ mod tests {
     }
 
     #[test]
-    fn fail_mark_needs_reason() {
-        let e = parse_request_bytes(br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[{"markId":"m1","id":"mail-1-0000abcd","op":"fail","at":1,"by":"a"}]}}"#).unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("reason"));
+    fn a_bad_mark_is_refused_on_its_own() {
+        let r = parse_request_bytes(br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[
+            {"markId":"m1","id":"mail-1-0000abcd","op":"fail","at":1,"by":"a"},
+            {"markId":"m2","id":"mail-1-0000abcd","op":"seen","at":1,"by":"a"},
+            {"markId":7},
+            "x"]}}"#).unwrap();
+        let Op::Mark { marks } = r.op else { panic!() };
+        assert_eq!(marks.len(), 4);
+        let e = marks[0].as_ref().unwrap_err();
+        assert_eq!((e.index, e.error.field.as_deref(), e.mark_id.as_deref()), (0, Some("reason"), Some("m1")));
+        assert!(marks[1].is_ok());
+        let e = marks[2].as_ref().unwrap_err();
+        assert_eq!((e.index, e.mark_id.as_deref()), (2, None));
+        assert_eq!(marks[3].as_ref().unwrap_err().index, 3);
     }
 
     #[test]
@@ -416,12 +528,31 @@ mod tests {
         let mail = OutgoingMail {
             id: "mail-5-0000abcd".into(), to: "pc-b".into(), kind: Kind::Decision,
             subject: "=SUM(A1)".into(), body: "@here +1 -1".into(), urgent: true,
-            expires_at: Some(99), in_reply_to: None, auto: false, hop: 0,
+            expires_at: None, expires_in: Some(99), in_reply_to: None, auto: false, hop: 0,
         };
         let op = Op::Send { mail: mail.clone() };
         let v = request_json("pc-a", Some("tok"), &op);
         let back = parse_request(&v).unwrap();
-        assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), op });
+        assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), cred: None, op });
+    }
+
+    #[test]
+    fn claims_are_checked_when_parsed() {
+        let cred = new_credential(&mut rand::thread_rng());
+        assert_eq!(cred.len(), 64);
+        check_credential(&cred).unwrap();
+        let claim = |label: &str| Op::RosterSet { label: label.into(), hostname: "H".into(), number: None, claim: true, replace: false };
+        let back = parse_request(&request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-a"))).unwrap();
+        assert_eq!(back.cred.as_deref(), Some(cred.as_str()));
+        assert_eq!(back.op, claim("pc-a"));
+        // Someone else's label, no credential, a short one, replace without claim.
+        let field = |v: Value| parse_request(&v).unwrap_err().field;
+        assert_eq!(field(request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-b"))).as_deref(), Some("claim"));
+        assert_eq!(field(request_json_with_cred("pc-a", None, None, &claim("pc-a"))).as_deref(), Some("cred"));
+        assert_eq!(field(request_json_with_cred("pc-a", None, Some("short"), &Op::Hello)).as_deref(), Some("cred"));
+        assert_eq!(field(json!({"v":1,"op":"hello","pc":"a","cred":7})).as_deref(), Some("cred"));
+        assert_eq!(field(json!({"v":1,"op":"roster.set","pc":"a","args":{"label":"a","hostname":"H","replace":true}})).as_deref(), Some("replace"));
+        assert_eq!(credential_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     proptest! {

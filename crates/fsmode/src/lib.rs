@@ -87,10 +87,19 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Creates an empty private file if none exists (e.g. before SQLite creates a
-/// database, so its -wal and -shm, which copy the database's mode, are private too).
+/// database, so its -wal and -shm, which copy the database's mode, are private
+/// too); an existing file is only chmod-ed, never opened: closing a
+/// descriptor of a SQLite database would drop the POSIX locks that this
+/// process's connections hold on it.
 pub fn ensure_private_file(path: &Path) -> io::Result<()> {
-    drop(open_private_rw(path)?);
-    Ok(())
+    match private_open_options(OpenOptions::new().write(true).create_new(true)).open(path) {
+        Ok(f) => {
+            drop(f);
+            restrict_file(path)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => restrict_file(path),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(all(test, unix))]

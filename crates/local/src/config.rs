@@ -111,6 +111,13 @@ pub struct Config {
     /// for the rest until `pcmail inbox` is run on this PC (0 = no bound).
     #[serde(default = "default_hook_session_mail_limit")]
     pub hook_session_mail_limit: usize,
+    /// This installation's id (random hex, made on first need): names its
+    /// credential in the keyring, so two PCMAIL_HOMEs are two installations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
+    /// Days this PC keeps final mail (done, failed, expired); default 30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -132,6 +139,8 @@ impl Config {
             notify_webhook: None,
             native_notifications: true,
             hook_session_mail_limit: DEFAULT_HOOK_SESSION_MAIL_LIMIT,
+            installation: None,
+            retention_days: None,
         }
     }
 
@@ -165,6 +174,11 @@ impl Config {
         pcmail_fsmode::write_private(&tmp, text.as_bytes()).map_err(w)?;
         std::fs::rename(&tmp, &path).map_err(w)?;
         Ok(())
+    }
+
+    /// How long this PC keeps final mail.
+    pub fn retention_ms(&self) -> i64 {
+        self.retention_days.map(|d| i64::from(d.max(1)) * 24 * 60 * 60 * 1000).unwrap_or(pcmail_store::retention::DEFAULT_RETENTION_MS)
     }
 
     pub fn embedded_db(&self, paths: &Paths) -> Option<PathBuf> {

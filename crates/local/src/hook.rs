@@ -140,15 +140,19 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         } else {
             None
         };
+        // Expiry and age are judged by the server's clock (this PC's offset
+        // from it, kept by the poller); what the hook records uses this PC's.
+        let server_now = now + hookview::meta_i64(tx, meta::SERVER_OFFSET_MS)?.unwrap_or(0);
         let mut candidates: Vec<PresentMail> = vec![];
         let mut counts = Counts { room, ..Counts::default() };
-        let expired = hookview::expired_open(tx, now)?;
-        let shown = hookview::shown_to_session(tx, session, now)?;
+        let expired = hookview::expired_open(tx, server_now)?;
+        let shown = hookview::shown_to_session(tx, session, server_now)?;
         for rank in HookRank::ALL {
             let budget = rank.category().budget();
             for &status in rank.open_statuses() {
                 let (exp, seen_here) = (expired.get(rank, status), shown.get(rank, status));
-                let v = hookview::pair_view(tx, rank, status, session, now, PER_MAIL_CHARS * 2, budget, exp, seen_here)?;
+                let v =
+                    hookview::pair_view(tx, rank, status, session, server_now, PER_MAIL_CHARS * 2, budget, exp, seen_here)?;
                 counts.expired += exp;
                 let more = v.waiting - v.mails.len();
                 match rank {
@@ -174,7 +178,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             .iter()
             .map(|&st| HookRank::ALL.iter().map(|&r| shown.get(r, st)).sum::<usize>())
             .sum();
-        let p = present(&me, &candidates, &counts, now);
+        let p = present(&me, &candidates, &counts, server_now);
         for id in &p.shown {
             hookview::record_presented(tx, session, id, now)?;
             inbox::advance(tx, id, State::Seen, now, &actor, None)?;

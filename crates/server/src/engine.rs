@@ -21,6 +21,8 @@ pub struct EngineConfig {
     pub webhook_url: Option<String>,
     /// How long a write waits for another process's lock before `busy`.
     pub busy_timeout: Option<Duration>,
+    /// How long final mail is kept (default 90 days; `prune`).
+    pub retention_ms: Option<Millis>,
 }
 
 /// Internal failures of the engine itself (opening, migrating).
@@ -28,6 +30,8 @@ pub struct EngineConfig {
 pub enum EngineError {
     #[error("database: {0}")]
     Db(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Schema(#[from] crate::schema::MigrateError),
 }
 
 /// Why an op failed: a protocol error for the caller, or storage trouble.
@@ -75,6 +79,8 @@ pub(crate) struct Ctx<'a> {
     pub tx: &'a rusqlite::Transaction<'a>,
     pub now: Millis,
     pub pc: &'a str,
+    /// The credential the caller presented (`cred`), if any.
+    pub cred: Option<&'a str>,
     /// Labels whose long-polls should wake after commit (new mail for them,
     /// or a state change of mail they sent).
     pub touched: Vec<String>,
@@ -147,15 +153,29 @@ impl Engine {
         if !self.token_ok(req.token.as_deref()) {
             return ProtoError::new(ErrorCode::Unauthorized, "wrong or missing token").to_json();
         }
-        match self.run(&req.op, &req.pc, now) {
+        match self.run(&req.op, &req.pc, req.cred.as_deref(), now) {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
     }
 
+    /// True when `req` may hold a long poll open: the token is right, the
+    /// caller is on the roster and presents its label's credential when the
+    /// label is bound. Read-only; a stranger is answered without anything
+    /// kept for it.
+    pub fn may_long_poll(&self, req: &Request) -> bool {
+        if !self.token_ok(req.token.as_deref()) {
+            return false;
+        }
+        self.with_tx(TransactionBehavior::Deferred, |tx| {
+            Ok(ops::label_binding(tx, &req.pc)?.is_some_and(|bound| ops::cred_matches(bound.as_deref(), req.cred.as_deref())))
+        })
+        .unwrap_or(false)
+    }
+
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
-        match self.run(&Op::Sweep, "server", now) {
+        match self.run(&Op::Sweep, "server", None, now) {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
@@ -171,11 +191,11 @@ impl Engine {
         }
     }
 
-    fn run(&self, op: &Op, pc: &str, now: Millis) -> Result<Map<String, Value>, ProtoError> {
+    fn run(&self, op: &Op, pc: &str, cred: Option<&str>, now: Millis) -> Result<Map<String, Value>, ProtoError> {
         let behavior = if ops::is_read_only(op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
-                let mut ctx = Ctx { tx, now, pc, touched: Vec::new() };
+                let mut ctx = Ctx { tx, now, pc, cred, touched: Vec::new() };
                 let fields = ops::dispatch(&mut ctx, op)?;
                 Ok((fields, ctx.touched))
             })
@@ -199,6 +219,37 @@ impl Engine {
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+
+    /// Deletes final mail past the retention window, band by band (each its
+    /// own short transaction, so polls go in between). Returns how many went.
+    pub fn prune(&self, now: Millis) -> anyhow::Result<usize> {
+        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        let mut total = 0;
+        loop {
+            let n = self
+                .with_tx(TransactionBehavior::Immediate, |tx| {
+                    Ok(crate::prune::prune_band(tx, cutoff, crate::prune::BAND_ROWS, crate::prune::BAND_BUDGET)?)
+                })
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            total += n;
+            if n == 0 {
+                break;
+            }
+            // Let a waiting poll take the lock between bands.
+            std::thread::yield_now();
+        }
+        if total > 0 {
+            tracing::info!(pruned = total, "retention: final mail past the window deleted");
+        }
+        Ok(total)
+    }
+
+    /// Final mail past the retention window that `prune` would delete.
+    pub fn prunable(&self, now: Millis) -> anyhow::Result<i64> {
+        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        self.with_tx(TransactionBehavior::Deferred, |tx| Ok(crate::prune::prunable(tx, cutoff)?))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Alerts whose webhook post is still due: `(key, content)`.

@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub token: String,
     pub webhook_url: Option<String>,
     pub body_limit: usize,
+    /// How long final mail is kept (None: the default, 90 days).
+    pub retention_ms: Option<Millis>,
 }
 
 impl ServeOptions {
@@ -44,6 +46,7 @@ impl ServeOptions {
             token: token.into(),
             webhook_url: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            retention_ms: None,
         }
     }
 }
@@ -68,13 +71,36 @@ pub fn now_ms() -> Millis {
         .unwrap_or(0)
 }
 
+/// Checks the options and opens the database (creating its folder), so that
+/// nothing is announced before the server can really serve.
+fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
+    if opts.token.trim().is_empty() {
+        anyhow::bail!("serve needs a token that is not blank (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)");
+    }
+    if let Some(dir) = opts.db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let engine = Engine::open(
+        &opts.db_path,
+        EngineConfig {
+            token: Some(opts.token.clone()),
+            webhook_url: opts.webhook_url.clone(),
+            busy_timeout: None,
+            retention_ms: opts.retention_ms,
+        },
+    )
+    .with_context(|| format!("opening {}", opts.db_path.display()))?;
+    Ok(Arc::new(engine))
+}
+
 /// Binds `opts.listen`, prints `listening on http://ADDR/api`, serves until
 /// SIGTERM or ctrl-c.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
+    let engine = open_engine(&opts)?;
     let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("binding {}", opts.listen))?;
     let addr = listener.local_addr()?;
     println!("listening on http://{addr}/api");
-    serve_with_listener(listener, opts, shutdown_signal()).await
+    run(listener, engine, opts.body_limit, shutdown_signal()).await
 }
 
 /// `serve` on its own tokio runtime, for the CLI.
@@ -89,19 +115,25 @@ pub async fn serve_with_listener(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    if opts.token.trim().is_empty() {
-        anyhow::bail!("serve needs a non-empty token");
-    }
-    let engine = Arc::new(
-        Engine::open(
-            &opts.db_path,
-            EngineConfig { token: Some(opts.token.clone()), webhook_url: opts.webhook_url.clone(), busy_timeout: None },
-        )
-        .with_context(|| format!("opening {}", opts.db_path.display()))?,
-    );
-    let app = router(engine.clone(), opts.body_limit);
+    let engine = open_engine(&opts)?;
+    run(listener, engine, opts.body_limit, shutdown).await
+}
+
+async fn run(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    body_limit: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (app, stopping, _) = app(engine.clone(), body_limit);
     let sweeper = tokio::spawn(sweep_timer(engine));
     tracing::info!(addr = %listener.local_addr()?, "pcmail server listening");
+    // On shutdown, open long polls answer at once (with what they have) so
+    // the graceful shutdown does not wait out their 25 s.
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    };
     let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     sweeper.abort();
     result.context("http server")
@@ -109,11 +141,17 @@ pub async fn serve_with_listener(
 
 /// The routes over an engine (also used by tests that drive an in-memory engine).
 pub fn router(engine: Arc<Engine>, body_limit: usize) -> Router {
+    app(engine, body_limit).0
+}
+
+/// The routes, the switch that ends open long polls, and the waiters.
+fn app(engine: Arc<Engine>, body_limit: usize) -> (Router, watch::Sender<bool>, Arc<Wakers>) {
     let wakers = Arc::new(Wakers::default());
     let w = wakers.clone();
     engine.set_change_listener(Some(Arc::new(move |labels: &[String]| w.wake(labels))));
-    let state = AppState { engine, wakers, body_limit, client: webhook_client() };
-    Router::new().route("/api", post(api)).route("/health", get(health)).with_state(state)
+    let (stop_tx, stopping) = watch::channel(false);
+    let state = AppState { engine, wakers: wakers.clone(), body_limit, client: webhook_client(), stopping };
+    (Router::new().route("/api", post(api)).route("/health", get(health)).with_state(state), stop_tx, wakers)
 }
 
 fn webhook_client() -> reqwest::Client {
@@ -151,6 +189,10 @@ async fn sweep_timer(engine: Arc<Engine>) {
             Ok(r) => tracing::warn!(error = %r["error"]["code"], "sweep failed"),
             Err(e) => tracing::error!(error = %e, "sweep task failed"),
         }
+        let e = engine.clone();
+        if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.prune(now_ms())).await {
+            tracing::warn!(error = %err, "retention prune failed");
+        }
         if let Err(e) = webhook::flush(engine.clone(), &client, now_ms()).await {
             tracing::warn!(error = %e, "webhook flush failed");
         }
@@ -163,20 +205,53 @@ struct AppState {
     wakers: Arc<Wakers>,
     body_limit: usize,
     client: reqwest::Client,
+    /// Turns true when the server is shutting down.
+    stopping: watch::Receiver<bool>,
 }
+
+/// At most this many labels have long-poll waiters at once; past it a poll is
+/// answered at once instead of waiting (the roster is far smaller).
+const MAX_WAITING_LABELS: usize = 10_000;
 
 /// One watch channel per label; its counter moves when that label has
 /// something new. Subscribing before the first poll closes the race where
-/// mail lands between the poll and the wait.
+/// mail lands between the poll and the wait. Only an authorised caller on the
+/// roster subscribes, and the entry goes when its last waiter does.
 #[derive(Default)]
 struct Wakers {
     by_label: Mutex<HashMap<String, watch::Sender<u64>>>,
 }
 
+/// A long-poll's subscription; removes the label's entry when it was the last.
+struct Waiter {
+    wakers: Arc<Wakers>,
+    label: String,
+    rx: Option<watch::Receiver<u64>>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let mut map = self.wakers.by_label.lock().unwrap_or_else(|e| e.into_inner());
+        if map.get(&self.label).is_some_and(|tx| tx.receiver_count() == 0) {
+            map.remove(&self.label);
+        }
+    }
+}
+
 impl Wakers {
-    fn subscribe(&self, label: &str) -> watch::Receiver<u64> {
+    fn subscribe(self: &Arc<Self>, label: &str) -> Option<Waiter> {
         let mut map = self.by_label.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(label.to_string()).or_insert_with(|| watch::channel(0).0).subscribe()
+        if !map.contains_key(label) && map.len() >= MAX_WAITING_LABELS {
+            return None;
+        }
+        let rx = map.entry(label.to_string()).or_insert_with(|| watch::channel(0).0).subscribe();
+        Some(Waiter { wakers: self.clone(), label: label.to_string(), rx: Some(rx) })
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_label.lock().unwrap().len()
     }
 
     fn wake(&self, labels: &[String]) {
@@ -213,12 +288,19 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
         _ => 0,
     };
     let is_sweep = matches!(req.op, Op::Sweep);
-    let mut wake = (wait_ms > 0).then(|| state.wakers.subscribe(&req.pc));
+    // Only a caller with the token and on the roster may wait: a stranger's
+    // poll must not leave anything behind (it once grew the server by 280 MB).
+    let mut waiter = None;
+    if wait_ms > 0 && !*state.stopping.borrow() && may_wait(&state.engine, &req).await {
+        waiter = state.wakers.subscribe(&req.pc);
+    }
     let first = handle(&state.engine, req.clone()).await;
 
-    if let (Some(rx), Op::Poll(args)) = (wake.as_mut(), &req.op) {
+    if let (Some(w), Op::Poll(args)) = (waiter.as_mut(), &req.op) {
         if nothing_to_return(&first) {
-            if let Some(later) = long_poll(&state.engine, &req, args, rx, Duration::from_millis(wait_ms as u64)).await {
+            let rx = w.rx.as_mut().expect("a live waiter has its receiver");
+            let mut stopping = state.stopping.clone();
+            if let Some(later) = long_poll(&state.engine, &req, args, rx, &mut stopping, Duration::from_millis(wait_ms as u64)).await {
                 // The confirms and marks were applied by the first pass; report them from it.
                 let mut later = later;
                 later["confirmed"] = first["confirmed"].clone();
@@ -246,17 +328,25 @@ fn nothing_to_return(resp: &Value) -> bool {
 
 /// Waits for a wake-up of the caller's label, then polls again (without the
 /// confirms and marks, already applied). None when the time ran out.
+async fn may_wait(engine: &Arc<Engine>, req: &Request) -> bool {
+    let engine = engine.clone();
+    let req = req.clone();
+    tokio::task::spawn_blocking(move || engine.may_long_poll(&req)).await.unwrap_or(false)
+}
+
 async fn long_poll(
     engine: &Arc<Engine>,
     req: &Request,
     args: &PollArgs,
     rx: &mut watch::Receiver<u64>,
+    stopping: &mut watch::Receiver<bool>,
     wait: Duration,
 ) -> Option<Value> {
     let deadline = Instant::now() + wait;
     let again = Request {
         pc: req.pc.clone(),
         token: req.token.clone(),
+        cred: req.cred.clone(),
         op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0 }),
     };
     loop {
@@ -264,7 +354,12 @@ async fn long_poll(
         if left.is_zero() {
             return None;
         }
-        match tokio::time::timeout(left, rx.changed()).await {
+        let woke = tokio::select! {
+            r = tokio::time::timeout(left, rx.changed()) => r,
+            // Shutting down: answer now with the first pass.
+            _ = stopping.wait_for(|s| *s) => return None,
+        };
+        match woke {
             Ok(Ok(())) => {
                 rx.borrow_and_update();
                 let resp = handle(engine, again.clone()).await;
@@ -286,5 +381,113 @@ async fn handle(engine: &Arc<Engine>, req: Request) -> Value {
             tracing::error!(error = %e, "engine task failed");
             ProtoError::new(ErrorCode::Internal, "internal error; nothing was half-stored").to_json()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    const TOKEN: &str = "t0k-wakers";
+
+    fn engine() -> Arc<Engine> {
+        let e = Engine::open_in_memory(EngineConfig { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
+        let r = e.handle_value(&json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"args":{"label":"pc-b","hostname":"B"}}), 1);
+        assert_eq!(r["ok"], json!(true));
+        Arc::new(e)
+    }
+
+    async fn post_json(app: &Router, body: Value) -> Value {
+        let req = axum::http::Request::post("/api").body(Body::from(body.to_string())).unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    fn rss_kib() -> i64 {
+        let s = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: i64 = s.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4
+    }
+
+    // Issue 8 defect 3: a wrong token with a fresh label each time used to
+    // leave a waiter per label behind (11.8 MB → 295 MB after ~1M requests).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn strangers_leave_no_waiters_and_no_memory_behind() {
+        let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT);
+        let poll = |pc: String, token: &str| json!({"v":1,"op":"poll","pc":pc,"token":token,"args":{"waitMs":25000}});
+        // warm up allocator and caches before measuring
+        for i in 0..2_000 {
+            let r = post_json(&app, poll(format!("x{i}"), "wrong")).await;
+            assert_eq!(r["error"]["code"], "unauthorized");
+        }
+        let before = rss_kib();
+        for i in 0..100_000 {
+            let r = post_json(&app, poll(format!("stranger-{i}"), "wrong")).await;
+            assert_eq!(r["error"]["code"], "unauthorized");
+        }
+        // Right token, a label not on the roster: refused, and nothing kept either.
+        for i in 0..1_000 {
+            let r = post_json(&app, poll(format!("ghost-{i}"), TOKEN)).await;
+            assert_eq!(r["error"]["code"], "unknown_pc");
+        }
+        assert_eq!(wakers.len(), 0, "no waiter is kept for a caller that may not wait");
+        let grew = rss_kib() - before;
+        assert!(grew < 10 * 1024, "RSS grew by {grew} KiB over 100k unauthorised polls");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_goes_when_its_long_poll_ends() {
+        let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT);
+        let a = app.clone();
+        let pending = tokio::spawn(async move {
+            post_json(&a, json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":400}})).await
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while wakers.len() == 0 {
+            assert!(Instant::now() < deadline, "the roster PC's long poll never subscribed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let r = pending.await.unwrap();
+        assert_eq!(r["ok"], json!(true));
+        assert_eq!(wakers.len(), 0, "the entry is removed with its last waiter");
+    }
+
+    // Issue 16 point 10: SIGTERM with PCs long-polling used to take 13.6 s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_ends_open_long_polls_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = ServeOptions::new(dir.path().join("a/b/serve.db"), TOKEN);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/api", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_with_listener(listener, opts, async move {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::new();
+        let r: Value = client
+            .post(&url)
+            .json(&json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"args":{"label":"pc-b","hostname":"B"}}))
+            .send().await.unwrap().json().await.unwrap();
+        assert_eq!(r["ok"], json!(true), "{r}");
+        let polls: Vec<_> = (0..2)
+            .map(|_| {
+                let (c, u) = (client.clone(), url.clone());
+                tokio::spawn(async move {
+                    c.post(&u).json(&json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":25000}}))
+                        .send().await.unwrap().json::<Value>().await.unwrap()
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+        let took = t.elapsed();
+        for p in polls {
+            assert_eq!(p.await.unwrap()["ok"], json!(true), "an open long poll is answered, not cut");
+        }
+        assert!(took < Duration::from_secs(3), "shutdown took {took:?} with two long polls open");
     }
 }

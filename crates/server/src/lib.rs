@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod http;
 mod ops;
+pub mod prune;
 mod schema;
 mod sweep;
 pub mod webhook;

@@ -3,6 +3,15 @@
 
 use rusqlite::Connection;
 
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error(transparent)]
+    Db(#[from] rusqlite::Error),
+    /// Serving it could lose what the newer version wrote.
+    #[error("the database was written by a newer pcmail (schema {found}; this build knows {known}): update pcmail, or use another --db")]
+    TooNew { found: i64, known: i64 },
+}
+
 /// Step N (1-based) brings the database to `user_version = N`.
 const MIGRATIONS: &[&str] = &[
     // 1: roster, mail, the event log (timelines + updates feed), alerts.
@@ -99,6 +108,27 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX alert_open ON alert (updated_at) WHERE resolved_at IS NULL;
     CREATE INDEX alert_by_updated ON alert (updated_at);
     "#,
+    // 2: `expiresIn` as sent (the retry check compares it; `expires_at` is
+    // computed by the server's clock).
+    r#"
+    ALTER TABLE mail ADD COLUMN expires_in INTEGER;
+    ALTER TABLE broadcast ADD COLUMN expires_in INTEGER;
+    "#,
+    // 3: retention reads final mail oldest first (prune.rs).
+    r#"
+    CREATE INDEX mail_final ON mail (last_at) WHERE state IN ('done', 'failed', 'expired');
+    "#,
+    // 4: the webhook outcome on the alert row (issue 9): the last error, and the
+    // time before which no post is tried (a honoured Retry-After).
+    r#"
+    ALTER TABLE alert ADD COLUMN last_error TEXT;
+    ALTER TABLE alert ADD COLUMN next_try_at INTEGER;
+    "#,
+    // 5: a label bound to one installation (issue 8 defect 7): SHA-256 hex
+    // of its credential; NULL = not bound (old clients keep working).
+    r#"
+    ALTER TABLE pc ADD COLUMN cred_hash TEXT;
+    "#,
 ];
 
 pub fn schema_version() -> usize {
@@ -107,7 +137,11 @@ pub fn schema_version() -> usize {
 
 /// Applies the missing migrations. Safe when several processes open the same
 /// file: each step takes the write lock first and re-reads the version.
-pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+pub fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > MIGRATIONS.len() as i64 {
+        return Err(MigrateError::TooNew { found, known: MIGRATIONS.len() as i64 });
+    }
     for (i, sql) in MIGRATIONS.iter().enumerate() {
         let target = (i + 1) as i64;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;

@@ -81,7 +81,8 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
                 ctx.tx
                     .prepare_cached(
                         "UPDATE alert SET resolved_at = NULL, opened_at = ?2, updated_at = ?2, count = count + 1, \
-                         message = ?3, pc = ?4, posted = 0, post_tries = 0, last_try_at = NULL WHERE key = ?1",
+                         message = ?3, pc = ?4, posted = 0, post_tries = 0, last_try_at = NULL, last_error = NULL, next_try_at = NULL \
+                         WHERE key = ?1",
                     )?
                     .execute(params![key, now, c.message, c.pc])?;
                 opened += 1;
@@ -175,7 +176,8 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
 
 pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<String, Value>> {
     let sql = format!(
-        "SELECT key, kind, subject, pc, message, opened_at, updated_at, resolved_at, count, posted FROM alert {} \
+        "SELECT key, kind, subject, pc, message, opened_at, updated_at, resolved_at, count, posted, post_tries, last_error \
+         FROM alert {} \
          ORDER BY updated_at DESC, key LIMIT 500",
         if open_only { "WHERE resolved_at IS NULL" } else { "" }
     );
@@ -186,6 +188,7 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<St
             "pc": r.get::<_, String>(3)?, "message": r.get::<_, String>(4)?, "openedAt": r.get::<_, i64>(5)?,
             "updatedAt": r.get::<_, i64>(6)?, "resolvedAt": r.get::<_, Option<i64>>(7)?,
             "count": r.get::<_, i64>(8)?, "posted": r.get::<_, bool>(9)?,
+            "postTries": r.get::<_, i64>(10)?, "lastError": r.get::<_, Option<String>>(11)?,
         }))
     })?;
     Ok(fields(json!({"alerts": rows.collect::<rusqlite::Result<Vec<_>>>()?})))

@@ -7,9 +7,11 @@ pub mod inbox;
 pub mod marks;
 pub mod meta;
 pub mod outbox;
+pub mod retention;
 pub mod sent;
 pub mod cache;
 pub mod hookview;
+pub mod codemap;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ pub use inbox::{InboxMail, LocalStatus};
 pub use marks::PendingMark;
 pub use outbox::QueuedSend;
 pub use sent::SentMail;
+pub use codemap::CodemapRow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -50,7 +53,7 @@ impl Store {
         let conn = Connection::open(path)?;
         conn.busy_timeout(busy)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", "OFF")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut store = Store { conn, path: path.to_path_buf() };
         schema::migrate(&mut store.conn, path)?;

@@ -2,7 +2,7 @@
 //! taken them; they go with the next poll. Idempotent by mark id.
 
 use crate::{Result, Store};
-use pcmail_core::{Mark, MarkOp, Millis};
+use pcmail_core::{rules, Mark, MarkOp, Millis};
 use rusqlite::{params, Transaction};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +19,17 @@ pub fn mark_id(op: MarkOp, id: &str) -> String {
     format!("{}:{}", op.as_str(), id)
 }
 
+/// Queues a mark. The callers that take text from a person check it first
+/// (`pcmail_core::rules::check_mark_text`, refusing with a usage error); here
+/// the actor is sanitised and a reason is cleaned, so that nothing queued can
+/// be a mark the server refuses for its text.
 pub fn queue(tx: &Transaction, id: &str, op: MarkOp, at: Millis, by: &str, reason: Option<&str>) -> Result<String> {
     let mid = mark_id(op, id);
+    let by = rules::sanitize_actor(by);
+    let reason = match (op, reason) {
+        (MarkOp::Fail, r) => Some(rules::clean_reason(r.unwrap_or(""))),
+        (_, r) => r.map(rules::clean_reason),
+    };
     tx.execute(
         "INSERT OR IGNORE INTO pending_marks (mark_id, id, op, at, by, reason, next_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4)",
         params![mid, id, op.as_str(), at, by, reason],
@@ -53,6 +62,34 @@ impl Store {
             })?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
+    }
+
+    /// Drops, with a record, queued marks the server would refuse for their
+    /// text (queued by an older pcmail before the rules were shared): they
+    /// must never hold up a poll. Returns how many were dropped.
+    pub fn drop_invalid_marks(&mut self, now: Millis) -> Result<usize> {
+        let bad: Vec<(String, String)> = {
+            let mut st = self.conn.prepare_cached("SELECT mark_id, op, by, reason FROM pending_marks")?;
+            let rows = st.query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+            })?;
+            let mut bad = vec![];
+            for row in rows {
+                let (mid, op, by, reason) = row?;
+                let check = match MarkOp::parse(&op) {
+                    Some(op) => rules::check_mark_text(op, &by, reason.as_deref()).map_err(|e| e.message),
+                    None => Err(format!("unknown op {op:?}")),
+                };
+                if let Err(why) = check {
+                    bad.push((mid, why));
+                }
+            }
+            bad
+        };
+        for (mid, why) in &bad {
+            self.drop_mark(mid, &format!("refused here before sending: {why}"), now)?;
+        }
+        Ok(bad.len())
     }
 
     pub fn pending_mark_count(&self) -> Result<i64> {

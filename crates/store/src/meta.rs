@@ -16,6 +16,9 @@ pub const LAST_SPAWN_AT: &str = "last_spawn_at";
 /// When `pcmail inbox` was last run on this PC: it resets every session's
 /// backlog bound (the hook counts mail shown after it).
 pub const INBOX_VIEWED_AT: &str = "inbox_viewed_at";
+/// The server's clock minus this PC's, from the last answer (ms): expiry is
+/// judged by the server's clock.
+pub const SERVER_OFFSET_MS: &str = "server_offset_ms";
 
 impl Store {
     pub fn meta_get(&self, key: &str) -> Result<Option<String>> {
@@ -49,5 +52,10 @@ impl Store {
 
     pub fn last_poll_ok_at(&self) -> Result<Option<Millis>> {
         self.meta_i64(LAST_POLL_OK_AT)
+    }
+
+    /// The server's time now, as best this PC knows it.
+    pub fn server_now(&self, local_now: Millis) -> Millis {
+        local_now + self.meta_i64(SERVER_OFFSET_MS).ok().flatten().unwrap_or(0)
     }
 }

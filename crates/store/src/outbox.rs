@@ -16,13 +16,29 @@ pub struct QueuedSend {
 }
 
 impl Store {
+    /// Queues a mail the server could not take now. It is listed by `sent`
+    /// as queued until the server has it.
     pub fn outbox_queue(&mut self, mail: &OutgoingMail, now: Millis, err: Option<&str>) -> Result<()> {
         let json = serde_json::to_string(mail).expect("mail serialises");
-        self.conn.execute(
-            "INSERT OR IGNORE INTO outbox (id, mail, queued_at, next_at, last_error) VALUES (?1, ?2, ?3, ?3, ?4)",
-            params![mail.id, json, now, err],
-        )?;
-        Ok(())
+        let err = err.unwrap_or("the server was unreachable");
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO outbox (id, mail, queued_at, next_at, last_error) VALUES (?1, ?2, ?3, ?3, ?4)",
+                params![mail.id, json, now, err],
+            )?;
+            crate::sent::record_queued(tx, mail, now, err)?;
+            Ok(())
+        })
+    }
+
+    /// A queued mail whose expiry passed before it could be sent: out of the
+    /// outbox, and `sent` says so (it never reached the server).
+    pub fn outbox_expired(&mut self, mail: &OutgoingMail, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM outbox WHERE id = ?1", [&mail.id])?;
+            crate::sent::record_expired_unsent(tx, mail, now)?;
+            Ok(())
+        })
     }
 
     pub fn outbox_due(&self, now: Millis) -> Result<Vec<QueuedSend>> {

@@ -104,7 +104,20 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
-    // 2: the hook's rank (store/src/hookview.rs: one rank per category and
+    // 2: the code map's per-file fingerprints and parsed entries (pcmail map).
+    r#"
+    CREATE TABLE codemap_files (
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (repo, path)
+    ) WITHOUT ROWID;
+    "#,
+    // 3: the hook's rank (store/src/hookview.rs: one rank per category and
     // "may wait for the backlog bound"; the same rule as Kind::classify, a
     // test compares them), kept by triggers, and an index over it so the hook
     // reads each category with LIMIT and counts from the index alone (the few

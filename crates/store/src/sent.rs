@@ -18,12 +18,36 @@ pub struct SentMail {
     pub state: State,
     pub state_at: Millis,
     pub timeline: Vec<TimelineEntry>,
+    /// Written but not on the server yet (it waits in the outbox), or why it
+    /// never got there.
+    pub queued: Option<String>,
+}
+
+/// A mail waiting in the outbox shows in `sent` as queued.
+pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis, why: &str) -> Result<()> {
+    let to = if mail.to == "*" { "*".to_string() } else { mail.to.clone() };
+    tx.execute(
+        "INSERT OR IGNORE INTO sent (id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'new', ?8, '[]', ?9)",
+        params![mail.id, to, mail.kind.as_str(), mail.subject, mail.body, mail.urgent, mail.in_reply_to, now, format!("queued: {why}")],
+    )?;
+    Ok(())
+}
+
+pub(crate) fn record_expired_unsent(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis) -> Result<()> {
+    tx.execute(
+        "UPDATE sent SET state = 'expired', state_at = ?2, send_error = 'expired in the outbox before the server could take it' WHERE id = ?1",
+        params![mail.id, now],
+    )?;
+    Ok(())
 }
 
 impl Store {
     /// Records a mail the server accepted (one row per copy for a broadcast).
     pub fn sent_record(&mut self, mail: &OutgoingMail, ids: &[String], from: &str, now: Millis) -> Result<()> {
         self.write(|tx| {
+            // It was listed as queued under its own id; the server's ids replace it.
+            tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [&mail.id])?;
             for id in ids {
                 let to = id.split_once('~').map(|(_, l)| l.to_string()).unwrap_or_else(|| mail.to.clone());
                 let tl = vec![TimelineEntry { state: State::New, at: now, by: from.to_string(), note: None }];
@@ -91,7 +115,7 @@ impl Store {
     }
 }
 
-const SENT_COLS: &str = "id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline";
+const SENT_COLS: &str = "id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error";
 
 fn sent_row(r: &rusqlite::Row) -> rusqlite::Result<SentMail> {
     let kind: String = r.get(2)?;
@@ -109,5 +133,6 @@ fn sent_row(r: &rusqlite::Row) -> rusqlite::Result<SentMail> {
         state: State::parse(&state).unwrap_or(State::New),
         state_at: r.get(9)?,
         timeline: serde_json::from_str(&tl).unwrap_or_default(),
+        queued: r.get(11)?,
     })
 }

@@ -446,6 +446,7 @@ fn views_sent_alerts_and_expiry() {
         body: "x".repeat(500),
         urgent: false,
         expires_at: None,
+        expires_in: None,
         in_reply_to: None,
         auto: false,
         hop: 0,
@@ -470,6 +471,8 @@ fn views_sent_alerts_and_expiry() {
         resolved_at: None,
         count: 1,
         posted: false,
+        post_tries: 0,
+        last_error: None,
     }])
     .unwrap();
     assert_eq!(c.alerts().unwrap().len(), 1);

@@ -82,7 +82,15 @@ impl Server {
 
     /// Sends one raw protocol request (for ops the CLI has no verb for, e.g. sweep).
     pub fn call(&self, pc: &str, op: &str, args: Value) -> Value {
-        let body = serde_json::json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args});
+        self.post(serde_json::json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args}))
+    }
+
+    /// One raw request as that PC, with its credential (its label is bound).
+    pub fn call_as(&self, pc: &Pc, op: &str, args: Value) -> Value {
+        self.post(serde_json::json!({"v": 1, "op": op, "pc": pc.label, "token": TOKEN, "cred": pc.cred, "args": args}))
+    }
+
+    fn post(&self, body: Value) -> Value {
         let client = reqwest::blocking::Client::new();
         let resp = client.post(&self.url).json(&body).send().unwrap();
         resp.json().unwrap()
@@ -93,15 +101,32 @@ pub struct Pc {
     pub label: String,
     pub home: tempfile::TempDir,
     pub server_url: String,
+    /// This simulated installation's own credential (PCMAIL_CREDENTIAL: no keyring here).
+    pub cred: String,
+}
+
+/// A fresh random credential, as a PC makes its own.
+pub fn random_credential() -> String {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .expect("/dev/urandom");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Pc {
     pub fn new(server: &Server, label: &str) -> Pc {
-        let home = tempfile::tempdir().unwrap();
-        let pc = Pc { label: label.into(), home, server_url: server.url.clone() };
-        let out = pc.run(&["init", "--label", label, "--server", &server.url]);
+        let (pc, out) = Pc::try_new(server, label);
         assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
         pc
+    }
+
+    /// A new installation running `init` (which registers and claims the label); its output.
+    pub fn try_new(server: &Server, label: &str) -> (Pc, Output) {
+        let home = tempfile::tempdir().unwrap();
+        let pc = Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential() };
+        let out = pc.run(&["init", "--label", label, "--server", &server.url]);
+        (pc, out)
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
@@ -109,6 +134,7 @@ impl Pc {
         c.args(args)
             .env("PCMAIL_HOME", self.home.path())
             .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", &self.cred)
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .stdin(Stdio::null());
         c

@@ -3,19 +3,31 @@
 
 use super::{load_mail, transition};
 use crate::engine::{Ctx, OpResult};
-use pcmail_core::{Mark, MarkOp};
+use pcmail_core::protocol::MarkItem;
+use pcmail_core::MarkOp;
 use serde_json::{json, Value};
 
-pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[Mark]) -> OpResult<Vec<Value>> {
+/// Results in request order, each with its `index`; a malformed mark gets its
+/// own `bad_request` and the rest (and the poll carrying them) go on.
+pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[MarkItem]) -> OpResult<Vec<Value>> {
     let mut results = Vec::with_capacity(marks.len());
-    for m in marks {
-        let failed = |code: &str| json!({"markId": m.mark_id, "id": m.id, "ok": false, "code": code});
+    for (index, item) in marks.iter().enumerate() {
+        let m = match item {
+            Ok(m) => m,
+            Err(bad) => {
+                results.push(bad.to_json());
+                continue;
+            }
+        };
+        let failed = |code: &str, message: &str| {
+            json!({"index": index, "markId": m.mark_id, "id": m.id, "ok": false, "code": code, "message": message})
+        };
         let Some(mail) = load_mail(ctx, &m.id)? else {
-            results.push(failed("not_found"));
+            results.push(failed("not_found", "no such mail"));
             continue;
         };
         if mail.recipient != ctx.pc {
-            results.push(failed("forbidden"));
+            results.push(failed("forbidden", "only the recipient PC may mark a mail"));
             continue;
         }
         let note = match m.op {
@@ -26,7 +38,7 @@ pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[Mark]) -> OpResult<Vec<Val
         // When it happened on the PC, but never in the server's future.
         let at = m.at.min(ctx.now);
         let (state, changed) = transition(ctx, &mail, m.op.target(), at, &m.by, note.as_deref())?;
-        results.push(json!({"markId": m.mark_id, "id": m.id, "ok": true, "state": state.as_str(), "changed": changed}));
+        results.push(json!({"index": index, "markId": m.mark_id, "id": m.id, "ok": true, "state": state.as_str(), "changed": changed}));
     }
     Ok(results)
 }

@@ -24,9 +24,16 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
             "server": "pcmail-rust",
             "protocol": pcmail_core::PROTOCOL_VERSION,
             "rosterVersion": roster::version(ctx)?,
+            "features": pcmail_core::protocol::FEATURES,
         }))),
         Op::RosterGet => roster::get(ctx),
-        Op::RosterSet { label, hostname, number } => roster::set(ctx, label, hostname, *number),
+        Op::RosterSet { label, hostname, number, claim, replace } => {
+            let claim = match (claim, ctx.cred) {
+                (true, Some(cred)) => Some(roster::Claim { cred, replace: *replace }),
+                _ => None,
+            };
+            roster::set(ctx, label, hostname, *number, claim)
+        }
         Op::RosterRemove { label } => roster::remove(ctx, label),
         Op::Send { mail } => {
             require_on_roster(ctx)?;
@@ -56,21 +63,43 @@ pub(crate) fn fields(v: Value) -> Map<String, Value> {
     }
 }
 
-/// The caller must be on the roster; a roster that cannot be read fails closed.
+/// The caller must be on the roster, and present its label's credential
+/// when the label is bound; a roster that cannot be read fails closed.
 fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
-    let found = ctx
-        .tx
-        .prepare_cached("SELECT 1 FROM pc WHERE label = ?1")
-        .and_then(|mut s| s.exists([ctx.pc]))
+    let binding = label_binding(ctx.tx, ctx.pc)
         .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
-    if found {
-        Ok(())
-    } else {
-        Err(OpError::proto(
+    match binding {
+        None => Err(OpError::proto(
             ErrorCode::UnknownPc,
             format!("{:?} is not on the roster (register it with roster.set)", ctx.pc),
-        ))
+        )),
+        Some(bound) if cred_matches(bound.as_deref(), ctx.cred) => Ok(()),
+        Some(_) => Err(label_taken(ctx.pc)),
     }
+}
+
+/// `None`: the label is not on the roster; `Some(None)`: on it, not bound;
+/// `Some(Some(hash))`: bound to the credential with that SHA-256 hex.
+pub(crate) fn label_binding(tx: &rusqlite::Transaction<'_>, label: &str) -> rusqlite::Result<Option<Option<String>>> {
+    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?.query_row([label], |r| r.get(0)).optional()
+}
+
+/// An unbound label accepts anyone (old clients; the next claim binds it);
+/// a bound one only its credential, compared in constant time.
+pub(crate) fn cred_matches(bound_hash: Option<&str>, cred: Option<&str>) -> bool {
+    use subtle::ConstantTimeEq;
+    match (bound_hash, cred) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(h), Some(c)) => bool::from(pcmail_core::protocol::credential_hash(c).as_bytes().ct_eq(h.as_bytes())),
+    }
+}
+
+pub(crate) fn label_taken(label: &str) -> OpError {
+    OpError::proto(
+        ErrorCode::LabelTaken,
+        format!("label {label:?} belongs to another installation: pick another label, or replace it"),
+    )
 }
 
 /// A stored mail, all columns.
@@ -91,10 +120,12 @@ pub(crate) struct StoredMail {
     pub state: State,
     pub broadcast_of: Option<String>,
     pub last_at: Millis,
+    /// The duration the sender asked for (None for `expiresAt` or no expiry).
+    pub expires_in: Option<Millis>,
 }
 
 pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, body, urgent, expires_at, \
-     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at";
+     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
 
 impl StoredMail {
     pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredMail> {
@@ -117,6 +148,7 @@ impl StoredMail {
             })?,
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,
+            expires_in: r.get(15)?,
         })
     }
 

@@ -31,7 +31,29 @@ pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     Ok(fields(json!({"pcs": pcs, "version": version(ctx)?})))
 }
 
-pub(crate) fn set(ctx: &mut Ctx<'_>, label: &str, hostname: &str, number: Option<i64>) -> OpResult<Map<String, Value>> {
+/// `roster.set` with `claim`: bind the label to this credential.
+pub(crate) struct Claim<'a> {
+    pub cred: &'a str,
+    /// Overwrite another installation's binding (it loses access).
+    // TODO(issue 14): replacing will need the admin secret; today the token is enough.
+    pub replace: bool,
+}
+
+pub(crate) fn set(
+    ctx: &mut Ctx<'_>,
+    label: &str,
+    hostname: &str,
+    number: Option<i64>,
+    claim: Option<Claim<'_>>,
+) -> OpResult<Map<String, Value>> {
+    // Checked before anything changes: a refused claim leaves the row as it was.
+    if let Some(c) = &claim {
+        if let Some(Some(bound)) = super::label_binding(ctx.tx, label)? {
+            if !c.replace && !super::cred_matches(Some(&bound), Some(c.cred)) {
+                return Err(super::label_taken(label));
+            }
+        }
+    }
     let pcs = load_all(ctx)?;
     let current = pcs.iter().find(|p| p.label == label);
     if let Some(other) = pcs.iter().find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname)) {
@@ -67,7 +89,15 @@ pub(crate) fn set(ctx: &mut Ctx<'_>, label: &str, hostname: &str, number: Option
         }
     };
     let version = if changed { bump_version(ctx)? } else { version(ctx)? };
-    Ok(fields(json!({"pc": pc_json(&pc), "changed": changed, "version": version})))
+    let mut out = fields(json!({"pc": pc_json(&pc), "changed": changed, "version": version}));
+    if let Some(c) = claim {
+        // Idempotent: the same credential writes the same hash.
+        ctx.tx
+            .prepare_cached("UPDATE pc SET cred_hash = ?2 WHERE label = ?1")?
+            .execute(params![label, pcmail_core::protocol::credential_hash(c.cred)])?;
+        out.insert("bound".into(), json!(true));
+    }
+    Ok(out)
 }
 
 pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Value>> {

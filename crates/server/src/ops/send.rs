@@ -18,10 +18,38 @@ struct Content {
     subject: String,
     body: String,
     urgent: bool,
-    expires_at: Option<i64>,
+    expiry: Expiry,
     in_reply_to: Option<String>,
     auto: bool,
     hop: i64,
+}
+
+/// How a mail asked to expire. A retry is the same mail when it repeats the
+/// same `expiresIn`, or a shorter one: a PC that queued the mail subtracts the
+/// time it waited, so a retry after a lost answer may ask for less.
+#[derive(Debug)]
+enum Expiry {
+    At(Option<i64>),
+    In(i64),
+}
+
+impl PartialEq for Expiry {
+    fn eq(&self, retry: &Expiry) -> bool {
+        match (self, retry) {
+            (Expiry::At(a), Expiry::At(b)) => a == b,
+            (Expiry::In(stored), Expiry::In(again)) => again <= stored,
+            _ => false,
+        }
+    }
+}
+
+impl Expiry {
+    fn of(expires_at: Option<i64>, expires_in: Option<i64>) -> Expiry {
+        match expires_in {
+            Some(d) => Expiry::In(d),
+            None => Expiry::At(expires_at),
+        }
+    }
 }
 
 impl Content {
@@ -33,7 +61,7 @@ impl Content {
             subject: m.subject.clone(),
             body: m.body.clone(),
             urgent: m.urgent,
-            expires_at: m.expires_at,
+            expiry: Expiry::of(m.expires_at, m.expires_in),
             in_reply_to: m.in_reply_to.clone(),
             auto: m.auto,
             hop: m.hop,
@@ -47,7 +75,7 @@ impl Content {
             subject: m.subject.clone(),
             body: m.body.clone(),
             urgent: m.urgent,
-            expires_at: m.expires_at,
+            expiry: Expiry::of(m.expires_at, m.expires_in),
             in_reply_to: m.in_reply_to.clone(),
             auto: m.auto,
             hop: m.hop,
@@ -60,7 +88,7 @@ fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
     Ok(ctx
         .tx
         .prepare_cached(
-            "SELECT sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop FROM broadcast WHERE id = ?1",
+            "SELECT sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, expires_in FROM broadcast WHERE id = ?1",
         )?
         .query_row([id], |r| {
             Ok(Content {
@@ -70,7 +98,7 @@ fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
                 subject: r.get(2)?,
                 body: r.get(3)?,
                 urgent: r.get(4)?,
-                expires_at: r.get(5)?,
+                expiry: Expiry::of(r.get(5)?, r.get(9)?),
                 in_reply_to: r.get(6)?,
                 auto: r.get(7)?,
                 hop: r.get(8)?,
@@ -182,14 +210,20 @@ fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
     pcmail_core::roster::candidates(pcs, to)
 }
 
+/// The expiry by the server's clock: `expiresIn` counts from now.
+fn expires_at(ctx: &Ctx<'_>, m: &OutgoingMail) -> Option<i64> {
+    m.expires_in.map(|d| ctx.now.saturating_add(d)).or(m.expires_at)
+}
+
 fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
     ctx.tx
         .prepare_cached(
-            "INSERT INTO broadcast (id, sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO broadcast (id, sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, created_at, expires_in) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?
         .execute(params![
-            m.id, ctx.pc, m.kind.as_str(), m.subject, m.body, m.urgent, m.expires_at, m.in_reply_to, m.auto, m.hop, ctx.now
+            m.id, ctx.pc, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto, m.hop,
+            ctx.now, m.expires_in
         ])?;
     Ok(())
 }
@@ -198,12 +232,12 @@ fn insert_mail(ctx: &mut Ctx<'_>, m: &OutgoingMail, id: &str, recipient: &str, b
     ctx.tx
         .prepare_cached(
             "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
-             created_at, state, broadcast_of, last_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'new', ?13, ?12)",
+             created_at, state, broadcast_of, last_at, expires_in) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'new', ?13, ?12, ?14)",
         )?
         .execute(params![
-            id, ctx.pc, recipient, m.kind.as_str(), m.subject, m.body, m.urgent, m.expires_at, m.in_reply_to, m.auto,
-            m.hop, ctx.now, broadcast_of
+            id, ctx.pc, recipient, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto,
+            m.hop, ctx.now, broadcast_of, m.expires_in
         ])?;
     record_event(ctx, id, ctx.pc, State::New, ctx.now, ctx.pc, None)?;
     ctx.touched.push(recipient.to_string());

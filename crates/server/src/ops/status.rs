@@ -8,6 +8,11 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
     let mut mails = Vec::new();
     let mut missing = Vec::new();
     for id in ids {
+        // Not a mail id at all: missing, like an unknown one (one message, one code).
+        if !pcmail_core::ids::is_valid_any_id(id) {
+            missing.push(id.clone());
+            continue;
+        }
         if let Some(m) = load_mail(ctx, id)? {
             let t = timeline(ctx, &m.id)?;
             mails.push(m.to_json(t));

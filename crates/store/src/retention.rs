@@ -1,0 +1,120 @@
+//! Retention on the PC: final mail (done, failed, expired) is kept for a
+//! window (default 30 days), then deleted in bounded bands by the poller,
+//! never by the hook and never with `VACUUM` on the hot path.
+
+use crate::{Result, Store};
+use pcmail_core::Millis;
+use rusqlite::params;
+
+/// Default: a PC keeps final mail 30 days after its last change.
+pub const DEFAULT_RETENTION_MS: Millis = 30 * 24 * 60 * 60 * 1000;
+/// Rows per band (one short transaction each).
+pub const BAND_ROWS: i64 = 500;
+
+/// What one pruning pass deleted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    pub inbox: usize,
+    pub sent: usize,
+    pub other: usize,
+}
+
+impl Store {
+    /// Deletes final mail older than `now - retention_ms` from the inbox and
+    /// the sent list (with what hangs off it), band by band.
+    pub fn prune_final(&mut self, now: Millis, retention_ms: Millis) -> Result<Pruned> {
+        let cutoff = now - retention_ms;
+        let mut out = Pruned::default();
+        loop {
+            let n = self.write(|tx| {
+                let ids: Vec<String> = tx
+                    .prepare_cached(
+                        "SELECT id FROM inbox WHERE status IN ('done', 'failed', 'expired') AND status_at < ?1 LIMIT ?2",
+                    )?
+                    .query_map(params![cutoff, BAND_ROWS], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                for id in &ids {
+                    tx.execute("DELETE FROM presented WHERE id = ?1", [id])?;
+                    tx.execute("DELETE FROM inbox WHERE id = ?1", [id])?;
+                }
+                Ok(ids.len())
+            })?;
+            out.inbox += n;
+            if n == 0 {
+                break;
+            }
+        }
+        loop {
+            let n = self.write(|tx| {
+                Ok(tx.execute(
+                    "DELETE FROM sent WHERE id IN (SELECT id FROM sent WHERE state IN ('done', 'failed', 'expired') \
+                     AND state_at < ?1 LIMIT ?2)",
+                    params![cutoff, BAND_ROWS],
+                )?)
+            })?;
+            out.sent += n;
+            if n == 0 {
+                break;
+            }
+        }
+        out.other = self.write(|tx| {
+            let q = tx.execute("DELETE FROM quarantine WHERE at < ?1", [cutoff])?;
+            let d = tx.execute("DELETE FROM dropped_marks WHERE dropped_at < ?1", [cutoff])?;
+            Ok(q + d)
+        })?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcmail_core::{Kind, Mail, State};
+
+    fn mail(i: usize) -> Mail {
+        Mail {
+            id: format!("mail-1-{i:08x}"),
+            from: "pc-a".into(),
+            to: "pc-b".into(),
+            kind: Kind::Note,
+            subject: String::new(),
+            body: "b".into(),
+            urgent: false,
+            expires_at: None,
+            in_reply_to: None,
+            auto: false,
+            hop: 0,
+            created_at: 1,
+            state: State::New,
+            broadcast_of: None,
+            timeline: vec![],
+        }
+    }
+
+    #[test]
+    fn final_mail_past_the_window_goes_open_mail_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+        let day = 24 * 60 * 60 * 1000;
+        let now = 100 * day;
+        s.write(|tx| {
+            for i in 0..1200 {
+                crate::inbox::insert_received(tx, &mail(i), 0)?;
+                if i < 1100 {
+                    crate::inbox::advance(tx, &format!("mail-1-{i:08x}"), State::Done, now - 40 * day, "pc-b", None)?;
+                }
+                tx.execute("INSERT INTO presented (session, id, at) VALUES ('s', ?1, 0)", [format!("mail-1-{i:08x}")])?;
+            }
+            // recently finished: kept
+            crate::inbox::advance(tx, "mail-1-00000476", State::Done, now - day, "pc-b", None)?;
+            Ok(())
+        })
+        .unwrap();
+        let p = s.prune_final(now, DEFAULT_RETENTION_MS).unwrap();
+        assert_eq!(p.inbox, 1100);
+        let left: i64 = s.conn().query_row("SELECT count(*) FROM inbox", [], |r| r.get(0)).unwrap();
+        assert_eq!(left, 100, "open mail and the recently finished stay");
+        let presented: i64 = s.conn().query_row("SELECT count(*) FROM presented", [], |r| r.get(0)).unwrap();
+        assert_eq!(presented, 100);
+    }
+}

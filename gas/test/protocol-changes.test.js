@@ -1,0 +1,126 @@
+'use strict';
+// What the vectors leave open about per-item marks, expiresIn and hello's features:
+// parity details with crates/core, the stored expiresIn across the archive, old rows.
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('fs');
+const path = require('path');
+const { makeServer, N0 } = require('../lib/testkit');
+
+const ID = (n) => 'mail-1767225600000-' + n.toString(16).padStart(8, '0');
+const MIN = 60000;
+const DAY = 24 * 60 * MIN;
+
+test('hello lists exactly the features of pcmail_core::protocol::FEATURES', () => {
+  const src = fs.readFileSync(path.join(__dirname, '../../crates/core/src/protocol.rs'), 'utf8');
+  const consts = {};
+  for (const m of src.matchAll(/pub const (FEATURE_[A-Z_]+): &str = "([^"]+)";/g)) consts[m[1]] = m[2];
+  const list = /pub const FEATURES: &\[&str\] = &\[([^\]]*)\];/.exec(src);
+  assert.ok(list, 'FEATURES not found in protocol.rs');
+  const rust = list[1].split(',').map((s) => s.trim()).filter(Boolean).map((k) => consts[k]);
+  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding']);
+  const s = makeServer();
+  assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust);
+});
+
+test('mark text and markId follow the Rust rules, not JS trim or UTF-8 length', () => {
+  const s = makeServer();
+  s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'x' } });
+  const mk = (o) => Object.assign({ markId: 'k', id: ID(1), op: 'seen', at: N0, by: 'pc-b' }, o);
+  const r = s.call('mark', 'pc-b', { marks: [
+    mk({ markId: '\u{1F600}'.repeat(100) }), // 100 chars (400 UTF-8 bytes): accepted
+    mk({ markId: 'a\u0085b' }), // a C1 control
+    mk({ markId: 'x'.repeat(101) }),
+    mk({ by: '\uFEFF' }), // not White_Space for Rust, so not blank: accepted
+    mk({ by: '\u3000' }), // ideographic space is blank
+    mk({ op: 'fail', reason: '\t\n' }),
+    mk({ op: 'fail', reason: 'line 1\r\nline 2\ttab' }),
+    mk({ by: 'x'.repeat(101) }),
+    mk({ op: 'fail', reason: 'x'.repeat(2001) }),
+    mk({ op: 'fail', reason: 'a\u2029b' }),
+    mk({ by: 7 }),
+    { markId: 5, id: ['x'], op: 'seen' }
+  ] });
+  assert.strictEqual(r.ok, true);
+  const brief = r.results.map((x) => [x.index, x.ok, x.field || x.state]);
+  assert.deepStrictEqual(brief, [
+    [0, true, 'seen'], [1, false, 'markId'], [2, false, 'markId'], [3, true, 'seen'], [4, false, 'by'],
+    [5, false, 'reason'], [6, true, 'failed'], [7, false, 'by'], [8, false, 'reason'], [9, false, 'reason'],
+    [10, false, 'by'], [11, false, 'markId']
+  ]);
+  assert.deepStrictEqual(r.results[11], { index: 11, markId: null, id: null, ok: false, code: 'bad_request',
+    field: 'markId', message: '"markId" must be a string' });
+  assert.strictEqual(r.results[2].markId, 'x'.repeat(101), 'a readable markId is echoed even when refused');
+});
+
+test('the batch shape is still checked as a whole: more than 500 marks refuse the request', () => {
+  const s = makeServer();
+  const marks = Array.from({ length: 501 }, (_, i) => ({ markId: 'k' + i, id: ID(1), op: 'seen', at: N0, by: 'pc-b' }));
+  const r = s.call('mark', 'pc-b', { marks });
+  assert.deepStrictEqual([r.ok, r.error.code, r.error.field], [false, 'bad_request', 'marks']);
+  const p = s.call('poll', 'pc-b', { marks: 'x' });
+  assert.deepStrictEqual([p.ok, p.error.field], [false, 'marks']);
+});
+
+test('status answers names of Object.prototype as missing, and a bad confirm id never fails the poll', () => {
+  const s = makeServer();
+  s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'x' } });
+  const st = s.call('status', 'pc-a', { ids: ['constructor', '__proto__', ID(1), 'mail-1-0000abcd'] });
+  assert.strictEqual(st.ok, true);
+  assert.deepStrictEqual(st.missing, ['constructor', '__proto__', 'mail-1-0000abcd']);
+  assert.deepStrictEqual(st.mails.map((m) => m.id), [ID(1)]);
+  const p = s.call('poll', 'pc-b', { confirm: ['toString', ID(1), ''] });
+  assert.deepStrictEqual([p.ok, p.confirmed], [true, [ID(1)]]);
+  assert.strictEqual(s.call('status', 'pc-a', { ids: [] }).error.field, 'ids');
+  assert.strictEqual(s.call('status', 'pc-a', { ids: [1] }).error.field, 'ids');
+});
+
+test('expiresIn is bounded to 366 days and must be an integer', () => {
+  const s = makeServer();
+  const send = (expiresIn) => s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'x', expiresIn } });
+  assert.strictEqual(send(366 * DAY + 1).error.field, 'mail.expiresIn');
+  assert.strictEqual(send(-5).error.field, 'mail.expiresIn');
+  assert.strictEqual(send(1.5).error.field, 'expiresIn', 'as the Rust opt_int names it');
+  assert.deepStrictEqual(send(366 * DAY).ids, [ID(1)]);
+});
+
+test('the stored expiresIn survives archiving: a retry after the sweep is still the same mail', () => {
+  const s = makeServer();
+  const mail = { id: ID(1), to: '*', body: 'to all', expiresIn: 30 * MIN };
+  assert.deepStrictEqual(s.call('send', 'pc-a', { mail }).ids, [ID(1) + '~pc-b', ID(1) + '~pc-c']);
+  for (const pc of ['pc-b', 'pc-c']) {
+    const id = ID(1) + '~' + pc;
+    s.call('poll', pc, { confirm: [id], marks: [{ markId: 'k', id, op: 'ack', at: N0, by: pc }] });
+  }
+  s.advance(MIN);
+  assert.strictEqual(s.call('sweep', 'pc-a').ok, true);
+  const archive = s.fakes.sheet('Archive').dump();
+  const col = archive[0].indexOf('expiresIn');
+  assert.strictEqual(col, archive[0].length - 1, 'expiresIn is the last column');
+  assert.deepStrictEqual(archive.slice(1).map((r) => r[col]), [String(30 * MIN), String(30 * MIN)]);
+  assert.strictEqual(s.fakes.sheet('Mail').getLastRow(), 1, 'both copies left the live tab');
+  const retry = (o) => s.call('send', 'pc-a', { mail: Object.assign({}, mail, o) });
+  assert.strictEqual(retry({}).existing, true);
+  assert.strictEqual(retry({ expiresIn: 29 * MIN }).existing, true);
+  assert.strictEqual(retry({ expiresIn: 31 * MIN }).error.code, 'duplicate_id');
+  assert.strictEqual(retry({ expiresIn: null, expiresAt: N0 + 30 * MIN }).error.code, 'duplicate_id',
+    'an absolute expiry is another mail, even at the same instant');
+});
+
+test('a Mail tab from before the expiresIn column: old rows read as no expiresIn, new rows keep theirs', () => {
+  const s = makeServer();
+  const at = N0 + 10 * MIN;
+  assert.strictEqual(s.call('send', 'pc-a', { mail: { id: ID(2), to: 'pc-b', body: 'old', expiresAt: at } }).ok, true);
+  const sh = s.fakes.sheet('Mail');
+  assert.strictEqual(sh.dump()[0].length, 18);
+  sh.cells.forEach((r) => { r.length = 17; }); // header and row as the 17-column layout wrote them
+  const again = s.call('send', 'pc-a', { mail: { id: ID(2), to: 'pc-b', body: 'old', expiresAt: at } });
+  assert.strictEqual(again.existing, true);
+  const asIn = s.call('send', 'pc-a', { mail: { id: ID(2), to: 'pc-b', body: 'old', expiresIn: 10 * MIN } });
+  assert.strictEqual(asIn.error.code, 'duplicate_id');
+  assert.strictEqual(s.call('status', 'pc-a', { ids: [ID(2)] }).mails[0].expiresAt, at);
+  const fresh = { id: ID(3), to: 'pc-b', body: 'new', expiresIn: 5 * MIN };
+  assert.strictEqual(s.call('send', 'pc-a', { mail: fresh }).existing, false);
+  assert.strictEqual(s.call('send', 'pc-a', { mail: fresh }).existing, true);
+  assert.strictEqual(s.call('send', 'pc-a', { mail: Object.assign({}, fresh, { expiresIn: 6 * MIN }) }).error.code, 'duplicate_id');
+});
