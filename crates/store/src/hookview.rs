@@ -9,7 +9,7 @@ use pcmail_core::present::Category;
 use pcmail_core::{Kind, Millis, State};
 use rusqlite::{params, OptionalExtension, Transaction};
 
-/// The generated `hook_rank` column (migration 2). Ranks 0–2 never wait for
+/// The `hook_rank` column (store migration 3, kept by triggers). Ranks 0–2 never wait for
 /// the backlog bound; 3–5 do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HookRank {
@@ -31,7 +31,7 @@ impl HookRank {
         HookRank::Note,
     ];
 
-    /// The same rule as the SQL of migration 2, from the core's classification.
+    /// The same rule as the SQL of store migration 3, from the core's classification.
     pub fn of(kind: Kind, subject: &str, urgent: bool, reply_to_mine: bool) -> HookRank {
         match (Kind::classify(kind, subject), urgent) {
             (Kind::Decision, _) => HookRank::Decision,
