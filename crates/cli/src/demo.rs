@@ -16,6 +16,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         poll_interval_secs: 0,
         notify_webhook: None,
         native_notifications: false,
+        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
         retention_days: None,
     };
@@ -27,7 +28,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
 }
 
 fn show_hook(c: &Client, session: &str) -> anyhow::Result<()> {
-    let input = hook::HookInput { session_id: session.into(), event: "UserPromptSubmit".into() };
+    let input = hook::HookInput { session_id: session.into(), event: hook::Event::UserPromptSubmit };
     let r = hook::run(&c.paths, &input, system_now()).map_err(|e| anyhow::anyhow!("hook: {e}"))?;
     println!("--- {}'s next Claude session sees (hook additionalContext):", c.me());
     match r.output {

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use exit::{fail, Exit};
 use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::{Draft, Expires};
-use pcmail_client::{hook, locks, notify, spawn, Client, ClientError};
+use pcmail_client::{hook, locks, notify, Client, ClientError};
 use pcmail_core::{Kind, MarkOp, State};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -199,7 +199,7 @@ enum Cmd {
         #[arg(long)]
         settings: Option<PathBuf>,
     },
-    /// The Claude Code hook itself (SessionStart / UserPromptSubmit). Reads hook JSON on stdin.
+    /// The Claude Code hook itself (same code as `pcmail-hook`). Reads hook JSON on stdin.
     Hook,
     /// Two simulated PCs on the embedded default exchange mail; prints timelines and a Mermaid diagram.
     Demo,
@@ -260,21 +260,11 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The same library code as `pcmail-hook`; here `pcmail` is this binary.
 fn run_hook() {
-    let mut input = vec![];
-    if !std::io::stdin().is_terminal() {
-        let _ = std::io::stdin().take(1 << 20).read_to_end(&mut input);
-    }
-    let Ok(paths) = Paths::from_env() else { return };
-    let parsed = hook::parse_input(&input);
-    let Ok(r) = hook::run(&paths, &parsed, pcmail_client::system_now()) else { return };
-    if r.spawn_poller {
-        if let Ok(exe) = std::env::current_exe() {
-            let _ = spawn::spawn_detached(&exe, &["sync", "--quiet"]);
-        }
-    }
-    if let Some(out) = r.output {
-        println!("{out}");
+    if let Some(out) = hook::main_with(|| std::env::current_exe().ok()) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), "{out}");
     }
 }
 
@@ -491,7 +481,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Inbox { all, limit } => {
             let p = paths()?;
-            let store = pcmail_store::Store::open(&p.store())?;
+            let mut store = pcmail_store::Store::open(&p.store())?;
+            // Every session's backlog bound starts again (the hook counts what it shows after this).
+            store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_client::system_now())?;
             let filter: &[State] = if all { &[] } else { &[State::New, State::Seen] };
             let rows = store.inbox_list(filter, limit)?;
             print::inbox(&rows, pcmail_client::system_now(), json);
@@ -777,7 +769,7 @@ fn restart_daemon() {
     }
     #[cfg(not(unix))]
     {
-        let mut cmd = spawn::detached_command(&exe, &["daemon"]);
+        let mut cmd = pcmail_client::spawn::detached_command(&exe, &["daemon"]);
         cmd.env("PCMAIL_DAEMON_RESTARTED", "1");
         let _ = cmd.spawn();
         std::process::exit(0);

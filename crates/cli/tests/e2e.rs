@@ -156,10 +156,11 @@ fn poller_killed_mid_cycle_loses_nothing_and_shows_nothing_twice() {
         let ctx2 = b.hook("s2", "UserPromptSubmit");
         assert!(notes.iter().all(|n| !ctx2.contains(n.as_str())), "{kind:?}\n{ctx2}");
         assert!(reqs.iter().all(|r| ctx2.contains(r.as_str())), "{kind:?}\n{ctx2}");
-        // The same session again: only a count line.
+        // The same session again: only a count line, which counts the seen
+        // notes too (issue 16: they were skipped before being counted).
         let again = b.hook("s1", "UserPromptSubmit");
         assert!(!again.contains("<pcmail-mail id="), "{kind:?}\n{again}");
-        assert!(again.contains("3 open mail"), "{kind:?}\n{again}");
+        assert!(again.contains("5 open mail"), "{kind:?}\n{again}");
     }
 }
 
@@ -594,4 +595,50 @@ fn full_disk_loses_nothing_and_corrupts_nothing() {
     assert_eq!(ok, "ok");
     let n: i64 = c.query_row("SELECT count(*) FROM inbox", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 4, "each mail stored once");
+}
+
+/// Issue 16 points 3–5 through `pcmail hook`: garbage prints and marks
+/// nothing; a reply to my mail is not offered `pcmail reply`; after 12 notes a
+/// session gets one count line until `pcmail inbox` is run; decision mail never waits.
+#[test]
+fn hook_backlog_bound_is_reset_by_pcmail_inbox_and_garbage_marks_nothing() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let server = Server::start(Kind::Rust);
+    let (a, b) = pair(&server);
+    for i in 0..20 {
+        a.send(&["pc-b", "--body", &format!("note {i}")]);
+    }
+    b.ok(&["sync"]);
+    let mut child = b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"garbage").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    let inbox = b.json(&["inbox"]);
+    assert!(inbox.as_array().unwrap().iter().all(|m| m["status"] != "seen"), "garbage marked nothing: {inbox}");
+
+    for _ in 0..6 {
+        let ctx = b.hook("s1", "UserPromptSubmit");
+        assert_eq!(ctx.matches("<pcmail-mail id=").count(), 2, "{ctx}");
+        assert!(ctx.contains("Notes: `pcmail ack <id>`") && !ctx.contains("pcmail reply"), "{ctx}");
+    }
+    assert_eq!(b.hook("s1", "UserPromptSubmit"), "pcmail: 8 more unread notes: pcmail inbox");
+    let d = a.send(&["pc-b", "--kind", "decision", "--body", "which way?"]);
+    b.ok(&["sync"]);
+    let ctx = b.hook("s1", "UserPromptSubmit");
+    assert!(ctx.contains(&d) && ctx.ends_with("pcmail: 8 more unread notes: pcmail inbox"), "{ctx}");
+    assert!(ctx.contains("answer with `pcmail reply <id>`"), "{ctx}");
+    b.ok(&["inbox"]);
+    assert_eq!(b.hook("s1", "UserPromptSubmit").matches("<pcmail-mail id=").count(), 2, "fed again after pcmail inbox");
+
+    // A reply to my mail: acknowledged by being shown, and `reply` is not offered for it.
+    let mine = b.send(&["pc-a", "--kind", "request", "--body", "please"]);
+    a.ok(&["sync"]);
+    let v = a.json(&["reply", &mine, "--body", "done"]);
+    let answer = v["ids"][0].as_str().or(v["id"].as_str()).unwrap_or_else(|| panic!("{v}")).to_string();
+    b.ok(&["sync"]);
+    let ctx = b.hook("s-new", "UserPromptSubmit");
+    assert!(ctx.contains(&answer) && ctx.contains("Replies to your mail: acknowledged by being shown"), "{ctx}");
+    b.ok(&["sync"]);
+    assert_eq!(a.state_of(&answer), "done", "acked once shown");
 }

@@ -2,13 +2,12 @@
 //! poller cycle, notifications, the hook, and send/reply/ack/read/status.
 //! The `pcmail` binary and the tray app are thin layers over this crate.
 
-pub mod config;
-pub mod hook;
-pub mod locks;
+// Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
+// under their old paths so every user of `pcmail_client::config::…` compiles.
+pub use pcmail_local::{config, hook, locks, spawn};
 pub mod notify;
 pub mod ops;
 pub mod pusher;
-pub mod spawn;
 pub mod sync;
 pub mod token;
 pub mod transport;
@@ -19,12 +18,7 @@ use pcmail_core::{Millis, ProtoError};
 use pcmail_store::{Store, StoreError};
 use transport::{CallError, Transport};
 
-pub fn system_now() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
+pub use pcmail_local::system_now;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -123,16 +123,18 @@ pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<boo
 
 /// Moves a mail's local status forward (never back). Returns the status after.
 pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, reason: Option<&str>) -> Result<State> {
-    let cur: Option<String> = tx.query_row("SELECT status FROM inbox WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+    // Cached statements: the hook advances several mails per run.
+    let cur: Option<String> =
+        tx.prepare_cached("SELECT status FROM inbox WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;
     let cur = cur.ok_or_else(|| StoreError::NotFound(id.to_string()))?;
     let cur = State::parse(&cur).ok_or_else(|| StoreError::Corrupt(format!("status {cur:?} of {id}")))?;
     match cur.advance(target) {
         None => Ok(cur),
         Some(next) => {
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE inbox SET status = ?2, status_at = ?3, status_by = ?4, fail_reason = COALESCE(?5, fail_reason) WHERE id = ?1",
-                params![id, next.as_str(), at, by, reason],
-            )?;
+            )?
+            .execute(params![id, next.as_str(), at, by, reason])?;
             Ok(next)
         }
     }

@@ -10,6 +10,7 @@ pub mod outbox;
 pub mod retention;
 pub mod sent;
 pub mod cache;
+pub mod hookview;
 pub mod codemap;
 
 use rusqlite::Connection;
@@ -48,13 +49,11 @@ impl Store {
     }
 
     pub fn open_with_timeout(path: &Path, busy: Duration) -> Result<Store> {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
+        make_private(path);
         let conn = Connection::open(path)?;
         conn.busy_timeout(busy)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", "OFF")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut store = Store { conn, path: path.to_path_buf() };
         schema::migrate(&mut store.conn, path)?;
@@ -72,11 +71,24 @@ impl Store {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(busy)?;
+        // What the hook writes (presented rows, seen marks) may be lost on a
+        // power cut: the mail is then shown once more, nothing worse. So no
+        // fsync at all: not at commit, not on a WAL restart (NORMAL would sync
+        // the WAL header and its folder there: 2 fsyncs), and no checkpoint
+        // from the hook, neither automatic nor on close; the poller, at
+        // NORMAL, checkpoints (docs/data-model.md, "What the hook reads and writes").
+        conn.pragma_update(None, "synchronous", "OFF")?;
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if v != schema::CURRENT {
+        let mut store = Store { conn, path: path.to_path_buf() };
+        if v < schema::CURRENT {
+            // Upgraded pcmail, store not yet migrated: migrating once is cheap.
+            schema::migrate(&mut store.conn, path)?;
+        } else if v > schema::CURRENT {
             return Err(StoreError::TooNew { path: path.to_path_buf(), found: v, known: schema::CURRENT });
         }
-        Ok(Some(Store { conn, path: path.to_path_buf() }))
+        Ok(Some(store))
     }
 
     pub fn path(&self) -> &Path {
@@ -100,5 +112,20 @@ impl Store {
 
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// The store's folder 0700 and its files 0600, also when an older pcmail or a
+/// loose umask made them readable. The database file is created private before
+/// SQLite opens it, so its -wal and -shm (which copy its mode) are private too.
+fn make_private(path: &Path) {
+    if let Some(dir) = path.parent() {
+        let _ = pcmail_fsmode::create_private_dir_all(dir);
+    }
+    let _ = pcmail_fsmode::ensure_private_file(path);
+    for suffix in ["-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = pcmail_fsmode::restrict_file(Path::new(&p));
     }
 }

@@ -13,6 +13,9 @@ pub const ROSTER_FETCHED_AT: &str = "roster_fetched_at";
 pub const LAST_SWEEP_AT: &str = "last_sweep_at";
 pub const CONSECUTIVE_FAILURES: &str = "consecutive_failures";
 pub const LAST_SPAWN_AT: &str = "last_spawn_at";
+/// When `pcmail inbox` was last run on this PC: it resets every session's
+/// backlog bound (the hook counts mail shown after it).
+pub const INBOX_VIEWED_AT: &str = "inbox_viewed_at";
 /// The server's clock minus this PC's, from the last answer (ms): expiry is
 /// judged by the server's clock.
 pub const SERVER_OFFSET_MS: &str = "server_offset_ms";

@@ -117,6 +117,46 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (repo, path)
     ) WITHOUT ROWID;
     "#,
+    // 3: the hook's rank (store/src/hookview.rs: one rank per category and
+    // "may wait for the backlog bound"; the same rule as Kind::classify, a
+    // test compares them), kept by triggers, and an index over it so the hook
+    // reads each category with LIMIT and counts from the index alone (the few
+    // mails with an expiry from their own partial index). A real
+    // column, not a generated one: SQLite does not treat an index over a
+    // virtual column as covering.
+    r#"
+    ALTER TABLE inbox ADD COLUMN hook_rank INTEGER NOT NULL DEFAULT 5;
+    UPDATE inbox SET hook_rank = (CASE
+            WHEN kind = 'decision' OR instr(subject, '[判断依頼]') > 0 THEN 0
+            WHEN (kind = 'request' OR instr(subject, '[作業依頼]') > 0) AND urgent THEN 1
+            WHEN urgent THEN 2
+            WHEN kind = 'request' OR instr(subject, '[作業依頼]') > 0 THEN 3
+            WHEN reply_to_mine THEN 4
+            ELSE 5
+        END);
+    CREATE TRIGGER inbox_hook_rank_insert AFTER INSERT ON inbox BEGIN
+        UPDATE inbox SET hook_rank = (CASE
+            WHEN NEW.kind = 'decision' OR instr(NEW.subject, '[判断依頼]') > 0 THEN 0
+            WHEN (NEW.kind = 'request' OR instr(NEW.subject, '[作業依頼]') > 0) AND NEW.urgent THEN 1
+            WHEN NEW.urgent THEN 2
+            WHEN NEW.kind = 'request' OR instr(NEW.subject, '[作業依頼]') > 0 THEN 3
+            WHEN NEW.reply_to_mine THEN 4
+            ELSE 5
+        END) WHERE id = NEW.id;
+    END;
+    CREATE TRIGGER inbox_hook_rank_update AFTER UPDATE OF kind, subject, urgent, reply_to_mine ON inbox BEGIN
+        UPDATE inbox SET hook_rank = (CASE
+            WHEN NEW.kind = 'decision' OR instr(NEW.subject, '[判断依頼]') > 0 THEN 0
+            WHEN (NEW.kind = 'request' OR instr(NEW.subject, '[作業依頼]') > 0) AND NEW.urgent THEN 1
+            WHEN NEW.urgent THEN 2
+            WHEN NEW.kind = 'request' OR instr(NEW.subject, '[作業依頼]') > 0 THEN 3
+            WHEN NEW.reply_to_mine THEN 4
+            ELSE 5
+        END) WHERE id = NEW.id;
+    END;
+    CREATE INDEX inbox_hook ON inbox(hook_rank, status, created_at);
+    CREATE INDEX inbox_hook_expiring ON inbox(status, expires_at, hook_rank) WHERE expires_at IS NOT NULL;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

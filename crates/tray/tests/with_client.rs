@@ -19,6 +19,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         poll_interval_secs: 2,
         notify_webhook: None,
         native_notifications: false,
+        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
         retention_days: None,
     }

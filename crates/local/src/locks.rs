@@ -12,9 +12,9 @@ pub struct HeldLock {
 /// Takes the lock at `path` without waiting; None when another process has it.
 pub fn try_lock(path: &Path) -> std::io::Result<Option<HeldLock>> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        pcmail_fsmode::create_private_dir_all(dir)?;
     }
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    let file = pcmail_fsmode::open_private_rw(path)?;
     match file.try_lock() {
         Ok(()) => {
             let _ = file.set_len(0);

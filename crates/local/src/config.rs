@@ -106,6 +106,11 @@ pub struct Config {
     /// Native desktop notifications when a session bus is present.
     #[serde(default = "yes")]
     pub native_notifications: bool,
+    /// The backlog bound: after a session has been shown this many mails that
+    /// may wait (not decision requests, not urgent), it gets one count line
+    /// for the rest until `pcmail inbox` is run on this PC (0 = no bound).
+    #[serde(default = "default_hook_session_mail_limit")]
+    pub hook_session_mail_limit: usize,
     /// This installation's id (random hex, made on first need): names its
     /// credential in the keyring, so two PCMAIL_HOMEs are two installations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,6 +124,12 @@ fn yes() -> bool {
     true
 }
 
+pub const DEFAULT_HOOK_SESSION_MAIL_LIMIT: usize = 12;
+
+fn default_hook_session_mail_limit() -> usize {
+    DEFAULT_HOOK_SESSION_MAIL_LIMIT
+}
+
 impl Config {
     pub fn default_for_this_pc() -> Config {
         Config {
@@ -127,6 +138,7 @@ impl Config {
             poll_interval_secs: 0,
             notify_webhook: None,
             native_notifications: true,
+            hook_session_mail_limit: DEFAULT_HOOK_SESSION_MAIL_LIMIT,
             installation: None,
             retention_days: None,
         }
@@ -156,10 +168,10 @@ impl Config {
     pub fn save(&self, paths: &Paths) -> Result<(), ConfigError> {
         let path = paths.config();
         let w = |source| ConfigError::Write { path: path.clone(), source };
-        std::fs::create_dir_all(&paths.home).map_err(w)?;
+        pcmail_fsmode::create_private_dir_all(&paths.home).map_err(w)?;
         let tmp = path.with_extension("toml.tmp");
         let text = toml::to_string_pretty(self).expect("config serialises");
-        std::fs::write(&tmp, text).map_err(w)?;
+        pcmail_fsmode::write_private(&tmp, text.as_bytes()).map_err(w)?;
         std::fs::rename(&tmp, &path).map_err(w)?;
         Ok(())
     }

@@ -1,0 +1,145 @@
+//! Files holding mail, config or locks are readable by their owner only:
+//! folders 0700, files 0600, whatever the process umask. Each concern is one
+//! function with its `cfg` inside, so callers never write platform code.
+//!
+//! Unix only is proven. On Windows these functions create the same files and
+//! folders and rely on the user profile's inherited ACLs (not proven here).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+/// Mode of a private folder on Unix.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of a private file on Unix.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates `dir` and its missing parents; the folders it creates and `dir`
+/// itself end up private (0700). Parents that already existed are left alone.
+pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)?;
+        // The umask may have cut bits off, and an older pcmail made it 0755.
+        let meta = std::fs::metadata(dir)?;
+        if meta.permissions().mode() & 0o777 != DIR_MODE {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))?;
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// Makes an existing file private (0600). A missing file is not an error.
+pub fn restrict_file(path: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(path) {
+            Ok(m) if m.permissions().mode() & 0o777 != FILE_MODE => {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(FILE_MODE))
+            }
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
+
+/// Sets the creation mode of `opts` to private (0600 on Unix, before the umask,
+/// which can only take bits away).
+pub fn private_open_options(opts: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(FILE_MODE)
+    }
+    #[cfg(not(unix))]
+    {
+        opts
+    }
+}
+
+/// Opens (creating if needed) a private file for writing, without truncating;
+/// a file an older version left readable by others is made private.
+pub fn open_private_rw(path: &Path) -> io::Result<File> {
+    let f = private_open_options(OpenOptions::new().create(true).truncate(false).read(true).write(true)).open(path)?;
+    restrict_file(path)?;
+    Ok(f)
+}
+
+/// Writes `bytes` to a new private file at `path` (replacing it).
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = private_open_options(OpenOptions::new().create(true).truncate(true).write(true)).open(path)?;
+    restrict_file(path)?;
+    f.write_all(bytes)?;
+    Ok(())
+}
+
+/// Creates an empty private file if none exists (e.g. before SQLite creates a
+/// database, so its -wal and -shm, which copy the database's mode, are private
+/// too); an existing file is only chmod-ed, never opened: closing a
+/// descriptor of a SQLite database would drop the POSIX locks that this
+/// process's connections hold on it.
+pub fn ensure_private_file(path: &Path) -> io::Result<()> {
+    match private_open_options(OpenOptions::new().write(true).create_new(true)).open(path) {
+        Ok(f) => {
+            drop(f);
+            restrict_file(path)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => restrict_file(path),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn modes_are_private_under_a_permissive_umask_and_fix_old_files() {
+        // SAFETY: umask is process-wide; this test binary's other tests do not create files.
+        let old = unsafe { libc::umask(0o022) };
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b");
+        create_private_dir_all(&nested).unwrap();
+        assert_eq!(mode(&dir.path().join("a")), 0o700);
+        assert_eq!(mode(&nested), 0o700);
+
+        let f = nested.join("f");
+        write_private(&f, b"x").unwrap();
+        assert_eq!(mode(&f), 0o600);
+        let g = nested.join("g");
+        ensure_private_file(&g).unwrap();
+        assert_eq!(mode(&g), 0o600);
+
+        // What an older pcmail left behind is tightened.
+        let old_dir = dir.path().join("old");
+        std::fs::create_dir(&old_dir).unwrap();
+        std::fs::set_permissions(&old_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let old_file = old_dir.join("config.toml");
+        std::fs::write(&old_file, "x").unwrap();
+        assert_eq!(mode(&old_file), 0o644);
+        create_private_dir_all(&old_dir).unwrap();
+        restrict_file(&old_file).unwrap();
+        assert_eq!(mode(&old_dir), 0o700);
+        assert_eq!(mode(&old_file), 0o600);
+        restrict_file(&old_dir.join("missing")).unwrap();
+        unsafe { libc::umask(old) };
+    }
+}

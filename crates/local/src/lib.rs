@@ -1,0 +1,18 @@
+//! The PC's local side with no network in it: config and paths, the poller
+//! locks, starting a poller detached, and the Claude Code hook. Both the
+//! `pcmail` binary (through pcmail-client) and the small `pcmail-hook` binary
+//! are built on it.
+
+pub mod config;
+pub mod hook;
+pub mod locks;
+pub mod spawn;
+
+use pcmail_core::Millis;
+
+pub fn system_now() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
