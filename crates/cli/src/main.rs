@@ -4,6 +4,7 @@
 mod demo;
 mod exit;
 mod print;
+mod service_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -182,6 +183,15 @@ enum Cmd {
     },
     /// The Claude Code hook itself (SessionStart / UserPromptSubmit). Reads hook JSON on stdin.
     Hook,
+    /// Keep this PC's poller running without the tray (systemd user unit, Task Scheduler task, launchd agent).
+    Service {
+        #[arg(value_parser = ["install", "uninstall", "status"])]
+        action: String,
+        /// With status: apply the self-healing rule (re-register and poll once when the service
+        /// failed or the last good poll is older than 10 minutes).
+        #[arg(long)]
+        repair: bool,
+    },
     /// Two simulated PCs on the embedded default exchange mail; prints timelines and a Mermaid diagram.
     Demo,
 }
@@ -549,6 +559,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Hook => unreachable!("handled before logging starts"),
+        Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
         Cmd::Demo => demo::run(json),
     }
 }
