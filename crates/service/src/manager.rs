@@ -192,7 +192,9 @@ impl Manager {
                 Ok(Removed { definition: self.definition.clone(), changed: self.remove_definition()? })
             }
             Platform::TaskScheduler => {
-                let registered = self.run("schtasks", &["/Query", "/TN", TASK_NAME]).map(|r| r.ok).unwrap_or(false);
+                // A registered task is listed; Wine's schtasks answers every /Query with 0 and no text.
+                let registered =
+                    self.run("schtasks", &["/Query", "/TN", TASK_NAME]).map(|r| r.ok && !r.stdout.trim().is_empty()).unwrap_or(false);
                 if registered || present {
                     let _ = self.run("schtasks", &["/End", "/TN", TASK_NAME]);
                     let r = self.run("schtasks", &["/Delete", "/TN", TASK_NAME, "/F"]);

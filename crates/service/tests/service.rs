@@ -178,7 +178,7 @@ fn task_scheduler_install_status_uninstall_through_a_fake_schtasks() {
         "case \"$1\" in\n\
          /Create) touch '{s}';;\n\
          /Delete) rm '{s}' || exit 1;;\n\
-         /Query) [ -e '{s}' ] || {{ echo 'ERROR: The system cannot find the file specified.' >&2; exit 1; }}; [ \"$5\" = CSV ] && cat '{csv}';;\n\
+         /Query) [ -e '{s}' ] || {{ echo 'ERROR: The system cannot find the file specified.' >&2; exit 1; }}; if [ \"$5\" = CSV ]; then cat '{csv}'; else echo 'TaskName  Next Run Time  Status'; echo 'pcmail    N/A            Running'; fi;;\n\
          /Run|/End) [ -e '{s}' ] || exit 1;;\n\
          esac",
         s = state.display(),
