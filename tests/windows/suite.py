@@ -78,9 +78,19 @@ class WinPc:
         self.label, self.home, self.token = label, home, token
         os.makedirs(unix(home), exist_ok=True)
 
-    def run(self, args, stdin=None, exe="pcmail.exe", prefix=(), timeout=120):
+    def run(self, args, stdin=None, exe="pcmail.exe", prefix=(), timeout=120, stderr_to_file=False):
         cmd = [*prefix, "wine", os.path.join(ARGS.exe_dir, exe), *args]
-        return subprocess.run(cmd, input=stdin, capture_output=True, env=wine_env(self.home, self.token), timeout=timeout, cwd=WORK)
+        if not stderr_to_file:
+            return subprocess.run(cmd, input=stdin, capture_output=True, env=wine_env(self.home, self.token), timeout=timeout, cwd=WORK)
+        # Wine hands every process it starts the Unix stderr of its parent (for
+        # its own debug output), whatever the Windows handles say: a stderr
+        # pipe would stay open as long as a spawned poller lives, which real
+        # Windows does not do. stdout, the pipe Claude Code reads, stays a pipe.
+        with tempfile.TemporaryFile(dir=WORK) as err:
+            r = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=err, env=wine_env(self.home, self.token), timeout=timeout, cwd=WORK)
+            err.seek(0)
+            r.stderr = err.read()
+        return r
 
     def ok(self, args, **kw):
         r = self.run(args, **kw)
@@ -104,7 +114,7 @@ class WinPc:
     def hook_raw(self, session, event="UserPromptSubmit", prefix=()):
         exe, args = self.hook_cmd()
         payload = json.dumps({"session_id": session, "hook_event_name": event, "cwd": "C:\\\\work", "prompt": "hi"}).encode()
-        return self.run(args, stdin=payload, exe=exe, prefix=prefix)
+        return self.run(args, stdin=payload, exe=exe, prefix=prefix, stderr_to_file=True)
 
     def hook(self, session, event="UserPromptSubmit", prefix=()):
         r = self.hook_raw(session, event, prefix)
@@ -326,7 +336,7 @@ def hook_without_network_and_with_a_corrupt_store():
     r = broken.hook_raw("s9")
     check("a corrupt store: exit 0, nothing on stdout or stderr", r.returncode == 0 and r.stdout == b"" and r.stderr == b"", r)
     exe, args = broken.hook_cmd()
-    r = broken.run(args, stdin=b"\x00not json", exe=exe)
+    r = broken.run(args, stdin=b"\x00not json", exe=exe, stderr_to_file=True)
     check("garbage on stdin: exit 0, silent", r.returncode == 0 and r.stdout == b"" and r.stderr == b"", r)
 
 
@@ -348,11 +358,13 @@ def hook_starts_a_detached_poller_that_outlives_it():
     t0 = time.monotonic()
     ctx = pc.hook("gated-session")
     took = time.monotonic() - t0
-    check("the hook returned (its pipes were not held by the poller)", ctx == "", ctx)
-    wait_until("the spawned poller connected to the server", lambda: gate.held >= 1)
     alive = pollers_running()
-    check("the poller outlives the hook (still running after the hook exited)", len(alive) >= 1, alive)
-    print(f"# the hook returned in {took:.1f} s under Wine while its poller was held at the server")
+    # Were the hook's stdout/stderr inherited by the poller, the hook's caller
+    # (Claude Code; here subprocess.run) would wait for the poller to end.
+    check("the hook returned while its poller still runs (no inherited pipe kept the caller waiting)", ctx == "" and len(alive) >= 1,
+          f"poller processes after the hook returned: {alive}; the hook took {took:.1f} s")
+    print(f"# the hook returned in {took:.1f} s under Wine")
+    wait_until("the spawned poller connected to the server and is held there", lambda: gate.held >= 1)
     gate.open.set()
     wait_until("the detached poller delivered the mail", lambda: lin.state_of(mail) == "delivered")
     wait_until("the poller exits after its cycle", lambda: not pollers_running())
@@ -454,6 +466,9 @@ def main():
         for s in (definition_of_done_on_the_embedded_default, windows_and_linux_mail_each_other,
                   hook_without_network_and_with_a_corrupt_store, hook_starts_a_detached_poller_that_outlives_it,
                   one_daemon_per_user, hooks_install_writes_a_command_that_runs, service_as_a_task_scheduler_task):
+            only = os.environ.get("WIN_ONLY")  # a debugging aid: run the scenarios whose name contains it (+ the one they need)
+            if only and only not in s.__name__ and s is not windows_and_linux_mail_each_other:
+                continue
             if s is not definition_of_done_on_the_embedded_default and "win" not in STATE and s is not windows_and_linux_mail_each_other:
                 check(f"{s.__name__} (needs the Windows ⇄ Linux scenario)", False, "skipped: an earlier scenario failed")
                 continue
