@@ -19,15 +19,15 @@ fn path_str(p: &Path) -> Result<String, RenderError> {
 }
 
 /// One systemd word in double quotes: C escapes for `\` and `"`, `%%` for
-/// specifiers, and (where `$` expands, as in ExecStart) `$$`.
-fn systemd_quote(s: &str, dollar_expands: bool) -> String {
+/// specifiers. `$` is left alone: it is not expanded in the executable's path
+/// nor in Environment= (systemd-analyze verify proves the first).
+fn systemd_quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '%' => out.push_str("%%"),
-            '$' if dollar_expands => out.push_str("$$"),
             c => out.push(c),
         }
     }
@@ -40,7 +40,7 @@ pub fn systemd_unit(spec: &ServiceSpec) -> Result<String, RenderError> {
     let exe = path_str(&spec.exe)?;
     let mut env = String::new();
     if let Some(h) = &spec.pcmail_home {
-        env = format!("Environment={}\n", systemd_quote(&format!("PCMAIL_HOME={}", path_str(h)?), false));
+        env = format!("Environment={}\n", systemd_quote(&format!("PCMAIL_HOME={}", path_str(h)?)));
     }
     Ok(format!(
         "# Written by `pcmail service install`; `pcmail service uninstall` removes it.\n\
@@ -58,8 +58,7 @@ pub fn systemd_unit(spec: &ServiceSpec) -> Result<String, RenderError> {
          \n\
          [Install]\n\
          WantedBy=default.target\n",
-        // `$` is expanded in arguments, not in the executable's path (systemd-analyze verify proves it).
-        systemd_quote(&exe, false)
+        systemd_quote(&exe)
     ))
 }
 
