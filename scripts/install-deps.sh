@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what pcmail's build and tests need on Debian/Ubuntu: Rust (if
 # missing), the Tauri system libraries, Xvfb + D-Bus for the tray smoke test,
-# Chromium for the UI tests, Node for the Apps Script tests. Idempotent.
+# Chromium for the UI tests, Node for the Apps Script tests, and for the
+# Windows suite under Wine: mingw-w64, Wine 8 and Rust's windows-gnu target. Idempotent.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 pkgs=(build-essential pkg-config libssl-dev curl ca-certificates
       libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
-      xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring)
+      xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring
+      gcc-mingw-w64-x86-64 wine64 wine)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -25,4 +27,10 @@ if ! command -v cargo >/dev/null 2>&1; then
   curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
   # shellcheck disable=SC1091
   . "$HOME/.cargo/env"
+fi
+
+# The Windows suite cross-builds with mingw-w64 (tests/windows/run.sh).
+if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-gnu; then
+  echo "install-deps: rustup target add x86_64-pc-windows-gnu"
+  rustup target add x86_64-pc-windows-gnu
 fi

@@ -2,7 +2,8 @@
 # The whole pcmail test suite: Rust workspace (unit, property, protocol
 # vectors, HTTP, end-to-end against both servers), the Apps Script code under
 # Node, the real Claude Code CLI against pcmail's hooks (offline), the tray UI
-# in headless Chromium, and the tray app under Xvfb.
+# in headless Chromium, the tray app under Xvfb, and the Windows build of the
+# CLI and the hook under Wine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -32,10 +33,14 @@ echo "== tray UI in headless Chromium (ui/)"
 echo "== tray app under Xvfb (src-tauri/)"
 bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 
+echo "== Windows under Wine (tests/windows/)"
+bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
+
 # One closing line for all suites (each suite above already failed the run
 # on its own if anything failed: pipefail).
 node_pass() { awk '/^# pass /{n+=$3} END{print n+0}' "$1"; }
 rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/ui") + smoke_pass ))
+windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/ui") + smoke_pass + windows_pass ))
 echo "all: $total passed, 0 failed"

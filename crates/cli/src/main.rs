@@ -4,6 +4,7 @@
 mod demo;
 mod exit;
 mod print;
+mod service_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -201,6 +202,15 @@ enum Cmd {
     },
     /// The Claude Code hook itself (same code as `pcmail-hook`). Reads hook JSON on stdin.
     Hook,
+    /// Keep this PC's poller running without the tray (systemd user unit, Task Scheduler task, launchd agent).
+    Service {
+        #[arg(value_parser = ["install", "uninstall", "status"])]
+        action: String,
+        /// With status: apply the self-healing rule (re-register and poll once when the service
+        /// failed or the last good poll is older than 10 minutes).
+        #[arg(long)]
+        repair: bool,
+    },
     /// Two simulated PCs on the embedded default exchange mail; prints timelines and a Mermaid diagram.
     Demo,
     /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale.
@@ -648,6 +658,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Hook => unreachable!("handled before logging starts"),
+        Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
         Cmd::Demo => demo::run(json),
         Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
             let repo = match repo {
@@ -687,7 +698,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// What `hooks install` and `doctor --fix` register: `pcmail-hook` when it sits beside this
 /// `pcmail`, else `pcmail hook`; shell form either way (see crates/claude-hooks).
 pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
-    let exe = std::env::current_exe()?.canonicalize()?;
+    // canonicalize() gives `\\?\C:\…` on Windows, which Git Bash cannot run.
+    let exe = std::env::current_exe()?;
+    let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
     Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
 }
 

@@ -57,8 +57,35 @@ pub fn detached_command(exe: &Path, args: &[&str]) -> Command {
 
 /// Spawns and forgets. The child is reaped by init once the hook exits.
 pub fn spawn_detached(exe: &Path, args: &[&str]) -> std::io::Result<u32> {
+    #[cfg(windows)]
+    stop_std_handles_inheriting();
     let child = detached_command(exe, args).spawn()?;
     Ok(child.id())
+}
+
+/// Rust's spawn on Windows passes bInheritHandles=TRUE, so every inheritable
+/// handle reaches the child, including this process's own stdout/stderr pipes
+/// from Claude Code: Claude Code would then wait for the poller to close them
+/// (30 s under Wine in tests/windows). The hook exits right after, so its own
+/// handles need not be inheritable.
+#[cfg(windows)]
+fn stop_std_handles_inheriting() {
+    use std::ffi::c_void;
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn GetStdHandle(which: u32) -> *mut c_void;
+        fn SetHandleInformation(handle: *mut c_void, mask: u32, flags: u32) -> i32;
+    }
+    const HANDLE_FLAG_INHERIT: u32 = 1;
+    for which in [-10i32 as u32, -11i32 as u32, -12i32 as u32] {
+        // SAFETY: plain Win32 calls on this process's own standard handles.
+        unsafe {
+            let h = GetStdHandle(which);
+            if !h.is_null() && h as isize != -1 {
+                SetHandleInformation(h, HANDLE_FLAG_INHERIT, 0);
+            }
+        }
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]
