@@ -11,7 +11,7 @@ use pcmail_store::hookview::{self, HookRank};
 use pcmail_store::{inbox, marks, meta, Store, StoreError};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A poll older than this makes the hook start a detached poller.
@@ -62,6 +62,8 @@ impl Event {
 pub struct HookInput {
     pub session_id: String,
     pub event: Event,
+    /// The session's working directory (Claude Code sends it with every event).
+    pub cwd: Option<String>,
 }
 
 /// The hook JSON of a known event with a session id, or None: anything else
@@ -73,7 +75,8 @@ pub fn parse_input(stdin: &[u8]) -> Option<HookInput> {
     if session_id.is_empty() {
         return None;
     }
-    Some(HookInput { session_id: session_id.to_string(), event })
+    let cwd = v.get("cwd").and_then(Value::as_str).filter(|c| !c.is_empty()).map(str::to_string);
+    Some(HookInput { session_id: session_id.to_string(), event, cwd })
 }
 
 /// What the hook decided; `output` is the JSON to print (None: print nothing).
@@ -200,16 +203,36 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     if spawn_poller {
         let _ = store.meta_set_i64(meta::LAST_SPAWN_AT, now);
     }
-    let output = (!p.text.is_empty()).then(|| {
+    let mut text = p.text;
+    if input.event == Event::SessionStart {
+        if let Some(line) = code_map_line(input.cwd.as_deref(), text.chars().count()) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&line);
+        }
+    }
+    let output = (!text.is_empty()).then(|| {
         json!({
             "hookSpecificOutput": {
                 "hookEventName": input.event.as_str(),
-                "additionalContext": p.text,
+                "additionalContext": text,
             }
         })
         .to_string()
     });
     Ok(HookRun { output, shown: p.shown, spawn_poller })
+}
+
+/// At SessionStart, one line when the repo's code map is stale (read from the
+/// `.git` files: no `git` process), within what is left of the 1,800-char
+/// budget after the mail; a short form when the full line does not fit.
+fn code_map_line(cwd: Option<&str>, used: usize) -> Option<String> {
+    let line = pcmail_codemap_check::stale_line_from(Path::new(cwd?))?;
+    let full = format!("pcmail: {}", pcmail_core::present::neutralise(&line));
+    let short = "pcmail: the code map is stale: pcmail map".to_string();
+    let room = pcmail_core::present::TOTAL_CHARS.saturating_sub(used + 1);
+    [full, short].into_iter().find(|l| l.chars().count() <= room)
 }
 
 /// `pcmail` next to `exe`, else on PATH.
@@ -231,7 +254,7 @@ mod tests {
     #[test]
     fn only_the_hook_json_of_a_known_event_is_input() {
         let ok = parse_input(br#"{"session_id":"abc","hook_event_name":"UserPromptSubmit","prompt":"hi"}"#).unwrap();
-        assert_eq!(ok, HookInput { session_id: "abc".into(), event: Event::UserPromptSubmit });
+        assert_eq!(ok, HookInput { session_id: "abc".into(), event: Event::UserPromptSubmit, cwd: None });
         for e in ["SessionStart", "PreToolUse", "Stop", "SessionEnd"] {
             let v = format!(r#"{{"session_id":"s","hook_event_name":"{e}"}}"#);
             assert_eq!(parse_input(v.as_bytes()).unwrap().event.as_str(), e);
@@ -255,5 +278,57 @@ mod tests {
     fn actor_names_are_sanitised_not_refused() {
         assert_eq!(actor("pc-b", "ab\ncdefghij"), "pc-b/abcdefgh");
         assert_eq!(actor("pc-b", "\u{202e}\n"), "pc-b/session");
+    }
+}
+
+#[cfg(test)]
+mod code_map_tests {
+    use super::*;
+
+    fn git_repo(dir: &Path, commit: &str) {
+        std::fs::create_dir_all(dir.join(".git/refs/heads")).unwrap();
+        std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(dir.join(".git/refs/heads/main"), format!("{commit}\n")).unwrap();
+    }
+
+    // Issue 15: SessionStart says in one line that the code map is stale, with
+    // the command that refreshes it; nothing when it is fresh.
+    #[test]
+    fn session_start_names_a_stale_code_map_within_the_budget() {
+        let home = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let paths = Paths::at(home.path());
+        Store::open(&paths.store()).unwrap();
+        git_repo(repo.path(), &"a".repeat(40));
+        std::fs::create_dir_all(repo.path().join(".claude")).unwrap();
+        std::fs::write(repo.path().join(".claude/code-map.md"), "# map\n").unwrap();
+        let head = pcmail_codemap_check::read_head(repo.path()).unwrap().as_stamp();
+        let stamp = pcmail_codemap_check::Stamp {
+            head,
+            inputs: "x".into(),
+            map_file: ".claude/code-map.md".into(),
+            command: "pcmail map".into(),
+        };
+        assert!(pcmail_codemap_check::write_stamp(repo.path(), &stamp).unwrap());
+        let input = |event| HookInput {
+            session_id: "s1".into(),
+            event,
+            cwd: Some(repo.path().join(".claude").to_string_lossy().into_owned()),
+        };
+        let fresh = run(&paths, &input(Event::SessionStart), 1_000).unwrap();
+        assert_eq!(fresh.output, None, "a fresh map says nothing");
+
+        git_repo(repo.path(), &"b".repeat(40)); // HEAD moved
+        let stale = run(&paths, &input(Event::SessionStart), 2_000).unwrap();
+        let out = stale.output.expect("a stale map gets its line");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let text = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+        assert!(text.starts_with("pcmail: Code map .claude/code-map.md is stale") && text.contains("`pcmail map`"), "{text}");
+        assert!(text.chars().count() <= pcmail_core::present::TOTAL_CHARS);
+        // Only at SessionStart, not before every prompt.
+        assert_eq!(run(&paths, &input(Event::UserPromptSubmit), 3_000).unwrap().output, None);
+        // The short form when the mail left little room.
+        assert_eq!(code_map_line(input(Event::SessionStart).cwd.as_deref(), 1_780).as_deref(), None);
+        assert!(code_map_line(input(Event::SessionStart).cwd.as_deref(), 1_700).unwrap().contains("pcmail map"));
     }
 }
