@@ -106,7 +106,7 @@ impl Client {
         let to = self.resolve_recipient(&draft.to)?;
         let now = self.now();
         let mail = OutgoingMail {
-            id: new_mail_id(now, &mut rand::thread_rng()),
+            id: new_mail_id(now, &mut rand::rng()),
             to,
             kind: draft.kind,
             subject: draft.subject,
@@ -139,7 +139,7 @@ impl Client {
         let resp = match self.transport.call(&Op::Send { mail: mail.clone() }) {
             Err(CallError::Server(p)) if p.code == ErrorCode::DuplicateId && may_regenerate => {
                 let mut again = mail.clone();
-                again.id = new_mail_id(self.now(), &mut rand::thread_rng());
+                again.id = new_mail_id(self.now(), &mut rand::rng());
                 return self.send_prepared(&again, false);
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {

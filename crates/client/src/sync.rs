@@ -411,7 +411,7 @@ impl Client {
         let id = match &on_disk.installation {
             Some(id) => id.clone(),
             None => {
-                let id = pcmail_core::protocol::new_credential(&mut rand::thread_rng())[..16].to_string();
+                let id = pcmail_core::protocol::new_credential(&mut rand::rng())[..16].to_string();
                 on_disk.installation = Some(id.clone());
                 on_disk.save(&self.paths)?;
                 id

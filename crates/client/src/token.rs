@@ -112,7 +112,7 @@ pub mod credential {
         })? {
             return Ok(found);
         }
-        let made = pcmail_core::protocol::new_credential(&mut rand::rngs::OsRng);
+        let made = pcmail_core::protocol::new_credential(&mut rand::rng());
         let e = entry(server_url, label, installation).map_err(|e| unavailable(e.to_string()))?;
         e.set_password(&made).map_err(|e| unavailable(e.to_string()))?;
         // A keyring that accepts and forgets would lock this PC out later: check it kept it.

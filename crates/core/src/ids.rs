@@ -3,12 +3,12 @@
 
 use crate::roster::is_valid_label;
 use crate::Millis;
-use rand::Rng;
+use rand::{Rng, RngExt};
 use sha2::{Digest, Sha256};
 
 /// A fresh random id for a new mail created at `now`.
 pub fn new_mail_id(now: Millis, rng: &mut impl Rng) -> String {
-    format!("mail-{}-{:08x}", now.max(0), rng.gen::<u32>())
+    format!("mail-{}-{:08x}", now.max(0), rng.random::<u32>())
 }
 
 /// The fixed id of `sender`'s reply to `original`: a retried reply is the same

@@ -151,7 +151,7 @@ pub fn check_credential(cred: &str) -> Result<(), ProtoError> {
 }
 
 /// A new credential: 256 random bits as 64 lower-case hex characters.
-pub fn new_credential(rng: &mut impl rand::RngCore) -> String {
+pub fn new_credential(rng: &mut impl rand::Rng) -> String {
     let mut bytes = [0u8; 32];
     rng.fill_bytes(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -538,7 +538,7 @@ mod tests {
 
     #[test]
     fn claims_are_checked_when_parsed() {
-        let cred = new_credential(&mut rand::thread_rng());
+        let cred = new_credential(&mut rand::rng());
         assert_eq!(cred.len(), 64);
         check_credential(&cred).unwrap();
         let claim = |label: &str| Op::RosterSet { label: label.into(), hostname: "H".into(), number: None, claim: true, replace: false };

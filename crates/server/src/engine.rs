@@ -284,7 +284,10 @@ impl Engine {
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let cells: Vec<String> = (0..n)
-                    .map(|i| format!("{:?}", r.get_ref(i).map(|v| v.into()).unwrap_or(rusqlite::types::Value::Null)))
+                    .map(|i| {
+                        let cell = r.get_ref(i).ok().and_then(|v| rusqlite::types::Value::try_from(v).ok());
+                        format!("{:?}", cell.unwrap_or(rusqlite::types::Value::Null))
+                    })
                     .collect();
                 out.push(format!("{table}: {}", cells.join(" | ")));
             }
