@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole pcmail test suite: Rust workspace (unit, property, protocol
 # vectors, HTTP, end-to-end against both servers), the Apps Script code under
-# Node, the tray UI in headless Chromium, and the tray app under Xvfb.
+# Node, `pcmail mcp` under the MCP Inspector, the tray UI in headless
+# Chromium, and the tray app under Xvfb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -19,6 +20,9 @@ else
   cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 fi
 
+echo "== MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"
+(cd tests/mcp && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/mcp"
+
 echo "== tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
 
@@ -30,5 +34,5 @@ bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 node_pass() { awk '/^# pass /{n+=$3} END{print n+0}' "$1"; }
 rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/ui") + smoke_pass ))
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass ))
 echo "all: $total passed, 0 failed"

@@ -70,6 +70,7 @@ impl From<WaitState> for State {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
 pub struct SendArgs {
     /// An exact roster label, number or hostname, or `*` for every PC. Anything else is not sent (unknown_address, with candidates).
     pub to: String,
@@ -117,6 +118,7 @@ pub struct StatusResult {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
 pub struct WaitForArgs {
     pub ids: Vec<String>,
     pub state: WaitState,
@@ -221,6 +223,7 @@ pub struct RosterResult {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
 pub struct RosterAddArgs {
     /// Lower-case a-z 0-9 . _ - (max 40).
     pub label: String,
@@ -257,6 +260,38 @@ pub struct SyncResult {
     pub skipped: Option<String>,
     #[serde(flatten)]
     pub report: Option<CycleReport>,
+}
+
+/// An optional argument is left out, never `null`: its schema drops the
+/// `null` alternative (`"type": ["string", "null"]` or an `anyOf` with a
+/// null branch), which tool-schema dialects with one `type` per property
+/// (Gemini's function declarations) can't express.
+fn optional_not_null(schema: &mut schemars::Schema) {
+    let required: Vec<Value> = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(Value::Object(props)) = schema.get_mut("properties") else { return };
+    for (name, prop) in props.iter_mut() {
+        if required.contains(&Value::String(name.clone())) {
+            continue;
+        }
+        let Value::Object(p) = prop else { continue };
+        if let Some(Value::Array(types)) = p.get("type") {
+            let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+            if kept.len() == 1 {
+                p.insert("type".into(), kept[0].clone());
+            }
+        }
+        if let Some(Value::Array(any)) = p.get("anyOf") {
+            let kept: Vec<Value> = any.iter().filter(|b| b.get("type").is_none_or(|t| t != "null")).cloned().collect();
+            if kept.len() == 1 {
+                p.remove("anyOf");
+                if let Value::Object(branch) = &kept[0] {
+                    for (k, v) in branch {
+                        p.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `--expires`: a positive duration (`30s`, `30m`, `2h`, `3d`) from `now`, or an RFC 3339 time.
@@ -478,5 +513,17 @@ mod tests {
         assert_eq!(send.kind, MailKind::Note);
         assert!(!send.urgent && !send.auto && send.wait_for.is_none());
         assert!(serde_json::from_str::<SendArgs>(r#"{"to":"pc-a"}"#).is_err(), "body is required");
+    }
+
+    #[test]
+    fn optional_arguments_have_one_type_and_no_null() {
+        let s = serde_json::to_value(schemars::schema_for!(SendArgs)).unwrap();
+        let p = &s["properties"];
+        assert_eq!(p["subject"]["type"], "string");
+        assert_eq!(p["timeout_secs"]["type"], "integer");
+        assert!(p["wait_for"].get("anyOf").is_none(), "{}", p["wait_for"]);
+        assert!(!s.to_string().contains("\"null\""), "{s}");
+        let r = serde_json::to_value(schemars::schema_for!(RosterAddArgs)).unwrap();
+        assert_eq!(r["properties"]["number"]["type"], "integer");
     }
 }
