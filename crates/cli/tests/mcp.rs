@@ -314,3 +314,106 @@ fn an_unreachable_server_is_exit_6_and_the_inbox_still_works_offline() {
     let m = mcp.ok("send", json!({"to": "pc-a", "body": "later"}));
     assert_eq!(m["queued"], true);
 }
+
+/// Starts what an agent's config says (command + args) with rmcp and lists its tools.
+fn tools_of_configured_server(command: &str, args: &[Value], pc: &Pc) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args.iter().map(|a| a.as_str().unwrap())).env("PCMAIL_HOME", pc.home.path()).env("PCMAIL_TOKEN", TOKEN);
+    rt.block_on(async {
+        let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let mut names: Vec<String> = client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        let _ = client.cancel().await;
+        names
+    })
+}
+
+#[test]
+fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_them() {
+    let (_s, a, _b) = rust_pair();
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        a.cmd(args)
+            .env("HOME", home.path())
+            .env_remove("CODEX_HOME")
+            // No `claude` on this PATH: the documented fallbacks apply.
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir(project.path())
+            .output()
+            .unwrap()
+    };
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let exe = exe().canonicalize().unwrap();
+
+    // Codex: [mcp_servers.pcmail] in ~/.codex/config.toml.
+    assert!(ok(&["mcp", "install", "--client", "codex"]).contains("installed"));
+    let codex = home.path().join(".codex/config.toml");
+    let v: toml::Value = toml::from_str(&std::fs::read_to_string(&codex).unwrap()).unwrap();
+    let s = &v["mcp_servers"]["pcmail"];
+    assert_eq!(s["command"].as_str(), exe.to_str());
+    let args: Vec<Value> = s["args"].as_array().unwrap().iter().map(|x| json!(x.as_str().unwrap())).collect();
+    assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), &args, &a), TOOLS);
+    assert!(ok(&["mcp", "install", "--client", "codex"]).contains("already installed"));
+
+    // Gemini CLI: mcpServers.pcmail in ~/.gemini/settings.json (and in the project's .gemini/).
+    for (scope, file) in [("user", home.path().join(".gemini/settings.json")), ("project", project.path().join(".gemini/settings.json"))] {
+        ok(&["mcp", "install", "--client", "gemini", "--scope", scope]);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let s = &v["mcpServers"]["pcmail"];
+        assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a), TOOLS);
+    }
+
+    // Claude Code without `claude` on PATH: .mcp.json for a project; the user scope says what to run.
+    ok(&["mcp", "install", "--client", "claude", "--scope", "project"]);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap()).unwrap();
+    let s = &v["mcpServers"]["pcmail"];
+    assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a), TOOLS);
+    let out = run(&["mcp", "install"]);
+    assert_eq!(out.status.code(), Some(9));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("claude mcp add --scope user pcmail -- ") && err.contains(" mcp"), "{err}");
+    assert!(!home.path().join(".claude.json").exists());
+    assert_eq!(run(&["mcp", "install", "--client", "codex", "--scope", "project"]).status.code(), Some(2));
+
+    // Uninstall takes every entry out again.
+    ok(&["mcp", "uninstall", "--client", "codex"]);
+    assert!(toml::from_str::<toml::Value>(&std::fs::read_to_string(&codex).unwrap()).unwrap().get("mcp_servers").is_none());
+    ok(&["mcp", "uninstall", "--client", "gemini"]);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap()).unwrap();
+    assert!(v.get("mcpServers").is_none(), "{v}");
+    ok(&["mcp", "uninstall", "--client", "claude", "--scope", "project"]);
+    assert!(ok(&["mcp", "uninstall", "--client", "claude", "--scope", "project"]).contains("was not installed"));
+}
+
+/// Codex CLI and Gemini CLI send SessionStart with the same fields pcmail's hook
+/// reads (README "Other agents"): the hook answers them with the mail.
+#[test]
+fn codex_and_gemini_session_start_payloads_get_the_mail_from_pcmail_hook() {
+    use std::io::Write;
+    let (_s, a, b) = rust_pair();
+    // A work request stays open (shown to every session) until answered.
+    let id = a.send(&["pc-b", "--kind", "request", "--body", "hello from pc-a"]);
+    b.ok(&["sync"]);
+    let payloads = [
+        // Codex CLI (hooks.json, SessionStart)
+        json!({"session_id": "codex-1", "transcript_path": null, "cwd": "/tmp", "hook_event_name": "SessionStart", "model": "gpt-5", "source": "startup"}),
+        // Gemini CLI (settings.json hooks, SessionStart)
+        json!({"session_id": "gemini-1", "transcript_path": "/tmp/t.json", "cwd": "/tmp", "hook_event_name": "SessionStart", "timestamp": "2026-11-30T00:00:00Z", "source": "startup"}),
+    ];
+    for p in payloads {
+        let mut child = b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(p.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stderr.is_empty());
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+        assert!(ctx.contains(&id), "{p}: {ctx}");
+    }
+}
