@@ -417,3 +417,52 @@ fn codex_and_gemini_session_start_payloads_get_the_mail_from_pcmail_hook() {
         assert!(ctx.contains(&id), "{p}: {ctx}");
     }
 }
+
+/// Raw JSON-RPC on the pipes with every log level on: stdout carries only
+/// protocol messages, the logs go to stderr.
+#[test]
+fn stdout_carries_only_the_protocol_even_with_debug_logs() {
+    use std::io::{BufRead, BufReader, Write};
+    let (_s, a, _b) = rust_pair();
+    let mut child = a
+        .cmd(&["mcp"])
+        .env("PCMAIL_LOG", "trace")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut request = |id: u64, method: &str, params: Value| -> Value {
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        if method == "initialize" {
+            writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        }
+        loop {
+            let line = lines.next().expect("an answer").unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON-RPC on stdout: {line:?}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{line}");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}});
+    assert_eq!(request(1, "initialize", init)["result"]["serverInfo"]["name"], "pcmail");
+    assert_eq!(request(2, "tools/list", json!({}))["result"]["tools"].as_array().unwrap().len(), TOOLS.len());
+    let r = request(3, "tools/call", json!({"name": "send", "arguments": {"to": "pc-b", "body": "x"}}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let r = request(4, "tools/call", json!({"name": "sync", "arguments": {}}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let r = request(5, "tools/call", json!({"name": "read", "arguments": {"id": "mail-1-0000abcd"}}));
+    assert_eq!(r["result"]["structuredContent"]["error"]["exit"], 7, "{r}");
+    drop(stdin);
+    for line in lines {
+        let line = line.unwrap();
+        assert!(serde_json::from_str::<Value>(&line).is_ok(), "not JSON-RPC on stdout: {line:?}");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "pcmail mcp exits 0 when the client closes stdin");
+    assert!(!out.stderr.is_empty(), "the trace logs went to stderr");
+}
