@@ -71,13 +71,13 @@ impl PcmailMcp {
 
     /// Opens this PC's client, checks the group against the server's
     /// features, runs `op` off the async runtime.
-    async fn with_client<T, F>(&self, group: Group, op: F) -> Result<CallToolResult, ErrorData>
+    async fn run_client<T, F>(&self, group: Group, op: F) -> Result<Result<T, ApiError>, ErrorData>
     where
-        T: Serialize + Send + 'static,
+        T: Send + 'static,
         F: FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
     {
         let me = self.clone();
-        let r = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let mut client = Client::open(me.paths.clone())?;
             if let Some(features) = me.features(&client) {
                 features::require(group.feature(), features.as_deref())?;
@@ -85,8 +85,15 @@ impl PcmailMcp {
             op(&mut client)
         })
         .await
-        .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))?;
-        Ok(to_result(r))
+        .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))
+    }
+
+    async fn with_client<T, F>(&self, group: Group, op: F) -> Result<CallToolResult, ErrorData>
+    where
+        T: Serialize + Send + 'static,
+        F: FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
+    {
+        Ok(to_result(self.run_client(group, op).await?))
     }
 
     /// Runs `op` on the PC's files only (no server, no token).
@@ -137,17 +144,7 @@ impl PcmailMcp {
 
     #[tool(description = "The server's whole timeline of mail ids (new → delivered → seen → done|failed|expired, who and when). Result: {mails, missing}; any missing id makes it error not_found (exit 7) with the rest in the error.")]
     async fn status(&self, Parameters(a): Parameters<IdsArgs>) -> Result<CallToolResult, ErrorData> {
-        let paths = self.paths.clone();
-        let me = self.clone();
-        let r = tokio::task::spawn_blocking(move || -> Result<pcmail_api::StatusResult, ApiError> {
-            let mut c = Client::open(paths)?;
-            if let Some(f) = me.features(&c) {
-                features::require(Group::Mail.feature(), f.as_deref())?;
-            }
-            pcmail_api::status(&mut c, &a)
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))?;
+        let r = self.run_client(Group::Mail, move |c| pcmail_api::status(c, &a)).await?;
         Ok(match r {
             Ok(s) if !s.missing.is_empty() => {
                 let e = ApiError::Client(pcmail_client::ClientError::NotFound(s.missing.join(", ")));
