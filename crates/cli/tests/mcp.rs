@@ -466,3 +466,36 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
     assert!(out.status.success(), "pcmail mcp exits 0 when the client closes stdin");
     assert!(!out.stderr.is_empty(), "the trace logs went to stderr");
 }
+
+/// Two PCs on one embedded server file (the default, no `pcmail serve`).
+fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
+    let mk = |label: &str| {
+        let pc = Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: String::new() };
+        pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
+        pc
+    };
+    (mk("pc-a"), mk("pc-b"))
+}
+
+#[test]
+fn alerts_same_result_through_cli_and_mcp_with_an_open_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared-server.db");
+    let (a, b) = embedded_pair(&db);
+    b.ok(&["sync"]);
+    // pc-b last polled long ago: the next sweep (due on pc-a's first sync) opens a stale-PC alert.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    assert_eq!(conn.execute("UPDATE pc SET last_poll_at = 1 WHERE label = 'pc-b'", []).unwrap(), 1);
+    drop(conn);
+    a.ok(&["sync"]);
+    let mcp = Mcp::start(&a);
+    let cli = a.json(&["alerts"]);
+    assert_eq!(cli.as_array().unwrap().len(), 1, "{cli}");
+    assert_eq!(cli[0]["pc"], "pc-b");
+    assert_eq!(mcp.ok("alerts", json!({}))["alerts"], cli);
+    assert_eq!(mcp.ok("alerts", json!({"all": true}))["alerts"], a.json(&["alerts", "--all"]));
+    // And the rest of the surface works on the embedded default too.
+    let id = mcp.ok("send", json!({"to": "pc-b", "body": "embedded"}))["ids"][0].as_str().unwrap().to_string();
+    b.ok(&["sync"]);
+    assert_eq!(mcp.ok("status", json!({"ids": [id]}))["mails"], a.json(&["status", &id]));
+}
