@@ -16,7 +16,12 @@ use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConf
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// While the server can't be reached, `hello` is asked again at most this often
+/// (not before every tool call: each try costs a connection timeout).
+const HELLO_RETRY: Duration = Duration::from_secs(60);
 
 /// The `pcmail mcp` server for one PC user (`PCMAIL_HOME`).
 #[derive(Clone)]
@@ -24,6 +29,7 @@ pub struct PcmailMcp {
     paths: Paths,
     /// The server's `hello`, asked once (on the first tool call that reaches it).
     hello: Arc<OnceLock<Hello>>,
+    hello_failed_at: Arc<Mutex<Option<Instant>>>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -51,7 +57,12 @@ fn error_result(e: &ApiError, extra: Option<Value>) -> CallToolResult {
 
 impl PcmailMcp {
     pub fn new(paths: Paths) -> PcmailMcp {
-        PcmailMcp { paths, hello: Arc::new(OnceLock::new()), tool_router: Self::tool_router() }
+        PcmailMcp {
+            paths,
+            hello: Arc::new(OnceLock::new()),
+            hello_failed_at: Arc::new(Mutex::new(None)),
+            tool_router: Self::tool_router(),
+        }
     }
 
     /// Asks `hello` once; `None` while the server can't be reached (the
@@ -60,10 +71,15 @@ impl PcmailMcp {
         if let Some(h) = self.hello.get() {
             return Some(h.features.clone());
         }
+        let mut failed_at = self.hello_failed_at.lock().unwrap_or_else(|p| p.into_inner());
+        if failed_at.is_some_and(|t| t.elapsed() < HELLO_RETRY) {
+            return None;
+        }
         match features::hello(client) {
             Ok(h) => Some(self.hello.get_or_init(|| h).features.clone()),
             Err(e) => {
                 tracing::debug!("hello failed: {e}");
+                *failed_at = Some(Instant::now());
                 None
             }
         }
