@@ -138,6 +138,22 @@ fn main() {
     println!("{:<44} {first_ms:.2} ms", "first send call (with hello)");
     let mcp_p50 = summary("send tool call", per_call, Some(10.0));
 
+    // The same work in-process, for the breakdown: opening the PC's client
+    // (config, embedded engine, store) and the send itself.
+    let paths = pcmail_client::config::Paths::at(home.path());
+    let (mut open, mut send) = (vec![], vec![]);
+    let args = pcmail_api::SendArgs { to: "bench".into(), body: "bench mail".into(), ..Default::default() };
+    for _ in 0..sends.min(100) {
+        let t = Instant::now();
+        let mut c = pcmail_client::Client::open(paths.clone()).unwrap();
+        open.push(ms(t.elapsed()));
+        let t = Instant::now();
+        pcmail_api::send(&mut c, &args).unwrap();
+        send.push(ms(t.elapsed()));
+    }
+    summary("in-process Client::open", open, None);
+    summary("in-process pcmail_api::send", send, None);
+
     // The same send as a CLI process, for scale (one run, same store).
     let mut cli = vec![];
     for _ in 0..starts.min(30) {

@@ -17,7 +17,8 @@ pub fn run_stdio(paths: Paths) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
         let service = PcmailMcp::new(paths)
-            .serve(rmcp::transport::stdio())
+            // Non-blocking pipes on Linux (no thread hand-off per message); plain stdio elsewhere.
+            .serve(rmcp::transport::stdio_pipes())
             .await
             .map_err(|e| std::io::Error::other(format!("MCP initialisation failed: {e}")))?;
         service.waiting().await.map_err(|e| std::io::Error::other(e.to_string()))?;

@@ -17,7 +17,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// While the server can't be reached, `hello` is asked again at most this often
 /// (not before every tool call: each try costs a connection timeout).
@@ -30,7 +30,22 @@ pub struct PcmailMcp {
     /// The server's `hello`, asked once (on the first tool call that reaches it).
     hello: Arc<OnceLock<Hello>>,
     hello_failed_at: Arc<Mutex<Option<Instant>>>,
+    /// One opened client kept between calls (opening the embedded engine and
+    /// the store every call costs about a millisecond); a call that finds it
+    /// taken opens its own.
+    idle: Arc<Mutex<Option<Opened>>>,
     tool_router: ToolRouter<Self>,
+}
+
+/// A client and the config file's mtime it was opened with (`pcmail init`
+/// while the server runs makes the next call open afresh).
+struct Opened {
+    client: Client,
+    config_mtime: Option<SystemTime>,
+}
+
+fn config_mtime(paths: &Paths) -> Option<SystemTime> {
+    std::fs::metadata(paths.config()).and_then(|m| m.modified()).ok()
 }
 
 /// What a tool answers: the api's value, or its error as data.
@@ -61,6 +76,7 @@ impl PcmailMcp {
             paths,
             hello: Arc::new(OnceLock::new()),
             hello_failed_at: Arc::new(Mutex::new(None)),
+            idle: Arc::new(Mutex::new(None)),
             tool_router: Self::tool_router(),
         }
     }
@@ -94,11 +110,21 @@ impl PcmailMcp {
     {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut client = Client::open(me.paths.clone())?;
-            if let Some(features) = me.features(&client) {
+            let mtime = config_mtime(&me.paths);
+            let cached = me.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let mut opened = match cached {
+                Some(o) if o.config_mtime == mtime => o,
+                _ => Opened { client: Client::open(me.paths.clone())?, config_mtime: mtime },
+            };
+            if let Some(features) = me.features(&opened.client) {
                 features::require(group.feature(), features.as_deref())?;
             }
-            op(&mut client)
+            let r = op(&mut opened.client);
+            let mut idle = me.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.is_none() {
+                *idle = Some(opened);
+            }
+            r
         })
         .await
         .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))
