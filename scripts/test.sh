@@ -21,7 +21,9 @@ else
 fi
 
 echo "== MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"
-(cd tests/mcp && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/mcp"
+# `npm install` (it installs the locked versions): npm 11 leaves vite's
+# Windows-only optional dependency out of the lockfile, and `npm ci` then refuses it.
+(cd tests/mcp && npm install --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/mcp"
 
 echo "== tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
