@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole pcmail test suite: Rust workspace (unit, property, protocol
 # vectors, HTTP, end-to-end against both servers), the Apps Script code under
-# Node, the real Claude Code CLI against pcmail's hooks (offline), the tray UI
+# Node, `pcmail mcp` under the MCP Inspector, the real Claude Code CLI against pcmail's hooks (offline), the tray UI
 # in headless Chromium, the tray app under Xvfb, and the Windows build of the
 # CLI and the hook under Wine.
 set -euo pipefail
@@ -26,6 +26,10 @@ echo "== real Claude Code against a scripted fake Messages API (tests/claude-cod
 # API on loopback. Runs the debug pcmail the Rust section built.
 cargo build -p pcmail-cli 2>&1 | tail -1
 (cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
+echo "== MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"
+# `npm install` (it installs the locked versions): npm 11 leaves vite's
+# Windows-only optional dependency out of the lockfile, and `npm ci` then refuses it.
+(cd tests/mcp && npm install --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/mcp"
 
 echo "== tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
@@ -42,5 +46,5 @@ node_pass() { awk '/^# pass /{n+=$3} END{print n+0}' "$1"; }
 rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
 windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/ui") + smoke_pass + windows_pass ))
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + windows_pass ))
 echo "all: $total passed, 0 failed"

@@ -10,9 +10,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use exit::{fail, Exit};
 use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::ops::{Draft, Expires};
+use pcmail_api::{MailKind, WaitState};
 use pcmail_client::{hook, locks, notify, Client, ClientError};
-use pcmail_core::{Kind, MarkOp, State};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,11 +41,11 @@ enum WaitArg {
 }
 
 impl WaitArg {
-    fn state(self) -> State {
+    fn state(self) -> WaitState {
         match self {
-            WaitArg::Delivered => State::Delivered,
-            WaitArg::Seen => State::Seen,
-            WaitArg::Done => State::Done,
+            WaitArg::Delivered => WaitState::Delivered,
+            WaitArg::Seen => WaitState::Seen,
+            WaitArg::Done => WaitState::Done,
         }
     }
 }
@@ -234,6 +233,42 @@ enum Cmd {
         #[arg(long)]
         full: bool,
     },
+    /// The MCP server on stdio (every mail operation as a tool), or `mcp install|uninstall` into an agent's config.
+    Mcp {
+        #[command(subcommand)]
+        action: Option<McpCmd>,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCmd {
+    /// Register `pcmail mcp` with Claude Code (`claude mcp add`), Codex (~/.codex/config.toml) or Gemini CLI (~/.gemini/settings.json).
+    Install {
+        #[arg(long, value_enum, default_value = "user")]
+        scope: ScopeArg,
+        #[arg(long, value_enum, default_value = "claude")]
+        client: AgentArg,
+    },
+    /// Remove what `install` registered.
+    Uninstall {
+        #[arg(long, value_enum, default_value = "user")]
+        scope: ScopeArg,
+        #[arg(long, value_enum, default_value = "claude")]
+        client: AgentArg,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ScopeArg {
+    User,
+    Project,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AgentArg {
+    Claude,
+    Codex,
+    Gemini,
 }
 
 #[derive(Subcommand)]
@@ -333,30 +368,6 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
     Ok(s)
 }
 
-fn parse_expires(s: &str) -> anyhow::Result<Expires> {
-    let s = s.trim();
-    let unit = |c: char| -> Option<i64> {
-        match c {
-            's' => Some(1_000),
-            'm' => Some(60_000),
-            'h' => Some(3_600_000),
-            'd' => Some(86_400_000),
-            _ => None,
-        }
-    };
-    if let Some(last) = s.chars().last() {
-        if let (Some(mult), Ok(n)) = (unit(last), s[..s.len() - 1].parse::<i64>()) {
-            if n > 0 {
-                return Ok(Expires::In(n.saturating_mul(mult)));
-            }
-        }
-    }
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(Expires::At(t.timestamp_millis()));
-    }
-    anyhow::bail!(ClientError::Invalid(format!("--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time")))
-}
-
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
@@ -437,14 +448,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Send { to, kind, subject, body, file, urgent, expires, auto, wait_for, timeout } => {
             let mut client = open()?;
             let body = body_from(body, file)?;
-            let expires = expires.map(|e| parse_expires(&e)).transpose()?;
             let kind = match kind {
-                KindArg::Note => Kind::Note,
-                KindArg::Request => Kind::Request,
-                KindArg::Decision => Kind::Decision,
+                KindArg::Note => MailKind::Note,
+                KindArg::Request => MailKind::Request,
+                KindArg::Decision => MailKind::Decision,
             };
-            let subject = subject.unwrap_or_default();
-            let out = client.send(Draft { to, kind, subject, body, urgent, expires, auto })?;
+            let args = pcmail_api::SendArgs { to, kind, subject, body, urgent, expires, auto, wait_for: None, timeout_secs: Some(timeout) };
+            let out = pcmail_api::send_only(&mut client, &args)?;
             let Some(w) = wait_for else {
                 print::send_outcome(&out, json);
                 return Ok(());
@@ -455,19 +465,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     eprintln!("pcmail: waiting for the server to come back…");
                 }
             }
-            // A broadcast is waited for copy by copy (the original id expands).
-            let originals: std::collections::BTreeSet<String> =
-                out.ids.iter().map(|i| i.split('~').next().unwrap_or(i).to_string()).collect();
-            let mut all = vec![];
-            for id in originals {
-                all.extend(client.wait_for(&id, w.state(), Duration::from_secs(timeout))?);
-            }
+            let mails = pcmail_api::wait_for_sent(&mut client, &out, w.state(), timeout)?;
             if json {
-                let mut v = serde_json::to_value(&out)?;
-                v["mails"] = serde_json::to_value(&all)?;
-                println!("{v}");
+                println!("{}", serde_json::to_string(&pcmail_api::SendResult { outcome: out, mails: Some(mails) })?);
             } else {
-                print::timelines(&all, false);
+                print::timelines(&mails, false);
             }
             Ok(())
         }
@@ -475,13 +477,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut client = open()?;
             let (mails, missing) = match wait_for {
                 Some(w) => {
-                    let mut all = vec![];
-                    for id in &ids {
-                        all.extend(client.wait_for(id, w.state(), Duration::from_secs(timeout))?);
-                    }
-                    (all, vec![])
+                    let args = pcmail_api::WaitForArgs { ids, state: w.state(), timeout_secs: Some(timeout) };
+                    (pcmail_api::wait_for(&mut client, &args)?.mails, vec![])
                 }
-                None => client.status(&ids)?,
+                None => {
+                    let r = pcmail_api::status(&mut client, &pcmail_api::IdsArgs { ids })?;
+                    (r.mails, r.missing)
+                }
             };
             print::timelines(&mails, json);
             if !missing.is_empty() {
@@ -490,58 +492,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Inbox { all, limit } => {
-            let p = paths()?;
-            let mut store = pcmail_store::Store::open(&p.store())?;
-            // Every session's backlog bound starts again (the hook counts what it shows after this).
-            store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_client::system_now())?;
-            let filter: &[State] = if all { &[] } else { &[State::New, State::Seen] };
-            let rows = store.inbox_list(filter, limit)?;
-            print::inbox(&rows, pcmail_client::system_now(), json);
+            let r = pcmail_api::inbox(&paths()?, &pcmail_api::InboxArgs { all, limit })?;
+            print::inbox(&r.mails, pcmail_client::system_now(), json);
             Ok(())
         }
         Cmd::Sent { limit } => {
-            let mut client = open()?;
-            // Fresh states from the server where it answers, else the cache.
-            let _ = client.send_queued();
-            let open_ids: Vec<String> =
-                client.store.sent_list(limit)?.into_iter().filter(|m| !m.state.is_final()).map(|m| m.id).collect();
-            for chunk in open_ids.chunks(pcmail_core::model::limits::STATUS_IDS_MAX) {
-                if client.status(chunk).is_err() {
-                    break;
-                }
-            }
-            let rows = client.store.sent_list(limit)?;
-            print::sent(&rows, json);
+            let r = pcmail_api::sent(&mut open()?, &pcmail_api::SentArgs { limit })?;
+            print::sent(&r.mails, json);
             Ok(())
         }
         Cmd::Read { id } => {
-            let mut client = open()?;
-            let m = client.read(&id, None)?;
+            let m = pcmail_api::read(&mut open()?, &pcmail_api::IdArgs { id })?;
             print::one_mail(&m, json);
             Ok(())
         }
         Cmd::Ack { id } => {
-            let mut client = open()?;
-            let s = client.mark(&id, MarkOp::Ack, None, None)?;
-            print::marked(&id, s, client.store.pending_mark_count()?, json);
+            let m = pcmail_api::ack(&mut open()?, &pcmail_api::IdArgs { id })?;
+            print::marked(&m, json);
             Ok(())
         }
         Cmd::Fail { id, reason } => {
-            let mut client = open()?;
-            let s = client.mark(&id, MarkOp::Fail, Some(&reason), None)?;
-            print::marked(&id, s, client.store.pending_mark_count()?, json);
+            let m = pcmail_api::fail(&mut open()?, &pcmail_api::FailArgs { id, reason })?;
+            print::marked(&m, json);
             Ok(())
         }
         Cmd::Reply { id, body, file, auto } => {
             let mut client = open()?;
             // Refuse a reply to a reply before asking for a body.
-            if let Some(m) = client.store.inbox_get(&id)? {
-                if m.in_reply_to.is_some() {
-                    anyhow::bail!(ClientError::ReplyToReply { id });
-                }
-            }
+            pcmail_api::reply_precheck(&client, &id)?;
             let body = body_from(body, file)?;
-            let out = client.reply(&id, body, auto)?;
+            let out = pcmail_api::reply(&mut client, &pcmail_api::ReplyArgs { id, body, auto })?;
             print::send_outcome(&out, json);
             Ok(())
         }
@@ -549,63 +529,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let mut client = open()?;
             match action {
                 None => {
-                    let pcs = match client.refresh_roster() {
-                        Ok(p) => p,
-                        Err(e) => {
-                            eprintln!("pcmail: server unreachable ({e}); showing the cached roster");
-                            client.store.roster()?
-                        }
-                    };
-                    print::roster(&pcs, client.me(), json);
+                    let r = pcmail_api::roster(&mut client)?;
+                    if let Some(e) = &r.unreachable {
+                        eprintln!("pcmail: server unreachable ({e}); showing the cached roster");
+                    }
+                    print::roster(&r.pcs, &r.me, json);
                 }
                 Some(RosterCmd::Add { label, hostname, number }) => {
-                    let r = client.transport.call(&pcmail_core::protocol::Op::RosterSet { label, hostname, number, claim: false, replace: false })?;
+                    let r = pcmail_api::roster_add(&mut client, &pcmail_api::RosterAddArgs { label, hostname, number })?;
                     println!("{}", if json { r.to_string() } else { format!("pcmail: roster now at version {}", r["version"]) });
                 }
                 Some(RosterCmd::Remove { label }) => {
-                    let r = client.transport.call(&pcmail_core::protocol::Op::RosterRemove { label })?;
+                    let r = pcmail_api::roster_remove(&mut client, &pcmail_api::RosterRemoveArgs { label })?;
                     println!("{}", if json { r.to_string() } else { format!("pcmail: removed: {}", r["removed"]) });
                 }
             }
             Ok(())
         }
         Cmd::Alerts { all } => {
-            let mut client = open()?;
-            let alerts = match client.transport.call(&pcmail_core::protocol::Op::Alerts { open_only: !all }) {
-                Ok(v) => {
-                    let a: Vec<pcmail_core::Alert> = serde_json::from_value(v["alerts"].clone()).unwrap_or_default();
-                    if !all {
-                        let _ = client.store.alerts_replace(&a);
-                    }
-                    a
-                }
-                Err(e) => {
-                    eprintln!("pcmail: server unreachable ({e}); showing cached alerts");
-                    client.store.alerts()?
-                }
-            };
-            print::alerts(&alerts, json);
+            let r = pcmail_api::alerts(&mut open()?, &pcmail_api::AlertsArgs { all })?;
+            if let Some(e) = &r.unreachable {
+                eprintln!("pcmail: server unreachable ({e}); showing cached alerts");
+            }
+            print::alerts(&r.alerts, json);
             Ok(())
         }
         Cmd::Sync { quiet } => {
-            let p = paths()?;
-            // At most one poller per PC user: a running daemon or sync does the work.
-            if locks::is_held(&p.daemon_lock()) && quiet {
-                return Ok(());
-            }
-            let Some(_lock) = locks::try_lock(&p.sync_lock())? else {
-                if !quiet {
-                    eprintln!("pcmail: another sync is running");
-                }
-                return Ok(());
-            };
-            let mut client = Client::open(p)?;
-            let report = client.sync_once(0)?;
-            let notes: Vec<_> = report.to_notify.iter().map(notify::Notification::for_mail).collect();
-            let chans = notify::channels(&client.config);
-            let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
-            if !quiet {
-                print::cycle(&report, json);
+            let r = pcmail_api::sync(paths()?, quiet)?;
+            match (&r.report, &r.skipped) {
+                (Some(report), _) if !quiet => print::cycle(report, json),
+                // The daemon does the work: the quiet poller leaves silently.
+                (None, Some(why)) if !quiet => eprintln!("pcmail: {why}"),
+                _ => {}
             }
             Ok(())
         }
@@ -692,6 +647,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print_map_report(&report, check, json);
             Ok(())
         }
+        Cmd::Mcp { action } => mcp(action),
     }
 }
 
@@ -702,6 +658,49 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
     Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
+}
+
+fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
+    use pcmail_mcp::install::{self, Agent, Outcome, Scope, Target};
+    let (installing, scope, client) = match action {
+        None => return Ok(pcmail_mcp::run_stdio(paths()?)?),
+        Some(McpCmd::Install { scope, client }) => (true, scope, client),
+        Some(McpCmd::Uninstall { scope, client }) => (false, scope, client),
+    };
+    let scope = match scope {
+        ScopeArg::User => Scope::User,
+        ScopeArg::Project => Scope::Project,
+    };
+    let agent = match client {
+        AgentArg::Claude => Agent::Claude,
+        AgentArg::Codex => Agent::Codex,
+        AgentArg::Gemini => Agent::Gemini,
+    };
+    let as_api = |e: install::InstallError| {
+        if e.is_usage() {
+            pcmail_api::ApiError::Usage(e.to_string())
+        } else {
+            pcmail_api::ApiError::Local(e.to_string())
+        }
+    };
+    // canonicalize() gives `\\?\C:\…` on Windows, which other programs cannot always run.
+    let exe = std::env::current_exe()?;
+    let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
+    let t = Target::from_env(agent, scope, exe).map_err(as_api)?;
+    let out = if installing { install::install(&t) } else { install::uninstall(&t) }.map_err(as_api)?;
+    let verb = if installing { "installed" } else { "removed" };
+    match out {
+        Outcome::Claude { args } => println!("pcmail: MCP server {verb} (ran: claude {})", args.join(" ")),
+        Outcome::File { path, changed: true, backup } => println!(
+            "pcmail: MCP server {verb} in {}{}",
+            path.display(),
+            backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
+        ),
+        Outcome::File { path, changed: false, .. } => {
+            println!("pcmail: MCP server {} in {}", if installing { "already installed" } else { "was not installed" }, path.display())
+        }
+    }
+    Ok(())
 }
 
 fn daemon() -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 use pcmail_client::ops::SendOutcome;
 use pcmail_client::sync::CycleReport;
 use pcmail_core::present::{age, neutralise, truncate_chars};
-use pcmail_core::{Alert, Mail, Millis, Pc, State};
+use pcmail_core::{Alert, Mail, Millis, Pc};
 use pcmail_store::{InboxMail, SentMail};
 use serde_json::json;
 
@@ -58,7 +58,7 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
         let text = if m.subject.is_empty() { &m.body } else { &m.subject };
         // Stored here and not read yet is what the server calls `delivered`.
-        let state = if m.status == State::New { "delivered" } else { m.status.as_str() };
+        let state = if m.status == pcmail_core::State::New { "delivered" } else { m.status.as_str() };
         println!(
             "{}  {:<9} {:>4} ago  from {}{}{} {} {}",
             m.id,
@@ -109,12 +109,13 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     println!("{}", m.body);
 }
 
-pub fn marked(id: &str, s: State, pending: i64, json: bool) {
+pub fn marked(m: &pcmail_api::Marked, json: bool) {
     if json {
-        println!("{}", json!({"id": id, "state": s, "pendingMarks": pending}));
+        println!("{}", serde_json::to_string(m).unwrap());
     } else {
+        let pending = m.pending_marks;
         let tail = if pending > 0 { format!(" ({pending} mark(s) wait for the server)") } else { String::new() };
-        println!("{id} is {s}{tail}");
+        println!("{} is {}{tail}", m.id, m.state);
     }
 }
 

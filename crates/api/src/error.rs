@@ -1,0 +1,206 @@
+//! One error type for every operation, carrying the CLI's exit code (README
+//! table) and a stable string code that MCP tool results carry.
+
+use pcmail_client::config::ConfigError;
+use pcmail_client::transport::CallError;
+use pcmail_client::ClientError;
+use pcmail_core::ErrorCode;
+use pcmail_store::StoreError;
+use serde_json::{json, Value};
+
+/// Exit codes (README "Exit codes", DESIGN.md "Shared conventions"): scripts
+/// and agents branch on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Error = 1,
+    Usage = 2,
+    ReplyToReply = 3,
+    Unresolved = 4,
+    Refused = 5,
+    Unreachable = 6,
+    NotFound = 7,
+    Timeout = 8,
+    Local = 9,
+    /// Not enrolled / revoked (DESIGN.md): this PC's label belongs to another installation.
+    NotEnrolled = 12,
+    /// `pcmail map --check`: the code map is stale.
+    MapStale = 15,
+}
+
+impl Exit {
+    /// The stable string an MCP tool error carries for this exit code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exit::Error => "error",
+            Exit::Usage => "usage",
+            Exit::ReplyToReply => "reply_to_reply",
+            Exit::Unresolved => "unknown_address",
+            Exit::Refused => "refused",
+            Exit::Unreachable => "unreachable",
+            Exit::NotFound => "not_found",
+            Exit::Timeout => "timeout",
+            Exit::Local => "local",
+            Exit::NotEnrolled => "not_enrolled",
+            Exit::MapStale => "map_stale",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Bad arguments (a bad `expires`, an empty body …).
+    #[error("{0}")]
+    Usage(String),
+    /// The server behind this PC lacks a tool group (`hello` features).
+    #[error("this server does not support {feature}: redeploy gas/ or update pcmail serve")]
+    Unsupported { feature: String },
+    /// Local trouble outside the client's own errors (a lock file …).
+    #[error("{0}")]
+    Local(String),
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Client(e.into())
+    }
+}
+
+impl From<ConfigError> for ApiError {
+    fn from(e: ConfigError) -> Self {
+        ApiError::Client(e.into())
+    }
+}
+
+impl From<CallError> for ApiError {
+    fn from(e: CallError) -> Self {
+        ApiError::Client(e.into())
+    }
+}
+
+/// The exit code of a client error (also used by the CLI for the commands
+/// that call pcmail-client directly: init, token, serve).
+pub fn exit_of_client(c: &ClientError) -> Exit {
+    match c {
+        ClientError::ReplyToReply { .. } => Exit::ReplyToReply,
+        ClientError::Unresolved { .. } | ClientError::NobodyElse => Exit::Unresolved,
+        ClientError::LabelTaken(_) => Exit::NotEnrolled,
+        ClientError::Call(CallError::Server(p)) => match p.code {
+            ErrorCode::UnknownRecipient => Exit::Unresolved,
+            ErrorCode::LabelTaken => Exit::NotEnrolled,
+            ErrorCode::NotFound => Exit::NotFound,
+            c if c.is_transient() => Exit::Unreachable,
+            _ => Exit::Refused,
+        },
+        ClientError::Call(CallError::Transient(_)) => Exit::Unreachable,
+        ClientError::NotFound(_) | ClientError::Store(StoreError::NotFound(_)) => Exit::NotFound,
+        ClientError::Timeout { .. } => Exit::Timeout,
+        ClientError::Invalid(_) => Exit::Usage,
+        ClientError::Config(_) | ClientError::Store(_) | ClientError::Token(_) => Exit::Local,
+    }
+}
+
+impl ApiError {
+    pub fn exit(&self) -> Exit {
+        match self {
+            ApiError::Client(c) => exit_of_client(c),
+            ApiError::Usage(_) => Exit::Usage,
+            ApiError::Unsupported { .. } => Exit::Refused,
+            ApiError::Local(_) => Exit::Local,
+        }
+    }
+
+    /// Stable string code: the exit code's name, `unsupported` for a missing
+    /// tool group.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Unsupported { .. } => "unsupported",
+            e => e.exit().as_str(),
+        }
+    }
+
+    /// Roster suggestions for an address that is not exact (never used to deliver).
+    pub fn candidates(&self) -> Option<&[String]> {
+        match self {
+            ApiError::Client(ClientError::Unresolved { candidates, .. }) => Some(candidates),
+            ApiError::Client(ClientError::Call(CallError::Server(p))) => p.candidates.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The protocol rule behind a refusal (`loop_refused`, `hop_limit`,
+    /// `unauthorized` …), or `reply_to_reply` for the client's own loop rule.
+    pub fn rule(&self) -> Option<&'static str> {
+        match self {
+            ApiError::Client(ClientError::Call(CallError::Server(p))) => Some(p.code.as_str()),
+            ApiError::Client(ClientError::ReplyToReply { .. }) => Some("reply_to_reply"),
+            _ => None,
+        }
+    }
+
+    /// `{"code", "exit", "message", "candidates"?, "rule"?, "feature"?}`: what an MCP tool error carries.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"code": self.code(), "exit": self.exit() as i32, "message": self.to_string()});
+        if let Some(c) = self.candidates() {
+            v["candidates"] = json!(c);
+        }
+        if let Some(r) = self.rule() {
+            v["rule"] = json!(r);
+        }
+        if let ApiError::Unsupported { feature } = self {
+            v["feature"] = json!(feature);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcmail_core::ProtoError;
+
+    fn server(code: ErrorCode) -> ApiError {
+        ApiError::Client(ClientError::Call(CallError::Server(ProtoError::new(code, "x"))))
+    }
+
+    #[test]
+    fn every_variant_has_the_readme_exit_code_and_a_stable_string() {
+        let cases: Vec<(ApiError, i32, &str)> = vec![
+            (ApiError::Usage("bad".into()), 2, "usage"),
+            (ClientError::Invalid("empty".into()).into(), 2, "usage"),
+            (ClientError::ReplyToReply { id: "m".into() }.into(), 3, "reply_to_reply"),
+            (ClientError::Unresolved { query: "x".into(), candidates: vec!["a".into()] }.into(), 4, "unknown_address"),
+            (server(ErrorCode::UnknownRecipient), 4, "unknown_address"),
+            (server(ErrorCode::LoopRefused), 5, "refused"),
+            (server(ErrorCode::HopLimit), 5, "refused"),
+            (server(ErrorCode::Unauthorized), 5, "refused"),
+            (ApiError::Unsupported { feature: "leases".into() }, 5, "unsupported"),
+            (ClientError::Call(CallError::Transient("down".into())).into(), 6, "unreachable"),
+            (server(ErrorCode::NotFound), 7, "not_found"),
+            (ClientError::NotFound("m".into()).into(), 7, "not_found"),
+            (ClientError::Timeout { id: "m".into(), wanted: "seen".into(), state: "new".into() }.into(), 8, "timeout"),
+            (ClientError::Config(ConfigError::NoHome).into(), 9, "local"),
+        ];
+        for (e, exit, code) in cases {
+            assert_eq!(e.exit() as i32, exit, "{e}");
+            assert_eq!(e.code(), code, "{e}");
+            let j = e.to_json();
+            assert_eq!(j["exit"], exit);
+            assert_eq!(j["code"], code);
+            assert_eq!(j["message"], e.to_string());
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_rule_and_unknown_addresses_the_candidates() {
+        assert_eq!(server(ErrorCode::LoopRefused).to_json()["rule"], "loop_refused");
+        assert_eq!(server(ErrorCode::HopLimit).to_json()["rule"], "hop_limit");
+        let e: ApiError = ClientError::ReplyToReply { id: "m".into() }.into();
+        assert_eq!(e.to_json()["rule"], "reply_to_reply");
+        let e: ApiError = ClientError::Unresolved { query: "kim".into(), candidates: vec!["kim-laptop".into(), "kim-desktop".into()] }.into();
+        assert_eq!(e.to_json()["candidates"], json!(["kim-laptop", "kim-desktop"]));
+        let e = ApiError::Unsupported { feature: "leases".into() };
+        assert!(e.to_string().contains("this server does not support leases: redeploy gas/ or update pcmail serve"));
+    }
+}

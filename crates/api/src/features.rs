@@ -1,0 +1,76 @@
+//! Tool groups and the server's `hello` features (DESIGN.md "Features, not
+//! guesses"): a group the server lacks is refused at once with a clear
+//! message instead of failing later.
+
+use crate::{ApiError, Result};
+use pcmail_client::Client;
+use pcmail_core::protocol::Op;
+use serde::{Deserialize, Serialize};
+
+/// A set of operations that arrives with one server feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Mail, roster, alerts: the base protocol every server speaks.
+    Mail,
+}
+
+impl Group {
+    /// The `hello` feature that must be present; `None` for the base protocol.
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            Group::Mail => None,
+        }
+    }
+}
+
+/// What `hello` answers (fields this crate uses).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Hello {
+    #[serde(default)]
+    pub server: String,
+    /// Absent on servers older than the features list: they speak mail only.
+    #[serde(default)]
+    pub features: Option<Vec<String>>,
+}
+
+pub fn hello(client: &Client) -> Result<Hello> {
+    let v = client.transport.call(&Op::Hello)?;
+    Ok(serde_json::from_value(v).unwrap_or_default())
+}
+
+/// `Ok` when a server with these `hello` features serves the group that needs `feature`.
+pub fn require(feature: Option<&str>, features: Option<&[String]>) -> Result<()> {
+    let Some(needed) = feature else { return Ok(()) };
+    // No features list: a mail-only server.
+    let has = features.is_some_and(|f| f.iter().any(|x| x == needed));
+    if has {
+        Ok(())
+    } else {
+        Err(ApiError::Unsupported { feature: needed.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_groups_always_pass_and_others_need_their_feature() {
+        assert!(require(Group::Mail.feature(), None).is_ok());
+        assert!(require(Group::Mail.feature(), Some(&[])).is_ok());
+        let listed = vec!["leases".to_string()];
+        assert!(require(Some("leases"), Some(&listed)).is_ok());
+        let e = require(Some("jobs"), Some(&listed)).unwrap_err();
+        assert_eq!((e.exit() as i32, e.code()), (5, "unsupported"));
+        assert!(e.to_string().contains("does not support jobs: redeploy gas/ or update pcmail serve"));
+        assert!(require(Some("leases"), None).is_err(), "no features list: mail only");
+    }
+
+    #[test]
+    fn hello_without_features_parses_as_mail_only() {
+        let h: Hello = serde_json::from_str(r#"{"ok":true,"server":"pcmail-rust","protocol":1}"#).unwrap();
+        assert!(h.features.is_none());
+        let h: Hello = serde_json::from_str(r#"{"server":"x","features":["mail","leases"]}"#).unwrap();
+        assert_eq!(h.features.unwrap(), ["mail", "leases"]);
+    }
+}

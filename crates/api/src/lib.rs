@@ -1,0 +1,531 @@
+//! One function per pcmail operation that reads or writes mail, with typed
+//! arguments and serialisable results. The `pcmail` CLI and `pcmail mcp` are
+//! two thin front ends over these functions, so the same input gives the same
+//! result through both (tests in crates/mcp prove it op by op).
+//!
+//! The argument types derive `JsonSchema`: they are the MCP tools' input
+//! schemas. Field names are what an agent passes.
+
+mod error;
+pub mod features;
+
+pub use error::{exit_of_client, ApiError, Exit};
+
+use pcmail_client::config::Paths;
+use pcmail_client::ops::{Draft, Expires, SendOutcome};
+use pcmail_client::sync::CycleReport;
+use pcmail_client::{locks, notify, Client, ClientError};
+use pcmail_core::protocol::Op;
+use pcmail_core::{Alert, Kind, Mail, MarkOp, Pc, State};
+use pcmail_store::{InboxMail, SentMail, Store};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+pub type Result<T> = std::result::Result<T, ApiError>;
+
+/// Default seconds to wait with `wait_for` (the CLI's `--timeout`).
+pub const DEFAULT_WAIT_SECS: u64 = 300;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MailKind {
+    #[default]
+    Note,
+    /// A work request (shown as [作業依頼]).
+    Request,
+    /// A decision request (shown first, as [判断依頼]).
+    Decision,
+}
+
+impl From<MailKind> for Kind {
+    fn from(k: MailKind) -> Kind {
+        match k {
+            MailKind::Note => Kind::Note,
+            MailKind::Request => Kind::Request,
+            MailKind::Decision => Kind::Decision,
+        }
+    }
+}
+
+/// A state to wait for; a final state (done, failed, expired) also ends the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitState {
+    Delivered,
+    Seen,
+    Done,
+}
+
+impl From<WaitState> for State {
+    fn from(w: WaitState) -> State {
+        match w {
+            WaitState::Delivered => State::Delivered,
+            WaitState::Seen => State::Seen,
+            WaitState::Done => State::Done,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct SendArgs {
+    /// An exact roster label, number or hostname, or `*` for every PC. Anything else is not sent (unknown_address, with candidates).
+    pub to: String,
+    #[serde(default)]
+    pub kind: MailKind,
+    #[serde(default)]
+    pub subject: Option<String>,
+    pub body: String,
+    #[serde(default)]
+    pub urgent: bool,
+    /// Expiry: a duration (30m, 2h, 3d) or an RFC 3339 time.
+    #[serde(default)]
+    pub expires: Option<String>,
+    /// Written by a program, not at a person's request.
+    #[serde(default)]
+    pub auto: bool,
+    /// Wait until every copy reaches this state before answering.
+    #[serde(default)]
+    pub wait_for: Option<WaitState>,
+    /// Seconds to wait with wait_for (default 300).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SendResult {
+    #[serde(flatten)]
+    pub outcome: SendOutcome,
+    /// With `wait_for`: every copy's timeline once it got there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mails: Option<Vec<Mail>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct IdsArgs {
+    /// Mail ids (a broadcast's original id expands to its copies).
+    pub ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusResult {
+    pub mails: Vec<Mail>,
+    /// Ids the server does not know (the CLI exits 7 after printing the rest).
+    pub missing: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct WaitForArgs {
+    pub ids: Vec<String>,
+    pub state: WaitState,
+    /// Seconds before giving up with `timeout` (default 300).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MailsResult {
+    pub mails: Vec<Mail>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct InboxArgs {
+    /// Include done, failed and expired mail.
+    #[serde(default)]
+    pub all: bool,
+    /// At most this many, newest first (default 50).
+    #[serde(default = "default_inbox_limit")]
+    pub limit: usize,
+}
+
+fn default_inbox_limit() -> usize {
+    50
+}
+
+impl Default for InboxArgs {
+    fn default() -> Self {
+        InboxArgs { all: false, limit: default_inbox_limit() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InboxResult {
+    pub mails: Vec<InboxMail>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SentArgs {
+    /// At most this many, newest first (default 30).
+    #[serde(default = "default_sent_limit")]
+    pub limit: usize,
+}
+
+fn default_sent_limit() -> usize {
+    30
+}
+
+impl Default for SentArgs {
+    fn default() -> Self {
+        SentArgs { limit: default_sent_limit() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SentResult {
+    pub mails: Vec<SentMail>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct IdArgs {
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FailArgs {
+    pub id: String,
+    /// Why it failed (recorded on the timeline).
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Marked {
+    pub id: String,
+    pub state: State,
+    /// Marks queued locally that the server has not confirmed yet.
+    pub pending_marks: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReplyArgs {
+    /// The mail to answer (in this PC's inbox; not itself a reply).
+    pub id: String,
+    pub body: String,
+    #[serde(default)]
+    pub auto: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
+pub struct NoArgs {}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RosterResult {
+    pub pcs: Vec<Pc>,
+    /// This PC's label.
+    pub me: String,
+    /// Set when the server was unreachable and this is the cached roster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct RosterAddArgs {
+    /// Lower-case a-z 0-9 . _ - (max 40).
+    pub label: String,
+    pub hostname: String,
+    /// A working number (default: the next free one).
+    #[serde(default)]
+    pub number: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RosterRemoveArgs {
+    pub label: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
+pub struct AlertsArgs {
+    /// Include resolved alerts.
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertsResult {
+    pub alerts: Vec<Alert>,
+    /// Set when the server was unreachable and these are the cached alerts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncResult {
+    /// Why no cycle ran (another sync or the daemon does the work).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    #[serde(flatten)]
+    pub report: Option<CycleReport>,
+}
+
+/// An optional argument is left out, never `null`: its schema drops the
+/// `null` alternative (`"type": ["string", "null"]` or an `anyOf` with a
+/// null branch), which tool-schema dialects with one `type` per property
+/// (Gemini's function declarations) can't express.
+fn optional_not_null(schema: &mut schemars::Schema) {
+    let required: Vec<Value> = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(Value::Object(props)) = schema.get_mut("properties") else { return };
+    for (name, prop) in props.iter_mut() {
+        if required.contains(&Value::String(name.clone())) {
+            continue;
+        }
+        let Value::Object(p) = prop else { continue };
+        if let Some(Value::Array(types)) = p.get("type") {
+            let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+            if kept.len() == 1 {
+                p.insert("type".into(), kept[0].clone());
+            }
+        }
+        if let Some(Value::Array(any)) = p.get("anyOf") {
+            let kept: Vec<Value> = any.iter().filter(|b| b.get("type").is_none_or(|t| t != "null")).cloned().collect();
+            if kept.len() == 1 {
+                p.remove("anyOf");
+                if let Value::Object(branch) = &kept[0] {
+                    for (k, v) in branch {
+                        p.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `--expires`: a positive duration (`30s`, `30m`, `2h`, `3d`), or an RFC 3339
+/// time; the server turns either into an expiry by its own clock.
+pub fn parse_expires(s: &str) -> Result<Expires> {
+    let s = s.trim();
+    let unit = |c: char| -> Option<i64> {
+        match c {
+            's' => Some(1_000),
+            'm' => Some(60_000),
+            'h' => Some(3_600_000),
+            'd' => Some(86_400_000),
+            _ => None,
+        }
+    };
+    if let Some(last) = s.chars().last() {
+        if let (Some(mult), Ok(n)) = (unit(last), s[..s.len() - last.len_utf8()].parse::<i64>()) {
+            if n > 0 {
+                return Ok(Expires::In(n.saturating_mul(mult)));
+            }
+        }
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(Expires::At(t.timestamp_millis()));
+    }
+    Err(ClientError::Invalid(format!("--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time")).into())
+}
+
+/// Sends without waiting (the CLI prints this before it waits).
+pub fn send_only(client: &mut Client, args: &SendArgs) -> Result<SendOutcome> {
+    let expires = args.expires.as_deref().map(parse_expires).transpose()?;
+    let draft = Draft {
+        to: args.to.clone(),
+        kind: args.kind.into(),
+        subject: args.subject.clone().unwrap_or_default(),
+        body: args.body.clone(),
+        urgent: args.urgent,
+        expires,
+        auto: args.auto,
+    };
+    Ok(client.send(draft)?)
+}
+
+/// Waits for every copy of what `out` sent (a broadcast's original id expands).
+pub fn wait_for_sent(client: &mut Client, out: &SendOutcome, state: WaitState, timeout_secs: u64) -> Result<Vec<Mail>> {
+    let originals: BTreeSet<String> = out.ids.iter().map(|i| i.split('~').next().unwrap_or(i).to_string()).collect();
+    let mut all = vec![];
+    for id in originals {
+        all.extend(client.wait_for(&id, state.into(), Duration::from_secs(timeout_secs))?);
+    }
+    Ok(all)
+}
+
+/// `send`: one mail (or a broadcast), and with `wait_for` the timelines once every copy got there.
+pub fn send(client: &mut Client, args: &SendArgs) -> Result<SendResult> {
+    let outcome = send_only(client, args)?;
+    let mails = match args.wait_for {
+        Some(w) => Some(wait_for_sent(client, &outcome, w, args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS))?),
+        None => None,
+    };
+    Ok(SendResult { outcome, mails })
+}
+
+/// `status`: the server's whole timeline of each id; unknown ids in `missing`.
+pub fn status(client: &mut Client, args: &IdsArgs) -> Result<StatusResult> {
+    if args.ids.is_empty() {
+        return Err(ApiError::Usage("status needs at least one mail id".into()));
+    }
+    let (mails, missing) = client.status(&args.ids)?;
+    Ok(StatusResult { mails, missing })
+}
+
+/// `wait_for`: blocks until every copy of every id reached `state` (or a final state); `timeout` after `timeout_secs`.
+pub fn wait_for(client: &mut Client, args: &WaitForArgs) -> Result<MailsResult> {
+    if args.ids.is_empty() {
+        return Err(ApiError::Usage("wait_for needs at least one mail id".into()));
+    }
+    let timeout = Duration::from_secs(args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS));
+    let mut mails = vec![];
+    for id in &args.ids {
+        mails.extend(client.wait_for(id, args.state.into(), timeout)?);
+    }
+    Ok(MailsResult { mails })
+}
+
+/// `inbox`: from the PC store only (no server, no token: works offline).
+pub fn inbox(paths: &Paths, args: &InboxArgs) -> Result<InboxResult> {
+    let mut store = Store::open(&paths.store())?;
+    // Every session's backlog bound starts again (the hook counts what it shows after this).
+    store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_client::system_now())?;
+    let filter: &[State] = if args.all { &[] } else { &[State::New, State::Seen] };
+    Ok(InboxResult { mails: store.inbox_list(filter, args.limit)? })
+}
+
+/// `sent`: mail this PC sent, states refreshed from the server where it answers, else cached.
+pub fn sent(client: &mut Client, args: &SentArgs) -> Result<SentResult> {
+    let _ = client.send_queued();
+    let open_ids: Vec<String> =
+        client.store.sent_list(args.limit)?.into_iter().filter(|m| !m.state.is_final()).map(|m| m.id).collect();
+    for chunk in open_ids.chunks(pcmail_core::model::limits::STATUS_IDS_MAX) {
+        if client.status(chunk).is_err() {
+            break;
+        }
+    }
+    Ok(SentResult { mails: client.store.sent_list(args.limit)? })
+}
+
+/// `read`: the mail, and marks it seen.
+pub fn read(client: &mut Client, args: &IdArgs) -> Result<InboxMail> {
+    Ok(client.read(&args.id, None)?)
+}
+
+fn marked(client: &mut Client, id: &str, op: MarkOp, reason: Option<&str>) -> Result<Marked> {
+    let state = client.mark(id, op, reason, None)?;
+    Ok(Marked { id: id.to_string(), state, pending_marks: client.store.pending_mark_count()? })
+}
+
+/// `ack`: done without a reply.
+pub fn ack(client: &mut Client, args: &IdArgs) -> Result<Marked> {
+    marked(client, &args.id, MarkOp::Ack, None)
+}
+
+/// `fail`: failed, with a reason.
+pub fn fail(client: &mut Client, args: &FailArgs) -> Result<Marked> {
+    if args.reason.trim().is_empty() {
+        return Err(ApiError::Usage("fail needs a reason".into()));
+    }
+    marked(client, &args.id, MarkOp::Fail, Some(&args.reason))
+}
+
+/// Refuses a reply to a reply before the CLI asks for a body.
+pub fn reply_precheck(client: &Client, id: &str) -> Result<()> {
+    if let Some(m) = client.store.inbox_get(id)? {
+        if m.in_reply_to.is_some() {
+            return Err(ClientError::ReplyToReply { id: id.into() }.into());
+        }
+    }
+    Ok(())
+}
+
+/// `reply`: answers a mail (fixed reply id; `reply_to_reply` when it is itself a reply).
+pub fn reply(client: &mut Client, args: &ReplyArgs) -> Result<SendOutcome> {
+    reply_precheck(client, &args.id)?;
+    Ok(client.reply(&args.id, args.body.clone(), args.auto)?)
+}
+
+/// `roster`: the server's roster, or the cached one when it is unreachable.
+pub fn roster(client: &mut Client) -> Result<RosterResult> {
+    let (pcs, unreachable) = match client.refresh_roster() {
+        Ok(p) => (p, None),
+        Err(e) => (client.store.roster()?, Some(e.to_string())),
+    };
+    Ok(RosterResult { pcs, me: client.me().to_string(), unreachable })
+}
+
+/// `roster add`: the server's answer (`version` …).
+pub fn roster_add(client: &mut Client, args: &RosterAddArgs) -> Result<Value> {
+    let op = Op::RosterSet { label: args.label.clone(), hostname: args.hostname.clone(), number: args.number, claim: false, replace: false };
+    Ok(client.transport.call(&op)?)
+}
+
+/// `roster remove`: the server's answer (`removed` …).
+pub fn roster_remove(client: &mut Client, args: &RosterRemoveArgs) -> Result<Value> {
+    Ok(client.transport.call(&Op::RosterRemove { label: args.label.clone() })?)
+}
+
+/// `alerts`: the server's sweep alerts (open ones cached), or the cache when it is unreachable.
+pub fn alerts(client: &mut Client, args: &AlertsArgs) -> Result<AlertsResult> {
+    match client.transport.call(&Op::Alerts { open_only: !args.all }) {
+        Ok(v) => {
+            let a: Vec<Alert> = serde_json::from_value(v["alerts"].clone()).unwrap_or_default();
+            if !args.all {
+                let _ = client.store.alerts_replace(&a);
+            }
+            Ok(AlertsResult { alerts: a, unreachable: None })
+        }
+        Err(e) => Ok(AlertsResult { alerts: client.store.alerts()?, unreachable: Some(e.to_string()) }),
+    }
+}
+
+/// `sync`: one poll cycle under the PC's sync lock, notifications delivered.
+/// With `skip_if_daemon` (the hook's detached poller) a running daemon does the work.
+pub fn sync(paths: Paths, skip_if_daemon: bool) -> Result<SyncResult> {
+    if skip_if_daemon && locks::is_held(&paths.daemon_lock()) {
+        return Ok(SyncResult { skipped: Some("a daemon is polling for this PC user".into()), report: None });
+    }
+    let Some(_lock) = locks::try_lock(&paths.sync_lock())
+        .map_err(|e| ApiError::Local(format!("cannot take {}: {e}", paths.sync_lock().display())))? else {
+        return Ok(SyncResult { skipped: Some("another sync is running".into()), report: None });
+    };
+    let mut client = Client::open(paths)?;
+    let report = client.sync_once(0)?;
+    let notes: Vec<_> = report.to_notify.iter().map(notify::Notification::for_mail).collect();
+    let chans = notify::channels(&client.config);
+    let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
+    Ok(SyncResult { skipped: None, report: Some(report) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expires_takes_durations_and_rfc3339_and_refuses_the_rest() {
+        assert_eq!(parse_expires("30m").unwrap(), Expires::In(30 * 60_000));
+        assert_eq!(parse_expires("2h").unwrap(), Expires::In(7_200_000));
+        assert_eq!(parse_expires("1970-01-01T00:00:01Z").unwrap(), Expires::At(1_000));
+        for bad in ["soon", "0m", "-3h", "", "3ü"] {
+            let e = parse_expires(bad).unwrap_err();
+            assert_eq!(e.exit(), Exit::Usage, "{bad}");
+        }
+    }
+
+    #[test]
+    fn argument_defaults_match_the_cli() {
+        let a: InboxArgs = serde_json::from_str("{}").unwrap();
+        assert_eq!((a.all, a.limit), (false, 50));
+        let s: SentArgs = serde_json::from_str("{}").unwrap();
+        assert_eq!(s.limit, 30);
+        let send: SendArgs = serde_json::from_str(r#"{"to":"pc-a","body":"x"}"#).unwrap();
+        assert_eq!(send.kind, MailKind::Note);
+        assert!(!send.urgent && !send.auto && send.wait_for.is_none());
+        assert!(serde_json::from_str::<SendArgs>(r#"{"to":"pc-a"}"#).is_err(), "body is required");
+    }
+
+    #[test]
+    fn optional_arguments_have_one_type_and_no_null() {
+        let s = serde_json::to_value(schemars::schema_for!(SendArgs)).unwrap();
+        let p = &s["properties"];
+        assert_eq!(p["subject"]["type"], "string");
+        assert_eq!(p["timeout_secs"]["type"], "integer");
+        assert!(p["wait_for"].get("anyOf").is_none(), "{}", p["wait_for"]);
+        assert!(!s.to_string().contains("\"null\""), "{s}");
+        let r = serde_json::to_value(schemars::schema_for!(RosterAddArgs)).unwrap();
+        assert_eq!(r["properties"]["number"]["type"], "integer");
+    }
+}

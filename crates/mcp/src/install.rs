@@ -1,0 +1,373 @@
+//! `pcmail mcp install|uninstall`: registers `pcmail mcp` with an agent the
+//! way that agent documents it.
+//!
+//! - Claude Code: `claude mcp add --scope user|project pcmail -- <exe> mcp`
+//!   when `claude` is on PATH; without it, project scope writes `.mcp.json`
+//!   (`mcpServers.pcmail`) and user scope says what to run. `~/.claude.json`
+//!   is Claude Code's own state file: never written here.
+//! - Codex CLI: `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`),
+//!   table `[mcp_servers.pcmail]` with `command` and `args` (user scope only).
+//! - Gemini CLI: `~/.gemini/settings.json` (project: `.gemini/settings.json`),
+//!   `mcpServers.pcmail` with `command` and `args`.
+//!
+//! Files are merged, never clobbered (other keys, comments and order kept),
+//! written atomically (temp file + rename) after a backup copy, and only when
+//! something changes, so a second install is a no-op and `uninstall` puts the
+//! file back to what it was without pcmail.
+
+use serde_json::{Map, Value};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The name pcmail's server is registered under in every client.
+pub const SERVER_NAME: &str = "pcmail";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    User,
+    Project,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Project => "project",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+/// Where and what to register.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub agent: Agent,
+    pub scope: Scope,
+    /// Absolute path of the `pcmail` executable.
+    pub exe: PathBuf,
+    /// The user's home directory (`HOME`).
+    pub home: PathBuf,
+    /// The project directory for project scope (the current directory).
+    pub project: PathBuf,
+    /// `CODEX_HOME` when set.
+    pub codex_home: Option<PathBuf>,
+    /// The `claude` executable, when on PATH.
+    pub claude: Option<PathBuf>,
+}
+
+impl Target {
+    /// From the environment: `HOME`, `CODEX_HOME`, `PATH`, the current directory.
+    pub fn from_env(agent: Agent, scope: Scope, exe: PathBuf) -> Result<Target, InstallError> {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var_os("USERPROFILE").filter(|h| !h.is_empty()))
+            .map(PathBuf::from)
+            .ok_or_else(|| InstallError::Usage("no home directory (HOME is not set)".into()))?;
+        let project = std::env::current_dir().map_err(io_err("reading the current directory of", Path::new(".")))?;
+        let codex_home = std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        Ok(Target { agent, scope, exe, home, project, codex_home, claude: find_on_path("claude") })
+    }
+}
+
+/// What install/uninstall did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A config file was merged (`changed` false: it already said so).
+    File { path: PathBuf, changed: bool, backup: Option<PathBuf> },
+    /// `claude mcp …` was run with these arguments.
+    Claude { args: Vec<String> },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("`claude` is not on PATH, and Claude Code's user scope is only changed through it: install Claude Code, then run `{command}` (or use --scope project to write .mcp.json here)")]
+    NeedClaude { command: String },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    ClaudeFailed { command: String, status: String, stderr: String },
+    #[error("{}: {detail}; refusing to modify it", .path.display())]
+    Unreadable { path: PathBuf, detail: String },
+    #[error("{op} {}: {source}", .path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl InstallError {
+    /// Bad arguments (exit 2) rather than local trouble (exit 9).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, InstallError::Usage(_))
+    }
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> InstallError + 'a {
+    move |source| InstallError::Io { op, path: path.to_path_buf(), source }
+}
+
+/// The config file a target merges into (`None`: Claude Code through `claude`).
+pub fn config_path(t: &Target) -> Result<Option<PathBuf>, InstallError> {
+    Ok(match (t.agent, t.scope) {
+        (Agent::Claude, _) if t.claude.is_some() => None,
+        (Agent::Claude, Scope::Project) => Some(t.project.join(".mcp.json")),
+        (Agent::Claude, Scope::User) => return Err(InstallError::NeedClaude { command: claude_add_line(t) }),
+        (Agent::Codex, Scope::User) => Some(t.codex_home.clone().unwrap_or_else(|| t.home.join(".codex")).join("config.toml")),
+        (Agent::Codex, Scope::Project) => {
+            return Err(InstallError::Usage(
+                "Codex reads MCP servers from ~/.codex/config.toml ($CODEX_HOME): use --scope user".into(),
+            ))
+        }
+        (Agent::Gemini, Scope::User) => Some(t.home.join(".gemini").join("settings.json")),
+        (Agent::Gemini, Scope::Project) => Some(t.project.join(".gemini").join("settings.json")),
+    })
+}
+
+fn exe_str(t: &Target) -> Result<&str, InstallError> {
+    if !t.exe.is_absolute() {
+        return Err(InstallError::Usage(format!("{}: the pcmail path must be absolute", t.exe.display())));
+    }
+    t.exe.to_str().ok_or_else(|| InstallError::Usage(format!("{}: not valid UTF-8", t.exe.display())))
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn claude_add_args(t: &Target) -> Vec<String> {
+    let exe = t.exe.to_string_lossy().into_owned();
+    ["mcp", "add", "--scope", t.scope.as_str(), SERVER_NAME, "--", &exe, "mcp"].iter().map(|s| s.to_string()).collect()
+}
+
+fn claude_add_line(t: &Target) -> String {
+    let args: Vec<String> = claude_add_args(t).iter().map(|a| shell_quote(a)).collect();
+    format!("claude {}", args.join(" "))
+}
+
+pub fn install(t: &Target) -> Result<Outcome, InstallError> {
+    let exe = exe_str(t)?.to_string();
+    let Some(path) = config_path(t)? else {
+        // Re-adding replaces: remove first (absent is fine), so install is idempotent.
+        let remove = ["mcp", "remove", "--scope", t.scope.as_str(), SERVER_NAME];
+        let _ = run_claude(t, &remove.map(String::from), true);
+        let args = claude_add_args(t);
+        run_claude(t, &args, false)?;
+        return Ok(Outcome::Claude { args });
+    };
+    let changed = |old: &str| -> Result<String, InstallError> {
+        match t.agent {
+            Agent::Codex => codex_set(&path, old, Some(&exe)),
+            Agent::Claude | Agent::Gemini => json_set(&path, old, Some(&exe)),
+        }
+    };
+    merge_file(&path, changed)
+}
+
+pub fn uninstall(t: &Target) -> Result<Outcome, InstallError> {
+    let Some(path) = config_path(t)? else {
+        let args: Vec<String> = ["mcp", "remove", "--scope", t.scope.as_str(), SERVER_NAME].map(String::from).to_vec();
+        run_claude(t, &args, false)?;
+        return Ok(Outcome::Claude { args });
+    };
+    if !path.exists() {
+        return Ok(Outcome::File { path, changed: false, backup: None });
+    }
+    let edit = |old: &str| -> Result<String, InstallError> {
+        match t.agent {
+            Agent::Codex => codex_set(&path, old, None),
+            Agent::Claude | Agent::Gemini => json_set(&path, old, None),
+        }
+    };
+    merge_file(&path, edit)
+}
+
+fn run_claude(t: &Target, args: &[String], quiet: bool) -> Result<(), InstallError> {
+    let claude = t.claude.as_ref().expect("only called with claude on PATH");
+    let out = Command::new(claude)
+        .args(args)
+        .current_dir(&t.project)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(io_err("running", claude))?;
+    if out.status.success() || quiet {
+        return Ok(());
+    }
+    Err(InstallError::ClaudeFailed {
+        command: format!("claude {}", args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")),
+        status: out.status.to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    })
+}
+
+/// `mcpServers.pcmail = {command, args}` in a JSON object (`exe` None: removed).
+fn json_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, InstallError> {
+    let unreadable = |detail: String| InstallError::Unreadable { path: path.to_path_buf(), detail };
+    let mut root: Map<String, Value> = if old.trim().is_empty() {
+        Map::new()
+    } else {
+        match serde_json::from_str::<Value>(old) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => return Err(unreadable("not a JSON object".into())),
+            Err(e) => return Err(unreadable(format!("not JSON ({e})"))),
+        }
+    };
+    match exe {
+        Some(exe) => {
+            let servers = root.entry("mcpServers").or_insert_with(|| Value::Object(Map::new()));
+            let Value::Object(servers) = servers else { return Err(unreadable("mcpServers is not an object".into())) };
+            let entry = servers.entry(SERVER_NAME).or_insert_with(|| Value::Object(Map::new()));
+            let Value::Object(entry) = entry else { return Err(unreadable("mcpServers.pcmail is not an object".into())) };
+            entry.insert("command".into(), Value::String(exe.into()));
+            entry.insert("args".into(), serde_json::json!(["mcp"]));
+        }
+        None => {
+            if let Some(Value::Object(servers)) = root.get_mut("mcpServers") {
+                servers.remove(SERVER_NAME);
+                if servers.is_empty() {
+                    root.remove("mcpServers");
+                }
+            }
+        }
+    }
+    let mut s = serde_json::to_string_pretty(&Value::Object(root)).expect("a JSON value serialises");
+    s.push('\n');
+    Ok(s)
+}
+
+/// `[mcp_servers.pcmail]` with `command` and `args` in Codex's config.toml (`exe` None: removed).
+fn codex_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, InstallError> {
+    let unreadable = |detail: String| InstallError::Unreadable { path: path.to_path_buf(), detail };
+    let mut doc: toml_edit::DocumentMut = old.parse().map_err(|e| unreadable(format!("not TOML ({e})")))?;
+    match exe {
+        Some(exe) => {
+            let servers = doc.entry("mcp_servers").or_insert_with(|| {
+                let mut t = toml_edit::Table::new();
+                t.set_implicit(true);
+                toml_edit::Item::Table(t)
+            });
+            let servers = servers.as_table_mut().ok_or_else(|| unreadable("mcp_servers is not a table".into()))?;
+            let entry = servers.entry(SERVER_NAME).or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+            let entry = entry.as_table_mut().ok_or_else(|| unreadable("mcp_servers.pcmail is not a table".into()))?;
+            if entry.get("command").and_then(|c| c.as_str()) != Some(exe) {
+                entry["command"] = toml_edit::value(exe);
+            }
+            let want_args = entry.get("args").and_then(|a| a.as_array()).is_some_and(|a| {
+                a.len() == 1 && a.get(0).and_then(|x| x.as_str()) == Some("mcp")
+            });
+            if !want_args {
+                let mut a = toml_edit::Array::new();
+                a.push("mcp");
+                entry["args"] = toml_edit::value(a);
+            }
+        }
+        None => {
+            if let Some(servers) = doc.get_mut("mcp_servers").and_then(|s| s.as_table_mut()) {
+                servers.remove(SERVER_NAME);
+                if servers.is_empty() {
+                    doc.remove("mcp_servers");
+                }
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// Reads `path` (absent: empty), computes the new text, and writes it only if it differs.
+fn merge_file(path: &Path, edit: impl FnOnce(&str) -> Result<String, InstallError>) -> Result<Outcome, InstallError> {
+    if path.file_name().is_some_and(|n| n == ".claude.json") {
+        return Err(InstallError::Usage("refusing to write ~/.claude.json (Claude Code's own state file)".into()));
+    }
+    let old = match fs::read_to_string(path) {
+        Ok(s) => Some(s),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err("reading", path)(e)),
+    };
+    let new = edit(old.as_deref().unwrap_or(""))?;
+    if old.as_deref() == Some(new.as_str()) || (old.is_none() && new.trim().is_empty()) {
+        return Ok(Outcome::File { path: path.to_path_buf(), changed: false, backup: None });
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+    let mut backup = None;
+    let mut perms = None;
+    if old.is_some() {
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let name = path.file_name().expect("a config file has a name").to_string_lossy();
+        let b = dir.join(format!("{name}.pcmail-backup-{secs}"));
+        fs::copy(path, &b).map_err(io_err("backing up", path))?;
+        perms = fs::metadata(path).ok().map(|m| m.permissions());
+        backup = Some(b);
+    }
+    write_atomic(path, dir, new.as_bytes(), perms)?;
+    Ok(Outcome::File { path: path.to_path_buf(), changed: true, backup })
+}
+
+/// Temp file in the same directory (0600 unless the old file had other
+/// permissions), fsync, rename over the target, fsync the directory.
+fn write_atomic(target: &Path, dir: &Path, bytes: &[u8], perms: Option<fs::Permissions>) -> Result<(), InstallError> {
+    let name = target.file_name().expect("a config file has a name").to_string_lossy();
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let tmp = dir.join(format!(".{name}.pcmail-tmp-{}-{nanos}", std::process::id()));
+    let result = (|| {
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp).map_err(io_err("creating", &tmp))?;
+        f.write_all(bytes).map_err(io_err("writing", &tmp))?;
+        if let Some(p) = perms {
+            f.set_permissions(p).map_err(io_err("setting permissions of", &tmp))?;
+        }
+        f.sync_all().map_err(io_err("syncing", &tmp))?;
+        drop(f);
+        fs::rename(&tmp, target).map_err(io_err("replacing", target))?;
+        #[cfg(unix)]
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The first `name` on PATH that is an executable file.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file() || p.with_extension("exe").is_file() || p.with_extension("cmd").is_file()
+    }
+}
+
+#[cfg(test)]
+mod tests;

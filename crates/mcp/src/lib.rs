@@ -1,0 +1,27 @@
+//! `pcmail mcp`: pcmail's operations as MCP tools over stdio (the official
+//! Rust SDK, rmcp), and `pcmail mcp install|uninstall` for Claude Code, Codex
+//! and Gemini CLI. The tools call pcmail-api, the same functions as the CLI.
+//!
+//! Nothing but the protocol goes to stdout; logs go to stderr.
+
+pub mod install;
+pub mod server;
+
+pub use server::{tool_names, PcmailMcp};
+
+use pcmail_client::config::Paths;
+use rmcp::ServiceExt;
+
+/// Serves MCP on stdin/stdout until the client closes it.
+pub fn run_stdio(paths: Paths) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let service = PcmailMcp::new(paths)
+            // Non-blocking pipes on Linux (no thread hand-off per message); plain stdio elsewhere.
+            .serve(rmcp::transport::stdio_pipes())
+            .await
+            .map_err(|e| std::io::Error::other(format!("MCP initialisation failed: {e}")))?;
+        service.waiting().await.map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(())
+    })
+}

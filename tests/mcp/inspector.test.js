@@ -1,0 +1,147 @@
+// `pcmail mcp` driven by the MCP Inspector's CLI mode (@modelcontextprotocol/inspector,
+// pinned in package.json / package-lock.json): a client this project did not write.
+// tools/list (with the Inspector's --strict schema-portability check) and tools/call
+// for every tool, on two PCs that share one embedded server file.
+//
+// PCMAIL_BIN names the pcmail binary (default: $CARGO_TARGET_DIR or ../../target, debug).
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const repo = path.resolve(__dirname, '../..');
+const bin = process.env.PCMAIL_BIN ||
+  path.join(process.env.CARGO_TARGET_DIR || path.join(repo, 'target'), 'debug', 'pcmail');
+const inspector = require.resolve('@modelcontextprotocol/inspector/package.json')
+  .replace(/package\.json$/, 'clients/launcher/build/index.js');
+
+const TOOLS = ['ack', 'alerts', 'fail', 'inbox', 'read', 'reply', 'roster', 'roster_add',
+  'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for'];
+
+let dir;
+const home = (pc) => path.join(dir, pc);
+
+function pcmail(pc, args, input) {
+  const r = spawnSync(bin, args, {
+    env: { ...process.env, PCMAIL_HOME: home(pc) },
+    input: input || '',
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, `pcmail ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+// One Inspector run: a fresh `pcmail mcp` process for the PC, one method.
+function inspect(pc, method, extra) {
+  const args = [inspector, '--cli', '-e', `PCMAIL_HOME=${home(pc)}`, '--format', 'json',
+    '--method', method, ...(extra || []), '--', bin, 'mcp'];
+  const r = spawnSync(process.execPath, args, {
+    // The Inspector keeps its own files under HOME: a private one.
+    env: { ...process.env, HOME: dir, INSPECTOR_SKIP_CLIENT_INSTALL: '1' },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  let out;
+  try {
+    out = JSON.parse(r.stdout);
+  } catch (e) {
+    assert.fail(`inspector ${method} ${extra}: not JSON (exit ${r.status}): ${r.stdout}\n${r.stderr}`);
+  }
+  return { status: r.status, stderr: r.stderr, result: out.result };
+}
+
+function call(pc, tool, args) {
+  const r = inspect(pc, 'tools/call', ['--tool-name', tool, '--tool-args-json', JSON.stringify(args || {})]);
+  assert.ok(r.result, `${tool}: ${r.stderr}`);
+  // Structured JSON, and the same JSON as text for clients that read only text.
+  assert.deepEqual(JSON.parse(r.result.content[0].text), r.result.structuredContent, tool);
+  return r;
+}
+
+function ok(pc, tool, args) {
+  const r = call(pc, tool, args);
+  assert.equal(r.result.isError, false, `${tool}: ${JSON.stringify(r.result)}`);
+  assert.equal(r.status, 0);
+  return r.result.structuredContent;
+}
+
+before(() => {
+  assert.ok(fs.existsSync(bin), `${bin} missing: cargo build -p pcmail-cli (or set PCMAIL_BIN)`);
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pcmail-inspector-'));
+  const shared = path.join(dir, 'shared-server.db');
+  for (const pc of ['pc-a', 'pc-b']) {
+    pcmail(pc, ['init', '--label', pc, '--embedded-db', shared]);
+    pcmail(pc, ['sync']);
+  }
+});
+
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+test('tools/list: one tool per operation, each with an object input schema, no portability problem', () => {
+  const r = inspect('pc-a', 'tools/list', ['--strict']);
+  assert.equal(r.status, 0, r.stderr);
+  const names = r.result.tools.map((t) => t.name).sort();
+  assert.deepEqual(names, TOOLS);
+  for (const t of r.result.tools) {
+    assert.equal(t.inputSchema.type, 'object', t.name);
+  }
+  assert.doesNotMatch(r.stderr, /Warning: tool|Error: tool/, r.stderr);
+  const send = r.result.tools.find((t) => t.name === 'send');
+  assert.deepEqual([...send.inputSchema.required].sort(), ['body', 'to']);
+});
+
+test('tools/call: every tool, across two PCs', () => {
+  const roster = ok('pc-a', 'roster');
+  assert.deepEqual(roster.pcs.map((p) => p.label).sort(), ['pc-a', 'pc-b']);
+  assert.equal(roster.me, 'pc-a');
+
+  const sent = ok('pc-a', 'send', { to: 'pc-b', kind: 'decision', subject: 'merge?', body: 'merge it?' });
+  assert.equal(sent.queued, false);
+  const id = sent.ids[0];
+  const other = ok('pc-a', 'send', { to: 'pc-b', body: 'a second one' }).ids[0];
+
+  assert.ok(ok('pc-b', 'sync').stored.includes(id));
+  const inbox = ok('pc-b', 'inbox');
+  assert.deepEqual(inbox.mails.map((m) => m.id).sort(), [id, other].sort());
+  assert.equal(ok('pc-b', 'read', { id }).body, 'merge it?');
+
+  assert.equal(ok('pc-a', 'status', { ids: [id] }).mails[0].state, 'seen');
+  assert.equal(ok('pc-a', 'wait_for', { ids: [id], state: 'seen', timeout_secs: 5 }).mails[0].state, 'seen');
+
+  const reply = ok('pc-b', 'reply', { id, body: 'yes' });
+  assert.equal(ok('pc-a', 'status', { ids: [id] }).mails[0].state, 'done');
+  assert.equal(ok('pc-b', 'fail', { id: other, reason: 'not mine' }).state, 'failed');
+
+  ok('pc-a', 'sync');
+  assert.equal(ok('pc-a', 'ack', { id: reply.ids[0] }).state, 'done');
+  const mine = ok('pc-a', 'sent', { limit: 10 }).mails;
+  assert.deepEqual(mine.map((m) => [m.id, m.state]).sort(), [[id, 'done'], [other, 'failed']].sort());
+
+  assert.ok(ok('pc-a', 'roster_add', { label: 'pc-x', hostname: 'host-x' }).version > 0);
+  assert.ok(ok('pc-a', 'roster').pcs.some((p) => p.label === 'pc-x'));
+  ok('pc-a', 'roster_remove', { label: 'pc-x' });
+  assert.ok(!ok('pc-a', 'roster').pcs.some((p) => p.label === 'pc-x'));
+  assert.ok(Array.isArray(ok('pc-a', 'alerts', { all: true }).alerts));
+});
+
+test('tool errors carry the CLI exit codes: candidates for an unknown address, the rule for a refusal', () => {
+  pcmail('pc-a', ['roster', 'add', 'kim-laptop', '--hostname', 'kl']);
+  let r = call('pc-a', 'send', { to: 'kim', body: 'x' });
+  assert.equal(r.result.isError, true);
+  assert.notEqual(r.status, 0, 'the Inspector reports the tool error');
+  let e = r.result.structuredContent.error;
+  assert.equal(e.code, 'unknown_address');
+  assert.equal(e.exit, 4);
+  assert.ok(e.candidates.includes('kim-laptop'), JSON.stringify(e));
+
+  const q = ok('pc-a', 'send', { to: 'pc-b', body: 'auto question', auto: true }).ids[0];
+  ok('pc-b', 'sync');
+  e = call('pc-b', 'reply', { id: q, body: 'auto answer', auto: true }).result.structuredContent.error;
+  assert.deepEqual([e.code, e.exit, e.rule], ['refused', 5, 'loop_refused']);
+
+  e = call('pc-b', 'read', { id: 'mail-1-0000abcd' }).result.structuredContent.error;
+  assert.deepEqual([e.code, e.exit], ['not_found', 7]);
+});
