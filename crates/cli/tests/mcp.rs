@@ -31,6 +31,7 @@ impl Mcp {
         let mut cmd = tokio::process::Command::new(exe());
         cmd.arg("mcp")
             .env("PCMAIL_HOME", pc.home.path())
+            .env("PCMAIL_CREDENTIAL", &pc.cred)
             .env("PCMAIL_TOKEN", TOKEN)
             .env_remove("DBUS_SESSION_BUS_ADDRESS");
         let client = rt.block_on(async {
@@ -319,7 +320,7 @@ fn an_unreachable_server_is_exit_6_and_the_inbox_still_works_offline() {
 fn tools_of_configured_server(command: &str, args: &[Value], pc: &Pc) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args.iter().map(|a| a.as_str().unwrap())).env("PCMAIL_HOME", pc.home.path()).env("PCMAIL_TOKEN", TOKEN);
+    cmd.args(args.iter().map(|a| a.as_str().unwrap())).env("PCMAIL_HOME", pc.home.path()).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", &pc.cred);
     rt.block_on(async {
         let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
         let client = ().serve(transport).await.unwrap();
