@@ -84,7 +84,7 @@ pub struct Embedded {
 impl Embedded {
     pub fn open(db: &Path, pc: &str, clock: fn() -> Millis) -> Result<Embedded, CallError> {
         if let Some(dir) = db.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = pcmail_fsmode::create_private_dir_all(dir);
         }
         let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default())
             .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", db.display())))?;

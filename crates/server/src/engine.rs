@@ -98,6 +98,10 @@ pub struct Engine {
 impl Engine {
     /// Opens (creating if needed) the database file and migrates it.
     pub fn open(path: impl AsRef<Path>, config: EngineConfig) -> Result<Engine, EngineError> {
+        // Private whatever the umask: the file holds every mail body. Made
+        // before SQLite creates it, so its -wal and -shm (which copy the
+        // database's mode) are private too; an existing file is only chmod-ed.
+        let _ = pcmail_fsmode::ensure_private_file(path.as_ref());
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,

@@ -78,7 +78,7 @@ fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
         anyhow::bail!("serve needs a token that is not blank (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)");
     }
     if let Some(dir) = opts.db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        pcmail_fsmode::create_private_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let engine = Engine::open(
         &opts.db_path,
@@ -485,6 +485,20 @@ mod tests {
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
         let took = t.elapsed();
+        #[cfg(unix)]
+        {
+            // Issue 8 defect 5: the data folder pcmail serve made and its database are private.
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+            assert_eq!(mode(&dir.path().join("a/b/serve.db")), 0o600);
+            for side in ["serve.db-wal", "serve.db-shm"] {
+                let p = dir.path().join("a/b").join(side);
+                if p.exists() {
+                    assert_eq!(mode(&p), 0o600, "{side}");
+                }
+            }
+        }
         for p in polls {
             assert_eq!(p.await.unwrap()["ok"], json!(true), "an open long poll is answered, not cut");
         }
