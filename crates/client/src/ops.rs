@@ -315,3 +315,26 @@ fn check_draft(mail: &OutgoingMail) -> Result<(), ClientError> {
         .map(|_| ())
         .map_err(|e| ClientError::Invalid(e.message))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 8 defect 11: --wait-for asked every 250 ms even against Apps Script.
+    #[test]
+    fn waiting_asks_often_where_it_is_cheap_and_seldom_against_apps_script() {
+        assert_eq!(wait_interval(false, 0), Duration::from_millis(250));
+        assert_eq!(wait_interval(false, 50), Duration::from_millis(250));
+        assert_eq!(wait_interval(true, 0), Duration::from_secs(5));
+        assert!(wait_interval(true, 1) > wait_interval(true, 0), "it grows");
+        assert_eq!(wait_interval(true, 40), Duration::from_secs(60), "capped at a minute");
+        // Ten minutes of waiting against Apps Script costs a few dozen requests, not 2,400.
+        let mut t = Duration::ZERO;
+        let mut asks = 0;
+        while t < Duration::from_secs(600) {
+            t += wait_interval(true, asks);
+            asks += 1;
+        }
+        assert!(asks < 25, "{asks} requests in 10 minutes");
+    }
+}

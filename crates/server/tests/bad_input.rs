@@ -149,3 +149,23 @@ fn reopening_keeps_data_and_does_not_rerun_migrations() {
     assert_eq!(r["version"], json!(1));
     assert_eq!(r["pcs"][0]["label"], json!("pc-a"));
 }
+
+// Issue 8 defect 9: a database written by a newer pcmail (user_version 99) was
+// served; now it is refused with a message that says what to do.
+#[test]
+fn a_database_from_a_newer_pcmail_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    drop(Engine::open(&path, EngineConfig::default()).unwrap());
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let err = match Engine::open(&path, EngineConfig::default()) {
+        Ok(_) => panic!("a schema-99 database was opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("newer pcmail") && err.contains("99"), "{err}");
+    let v: i64 = rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, 99, "nothing was migrated or changed");
+}
