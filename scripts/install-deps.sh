@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 pkgs=(build-essential pkg-config libssl-dev curl ca-certificates
       libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
-      xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring
+      xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring faketime
       gcc-mingw-w64-x86-64 wine64 wine)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()

@@ -492,8 +492,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Inbox { all, limit } => {
-            let r = pcmail_api::inbox(&paths()?, &pcmail_api::InboxArgs { all, limit })?;
-            print::inbox(&r.mails, pcmail_client::system_now(), json);
+            let p = paths()?;
+            let r = pcmail_api::inbox(&p, &pcmail_api::InboxArgs { all, limit })?;
+            // Expiry and age by the server's clock (this PC's offset from it).
+            let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_client::system_now());
+            print::inbox(&r.mails, now, json);
             Ok(())
         }
         Cmd::Sent { limit } => {
