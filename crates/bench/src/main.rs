@@ -324,8 +324,11 @@ fn bench_seen() -> Result<()> {
     };
     anyhow::ensure!(pcmail.exists(), "no pcmail binary at {} (set PCMAIL_BIN)", pcmail.display());
     let dir = tempfile::tempdir()?;
+    // Each simulated PC's own credential (its label is bound to it on the server).
+    let cred = |home: &Path| if home.ends_with("a") { "a".repeat(64) } else { "b".repeat(64) };
     let run = |home: &Path, args: &[&str]| -> Result<std::process::Output> {
         Ok(Command::new(&pcmail).args(args).env("PCMAIL_HOME", home).env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", cred(home))
             .env_remove("DBUS_SESSION_BUS_ADDRESS").stdin(Stdio::null()).output()?)
     };
     let mut serve = Command::new(&pcmail)
@@ -339,11 +342,11 @@ fn bench_seen() -> Result<()> {
         anyhow::ensure!(run(home, &["init", "--label", label, "--server", &url])?.status.success(), "init {label}");
         anyhow::ensure!(run(home, &["sync"])?.status.success(), "sync {label}");
     }
-    let mut daemon = Command::new(&pcmail).arg("daemon").env("PCMAIL_HOME", &b).env("PCMAIL_TOKEN", TOKEN)
+    let mut daemon = Command::new(&pcmail).arg("daemon").env("PCMAIL_HOME", &b).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", cred(&b))
         .env_remove("DBUS_SESSION_BUS_ADDRESS").stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
     let http = reqwest::blocking::Client::new();
     let state_of = |id: &str| -> Result<String> {
-        let v: Value = http.post(&url).json(&json!({"v":1,"op":"status","pc":"bench-a","token":TOKEN,"args":{"ids":[id]}})).send()?.json()?;
+        let v: Value = http.post(&url).json(&json!({"v":1,"op":"status","pc":"bench-a","token":TOKEN,"cred":cred(&a),"args":{"ids":[id]}})).send()?.json()?;
         Ok(v["mails"][0]["state"].as_str().unwrap_or("").to_string())
     };
     let mut delivered_ms = vec![];
