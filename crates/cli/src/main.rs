@@ -555,6 +555,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 eprintln!("pcmail: server unreachable ({e}); showing cached alerts");
             }
             print::alerts(&r.alerts, json);
+            // Marks this PC gave up on (refused by the server, or unsendable text from an
+            // older pcmail): this PC's own record, beside the server's alerts.
+            if !json {
+                let dropped = pcmail_store::Store::open(&paths()?.store())?.dropped_marks()?;
+                for (_, id, op, why) in &dropped {
+                    println!("{:<12} {:<10} {id}  {}", "dropped_mark", op, pcmail_core::present::neutralise(why));
+                }
+            }
             Ok(())
         }
         Cmd::Sync { quiet } => {

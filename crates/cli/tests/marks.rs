@@ -1,0 +1,39 @@
+//! Issue 8 defect 1, as a user meets it: a bad `fail --reason` is refused at
+//! the command (exit 2, nothing queued) and the PC's mail keeps flowing; a mark
+//! that can never be sent is dropped with a record `doctor` and `alerts` show.
+
+mod common;
+use common::*;
+
+#[test]
+fn a_bad_reason_is_refused_and_a_dropped_mark_is_shown() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let (a, b) = pair(&server);
+        let id = a.send(&["pc-b", "--body", "please look"]);
+        b.ok(&["sync"]);
+        for reason in ["bad \u{1b}[31m red", "   ", "a\u{2028}b"] {
+            let out = b.run(&["fail", &id, "--reason", reason]);
+            assert_eq!(out.status.code(), Some(2), "{kind:?} {reason:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let long = "x".repeat(2146);
+        assert_eq!(b.run(&["fail", &id, "--reason", &long]).status.code(), Some(2));
+        // A mark an older pcmail queued with an escape in its reason.
+        let c = rusqlite::Connection::open(b.store()).unwrap();
+        c.execute(
+            "INSERT INTO pending_marks (mark_id, id, op, at, by, reason, next_at) VALUES ('fail:old', ?1, 'fail', 1, 'pc-b', 'old \u{1b}[31m', 0)",
+            [&id],
+        )
+        .unwrap();
+        drop(c);
+        b.ok(&["sync"]);
+        // Mail still arrives, and the record is visible.
+        let id2 = a.send(&["pc-b", "--body", "still arrives"]);
+        b.ok(&["sync"]);
+        assert_eq!(a.state_of(&id2), "delivered", "{kind:?}");
+        let alerts = b.ok(&["alerts"]);
+        assert!(alerts.contains("dropped_mark") && alerts.contains(&id), "{kind:?}: {alerts}");
+        let doctor = String::from_utf8(b.run(&["doctor"]).stdout).unwrap();
+        assert!(doctor.contains("marks: 1 dropped"), "{kind:?}: {doctor}");
+    }
+}
