@@ -460,7 +460,7 @@ fn bench_prune() -> Result<()> {
     let (n, took) = pruner.join().map_err(|_| anyhow::anyhow!("prune thread panicked"))?;
     waits.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let p = |q: f64| waits[((waits.len() as f64 - 1.0) * q).round() as usize];
-    println!("pcmail-bench prune: {} final mails pruned in {:.1} s (bands of 500 rows or 15 ms)", n?, took.as_secs_f64());
+    println!("pcmail-bench prune: {} final mails pruned in {:.1} s (bands of {} mails or {} ms)", n?, took.as_secs_f64(), pcmail_server::prune::BAND_ROWS, pcmail_server::prune::BAND_BUDGET.as_millis());
     println!(
         "  {} polls meanwhile: p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms (target: no poll blocked > 50 ms)",
         waits.len(),

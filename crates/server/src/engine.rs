@@ -93,6 +93,8 @@ pub struct Engine {
     conn: Mutex<Connection>,
     config: EngineConfig,
     listener: RwLock<Option<ChangeListener>>,
+    /// The database file (None in memory): maintenance opens its own connection.
+    path: Option<std::path::PathBuf>,
 }
 
 impl Engine {
@@ -101,12 +103,15 @@ impl Engine {
         // Private whatever the umask: the file holds every mail body. Made
         // before SQLite creates it, so its -wal and -shm (which copy the
         // database's mode) are private too; an existing file is only chmod-ed.
-        let _ = pcmail_fsmode::ensure_private_file(path.as_ref());
+        let path = path.as_ref();
+        let _ = pcmail_fsmode::ensure_private_file(path);
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
-        Engine::from_connection(conn, config, true)
+        let mut e = Engine::from_connection(conn, config, true)?;
+        e.path = Some(path.to_path_buf());
+        Ok(e)
     }
 
     pub fn open_in_memory(config: EngineConfig) -> Result<Engine, EngineError> {
@@ -124,7 +129,7 @@ impl Engine {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.set_prepared_statement_cache_capacity(64);
         schema::migrate(&mut conn)?;
-        Ok(Engine { conn: Mutex::new(conn), config, listener: RwLock::new(None) })
+        Ok(Engine { conn: Mutex::new(conn), config, listener: RwLock::new(None), path: None })
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -229,6 +234,7 @@ impl Engine {
     /// own short transaction, so polls go in between). Returns how many went.
     pub fn prune(&self, now: Millis) -> anyhow::Result<usize> {
         let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        let checkpointer = self.path.as_ref().and_then(|p| Connection::open(p).ok());
         let mut total = 0;
         loop {
             let n = self
@@ -239,6 +245,12 @@ impl Engine {
             total += n;
             if n == 0 {
                 break;
+            }
+            // Keep the log short so no commit (a poll's included) pays for a
+            // large automatic checkpoint: checkpoint from a connection of its
+            // own, outside the engine's lock (PASSIVE never blocks others).
+            if let Some(c) = &checkpointer {
+                let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
             }
             // Let a waiting poll take the lock between bands.
             std::thread::yield_now();

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 /// Default: final mail is kept 90 days after its last transition.
 pub const DEFAULT_RETENTION_MS: Millis = 90 * 24 * 60 * 60 * 1000;
 /// One band deletes at most this many mails…
-pub const BAND_ROWS: usize = 500;
+pub const BAND_ROWS: usize = 200;
 /// …and stops early once it has held the lock this long.
-pub const BAND_BUDGET: Duration = Duration::from_millis(15);
+pub const BAND_BUDGET: Duration = Duration::from_millis(8);
 
 /// Deletes one band of final mail whose last transition is before `cutoff`.
 /// Returns how many mails went.
