@@ -12,6 +12,7 @@
 //   await s.close();
 
 import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -63,6 +64,9 @@ class Pc {
     this.home = path.join(s.root, label, 'home');
     this.repo = path.join(s.root, label, 'repo');
     for (const d of [this.pcmailHome, this.home, this.repo]) fs.mkdirSync(d, { recursive: true });
+    // This simulated installation's own credential (its label is bound to it on
+    // a shared server); no keyring in the tests, so it travels in the environment.
+    this.cred = crypto.randomBytes(32).toString('hex');
   }
 
   /** The environment pcmail and Claude Code run in for this PC. */
@@ -72,6 +76,7 @@ class Pc {
       HOME: this.home,
       PCMAIL_HOME: this.pcmailHome,
       PCMAIL_TOKEN: TOKEN,
+      PCMAIL_CREDENTIAL: this.cred,
       LANG: 'C.UTF-8',
       ...extra,
     };
