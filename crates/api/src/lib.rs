@@ -440,10 +440,14 @@ pub fn reply(client: &mut Client, args: &ReplyArgs) -> Result<SendOutcome> {
 
 /// `roster`: the server's roster, or the cached one when it is unreachable.
 pub fn roster(client: &mut Client) -> Result<RosterResult> {
-    let (pcs, unreachable) = match client.refresh_roster() {
+    let (mut pcs, unreachable) = match client.refresh_roster() {
         Ok(p) => (p, None),
         Err(e) => (client.store.roster()?, Some(e.to_string())),
     };
+    // This PC is on the roster from its first command, not its first poll.
+    if unreachable.is_none() && !pcs.iter().any(|p| p.label == client.me()) && client.register_self().is_ok() {
+        pcs = client.refresh_roster().unwrap_or(pcs);
+    }
     Ok(RosterResult { pcs, me: client.me().to_string(), unreachable })
 }
 

@@ -37,3 +37,32 @@ fn a_bad_reason_is_refused_and_a_dropped_mark_is_shown() {
         assert!(doctor.contains("marks: 1 dropped"), "{kind:?}: {doctor}");
     }
 }
+
+// Issue 16 points 7 and 17 on a fresh embedded default: the PC is on the
+// roster from its first command; a note to itself works before any sync;
+// `*` with nobody else exits 4; an unknown id is one message, exit 7.
+#[test]
+fn a_fresh_embedded_default_knows_itself_from_the_first_command() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(exe())
+            .args(args)
+            .env("PCMAIL_HOME", home.path())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let roster: serde_json::Value = serde_json::from_slice(&run(&["--json", "roster"]).stdout).unwrap();
+    let me = roster[0]["label"].as_str().expect("this PC is on the roster at once").to_string();
+    let out = run(&["send", &me, "--body", "note to self"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["send", "*", "--body", "anyone?"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nobody else"));
+    for args in [&["status", "nonexistent"][..], &["read", "mail-1-0000dead"], &["ack", "mail-1-0000dead"]] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no such mail"), "{args:?}");
+    }
+}
