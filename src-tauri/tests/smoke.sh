@@ -21,6 +21,9 @@ TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/src-tauri/target}/debug/pcmail-t
 PORT="${SMOKE_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 URL="http://127.0.0.1:$PORT/api"
 export PCMAIL_TOKEN="smoke-token-$$"
+# Each simulated PC's own credential (labels are bound on pcmail serve; no keyring here).
+CRED_A="$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
+CRED_B="$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 
 # Always build (a no-op when up to date): a stale binary in a shared target
 # directory must never be what the smoke test measures.
@@ -51,12 +54,12 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 # the two PCs
-PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
-PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
-PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not sync"
+PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
+PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
+PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not sync"
 
 if [[ "${WITH_DAEMON:-}" == 1 ]]; then
-  PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" daemon >"$WORK/daemon.log" 2>&1 &
+  PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" daemon >"$WORK/daemon.log" 2>&1 &
   DAEMON_PID=$!
   for _ in $(seq 1 100); do [[ -s "$WORK/b/daemon.lock" ]] && break; sleep 0.1; done
   echo "smoke: pcmail daemon for tray-b running (pid $DAEMON_PID)"
@@ -64,7 +67,7 @@ fi
 
 # the app for tray-b
 STATE="$WORK/tray-state.json"
-PCMAIL_HOME="$WORK/b" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
+PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
   setsid xvfb-run -a dbus-run-session -- sh -c 'echo "$DISPLAY" >"$0.display"; echo "$DBUS_SESSION_BUS_ADDRESS" >"$0.bus"; echo "$XAUTHORITY" >"$0.xauth"
       if command -v dunst >/dev/null; then dunst >"$0.dunst.log" 2>&1 & fi
       exec "$1"' \
@@ -80,7 +83,7 @@ done
 [[ -f "$STATE" ]] || fail "the app wrote no tray state in 30 s"
 # wait until tray-b has polled once (it registers itself on the roster)
 for _ in $(seq 1 300); do
-  PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" roster 2>/dev/null | grep -q tray-b && break
+  PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" roster 2>/dev/null | grep -q tray-b && break
   sleep 0.1
 done
 echo "smoke: app up, title '$(field title)', badge $(field badge)"
@@ -101,7 +104,7 @@ fi
 # another PC sends a decision request
 ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
 SENT_AT=$(ms)
-PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" send tray-b --kind decision -s "[判断依頼] smoke <script>x</script>" -b "from the smoke test" >/dev/null \
+PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" send tray-b --kind decision -s "[判断依頼] smoke <script>x</script>" -b "from the smoke test" >/dev/null \
   || fail "send failed"
 for _ in $(seq 1 300); do
   [[ "$(field title)" == "1" ]] && break
@@ -160,21 +163,21 @@ fi
 # on it (a new window via #open=<id>, an open one via the open-mail event),
 # the page calls open_mail, the mail is seen, the title clears
 if [[ -n "$CLICKED" ]]; then
-  PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" send tray-b --kind decision -s "second" -b "for the second start" >/dev/null || fail "send failed"
+  PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" send tray-b --kind decision -s "second" -b "for the second start" >/dev/null || fail "send failed"
   for _ in $(seq 1 100); do [[ "$(field title)" == "1" ]] && break; sleep 0.05; done
   [[ "$(field title)" == "1" ]] || fail "the second mail did not show"
   ID=$(sq "select id from inbox where id != '$ID'")
 fi
-in_session env PCMAIL_HOME="$WORK/b" timeout 20 "$TRAY_BIN" >"$WORK/second.log" 2>&1 || fail "the second start did not hand over and exit"
+in_session env PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" timeout 20 "$TRAY_BIN" >"$WORK/second.log" 2>&1 || fail "the second start did not hand over and exit"
 seen_and_cleared "$ID" "second start (Open)"
 # ack from the CLI on tray-b's PC: done, and the tray stays calm
-PCMAIL_HOME="$WORK/b" "$PCMAIL_BIN" ack "$ID" >/dev/null || fail "ack failed"
+PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" ack "$ID" >/dev/null || fail "ack failed"
 for _ in $(seq 1 100); do [[ "$(sq "select status from inbox where id='$ID'")" == "done" ]] && break; sleep 0.05; done
 sleep 0.6
 [[ "$(field title)" == "" && "$(field badge)" == "none" ]] || fail "after the ack: title '$(field title)', badge $(field badge)"
 echo "smoke: ack → done, title empty, badge $(field badge)"
 # the sender sees it on the server: seen, then done
-PCMAIL_HOME="$WORK/a" "$PCMAIL_BIN" status "$ID" >"$WORK/status.txt" 2>&1 || true
+PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" status "$ID" >"$WORK/status.txt" 2>&1 || true
 grep -q seen "$WORK/status.txt" && grep -q done "$WORK/status.txt" || { cat "$WORK/status.txt"; fail "the server timeline lacks seen/done"; }
 echo "smoke: the sender's status shows seen and done"
 if [[ "${MEASURE_IDLE:-}" == 1 ]]; then

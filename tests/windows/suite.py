@@ -63,9 +63,18 @@ def scenario(fn):
         check(f"{fn.__name__} ran to the end", False, traceback.format_exc())
 
 
+def credential_for(home):
+    """Each simulated installation's own credential (its label is bound to it on
+    `pcmail serve`), stable per PCMAIL_HOME, in the environment as on a machine
+    without a keyring."""
+    import hashlib
+    return hashlib.sha256(("pcmail-test-credential " + home).encode()).hexdigest()
+
+
 def wine_env(home, token=None):
     env = {k: v for k, v in os.environ.items() if k not in ("PCMAIL_TOKEN", "PCMAIL_HOME", "DISPLAY")}
-    env.update(WINEPREFIX=PREFIX, WINEDEBUG="-all", LC_ALL="C.UTF-8", PCMAIL_HOME=home)
+    env.update(WINEPREFIX=PREFIX, WINEDEBUG="-all", LC_ALL="C.UTF-8", PCMAIL_HOME=home,
+               PCMAIL_CREDENTIAL=credential_for(home))
     if token:
         env["PCMAIL_TOKEN"] = token
     return env
@@ -140,7 +149,7 @@ class LinuxPc:
 
     def run(self, args):
         env = {k: v for k, v in os.environ.items() if k != "DBUS_SESSION_BUS_ADDRESS"}
-        env.update(PCMAIL_HOME=self.home, PCMAIL_TOKEN=TOKEN)
+        env.update(PCMAIL_HOME=self.home, PCMAIL_TOKEN=TOKEN, PCMAIL_CREDENTIAL=credential_for(self.home))
         return subprocess.run([ARGS.linux_pcmail, *args], capture_output=True, env=env, stdin=subprocess.DEVNULL, timeout=60)
 
     def ok(self, args):
