@@ -296,6 +296,13 @@ fn main() {
         run_hook();
         std::process::exit(0);
     }
+    // `pcmail status ID | head -1`: a reader that goes away ends the command
+    // quietly, as it does any Unix tool, instead of a "Broken pipe" panic.
+    #[cfg(unix)]
+    // SAFETY: restoring the default action of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let filter = std::env::var("PCMAIL_LOG").unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
     let code = match run(cli) {

@@ -66,3 +66,35 @@ fn a_fresh_embedded_default_knows_itself_from_the_first_command() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("no such mail"), "{args:?}");
     }
 }
+
+// Issue 16 point 9: `pcmail status ID | head -1` used to panic with "failed
+// printing to stdout: Broken pipe" now and then.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let home = tempfile::tempdir().unwrap();
+    let exe = exe();
+    let run = |cmd: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("PCMAIL_HOME", home.path())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .output()
+            .unwrap()
+    };
+    let me = String::from_utf8(run(&format!("{} --json roster", exe.display())).stdout).unwrap();
+    let me: serde_json::Value = serde_json::from_str(&me).unwrap();
+    let me = me[0]["label"].as_str().unwrap().to_string();
+    for i in 0..30 {
+        run(&format!("{} send {me} --body 'note {i} with a long enough body to fill a pipe buffer line'", exe.display()));
+    }
+    run(&format!("{} sync", exe.display()));
+    for _ in 0..10 {
+        for cmd in ["inbox --all", "--json inbox --all", "roster", "sent"] {
+            let out = run(&format!("{} {cmd} | head -c 1 >/dev/null", exe.display()));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{cmd}: {err}");
+        }
+    }
+}
