@@ -62,6 +62,7 @@ enum Cmd {
         /// SQLite file of the embedded server (share one file to link sessions of several users on one machine).
         #[arg(long)]
         embedded_db: Option<PathBuf>,
+        /// Seconds between polls when the server has no long poll [default: 120 for Apps Script, 2 embedded; pcmail serve long-polls]
         #[arg(long)]
         poll_interval: Option<u64>,
         /// Discord-style webhook for decision/work/urgent notifications.
@@ -84,16 +85,21 @@ enum Cmd {
     },
     /// Send mail to an exact roster label, number or hostname (`*` = every PC).
     Send {
+        /// The recipient: an exact roster label, working number (3 or #3) or hostname (case-insensitive), or `*` for every other PC.
         to: String,
+        /// note, request (a work request, [作業依頼]) or decision (a decision request, [判断依頼]).
         #[arg(long, value_enum, default_value = "note")]
         kind: KindArg,
+        /// Subject line (at most 200 characters) [default: none]
         #[arg(long, short)]
         subject: Option<String>,
         /// The body; or --file, or stdin.
         #[arg(long, short)]
         body: Option<String>,
+        /// Read the body from this file.
         #[arg(long, short)]
         file: Option<PathBuf>,
+        /// Mark it urgent: shown early, notified, unseen alert after 2 h instead of 6 h.
         #[arg(long)]
         urgent: bool,
         /// Expiry: a duration (30m, 2h, 3d) or an RFC 3339 time.
@@ -102,6 +108,7 @@ enum Cmd {
         /// Written by a program, not at a person's request.
         #[arg(long)]
         auto: bool,
+        /// Wait until every copy reached this state (exit 8 when --timeout runs out).
         #[arg(long, value_enum)]
         wait_for: Option<WaitArg>,
         /// Seconds to wait with --wait-for.
@@ -110,10 +117,13 @@ enum Cmd {
     },
     /// The whole timeline of mail ids (from the server).
     Status {
+        /// Mail ids (a broadcast's id expands to its copies).
         #[arg(required = true)]
         ids: Vec<String>,
+        /// Wait until each mail reached this state (exit 8 when --timeout runs out).
         #[arg(long, value_enum)]
         wait_for: Option<WaitArg>,
+        /// Seconds to wait with --wait-for.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
@@ -136,11 +146,15 @@ enum Cmd {
     Ack { id: String },
     /// Answer a mail (exit 3 when it is itself a reply).
     Reply {
+        /// The id of the mail in this PC's inbox you answer.
         id: String,
+        /// The answer; or --file, or stdin.
         #[arg(long, short)]
         body: Option<String>,
+        /// Read the answer from this file.
         #[arg(long, short)]
         file: Option<PathBuf>,
+        /// Written by a program, not at a person's request (an automatic reply to automatic mail is refused).
         #[arg(long)]
         auto: bool,
     },
