@@ -97,8 +97,10 @@ pub struct Config {
     pub label: String,
     #[serde(default)]
     pub server: ServerConfig,
-    /// Seconds between polls when long-poll is not available (0 = default for the server kind).
-    #[serde(default)]
+    /// Seconds between polls when long-poll is not available; 0 (or absent) =
+    /// the default for the server kind: 120 for Apps Script, 2 embedded.
+    /// Left out of config.toml while it is the default.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub poll_interval_secs: u64,
     /// Discord-style webhook for decision/work/urgent notifications.
     #[serde(default)]
@@ -128,6 +130,10 @@ pub const DEFAULT_HOOK_SESSION_MAIL_LIMIT: usize = 12;
 
 fn default_hook_session_mail_limit() -> usize {
     DEFAULT_HOOK_SESSION_MAIL_LIMIT
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Config {
