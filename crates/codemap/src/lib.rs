@@ -37,13 +37,14 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MapError {
-    #[error("{0} is not a directory")]
+    // Paths are printed quoted: one with an escape sequence must not reach the terminal raw.
+    #[error("{0:?} is not a directory")]
     NotADirectory(PathBuf),
     #[error("--llms-budget {0}: use at least {MIN_LLMS_BUDGET} characters")]
     BudgetTooSmall(usize),
-    #[error("cannot walk {path}: {source}")]
+    #[error("cannot walk {path:?}: {source}")]
     Walk { path: PathBuf, source: ignore::Error },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path:?}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("{0} exists and was not written by pcmail; so does {1}: move one away")]
     ForeignLlms(PathBuf, PathBuf),

@@ -115,11 +115,16 @@ pub fn dispatch(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun
     }
 }
 
-/// The actor name marks carry: `label/` and the session id's first 8
-/// characters, kept to what a mark's actor may hold.
+/// The actor name marks carry: the one rule in pcmail-core (`label/` and
+/// the session id's first 8 safe characters), with `session` standing in when
+/// nothing of the id survives.
 fn actor(me: &str, session: &str) -> String {
-    let short: String = session.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).take(8).collect();
-    format!("{me}/{}", if short.is_empty() { "session" } else { &short })
+    let a = pcmail_core::rules::actor(me, Some(session));
+    if a.contains('/') {
+        a
+    } else {
+        format!("{a}/session")
+    }
 }
 
 /// Shows this session's mail. Never touches the network.
