@@ -26,10 +26,22 @@ pub enum ErrorCode {
     NotConfigured,
     /// The caller's label is bound to another installation's credential.
     LabelTaken,
+    /// The credential is not one the server knows (issue 14): enrol with a join code.
+    NotEnrolled,
+    /// The credential (or the label) was revoked by the admin.
+    Revoked,
+    /// The op needs the admin secret (`PCMAIL_ADMIN_TOKEN`).
+    AdminRequired,
+    /// A join code that does not exist (or is for another label).
+    JoinCodeInvalid,
+    /// A join code past its expiry.
+    JoinCodeExpired,
+    /// A join code already used by another PC.
+    JoinCodeUsed,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -49,6 +61,12 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::NotConfigured,
         ErrorCode::LabelTaken,
+        ErrorCode::NotEnrolled,
+        ErrorCode::Revoked,
+        ErrorCode::AdminRequired,
+        ErrorCode::JoinCodeInvalid,
+        ErrorCode::JoinCodeExpired,
+        ErrorCode::JoinCodeUsed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +90,12 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::NotConfigured => "not_configured",
             ErrorCode::LabelTaken => "label_taken",
+            ErrorCode::NotEnrolled => "not_enrolled",
+            ErrorCode::Revoked => "revoked",
+            ErrorCode::AdminRequired => "admin_required",
+            ErrorCode::JoinCodeInvalid => "join_code_invalid",
+            ErrorCode::JoinCodeExpired => "join_code_expired",
+            ErrorCode::JoinCodeUsed => "join_code_used",
         }
     }
 
@@ -81,7 +105,10 @@ impl ErrorCode {
 
     /// Transient codes are retried with backoff; the rest are final for that input.
     pub fn is_transient(self) -> bool {
-        matches!(self, ErrorCode::RosterUnavailable | ErrorCode::Busy | ErrorCode::Internal)
+        matches!(
+            self,
+            ErrorCode::RosterUnavailable | ErrorCode::Busy | ErrorCode::Internal
+        )
     }
 }
 
@@ -105,7 +132,12 @@ pub struct ProtoError {
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None }
+        ProtoError {
+            code,
+            message: message.into(),
+            field: None,
+            candidates: None,
+        }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -139,10 +171,16 @@ impl ProtoError {
         let code = ErrorCode::parse(code_str)?;
         Some(ProtoError {
             code,
-            message: e.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+            message: e
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             field: e.get("field").and_then(Value::as_str).map(str::to_string),
             candidates: e.get("candidates").and_then(Value::as_array).map(|a| {
-                a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
             }),
         })
     }

@@ -4,6 +4,7 @@
 
 use crate::ops;
 use crate::schema;
+use pcmail_core::auth::Caller;
 use pcmail_core::protocol::{parse_request, parse_request_bytes, Op, Request};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -11,11 +12,13 @@ use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 
 #[derive(Debug, Clone, Default)]
 pub struct EngineConfig {
-    /// The shared token; `None` (the embedded default) accepts any request.
+    /// The admin secret (the old shared token, `PCMAIL_ADMIN_TOKEN`); `None`
+    /// (the embedded default) accepts any request. PCs prove themselves with
+    /// their own credential (`cred`, issue 14); the shared token still acts
+    /// as an unbound PC until `roster.requireCredentials`.
     pub token: Option<String>,
     /// Where newly opened alerts are posted (`{"content": "…"}`).
     pub webhook_url: Option<String>,
@@ -50,7 +53,7 @@ impl OpError {
         OpError::Proto(ProtoError::new(code, message))
     }
 
-    fn into_proto(self) -> ProtoError {
+    pub(crate) fn into_proto(self) -> ProtoError {
         match self {
             OpError::Proto(p) => p,
             OpError::Db(e) => db_error_to_proto(&e),
@@ -60,7 +63,10 @@ impl OpError {
 
 pub(crate) fn db_error_to_proto(e: &rusqlite::Error) -> ProtoError {
     if is_busy(e) {
-        ProtoError::new(ErrorCode::Busy, "the database is locked by another writer; retry")
+        ProtoError::new(
+            ErrorCode::Busy,
+            "the database is locked by another writer; retry",
+        )
     } else {
         tracing::error!(error = %e, "storage failure");
         ProtoError::new(ErrorCode::Internal, "storage failure; nothing was stored")
@@ -81,6 +87,8 @@ pub(crate) struct Ctx<'a> {
     pub pc: &'a str,
     /// The credential the caller presented (`cred`), if any.
     pub cred: Option<&'a str>,
+    /// Who the caller proved to be (`pcmail_core::auth::authenticate`).
+    pub caller: Caller,
     /// Labels whose long-polls should wake after commit (new mail for them,
     /// or a state change of mail they sent).
     pub touched: Vec<String>,
@@ -107,7 +115,9 @@ impl Engine {
         let _ = pcmail_fsmode::ensure_private_file(path);
         let conn = Connection::open_with_flags(
             path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let mut e = Engine::from_connection(conn, config, true)?;
         e.path = Some(path.to_path_buf());
@@ -118,7 +128,11 @@ impl Engine {
         Engine::from_connection(Connection::open_in_memory()?, config, false)
     }
 
-    fn from_connection(mut conn: Connection, config: EngineConfig, wal: bool) -> Result<Engine, EngineError> {
+    fn from_connection(
+        mut conn: Connection,
+        config: EngineConfig,
+        wal: bool,
+    ) -> Result<Engine, EngineError> {
         conn.busy_timeout(config.busy_timeout.unwrap_or(Duration::from_secs(5)))?;
         if wal {
             // WAL: readers never block the writer; NORMAL is durable across
@@ -129,7 +143,12 @@ impl Engine {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.set_prepared_statement_cache_capacity(64);
         schema::migrate(&mut conn)?;
-        Ok(Engine { conn: Mutex::new(conn), config, listener: RwLock::new(None), path: None })
+        Ok(Engine {
+            conn: Mutex::new(conn),
+            config,
+            listener: RwLock::new(None),
+            path: None,
+        })
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -157,60 +176,92 @@ impl Engine {
         }
     }
 
-    /// Handles a parsed request (token check, then the op in one transaction).
+    /// Handles a parsed request: who the caller is, then the op, in one transaction.
     pub fn handle_request(&self, req: &Request, now: Millis) -> Value {
-        if !self.token_ok(req.token.as_deref()) {
-            return ProtoError::new(ErrorCode::Unauthorized, "wrong or missing token").to_json();
-        }
-        match self.run(&req.op, &req.pc, req.cred.as_deref(), now) {
+        match self.run(
+            &req.op,
+            &req.pc,
+            req.cred.as_deref(),
+            req.token.as_deref(),
+            now,
+        ) {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
     }
 
-    /// True when `req` may hold a long poll open: the token is right, the
-    /// caller is on the roster and presents its label's credential when the
-    /// label is bound. Read-only; a stranger is answered without anything
-    /// kept for it.
+    /// True when `req` may hold a long poll open: it authenticates as the
+    /// PC it names and that PC is on the roster. Read-only; a stranger is
+    /// answered without anything kept for it.
     pub fn may_long_poll(&self, req: &Request) -> bool {
-        if !self.token_ok(req.token.as_deref()) {
-            return false;
-        }
         self.with_tx(TransactionBehavior::Deferred, |tx| {
-            Ok(ops::label_binding(tx, &req.pc)?.is_some_and(|bound| ops::cred_matches(bound.as_deref(), req.cred.as_deref())))
+            let caller = crate::auth::authenticate(tx, &self.config, req)?;
+            Ok(caller != Caller::Admin && ops::label_binding(tx, &req.pc)?.is_some())
         })
         .unwrap_or(false)
     }
 
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
-        match self.run(&Op::Sweep, "server", None, now) {
+        let behavior = TransactionBehavior::Immediate;
+        let out = self.with_tx(behavior, |tx| {
+            let mut ctx = Ctx {
+                tx,
+                now,
+                pc: "server",
+                cred: None,
+                caller: Caller::Admin,
+                touched: Vec::new(),
+            };
+            ops::dispatch(&mut ctx, &Op::Sweep)
+        });
+        match out {
             Ok(fields) => ok_response(now, fields),
-            Err(e) => e.to_json(),
+            Err(e) => e.into_proto().to_json(),
         }
     }
 
-    fn token_ok(&self, given: Option<&str>) -> bool {
-        match &self.config.token {
-            None => true,
-            Some(expected) => {
-                let given = given.unwrap_or("");
-                bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
-            }
-        }
-    }
-
-    fn run(&self, op: &Op, pc: &str, cred: Option<&str>, now: Millis) -> Result<Map<String, Value>, ProtoError> {
-        let behavior = if ops::is_read_only(op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
+    fn run(
+        &self,
+        op: &Op,
+        pc: &str,
+        cred: Option<&str>,
+        token: Option<&str>,
+        now: Millis,
+    ) -> Result<Map<String, Value>, ProtoError> {
+        let behavior = if ops::is_read_only(op) {
+            TransactionBehavior::Deferred
+        } else {
+            TransactionBehavior::Immediate
+        };
+        let req = Request {
+            pc: pc.to_string(),
+            token: token.map(str::to_string),
+            cred: cred.map(str::to_string),
+            op: op.clone(),
+        };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
-                let mut ctx = Ctx { tx, now, pc, cred, touched: Vec::new() };
+                let caller = crate::auth::authenticate(tx, &self.config, &req)?;
+                let mut ctx = Ctx {
+                    tx,
+                    now,
+                    pc,
+                    cred,
+                    caller,
+                    touched: Vec::new(),
+                };
                 let fields = ops::dispatch(&mut ctx, op)?;
                 Ok((fields, ctx.touched))
             })
             .map_err(OpError::into_proto)?;
         if !touched.is_empty() {
-            if let Some(l) = self.listener.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if let Some(l) = self
+                .listener
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+            {
                 l(&touched);
             }
         }
@@ -233,13 +284,22 @@ impl Engine {
     /// Deletes final mail past the retention window, band by band (each its
     /// own short transaction, so polls go in between). Returns how many went.
     pub fn prune(&self, now: Millis) -> anyhow::Result<usize> {
-        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        let cutoff = now
+            - self
+                .config
+                .retention_ms
+                .unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
         let checkpointer = self.path.as_ref().and_then(|p| Connection::open(p).ok());
         let mut total = 0;
         loop {
             let n = self
                 .with_tx(TransactionBehavior::Immediate, |tx| {
-                    Ok(crate::prune::prune_band(tx, cutoff, crate::prune::BAND_ROWS, crate::prune::BAND_BUDGET)?)
+                    Ok(crate::prune::prune_band(
+                        tx,
+                        cutoff,
+                        crate::prune::BAND_ROWS,
+                        crate::prune::BAND_BUDGET,
+                    )?)
                 })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             total += n;
@@ -256,16 +316,25 @@ impl Engine {
             std::thread::yield_now();
         }
         if total > 0 {
-            tracing::info!(pruned = total, "retention: final mail past the window deleted");
+            tracing::info!(
+                pruned = total,
+                "retention: final mail past the window deleted"
+            );
         }
         Ok(total)
     }
 
     /// Final mail past the retention window that `prune` would delete.
     pub fn prunable(&self, now: Millis) -> anyhow::Result<i64> {
-        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
-        self.with_tx(TransactionBehavior::Deferred, |tx| Ok(crate::prune::prunable(tx, cutoff)?))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        let cutoff = now
+            - self
+                .config
+                .retention_ms
+                .unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        self.with_tx(TransactionBehavior::Deferred, |tx| {
+            Ok(crate::prune::prunable(tx, cutoff)?)
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Alerts whose webhook post is still due: `(key, content)`.
@@ -273,35 +342,53 @@ impl Engine {
         if self.config.webhook_url.is_none() {
             return Ok(vec![]);
         }
-        self.with_tx(TransactionBehavior::Deferred, |tx| crate::webhook::pending(tx, now))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(TransactionBehavior::Deferred, |tx| {
+            crate::webhook::pending(tx, now)
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Records the outcome of one webhook post.
     pub fn record_webhook_result(&self, key: &str, ok: bool, now: Millis) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| crate::webhook::record(tx, key, ok, now))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(TransactionBehavior::Immediate, |tx| {
+            crate::webhook::record(tx, key, ok, now)
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Bulk import of mail with its timeline in one transaction (benchmarks,
     /// migrations from another store). Ids must be new.
     pub fn import_mail(&self, mails: &[pcmail_core::Mail]) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| ops::import::import_mail(tx, mails))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(TransactionBehavior::Immediate, |tx| {
+            ops::import::import_mail(tx, mails)
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Every row of every table, for tests that prove a failed request stored nothing.
     pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
-        for table in ["meta", "pc", "mail", "broadcast", "event", "alert"] {
+        for table in [
+            "meta",
+            "pc",
+            "mail",
+            "broadcast",
+            "event",
+            "alert",
+            "join_code",
+            "audit",
+        ] {
             let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
             let n = stmt.column_count();
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let cells: Vec<String> = (0..n)
                     .map(|i| {
-                        let cell = r.get_ref(i).ok().and_then(|v| rusqlite::types::Value::try_from(v).ok());
+                        let cell = r
+                            .get_ref(i)
+                            .ok()
+                            .and_then(|v| rusqlite::types::Value::try_from(v).ok());
                         format!("{:?}", cell.unwrap_or(rusqlite::types::Value::Null))
                     })
                     .collect();

@@ -1,6 +1,7 @@
 //! pcmail-server: the server engine on SQLite (used in-process as the embedded
 //! default and behind HTTP by `pcmail serve`), implementing docs/protocol.md.
 
+mod auth;
 pub mod engine;
 pub mod http;
 mod ops;

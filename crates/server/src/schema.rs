@@ -129,6 +129,31 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE pc ADD COLUMN cred_hash TEXT;
     "#,
+    // 6: per-PC credentials (issue 14): a revoked PC keeps its row (its mail
+    // waits for a re-enrolled PC); join codes by the SHA-256 of their secret;
+    // the audit log of admin actions; the switch that retires the shared token.
+    r#"
+    ALTER TABLE pc ADD COLUMN revoked_at INTEGER;
+    CREATE INDEX pc_by_cred ON pc (cred_hash) WHERE cred_hash IS NOT NULL;
+    CREATE TABLE join_code (
+        hash         TEXT PRIMARY KEY,
+        label        TEXT NOT NULL,
+        hostname     TEXT,
+        created_at   INTEGER NOT NULL,
+        expires_at   INTEGER NOT NULL,
+        used_at      INTEGER,
+        used_by_hash TEXT
+    );
+    CREATE TABLE audit (
+        seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+        at     INTEGER NOT NULL,
+        by     TEXT NOT NULL,
+        action TEXT NOT NULL,
+        label  TEXT NOT NULL,
+        detail TEXT
+    );
+    INSERT INTO meta (key, value) VALUES ('require_credentials', 0);
+    "#,
 ];
 
 pub fn schema_version() -> usize {
@@ -140,7 +165,10 @@ pub fn schema_version() -> usize {
 pub fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if found > MIGRATIONS.len() as i64 {
-        return Err(MigrateError::TooNew { found, known: MIGRATIONS.len() as i64 });
+        return Err(MigrateError::TooNew {
+            found,
+            known: MIGRATIONS.len() as i64,
+        });
     }
     for (i, sql) in MIGRATIONS.iter().enumerate() {
         let target = (i + 1) as i64;

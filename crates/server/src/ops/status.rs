@@ -1,7 +1,10 @@
 //! status: full timelines; a broadcast original expands to its copies.
+//! A PC sees only mail it sent or received (issue 14): anyone else's is
+//! answered in `missing`, exactly like an unknown id, so it learns nothing.
 
 use super::{fields, load_mail, send::copy_ids, timeline};
 use crate::engine::{Ctx, OpResult};
+use rusqlite::OptionalExtension;
 use serde_json::{json, Map, Value};
 
 pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, Value>> {
@@ -14,21 +17,37 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
             continue;
         }
         if let Some(m) = load_mail(ctx, id)? {
+            if m.sender != ctx.pc && m.recipient != ctx.pc {
+                missing.push(id.clone());
+                continue;
+            }
             let t = timeline(ctx, &m.id)?;
             mails.push(m.to_json(t));
             continue;
         }
         let copies = copy_ids(ctx, id)?;
-        let is_broadcast = ctx.tx.prepare_cached("SELECT 1 FROM broadcast WHERE id = ?1")?.exists([id])?;
-        if !is_broadcast {
+        let sender: Option<String> = ctx
+            .tx
+            .prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        let Some(sender) = sender else {
             missing.push(id.clone());
             continue;
-        }
+        };
+        // The sender sees every copy (even none); a recipient its own.
+        let mut seen_any = sender == ctx.pc;
         for c in copies {
-            if let Some(m) = load_mail(ctx, &c)? {
+            if let Some(m) =
+                load_mail(ctx, &c)?.filter(|m| m.sender == ctx.pc || m.recipient == ctx.pc)
+            {
+                seen_any = true;
                 let t = timeline(ctx, &m.id)?;
                 mails.push(m.to_json(t));
             }
+        }
+        if !seen_any {
+            missing.push(id.clone());
         }
     }
     Ok(fields(json!({"mails": mails, "missing": missing})))

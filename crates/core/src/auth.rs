@@ -1,0 +1,393 @@
+//! Who may do what (issue 14): the admin secret, per-PC credentials, join
+//! codes. One decision function, `authenticate`, that the Rust server calls
+//! with the facts it looked up; gas/Auth.js follows the same table, and the
+//! vectors in tests/protocol/ (`cred-*.json`) hold both to it.
+
+use crate::error::{ErrorCode, ProtoError};
+use crate::protocol::Op;
+use crate::Millis;
+
+/// A join code lives 24 hours unless the admin says otherwise…
+pub const JOIN_CODE_DEFAULT_MS: Millis = 24 * 60 * 60 * 1000;
+/// …and at most 30 days.
+pub const JOIN_CODE_MAX_MS: Millis = 30 * 24 * 60 * 60 * 1000;
+
+/// Which identity an op needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpClass {
+    /// Acts as the envelope's PC: its own mail only (`send`, `poll`, `mark`,
+    /// `status`, `rotate`).
+    Pc,
+    /// Any authenticated caller, PC or admin (`hello`, `roster.get`, `sweep`, `alerts`).
+    Any,
+    /// Needs the admin secret (roster changes, enrol, revoke, require, log).
+    Admin,
+    /// Authenticated by the join code in its arguments.
+    Join,
+}
+
+/// The class of an op sent as `pc`. `roster.set` of the caller's own label
+/// (its hostname, or an old PC's claim) is the PC's own business; taking a
+/// label over (`replace`) and every other roster change is the admin's.
+pub fn op_class(op: &Op, pc: &str) -> OpClass {
+    match op {
+        Op::RosterSet {
+            label,
+            replace: false,
+            ..
+        } if label == pc => OpClass::Pc,
+        Op::Send { .. } | Op::Poll(_) | Op::Mark { .. } | Op::Status { .. } | Op::Rotate { .. } => {
+            OpClass::Pc
+        }
+        Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
+        Op::RosterSet { .. }
+        | Op::RosterRemove { .. }
+        | Op::Enrol { .. }
+        | Op::Revoke { .. }
+        | Op::RequireCredentials { .. }
+        | Op::AuditLog { .. } => OpClass::Admin,
+        Op::Join { .. } => OpClass::Join,
+    }
+}
+
+/// What the server found for the credential the caller presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredFound {
+    /// No `cred` in the envelope.
+    Absent,
+    /// The credential of this (not revoked) roster label.
+    Active(String),
+    /// The credential of this label, which the admin revoked.
+    Revoked(String),
+    /// A credential no label holds (never enrolled, or rotated away).
+    Unknown,
+}
+
+/// The envelope label's entry on the roster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelFound {
+    Absent,
+    /// On the roster without a credential (an old PC on the shared token).
+    Unbound,
+    Bound,
+    Revoked,
+}
+
+/// Everything `authenticate` decides on; the server looks each up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthFacts {
+    /// No secret configured: the embedded default (same process, same files).
+    pub open: bool,
+    /// A `token` was sent…
+    pub token_given: bool,
+    /// …and it is the admin secret (compared in constant time by the caller).
+    pub admin: bool,
+    pub cred: CredFound,
+    pub label: LabelFound,
+    /// `roster.requireCredentials`: the shared token no longer acts as a PC.
+    pub require_credentials: bool,
+}
+
+/// Who the request is from, once authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// The embedded default: nobody to authenticate.
+    Open,
+    /// The holder of the admin secret.
+    Admin,
+    /// The envelope's PC, proven by its own credential.
+    Pc,
+    /// The envelope's PC on the old shared token (migration; an unbound label).
+    LegacyPc,
+    /// Nobody yet: the op's join code decides.
+    Joining,
+}
+
+impl Caller {
+    /// How `hello` names it (`auth`): doctor tells a PC still on the shared token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Caller::Open => "open",
+            Caller::Admin => "admin",
+            Caller::Pc => "credential",
+            Caller::LegacyPc => "token",
+            Caller::Joining => "join",
+        }
+    }
+}
+
+/// The rule. Order: a wrong token, then the credential (revoked, another
+/// PC's, unknown), then the op's class against what was proven.
+pub fn authenticate(class: OpClass, pc: &str, f: &AuthFacts) -> Result<Caller, ProtoError> {
+    if f.open {
+        return Ok(Caller::Open);
+    }
+    let wrong_token = f.token_given && !f.admin;
+    if class == OpClass::Join {
+        return if wrong_token {
+            Err(unauthorized())
+        } else {
+            Ok(Caller::Joining)
+        };
+    }
+    match &f.cred {
+        CredFound::Revoked(_) => return Err(revoked(pc)),
+        CredFound::Active(owner) if owner != pc => {
+            return Err(ProtoError::new(
+                ErrorCode::Forbidden,
+                format!("this credential belongs to {owner:?}; it cannot act as {pc:?}"),
+            ))
+        }
+        // The credential proves the PC; a stale token beside it does not matter.
+        CredFound::Active(_) => {
+            return match class {
+                OpClass::Admin if f.admin => Ok(Caller::Admin),
+                OpClass::Admin if wrong_token => Err(unauthorized()),
+                OpClass::Admin => Err(admin_required()),
+                _ => Ok(Caller::Pc),
+            };
+        }
+        _ if wrong_token => return Err(unauthorized()),
+        CredFound::Unknown if !f.admin => {
+            return Err(ProtoError::new(
+                ErrorCode::NotEnrolled,
+                format!("this credential is not enrolled as {pc:?}: ask the admin for a join code (`pcmail roster add {pc}`), then `pcmail init --join CODE`"),
+            ))
+        }
+        CredFound::Absent if !f.admin => return Err(unauthorized()),
+        // The admin secret with no credential of its own (or an unknown one:
+        // an older PC mid-claim) goes on to the shared-token rules.
+        CredFound::Unknown | CredFound::Absent => {}
+    }
+    match class {
+        OpClass::Admin | OpClass::Any => Ok(Caller::Admin),
+        OpClass::Join => Ok(Caller::Joining),
+        OpClass::Pc => match f.label {
+            // The op answers `unknown_pc` (it comes first, as before).
+            LabelFound::Absent => Ok(Caller::LegacyPc),
+            LabelFound::Revoked => Err(revoked(pc)),
+            LabelFound::Bound => Err(ProtoError::new(
+                ErrorCode::LabelTaken,
+                format!("label {pc:?} belongs to another installation: pick another label, or replace it"),
+            )),
+            LabelFound::Unbound if f.require_credentials => Err(ProtoError::new(
+                ErrorCode::NotEnrolled,
+                format!("this server no longer accepts the shared token for PC operations: enrol {pc:?} with a join code (`pcmail roster add {pc}`, then `pcmail init --join CODE`)"),
+            )),
+            LabelFound::Unbound => Ok(Caller::LegacyPc),
+        },
+    }
+}
+
+fn unauthorized() -> ProtoError {
+    ProtoError::new(ErrorCode::Unauthorized, "wrong or missing token")
+}
+
+fn revoked(pc: &str) -> ProtoError {
+    ProtoError::new(
+        ErrorCode::Revoked,
+        format!("{pc:?} was revoked by the admin: its mail waits for a PC re-enrolled under that label (`pcmail roster add {pc}`)"),
+    )
+}
+
+pub fn admin_required() -> ProtoError {
+    ProtoError::new(
+        ErrorCode::AdminRequired,
+        "this needs the admin secret (PCMAIL_ADMIN_TOKEN, or `pcmail token set --admin`)",
+    )
+}
+
+/// The secret of a join code: 32 lower-case hex characters (128 bits,
+/// enough for a one-time code that lives a day).
+pub fn check_join_secret(s: &str) -> Result<(), ProtoError> {
+    if s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Ok(())
+    } else {
+        Err(ProtoError::field(
+            "code",
+            "a join code's secret is 32 lower-case hex characters",
+        ))
+    }
+}
+
+/// What the admin hands to a new PC: its label, the secret and, for a
+/// `pcmail serve` on TLS, the SHA-256 fingerprint of its certificate.
+/// Written `pcj1:<label>:<secret>[:<fingerprint>]` (`:` is in no label).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinCode {
+    pub label: String,
+    pub secret: String,
+    pub fingerprint: Option<String>,
+}
+
+impl JoinCode {
+    pub fn new(label: &str, rng: &mut impl rand::Rng, fingerprint: Option<String>) -> JoinCode {
+        let mut bytes = [0u8; 16];
+        rng.fill_bytes(&mut bytes);
+        JoinCode {
+            label: label.to_string(),
+            secret: bytes.iter().map(|b| format!("{b:02x}")).collect(),
+            fingerprint,
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<JoinCode, ProtoError> {
+        let bad = || {
+            ProtoError::field("code", "a join code looks like pcj1:<label>:<32 hex>[:<64 hex>] (from `pcmail roster add`)")
+        };
+        let mut parts = s.trim().split(':');
+        if parts.next() != Some("pcj1") {
+            return Err(bad());
+        }
+        let label = parts.next().ok_or_else(bad)?.to_string();
+        let secret = parts.next().ok_or_else(bad)?.to_string();
+        let fingerprint = parts.next().map(str::to_string);
+        if parts.next().is_some()
+            || !crate::roster::is_valid_label(&label)
+            || check_join_secret(&secret).is_err()
+        {
+            return Err(bad());
+        }
+        if let Some(fp) = &fingerprint {
+            if fp.len() != 64 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+        }
+        Ok(JoinCode {
+            label,
+            secret,
+            fingerprint: fingerprint.map(|f| f.to_ascii_lowercase()),
+        })
+    }
+}
+
+impl std::fmt::Display for JoinCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pcj1:{}:{}", self.label, self.secret)?;
+        if let Some(fp) = &self.fingerprint {
+            write!(f, ":{fp}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(cred: CredFound, label: LabelFound) -> AuthFacts {
+        AuthFacts {
+            open: false,
+            token_given: false,
+            admin: false,
+            cred,
+            label,
+            require_credentials: false,
+        }
+    }
+
+    fn code(r: Result<Caller, ProtoError>) -> Result<Caller, ErrorCode> {
+        r.map_err(|e| e.code)
+    }
+
+    #[test]
+    fn a_credential_acts_only_as_its_own_pc() {
+        let own = facts(CredFound::Active("pc-b".into()), LabelFound::Bound);
+        assert_eq!(
+            code(authenticate(OpClass::Pc, "pc-b", &own)),
+            Ok(Caller::Pc)
+        );
+        assert_eq!(
+            code(authenticate(OpClass::Pc, "pc-c", &own)),
+            Err(ErrorCode::Forbidden)
+        );
+        assert_eq!(
+            code(authenticate(OpClass::Admin, "pc-b", &own)),
+            Err(ErrorCode::AdminRequired)
+        );
+        let revoked = facts(CredFound::Revoked("pc-b".into()), LabelFound::Revoked);
+        assert_eq!(
+            code(authenticate(OpClass::Any, "pc-b", &revoked)),
+            Err(ErrorCode::Revoked)
+        );
+        assert_eq!(
+            code(authenticate(
+                OpClass::Pc,
+                "pc-b",
+                &facts(CredFound::Unknown, LabelFound::Bound)
+            )),
+            Err(ErrorCode::NotEnrolled)
+        );
+        assert_eq!(
+            code(authenticate(
+                OpClass::Pc,
+                "pc-b",
+                &facts(CredFound::Absent, LabelFound::Bound)
+            )),
+            Err(ErrorCode::Unauthorized)
+        );
+    }
+
+    #[test]
+    fn the_shared_token_acts_as_an_unbound_pc_until_credentials_are_required() {
+        let mut f = facts(CredFound::Absent, LabelFound::Unbound);
+        f.token_given = true;
+        f.admin = true;
+        assert_eq!(
+            code(authenticate(OpClass::Pc, "pc-a", &f)),
+            Ok(Caller::LegacyPc)
+        );
+        assert_eq!(
+            code(authenticate(OpClass::Admin, "pc-a", &f)),
+            Ok(Caller::Admin)
+        );
+        f.label = LabelFound::Bound;
+        assert_eq!(
+            code(authenticate(OpClass::Pc, "pc-a", &f)),
+            Err(ErrorCode::LabelTaken)
+        );
+        f.label = LabelFound::Revoked;
+        assert_eq!(
+            code(authenticate(OpClass::Pc, "pc-a", &f)),
+            Err(ErrorCode::Revoked)
+        );
+        f.label = LabelFound::Unbound;
+        f.require_credentials = true;
+        assert_eq!(
+            code(authenticate(OpClass::Pc, "pc-a", &f)),
+            Err(ErrorCode::NotEnrolled)
+        );
+        assert_eq!(
+            code(authenticate(OpClass::Admin, "pc-a", &f)),
+            Ok(Caller::Admin)
+        );
+        f.admin = false;
+        assert_eq!(
+            code(authenticate(OpClass::Any, "pc-a", &f)),
+            Err(ErrorCode::Unauthorized)
+        );
+    }
+
+    #[test]
+    fn join_codes_round_trip_and_refuse_garbage() {
+        let c = JoinCode::new("pc-b", &mut rand::rng(), Some("ab".repeat(32)));
+        assert_eq!(JoinCode::parse(&c.to_string()), Ok(c.clone()));
+        let plain = JoinCode {
+            fingerprint: None,
+            ..c
+        };
+        assert_eq!(JoinCode::parse(&plain.to_string()), Ok(plain.clone()));
+        for bad in [
+            "",
+            "pcj1:pc-b",
+            "pcj2:pc-b:0123456789abcdef0123456789abcdef",
+            "pcj1:PC:0123456789abcdef0123456789abcdef",
+            "pcj1:pc-b:0123",
+        ] {
+            assert!(JoinCode::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

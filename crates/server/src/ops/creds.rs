@@ -1,0 +1,246 @@
+//! Per-PC credentials (issue 14): join codes, revocation, rotation, the
+//! switch that retires the shared token, and the audit log of admin actions.
+//! Secrets never reach the database: only SHA-256 of each.
+
+use super::{fields, roster};
+use crate::engine::{Ctx, OpError, OpResult};
+use pcmail_core::auth::Caller;
+use pcmail_core::protocol::credential_hash;
+use pcmail_core::{ErrorCode, Millis};
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Map, Value};
+
+/// Who did it, as the audit log shows: `admin@<the managing PC>` or the PC itself.
+pub(crate) fn actor(ctx: &Ctx<'_>) -> String {
+    match ctx.caller {
+        Caller::Admin => format!("admin@{}", ctx.pc),
+        _ => ctx.pc.to_string(),
+    }
+}
+
+pub(crate) fn audit(
+    ctx: &Ctx<'_>,
+    action: &str,
+    label: &str,
+    detail: Option<&str>,
+) -> OpResult<()> {
+    ctx.tx
+        .prepare_cached(
+            "INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![ctx.now, actor(ctx), action, label, detail])?;
+    Ok(())
+}
+
+/// `roster.enrol`: stores the hash of a join code the admin's client made.
+/// The same code again (a retry) is answered as before; the PC need not be
+/// on the roster yet (it is added at `join` when no hostname is given now).
+pub(crate) fn enrol(
+    ctx: &mut Ctx<'_>,
+    label: &str,
+    hostname: Option<&str>,
+    code: &str,
+    expires_in: Millis,
+) -> OpResult<Map<String, Value>> {
+    let hash = credential_hash(code);
+    let existing: Option<(String, Millis)> = ctx
+        .tx
+        .prepare_cached("SELECT label, expires_at FROM join_code WHERE hash = ?1")?
+        .query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if let Some((l, expires_at)) = existing {
+        if l != label {
+            return Err(OpError::proto(
+                ErrorCode::Conflict,
+                "that join code is already issued for another label; make a new one",
+            ));
+        }
+        return Ok(fields(
+            json!({"label": label, "expiresAt": expires_at, "existing": true}),
+        ));
+    }
+    if let Some(h) = hostname {
+        // Added to the roster now, so mail can be sent to it before it joins.
+        let on_roster = super::label_binding(ctx.tx, label)?.is_some();
+        if !on_roster {
+            roster::set(ctx, label, h, None, None)?;
+        }
+    }
+    let expires_at = ctx.now + expires_in;
+    ctx.tx
+        .prepare_cached("INSERT INTO join_code (hash, label, hostname, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![hash, label, hostname, ctx.now, expires_at])?;
+    audit(
+        ctx,
+        "enrol",
+        label,
+        Some(&format!("join code expires at {expires_at}")),
+    )?;
+    Ok(fields(
+        json!({"label": label, "expiresAt": expires_at, "existing": false}),
+    ))
+}
+
+/// `join`: a join code, once, for the envelope's `cred`. The same PC
+/// retrying (same credential) is answered ok; anyone else after it is not.
+pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Map<String, Value>> {
+    let cred = ctx.cred.ok_or_else(|| {
+        OpError::Proto(pcmail_core::ProtoError::field(
+            "cred",
+            "join needs \"cred\"",
+        ))
+    })?;
+    let cred_hash = credential_hash(cred);
+    let row: Option<(String, Option<String>, Millis, Option<String>)> = ctx
+        .tx
+        .prepare_cached(
+            "SELECT label, hostname, expires_at, used_by_hash FROM join_code WHERE hash = ?1",
+        )?
+        .query_row([credential_hash(code)], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?;
+    let Some((label, code_hostname, expires_at, used_by)) = row.filter(|r| r.0 == ctx.pc) else {
+        return Err(OpError::proto(
+            ErrorCode::JoinCodeInvalid,
+            "no such join code for this label: ask the admin for one (`pcmail roster add LABEL`)",
+        ));
+    };
+    match used_by {
+        Some(h) if h == cred_hash => {
+            return Ok(fields(
+                json!({"label": label, "bound": true, "existing": true, "version": roster::version(ctx)?}),
+            ));
+        }
+        Some(_) => {
+            return Err(OpError::proto(
+                ErrorCode::JoinCodeUsed,
+                "this join code was already used: ask the admin for a new one",
+            ))
+        }
+        None if expires_at <= ctx.now => {
+            return Err(OpError::proto(
+                ErrorCode::JoinCodeExpired,
+                "this join code has expired: ask the admin for a new one",
+            ))
+        }
+        None => {}
+    }
+    let on_roster = super::label_binding(ctx.tx, &label)?.is_some();
+    let version = if on_roster {
+        // Re-enrolled (after a revoke, or a new machine): the number stays;
+        // the hostname follows the new machine unless another PC has it.
+        let wanted = code_hostname.as_deref().unwrap_or(hostname);
+        let _ = roster::set(ctx, &label, wanted, None, None).or_else(|e| match e {
+            OpError::Proto(p) if p.code == ErrorCode::Conflict => Ok(Map::new()),
+            other => Err(other),
+        })?;
+        roster::version(ctx)?
+    } else {
+        let out = roster::set(
+            ctx,
+            &label,
+            code_hostname.as_deref().unwrap_or(hostname),
+            None,
+            None,
+        )?;
+        out.get("version").and_then(Value::as_i64).unwrap_or(0)
+    };
+    ctx.tx
+        .prepare_cached("UPDATE pc SET cred_hash = ?2, revoked_at = NULL WHERE label = ?1")?
+        .execute(params![label, cred_hash])?;
+    ctx.tx
+        .prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?
+        .execute(params![credential_hash(code), ctx.now, cred_hash])?;
+    audit(ctx, "join", &label, None)?;
+    ctx.touched.push(label.clone());
+    Ok(fields(
+        json!({"label": label, "bound": true, "existing": false, "version": version}),
+    ))
+}
+
+/// `roster.revoke`: the PC's next request answers `revoked`; its row stays,
+/// so mail to it is kept `new` for a PC re-enrolled under the label.
+pub(crate) fn revoke(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Value>> {
+    let changed = ctx
+        .tx
+        .prepare_cached("UPDATE pc SET revoked_at = ?2 WHERE label = ?1 AND revoked_at IS NULL")?
+        .execute(params![label, ctx.now])?
+        > 0;
+    if !changed && super::label_binding(ctx.tx, label)?.is_none() {
+        return Err(OpError::proto(
+            ErrorCode::UnknownPc,
+            format!("{label:?} is not on the roster"),
+        ));
+    }
+    // Its unused join codes go too: a revoke must not leave a way back in.
+    ctx.tx
+        .prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?
+        .execute([label])?;
+    if changed {
+        audit(ctx, "revoke", label, None)?;
+    }
+    Ok(fields(json!({"revoked": true, "changed": changed})))
+}
+
+/// `rotate`: the PC's credential becomes `new_cred` (its client stored it
+/// first). Mail and marks belong to the label, so nothing in flight is lost.
+pub(crate) fn rotate(ctx: &mut Ctx<'_>, new_cred: &str) -> OpResult<Map<String, Value>> {
+    let hash = credential_hash(new_cred);
+    let changed = ctx
+        .tx
+        .prepare_cached("UPDATE pc SET cred_hash = ?2 WHERE label = ?1 AND (cred_hash IS NULL OR cred_hash <> ?2)")?
+        .execute(params![ctx.pc, hash])?
+        > 0;
+    if changed {
+        audit(ctx, "rotate", ctx.pc, None)?;
+    }
+    Ok(fields(json!({"rotated": true, "changed": changed})))
+}
+
+/// `roster.requireCredentials`: from now on (or no longer) the shared token
+/// does not act as a PC. Answers the labels still without a credential.
+pub(crate) fn require_credentials(ctx: &mut Ctx<'_>, on: bool) -> OpResult<Map<String, Value>> {
+    let changed = ctx
+        .tx
+        .prepare_cached(
+            "UPDATE meta SET value = ?1 WHERE key = 'require_credentials' AND value <> ?1",
+        )?
+        .execute([i64::from(on)])?
+        > 0;
+    if changed {
+        audit(
+            ctx,
+            if on {
+                "require-credentials"
+            } else {
+                "allow-shared-token"
+            },
+            "*",
+            None,
+        )?;
+    }
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT label FROM pc WHERE cred_hash IS NULL AND revoked_at IS NULL ORDER BY number",
+    )?;
+    let unbound = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(fields(
+        json!({"requireCredentials": on, "changed": changed, "unbound": unbound}),
+    ))
+}
+
+/// `roster.log`: admin actions, newest first.
+pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<Map<String, Value>> {
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT seq, at, by, action, label, detail FROM audit ORDER BY seq DESC LIMIT ?1",
+    )?;
+    let entries = stmt
+        .query_map([limit as i64], |r| {
+            Ok(json!({"seq": r.get::<_, i64>(0)?, "at": r.get::<_, i64>(1)?, "by": r.get::<_, String>(2)?,
+                "action": r.get::<_, String>(3)?, "label": r.get::<_, String>(4)?, "detail": r.get::<_, Option<String>>(5)?}))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(fields(json!({"entries": entries})))
+}
