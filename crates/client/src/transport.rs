@@ -61,16 +61,25 @@ pub trait Transport: Send + Sync {
 /// (an HTML page from Google on quota/time-out) that is a transient error.
 pub fn interpret(body: &[u8]) -> Result<Value, CallError> {
     let v: Value = serde_json::from_slice(body).map_err(|_| {
-        let head: String = String::from_utf8_lossy(&body[..body.len().min(80)]).chars().filter(|c| !c.is_control()).collect();
-        CallError::Transient(format!("the server answered something that is not JSON ({head:?}…)"))
+        let head: String = String::from_utf8_lossy(&body[..body.len().min(80)])
+            .chars()
+            .filter(|c| !c.is_control())
+            .collect();
+        CallError::Transient(format!(
+            "the server answered something that is not JSON ({head:?}…)"
+        ))
     })?;
     match v.get("ok") {
         Some(Value::Bool(true)) => Ok(v),
         Some(Value::Bool(false)) => Err(match ProtoError::from_json(&v) {
             Some(p) => CallError::Server(p),
-            None => CallError::Transient("the server answered an error without a known code".into()),
+            None => {
+                CallError::Transient("the server answered an error without a known code".into())
+            }
         }),
-        _ => Err(CallError::Transient("the server answered JSON without \"ok\"".into())),
+        _ => Err(CallError::Transient(
+            "the server answered JSON without \"ok\"".into(),
+        )),
     }
 }
 
@@ -87,8 +96,17 @@ impl Embedded {
             let _ = pcmail_fsmode::create_private_dir_all(dir);
         }
         let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default())
-            .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", db.display())))?;
-        Ok(Embedded { engine, pc: pc.to_string(), clock })
+            .map_err(|e| {
+                CallError::Transient(format!(
+                    "cannot open the embedded server at {}: {e}",
+                    db.display()
+                ))
+            })?;
+        Ok(Embedded {
+            engine,
+            pc: pc.to_string(),
+            clock,
+        })
     }
     pub fn engine(&self) -> &pcmail_server::Engine {
         &self.engine
@@ -119,15 +137,26 @@ impl Transport for Embedded {
 pub struct Http {
     client: reqwest::blocking::Client,
     url: String,
-    token: String,
+    /// The admin secret (the old shared token), on a PC that has it. A PC
+    /// enrolled with a join code has none: its credential is enough.
+    token: Option<String>,
     pc: String,
     long_poll: bool,
     /// This installation's credential, once it has one (never logged).
     cred: std::sync::RwLock<Option<String>>,
+    /// Reads the credential again (from the keyring): after `pcmail token
+    /// rotate` in another process, a running daemon's first `not_enrolled`
+    /// picks the new one up and retries once.
+    reload_cred: Option<Box<dyn Fn() -> Option<String> + Send + Sync>>,
 }
 
 impl Http {
-    pub fn new(url: &str, token: &str, pc: &str, long_poll: bool) -> Result<Http, CallError> {
+    pub fn new(
+        url: &str,
+        token: Option<&str>,
+        pc: &str,
+        long_poll: bool,
+    ) -> Result<Http, CallError> {
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))
@@ -139,20 +168,28 @@ impl Http {
         Ok(Http {
             client,
             url: url.to_string(),
-            token: token.to_string(),
+            token: token.map(str::to_string),
             pc: pc.to_string(),
             long_poll,
             cred: std::sync::RwLock::new(None),
+            reload_cred: None,
         })
     }
-}
 
-impl Transport for Http {
-    fn call(&self, op: &Op) -> Result<Value, CallError> {
+    pub fn with_credential_reload(
+        mut self,
+        reload: Box<dyn Fn() -> Option<String> + Send + Sync>,
+    ) -> Http {
+        self.reload_cred = Some(reload);
+        self
+    }
+
+    fn call_once(&self, op: &Op) -> Result<Value, CallError> {
         let req = {
             let cred = self.cred.read().unwrap_or_else(|e| e.into_inner());
-            request_json_with_cred(&self.pc, Some(&self.token), cred.as_deref(), op)
+            request_json_with_cred(&self.pc, self.token.as_deref(), cred.as_deref(), op)
         };
+
         let wait = match op {
             Op::Poll(p) => Duration::from_millis(p.wait_ms.max(0) as u64),
             _ => Duration::ZERO,
@@ -166,11 +203,34 @@ impl Transport for Http {
             .send()
             .map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         let status = resp.status();
-        let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
+        let body = resp
+            .bytes()
+            .map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {
-            return Err(CallError::Transient(format!("HTTP {status} from the server")));
+            return Err(CallError::Transient(format!(
+                "HTTP {status} from the server"
+            )));
         }
         interpret(&body)
+    }
+}
+
+impl Transport for Http {
+    fn call(&self, op: &Op) -> Result<Value, CallError> {
+        match self.call_once(op) {
+            Err(CallError::Server(p)) if p.code == ErrorCode::NotEnrolled => {
+                let fresh = self.reload_cred.as_ref().and_then(|r| r());
+                let current = self.cred.read().unwrap_or_else(|e| e.into_inner()).clone();
+                match fresh {
+                    Some(c) if Some(&c) != current.as_ref() => {
+                        self.set_credential(Some(c));
+                        self.call_once(op)
+                    }
+                    _ => Err(CallError::Server(p)),
+                }
+            }
+            other => other,
+        }
     }
     fn long_poll(&self) -> bool {
         self.long_poll
@@ -211,8 +271,17 @@ mod tests {
 
     #[test]
     fn html_and_garbage_are_transient() {
-        for body in [&b"<!DOCTYPE html><html>Service unavailable</html>"[..], b"", b"null", b"{\"x\":1}"] {
-            assert!(matches!(interpret(body), Err(CallError::Transient(_))), "{:?}", String::from_utf8_lossy(body));
+        for body in [
+            &b"<!DOCTYPE html><html>Service unavailable</html>"[..],
+            b"",
+            b"null",
+            b"{\"x\":1}",
+        ] {
+            assert!(
+                matches!(interpret(body), Err(CallError::Transient(_))),
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
         }
         let e = interpret(br#"{"ok":false,"error":{"code":"unknown_recipient","message":"m","candidates":["a"]}}"#).unwrap_err();
         match e {

@@ -179,6 +179,21 @@ pub fn authenticate(class: OpClass, pc: &str, f: &AuthFacts) -> Result<Caller, P
     }
 }
 
+/// The refusals the CLI answers with exit 12 (not enrolled / revoked):
+/// who this PC is was not accepted, whatever the op.
+pub fn is_identity_refusal(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::LabelTaken
+            | ErrorCode::NotEnrolled
+            | ErrorCode::Revoked
+            | ErrorCode::AdminRequired
+            | ErrorCode::JoinCodeInvalid
+            | ErrorCode::JoinCodeExpired
+            | ErrorCode::JoinCodeUsed
+    )
+}
+
 fn unauthorized() -> ProtoError {
     ProtoError::new(ErrorCode::Unauthorized, "wrong or missing token")
 }

@@ -282,12 +282,14 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         .ok_or_else(|| ProtoError::new(ErrorCode::BadJson, "request body must be a JSON object"))?;
     match obj.get("v") {
         Some(Value::Number(n)) if n.as_i64() == Some(PROTOCOL_VERSION) => {}
-        Some(other) => return Err(ProtoError::new(
-            ErrorCode::BadVersion,
-            format!(
+        Some(other) => {
+            return Err(ProtoError::new(
+                ErrorCode::BadVersion,
+                format!(
                 "protocol version {other} is not supported; this server speaks v{PROTOCOL_VERSION}"
             ),
-        )),
+            ))
+        }
         None => {
             return Err(ProtoError::new(
                 ErrorCode::BadVersion,

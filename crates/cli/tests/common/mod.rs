@@ -16,7 +16,10 @@ pub fn exe() -> PathBuf {
 }
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +43,11 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Server {
@@ -58,7 +65,13 @@ impl Server {
                 .expect("start pcmail serve"),
             Kind::Gas => Command::new("node")
                 .arg(repo_root().join("gas/dev-server.js"))
-                .args(["--port", &free_port().to_string(), "--token", TOKEN, "--db-file"])
+                .args([
+                    "--port",
+                    &free_port().to_string(),
+                    "--token",
+                    TOKEN,
+                    "--db-file",
+                ])
                 .arg(dir.path().join("sheet.json"))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -69,15 +82,26 @@ impl Server {
         let mut lines = BufReader::new(stdout).lines();
         let deadline = Instant::now() + Duration::from_secs(20);
         let url = loop {
-            assert!(Instant::now() < deadline, "server did not say where it listens");
-            let line = lines.next().expect("server exited before listening").unwrap();
+            assert!(
+                Instant::now() < deadline,
+                "server did not say where it listens"
+            );
+            let line = lines
+                .next()
+                .expect("server exited before listening")
+                .unwrap();
             if let Some(rest) = line.split("listening on ").nth(1) {
                 break rest.trim().to_string();
             }
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server { kind, url, child, _dir: dir }
+        Server {
+            kind,
+            url,
+            child,
+            _dir: dir,
+        }
     }
 
     /// Sends one raw protocol request (for ops the CLI has no verb for, e.g. sweep).
@@ -88,6 +112,11 @@ impl Server {
     /// One raw request as that PC, with its credential (its label is bound).
     pub fn call_as(&self, pc: &Pc, op: &str, args: Value) -> Value {
         self.post(serde_json::json!({"v": 1, "op": op, "pc": pc.label, "token": TOKEN, "cred": pc.cred, "args": args}))
+    }
+
+    /// One raw request with only a credential (no admin secret), as any label.
+    pub fn call_with_cred(&self, pc: &str, cred: &str, op: &str, args: Value) -> Value {
+        self.post(serde_json::json!({"v": 1, "op": op, "pc": pc, "cred": cred, "args": args}))
     }
 
     fn post(&self, body: Value) -> Value {
@@ -103,6 +132,9 @@ pub struct Pc {
     pub server_url: String,
     /// This simulated installation's own credential (PCMAIL_CREDENTIAL: no keyring here).
     pub cred: String,
+    /// Whether it holds the admin secret (the old shared token): PCs made by
+    /// `new` do (they register the old way); PCs made by `enrolled` do not.
+    pub admin: bool,
 }
 
 /// A fresh random credential, as a PC makes its own.
@@ -117,26 +149,60 @@ pub fn random_credential() -> String {
 impl Pc {
     pub fn new(server: &Server, label: &str) -> Pc {
         let (pc, out) = Pc::try_new(server, label);
-        assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         pc
     }
 
     /// A new installation running `init` (which registers and claims the label); its output.
     pub fn try_new(server: &Server, label: &str) -> (Pc, Output) {
         let home = tempfile::tempdir().unwrap();
-        let pc = Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential() };
+        let pc = Pc {
+            label: label.into(),
+            home,
+            server_url: server.url.clone(),
+            cred: random_credential(),
+            admin: true,
+        };
         let out = pc.run(&["init", "--label", label, "--server", &server.url]);
         (pc, out)
+    }
+
+    /// Issue 14: a PC enrolled the new way — `admin` makes a join code
+    /// (`roster add`), the new PC exchanges it (`init --join`) for its own
+    /// credential and never holds the admin secret.
+    pub fn enrolled(server: &Server, admin: &Pc, label: &str) -> Pc {
+        let code = admin.json(&["roster", "add", label])["code"]
+            .as_str()
+            .expect("a join code")
+            .to_string();
+        let pc = Pc {
+            label: label.into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: server.url.clone(),
+            cred: random_credential(),
+            admin: false,
+        };
+        pc.ok(&["init", "--join", &code, "--server", &server.url]);
+        pc
     }
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(exe());
         c.args(args)
             .env("PCMAIL_HOME", self.home.path())
-            .env("PCMAIL_TOKEN", TOKEN)
+            .env_remove("PCMAIL_ADMIN_TOKEN")
             .env("PCMAIL_CREDENTIAL", &self.cred)
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .stdin(Stdio::null());
+        if self.admin {
+            c.env("PCMAIL_TOKEN", TOKEN);
+        } else {
+            c.env_remove("PCMAIL_TOKEN");
+        }
         c
     }
 
@@ -183,17 +249,29 @@ impl Pc {
             .spawn()
             .unwrap();
         let input = serde_json::json!({"session_id": session, "hook_event_name": event, "cwd": "/tmp", "prompt": "hi"});
-        child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success());
-        assert!(out.stderr.is_empty(), "the hook wrote to stderr: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.stderr.is_empty(),
+            "the hook wrote to stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let s = String::from_utf8(out.stdout).unwrap();
         if s.trim().is_empty() {
             return String::new();
         }
         let v: Value = serde_json::from_str(s.trim()).expect("hook prints one JSON object");
         assert_eq!(v["hookSpecificOutput"]["hookEventName"], event);
-        v["hookSpecificOutput"]["additionalContext"].as_str().unwrap().to_string()
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     pub fn state_of(&self, id: &str) -> String {

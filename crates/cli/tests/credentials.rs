@@ -1,0 +1,151 @@
+//! Issue 14 end to end, on both servers: PCs enrolled with join codes act
+//! only as themselves, and a revoked PC's mail reaches the PC re-enrolled
+//! under its label, once.
+
+mod common;
+use common::*;
+use serde_json::json;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn a_pc_with_a_valid_credential_cannot_act_as_another() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let admin = Pc::new(&server, "pc-admin");
+        let a = Pc::enrolled(&server, &admin, "pc-a");
+        let b = Pc::enrolled(&server, &admin, "pc-b");
+        let c = Pc::enrolled(&server, &admin, "pc-c");
+        for pc in [&a, &b, &c] {
+            pc.ok(&["sync"]);
+        }
+        let id = a.send(&["pc-b", "--body", "for b only"]);
+
+        // C, with its own valid credential, tries B's mail three ways.
+        let poll = server.call_with_cred("pc-b", &c.cred, "poll", json!({}));
+        assert_eq!(
+            poll["error"]["code"],
+            json!("forbidden"),
+            "{kind:?}: poll as b: {poll}"
+        );
+        let mark = server.call_with_cred(
+            "pc-c",
+            &c.cred,
+            "mark",
+            json!({"marks": [{"markId": "k1", "id": id, "op": "ack", "at": 1, "by": "pc-c"}]}),
+        );
+        assert_eq!(
+            mark["results"][0]["code"],
+            json!("forbidden"),
+            "{kind:?}: mark b's mail: {mark}"
+        );
+        let status = server.call_with_cred("pc-c", &c.cred, "status", json!({"ids": [id]}));
+        assert_eq!(
+            status["missing"],
+            json!([id]),
+            "{kind:?}: status of b's mail: {status}"
+        );
+        let as_b = server.call_with_cred("pc-b", &c.cred, "status", json!({"ids": [id]}));
+        assert_eq!(
+            as_b["error"]["code"],
+            json!("forbidden"),
+            "{kind:?}: status as b: {as_b}"
+        );
+        // …and through the CLI, configured as pc-b with C's credential.
+        let impostor = Pc {
+            label: "pc-b".into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: server.url.clone(),
+            cred: c.cred.clone(),
+            admin: false,
+        };
+        impostor.ok(&[
+            "init",
+            "--label",
+            "pc-b",
+            "--server",
+            &server.url,
+            "--offline",
+        ]);
+        let out = impostor.run(&["sync"]);
+        assert!(
+            !out.status.success(),
+            "{kind:?}: the impostor's sync must fail"
+        );
+        // Admin-only with a PC's credential: exit 12, the admin secret is needed.
+        let out = c.run(&["roster", "revoke", "pc-b"]);
+        assert_eq!(out.status.code(), Some(12), "{kind:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("admin secret"),
+            "{kind:?}: {}",
+            stderr(&out)
+        );
+
+        // B keeps receiving, and the mark is its own.
+        b.ok(&["sync"]);
+        let inbox = b.json(&["inbox", "--all"]);
+        assert_eq!(inbox[0]["id"], json!(id), "{kind:?}: {inbox}");
+        a.ok(&["sync"]);
+        assert_eq!(a.state_of(&id), "delivered", "{kind:?}");
+    }
+}
+
+#[test]
+fn a_revoked_pcs_mail_is_delivered_once_to_the_re_enrolled_pc() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let admin = Pc::new(&server, "pc-admin");
+        let a = Pc::enrolled(&server, &admin, "pc-a");
+        let b = Pc::enrolled(&server, &admin, "pc-b");
+        a.ok(&["sync"]);
+        b.ok(&["sync"]);
+        let first = a.send(&["pc-b", "--body", "before"]);
+        admin.ok(&["roster", "revoke", "pc-b"]);
+        let out = b.run(&["sync"]);
+        assert_eq!(out.status.code(), Some(12), "{kind:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("revoked"),
+            "{kind:?}: {}",
+            stderr(&out)
+        );
+        let second = a.send(&["pc-b", "--body", "during"]);
+        a.ok(&["sync"]);
+        assert_eq!(a.state_of(&first), "new", "{kind:?}: it waits");
+
+        let b2 = Pc::enrolled(&server, &admin, "pc-b");
+        b2.ok(&["sync"]);
+        b2.ok(&["sync"]);
+        let mut got: Vec<String> = b2
+            .json(&["inbox", "--all"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_string())
+            .collect();
+        got.sort();
+        let mut want = vec![first.clone(), second.clone()];
+        want.sort();
+        assert_eq!(got, want, "{kind:?}: each mail once");
+        a.ok(&["sync"]);
+        assert_eq!(a.state_of(&first), "delivered", "{kind:?}");
+        // The old installation stays out: its credential is nobody's now.
+        let out = b.run(&["sync"]);
+        assert_eq!(out.status.code(), Some(12), "{kind:?}: {}", stderr(&out));
+
+        let log = admin.json(&["roster", "log"]);
+        let actions: Vec<&str> = log["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            &actions[..4],
+            ["join", "enrol", "revoke", "join"],
+            "{kind:?}: {log}"
+        );
+        assert_eq!(log["entries"][2]["by"], json!("admin@pc-admin"), "{kind:?}");
+    }
+}

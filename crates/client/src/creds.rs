@@ -1,0 +1,137 @@
+//! Issue 14 on the PC: enrolling with a join code, rotating the credential,
+//! and the admin's side (making join codes). Every secret is made here, on
+//! the PC, and kept in the keyring *before* it is sent, so a lost answer is
+//! retried with the same secret and answered as a repeat.
+
+use crate::config::{Config, Paths, ServerConfig};
+use crate::sync::LABEL_CLAIMED;
+use crate::token::credential;
+use crate::transport::CallError;
+use crate::{Client, ClientError};
+use pcmail_core::auth::JoinCode;
+use pcmail_core::protocol::Op;
+use pcmail_core::{ErrorCode, Millis};
+use serde_json::Value;
+
+/// What `init --join` did.
+#[derive(Debug, Clone)]
+pub struct Joined {
+    pub label: String,
+    pub server: String,
+    /// True when the server had already taken this PC's join (a repeat).
+    pub existing: bool,
+}
+
+fn server_url(config: &Config) -> Result<String, ClientError> {
+    match &config.server {
+        ServerConfig::Http { url } | ServerConfig::AppsScript { url } => Ok(url.clone()),
+        ServerConfig::Embedded { .. } => Err(ClientError::Invalid(
+            "the embedded server needs no enrolment (same process, same files)".into(),
+        )),
+    }
+}
+
+/// `pcmail init --join CODE --server URL`: this PC becomes the code's label
+/// on that server, with a credential made here (256 bits, in the keyring or
+/// `PCMAIL_CREDENTIAL`, never in a file).
+pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, ClientError> {
+    let code = JoinCode::parse(code_text).map_err(|e| ClientError::Invalid(e.message))?;
+    let mut config = Config::load(&paths)?;
+    config.label = code.label.clone();
+    config.server = if server == "embedded" {
+        ServerConfig::Embedded { db: None }
+    } else {
+        ServerConfig::from_url(server)
+    };
+    let url = server_url(&config)?;
+    if config.installation.is_none() {
+        config.installation =
+            Some(pcmail_core::protocol::new_credential(&mut rand::rng())[..16].to_string());
+    }
+    let installation = config.installation.clone().expect("set above");
+    // Kept before anything is sent: the retry of a lost answer presents it again.
+    credential::for_claim(&url, &code.label, &installation)?;
+    config.save(&paths)?;
+    let mut client = Client::open(paths)?;
+    let host = crate::config::hostname();
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .collect();
+    let host = if host.is_empty() {
+        code.label.clone()
+    } else {
+        host
+    };
+    let call = |hostname: String| {
+        client.transport.call(&Op::Join {
+            code: code.secret.clone(),
+            hostname,
+        })
+    };
+    let resp = match call(host.clone()) {
+        // Another PC has this hostname (or a test runs several on one machine).
+        Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
+            call(format!("{host}.{}", code.label))?
+        }
+        other => other?,
+    };
+    // Bound: the poller need not claim the label with the shared token.
+    let record = format!("{}\tbound", client.claim_key());
+    client.store.meta_set(LABEL_CLAIMED, &record)?;
+    Ok(Joined {
+        label: code.label,
+        server: url,
+        existing: resp.get("existing").and_then(Value::as_bool) == Some(true),
+    })
+}
+
+/// `pcmail token rotate`: a new credential for this PC. The new one is kept
+/// (as pending) before it is sent; mail and marks belong to the label, so
+/// nothing in flight is lost.
+pub fn rotate(client: &mut Client) -> Result<(), ClientError> {
+    let url = server_url(&client.config)?;
+    let label = client.config.label.clone();
+    let installation = client.installation_id()?;
+    match credential::load(&url, &label, Some(&installation))? {
+        None => {
+            return Err(ClientError::Invalid(
+                "this PC has no credential to rotate yet: its next poll makes one (or enrol it with `pcmail init --join`)".into(),
+            ))
+        }
+        Some((_, credential::Source::Env)) => {
+            return Err(ClientError::Invalid(
+                "this PC's credential comes from PCMAIL_CREDENTIAL: rotating it would leave the variable stale; enrol again with a join code and a new PCMAIL_CREDENTIAL instead".into(),
+            ))
+        }
+        Some((current, credential::Source::Keyring)) => client.transport.set_credential(Some(current)),
+    }
+    let new = credential::pending_rotation(&url, &label, &installation)?;
+    client.transport.call(&Op::Rotate {
+        new_cred: new.clone(),
+    })?;
+    credential::finish_rotation(&url, &label, &installation, &new)?;
+    client.transport.set_credential(Some(new));
+    Ok(())
+}
+
+/// `pcmail roster add LABEL` on a server with credentials: a one-time join
+/// code for that label (its secret made here, only its hash on the server).
+pub fn enrol(
+    client: &mut Client,
+    label: &str,
+    hostname: Option<&str>,
+    expires_in: Millis,
+) -> Result<(JoinCode, Millis), ClientError> {
+    // No certificate to pin yet: `pcmail serve` speaks TLS in a later round.
+    let code = JoinCode::new(label, &mut rand::rng(), None);
+    let op = Op::Enrol {
+        label: label.to_string(),
+        hostname: hostname.map(str::to_string),
+        code: code.secret.clone(),
+        expires_in,
+    };
+    let resp = client.transport.call(&op)?;
+    let expires_at = resp.get("expiresAt").and_then(Value::as_i64).unwrap_or(0);
+    Ok((code, expires_at))
+}
