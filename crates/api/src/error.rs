@@ -142,8 +142,7 @@ impl ApiError {
 
     /// `{"code", "exit", "message", "candidates"?, "rule"?, "feature"?}`: what an MCP tool error carries.
     pub fn to_json(&self) -> Value {
-        let mut v =
-            json!({"code": self.code(), "exit": self.exit() as i32, "message": self.to_string()});
+        let mut v = json!({"code": self.code(), "exit": self.exit() as i32, "message": self.to_string()});
         if let Some(c) = self.candidates() {
             v["candidates"] = json!(c);
         }
@@ -163,9 +162,7 @@ mod tests {
     use pcmail_core::ProtoError;
 
     fn server(code: ErrorCode) -> ApiError {
-        ApiError::Client(ClientError::Call(CallError::Server(ProtoError::new(
-            code, "x",
-        ))))
+        ApiError::Client(ClientError::Call(CallError::Server(ProtoError::new(code, "x"))))
     }
 
     #[test]
@@ -173,48 +170,17 @@ mod tests {
         let cases: Vec<(ApiError, i32, &str)> = vec![
             (ApiError::Usage("bad".into()), 2, "usage"),
             (ClientError::Invalid("empty".into()).into(), 2, "usage"),
-            (
-                ClientError::ReplyToReply { id: "m".into() }.into(),
-                3,
-                "reply_to_reply",
-            ),
-            (
-                ClientError::Unresolved {
-                    query: "x".into(),
-                    candidates: vec!["a".into()],
-                }
-                .into(),
-                4,
-                "unknown_address",
-            ),
+            (ClientError::ReplyToReply { id: "m".into() }.into(), 3, "reply_to_reply"),
+            (ClientError::Unresolved { query: "x".into(), candidates: vec!["a".into()] }.into(), 4, "unknown_address"),
             (server(ErrorCode::UnknownRecipient), 4, "unknown_address"),
             (server(ErrorCode::LoopRefused), 5, "refused"),
             (server(ErrorCode::HopLimit), 5, "refused"),
             (server(ErrorCode::Unauthorized), 5, "refused"),
-            (
-                ApiError::Unsupported {
-                    feature: "leases".into(),
-                },
-                5,
-                "unsupported",
-            ),
-            (
-                ClientError::Call(CallError::Transient("down".into())).into(),
-                6,
-                "unreachable",
-            ),
+            (ApiError::Unsupported { feature: "leases".into() }, 5, "unsupported"),
+            (ClientError::Call(CallError::Transient("down".into())).into(), 6, "unreachable"),
             (server(ErrorCode::NotFound), 7, "not_found"),
             (ClientError::NotFound("m".into()).into(), 7, "not_found"),
-            (
-                ClientError::Timeout {
-                    id: "m".into(),
-                    wanted: "seen".into(),
-                    state: "new".into(),
-                }
-                .into(),
-                8,
-                "timeout",
-            ),
+            (ClientError::Timeout { id: "m".into(), wanted: "seen".into(), state: "new".into() }.into(), 8, "timeout"),
             (ClientError::Config(ConfigError::NoHome).into(), 9, "local"),
         ];
         for (e, exit, code) in cases {
@@ -229,27 +195,13 @@ mod tests {
 
     #[test]
     fn refusals_name_the_rule_and_unknown_addresses_the_candidates() {
-        assert_eq!(
-            server(ErrorCode::LoopRefused).to_json()["rule"],
-            "loop_refused"
-        );
+        assert_eq!(server(ErrorCode::LoopRefused).to_json()["rule"], "loop_refused");
         assert_eq!(server(ErrorCode::HopLimit).to_json()["rule"], "hop_limit");
         let e: ApiError = ClientError::ReplyToReply { id: "m".into() }.into();
         assert_eq!(e.to_json()["rule"], "reply_to_reply");
-        let e: ApiError = ClientError::Unresolved {
-            query: "kim".into(),
-            candidates: vec!["kim-laptop".into(), "kim-desktop".into()],
-        }
-        .into();
-        assert_eq!(
-            e.to_json()["candidates"],
-            json!(["kim-laptop", "kim-desktop"])
-        );
-        let e = ApiError::Unsupported {
-            feature: "leases".into(),
-        };
-        assert!(e
-            .to_string()
-            .contains("this server does not support leases: redeploy gas/ or update pcmail serve"));
+        let e: ApiError = ClientError::Unresolved { query: "kim".into(), candidates: vec!["kim-laptop".into(), "kim-desktop".into()] }.into();
+        assert_eq!(e.to_json()["candidates"], json!(["kim-laptop", "kim-desktop"]));
+        let e = ApiError::Unsupported { feature: "leases".into() };
+        assert!(e.to_string().contains("this server does not support leases: redeploy gas/ or update pcmail serve"));
     }
 }

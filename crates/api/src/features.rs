@@ -46,9 +46,7 @@ pub fn require(feature: Option<&str>, features: Option<&[String]>) -> Result<()>
     if has {
         Ok(())
     } else {
-        Err(ApiError::Unsupported {
-            feature: needed.to_string(),
-        })
+        Err(ApiError::Unsupported { feature: needed.to_string() })
     }
 }
 
@@ -64,22 +62,15 @@ mod tests {
         assert!(require(Some("leases"), Some(&listed)).is_ok());
         let e = require(Some("jobs"), Some(&listed)).unwrap_err();
         assert_eq!((e.exit() as i32, e.code()), (5, "unsupported"));
-        assert!(e
-            .to_string()
-            .contains("does not support jobs: redeploy gas/ or update pcmail serve"));
-        assert!(
-            require(Some("leases"), None).is_err(),
-            "no features list: mail only"
-        );
+        assert!(e.to_string().contains("does not support jobs: redeploy gas/ or update pcmail serve"));
+        assert!(require(Some("leases"), None).is_err(), "no features list: mail only");
     }
 
     #[test]
     fn hello_without_features_parses_as_mail_only() {
-        let h: Hello =
-            serde_json::from_str(r#"{"ok":true,"server":"pcmail-rust","protocol":1}"#).unwrap();
+        let h: Hello = serde_json::from_str(r#"{"ok":true,"server":"pcmail-rust","protocol":1}"#).unwrap();
         assert!(h.features.is_none());
-        let h: Hello =
-            serde_json::from_str(r#"{"server":"x","features":["mail","leases"]}"#).unwrap();
+        let h: Hello = serde_json::from_str(r#"{"server":"x","features":["mail","leases"]}"#).unwrap();
         assert_eq!(h.features.unwrap(), ["mail", "leases"]);
     }
 }

@@ -148,10 +148,7 @@ fn default_inbox_limit() -> usize {
 
 impl Default for InboxArgs {
     fn default() -> Self {
-        InboxArgs {
-            all: false,
-            limit: default_inbox_limit(),
-        }
+        InboxArgs { all: false, limit: default_inbox_limit() }
     }
 }
 
@@ -173,9 +170,7 @@ fn default_sent_limit() -> usize {
 
 impl Default for SentArgs {
     fn default() -> Self {
-        SentArgs {
-            limit: default_sent_limit(),
-        }
+        SentArgs { limit: default_sent_limit() }
     }
 }
 
@@ -272,14 +267,8 @@ pub struct SyncResult {
 /// null branch), which tool-schema dialects with one `type` per property
 /// (Gemini's function declarations) can't express.
 fn optional_not_null(schema: &mut schemars::Schema) {
-    let required: Vec<Value> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let Some(Value::Object(props)) = schema.get_mut("properties") else {
-        return;
-    };
+    let required: Vec<Value> = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(Value::Object(props)) = schema.get_mut("properties") else { return };
     for (name, prop) in props.iter_mut() {
         if required.contains(&Value::String(name.clone())) {
             continue;
@@ -292,11 +281,7 @@ fn optional_not_null(schema: &mut schemars::Schema) {
             }
         }
         if let Some(Value::Array(any)) = p.get("anyOf") {
-            let kept: Vec<Value> = any
-                .iter()
-                .filter(|b| b.get("type").is_none_or(|t| t != "null"))
-                .cloned()
-                .collect();
+            let kept: Vec<Value> = any.iter().filter(|b| b.get("type").is_none_or(|t| t != "null")).cloned().collect();
             if kept.len() == 1 {
                 p.remove("anyOf");
                 if let Value::Object(branch) = &kept[0] {
@@ -332,10 +317,7 @@ pub fn parse_expires(s: &str) -> Result<Expires> {
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(Expires::At(t.timestamp_millis()));
     }
-    Err(ClientError::Invalid(format!(
-        "--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time"
-    ))
-    .into())
+    Err(ClientError::Invalid(format!("--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time")).into())
 }
 
 /// Sends without waiting (the CLI prints this before it waits).
@@ -354,17 +336,8 @@ pub fn send_only(client: &mut Client, args: &SendArgs) -> Result<SendOutcome> {
 }
 
 /// Waits for every copy of what `out` sent (a broadcast's original id expands).
-pub fn wait_for_sent(
-    client: &mut Client,
-    out: &SendOutcome,
-    state: WaitState,
-    timeout_secs: u64,
-) -> Result<Vec<Mail>> {
-    let originals: BTreeSet<String> = out
-        .ids
-        .iter()
-        .map(|i| i.split('~').next().unwrap_or(i).to_string())
-        .collect();
+pub fn wait_for_sent(client: &mut Client, out: &SendOutcome, state: WaitState, timeout_secs: u64) -> Result<Vec<Mail>> {
+    let originals: BTreeSet<String> = out.ids.iter().map(|i| i.split('~').next().unwrap_or(i).to_string()).collect();
     let mut all = vec![];
     for id in originals {
         all.extend(client.wait_for(&id, state.into(), Duration::from_secs(timeout_secs))?);
@@ -376,12 +349,7 @@ pub fn wait_for_sent(
 pub fn send(client: &mut Client, args: &SendArgs) -> Result<SendResult> {
     let outcome = send_only(client, args)?;
     let mails = match args.wait_for {
-        Some(w) => Some(wait_for_sent(
-            client,
-            &outcome,
-            w,
-            args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS),
-        )?),
+        Some(w) => Some(wait_for_sent(client, &outcome, w, args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS))?),
         None => None,
     };
     Ok(SendResult { outcome, mails })
@@ -399,9 +367,7 @@ pub fn status(client: &mut Client, args: &IdsArgs) -> Result<StatusResult> {
 /// `wait_for`: blocks until every copy of every id reached `state` (or a final state); `timeout` after `timeout_secs`.
 pub fn wait_for(client: &mut Client, args: &WaitForArgs) -> Result<MailsResult> {
     if args.ids.is_empty() {
-        return Err(ApiError::Usage(
-            "wait_for needs at least one mail id".into(),
-        ));
+        return Err(ApiError::Usage("wait_for needs at least one mail id".into()));
     }
     let timeout = Duration::from_secs(args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS));
     let mut mails = vec![];
@@ -415,38 +381,22 @@ pub fn wait_for(client: &mut Client, args: &WaitForArgs) -> Result<MailsResult> 
 pub fn inbox(paths: &Paths, args: &InboxArgs) -> Result<InboxResult> {
     let mut store = Store::open(&paths.store())?;
     // Every session's backlog bound starts again (the hook counts what it shows after this).
-    store.meta_set_i64(
-        pcmail_store::meta::INBOX_VIEWED_AT,
-        pcmail_client::system_now(),
-    )?;
-    let filter: &[State] = if args.all {
-        &[]
-    } else {
-        &[State::New, State::Seen]
-    };
-    Ok(InboxResult {
-        mails: store.inbox_list(filter, args.limit)?,
-    })
+    store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_client::system_now())?;
+    let filter: &[State] = if args.all { &[] } else { &[State::New, State::Seen] };
+    Ok(InboxResult { mails: store.inbox_list(filter, args.limit)? })
 }
 
 /// `sent`: mail this PC sent, states refreshed from the server where it answers, else cached.
 pub fn sent(client: &mut Client, args: &SentArgs) -> Result<SentResult> {
     let _ = client.send_queued();
-    let open_ids: Vec<String> = client
-        .store
-        .sent_list(args.limit)?
-        .into_iter()
-        .filter(|m| !m.state.is_final())
-        .map(|m| m.id)
-        .collect();
+    let open_ids: Vec<String> =
+        client.store.sent_list(args.limit)?.into_iter().filter(|m| !m.state.is_final()).map(|m| m.id).collect();
     for chunk in open_ids.chunks(pcmail_core::model::limits::STATUS_IDS_MAX) {
         if client.status(chunk).is_err() {
             break;
         }
     }
-    Ok(SentResult {
-        mails: client.store.sent_list(args.limit)?,
-    })
+    Ok(SentResult { mails: client.store.sent_list(args.limit)? })
 }
 
 /// `read`: the mail, and marks it seen.
@@ -456,11 +406,7 @@ pub fn read(client: &mut Client, args: &IdArgs) -> Result<InboxMail> {
 
 fn marked(client: &mut Client, id: &str, op: MarkOp, reason: Option<&str>) -> Result<Marked> {
     let state = client.mark(id, op, reason, None)?;
-    Ok(Marked {
-        id: id.to_string(),
-        state,
-        pending_marks: client.store.pending_mark_count()?,
-    })
+    Ok(Marked { id: id.to_string(), state, pending_marks: client.store.pending_mark_count()? })
 }
 
 /// `ack`: done without a reply.
@@ -499,57 +445,34 @@ pub fn roster(client: &mut Client) -> Result<RosterResult> {
         Err(e) => (client.store.roster()?, Some(e.to_string())),
     };
     // This PC is on the roster from its first command, not its first poll.
-    if unreachable.is_none()
-        && !pcs.iter().any(|p| p.label == client.me())
-        && client.register_self().is_ok()
-    {
+    if unreachable.is_none() && !pcs.iter().any(|p| p.label == client.me()) && client.register_self().is_ok() {
         pcs = client.refresh_roster().unwrap_or(pcs);
     }
-    Ok(RosterResult {
-        pcs,
-        me: client.me().to_string(),
-        unreachable,
-    })
+    Ok(RosterResult { pcs, me: client.me().to_string(), unreachable })
 }
 
 /// `roster add`: the server's answer (`version` …).
 pub fn roster_add(client: &mut Client, args: &RosterAddArgs) -> Result<Value> {
-    let op = Op::RosterSet {
-        label: args.label.clone(),
-        hostname: args.hostname.clone(),
-        number: args.number,
-        claim: false,
-        replace: false,
-    };
+    let op = Op::RosterSet { label: args.label.clone(), hostname: args.hostname.clone(), number: args.number, claim: false, replace: false };
     Ok(client.transport.call(&op)?)
 }
 
 /// `roster remove`: the server's answer (`removed` …).
 pub fn roster_remove(client: &mut Client, args: &RosterRemoveArgs) -> Result<Value> {
-    Ok(client.transport.call(&Op::RosterRemove {
-        label: args.label.clone(),
-    })?)
+    Ok(client.transport.call(&Op::RosterRemove { label: args.label.clone() })?)
 }
 
 /// `alerts`: the server's sweep alerts (open ones cached), or the cache when it is unreachable.
 pub fn alerts(client: &mut Client, args: &AlertsArgs) -> Result<AlertsResult> {
-    match client.transport.call(&Op::Alerts {
-        open_only: !args.all,
-    }) {
+    match client.transport.call(&Op::Alerts { open_only: !args.all }) {
         Ok(v) => {
             let a: Vec<Alert> = serde_json::from_value(v["alerts"].clone()).unwrap_or_default();
             if !args.all {
                 let _ = client.store.alerts_replace(&a);
             }
-            Ok(AlertsResult {
-                alerts: a,
-                unreachable: None,
-            })
+            Ok(AlertsResult { alerts: a, unreachable: None })
         }
-        Err(e) => Ok(AlertsResult {
-            alerts: client.store.alerts()?,
-            unreachable: Some(e.to_string()),
-        }),
+        Err(e) => Ok(AlertsResult { alerts: client.store.alerts()?, unreachable: Some(e.to_string()) }),
     }
 }
 
@@ -557,33 +480,18 @@ pub fn alerts(client: &mut Client, args: &AlertsArgs) -> Result<AlertsResult> {
 /// With `skip_if_daemon` (the hook's detached poller) a running daemon does the work.
 pub fn sync(paths: Paths, skip_if_daemon: bool) -> Result<SyncResult> {
     if skip_if_daemon && locks::is_held(&paths.daemon_lock()) {
-        return Ok(SyncResult {
-            skipped: Some("a daemon is polling for this PC user".into()),
-            report: None,
-        });
+        return Ok(SyncResult { skipped: Some("a daemon is polling for this PC user".into()), report: None });
     }
-    let Some(_lock) = locks::try_lock(&paths.sync_lock()).map_err(|e| {
-        ApiError::Local(format!("cannot take {}: {e}", paths.sync_lock().display()))
-    })?
-    else {
-        return Ok(SyncResult {
-            skipped: Some("another sync is running".into()),
-            report: None,
-        });
+    let Some(_lock) = locks::try_lock(&paths.sync_lock())
+        .map_err(|e| ApiError::Local(format!("cannot take {}: {e}", paths.sync_lock().display())))? else {
+        return Ok(SyncResult { skipped: Some("another sync is running".into()), report: None });
     };
     let mut client = Client::open(paths)?;
     let report = client.sync_once(0)?;
-    let notes: Vec<_> = report
-        .to_notify
-        .iter()
-        .map(notify::Notification::for_mail)
-        .collect();
+    let notes: Vec<_> = report.to_notify.iter().map(notify::Notification::for_mail).collect();
     let chans = notify::channels(&client.config);
     let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
-    Ok(SyncResult {
-        skipped: None,
-        report: Some(report),
-    })
+    Ok(SyncResult { skipped: None, report: Some(report) })
 }
 
 #[cfg(test)]
@@ -594,10 +502,7 @@ mod tests {
     fn expires_takes_durations_and_rfc3339_and_refuses_the_rest() {
         assert_eq!(parse_expires("30m").unwrap(), Expires::In(30 * 60_000));
         assert_eq!(parse_expires("2h").unwrap(), Expires::In(7_200_000));
-        assert_eq!(
-            parse_expires("1970-01-01T00:00:01Z").unwrap(),
-            Expires::At(1_000)
-        );
+        assert_eq!(parse_expires("1970-01-01T00:00:01Z").unwrap(), Expires::At(1_000));
         for bad in ["soon", "0m", "-3h", "", "3ü"] {
             let e = parse_expires(bad).unwrap_err();
             assert_eq!(e.exit(), Exit::Usage, "{bad}");
@@ -613,10 +518,7 @@ mod tests {
         let send: SendArgs = serde_json::from_str(r#"{"to":"pc-a","body":"x"}"#).unwrap();
         assert_eq!(send.kind, MailKind::Note);
         assert!(!send.urgent && !send.auto && send.wait_for.is_none());
-        assert!(
-            serde_json::from_str::<SendArgs>(r#"{"to":"pc-a"}"#).is_err(),
-            "body is required"
-        );
+        assert!(serde_json::from_str::<SendArgs>(r#"{"to":"pc-a"}"#).is_err(), "body is required");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! The mapping lives on `pcmail_api::ApiError` (shared with `pcmail mcp`);
 //! this maps the errors of the commands that don't go through the api.
 
-use pcmail_api::ApiError;
 pub use pcmail_api::Exit;
+use pcmail_api::ApiError;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 
@@ -24,18 +24,14 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
     }
     if let Some(m) = e.downcast_ref::<pcmail_codemap::MapError>() {
         return match m {
-            pcmail_codemap::MapError::NotADirectory(_)
-            | pcmail_codemap::MapError::BudgetTooSmall(_) => Exit::Usage,
+            pcmail_codemap::MapError::NotADirectory(_) | pcmail_codemap::MapError::BudgetTooSmall(_) => Exit::Usage,
             _ => Exit::Local,
         };
     }
-    if e.downcast_ref::<pcmail_client::config::ConfigError>()
-        .is_some()
+    if e.downcast_ref::<pcmail_client::config::ConfigError>().is_some()
         || e.downcast_ref::<pcmail_store::StoreError>().is_some()
-        || e.downcast_ref::<pcmail_client::token::TokenError>()
-            .is_some()
-        || e.downcast_ref::<pcmail_claude_hooks::HooksError>()
-            .is_some()
+        || e.downcast_ref::<pcmail_client::token::TokenError>().is_some()
+        || e.downcast_ref::<pcmail_claude_hooks::HooksError>().is_some()
     {
         return Exit::Local;
     }
@@ -45,12 +41,10 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
 /// Prints the error (and candidates for an unresolved address) and returns the code.
 pub fn fail(e: &anyhow::Error) -> i32 {
     eprintln!("pcmail: {e:#}");
-    let server_candidates = match (
-        e.downcast_ref::<ApiError>(),
-        e.downcast_ref::<ClientError>(),
-    ) {
-        (Some(ApiError::Client(ClientError::Call(CallError::Server(p)))), _)
-        | (_, Some(ClientError::Call(CallError::Server(p)))) => p.candidates.as_ref(),
+    let server_candidates = match (e.downcast_ref::<ApiError>(), e.downcast_ref::<ClientError>()) {
+        (Some(ApiError::Client(ClientError::Call(CallError::Server(p)))), _) | (_, Some(ClientError::Call(CallError::Server(p)))) => {
+            p.candidates.as_ref()
+        }
         _ => None,
     };
     if let Some(c) = server_candidates {

@@ -2,27 +2,23 @@
 //! (and pcmail-server for `serve`); this file only parses, calls and prints.
 
 mod demo;
+mod roster_cmd;
 mod exit;
 mod print;
-mod roster_cmd;
 mod service_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use exit::{fail, Exit};
-use pcmail_api::{MailKind, WaitState};
 use pcmail_client::config::{Config, Paths, ServerConfig};
+use pcmail_api::{MailKind, WaitState};
 use pcmail_client::{hook, locks, notify, Client, ClientError};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(
-    name = "pcmail",
-    version,
-    about = "Mail between AI coding sessions on several PCs, with a state the sender can trust"
-)]
+#[command(name = "pcmail", version, about = "Mail between AI coding sessions on several PCs, with a state the sender can trust")]
 struct Cli {
     /// Machine-readable output (every command that reads).
     #[arg(long, global = true)]
@@ -331,11 +327,7 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            std::process::exit(if e.use_stderr() {
-                Exit::Usage as i32
-            } else {
-                0
-            });
+            std::process::exit(if e.use_stderr() { Exit::Usage as i32 } else { 0 });
         }
     };
     // The hook must stay silent and fast whatever happens.
@@ -351,10 +343,7 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let filter = std::env::var("PCMAIL_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
     let code = match run(cli) {
         Ok(()) => 0,
         Err(e) => fail(&e),
@@ -387,36 +376,18 @@ fn print_map_report(r: &pcmail_codemap::Report, check: bool, json: bool) {
         r.skipped_huge
     );
     if let Some(f) = &r.foreign_llms {
-        println!(
-            "{} was not written by pcmail: left alone; the index goes to {} beside it.",
-            rel(f),
-            rel(&r.llms_path)
-        );
+        println!("{} was not written by pcmail: left alone; the index goes to {} beside it.", rel(f), rel(&r.llms_path));
     }
     if let Some(e) = &r.stamp_error {
         eprintln!("pcmail: {e} (the session hook cannot tell when the map goes stale)");
     }
     if check {
-        println!(
-            "Fresh: {} and {} match their inputs.",
-            rel(&r.map_path),
-            rel(&r.llms_path)
-        );
+        println!("Fresh: {} and {} match their inputs.", rel(&r.map_path), rel(&r.llms_path));
     } else if r.changed.is_empty() {
-        println!(
-            "Unchanged: {}, {} ({} chars).",
-            rel(&r.map_path),
-            rel(&r.llms_path),
-            r.llms_chars
-        );
+        println!("Unchanged: {}, {} ({} chars).", rel(&r.map_path), rel(&r.llms_path), r.llms_chars);
     } else {
         let names: Vec<String> = r.changed.iter().map(|p| rel(p)).collect();
-        println!(
-            "Wrote {} ({} chars in {}).",
-            names.join(", "),
-            r.llms_chars,
-            rel(&r.llms_path)
-        );
+        println!("Wrote {} ({} chars in {}).", names.join(", "), r.llms_chars, rel(&r.llms_path));
     }
 }
 
@@ -436,25 +407,17 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
         return std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()));
     }
     if std::io::stdin().is_terminal() {
-        anyhow::bail!(ClientError::Invalid(
-            "no body: pass --body, --file, or pipe it on stdin".into()
-        ));
+        anyhow::bail!(ClientError::Invalid("no body: pass --body, --file, or pipe it on stdin".into()));
     }
     let mut s = String::new();
-    std::io::stdin()
-        .read_to_string(&mut s)
-        .context("cannot read the body from stdin")?;
+    std::io::stdin().read_to_string(&mut s).context("cannot read the body from stdin")?;
     Ok(s)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
-        Cmd::Init {
-            join: Some(code),
-            server: Some(server),
-            ..
-        } => {
+        Cmd::Init { join: Some(code), server: Some(server), .. } => {
             let j = pcmail_client::creds::join(paths()?, &code, &server)?;
             println!(
                 "pcmail: this PC is {:?} on {}, with its own credential in the OS keyring (or PCMAIL_CREDENTIAL){}",
@@ -464,34 +427,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Cmd::Init {
-            label,
-            server,
-            embedded_db,
-            poll_interval,
-            webhook,
-            replace,
-            offline,
-            ..
-        } => {
+        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace, offline, .. } => {
             let p = paths()?;
             let mut c = Config::load(&p)?;
             if let Some(l) = label {
                 if !pcmail_core::roster::is_valid_label(&l) {
-                    anyhow::bail!(ClientError::Invalid(format!(
-                        "label {l:?}: use lower-case a-z 0-9 . _ - (max 40)"
-                    )));
+                    anyhow::bail!(ClientError::Invalid(format!("label {l:?}: use lower-case a-z 0-9 . _ - (max 40)")));
                 }
                 c.label = l;
             }
             if let Some(s) = server {
-                c.server = if s == "embedded" {
-                    ServerConfig::Embedded {
-                        db: embedded_db.clone(),
-                    }
-                } else {
-                    ServerConfig::from_url(&s)
-                };
+                c.server = if s == "embedded" { ServerConfig::Embedded { db: embedded_db.clone() } } else { ServerConfig::from_url(&s) };
             } else if let Some(db) = embedded_db {
                 c.server = ServerConfig::Embedded { db: Some(db) };
             }
@@ -502,17 +448,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 c.notify_webhook = webhook;
             }
             if replace && matches!(c.server, ServerConfig::Embedded { .. }) {
-                anyhow::bail!(ClientError::Invalid(
-                    "--replace is for a shared server; the embedded one binds no labels".into()
-                ));
+                anyhow::bail!(ClientError::Invalid("--replace is for a shared server; the embedded one binds no labels".into()));
             }
             c.save(&p)?;
-            println!(
-                "pcmail: this PC is {:?}, server: {} (config {})",
-                c.label,
-                c.server.describe(),
-                p.config().display()
-            );
+            println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
             if offline || matches!(c.server, ServerConfig::Embedded { .. }) {
                 return Ok(());
             }
@@ -527,15 +466,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             match client.register_self_as(replace) {
                 Ok(()) if client.label_claimed() => {
-                    println!(
-                        "pcmail: label {:?} is bound to this installation{}",
-                        c.label,
-                        if replace {
-                            " (taken over: the PC that held it has lost access)"
-                        } else {
-                            ""
-                        }
-                    );
+                    println!("pcmail: label {:?} is bound to this installation{}", c.label, if replace { " (taken over: the PC that held it has lost access)" } else { "" });
                     Ok(())
                 }
                 Ok(()) => {
@@ -562,9 +493,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Token { action, serve } => {
             let c = Config::load(&paths()?)?;
             let key = match &c.server {
-                ServerConfig::Http { url } | ServerConfig::AppsScript { url } if !serve => {
-                    url.clone()
-                }
+                ServerConfig::Http { url } | ServerConfig::AppsScript { url } if !serve => url.clone(),
                 _ => "serve".to_string(),
             };
             if action == "clear" {
@@ -582,18 +511,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Send {
-            to,
-            kind,
-            subject,
-            body,
-            file,
-            urgent,
-            expires,
-            auto,
-            wait_for,
-            timeout,
-        } => {
+        Cmd::Send { to, kind, subject, body, file, urgent, expires, auto, wait_for, timeout } => {
             let mut client = open()?;
             let body = body_from(body, file)?;
             let kind = match kind {
@@ -601,17 +519,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 KindArg::Request => MailKind::Request,
                 KindArg::Decision => MailKind::Decision,
             };
-            let args = pcmail_api::SendArgs {
-                to,
-                kind,
-                subject,
-                body,
-                urgent,
-                expires,
-                auto,
-                wait_for: None,
-                timeout_secs: Some(timeout),
-            };
+            let args = pcmail_api::SendArgs { to, kind, subject, body, urgent, expires, auto, wait_for: None, timeout_secs: Some(timeout) };
             let out = pcmail_api::send_only(&mut client, &args)?;
             let Some(w) = wait_for else {
                 print::send_outcome(&out, json);
@@ -625,31 +533,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let mails = pcmail_api::wait_for_sent(&mut client, &out, w.state(), timeout)?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&pcmail_api::SendResult {
-                        outcome: out,
-                        mails: Some(mails)
-                    })?
-                );
+                println!("{}", serde_json::to_string(&pcmail_api::SendResult { outcome: out, mails: Some(mails) })?);
             } else {
                 print::timelines(&mails, false);
             }
             Ok(())
         }
-        Cmd::Status {
-            ids,
-            wait_for,
-            timeout,
-        } => {
+        Cmd::Status { ids, wait_for, timeout } => {
             let mut client = open()?;
             let (mails, missing) = match wait_for {
                 Some(w) => {
-                    let args = pcmail_api::WaitForArgs {
-                        ids,
-                        state: w.state(),
-                        timeout_secs: Some(timeout),
-                    };
+                    let args = pcmail_api::WaitForArgs { ids, state: w.state(), timeout_secs: Some(timeout) };
                     (pcmail_api::wait_for(&mut client, &args)?.mails, vec![])
                 }
                 None => {
@@ -667,8 +561,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let p = paths()?;
             let r = pcmail_api::inbox(&p, &pcmail_api::InboxArgs { all, limit })?;
             // Expiry and age by the server's clock (this PC's offset from it).
-            let now =
-                pcmail_store::Store::open(&p.store())?.server_now(pcmail_client::system_now());
+            let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_client::system_now());
             print::inbox(&r.mails, now, json);
             Ok(())
         }
@@ -692,12 +585,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print::marked(&m, json);
             Ok(())
         }
-        Cmd::Reply {
-            id,
-            body,
-            file,
-            auto,
-        } => {
+        Cmd::Reply { id, body, file, auto } => {
             let mut client = open()?;
             // Refuse a reply to a reply before asking for a body.
             pcmail_api::reply_precheck(&client, &id)?;
@@ -717,18 +605,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     print::roster(&r.pcs, &r.me, json);
                 }
                 Some(RosterCmd::Remove { label }) => {
-                    let r = pcmail_api::roster_remove(
-                        &mut client,
-                        &pcmail_api::RosterRemoveArgs { label },
-                    )?;
-                    println!(
-                        "{}",
-                        if json {
-                            r.to_string()
-                        } else {
-                            format!("pcmail: removed: {}", r["removed"])
-                        }
-                    );
+                    let r = pcmail_api::roster_remove(&mut client, &pcmail_api::RosterRemoveArgs { label })?;
+                    println!("{}", if json { r.to_string() } else { format!("pcmail: removed: {}", r["removed"]) });
                 }
                 Some(cmd) => roster_cmd::run(&mut client, cmd, json)?,
             }
@@ -745,12 +623,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if !json {
                 let dropped = pcmail_store::Store::open(&paths()?.store())?.dropped_marks()?;
                 for (_, id, op, why) in &dropped {
-                    println!(
-                        "{:<12} {:<10} {id}  {}",
-                        "dropped_mark",
-                        op,
-                        pcmail_core::present::neutralise(why)
-                    );
+                    println!("{:<12} {:<10} {id}  {}", "dropped_mark", op, pcmail_core::present::neutralise(why));
                 }
             }
             Ok(())
@@ -766,22 +639,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve {
-            listen,
-            db,
-            webhook,
-            retention_days,
-        } => {
+        Cmd::Serve { listen, db, webhook, retention_days } => {
             let p = paths()?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
                     "pcmail serve needs a token: {e} (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)"
                 )))
             })?;
-            let mut opts = pcmail_server::http::ServeOptions::new(
-                db.unwrap_or_else(|| p.home.join("serve.db")),
-                token,
-            );
+            let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
             opts.listen = listen;
             opts.webhook_url = webhook;
             opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
@@ -792,36 +657,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Doctor { fix } => print::doctor(json, fix),
         Cmd::Hooks { action, settings } => {
-            let path = settings
-                .or_else(pcmail_claude_hooks::default_settings_path)
-                .context("no home directory")?;
+            let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {
                 "install" => {
                     let o = pcmail_claude_hooks::install(&path, &hook_spec()?)?;
                     println!(
                         "pcmail: hooks {} in {}{}",
-                        if o.changed {
-                            "installed"
-                        } else {
-                            "already installed"
-                        },
+                        if o.changed { "installed" } else { "already installed" },
                         o.settings_path.display(),
-                        o.backup
-                            .map(|b| format!(" (backup {})", b.display()))
-                            .unwrap_or_default()
+                        o.backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
                     );
                 }
                 "uninstall" => {
                     let o = pcmail_claude_hooks::uninstall(&path)?;
-                    println!(
-                        "pcmail: hooks {} in {}",
-                        if o.changed {
-                            "removed"
-                        } else {
-                            "were not installed"
-                        },
-                        o.settings_path.display()
-                    );
+                    println!("pcmail: hooks {} in {}", if o.changed { "removed" } else { "were not installed" }, o.settings_path.display());
                 }
                 _ => {
                     let s = pcmail_claude_hooks::status(&path)?;
@@ -832,11 +681,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     } else {
                         ", shell form"
                     };
-                    println!(
-                        "pcmail: hooks {:?} ({}){form}",
-                        s.level(pcmail_claude_hooks::DEFAULT_EVENTS),
-                        path.display()
-                    );
+                    println!("pcmail: hooks {:?} ({}){form}", s.level(pcmail_claude_hooks::DEFAULT_EVENTS), path.display());
                 }
             }
             Ok(())
@@ -844,28 +689,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Hook => unreachable!("handled before logging starts"),
         Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
         Cmd::Demo => demo::run(json),
-        Cmd::Map {
-            repo,
-            check,
-            map_file,
-            llms_file,
-            llms_budget,
-            full,
-        } => {
+        Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
             let repo = match repo {
                 Some(r) => r,
                 None => {
-                    let cwd =
-                        std::env::current_dir().context("cannot read the current directory")?;
+                    let cwd = std::env::current_dir().context("cannot read the current directory")?;
                     pcmail_codemap_check::find_repo_root(&cwd).unwrap_or(cwd)
                 }
             };
-            let opts = pcmail_codemap::Options {
-                repo,
-                map_file,
-                llms_file,
-                llms_budget,
-            };
+            let opts = pcmail_codemap::Options { repo, map_file, llms_file, llms_budget };
             // The cache is an optimisation: without a store the run is a full one.
             let mut store = if full {
                 None
@@ -898,14 +730,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     // canonicalize() gives `\\?\C:\…` on Windows, which Git Bash cannot run.
     let exe = std::env::current_exe()?;
-    let exe = if cfg!(windows) {
-        exe
-    } else {
-        exe.canonicalize()?
-    };
-    Ok(pcmail_claude_hooks::HookSpec::new(
-        pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe),
-    ))
+    let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
+    Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
 }
 
 fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
@@ -933,48 +759,19 @@ fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
     };
     // canonicalize() gives `\\?\C:\…` on Windows, which other programs cannot always run.
     let exe = std::env::current_exe()?;
-    let exe = if cfg!(windows) {
-        exe
-    } else {
-        exe.canonicalize()?
-    };
+    let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
     let t = Target::from_env(agent, scope, exe).map_err(as_api)?;
-    let out = if installing {
-        install::install(&t)
-    } else {
-        install::uninstall(&t)
-    }
-    .map_err(as_api)?;
+    let out = if installing { install::install(&t) } else { install::uninstall(&t) }.map_err(as_api)?;
     let verb = if installing { "installed" } else { "removed" };
     match out {
-        Outcome::Claude { args } => {
-            println!("pcmail: MCP server {verb} (ran: claude {})", args.join(" "))
-        }
-        Outcome::File {
-            path,
-            changed: true,
-            backup,
-        } => println!(
+        Outcome::Claude { args } => println!("pcmail: MCP server {verb} (ran: claude {})", args.join(" ")),
+        Outcome::File { path, changed: true, backup } => println!(
             "pcmail: MCP server {verb} in {}{}",
             path.display(),
-            backup
-                .map(|b| format!(" (backup {})", b.display()))
-                .unwrap_or_default()
+            backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
         ),
-        Outcome::File {
-            path,
-            changed: false,
-            ..
-        } => {
-            println!(
-                "pcmail: MCP server {} in {}",
-                if installing {
-                    "already installed"
-                } else {
-                    "was not installed"
-                },
-                path.display()
-            )
+        Outcome::File { path, changed: false, .. } => {
+            println!("pcmail: MCP server {} in {}", if installing { "already installed" } else { "was not installed" }, path.display())
         }
     }
     Ok(())
@@ -993,10 +790,7 @@ fn daemon() -> anyhow::Result<()> {
         lock = locks::try_lock(&p.daemon_lock())?;
     }
     let Some(_lock) = lock else {
-        println!(
-            "pcmail: a daemon is already running for this PC user ({})",
-            p.daemon_lock().display()
-        );
+        println!("pcmail: a daemon is already running for this PC user ({})", p.daemon_lock().display());
         return Ok(());
     };
     // Marks the hook queues go out within ~100 ms, also during a long poll.
@@ -1009,27 +803,15 @@ fn daemon() -> anyhow::Result<()> {
             progress.clone(),
             pcmail_client::watchdog::threshold_ms(),
             pcmail_client::system_now,
-            move || {
-                pcmail_store::Store::open(&store_path)
-                    .ok()
-                    .and_then(|s| s.last_poll_ok_at().ok().flatten())
-            },
+            move || pcmail_store::Store::open(&store_path).ok().and_then(|s| s.last_poll_ok_at().ok().flatten()),
             restart_daemon,
         );
     }
     let mut client = Client::open(p)?;
     let interval = client.config.poll_interval();
-    let wait_ms = if client.transport.long_poll() {
-        20_000
-    } else {
-        0
-    };
+    let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
     let chans = notify::channels(&client.config);
-    eprintln!(
-        "pcmail: daemon for {} polling {}",
-        client.me(),
-        client.config.server.describe()
-    );
+    eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
         progress.mark(pcmail_client::system_now());
@@ -1041,14 +823,9 @@ fn daemon() -> anyhow::Result<()> {
                 if !report.stored.is_empty() {
                     tracing::info!("stored {} mail", report.stored.len());
                 }
-                let notes: Vec<_> = report
-                    .to_notify
-                    .iter()
-                    .map(notify::Notification::for_mail)
-                    .collect();
+                let notes: Vec<_> = report.to_notify.iter().map(notify::Notification::for_mail).collect();
                 if !notes.is_empty() {
-                    let _ =
-                        notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
+                    let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
                 }
                 std::thread::sleep(interval);
             }
@@ -1068,16 +845,11 @@ fn daemon() -> anyhow::Result<()> {
 /// successor starts and this process exits.
 fn restart_daemon() {
     eprintln!("pcmail: watchdog: no good poll and no progress for too long; restarting the daemon");
-    let Ok(exe) = std::env::current_exe() else {
-        std::process::exit(75)
-    };
+    let Ok(exe) = std::env::current_exe() else { std::process::exit(75) };
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        let err = std::process::Command::new(&exe)
-            .arg("daemon")
-            .env("PCMAIL_DAEMON_RESTARTED", "1")
-            .exec();
+        let err = std::process::Command::new(&exe).arg("daemon").env("PCMAIL_DAEMON_RESTARTED", "1").exec();
         eprintln!("pcmail: watchdog: restart failed: {err}");
         std::process::exit(75);
     }

@@ -17,10 +17,7 @@ pub fn send_outcome(o: &SendOutcome, json: bool) {
     if json {
         println!("{}", serde_json::to_string(o).unwrap());
     } else if o.queued {
-        println!(
-            "queued {} — the server is unreachable; it will be sent by the next poll (pcmail sync)",
-            o.ids.join(" ")
-        );
+        println!("queued {} — the server is unreachable; it will be sent by the next poll (pcmail sync)", o.ids.join(" "));
     } else if o.existing {
         println!("sent {} (the server already had it)", o.ids.join(" "));
     } else {
@@ -34,27 +31,10 @@ pub fn timelines(mails: &[Mail], json: bool) {
         return;
     }
     for m in mails {
-        println!(
-            "{}  {} → {}  [{}]  {}",
-            m.id,
-            m.from,
-            m.to,
-            m.state,
-            neutralise(&truncate_chars(&m.subject, 60))
-        );
+        println!("{}  {} → {}  [{}]  {}", m.id, m.from, m.to, m.state, neutralise(&truncate_chars(&m.subject, 60)));
         for e in &m.timeline {
-            let note = e
-                .note
-                .as_deref()
-                .map(|n| format!("  ({})", neutralise(n)))
-                .unwrap_or_default();
-            println!(
-                "  {:<9} {}  by {}{}",
-                e.state.as_str(),
-                time(e.at),
-                e.by,
-                note
-            );
+            let note = e.note.as_deref().map(|n| format!("  ({})", neutralise(n))).unwrap_or_default();
+            println!("  {:<9} {}  by {}{}", e.state.as_str(), time(e.at), e.by, note);
         }
     }
 }
@@ -75,22 +55,10 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
             pcmail_core::Kind::Note => "",
         };
         let urgent = if m.urgent { " URGENT" } else { "" };
-        let expired = if m.is_expired_at(now) {
-            " (expired)"
-        } else {
-            ""
-        };
-        let text = if m.subject.is_empty() {
-            &m.body
-        } else {
-            &m.subject
-        };
+        let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
+        let text = if m.subject.is_empty() { &m.body } else { &m.subject };
         // Stored here and not read yet is what the server calls `delivered`.
-        let state = if m.status == pcmail_core::State::New {
-            "delivered"
-        } else {
-            m.status.as_str()
-        };
+        let state = if m.status == pcmail_core::State::New { "delivered" } else { m.status.as_str() };
         println!(
             "{}  {:<9} {:>4} ago  from {}{}{} {} {}",
             m.id,
@@ -111,23 +79,13 @@ pub fn sent(rows: &[SentMail], json: bool) {
         return;
     }
     for m in rows {
-        let text = if m.subject.is_empty() {
-            &m.body
-        } else {
-            &m.subject
-        };
+        let text = if m.subject.is_empty() { &m.body } else { &m.subject };
         let state = match (&m.queued, m.state) {
             (Some(_), pcmail_core::State::New) => "queued".to_string(),
             (Some(why), s) => format!("{s}: {why}"),
             (None, s) => s.to_string(),
         };
-        println!(
-            "{}  → {:<12} [{}]  {}",
-            m.id,
-            m.to,
-            state,
-            neutralise(&truncate_chars(text, 60))
-        );
+        println!("{}  → {:<12} [{}]  {}", m.id, m.to, state, neutralise(&truncate_chars(text, 60)));
     }
 }
 
@@ -138,11 +96,7 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     }
     println!("id:      {}", m.id);
     println!("from:    {}", m.from);
-    println!(
-        "kind:    {}{}",
-        m.effective_kind().as_str(),
-        if m.urgent { " (urgent)" } else { "" }
-    );
+    println!("kind:    {}{}", m.effective_kind().as_str(), if m.urgent { " (urgent)" } else { "" });
     println!("sent:    {}", time(m.created_at));
     if let Some(r) = &m.in_reply_to {
         println!("reply to: {r}");
@@ -160,11 +114,7 @@ pub fn marked(m: &pcmail_api::Marked, json: bool) {
         println!("{}", serde_json::to_string(m).unwrap());
     } else {
         let pending = m.pending_marks;
-        let tail = if pending > 0 {
-            format!(" ({pending} mark(s) wait for the server)")
-        } else {
-            String::new()
-        };
+        let tail = if pending > 0 { format!(" ({pending} mark(s) wait for the server)") } else { String::new() };
         println!("{} is {}{tail}", m.id, m.state);
     }
 }
@@ -189,25 +139,9 @@ pub fn alerts(a: &[Alert], json: bool) {
         println!("no alerts");
     }
     for x in a {
-        let resolved = x
-            .resolved_at
-            .map(|t| format!(" resolved {}", time(t)))
-            .unwrap_or_default();
-        let webhook = x
-            .last_error
-            .as_deref()
-            .map(|e| format!("  (webhook: {})", neutralise(e)))
-            .unwrap_or_default();
-        println!(
-            "{:<12} {:<10} {}  ×{}  {}{}{}",
-            x.kind.as_str(),
-            x.pc,
-            x.subject,
-            x.count,
-            neutralise(&x.message),
-            resolved,
-            webhook
-        );
+        let resolved = x.resolved_at.map(|t| format!(" resolved {}", time(t))).unwrap_or_default();
+        let webhook = x.last_error.as_deref().map(|e| format!("  (webhook: {})", neutralise(e))).unwrap_or_default();
+        println!("{:<12} {:<10} {}  ×{}  {}{}{}", x.kind.as_str(), x.pc, x.subject, x.count, neutralise(&x.message), resolved, webhook);
     }
 }
 
@@ -234,22 +168,11 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     let paths = Paths::from_env()?;
     let config = match Config::load(&paths) {
         Ok(c) => {
-            checks.push((
-                format!("config: PC {:?}, server {}", c.label, c.server.describe()),
-                true,
-                String::new(),
-            ));
+            checks.push((format!("config: PC {:?}, server {}", c.label, c.server.describe()), true, String::new()));
             Some(c)
         }
         Err(e) => {
-            checks.push((
-                format!("config: {e}"),
-                false,
-                format!(
-                    "fix or remove {}, then `pcmail init`",
-                    paths.config().display()
-                ),
-            ));
+            checks.push((format!("config: {e}"), false, format!("fix or remove {}, then `pcmail init`", paths.config().display())));
             None
         }
     };
@@ -266,53 +189,28 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     let now = pcmail_client::system_now();
     let alive = pcmail_client::locks::poller_alive(&paths);
     let store = pcmail_store::Store::open(&paths.store()).ok();
-    let last = store
-        .as_ref()
-        .and_then(|s| s.last_poll_ok_at().ok().flatten());
-    let last_error = store.as_ref().and_then(|s| {
-        s.meta_get(pcmail_store::meta::LAST_POLL_ERROR)
-            .ok()
-            .flatten()
-    });
-    let ago = last
-        .map(|t| format!("{} ago", age(now - t)))
-        .unwrap_or_else(|| "never".into());
+    let last = store.as_ref().and_then(|s| s.last_poll_ok_at().ok().flatten());
+    let last_error = store.as_ref().and_then(|s| s.meta_get(pcmail_store::meta::LAST_POLL_ERROR).ok().flatten());
+    let ago = last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into());
     let hung_after = pcmail_client::watchdog::HUNG_AFTER_MS;
     let keep_running = "`pcmail service install` (starts at login, restarts on failure), or `pcmail daemon`, or the tray app";
     if !alive {
-        checks.push((
-            format!("poller: not running (last successful poll {ago})"),
-            false,
-            keep_running.into(),
-        ));
+        checks.push((format!("poller: not running (last successful poll {ago})"), false, keep_running.into()));
     } else if last.is_none_or(|t| now - t > hung_after) {
-        let why = last_error
-            .map(|e| format!("; last error: {e}"))
-            .unwrap_or_default();
+        let why = last_error.map(|e| format!("; last error: {e}")).unwrap_or_default();
         checks.push((
             format!("poller: running, but its last successful poll was {ago}{why}"),
             false,
             "its watchdog restarts a hung poller after 10 minutes; check the server (`pcmail sync` shows the error)".into(),
         ));
     } else {
-        checks.push((
-            format!("poller: running; last successful poll {ago}"),
-            true,
-            String::new(),
-        ));
+        checks.push((format!("poller: running; last successful poll {ago}"), true, String::new()));
     }
     // Marks the server refused are dropped with a record: say so (not a failure of this PC).
-    if let Some(dropped) = store
-        .as_ref()
-        .and_then(|s| s.dropped_marks().ok())
-        .filter(|d| !d.is_empty())
-    {
+    if let Some(dropped) = store.as_ref().and_then(|s| s.dropped_marks().ok()).filter(|d| !d.is_empty()) {
         let (_, id, op, why) = dropped.last().expect("not empty");
         checks.push((
-            format!(
-                "marks: {} dropped (the newest: {op} on {id}: {why})",
-                dropped.len()
-            ),
+            format!("marks: {} dropped (the newest: {op} on {id}: {why})", dropped.len()),
             true,
             String::new(),
         ));
@@ -320,10 +218,7 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     hooks_checks(&mut checks, fix);
     let all_ok = checks.iter().all(|c| c.1);
     if json {
-        let v: Vec<_> = checks
-            .iter()
-            .map(|(w, ok, fix)| json!({"check": w, "ok": ok, "fix": fix}))
-            .collect();
+        let v: Vec<_> = checks.iter().map(|(w, ok, fix)| json!({"check": w, "ok": ok, "fix": fix})).collect();
         println!("{}", json!({"ok": all_ok, "checks": v}));
     } else {
         for (what, ok, fix) in &checks {
@@ -342,10 +237,7 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
 
 /// Whether this PC's label is bound to this installation, and where its
 /// credential lives (issue 8 defect 7). None for the embedded server.
-fn label_binding_check(
-    paths: &pcmail_client::config::Paths,
-    c: &pcmail_client::config::Config,
-) -> Option<(String, bool, String)> {
+fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::config::Config) -> Option<(String, bool, String)> {
     use pcmail_client::config::ServerConfig;
     use pcmail_client::token::credential;
     let url = match &c.server {
@@ -355,19 +247,11 @@ fn label_binding_check(
     let label = &c.label;
     let cred = match credential::load(url, label, c.installation.as_deref()) {
         Ok(found) => found,
-        Err(e) => {
-            return Some((
-                format!("label {label:?}: {e}"),
-                false,
-                "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into(),
-            ))
-        }
+        Err(e) => return Some((format!("label {label:?}: {e}"), false, "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into())),
     };
     let client = pcmail_client::Client::open(paths.clone()).ok()?;
     // A PC op answers label_taken when the label belongs to another installation.
-    let probe = client.transport.call(&pcmail_core::protocol::Op::Status {
-        ids: vec!["mail-0-00000000".into()],
-    });
+    let probe = client.transport.call(&pcmail_core::protocol::Op::Status { ids: vec!["mail-0-00000000".into()] });
     if let Err(pcmail_client::transport::CallError::Server(p)) = &probe {
         if p.code == pcmail_core::ErrorCode::LabelTaken {
             return Some((
@@ -402,34 +286,23 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
         v(EXEC_FORM_SINCE)
     );
     let Some(path) = pcmail_claude_hooks::default_settings_path() else {
-        checks.push((
-            "Claude Code hooks: no home directory".into(),
-            false,
-            "set HOME".into(),
-        ));
+        checks.push(("Claude Code hooks: no home directory".into(), false, "set HOME".into()));
         return;
     };
     let mut state = pcmail_claude_hooks::status(&path);
     if fix && state.as_ref().is_ok_and(|s| s.needs_migration()) {
-        let fixed =
-            crate::hook_spec().and_then(|spec| Ok(pcmail_claude_hooks::install(&path, &spec)?));
+        let fixed = crate::hook_spec().and_then(|spec| Ok(pcmail_claude_hooks::install(&path, &spec)?));
         match fixed {
             Ok(o) => checks.push((
                 format!(
                     "fixed: hooks moved to the shell form in {}{}",
                     path.display(),
-                    o.backup
-                        .map(|b| format!(" (backup {})", b.display()))
-                        .unwrap_or_default()
+                    o.backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
                 ),
                 true,
                 String::new(),
             )),
-            Err(e) => checks.push((
-                format!("fix of the hooks failed: {e:#}"),
-                false,
-                "`pcmail hooks install`".into(),
-            )),
+            Err(e) => checks.push((format!("fix of the hooks failed: {e:#}"), false, "`pcmail hooks install`".into())),
         }
         state = pcmail_claude_hooks::status(&path);
     }
@@ -444,56 +317,20 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
             } else {
                 ", shell form".into()
             };
-            let missing = s
-                .hooks
-                .iter()
-                .find(|h| !h.exe_exists)
-                .map(|h| format!(", {} is missing", h.exe.display()));
+            let missing = s.hooks.iter().find(|h| !h.exe_exists).map(|h| format!(", {} is missing", h.exe.display()));
             let ok = level == InstallLevel::Installed && s.all_exes_exist() && !old;
-            let fix = if old {
-                "`pcmail doctor --fix` or `pcmail hooks install`"
-            } else {
-                "`pcmail hooks install`"
-            };
-            checks.push((
-                format!(
-                    "Claude Code hooks: {level:?}{form}{}",
-                    missing.unwrap_or_default()
-                ),
-                ok,
-                fix.into(),
-            ));
+            let fix = if old { "`pcmail doctor --fix` or `pcmail hooks install`" } else { "`pcmail hooks install`" };
+            checks.push((format!("Claude Code hooks: {level:?}{form}{}", missing.unwrap_or_default()), ok, fix.into()));
         }
-        Err(e) => checks.push((
-            format!("Claude Code hooks: {e}"),
-            false,
-            "fix ~/.claude/settings.json, then `pcmail hooks install`".into(),
-        )),
+        Err(e) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
     }
-    let (version, ok) = match pcmail_claude_hooks::claude_code_version(
-        std::ffi::OsStr::new("claude"),
-        std::time::Duration::from_secs(5),
-    ) {
+    let (version, ok) = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), std::time::Duration::from_secs(5)) {
         ClaudeCodeVersion::NotOnPath => ("claude not on PATH".to_string(), true),
         ClaudeCodeVersion::Found { line, version } => {
             let ok = version.is_none_or(|x| x >= MIN_CLAUDE_CODE);
-            (
-                if ok {
-                    line
-                } else {
-                    format!(
-                        "{line}, older than {}: the hooks do not reach the model",
-                        v(MIN_CLAUDE_CODE)
-                    )
-                },
-                ok,
-            )
+            (if ok { line } else { format!("{line}, older than {}: the hooks do not reach the model", v(MIN_CLAUDE_CODE)) }, ok)
         }
         ClaudeCodeVersion::Failed(e) => (format!("unknown ({e})"), true),
     };
-    checks.push((
-        format!("Claude Code version: {version}"),
-        ok,
-        format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE)),
-    ));
+    checks.push((format!("Claude Code version: {version}"), ok, format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE))));
 }

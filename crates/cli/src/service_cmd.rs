@@ -6,33 +6,21 @@ use pcmail_service::{judge, Manager, Registration, ServiceSpec, Verdict};
 use std::path::PathBuf;
 
 fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// This executable as the service should start it. On Windows the plain
 /// path (canonicalize would give a `\\?\` path); elsewhere symlinks resolved.
 fn this_exe() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
-    Ok(if cfg!(windows) {
-        exe
-    } else {
-        exe.canonicalize()?
-    })
+    Ok(if cfg!(windows) { exe } else { exe.canonicalize()? })
 }
 
 fn manager(paths: &Paths) -> anyhow::Result<Manager> {
     let platform = pcmail_service::platform();
-    let home = env_path("HOME")
-        .or_else(|| env_path("USERPROFILE"))
-        .unwrap_or_else(|| paths.home.clone());
+    let home = env_path("HOME").or_else(|| env_path("USERPROFILE")).unwrap_or_else(|| paths.home.clone());
     let config_home = env_path("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
-    Ok(Manager {
-        platform,
-        definition: pcmail_service::definition_path(platform, &config_home, &home, &paths.home),
-        path_env: None,
-    })
+    Ok(Manager { platform, definition: pcmail_service::definition_path(platform, &config_home, &home, &paths.home), path_env: None })
 }
 
 fn spec() -> anyhow::Result<ServiceSpec> {
@@ -45,11 +33,7 @@ fn spec() -> anyhow::Result<ServiceSpec> {
         (_, Ok(u)) => u,
         _ => std::env::var("USER").unwrap_or_default(),
     };
-    Ok(ServiceSpec {
-        exe: this_exe()?,
-        pcmail_home,
-        user,
-    })
+    Ok(ServiceSpec { exe: this_exe()?, pcmail_home, user })
 }
 
 fn describe(reg: &Registration) -> String {
@@ -69,11 +53,7 @@ pub fn run(action: &str, repair: bool, json: bool) -> anyhow::Result<()> {
             let out = m.install(&spec()?)?;
             println!(
                 "pcmail: {name} {} ({})",
-                if out.changed {
-                    "installed"
-                } else {
-                    "already installed, re-registered"
-                },
+                if out.changed { "installed" } else { "already installed, re-registered" },
                 out.definition.display()
             );
             println!("pcmail: {}", pcmail_service::when_it_runs(m.platform));
@@ -84,22 +64,11 @@ pub fn run(action: &str, repair: bool, json: bool) -> anyhow::Result<()> {
         }
         "uninstall" => {
             let out = m.uninstall()?;
-            println!(
-                "pcmail: {name} {} ({})",
-                if out.changed {
-                    "removed"
-                } else {
-                    "was not installed"
-                },
-                out.definition.display()
-            );
+            println!("pcmail: {name} {} ({})", if out.changed { "removed" } else { "was not installed" }, out.definition.display());
         }
         _ => {
             let reg = m.status()?;
-            let last_poll = match pcmail_store::Store::open_existing(
-                &paths.store(),
-                std::time::Duration::from_secs(2),
-            ) {
+            let last_poll = match pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_secs(2)) {
                 Ok(Some(s)) => s.last_poll_ok_at()?,
                 _ => None,
             };
@@ -129,11 +98,7 @@ pub fn run(action: &str, repair: bool, json: bool) -> anyhow::Result<()> {
                 });
                 println!("{v}");
             } else {
-                println!(
-                    "pcmail: {name}: {} ({})",
-                    describe(&reg),
-                    m.definition().display()
-                );
+                println!("pcmail: {name}: {} ({})", describe(&reg), m.definition().display());
                 match last_poll {
                     Some(t) => println!("pcmail: last good poll {} s ago", (now - t).max(0) / 1000),
                     None => println!("pcmail: no good poll recorded yet"),

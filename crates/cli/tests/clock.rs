@@ -24,10 +24,7 @@ fn skewed(pc: &Pc, offset: &str, args: &[&str]) -> Output {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 #[test]
@@ -35,60 +32,23 @@ fn expiry_follows_the_servers_clock_whatever_the_pcs_clocks_say() {
     let server = Server::start(Kind::Rust);
     let (a, b) = pair(&server);
     // The faked clock really is off for a process under faketime.
-    let probe = Command::new("faketime")
-        .args(["-m", "-f", "-1h", "date", "+%s"])
-        .output()
-        .unwrap();
-    let faked: i64 = String::from_utf8_lossy(&probe.stdout)
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        (now_ms() / 1000 - faked - 3600).abs() < 120,
-        "faketime does not move the clock"
-    );
+    let probe = Command::new("faketime").args(["-m", "-f", "-1h", "date", "+%s"]).output().unwrap();
+    let faked: i64 = String::from_utf8_lossy(&probe.stdout).trim().parse().unwrap();
+    assert!((now_ms() / 1000 - faked - 3600).abs() < 120, "faketime does not move the clock");
 
     // A sender an hour behind: "--expires 30m" is 30 minutes from the server's now.
     let before = now_ms();
-    let out = skewed(
-        &a,
-        "-1h",
-        &[
-            "--json",
-            "send",
-            "pc-b",
-            "--kind",
-            "request",
-            "--expires",
-            "30m",
-            "--body",
-            "answer within 30 min",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["ids"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let out = skewed(&a, "-1h", &["--json", "send", "pc-b", "--kind", "request", "--expires", "30m", "--body", "answer within 30 min"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["ids"][0].as_str().unwrap().to_string();
     let st = a.json(&["status", &id]);
     let expires_at = st[0]["expiresAt"].as_i64().unwrap();
     let want = before + 30 * 60_000;
-    assert!(
-        (expires_at - want).abs() < 60_000,
-        "expiresAt {expires_at} is not 30 min from the server's now ({want})"
-    );
+    assert!((expires_at - want).abs() < 60_000, "expiresAt {expires_at} is not 30 min from the server's now ({want})");
 
     // A receiver an hour ahead: the request is still valid, shown, not called expired.
     let out = skewed(&b, "+1h", &["sync"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let inbox = skewed(&b, "+1h", &["inbox"]);
     let text = String::from_utf8_lossy(&inbox.stdout);
     assert!(text.contains(&id) && !text.contains("expired"), "{text}");
@@ -105,15 +65,8 @@ fn expiry_follows_the_servers_clock_whatever_the_pcs_clocks_say() {
     {
         use std::io::Write;
         let input = serde_json::json!({"session_id": "skewed-session", "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
-        hook.stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
+        hook.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
     }
     let shown = String::from_utf8_lossy(&hook.wait_with_output().unwrap().stdout).to_string();
-    assert!(
-        shown.contains(&id),
-        "the receiver an hour ahead hid a valid request: {shown:?}"
-    );
+    assert!(shown.contains(&id), "the receiver an hour ahead hid a valid request: {shown:?}");
 }

@@ -11,10 +11,7 @@ use std::time::{Duration, Instant};
 fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
     let t = Instant::now();
     while !f() {
-        assert!(
-            t.elapsed() < limit,
-            "{what} did not happen within {limit:?}"
-        );
+        assert!(t.elapsed() < limit, "{what} did not happen within {limit:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
     t.elapsed()
@@ -24,35 +21,19 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Durat
 fn seen_reaches_the_sender_while_the_receivers_daemon_long_polls() {
     let server = Server::start(Kind::Rust);
     let (a, b) = pair(&server);
-    let mut daemon = b
-        .cmd(&["daemon"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut daemon = b.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     for round in 0..3 {
-        let id = a.send(&[
-            "pc-b",
-            "--kind",
-            "request",
-            "--body",
-            &format!("look at this ({round})"),
-        ]);
+        let id = a.send(&["pc-b", "--kind", "request", "--body", &format!("look at this ({round})")]);
         let store = b.store();
         wait_until("delivery to pc-b's store", Duration::from_secs(15), || {
-            let Ok(c) = rusqlite::Connection::open(&store) else {
-                return false;
-            };
-            c.query_row("SELECT 1 FROM inbox WHERE id = ?1", [&id], |_| Ok(()))
-                .is_ok()
+            let Ok(c) = rusqlite::Connection::open(&store) else { return false };
+            c.query_row("SELECT 1 FROM inbox WHERE id = ?1", [&id], |_| Ok(())).is_ok()
         });
         // Let the daemon settle back into its long poll before the hook runs.
         std::thread::sleep(Duration::from_millis(300));
         let ctx = b.hook(&format!("session-{round}"), "UserPromptSubmit");
         assert!(ctx.contains(&id), "{ctx}");
-        let took = wait_until("seen at the sender", Duration::from_secs(5), || {
-            a.state_of(&id) == "seen"
-        });
+        let took = wait_until("seen at the sender", Duration::from_secs(5), || a.state_of(&id) == "seen");
         // Before: the mark waited for the 20 s long poll to return.
         assert!(took < Duration::from_secs(3), "seen took {took:?}");
     }
@@ -76,25 +57,11 @@ fn a_daemon_whose_poll_hangs_is_restarted_by_its_watchdog() {
     let home = tempfile::tempdir().unwrap();
     let pc = |args: &[&str]| {
         let mut c = std::process::Command::new(exe());
-        c.args(args)
-            .env("PCMAIL_HOME", home.path())
-            .env("PCMAIL_TOKEN", TOKEN)
-            .env_remove("DBUS_SESSION_BUS_ADDRESS");
+        c.args(args).env("PCMAIL_HOME", home.path()).env("PCMAIL_TOKEN", TOKEN).env_remove("DBUS_SESSION_BUS_ADDRESS");
         c
     };
-    assert!(
-        pc(&["init", "--offline", "--label", "pc-h", "--server", &url])
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
-    let mut daemon = pc(&["daemon"])
-        .env("PCMAIL_WATCHDOG_MS", "1500")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    assert!(pc(&["init", "--offline", "--label", "pc-h", "--server", &url]).output().unwrap().status.success());
+    let mut daemon = pc(&["daemon"]).env("PCMAIL_WATCHDOG_MS", "1500").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = daemon.id();
     let err = daemon.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -112,15 +79,9 @@ fn a_daemon_whose_poll_hangs_is_restarted_by_its_watchdog() {
             }
         }
     }
-    assert!(
-        restarts >= 1,
-        "the watchdog never restarted the hung daemon"
-    );
+    assert!(restarts >= 1, "the watchdog never restarted the hung daemon");
     // Still the one poller: the same process (exec), holding the lock.
-    assert!(
-        daemon.try_wait().unwrap().is_none(),
-        "the daemon is gone instead of restarted"
-    );
+    assert!(daemon.try_wait().unwrap().is_none(), "the daemon is gone instead of restarted");
     let lock = std::fs::read_to_string(home.path().join("daemon.lock")).unwrap();
     assert_eq!(lock.trim(), pid.to_string());
     daemon.kill().unwrap();

@@ -14,18 +14,10 @@ fn a_bad_reason_is_refused_and_a_dropped_mark_is_shown() {
         b.ok(&["sync"]);
         for reason in ["bad \u{1b}[31m red", "   ", "a\u{2028}b"] {
             let out = b.run(&["fail", &id, "--reason", reason]);
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{kind:?} {reason:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_eq!(out.status.code(), Some(2), "{kind:?} {reason:?}: {}", String::from_utf8_lossy(&out.stderr));
         }
         let long = "x".repeat(2146);
-        assert_eq!(
-            b.run(&["fail", &id, "--reason", &long]).status.code(),
-            Some(2)
-        );
+        assert_eq!(b.run(&["fail", &id, "--reason", &long]).status.code(), Some(2));
         // A mark an older pcmail queued with an escape in its reason.
         let c = rusqlite::Connection::open(b.store()).unwrap();
         c.execute(
@@ -40,10 +32,7 @@ fn a_bad_reason_is_refused_and_a_dropped_mark_is_shown() {
         b.ok(&["sync"]);
         assert_eq!(a.state_of(&id2), "delivered", "{kind:?}");
         let alerts = b.ok(&["alerts"]);
-        assert!(
-            alerts.contains("dropped_mark") && alerts.contains(&id),
-            "{kind:?}: {alerts}"
-        );
+        assert!(alerts.contains("dropped_mark") && alerts.contains(&id), "{kind:?}: {alerts}");
         let doctor = String::from_utf8(b.run(&["doctor"]).stdout).unwrap();
         assert!(doctor.contains("marks: 1 dropped"), "{kind:?}: {doctor}");
     }
@@ -64,32 +53,17 @@ fn a_fresh_embedded_default_knows_itself_from_the_first_command() {
             .output()
             .unwrap()
     };
-    let roster: serde_json::Value =
-        serde_json::from_slice(&run(&["--json", "roster"]).stdout).unwrap();
-    let me = roster[0]["label"]
-        .as_str()
-        .expect("this PC is on the roster at once")
-        .to_string();
+    let roster: serde_json::Value = serde_json::from_slice(&run(&["--json", "roster"]).stdout).unwrap();
+    let me = roster[0]["label"].as_str().expect("this PC is on the roster at once").to_string();
     let out = run(&["send", &me, "--body", "note to self"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = run(&["send", "*", "--body", "anyone?"]);
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nobody else"));
-    for args in [
-        &["status", "nonexistent"][..],
-        &["read", "mail-1-0000dead"],
-        &["ack", "mail-1-0000dead"],
-    ] {
+    for args in [&["status", "nonexistent"][..], &["read", "mail-1-0000dead"], &["ack", "mail-1-0000dead"]] {
         let out = run(args);
         assert_eq!(out.status.code(), Some(7), "{args:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("no such mail"),
-            "{args:?}"
-        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no such mail"), "{args:?}");
     }
 }
 
@@ -113,20 +87,14 @@ fn a_closed_pipe_ends_a_command_quietly() {
     let me: serde_json::Value = serde_json::from_str(&me).unwrap();
     let me = me[0]["label"].as_str().unwrap().to_string();
     for i in 0..30 {
-        run(&format!(
-            "{} send {me} --body 'note {i} with a long enough body to fill a pipe buffer line'",
-            exe.display()
-        ));
+        run(&format!("{} send {me} --body 'note {i} with a long enough body to fill a pipe buffer line'", exe.display()));
     }
     run(&format!("{} sync", exe.display()));
     for _ in 0..10 {
         for cmd in ["inbox --all", "--json inbox --all", "roster", "sent"] {
             let out = run(&format!("{} {cmd} | head -c 1 >/dev/null", exe.display()));
             let err = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                !err.contains("panicked") && !err.contains("Broken pipe"),
-                "{cmd}: {err}"
-            );
+            assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{cmd}: {err}");
         }
     }
 }

@@ -16,19 +16,7 @@ use serde_json::{json, Value};
 use std::process::Stdio;
 
 const TOOLS: [&str; 14] = [
-    "ack",
-    "alerts",
-    "fail",
-    "inbox",
-    "read",
-    "reply",
-    "roster",
-    "roster_add",
-    "roster_remove",
-    "send",
-    "sent",
-    "status",
-    "sync",
+    "ack", "alerts", "fail", "inbox", "read", "reply", "roster", "roster_add", "roster_remove", "send", "sent", "status", "sync",
     "wait_for",
 ];
 
@@ -39,10 +27,7 @@ struct Mcp {
 
 impl Mcp {
     fn start(pc: &Pc) -> Mcp {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut cmd = tokio::process::Command::new(exe());
         cmd.arg("mcp")
             .env("PCMAIL_HOME", pc.home.path())
@@ -50,38 +35,22 @@ impl Mcp {
             .env("PCMAIL_TOKEN", TOKEN)
             .env_remove("DBUS_SESSION_BUS_ADDRESS");
         let client = rt.block_on(async {
-            let (transport, _) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
+            let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
             ().serve(transport).await.expect("MCP initialize")
         });
-        Mcp {
-            rt,
-            client: Some(client),
-        }
+        Mcp { rt, client: Some(client) }
     }
 
     fn tools(&self) -> Vec<rmcp::model::Tool> {
-        self.rt
-            .block_on(self.client.as_ref().unwrap().list_all_tools())
-            .unwrap()
+        self.rt.block_on(self.client.as_ref().unwrap().list_all_tools()).unwrap()
     }
 
     /// Calls a tool; `Ok(structuredContent)` or `Err(structuredContent.error)`.
     fn call(&self, tool: &str, args: Value) -> Result<Value, Value> {
-        let Value::Object(args) = args else {
-            panic!("arguments are an object")
-        };
+        let Value::Object(args) = args else { panic!("arguments are an object") };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
-        let r = self
-            .rt
-            .block_on(self.client.as_ref().unwrap().call_tool(params))
-            .unwrap();
-        let v = r
-            .structured_content
-            .clone()
-            .unwrap_or_else(|| panic!("{tool}: no structured content: {r:?}"));
+        let r = self.rt.block_on(self.client.as_ref().unwrap().call_tool(params)).unwrap();
+        let v = r.structured_content.clone().unwrap_or_else(|| panic!("{tool}: no structured content: {r:?}"));
         // The text content carries the same JSON for clients that read only text.
         let text = r.content[0].as_text().expect("text content").text.clone();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v, "{tool}");
@@ -93,8 +62,7 @@ impl Mcp {
     }
 
     fn ok(&self, tool: &str, args: Value) -> Value {
-        self.call(tool, args.clone())
-            .unwrap_or_else(|e| panic!("{tool} {args}: {e}"))
+        self.call(tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e}"))
     }
 }
 
@@ -110,10 +78,7 @@ impl Drop for Mcp {
 fn cli_err(pc: &Pc, args: &[&str]) -> (i32, String) {
     let out = pc.run(args);
     assert!(!out.status.success(), "{args:?} succeeded");
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// The same error through both front ends: exit code, code string, message.
@@ -122,10 +87,7 @@ fn same_error(pc: &Pc, mcp: &Mcp, cli: &[&str], tool: &str, args: Value) -> Valu
     let e = mcp.call(tool, args).expect_err("the tool fails too");
     assert_eq!(e["exit"], code, "{tool}: {e} vs CLI stderr {stderr}");
     let msg = e["message"].as_str().unwrap();
-    assert!(
-        stderr.contains(msg),
-        "{tool}: CLI says {stderr:?}, MCP says {msg:?}"
-    );
+    assert!(stderr.contains(msg), "{tool}: CLI says {stderr:?}, MCP says {msg:?}");
     e
 }
 
@@ -144,116 +106,51 @@ fn tools_list_has_one_tool_per_operation_with_input_schemas() {
     names.sort();
     assert_eq!(names, TOOLS);
     for t in &tools {
-        assert_eq!(
-            t.input_schema.get("type"),
-            Some(&json!("object")),
-            "{}",
-            t.name
-        );
-        assert!(
-            t.description.as_deref().is_some_and(|d| d.len() > 20),
-            "{} has a description",
-            t.name
-        );
+        assert_eq!(t.input_schema.get("type"), Some(&json!("object")), "{}", t.name);
+        assert!(t.description.as_deref().is_some_and(|d| d.len() > 20), "{} has a description", t.name);
     }
     let send = tools.iter().find(|t| t.name == "send").unwrap();
     let required = send.input_schema["required"].as_array().unwrap();
-    assert!(
-        required.contains(&json!("to")) && required.contains(&json!("body")),
-        "{required:?}"
-    );
+    assert!(required.contains(&json!("to")) && required.contains(&json!("body")), "{required:?}");
     let info = mcp.client.as_ref().unwrap().peer_info().unwrap();
-    assert_eq!(
-        info.server_info.as_ref().map(|i| i.name.as_str()),
-        Some("pcmail")
-    );
+    assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("pcmail"));
 }
 
 #[test]
 fn a_call_missing_a_required_argument_is_an_error_and_sends_nothing() {
     let (_s, a, _b) = rust_pair();
     let mcp = Mcp::start(&a);
-    let params = CallToolRequestParams::new("send")
-        .with_arguments(json!({"to": "pc-b"}).as_object().unwrap().clone());
-    let r = mcp
-        .rt
-        .block_on(mcp.client.as_ref().unwrap().call_tool(params))
-        .unwrap();
+    let params = CallToolRequestParams::new("send").with_arguments(json!({"to": "pc-b"}).as_object().unwrap().clone());
+    let r = mcp.rt.block_on(mcp.client.as_ref().unwrap().call_tool(params)).unwrap();
     assert_eq!(r.is_error, Some(true), "{r:?}");
     let text = &r.content[0].as_text().unwrap().text;
     assert!(text.contains("missing field `body`"), "{text}");
-    assert!(
-        a.json(&["sent"]).as_array().unwrap().is_empty(),
-        "nothing was sent"
-    );
+    assert!(a.json(&["sent"]).as_array().unwrap().is_empty(), "nothing was sent");
 }
 
 #[test]
 fn send_same_result_through_cli_and_mcp() {
     let (_s, a, b) = rust_pair();
     let mcp = Mcp::start(&a);
-    let cli = a.json(&[
-        "send",
-        "pc-b",
-        "--kind",
-        "request",
-        "--subject",
-        "s",
-        "--body",
-        "x",
-        "--urgent",
-        "--expires",
-        "2h",
-    ]);
+    let cli = a.json(&["send", "pc-b", "--kind", "request", "--subject", "s", "--body", "x", "--urgent", "--expires", "2h"]);
     let m = mcp.ok("send", json!({"to": "pc-b", "kind": "request", "subject": "s", "body": "x", "urgent": true, "expires": "2h"}));
     // Fresh ids each time; everything else is the same.
-    assert_eq!(
-        (cli["queued"].clone(), cli["existing"].clone()),
-        (m["queued"].clone(), m["existing"].clone())
-    );
-    assert_eq!(
-        cli.as_object().unwrap().keys().collect::<Vec<_>>(),
-        m.as_object().unwrap().keys().collect::<Vec<_>>()
-    );
+    assert_eq!((cli["queued"].clone(), cli["existing"].clone()), (m["queued"].clone(), m["existing"].clone()));
+    assert_eq!(cli.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
     b.ok(&["sync"]);
     let inbox = b.json(&["inbox"]);
-    let got: Vec<_> = inbox
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["kind"].clone(), x["urgent"].clone(), x["subject"].clone()))
-        .collect();
+    let got: Vec<_> = inbox.as_array().unwrap().iter().map(|x| (x["kind"].clone(), x["urgent"].clone(), x["subject"].clone())).collect();
     assert_eq!(got.len(), 2);
     assert_eq!(got[0], got[1], "the same mail arrived both ways");
     // An inexact address: exit 4 with the same candidates.
     a.ok(&["roster", "add", "kim-laptop", "--hostname", "kl"]);
     a.ok(&["roster", "add", "kim-desktop", "--hostname", "kd"]);
-    let e = same_error(
-        &a,
-        &mcp,
-        &["send", "kim", "--body", "x"],
-        "send",
-        json!({"to": "kim", "body": "x"}),
-    );
+    let e = same_error(&a, &mcp, &["send", "kim", "--body", "x"], "send", json!({"to": "kim", "body": "x"}));
     assert_eq!(e["code"], "unknown_address");
-    let c: Vec<&str> = e["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
-    assert!(
-        c.contains(&"kim-laptop") && c.contains(&"kim-desktop"),
-        "{e}"
-    );
+    let c: Vec<&str> = e["candidates"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert!(c.contains(&"kim-laptop") && c.contains(&"kim-desktop"), "{e}");
     // A bad expiry: exit 2.
-    let e = same_error(
-        &a,
-        &mcp,
-        &["send", "pc-b", "--body", "x", "--expires", "soon"],
-        "send",
-        json!({"to": "pc-b", "body": "x", "expires": "soon"}),
-    );
+    let e = same_error(&a, &mcp, &["send", "pc-b", "--body", "x", "--expires", "soon"], "send", json!({"to": "pc-b", "body": "x", "expires": "soon"}));
     assert_eq!(e["code"], "usage");
 }
 
@@ -261,20 +158,14 @@ fn send_same_result_through_cli_and_mcp() {
 fn inbox_read_ack_fail_same_result_through_cli_and_mcp() {
     let (_s, a, b) = rust_pair();
     let mcp = Mcp::start(&b);
-    let ids: Vec<String> = (0..3)
-        .map(|i| a.send(&["pc-b", "--body", &format!("mail {i}")]))
-        .collect();
+    let ids: Vec<String> = (0..3).map(|i| a.send(&["pc-b", "--body", &format!("mail {i}")])).collect();
     b.ok(&["sync"]);
     for all in [false, true] {
         let mut args = vec!["inbox", "--limit", "2"];
         if all {
             args.push("--all");
         }
-        assert_eq!(
-            b.json(&args),
-            mcp.ok("inbox", json!({"all": all, "limit": 2}))["mails"],
-            "inbox all={all}"
-        );
+        assert_eq!(b.json(&args), mcp.ok("inbox", json!({"all": all, "limit": 2}))["mails"], "inbox all={all}");
     }
     // read: the mail as stored, then seen (so compare two reads after the first).
     b.json(&["read", &ids[0]]);
@@ -288,19 +179,10 @@ fn inbox_read_ack_fail_same_result_through_cli_and_mcp() {
     let c = b.json(&["fail", &ids[2], "--reason", "cannot"]);
     assert_eq!(mcp.ok("fail", json!({"id": ids[2], "reason": "cannot"})), c);
     assert_eq!(c["state"], "failed");
-    assert_eq!(
-        b.json(&["inbox", "--all"]),
-        mcp.ok("inbox", json!({"all": true}))["mails"]
-    );
+    assert_eq!(b.json(&["inbox", "--all"]), mcp.ok("inbox", json!({"all": true}))["mails"]);
     // Unknown ids: exit 7 both ways.
     for (cli, tool) in [("read", "read"), ("ack", "ack")] {
-        let e = same_error(
-            &b,
-            &mcp,
-            &[cli, "mail-1-0000abcd"],
-            tool,
-            json!({"id": "mail-1-0000abcd"}),
-        );
+        let e = same_error(&b, &mcp, &[cli, "mail-1-0000abcd"], tool, json!({"id": "mail-1-0000abcd"}));
         assert_eq!(e["code"], "not_found");
     }
 }
@@ -312,17 +194,8 @@ fn reply_same_result_and_loop_rules_through_cli_and_mcp() {
     let q = a.send(&["pc-b", "--body", "question", "--auto"]);
     b.ok(&["sync"]);
     // An auto reply to auto mail: refused by the server, rule loop_refused.
-    let e = same_error(
-        &b,
-        &mcp_b,
-        &["reply", &q, "--body", "auto", "--auto"],
-        "reply",
-        json!({"id": q, "body": "auto", "auto": true}),
-    );
-    assert_eq!(
-        (e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()),
-        (Some("refused"), Some("loop_refused"), Some(5))
-    );
+    let e = same_error(&b, &mcp_b, &["reply", &q, "--body", "auto", "--auto"], "reply", json!({"id": q, "body": "auto", "auto": true}));
+    assert_eq!((e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()), (Some("refused"), Some("loop_refused"), Some(5)));
     // The same reply through both: one mail (fixed reply id).
     let c = b.json(&["reply", &q, "--body", "human answer"]);
     let m = mcp_b.ok("reply", json!({"id": q, "body": "human answer"}));
@@ -332,17 +205,8 @@ fn reply_same_result_and_loop_rules_through_cli_and_mcp() {
     a.ok(&["sync"]);
     let mcp_a = Mcp::start(&a);
     let r = c["ids"][0].as_str().unwrap();
-    let e = same_error(
-        &a,
-        &mcp_a,
-        &["reply", r, "--body", "thanks"],
-        "reply",
-        json!({"id": r, "body": "thanks"}),
-    );
-    assert_eq!(
-        (e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()),
-        (Some("reply_to_reply"), Some("reply_to_reply"), Some(3))
-    );
+    let e = same_error(&a, &mcp_a, &["reply", r, "--body", "thanks"], "reply", json!({"id": r, "body": "thanks"}));
+    assert_eq!((e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()), (Some("reply_to_reply"), Some("reply_to_reply"), Some(3)));
 }
 
 #[test]
@@ -352,24 +216,12 @@ fn status_wait_for_sent_same_result_through_cli_and_mcp() {
     let id = a.send(&["pc-b", "--body", "x"]);
     let id2 = a.send(&["pc-b", "--body", "y"]);
     b.ok(&["sync"]);
-    assert_eq!(
-        a.json(&["status", &id, &id2]),
-        mcp.ok("status", json!({"ids": [id, id2]}))["mails"]
-    );
+    assert_eq!(a.json(&["status", &id, &id2]), mcp.ok("status", json!({"ids": [id, id2]}))["mails"]);
     let c = a.json(&["status", &id, "--wait-for", "delivered", "--timeout", "5"]);
-    assert_eq!(
-        c,
-        mcp.ok(
-            "wait_for",
-            json!({"ids": [id], "state": "delivered", "timeout_secs": 5})
-        )["mails"]
-    );
+    assert_eq!(c, mcp.ok("wait_for", json!({"ids": [id], "state": "delivered", "timeout_secs": 5}))["mails"]);
     assert_eq!(c[0]["state"], "delivered");
     assert_eq!(a.json(&["sent"]), mcp.ok("sent", json!({}))["mails"]);
-    assert_eq!(
-        a.json(&["sent", "--limit", "1"]),
-        mcp.ok("sent", json!({"limit": 1}))["mails"]
-    );
+    assert_eq!(a.json(&["sent", "--limit", "1"]), mcp.ok("sent", json!({"limit": 1}))["mails"]);
     // Nobody reads it: the wait runs out, exit 8 both ways.
     let e = same_error(
         &a,
@@ -381,40 +233,14 @@ fn status_wait_for_sent_same_result_through_cli_and_mcp() {
     assert_eq!(e["code"], "timeout");
     // An unknown id: exit 7; the tool names what is missing and still gives the rest.
     let (code, _) = cli_err(&a, &["status", &id, "mail-1-0000abcd"]);
-    let e = mcp
-        .call("status", json!({"ids": [id, "mail-1-0000abcd"]}))
-        .unwrap_err();
-    assert_eq!(
-        (e["exit"].as_i64(), e["code"].as_str()),
-        (Some(code as i64), Some("not_found"))
-    );
+    let e = mcp.call("status", json!({"ids": [id, "mail-1-0000abcd"]})).unwrap_err();
+    assert_eq!((e["exit"].as_i64(), e["code"].as_str()), (Some(code as i64), Some("not_found")));
     assert_eq!(e["missing"], json!(["mail-1-0000abcd"]));
     assert_eq!(e["mails"][0]["id"], json!(id));
     // send with wait_for: sent, then the wait runs out with nobody polling (exit 8, as the CLI's --wait-for).
-    let e = mcp
-        .call(
-            "send",
-            json!({"to": "pc-a", "body": "to myself", "wait_for": "delivered", "timeout_secs": 0}),
-        )
-        .unwrap_err();
-    assert_eq!(
-        (e["exit"].as_i64(), e["code"].as_str()),
-        (Some(8), Some("timeout")),
-        "{e}"
-    );
-    let (code, _) = cli_err(
-        &a,
-        &[
-            "send",
-            "pc-a",
-            "--body",
-            "to myself",
-            "--wait-for",
-            "delivered",
-            "--timeout",
-            "0",
-        ],
-    );
+    let e = mcp.call("send", json!({"to": "pc-a", "body": "to myself", "wait_for": "delivered", "timeout_secs": 0})).unwrap_err();
+    assert_eq!((e["exit"].as_i64(), e["code"].as_str()), (Some(8), Some("timeout")), "{e}");
+    let (code, _) = cli_err(&a, &["send", "pc-a", "--body", "to myself", "--wait-for", "delivered", "--timeout", "0"]);
     assert_eq!(code, 8);
 }
 
@@ -428,29 +254,14 @@ fn roster_alerts_sync_same_result_through_cli_and_mcp() {
     assert_eq!(m["me"], "pc-a");
     let c = a.json(&["roster", "add", "pc-x", "--hostname", "hx"]);
     let m = mcp.ok("roster_add", json!({"label": "pc-y", "hostname": "hy"}));
-    assert_eq!(
-        c.as_object().unwrap().keys().collect::<Vec<_>>(),
-        m.as_object().unwrap().keys().collect::<Vec<_>>()
-    );
-    assert!(
-        m["version"].as_i64() > c["version"].as_i64(),
-        "{c} then {m}"
-    );
+    assert_eq!(c.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
+    assert!(m["version"].as_i64() > c["version"].as_i64(), "{c} then {m}");
     assert_eq!(a.json(&["roster"]), mcp.ok("roster", json!({}))["pcs"]);
     let c = a.json(&["roster", "remove", "pc-x"]);
     let m = mcp.ok("roster_remove", json!({"label": "pc-y"}));
-    assert_eq!(
-        (c["removed"].clone(), c["ok"].clone()),
-        (m["removed"].clone(), m["ok"].clone())
-    );
+    assert_eq!((c["removed"].clone(), c["ok"].clone()), (m["removed"].clone(), m["ok"].clone()));
     // A bad label: refused by the server, exit 5 both ways.
-    let e = same_error(
-        &a,
-        &mcp,
-        &["roster", "add", "Bad Label", "--hostname", "h"],
-        "roster_add",
-        json!({"label": "Bad Label", "hostname": "h"}),
-    );
+    let e = same_error(&a, &mcp, &["roster", "add", "Bad Label", "--hostname", "h"], "roster_add", json!({"label": "Bad Label", "hostname": "h"}));
     assert_eq!(e["code"], "refused");
     // Alerts: the sweep raises one for mail nobody picks up.
     server.call("pc-a", "sweep", json!({}));
@@ -459,11 +270,7 @@ fn roster_alerts_sync_same_result_through_cli_and_mcp() {
         if all {
             args.push("--all");
         }
-        assert_eq!(
-            a.json(&args),
-            mcp.ok("alerts", json!({"all": all}))["alerts"],
-            "alerts all={all}"
-        );
+        assert_eq!(a.json(&args), mcp.ok("alerts", json!({"all": all}))["alerts"], "alerts all={all}");
     }
     // Sync with nothing to do: the same cycle report.
     a.ok(&["sync"]);
@@ -478,44 +285,20 @@ fn mail_sent_through_mcp_reaches_the_other_pcs_hook_and_status_shows_seen() {
     let mcp = Mcp::start(&a);
     let sent = mcp.ok("send", json!({"to": "pc-b", "kind": "decision", "subject": "merge?", "body": "merge the branch via MCP?"}));
     let id = sent["ids"][0].as_str().unwrap().to_string();
-    assert_eq!(
-        mcp.ok("status", json!({"ids": [id]}))["mails"][0]["state"],
-        "new"
-    );
+    assert_eq!(mcp.ok("status", json!({"ids": [id]}))["mails"][0]["state"], "new");
     b.ok(&["sync"]);
     let ctx = b.hook("session-b-1", "UserPromptSubmit");
-    assert!(
-        ctx.contains(&format!("<pcmail-mail id=\"{id}\""))
-            && ctx.contains("merge the branch via MCP?"),
-        "{ctx}"
-    );
+    assert!(ctx.contains(&format!("<pcmail-mail id=\"{id}\"")) && ctx.contains("merge the branch via MCP?"), "{ctx}");
     // The hook queues `seen`; the next poll pushes it.
     b.ok(&["sync"]);
     let st = mcp.ok("status", json!({"ids": [id]}));
     let m = &st["mails"][0];
     assert_eq!(m["state"], "seen", "{st}");
-    let states: Vec<&str> = m["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["state"].as_str().unwrap())
-        .collect();
+    let states: Vec<&str> = m["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
     assert_eq!(states, ["new", "delivered", "seen"]);
-    assert!(
-        m["timeline"][2]["by"]
-            .as_str()
-            .unwrap()
-            .starts_with("pc-b/session-"),
-        "{m}"
-    );
+    assert!(m["timeline"][2]["by"].as_str().unwrap().starts_with("pc-b/session-"), "{m}");
     // And the sender's wait_for returns at once now.
-    assert_eq!(
-        mcp.ok(
-            "wait_for",
-            json!({"ids": [id], "state": "seen", "timeout_secs": 5})
-        )["mails"][0]["state"],
-        "seen"
-    );
+    assert_eq!(mcp.ok("wait_for", json!({"ids": [id], "state": "seen", "timeout_secs": 5}))["mails"][0]["state"], "seen");
 }
 
 #[test]
@@ -535,28 +318,13 @@ fn an_unreachable_server_is_exit_6_and_the_inbox_still_works_offline() {
 
 /// Starts what an agent's config says (command + args) with rmcp and lists its tools.
 fn tools_of_configured_server(command: &str, args: &[Value], pc: &Pc) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args.iter().map(|a| a.as_str().unwrap()))
-        .env("PCMAIL_HOME", pc.home.path())
-        .env("PCMAIL_TOKEN", TOKEN)
-        .env("PCMAIL_CREDENTIAL", &pc.cred);
+    cmd.args(args.iter().map(|a| a.as_str().unwrap())).env("PCMAIL_HOME", pc.home.path()).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", &pc.cred);
     rt.block_on(async {
-        let (transport, _) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
         let client = ().serve(transport).await.unwrap();
-        let mut names: Vec<String> = client
-            .list_all_tools()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
+        let mut names: Vec<String> = client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
         names.sort();
         let _ = client.cancel().await;
         names
@@ -580,11 +348,7 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
     };
     let ok = |args: &[&str]| {
         let out = run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
     let exe = exe().canonicalize().unwrap();
@@ -595,96 +359,38 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
     let v: toml::Value = toml::from_str(&std::fs::read_to_string(&codex).unwrap()).unwrap();
     let s = &v["mcp_servers"]["pcmail"];
     assert_eq!(s["command"].as_str(), exe.to_str());
-    let args: Vec<Value> = s["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| json!(x.as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        tools_of_configured_server(s["command"].as_str().unwrap(), &args, &a),
-        TOOLS
-    );
+    let args: Vec<Value> = s["args"].as_array().unwrap().iter().map(|x| json!(x.as_str().unwrap())).collect();
+    assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), &args, &a), TOOLS);
     assert!(ok(&["mcp", "install", "--client", "codex"]).contains("already installed"));
 
     // Gemini CLI: mcpServers.pcmail in ~/.gemini/settings.json (and in the project's .gemini/).
-    for (scope, file) in [
-        ("user", home.path().join(".gemini/settings.json")),
-        ("project", project.path().join(".gemini/settings.json")),
-    ] {
+    for (scope, file) in [("user", home.path().join(".gemini/settings.json")), ("project", project.path().join(".gemini/settings.json"))] {
         ok(&["mcp", "install", "--client", "gemini", "--scope", scope]);
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let s = &v["mcpServers"]["pcmail"];
-        assert_eq!(
-            tools_of_configured_server(
-                s["command"].as_str().unwrap(),
-                s["args"].as_array().unwrap(),
-                &a
-            ),
-            TOOLS
-        );
+        assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a), TOOLS);
     }
 
     // Claude Code without `claude` on PATH: .mcp.json for a project; the user scope says what to run.
     ok(&["mcp", "install", "--client", "claude", "--scope", "project"]);
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap())
-            .unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap()).unwrap();
     let s = &v["mcpServers"]["pcmail"];
-    assert_eq!(
-        tools_of_configured_server(
-            s["command"].as_str().unwrap(),
-            s["args"].as_array().unwrap(),
-            &a
-        ),
-        TOOLS
-    );
+    assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a), TOOLS);
     let out = run(&["mcp", "install"]);
     assert_eq!(out.status.code(), Some(9));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("claude mcp add --scope user pcmail -- ") && err.contains(" mcp"),
-        "{err}"
-    );
+    assert!(err.contains("claude mcp add --scope user pcmail -- ") && err.contains(" mcp"), "{err}");
     assert!(!home.path().join(".claude.json").exists());
-    assert_eq!(
-        run(&["mcp", "install", "--client", "codex", "--scope", "project"])
-            .status
-            .code(),
-        Some(2)
-    );
+    assert_eq!(run(&["mcp", "install", "--client", "codex", "--scope", "project"]).status.code(), Some(2));
 
     // Uninstall takes every entry out again.
     ok(&["mcp", "uninstall", "--client", "codex"]);
-    assert!(
-        toml::from_str::<toml::Value>(&std::fs::read_to_string(&codex).unwrap())
-            .unwrap()
-            .get("mcp_servers")
-            .is_none()
-    );
+    assert!(toml::from_str::<toml::Value>(&std::fs::read_to_string(&codex).unwrap()).unwrap().get("mcp_servers").is_none());
     ok(&["mcp", "uninstall", "--client", "gemini"]);
-    let v: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap(),
-    )
-    .unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap()).unwrap();
     assert!(v.get("mcpServers").is_none(), "{v}");
-    ok(&[
-        "mcp",
-        "uninstall",
-        "--client",
-        "claude",
-        "--scope",
-        "project",
-    ]);
-    assert!(ok(&[
-        "mcp",
-        "uninstall",
-        "--client",
-        "claude",
-        "--scope",
-        "project"
-    ])
-    .contains("was not installed"));
+    ok(&["mcp", "uninstall", "--client", "claude", "--scope", "project"]);
+    assert!(ok(&["mcp", "uninstall", "--client", "claude", "--scope", "project"]).contains("was not installed"));
 }
 
 /// Codex CLI and Gemini CLI send SessionStart with the same fields pcmail's hook
@@ -703,25 +409,12 @@ fn codex_and_gemini_session_start_payloads_get_the_mail_from_pcmail_hook() {
         json!({"session_id": "gemini-1", "transcript_path": "/tmp/t.json", "cwd": "/tmp", "hook_event_name": "SessionStart", "timestamp": "2026-11-30T00:00:00Z", "source": "startup"}),
     ];
     for p in payloads {
-        let mut child = b
-            .cmd(&["hook"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(p.to_string().as_bytes())
-            .unwrap();
+        let mut child = b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(p.to_string().as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success() && out.stderr.is_empty());
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let ctx = v["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap();
+        let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
         assert!(ctx.contains(&id), "{p}: {ctx}");
     }
 }
@@ -743,24 +436,13 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut request = |id: u64, method: &str, params: Value| -> Value {
-        writeln!(
-            stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )
-        .unwrap();
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
         if method == "initialize" {
-            writeln!(
-                stdin,
-                "{}",
-                json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            )
-            .unwrap();
+            writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
         }
         loop {
             let line = lines.next().expect("an answer").unwrap();
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|_| panic!("not JSON-RPC on stdout: {line:?}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON-RPC on stdout: {line:?}"));
             assert_eq!(v["jsonrpc"], "2.0", "{line}");
             if v["id"] == id {
                 return v;
@@ -768,63 +450,29 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
         }
     };
     let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}});
-    assert_eq!(
-        request(1, "initialize", init)["result"]["serverInfo"]["name"],
-        "pcmail"
-    );
-    assert_eq!(
-        request(2, "tools/list", json!({}))["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .len(),
-        TOOLS.len()
-    );
-    let r = request(
-        3,
-        "tools/call",
-        json!({"name": "send", "arguments": {"to": "pc-b", "body": "x"}}),
-    );
+    assert_eq!(request(1, "initialize", init)["result"]["serverInfo"]["name"], "pcmail");
+    assert_eq!(request(2, "tools/list", json!({}))["result"]["tools"].as_array().unwrap().len(), TOOLS.len());
+    let r = request(3, "tools/call", json!({"name": "send", "arguments": {"to": "pc-b", "body": "x"}}));
     assert_eq!(r["result"]["isError"], false, "{r}");
     let r = request(4, "tools/call", json!({"name": "sync", "arguments": {}}));
     assert_eq!(r["result"]["isError"], false, "{r}");
-    let r = request(
-        5,
-        "tools/call",
-        json!({"name": "read", "arguments": {"id": "mail-1-0000abcd"}}),
-    );
+    let r = request(5, "tools/call", json!({"name": "read", "arguments": {"id": "mail-1-0000abcd"}}));
     assert_eq!(r["result"]["structuredContent"]["error"]["exit"], 7, "{r}");
     drop(stdin);
     for line in lines {
         let line = line.unwrap();
-        assert!(
-            serde_json::from_str::<Value>(&line).is_ok(),
-            "not JSON-RPC on stdout: {line:?}"
-        );
+        assert!(serde_json::from_str::<Value>(&line).is_ok(), "not JSON-RPC on stdout: {line:?}");
     }
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "pcmail mcp exits 0 when the client closes stdin"
-    );
+    assert!(out.status.success(), "pcmail mcp exits 0 when the client closes stdin");
     assert!(!out.stderr.is_empty(), "the trace logs went to stderr");
 }
 
 /// Two PCs on one embedded server file (the default, no `pcmail serve`).
 fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
     let mk = |label: &str| {
-        let pc = Pc {
-            label: label.into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: String::new(),
-            cred: random_credential(),
-        };
-        pc.ok(&[
-            "init",
-            "--label",
-            label,
-            "--embedded-db",
-            db.to_str().unwrap(),
-        ]);
+        let pc = Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: String::new(), cred: random_credential(), admin: true };
+        pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
         pc
     };
     (mk("pc-a"), mk("pc-b"))
@@ -838,11 +486,7 @@ fn alerts_same_result_through_cli_and_mcp_with_an_open_alert() {
     b.ok(&["sync"]);
     // pc-b last polled long ago: the next sweep (due on pc-a's first sync) opens a stale-PC alert.
     let conn = rusqlite::Connection::open(&db).unwrap();
-    assert_eq!(
-        conn.execute("UPDATE pc SET last_poll_at = 1 WHERE label = 'pc-b'", [])
-            .unwrap(),
-        1
-    );
+    assert_eq!(conn.execute("UPDATE pc SET last_poll_at = 1 WHERE label = 'pc-b'", []).unwrap(), 1);
     drop(conn);
     a.ok(&["sync"]);
     let mcp = Mcp::start(&a);
@@ -850,18 +494,9 @@ fn alerts_same_result_through_cli_and_mcp_with_an_open_alert() {
     assert_eq!(cli.as_array().unwrap().len(), 1, "{cli}");
     assert_eq!(cli[0]["pc"], "pc-b");
     assert_eq!(mcp.ok("alerts", json!({}))["alerts"], cli);
-    assert_eq!(
-        mcp.ok("alerts", json!({"all": true}))["alerts"],
-        a.json(&["alerts", "--all"])
-    );
+    assert_eq!(mcp.ok("alerts", json!({"all": true}))["alerts"], a.json(&["alerts", "--all"]));
     // And the rest of the surface works on the embedded default too.
-    let id = mcp.ok("send", json!({"to": "pc-b", "body": "embedded"}))["ids"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = mcp.ok("send", json!({"to": "pc-b", "body": "embedded"}))["ids"][0].as_str().unwrap().to_string();
     b.ok(&["sync"]);
-    assert_eq!(
-        mcp.ok("status", json!({"ids": [id]}))["mails"],
-        a.json(&["status", &id])
-    );
+    assert_eq!(mcp.ok("status", json!({"ids": [id]}))["mails"], a.json(&["status", &id]));
 }

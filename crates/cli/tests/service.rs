@@ -16,17 +16,10 @@ impl Env {
         let root = tempfile::tempdir().unwrap();
         let bin = root.path().join("fake bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let script = format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n{systemctl_body}\n",
-            root.path().join("calls").display()
-        );
+        let script = format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n{systemctl_body}\n", root.path().join("calls").display());
         std::fs::write(bin.join("systemctl"), script).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            bin.join("systemctl"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
+        std::fs::set_permissions(bin.join("systemctl"), std::fs::Permissions::from_mode(0o755)).unwrap();
         Env { root }
     }
 
@@ -44,13 +37,7 @@ impl Env {
             .env("PCMAIL_HOME", self.home())
             .env("HOME", self.root.path())
             .env("XDG_CONFIG_HOME", self.root.path().join("config"))
-            .env(
-                "PATH",
-                format!(
-                    "{}:/usr/bin:/bin",
-                    self.root.path().join("fake bin").display()
-                ),
-            )
+            .env("PATH", format!("{}:/usr/bin:/bin", self.root.path().join("fake bin").display()))
             .output()
             .unwrap()
     }
@@ -64,11 +51,7 @@ impl Env {
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 #[test]
@@ -77,45 +60,16 @@ fn install_twice_status_uninstall_twice() {
     let o = env.pcmail(&["service", "install"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("loginctl enable-linger"), "{}", text(&o));
-    assert!(
-        text(&o).contains("whoever holds the daemon lock polls"),
-        "{}",
-        text(&o)
-    );
-    assert_eq!(
-        env.calls(),
-        [
-            "--user daemon-reload",
-            "--user enable --now pcmail.service",
-            "--user try-restart pcmail.service"
-        ]
-    );
+    assert!(text(&o).contains("whoever holds the daemon lock polls"), "{}", text(&o));
+    assert_eq!(env.calls(), ["--user daemon-reload", "--user enable --now pcmail.service", "--user try-restart pcmail.service"]);
     let unit = std::fs::read_to_string(env.unit()).unwrap();
-    let exe = Path::new(env!("CARGO_BIN_EXE_pcmail"))
-        .canonicalize()
-        .unwrap();
-    assert!(
-        unit.contains(&format!("ExecStart=\"{}\" daemon\n", exe.display())),
-        "{unit}"
-    );
-    assert!(
-        unit.contains(&format!(
-            "Environment=\"PCMAIL_HOME={}\"\n",
-            env.home().display()
-        )),
-        "{unit}"
-    );
+    let exe = Path::new(env!("CARGO_BIN_EXE_pcmail")).canonicalize().unwrap();
+    assert!(unit.contains(&format!("ExecStart=\"{}\" daemon\n", exe.display())), "{unit}");
+    assert!(unit.contains(&format!("Environment=\"PCMAIL_HOME={}\"\n", env.home().display())), "{unit}");
 
     let o = env.pcmail(&["service", "install"]);
-    assert!(
-        o.status.success() && text(&o).contains("already installed"),
-        "{}",
-        text(&o)
-    );
-    assert_eq!(
-        env.calls(),
-        ["--user daemon-reload", "--user enable --now pcmail.service"]
-    );
+    assert!(o.status.success() && text(&o).contains("already installed"), "{}", text(&o));
+    assert_eq!(env.calls(), ["--user daemon-reload", "--user enable --now pcmail.service"]);
 
     // Registered and active, but no poll yet: the rule asks for a repair.
     let o = env.pcmail(&["--json", "service", "status"]);
@@ -123,10 +77,7 @@ fn install_twice_status_uninstall_twice() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["service"], "running (active)");
     assert_eq!(v["healthy"], false);
-    assert!(
-        v["reasons"][0].as_str().unwrap().contains("no good poll"),
-        "{v}"
-    );
+    assert!(v["reasons"][0].as_str().unwrap().contains("no good poll"), "{v}");
 
     // --repair re-registers and polls once (embedded default: the poll works offline).
     let o = env.pcmail(&["--json", "service", "status", "--repair"]);
@@ -139,26 +90,11 @@ fn install_twice_status_uninstall_twice() {
     assert_eq!(v["healthy"], true, "after the repair's poll: {v}");
 
     let o = env.pcmail(&["service", "uninstall"]);
-    assert!(
-        o.status.success() && text(&o).contains("removed"),
-        "{}",
-        text(&o)
-    );
+    assert!(o.status.success() && text(&o).contains("removed"), "{}", text(&o));
     assert!(!env.unit().exists());
-    assert_eq!(
-        env.calls(),
-        [
-            "--user is-active pcmail.service",
-            "--user disable --now pcmail.service",
-            "--user daemon-reload"
-        ]
-    );
+    assert_eq!(env.calls(), ["--user is-active pcmail.service", "--user disable --now pcmail.service", "--user daemon-reload"]);
     let o = env.pcmail(&["service", "uninstall"]);
-    assert!(
-        o.status.success() && text(&o).contains("was not installed"),
-        "{}",
-        text(&o)
-    );
+    assert!(o.status.success() && text(&o).contains("was not installed"), "{}", text(&o));
     assert!(env.calls().is_empty());
 }
 
@@ -168,12 +104,7 @@ fn without_systemctl_user_install_writes_the_unit_and_fails_with_the_command() {
     let o = env.pcmail(&["service", "install"]);
     assert!(!o.status.success());
     let t = text(&o);
-    assert!(
-        t.contains(
-            "systemctl --user daemon-reload && systemctl --user enable --now pcmail.service"
-        ),
-        "{t}"
-    );
+    assert!(t.contains("systemctl --user daemon-reload && systemctl --user enable --now pcmail.service"), "{t}");
     assert!(t.contains(&env.unit().display().to_string()), "{t}");
     assert!(env.unit().exists(), "the unit is written all the same");
 }

@@ -5,11 +5,11 @@
 // Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
 // under their old paths so every user of `pcmail_client::config::…` compiles.
 pub use pcmail_local::{config, hook, locks, spawn};
-pub mod creds;
 pub mod notify;
 pub mod ops;
 pub mod pusher;
 pub mod sync;
+pub mod creds;
 pub mod token;
 pub mod transport;
 pub mod watchdog;
@@ -35,20 +35,13 @@ pub enum ClientError {
     #[error("{} (`pcmail init --label NEW` picks another label; `pcmail init --replace` takes this one over and ends the other PC's access)", .0.message)]
     LabelTaken(ProtoError),
     #[error("{query:?} is not an exact PC label, number or hostname on the roster{}", candidates_hint(.candidates))]
-    Unresolved {
-        query: String,
-        candidates: Vec<String>,
-    },
+    Unresolved { query: String, candidates: Vec<String> },
     #[error("{id} is itself a reply; replying to a reply is refused (it is how mail loops start)")]
     ReplyToReply { id: String },
     #[error("no such mail: {0}")]
     NotFound(String),
     #[error("{id} did not reach {wanted} within the timeout (it is {state})")]
-    Timeout {
-        id: String,
-        wanted: String,
-        state: String,
-    },
+    Timeout { id: String, wanted: String, state: String },
     #[error("{0}")]
     Invalid(String),
     #[error("nobody else is on the roster to send to (`pcmail roster` lists it; other PCs appear once they have polled)")]
@@ -58,9 +51,7 @@ pub enum ClientError {
 impl From<CallError> for ClientError {
     fn from(e: CallError) -> Self {
         match e {
-            CallError::Server(p) if p.code == pcmail_core::ErrorCode::LabelTaken => {
-                ClientError::LabelTaken(p)
-            }
+            CallError::Server(p) if p.code == pcmail_core::ErrorCode::LabelTaken => ClientError::LabelTaken(p),
             other => ClientError::Call(other),
         }
     }
@@ -98,30 +89,13 @@ impl Client {
         let config = Config::load(&paths)?;
         let transport = make_transport(&paths, &config, system_now)?;
         let store = Store::open(&paths.store())?;
-        Ok(Client {
-            paths,
-            config,
-            store,
-            transport,
-            clock: system_now,
-        })
+        Ok(Client { paths, config, store, transport, clock: system_now })
     }
 
     /// For tests and the tray: everything given.
-    pub fn with(
-        paths: Paths,
-        config: Config,
-        transport: Box<dyn Transport>,
-        clock: fn() -> Millis,
-    ) -> Result<Client, ClientError> {
+    pub fn with(paths: Paths, config: Config, transport: Box<dyn Transport>, clock: fn() -> Millis) -> Result<Client, ClientError> {
         let store = Store::open(&paths.store())?;
-        Ok(Client {
-            paths,
-            config,
-            store,
-            transport,
-            clock,
-        })
+        Ok(Client { paths, config, store, transport, clock })
     }
 
     pub fn me(&self) -> &str {
@@ -133,11 +107,7 @@ impl Client {
     }
 }
 
-pub fn make_transport(
-    paths: &Paths,
-    config: &Config,
-    clock: fn() -> Millis,
-) -> Result<Box<dyn Transport>, ClientError> {
+pub fn make_transport(paths: &Paths, config: &Config, clock: fn() -> Millis) -> Result<Box<dyn Transport>, ClientError> {
     Ok(match &config.server {
         ServerConfig::Embedded { .. } => {
             let db = config.embedded_db(paths).expect("embedded has a db");
@@ -151,11 +121,7 @@ pub fn make_transport(
 /// A PC presents its credential; the admin secret (the old shared token)
 /// goes along when this PC has it (it manages, or it has not moved to a
 /// credential yet). Neither: `pcmail token set`, or `pcmail init --join`.
-fn http_transport(
-    url: &str,
-    config: &Config,
-    long_poll: bool,
-) -> Result<transport::Http, ClientError> {
+fn http_transport(url: &str, config: &Config, long_poll: bool) -> Result<transport::Http, ClientError> {
     let cred = present_credential(url, config)?;
     let tok = match token::load(url) {
         Ok(t) => Some(t),
@@ -163,18 +129,10 @@ fn http_transport(
         Err(_) if cred.is_some() => None,
         Err(e) => return Err(e.into()),
     };
-    let (u, label, inst) = (
-        url.to_string(),
-        config.label.clone(),
-        config.installation.clone(),
-    );
-    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?
-        .with_credential_reload(Box::new(move || {
-            token::credential::load(&u, &label, inst.as_deref())
-                .ok()
-                .flatten()
-                .map(|(c, _)| c)
-        }));
+    let (u, label, inst) = (url.to_string(), config.label.clone(), config.installation.clone());
+    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?.with_credential_reload(Box::new(move || {
+        token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c)
+    }));
     t.set_credential(cred);
     Ok(t)
 }

@@ -26,11 +26,7 @@ impl Notification {
             Kind::Note => "mail",
         };
         let urgent = if m.urgent { "URGENT " } else { "" };
-        let text = if m.subject.trim().is_empty() {
-            m.body.as_str()
-        } else {
-            m.subject.as_str()
-        };
+        let text = if m.subject.trim().is_empty() { m.body.as_str() } else { m.subject.as_str() };
         Notification {
             id: m.id.clone(),
             title: format!("pcmail: {urgent}{tag} from {}", m.from),
@@ -49,8 +45,7 @@ pub struct Native;
 
 impl Native {
     pub fn available() -> bool {
-        cfg!(any(windows, target_os = "macos"))
-            || std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some()
+        cfg!(any(windows, target_os = "macos")) || std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some()
     }
 }
 
@@ -88,13 +83,7 @@ impl Notifier for Webhook {
             .post(&self.url)
             .json(&serde_json::json!({ "content": content }))
             .send()
-            .map_err(|e| {
-                if e.is_timeout() {
-                    "timed out".to_string()
-                } else {
-                    "unreachable".to_string()
-                }
-            })?;
+            .map_err(|e| if e.is_timeout() { "timed out".to_string() } else { "unreachable".to_string() })?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -152,9 +141,7 @@ pub fn deliver(
             match rx.recv_timeout(per.min(left)) {
                 Ok(Ok(())) => report.sent.push((n.id.clone(), ch.name())),
                 Ok(Err(e)) => report.failed.push((n.id.clone(), ch.name(), e)),
-                Err(_) => report
-                    .failed
-                    .push((n.id.clone(), ch.name(), "timed out".into())),
+                Err(_) => report.failed.push((n.id.clone(), ch.name(), "timed out".into())),
             }
         }
     }
@@ -194,13 +181,7 @@ mod tests {
     }
 
     fn items(n: usize) -> Vec<Notification> {
-        (0..n)
-            .map(|i| Notification {
-                id: format!("m{i}"),
-                title: "t".into(),
-                body: "b".into(),
-            })
-            .collect()
+        (0..n).map(|i| Notification { id: format!("m{i}"), title: "t".into(), body: "b".into() }).collect()
     }
 
     #[test]
@@ -208,12 +189,7 @@ mod tests {
         // Scaled down: 50 ms per notification, 120 ms in all.
         let slow: Arc<dyn Notifier> = Arc::new(Slow(Duration::from_secs(5), Mutex::new(vec![])));
         let t = Instant::now();
-        let r = deliver(
-            &[slow],
-            &items(10),
-            Duration::from_millis(50),
-            Duration::from_millis(120),
-        );
+        let r = deliver(&[slow], &items(10), Duration::from_millis(50), Duration::from_millis(120));
         let took = t.elapsed();
         assert!(took < Duration::from_millis(1000), "took {took:?}");
         assert!(r.sent.is_empty());
@@ -238,35 +214,22 @@ mod tests {
                 if let Some(h) = text.find("\r\n\r\n") {
                     let len: usize = text
                         .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length: ")
-                                .map(|v| v.trim().parse().unwrap())
-                        })
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap()))
                         .unwrap_or(0);
                     if got.len() >= h + 4 + len {
                         break;
                     }
                 }
             }
-            s.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
-                .unwrap();
+            s.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").unwrap();
             String::from_utf8(got).unwrap()
         });
-        let n = Notification {
-            id: "mail-1-0000abcd".into(),
-            title: "pcmail: decision request from pc-a".into(),
-            body: "ship?".into(),
-        };
+        let n = Notification { id: "mail-1-0000abcd".into(), title: "pcmail: decision request from pc-a".into(), body: "ship?".into() };
         Webhook { url }.send(&n).unwrap();
         let req = server.join().unwrap();
-        let body: serde_json::Value =
-            serde_json::from_str(req.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        let body: serde_json::Value = serde_json::from_str(req.split("\r\n\r\n").nth(1).unwrap()).unwrap();
         let content = body["content"].as_str().unwrap();
-        assert!(
-            content.contains("decision request from pc-a") && content.contains("mail-1-0000abcd"),
-            "{content}"
-        );
+        assert!(content.contains("decision request from pc-a") && content.contains("mail-1-0000abcd"), "{content}");
         assert_eq!(body.as_object().unwrap().len(), 1, "only content");
     }
 

@@ -69,9 +69,7 @@ impl Client {
         if !cached.is_empty() {
             match resolve(&cached, query) {
                 Resolution::Exact(l) => return Ok(l),
-                Resolution::Broadcast if cached.iter().any(|p| p.label != me) => {
-                    return Ok("*".into())
-                }
+                Resolution::Broadcast if cached.iter().any(|p| p.label != me) => return Ok("*".into()),
                 _ => {}
             }
         }
@@ -87,10 +85,7 @@ impl Client {
             Resolution::Exact(l) => Ok(l),
             Resolution::Broadcast if pcs.iter().any(|p| p.label != me) => Ok("*".into()),
             Resolution::Broadcast => Err(ClientError::NobodyElse),
-            Resolution::Unknown { candidates } => Err(ClientError::Unresolved {
-                query: query.into(),
-                candidates,
-            }),
+            Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
         }
     }
 
@@ -101,9 +96,7 @@ impl Client {
             Expires::At(t) => t - self.store.server_now(self.now()),
         };
         if ms <= 0 {
-            return Err(ClientError::Invalid(
-                "--expires is already past (by the server's clock)".into(),
-            ));
+            return Err(ClientError::Invalid("--expires is already past (by the server's clock)".into()));
         }
         Ok(ms)
     }
@@ -133,13 +126,8 @@ impl Client {
         check_draft(&mail)?;
         match self.send_prepared(&mail, true) {
             Err(ClientError::Call(e)) if e.is_transient() => {
-                self.store
-                    .outbox_queue(&mail, self.now(), Some(&e.to_string()))?;
-                Ok(SendOutcome {
-                    ids: vec![mail.id],
-                    queued: true,
-                    existing: false,
-                })
+                self.store.outbox_queue(&mail, self.now(), Some(&e.to_string()))?;
+                Ok(SendOutcome { ids: vec![mail.id], queued: true, existing: false })
             }
             other => other,
         }
@@ -147,11 +135,7 @@ impl Client {
 
     /// One `send`; on `duplicate_id` (another mail has this id) a fresh id
     /// is made and the mail sent once more when `may_regenerate`.
-    pub(crate) fn send_prepared(
-        &mut self,
-        mail: &OutgoingMail,
-        may_regenerate: bool,
-    ) -> Result<SendOutcome, ClientError> {
+    pub(crate) fn send_prepared(&mut self, mail: &OutgoingMail, may_regenerate: bool) -> Result<SendOutcome, ClientError> {
         let resp = match self.transport.call(&Op::Send { mail: mail.clone() }) {
             Err(CallError::Server(p)) if p.code == ErrorCode::DuplicateId && may_regenerate => {
                 let mut again = mail.clone();
@@ -167,42 +151,21 @@ impl Client {
         let ids: Vec<String> = resp
             .get("ids")
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
             .unwrap_or_else(|| vec![mail.id.clone()]);
-        let existing = resp
-            .get("existing")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let existing = resp.get("existing").and_then(Value::as_bool).unwrap_or(false);
         let me = self.config.label.clone();
         self.store.sent_record(mail, &ids, &me, self.now())?;
-        Ok(SendOutcome {
-            ids,
-            queued: false,
-            existing,
-        })
+        Ok(SendOutcome { ids, queued: false, existing })
     }
 
     /// Replies to a mail in this PC's inbox. The reply id is fixed from the
     /// original and the sender, so a retried reply is one mail; a second reply
     /// with another body gets a fresh id. Replying to a reply is refused.
-    pub fn reply(
-        &mut self,
-        original: &str,
-        body: String,
-        auto: bool,
-    ) -> Result<SendOutcome, ClientError> {
-        let orig = self
-            .store
-            .inbox_get(original)?
-            .ok_or_else(|| ClientError::NotFound(original.into()))?;
+    pub fn reply(&mut self, original: &str, body: String, auto: bool) -> Result<SendOutcome, ClientError> {
+        let orig = self.store.inbox_get(original)?.ok_or_else(|| ClientError::NotFound(original.into()))?;
         if orig.in_reply_to.is_some() {
-            return Err(ClientError::ReplyToReply {
-                id: original.into(),
-            });
+            return Err(ClientError::ReplyToReply { id: original.into() });
         }
         let me = self.config.label.clone();
         let mail = OutgoingMail {
@@ -232,26 +195,17 @@ impl Client {
     /// then to the server now if it answers, else with the next poll.
     /// A reason the server would refuse is refused here, before anything is
     /// queued (the same rule, from pcmail-core).
-    pub fn mark(
-        &mut self,
-        id: &str,
-        op: MarkOp,
-        reason: Option<&str>,
-        actor: Option<&str>,
-    ) -> Result<State, ClientError> {
+    pub fn mark(&mut self, id: &str, op: MarkOp, reason: Option<&str>, actor: Option<&str>) -> Result<State, ClientError> {
         let now = self.now();
         let by = pcmail_core::rules::sanitize_actor(actor.unwrap_or(&self.config.label));
-        pcmail_core::rules::check_mark_text(op, &by, reason)
-            .map_err(|e| ClientError::Invalid(e.message))?;
+        pcmail_core::rules::check_mark_text(op, &by, reason).map_err(|e| ClientError::Invalid(e.message))?;
         let state = self.store.write(|tx| {
             let s = inbox::advance(tx, id, op.target(), now, &by, reason)?;
             marks::queue(tx, id, op, now, &by, reason)?;
             Ok(s)
         });
         let state = match state {
-            Err(pcmail_store::StoreError::NotFound(_)) => {
-                return Err(ClientError::NotFound(id.into()))
-            }
+            Err(pcmail_store::StoreError::NotFound(_)) => return Err(ClientError::NotFound(id.into())),
             other => other?,
         };
         let _ = self.flush_marks();
@@ -259,10 +213,7 @@ impl Client {
     }
 
     pub fn read(&mut self, id: &str, actor: Option<&str>) -> Result<InboxMail, ClientError> {
-        let m = self
-            .store
-            .inbox_get(id)?
-            .ok_or_else(|| ClientError::NotFound(id.into()))?;
+        let m = self.store.inbox_get(id)?.ok_or_else(|| ClientError::NotFound(id.into()))?;
         self.mark(id, MarkOp::Seen, None, actor)?;
         Ok(m)
     }
@@ -271,33 +222,21 @@ impl Client {
     /// the op: back off 1 h, drop with a record after 5 tries.
     pub fn flush_marks(&mut self) -> Result<CycleReport, ClientError> {
         let now = self.now();
-        let due = self
-            .store
-            .due_marks(now, pcmail_core::model::limits::MARKS_MAX)?;
+        let due = self.store.due_marks(now, pcmail_core::model::limits::MARKS_MAX)?;
         let mut report = CycleReport::default();
         if due.is_empty() {
             return Ok(report);
         }
-        let op = Op::Mark {
-            marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
-        };
+        let op = Op::Mark { marks: due.iter().map(|p| Ok(p.mark.clone())).collect() };
         match self.transport.call(&op) {
             Ok(resp) => {
-                let results: Vec<MarkResult> = resp
-                    .get("results")
-                    .and_then(|r| serde_json::from_value(r.clone()).ok())
-                    .unwrap_or_default();
+                let results: Vec<MarkResult> =
+                    resp.get("results").and_then(|r| serde_json::from_value(r.clone()).ok()).unwrap_or_default();
                 self.apply_results(results, &due, now, &mut report)?;
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownOp => {
                 for m in &due {
-                    if self.store.mark_retry_later(
-                        &m.mark.mark_id,
-                        "unknown_op",
-                        now + UNKNOWN_OP_BACKOFF_MS,
-                        UNKNOWN_OP_MAX_TRIES,
-                        now,
-                    )? {
+                    if self.store.mark_retry_later(&m.mark.mark_id, "unknown_op", now + UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES, now)? {
                         report.marks_dropped += 1;
                     }
                 }
@@ -327,12 +266,7 @@ impl Client {
     }
 
     /// Waits until every copy of `id` reached `wanted` (or a final state).
-    pub fn wait_for(
-        &mut self,
-        id: &str,
-        wanted: State,
-        timeout: Duration,
-    ) -> Result<Vec<Mail>, ClientError> {
+    pub fn wait_for(&mut self, id: &str, wanted: State, timeout: Duration) -> Result<Vec<Mail>, ClientError> {
         let start = Instant::now();
         let quota_bound = self.transport.quota_bound();
         let mut attempt = 0u32;
@@ -352,25 +286,15 @@ impl Client {
                 return Ok(mails);
             }
             if start.elapsed() >= timeout {
-                let state = mails
-                    .iter()
-                    .map(|m| m.state.as_str())
-                    .collect::<Vec<_>>()
-                    .join(",");
+                let state = mails.iter().map(|m| m.state.as_str()).collect::<Vec<_>>().join(",");
                 return Err(ClientError::Timeout {
                     id: id.into(),
                     wanted: wanted.as_str().into(),
-                    state: if state.is_empty() {
-                        "not on the server yet".into()
-                    } else {
-                        state
-                    },
+                    state: if state.is_empty() { "not on the server yet".into() } else { state },
                 });
             }
             let left = timeout.saturating_sub(start.elapsed());
-            std::thread::sleep(
-                wait_interval(quota_bound, attempt).min(left.max(Duration::from_millis(1))),
-            );
+            std::thread::sleep(wait_interval(quota_bound, attempt).min(left.max(Duration::from_millis(1))));
             attempt += 1;
         }
     }
@@ -378,15 +302,9 @@ impl Client {
 
 fn reply_subject(s: &str) -> String {
     // The request tags belong to the request, not to its answer.
-    let s = s
-        .replace(pcmail_core::DECISION_TAG, "")
-        .replace(pcmail_core::REQUEST_TAG, "");
+    let s = s.replace(pcmail_core::DECISION_TAG, "").replace(pcmail_core::REQUEST_TAG, "");
     let s = s.trim();
-    let out = if s.is_empty() || s.starts_with("Re:") {
-        s.to_string()
-    } else {
-        format!("Re: {s}")
-    };
+    let out = if s.is_empty() || s.starts_with("Re:") { s.to_string() } else { format!("Re: {s}") };
     pcmail_core::present::truncate_chars(&out, pcmail_core::model::limits::SUBJECT_MAX_CHARS)
 }
 
@@ -409,11 +327,7 @@ mod tests {
         assert_eq!(wait_interval(false, 50), Duration::from_millis(250));
         assert_eq!(wait_interval(true, 0), Duration::from_secs(5));
         assert!(wait_interval(true, 1) > wait_interval(true, 0), "it grows");
-        assert_eq!(
-            wait_interval(true, 40),
-            Duration::from_secs(60),
-            "capped at a minute"
-        );
+        assert_eq!(wait_interval(true, 40), Duration::from_secs(60), "capped at a minute");
         // Ten minutes of waiting against Apps Script costs a few dozen requests, not 2,400.
         let mut t = Duration::ZERO;
         let mut asks = 0;

@@ -63,10 +63,7 @@ pub fn run(paths: Paths, stop: Arc<AtomicBool>) {
 pub fn spawn(paths: Paths) -> PusherGuard {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let handle = std::thread::Builder::new()
-        .name("pcmail-mark-pusher".into())
-        .spawn(move || run(paths, s))
-        .ok();
+    let handle = std::thread::Builder::new().name("pcmail-mark-pusher".into()).spawn(move || run(paths, s)).ok();
     PusherGuard { stop, handle }
 }
 

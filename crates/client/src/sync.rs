@@ -58,11 +58,7 @@ impl Client {
                 Ok(report)
             }
             Err(e) => {
-                let fails = self
-                    .store
-                    .meta_i64(meta::CONSECUTIVE_FAILURES)?
-                    .unwrap_or(0)
-                    + 1;
+                let fails = self.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0) + 1;
                 self.store.meta_set_i64(meta::CONSECUTIVE_FAILURES, fails)?;
                 self.store.meta_set(meta::LAST_POLL_ERROR, &e.to_string())?;
                 Err(e)
@@ -87,11 +83,7 @@ impl Client {
                 marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
-                wait_ms: if round == 0 && idle && self.transport.long_poll() {
-                    wait_ms
-                } else {
-                    0
-                },
+                wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -111,19 +103,13 @@ impl Client {
             self.store.mark_confirmed(&confirmed, now)?;
             self.apply_mark_results(&resp, &due, now, report)?;
 
-            let mails = resp
-                .get("mail")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+            let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();
             let fetched = mails.len();
             for raw in &mails {
                 self.store_one(raw, now, report);
             }
             // Test hook: die like a killed poller between storing and confirming.
-            if !report.stored.is_empty()
-                && std::env::var("PCMAIL_FAULT").as_deref() == Ok("exit-after-store")
-            {
+            if !report.stored.is_empty() && std::env::var("PCMAIL_FAULT").as_deref() == Ok("exit-after-store") {
                 std::process::exit(137);
             }
 
@@ -186,11 +172,7 @@ impl Client {
                 Err(e) => tracing::warn!("could not store {}: {e}; it will come again", m.id),
             },
             Err(reason) => {
-                let id = raw
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
+                let id = raw.get("id").and_then(Value::as_str).unwrap_or("").to_string();
                 let raw_s = raw.to_string();
                 let res = self.store.write(|tx| {
                     tx.execute(
@@ -219,9 +201,7 @@ impl Client {
         if sent.is_empty() {
             return Ok(());
         }
-        let Some(results) = resp
-            .get("marks")
-            .and_then(|m| serde_json::from_value::<Vec<MarkResult>>(m.clone()).ok())
+        let Some(results) = resp.get("marks").and_then(|m| serde_json::from_value::<Vec<MarkResult>>(m.clone()).ok())
         else {
             // An old server that ignores marks: back off an hour, give up after 5.
             for p in sent {
@@ -281,9 +261,7 @@ impl Client {
     /// `now` of an answer minus the local time it arrived.
     pub(crate) fn record_server_clock(&mut self, resp: &Value, local_now: Millis) {
         if let Some(server_now) = resp.get("now").and_then(Value::as_i64) {
-            let _ = self
-                .store
-                .meta_set_i64(meta::SERVER_OFFSET_MS, server_now - local_now);
+            let _ = self.store.meta_set_i64(meta::SERVER_OFFSET_MS, server_now - local_now);
         }
     }
 
@@ -298,11 +276,7 @@ impl Client {
 
     fn flush_outbox(&mut self, report: &mut CycleReport, all: bool) -> Result<(), ClientError> {
         let now = self.now();
-        let queued = if all {
-            self.store.outbox_all()?
-        } else {
-            self.store.outbox_due(now)?
-        };
+        let queued = if all { self.store.outbox_all()? } else { self.store.outbox_due(now)? };
         for q in queued {
             // Expiry counts from when the mail was written, not from when the
             // server could finally take it: subtract the time it waited here.
@@ -323,8 +297,7 @@ impl Client {
                 }
                 Err(ClientError::Call(e)) if e.is_transient() => {
                     let backoff = crate::ops::backoff_ms(q.attempts as u32 + 1);
-                    self.store
-                        .outbox_retry_later(&q.mail.id, &e.to_string(), now + backoff)?;
+                    self.store.outbox_retry_later(&q.mail.id, &e.to_string(), now + backoff)?;
                     report.outbox_left += 1;
                     return Err(ClientError::Call(e));
                 }
@@ -340,13 +313,8 @@ impl Client {
 
     /// Re-reads the server's state of every sent mail that is not final.
     pub fn refresh_open_sent(&mut self) -> Result<(), ClientError> {
-        let open: Vec<String> = self
-            .store
-            .sent_list(10_000)?
-            .into_iter()
-            .filter(|m| !m.state.is_final() && m.queued.is_none())
-            .map(|m| m.id)
-            .collect();
+        let open: Vec<String> =
+            self.store.sent_list(10_000)?.into_iter().filter(|m| !m.state.is_final() && m.queued.is_none()).map(|m| m.id).collect();
         for chunk in open.chunks(limits::STATUS_IDS_MAX) {
             self.status(chunk)?;
         }
@@ -372,18 +340,8 @@ impl Client {
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             .collect();
-        let hostname = if hostname.is_empty() {
-            self.config.label.clone()
-        } else {
-            hostname
-        };
-        let op = Op::RosterSet {
-            label: self.config.label.clone(),
-            hostname: hostname.clone(),
-            number: None,
-            claim,
-            replace,
-        };
+        let hostname = if hostname.is_empty() { self.config.label.clone() } else { hostname };
+        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None, claim, replace };
         let done = match self.transport.call(&op) {
             Ok(v) => Ok(v),
             // Two PCs with the same hostname (or a test running several on one
@@ -404,11 +362,7 @@ impl Client {
         if claim {
             // A server without label binding ignores the claim: noted, so it is not asked again.
             let bound = resp.get("bound").and_then(Value::as_bool) == Some(true);
-            let value = format!(
-                "{}\t{}",
-                self.claim_key(),
-                if bound { "bound" } else { "unsupported" }
-            );
+            let value = format!("{}\t{}", self.claim_key(), if bound { "bound" } else { "unsupported" });
             self.store.meta_set(LABEL_CLAIMED, &value)?;
         }
         Ok(())
@@ -437,12 +391,9 @@ impl Client {
     /// in the keyring before it is sent.
     fn claim_credential(&mut self) -> Result<String, ClientError> {
         let url = match &self.config.server {
-            crate::config::ServerConfig::Http { url }
-            | crate::config::ServerConfig::AppsScript { url } => url.clone(),
+            crate::config::ServerConfig::Http { url } | crate::config::ServerConfig::AppsScript { url } => url.clone(),
             crate::config::ServerConfig::Embedded { .. } => {
-                return Err(ClientError::Invalid(
-                    "the embedded server binds no labels".into(),
-                ))
+                return Err(ClientError::Invalid("the embedded server binds no labels".into()))
             }
         };
         let installation = self.installation_id()?;
@@ -500,19 +451,11 @@ impl Client {
     /// The embedded server has no timer of its own: whoever polls sweeps it
     /// when due. Alerts are cached for the CLI and the tray every 10 minutes.
     fn maybe_sweep_and_alerts(&mut self, now: Millis) {
-        let due = self
-            .store
-            .meta_i64(meta::LAST_SWEEP_AT)
-            .ok()
-            .flatten()
-            .is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS);
+        let due = self.store.meta_i64(meta::LAST_SWEEP_AT).ok().flatten().is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS);
         if !due {
             return;
         }
-        if matches!(
-            self.config.server,
-            crate::config::ServerConfig::Embedded { .. }
-        ) {
+        if matches!(self.config.server, crate::config::ServerConfig::Embedded { .. }) {
             let _ = self.transport.call(&Op::Sweep);
             self.transport.prune(now);
         }
@@ -521,10 +464,7 @@ impl Client {
             tracing::warn!("retention: {e}");
         }
         if let Ok(resp) = self.transport.call(&Op::Alerts { open_only: true }) {
-            if let Some(a) = resp
-                .get("alerts")
-                .and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok())
-            {
+            if let Some(a) = resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok()) {
                 let _ = self.store.alerts_replace(&a);
             }
         }
@@ -543,9 +483,7 @@ pub fn validate_incoming(m: &Mail, me: &str) -> Result<(), String> {
     if !pcmail_core::roster::is_valid_label(&m.from) {
         return Err(format!("bad sender {:?}", m.from));
     }
-    if m.body.chars().count() > limits::BODY_MAX_CHARS
-        || m.subject.chars().count() > limits::SUBJECT_MAX_CHARS
-    {
+    if m.body.chars().count() > limits::BODY_MAX_CHARS || m.subject.chars().count() > limits::SUBJECT_MAX_CHARS {
         return Err("mail text over the size limit".into());
     }
     if m.body.contains('\0') || m.subject.contains('\0') {
@@ -557,10 +495,6 @@ pub fn validate_incoming(m: &Mail, me: &str) -> Result<(), String> {
 fn str_array(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
         .unwrap_or_default()
 }

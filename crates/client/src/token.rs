@@ -41,9 +41,7 @@ pub fn load(server_url: &str) -> Result<String, TokenError> {
 }
 
 pub fn store(server_url: &str, token: &str) -> Result<(), TokenError> {
-    entry(server_url)?
-        .set_password(token)
-        .map_err(|e| TokenError::Keyring(e.to_string()))
+    entry(server_url)?.set_password(token).map_err(|e| TokenError::Keyring(e.to_string()))
 }
 
 pub fn delete(server_url: &str) -> Result<(), TokenError> {
@@ -83,11 +81,7 @@ pub mod credential {
 
     /// One keyring entry per server, label and installation: two
     /// `PCMAIL_HOME`s on one machine are two installations.
-    fn entry(
-        server_url: &str,
-        label: &str,
-        installation: &str,
-    ) -> Result<keyring::Entry, TokenError> {
+    fn entry(server_url: &str, label: &str, installation: &str) -> Result<keyring::Entry, TokenError> {
         keyring::Entry::new(SERVICE, &format!("{label}@{server_url}#{installation}"))
             .map_err(|e| TokenError::Keyring(e.to_string()))
     }
@@ -95,8 +89,7 @@ pub mod credential {
     fn from_env() -> Result<Option<String>, TokenError> {
         match std::env::var(ENV) {
             Ok(c) if !c.is_empty() => {
-                pcmail_core::protocol::check_credential(&c)
-                    .map_err(|e| TokenError::BadCredential(e.message))?;
+                pcmail_core::protocol::check_credential(&c).map_err(|e| TokenError::BadCredential(e.message))?;
                 Ok(Some(c))
             }
             _ => Ok(None),
@@ -104,17 +97,11 @@ pub mod credential {
     }
 
     /// The credential to present, if this installation has one; never makes one.
-    pub fn load(
-        server_url: &str,
-        label: &str,
-        installation: Option<&str>,
-    ) -> Result<Option<(String, Source)>, TokenError> {
+    pub fn load(server_url: &str, label: &str, installation: Option<&str>) -> Result<Option<(String, Source)>, TokenError> {
         if let Some(c) = from_env()? {
             return Ok(Some((c, Source::Env)));
         }
-        let Some(installation) = installation else {
-            return Ok(None);
-        };
+        let Some(installation) = installation else { return Ok(None) };
         match entry(server_url, label, installation)?.get_password() {
             Ok(c) => Ok(Some((c, Source::Keyring))),
             Err(keyring::Error::NoEntry) => Ok(None),
@@ -124,11 +111,7 @@ pub mod credential {
 
     /// The credential to claim the label with: the one this installation
     /// has, or a new one stored in the keyring (and read back) first.
-    pub fn for_claim(
-        server_url: &str,
-        label: &str,
-        installation: &str,
-    ) -> Result<(String, Source), TokenError> {
+    pub fn for_claim(server_url: &str, label: &str, installation: &str) -> Result<(String, Source), TokenError> {
         let unavailable = |e: String| TokenError::NoCredentialStore(e);
         if let Some(found) = load(server_url, label, Some(installation)).map_err(|e| match e {
             TokenError::Keyring(m) => unavailable(m),
@@ -138,58 +121,39 @@ pub mod credential {
         }
         let made = pcmail_core::protocol::new_credential(&mut rand::rng());
         let e = entry(server_url, label, installation).map_err(|e| unavailable(e.to_string()))?;
-        e.set_password(&made)
-            .map_err(|e| unavailable(e.to_string()))?;
+        e.set_password(&made).map_err(|e| unavailable(e.to_string()))?;
         // A keyring that accepts and forgets would lock this PC out later: check it kept it.
         match e.get_password() {
             Ok(back) if back == made => Ok((made, Source::Keyring)),
-            Ok(_) => Err(unavailable(
-                "it gave back something else than it was given".into(),
-            )),
+            Ok(_) => Err(unavailable("it gave back something else than it was given".into())),
             Err(err) => Err(unavailable(err.to_string())),
         }
     }
 
     /// Keeps `cred` as this installation's credential (after a join or a
     /// rotation), read back to be sure the keyring kept it.
-    pub fn store(
-        server_url: &str,
-        label: &str,
-        installation: &str,
-        cred: &str,
-    ) -> Result<(), TokenError> {
+    pub fn store(server_url: &str, label: &str, installation: &str, cred: &str) -> Result<(), TokenError> {
         keep(&entry(server_url, label, installation)?, cred)
     }
 
     fn keep(e: &keyring::Entry, cred: &str) -> Result<(), TokenError> {
         let unavailable = |e: String| TokenError::NoCredentialStore(e);
-        e.set_password(cred)
-            .map_err(|e| unavailable(e.to_string()))?;
+        e.set_password(cred).map_err(|e| unavailable(e.to_string()))?;
         match e.get_password() {
             Ok(back) if back == cred => Ok(()),
-            Ok(_) => Err(unavailable(
-                "it gave back something else than it was given".into(),
-            )),
+            Ok(_) => Err(unavailable("it gave back something else than it was given".into())),
             Err(err) => Err(unavailable(err.to_string())),
         }
     }
 
     /// A rotation under way: the new credential is kept here *before* it is
     /// sent, so a lost answer is retried with the same one.
-    fn pending_entry(
-        server_url: &str,
-        label: &str,
-        installation: &str,
-    ) -> Result<keyring::Entry, TokenError> {
+    fn pending_entry(server_url: &str, label: &str, installation: &str) -> Result<keyring::Entry, TokenError> {
         entry(server_url, label, &format!("{installation}#rotating"))
     }
 
     /// The new credential of a rotation under way, or a new one kept first.
-    pub fn pending_rotation(
-        server_url: &str,
-        label: &str,
-        installation: &str,
-    ) -> Result<String, TokenError> {
+    pub fn pending_rotation(server_url: &str, label: &str, installation: &str) -> Result<String, TokenError> {
         let e = pending_entry(server_url, label, installation)?;
         match e.get_password() {
             Ok(c) => Ok(c),
@@ -203,12 +167,7 @@ pub mod credential {
     }
 
     /// The rotation is done: the new credential is the one, the pending entry goes.
-    pub fn finish_rotation(
-        server_url: &str,
-        label: &str,
-        installation: &str,
-        cred: &str,
-    ) -> Result<(), TokenError> {
+    pub fn finish_rotation(server_url: &str, label: &str, installation: &str, cred: &str) -> Result<(), TokenError> {
         store(server_url, label, installation, cred)?;
         match pending_entry(server_url, label, installation)?.delete_credential() {
             Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),

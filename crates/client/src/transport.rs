@@ -61,25 +61,16 @@ pub trait Transport: Send + Sync {
 /// (an HTML page from Google on quota/time-out) that is a transient error.
 pub fn interpret(body: &[u8]) -> Result<Value, CallError> {
     let v: Value = serde_json::from_slice(body).map_err(|_| {
-        let head: String = String::from_utf8_lossy(&body[..body.len().min(80)])
-            .chars()
-            .filter(|c| !c.is_control())
-            .collect();
-        CallError::Transient(format!(
-            "the server answered something that is not JSON ({head:?}…)"
-        ))
+        let head: String = String::from_utf8_lossy(&body[..body.len().min(80)]).chars().filter(|c| !c.is_control()).collect();
+        CallError::Transient(format!("the server answered something that is not JSON ({head:?}…)"))
     })?;
     match v.get("ok") {
         Some(Value::Bool(true)) => Ok(v),
         Some(Value::Bool(false)) => Err(match ProtoError::from_json(&v) {
             Some(p) => CallError::Server(p),
-            None => {
-                CallError::Transient("the server answered an error without a known code".into())
-            }
+            None => CallError::Transient("the server answered an error without a known code".into()),
         }),
-        _ => Err(CallError::Transient(
-            "the server answered JSON without \"ok\"".into(),
-        )),
+        _ => Err(CallError::Transient("the server answered JSON without \"ok\"".into())),
     }
 }
 
@@ -96,17 +87,8 @@ impl Embedded {
             let _ = pcmail_fsmode::create_private_dir_all(dir);
         }
         let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default())
-            .map_err(|e| {
-                CallError::Transient(format!(
-                    "cannot open the embedded server at {}: {e}",
-                    db.display()
-                ))
-            })?;
-        Ok(Embedded {
-            engine,
-            pc: pc.to_string(),
-            clock,
-        })
+            .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", db.display())))?;
+        Ok(Embedded { engine, pc: pc.to_string(), clock })
     }
     pub fn engine(&self) -> &pcmail_server::Engine {
         &self.engine
@@ -151,12 +133,7 @@ pub struct Http {
 }
 
 impl Http {
-    pub fn new(
-        url: &str,
-        token: Option<&str>,
-        pc: &str,
-        long_poll: bool,
-    ) -> Result<Http, CallError> {
+    pub fn new(url: &str, token: Option<&str>, pc: &str, long_poll: bool) -> Result<Http, CallError> {
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(60))
@@ -176,10 +153,7 @@ impl Http {
         })
     }
 
-    pub fn with_credential_reload(
-        mut self,
-        reload: Box<dyn Fn() -> Option<String> + Send + Sync>,
-    ) -> Http {
+    pub fn with_credential_reload(mut self, reload: Box<dyn Fn() -> Option<String> + Send + Sync>) -> Http {
         self.reload_cred = Some(reload);
         self
     }
@@ -203,13 +177,9 @@ impl Http {
             .send()
             .map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         let status = resp.status();
-        let body = resp
-            .bytes()
-            .map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
+        let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {
-            return Err(CallError::Transient(format!(
-                "HTTP {status} from the server"
-            )));
+            return Err(CallError::Transient(format!("HTTP {status} from the server")));
         }
         interpret(&body)
     }
@@ -271,17 +241,8 @@ mod tests {
 
     #[test]
     fn html_and_garbage_are_transient() {
-        for body in [
-            &b"<!DOCTYPE html><html>Service unavailable</html>"[..],
-            b"",
-            b"null",
-            b"{\"x\":1}",
-        ] {
-            assert!(
-                matches!(interpret(body), Err(CallError::Transient(_))),
-                "{:?}",
-                String::from_utf8_lossy(body)
-            );
+        for body in [&b"<!DOCTYPE html><html>Service unavailable</html>"[..], b"", b"null", b"{\"x\":1}"] {
+            assert!(matches!(interpret(body), Err(CallError::Transient(_))), "{:?}", String::from_utf8_lossy(body));
         }
         let e = interpret(br#"{"ok":false,"error":{"code":"unknown_recipient","message":"m","candidates":["a"]}}"#).unwrap_err();
         match e {

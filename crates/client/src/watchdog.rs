@@ -14,21 +14,12 @@ pub const HUNG_AFTER_MS: Millis = 10 * 60 * 1000;
 
 /// The threshold in force: 10 minutes, or `PCMAIL_WATCHDOG_MS` (tests only).
 pub fn threshold_ms() -> Millis {
-    std::env::var("PCMAIL_WATCHDOG_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|v: &Millis| *v > 0)
-        .unwrap_or(HUNG_AFTER_MS)
+    std::env::var("PCMAIL_WATCHDOG_MS").ok().and_then(|v| v.parse().ok()).filter(|v: &Millis| *v > 0).unwrap_or(HUNG_AFTER_MS)
 }
 
 /// Hung: the loop has not moved and no poll succeeded for `threshold` (a
 /// loop that keeps failing against a down server is alive: it backs off).
-pub fn is_hung(
-    now: Millis,
-    last_progress: Millis,
-    last_poll_ok: Option<Millis>,
-    threshold: Millis,
-) -> bool {
+pub fn is_hung(now: Millis, last_progress: Millis, last_poll_ok: Option<Millis>, threshold: Millis) -> bool {
     let poll_stale = last_poll_ok.is_none_or(|t| now - t > threshold);
     now - last_progress > threshold && poll_stale
 }
@@ -56,15 +47,13 @@ pub fn spawn(
     on_hung: impl FnOnce() + Send + 'static,
 ) {
     let every = Duration::from_millis((threshold / 10).clamp(50, 60_000) as u64);
-    let _ = std::thread::Builder::new()
-        .name("pcmail-watchdog".into())
-        .spawn(move || loop {
-            std::thread::sleep(every);
-            if is_hung(clock(), progress.last(), last_poll_ok(), threshold) {
-                on_hung();
-                return;
-            }
-        });
+    let _ = std::thread::Builder::new().name("pcmail-watchdog".into()).spawn(move || loop {
+        std::thread::sleep(every);
+        if is_hung(clock(), progress.last(), last_poll_ok(), threshold) {
+            on_hung();
+            return;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -75,26 +64,11 @@ mod tests {
     fn the_seed_rule() {
         let t = HUNG_AFTER_MS;
         // stuck in one call for 11 minutes, no good poll: hung
-        assert!(is_hung(
-            100 * t,
-            100 * t - 11 * 60_000,
-            Some(100 * t - 11 * 60_000),
-            t
-        ));
+        assert!(is_hung(100 * t, 100 * t - 11 * 60_000, Some(100 * t - 11 * 60_000), t));
         // failing (the loop moves) against a down server: alive
-        assert!(!is_hung(
-            100 * t,
-            100 * t - 1_000,
-            Some(100 * t - 60 * 60_000),
-            t
-        ));
+        assert!(!is_hung(100 * t, 100 * t - 1_000, Some(100 * t - 60 * 60_000), t));
         // a long poll in progress with a recent good poll: alive
-        assert!(!is_hung(
-            100 * t,
-            100 * t - 20_000,
-            Some(100 * t - 25_000),
-            t
-        ));
+        assert!(!is_hung(100 * t, 100 * t - 20_000, Some(100 * t - 25_000), t));
         // never polled, stuck since the start: hung
         assert!(is_hung(100 * t, 100 * t - t - 1, None, t));
     }

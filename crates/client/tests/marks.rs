@@ -19,9 +19,7 @@ fn clock() -> Millis {
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
     let config = Config {
         label: label.into(),
-        server: ServerConfig::Embedded {
-            db: Some(db.to_path_buf()),
-        },
+        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
         poll_interval_secs: 0,
         notify_webhook: None,
         native_notifications: false,
@@ -50,15 +48,7 @@ fn two() -> Two {
 }
 
 fn delivered(t: &mut Two, body: &str) -> String {
-    let id =
-        t.a.send(Draft {
-            to: "pc-b".into(),
-            body: body.into(),
-            ..Default::default()
-        })
-        .unwrap()
-        .ids[0]
-            .clone();
+    let id = t.a.send(Draft { to: "pc-b".into(), body: body.into(), ..Default::default() }).unwrap().ids[0].clone();
     t.b.sync_once(0).unwrap();
     id
 }
@@ -67,27 +57,14 @@ fn delivered(t: &mut Two, body: &str) -> String {
 fn the_reported_bad_reasons_are_refused_at_the_command() {
     let mut t = two();
     let id = delivered(&mut t, "x");
-    for reason in [
-        "bad \u{1b}[31m red".to_string(),
-        "x".repeat(2146),
-        "   ".into(),
-        "a\u{2028}b".into(),
-    ] {
+    for reason in ["bad \u{1b}[31m red".to_string(), "x".repeat(2146), "   ".into(), "a\u{2028}b".into()] {
         match t.b.mark(&id, MarkOp::Fail, Some(&reason), None) {
             Err(ClientError::Invalid(m)) => assert!(m.contains("reason"), "{m}"),
             other => panic!("{reason:?} → {other:?}"),
         }
     }
-    assert_eq!(
-        t.b.store.pending_mark_count().unwrap(),
-        0,
-        "nothing was queued"
-    );
-    assert_eq!(
-        t.b.store.inbox_get(&id).unwrap().unwrap().status,
-        State::New,
-        "the local status did not move"
-    );
+    assert_eq!(t.b.store.pending_mark_count().unwrap(), 0, "nothing was queued");
+    assert_eq!(t.b.store.inbox_get(&id).unwrap().unwrap().status, State::New, "the local status did not move");
 }
 
 #[test]
@@ -95,10 +72,7 @@ fn a_session_id_with_a_newline_still_gets_its_seen_through() {
     let mut t = two();
     let id = delivered(&mut t, "x");
     t.b.store
-        .write(|tx| {
-            pcmail_store::marks::queue(tx, &id, MarkOp::Seen, clock(), "pc-b/ab\ncdefgh", None)
-                .map(|_| ())
-        })
+        .write(|tx| pcmail_store::marks::queue(tx, &id, MarkOp::Seen, clock(), "pc-b/ab\ncdefgh", None).map(|_| ()))
         .unwrap();
     t.b.sync_once(0).unwrap();
     let (mails, _) = t.a.status(&[id]).unwrap();
@@ -134,10 +108,7 @@ fn a_mark_the_server_refuses_is_dropped_once_with_a_record() {
     let id = delivered(&mut t, "x");
     // A mark for mail this PC never received: the server answers not_found for that item only.
     t.b.store
-        .write(|tx| {
-            pcmail_store::marks::queue(tx, "mail-1-0000dead", MarkOp::Ack, clock(), "pc-b", None)
-                .map(|_| ())
-        })
+        .write(|tx| pcmail_store::marks::queue(tx, "mail-1-0000dead", MarkOp::Ack, clock(), "pc-b", None).map(|_| ()))
         .unwrap();
     t.b.mark(&id, MarkOp::Ack, None, None).unwrap();
     let r = t.b.sync_once(0).unwrap();

@@ -105,10 +105,7 @@ impl ErrorCode {
 
     /// Transient codes are retried with backoff; the rest are final for that input.
     pub fn is_transient(self) -> bool {
-        matches!(
-            self,
-            ErrorCode::RosterUnavailable | ErrorCode::Busy | ErrorCode::Internal
-        )
+        matches!(self, ErrorCode::RosterUnavailable | ErrorCode::Busy | ErrorCode::Internal)
     }
 }
 
@@ -132,12 +129,7 @@ pub struct ProtoError {
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError {
-            code,
-            message: message.into(),
-            field: None,
-            candidates: None,
-        }
+        ProtoError { code, message: message.into(), field: None, candidates: None }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -171,16 +163,10 @@ impl ProtoError {
         let code = ErrorCode::parse(code_str)?;
         Some(ProtoError {
             code,
-            message: e
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            message: e.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
             field: e.get("field").and_then(Value::as_str).map(str::to_string),
             candidates: e.get("candidates").and_then(Value::as_array).map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
+                a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
             }),
         })
     }

@@ -25,59 +25,27 @@ pub enum Op {
     RosterGet,
     /// `claim`: bind `label` (the caller's own) to the envelope's `cred`;
     /// `replace`: take a label bound to another installation over.
-    RosterSet {
-        label: String,
-        hostname: String,
-        number: Option<i64>,
-        claim: bool,
-        replace: bool,
-    },
-    RosterRemove {
-        label: String,
-    },
-    Send {
-        mail: OutgoingMail,
-    },
+    RosterSet { label: String, hostname: String, number: Option<i64>, claim: bool, replace: bool },
+    RosterRemove { label: String },
+    Send { mail: OutgoingMail },
     Poll(PollArgs),
-    Mark {
-        marks: Vec<MarkItem>,
-    },
-    Status {
-        ids: Vec<String>,
-    },
+    Mark { marks: Vec<MarkItem> },
+    Status { ids: Vec<String> },
     Sweep,
-    Alerts {
-        open_only: bool,
-    },
+    Alerts { open_only: bool },
     /// Admin: a one-time join code for `label` (issue 14). `code` is the
     /// secret part, made by the admin's client (a retry presents it again).
-    Enrol {
-        label: String,
-        hostname: Option<String>,
-        code: String,
-        expires_in: Millis,
-    },
+    Enrol { label: String, hostname: Option<String>, code: String, expires_in: Millis },
     /// A new PC exchanges a join code for its credential (the envelope's `cred`).
-    Join {
-        code: String,
-        hostname: String,
-    },
+    Join { code: String, hostname: String },
     /// Admin: ends a PC's access; its mail waits for a re-enrolled PC.
-    Revoke {
-        label: String,
-    },
+    Revoke { label: String },
     /// A PC replaces its credential with `new_cred`.
-    Rotate {
-        new_cred: String,
-    },
+    Rotate { new_cred: String },
     /// Admin: refuse (or accept again) the shared token for PC ops.
-    RequireCredentials {
-        on: bool,
-    },
+    RequireCredentials { on: bool },
     /// Admin: the audit log, newest first.
-    AuditLog {
-        limit: usize,
-    },
+    AuditLog { limit: usize },
 }
 
 impl Op {
@@ -106,13 +74,7 @@ impl Op {
     pub fn args_json(&self) -> Value {
         match self {
             Op::Hello | Op::RosterGet | Op::Sweep => json!({}),
-            Op::RosterSet {
-                label,
-                hostname,
-                number,
-                claim,
-                replace,
-            } => {
+            Op::RosterSet { label, hostname, number, claim, replace } => {
                 let mut v = json!({"label": label, "hostname": hostname});
                 if let Some(n) = number {
                     v["number"] = json!(n);
@@ -137,12 +99,7 @@ impl Op {
             Op::Mark { marks } => json!({"marks": good_marks(marks)}),
             Op::Status { ids } => json!({"ids": ids}),
             Op::Alerts { open_only } => json!({"open": open_only}),
-            Op::Enrol {
-                label,
-                hostname,
-                code,
-                expires_in,
-            } => {
+            Op::Enrol { label, hostname, code, expires_in } => {
                 json!({"label": label, "hostname": hostname, "code": code, "expiresIn": expires_in})
             }
             Op::Join { code, hostname } => json!({"code": code, "hostname": hostname}),
@@ -194,24 +151,13 @@ pub struct PollArgs {
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs {
-            confirm: vec![],
-            marks: vec![],
-            limit: limits::POLL_LIMIT_DEFAULT,
-            since: 0,
-            wait_ms: 0,
-        }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0 }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[
-    FEATURE_MARK_RESULTS,
-    FEATURE_EXPIRES_IN,
-    FEATURE_LABEL_BINDING,
-    FEATURE_CREDENTIALS,
-];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
@@ -244,10 +190,7 @@ pub fn new_credential(rng: &mut impl rand::Rng) -> String {
 /// on both servers, so a database and a spreadsheet agree).
 pub fn credential_hash(cred: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(cred.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    sha2::Sha256::digest(cred.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Builds the wire form of a request.
@@ -269,9 +212,8 @@ pub fn request_json_with_cred(pc: &str, token: Option<&str>, cred: Option<&str>,
 
 /// Parses a raw request body.
 pub fn parse_request_bytes(body: &[u8]) -> Result<Request, ProtoError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ProtoError::new(ErrorCode::BadJson, format!("request body is not JSON: {e}"))
-    })?;
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ProtoError::new(ErrorCode::BadJson, format!("request body is not JSON: {e}")))?;
     parse_request(&v)
 }
 
@@ -285,9 +227,7 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         Some(other) => {
             return Err(ProtoError::new(
                 ErrorCode::BadVersion,
-                format!(
-                "protocol version {other} is not supported; this server speaks v{PROTOCOL_VERSION}"
-            ),
+                format!("protocol version {other} is not supported; this server speaks v{PROTOCOL_VERSION}"),
             ))
         }
         None => {
@@ -323,35 +263,20 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             check_label("label", &label)?;
             let hostname = req_str(args, "hostname")?;
             if !is_valid_hostname(&hostname) {
-                return Err(ProtoError::field(
-                    "hostname",
-                    "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -",
-                ));
+                return Err(ProtoError::field("hostname", "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -"));
             }
             let number = opt_int(args, "number")?;
             if let Some(n) = number {
                 if !(1..=1_000_000).contains(&n) {
-                    return Err(ProtoError::field(
-                        "number",
-                        "number must be between 1 and 1000000",
-                    ));
+                    return Err(ProtoError::field("number", "number must be between 1 and 1000000"));
                 }
             }
             let claim = opt_bool(args, "claim")?.unwrap_or(false);
             let replace = opt_bool(args, "replace")?.unwrap_or(false);
             if replace && !claim {
-                return Err(ProtoError::field(
-                    "replace",
-                    "replace is only allowed with \"claim\": true",
-                ));
+                return Err(ProtoError::field("replace", "replace is only allowed with \"claim\": true"));
             }
-            Op::RosterSet {
-                label,
-                hostname,
-                number,
-                claim,
-                replace,
-            }
+            Op::RosterSet { label, hostname, number, claim, replace }
         }
         "roster.remove" => {
             let label = req_str(args, "label")?;
@@ -364,9 +289,7 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 .ok_or_else(|| ProtoError::field("mail", "missing \"mail\""))?
                 .as_object()
                 .ok_or_else(|| ProtoError::field("mail", "\"mail\" must be an object"))?;
-            Op::Send {
-                mail: parse_mail(m)?,
-            }
+            Op::Send { mail: parse_mail(m)? }
         }
         "poll" => {
             // A malformed id is left out like an unknown one: one bad id never fails the poll.
@@ -382,10 +305,7 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 None => limits::POLL_LIMIT_DEFAULT,
                 Some(n) if n >= 1 && n as usize <= limits::POLL_LIMIT_MAX => n as usize,
                 Some(_) => {
-                    return Err(ProtoError::field(
-                        "limit",
-                        format!("limit must be 1..{}", limits::POLL_LIMIT_MAX),
-                    ))
+                    return Err(ProtoError::field("limit", format!("limit must be 1..{}", limits::POLL_LIMIT_MAX)))
                 }
             };
             let since = opt_int(args, "since")?.unwrap_or(0);
@@ -394,80 +314,47 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             }
             let wait_ms = opt_int(args, "waitMs")?.unwrap_or(0);
             if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
-                return Err(ProtoError::field(
-                    "waitMs",
-                    format!("waitMs must be 0..{}", limits::WAIT_MS_MAX),
-                ));
+                return Err(ProtoError::field("waitMs", format!("waitMs must be 0..{}", limits::WAIT_MS_MAX)));
             }
-            Op::Poll(PollArgs {
-                confirm,
-                marks,
-                limit,
-                since,
-                wait_ms,
-            })
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms })
         }
         "mark" => {
-            let v = args
-                .get("marks")
-                .ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
-            Op::Mark {
-                marks: parse_marks(v)?,
-            }
+            let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
+            Op::Mark { marks: parse_marks(v)? }
         }
         "status" => {
             // An id that is not a mail id is answered as missing, like an unknown one.
             let ids = opt_str_array(args, "ids", limits::STATUS_IDS_MAX)?;
             if ids.is_empty() {
-                return Err(ProtoError::field(
-                    "ids",
-                    "\"ids\" must list 1 to 200 mail ids",
-                ));
+                return Err(ProtoError::field("ids", "\"ids\" must list 1 to 200 mail ids"));
             }
             Op::Status { ids }
         }
         "sweep" => Op::Sweep,
-        "alerts" => Op::Alerts {
-            open_only: opt_bool(args, "open")?.unwrap_or(true),
-        },
+        "alerts" => Op::Alerts { open_only: opt_bool(args, "open")?.unwrap_or(true) },
         "roster.enrol" => {
             let label = req_str(args, "label")?;
             check_label("label", &label)?;
             let hostname = opt_str(args, "hostname")?;
             if let Some(h) = &hostname {
                 if !is_valid_hostname(h) {
-                    return Err(ProtoError::field(
-                        "hostname",
-                        "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -",
-                    ));
+                    return Err(ProtoError::field("hostname", "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -"));
                 }
             }
             let code = req_str(args, "code")?;
             crate::auth::check_join_secret(&code)?;
-            let expires_in =
-                opt_int(args, "expiresIn")?.unwrap_or(crate::auth::JOIN_CODE_DEFAULT_MS);
+            let expires_in = opt_int(args, "expiresIn")?.unwrap_or(crate::auth::JOIN_CODE_DEFAULT_MS);
             if !(1..=crate::auth::JOIN_CODE_MAX_MS).contains(&expires_in) {
-                return Err(ProtoError::field(
-                    "expiresIn",
-                    "expiresIn must be 1 ms to 30 days",
-                ));
+                return Err(ProtoError::field("expiresIn", "expiresIn must be 1 ms to 30 days"));
             }
-            Op::Enrol {
-                label,
-                hostname,
-                code,
-                expires_in,
-            }
+            Op::Enrol { label, hostname, code, expires_in }
         }
         "join" => {
             let code = req_str(args, "code")?;
             crate::auth::check_join_secret(&code)?;
             let hostname = req_str(args, "hostname")?;
             if !is_valid_hostname(&hostname) {
-                return Err(ProtoError::field(
-                    "hostname",
-                    "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -",
-                ));
+                return Err(ProtoError::field("hostname", "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -"));
             }
             Op::Join { code, hostname }
         }
@@ -481,9 +368,7 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             check_credential(&new_cred).map_err(|e| ProtoError::field("newCred", e.message))?;
             Op::Rotate { new_cred }
         }
-        "roster.requireCredentials" => Op::RequireCredentials {
-            on: opt_bool(args, "on")?.unwrap_or(true),
-        },
+        "roster.requireCredentials" => Op::RequireCredentials { on: opt_bool(args, "on")?.unwrap_or(true) },
         "roster.log" => {
             let limit = match opt_int(args, "limit")? {
                 None => 100,
@@ -493,10 +378,7 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             Op::AuditLog { limit }
         }
         other => {
-            return Err(ProtoError::new(
-                ErrorCode::UnknownOp,
-                format!("unknown op {other:?}"),
-            ));
+            return Err(ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {other:?}")));
         }
     };
     // The caller's label is checked after the op so `unknown_op` wins over a bad label.
@@ -504,44 +386,24 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
     if let Some(c) = &cred {
         check_credential(c)?;
     }
-    if let Op::RosterSet {
-        label, claim: true, ..
-    } = &op
-    {
+    if let Op::RosterSet { label, claim: true, .. } = &op {
         if *label != pc {
-            return Err(ProtoError::field(
-                "claim",
-                "a PC may only claim its own label (label must equal pc)",
-            ));
+            return Err(ProtoError::field("claim", "a PC may only claim its own label (label must equal pc)"));
         }
         if cred.is_none() {
-            return Err(ProtoError::field(
-                "cred",
-                "claim needs \"cred\": this installation's credential",
-            ));
+            return Err(ProtoError::field("cred", "claim needs \"cred\": this installation's credential"));
         }
     }
     if matches!(op, Op::Join { .. } | Op::Rotate { .. }) && cred.is_none() {
-        return Err(ProtoError::field(
-            "cred",
-            format!("{} needs \"cred\": this PC's credential", op.name()),
-        ));
+        return Err(ProtoError::field("cred", format!("{} needs \"cred\": this PC's credential", op.name())));
     }
-    Ok(Request {
-        pc,
-        token,
-        cred,
-        op,
-    })
+    Ok(Request { pc, token, cred, op })
 }
 
 fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     let id = req_str(m, "id")?;
     if !is_valid_mail_id(&id) {
-        return Err(ProtoError::field(
-            "mail.id",
-            "mail.id must look like mail-<ms>-<8 lower hex>",
-        ));
+        return Err(ProtoError::field("mail.id", "mail.id must look like mail-<ms>-<8 lower hex>"));
     }
     let to = req_str(m, "to")?;
     if to != "*" && !is_valid_label(&to) {
@@ -553,9 +415,8 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     }
     let kind = match m.get("kind") {
         None | Some(Value::Null) => Kind::Note,
-        Some(Value::String(s)) => Kind::parse(s).ok_or_else(|| {
-            ProtoError::field("mail.kind", "mail.kind must be note, request or decision")
-        })?,
+        Some(Value::String(s)) => Kind::parse(s)
+            .ok_or_else(|| ProtoError::field("mail.kind", "mail.kind must be note, request or decision"))?,
         Some(_) => return Err(ProtoError::field("mail.kind", "mail.kind must be a string")),
     };
     let subject = opt_str(m, "subject")?.unwrap_or_default();
@@ -563,34 +424,22 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     let body = req_str(m, "body")?;
     check_text("mail.body", &body, limits::BODY_MAX_CHARS, true)?;
     if body.trim().is_empty() {
-        return Err(ProtoError::field(
-            "mail.body",
-            "mail.body must not be empty",
-        ));
+        return Err(ProtoError::field("mail.body", "mail.body must not be empty"));
     }
     let urgent = opt_bool(m, "urgent")?.unwrap_or(false);
     let expires_at = opt_int(m, "expiresAt")?;
     if let Some(e) = expires_at {
         if e < 0 {
-            return Err(ProtoError::field(
-                "mail.expiresAt",
-                "mail.expiresAt must be a time in ms",
-            ));
+            return Err(ProtoError::field("mail.expiresAt", "mail.expiresAt must be a time in ms"));
         }
     }
     let expires_in = opt_int(m, "expiresIn")?;
     if let Some(e) = expires_in {
         if !(1..=limits::EXPIRES_IN_MAX_MS).contains(&e) {
-            return Err(ProtoError::field(
-                "mail.expiresIn",
-                "mail.expiresIn must be 1 ms to 366 days",
-            ));
+            return Err(ProtoError::field("mail.expiresIn", "mail.expiresIn must be 1 ms to 366 days"));
         }
         if expires_at.is_some() {
-            return Err(ProtoError::field(
-                "mail.expiresIn",
-                "send either mail.expiresIn or mail.expiresAt, not both",
-            ));
+            return Err(ProtoError::field("mail.expiresIn", "send either mail.expiresIn or mail.expiresAt, not both"));
         }
     }
     let in_reply_to = opt_str(m, "inReplyTo")?;
@@ -602,82 +451,39 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     if !(0..=1000).contains(&hop) {
         return Err(ProtoError::field("mail.hop", "mail.hop must be 0..1000"));
     }
-    Ok(OutgoingMail {
-        id,
-        to,
-        kind,
-        subject,
-        body,
-        urgent,
-        expires_at,
-        expires_in,
-        in_reply_to,
-        auto,
-        hop,
-    })
+    Ok(OutgoingMail { id, to, kind, subject, body, urgent, expires_at, expires_in, in_reply_to, auto, hop })
 }
 
 /// A batch of marks: the batch itself must be an array of at most 500 (that is
 /// the request's shape); each item is parsed on its own.
 fn parse_marks(v: &Value) -> Result<Vec<MarkItem>, ProtoError> {
-    let arr = v
-        .as_array()
-        .ok_or_else(|| ProtoError::field("marks", "\"marks\" must be an array"))?;
+    let arr = v.as_array().ok_or_else(|| ProtoError::field("marks", "\"marks\" must be an array"))?;
     if arr.len() > limits::MARKS_MAX {
-        return Err(ProtoError::field(
-            "marks",
-            format!("at most {} marks per request", limits::MARKS_MAX),
-        ));
+        return Err(ProtoError::field("marks", format!("at most {} marks per request", limits::MARKS_MAX)));
     }
-    Ok(arr
-        .iter()
-        .enumerate()
-        .map(|(index, m)| parse_mark(index, m))
-        .collect())
+    Ok(arr.iter().enumerate().map(|(index, m)| parse_mark(index, m)).collect())
 }
 
 fn parse_mark(index: usize, v: &Value) -> MarkItem {
     let bad = |error: ProtoError| {
         let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        BadMark {
-            index,
-            mark_id: s("markId"),
-            id: s("id"),
-            error,
-        }
+        BadMark { index, mark_id: s("markId"), id: s("id"), error }
     };
-    let m = v
-        .as_object()
-        .ok_or_else(|| bad(ProtoError::field("marks", "each mark must be an object")))?;
+    let m = v.as_object().ok_or_else(|| bad(ProtoError::field("marks", "each mark must be an object")))?;
     let item = (|| {
         let mark_id = req_str(m, "markId")?;
-        if mark_id.is_empty()
-            || mark_id.chars().count() > 100
-            || mark_id.chars().any(char::is_control)
-        {
-            return Err(ProtoError::field(
-                "markId",
-                "markId must be 1-100 characters with no control characters",
-            ));
+        if mark_id.is_empty() || mark_id.chars().count() > 100 || mark_id.chars().any(char::is_control) {
+            return Err(ProtoError::field("markId", "markId must be 1-100 characters with no control characters"));
         }
         let id = req_str(m, "id")?;
         check_any_id("id", &id)?;
         let op_s = req_str(m, "op")?;
-        let op = MarkOp::parse(&op_s)
-            .ok_or_else(|| ProtoError::field("op", "mark op must be seen, ack or fail"))?;
-        let at: Millis =
-            opt_int(m, "at")?.ok_or_else(|| ProtoError::field("at", "missing \"at\""))?;
+        let op = MarkOp::parse(&op_s).ok_or_else(|| ProtoError::field("op", "mark op must be seen, ack or fail"))?;
+        let at: Millis = opt_int(m, "at")?.ok_or_else(|| ProtoError::field("at", "missing \"at\""))?;
         let by = req_str(m, "by")?;
         let reason = opt_str(m, "reason")?;
         check_mark_text(op, &by, reason.as_deref())?;
-        Ok(Mark {
-            mark_id,
-            id,
-            op,
-            at,
-            by,
-            reason,
-        })
+        Ok(Mark { mark_id, id, op, at, by, reason })
     })();
     item.map_err(bad)
 }
@@ -686,10 +492,7 @@ fn req_str(m: &Map<String, Value>, key: &str) -> Result<String, ProtoError> {
     match m.get(key) {
         Some(Value::String(s)) => Ok(s.clone()),
         None | Some(Value::Null) => Err(ProtoError::field(key, format!("missing \"{key}\""))),
-        Some(_) => Err(ProtoError::field(
-            key,
-            format!("\"{key}\" must be a string"),
-        )),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be a string"))),
     }
 }
 
@@ -697,10 +500,7 @@ fn opt_str(m: &Map<String, Value>, key: &str) -> Result<Option<String>, ProtoErr
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ProtoError::field(
-            key,
-            format!("\"{key}\" must be a string"),
-        )),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be a string"))),
     }
 }
 
@@ -711,10 +511,7 @@ fn opt_int(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, ProtoError>
             .as_i64()
             .map(Some)
             .ok_or_else(|| ProtoError::field(key, format!("\"{key}\" must be an integer"))),
-        Some(_) => Err(ProtoError::field(
-            key,
-            format!("\"{key}\" must be an integer"),
-        )),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be an integer"))),
     }
 }
 
@@ -722,10 +519,7 @@ fn opt_bool(m: &Map<String, Value>, key: &str) -> Result<Option<bool>, ProtoErro
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(ProtoError::field(
-            key,
-            format!("\"{key}\" must be true or false"),
-        )),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be true or false"))),
     }
 }
 
@@ -734,23 +528,17 @@ fn opt_str_array(m: &Map<String, Value>, key: &str, max: usize) -> Result<Vec<St
         None | Some(Value::Null) => Ok(vec![]),
         Some(Value::Array(a)) => {
             if a.len() > max {
-                return Err(ProtoError::field(
-                    key,
-                    format!("at most {max} entries in \"{key}\""),
-                ));
+                return Err(ProtoError::field(key, format!("at most {max} entries in \"{key}\"")));
             }
             a.iter()
                 .map(|x| {
-                    x.as_str().map(str::to_string).ok_or_else(|| {
-                        ProtoError::field(key, format!("\"{key}\" must be an array of strings"))
-                    })
+                    x.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| ProtoError::field(key, format!("\"{key}\" must be an array of strings")))
                 })
                 .collect()
         }
-        Some(_) => Err(ProtoError::field(
-            key,
-            format!("\"{key}\" must be an array of strings"),
-        )),
+        Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be an array of strings"))),
     }
 }
 
@@ -758,10 +546,7 @@ fn check_label(field: &str, s: &str) -> Result<(), ProtoError> {
     if is_valid_label(s) {
         Ok(())
     } else {
-        Err(ProtoError::field(
-            field,
-            format!("{field} {s:?} is not a valid label (lower-case a-z 0-9 . _ -, max 40)"),
-        ))
+        Err(ProtoError::field(field, format!("{field} {s:?} is not a valid label (lower-case a-z 0-9 . _ -, max 40)")))
     }
 }
 
@@ -787,27 +572,12 @@ mod tests {
         assert_eq!(code("{"), ErrorCode::BadJson);
         assert_eq!(code("[1]"), ErrorCode::BadJson);
         assert_eq!(code(r#"{"op":"hello","pc":"a"}"#), ErrorCode::BadVersion);
-        assert_eq!(
-            code(r#"{"v":2,"op":"hello","pc":"a"}"#),
-            ErrorCode::BadVersion
-        );
-        assert_eq!(
-            code(r#"{"v":"1","op":"hello","pc":"a"}"#),
-            ErrorCode::BadVersion
-        );
-        assert_eq!(
-            code(r#"{"v":1,"op":"nuke","pc":"a"}"#),
-            ErrorCode::UnknownOp
-        );
+        assert_eq!(code(r#"{"v":2,"op":"hello","pc":"a"}"#), ErrorCode::BadVersion);
+        assert_eq!(code(r#"{"v":"1","op":"hello","pc":"a"}"#), ErrorCode::BadVersion);
+        assert_eq!(code(r#"{"v":1,"op":"nuke","pc":"a"}"#), ErrorCode::UnknownOp);
         assert_eq!(code(r#"{"v":1,"op":"hello"}"#), ErrorCode::BadRequest);
-        assert_eq!(
-            code(r#"{"v":1,"op":"hello","pc":"A B"}"#),
-            ErrorCode::BadRequest
-        );
-        assert_eq!(
-            code(r#"{"v":1,"op":"status","pc":"a","args":{"ids":[]}}"#),
-            ErrorCode::BadRequest
-        );
+        assert_eq!(code(r#"{"v":1,"op":"hello","pc":"A B"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"v":1,"op":"status","pc":"a","args":{"ids":[]}}"#), ErrorCode::BadRequest);
         let e = parse_request_bytes(br#"{"v":1,"op":"send","pc":"a","args":{"mail":{"id":"mail-1-0000abcd","to":"b","body":"x","urgent":"yes"}}}"#).unwrap_err();
         assert_eq!(e.code, ErrorCode::BadRequest);
         assert_eq!(e.field.as_deref(), Some("urgent"));
@@ -815,21 +585,15 @@ mod tests {
 
     #[test]
     fn a_bad_mark_is_refused_on_its_own() {
-        let r = parse_request_bytes(
-            br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[
+        let r = parse_request_bytes(br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[
             {"markId":"m1","id":"mail-1-0000abcd","op":"fail","at":1,"by":"a"},
             {"markId":"m2","id":"mail-1-0000abcd","op":"seen","at":1,"by":"a"},
             {"markId":7},
-            "x"]}}"#,
-        )
-        .unwrap();
+            "x"]}}"#).unwrap();
         let Op::Mark { marks } = r.op else { panic!() };
         assert_eq!(marks.len(), 4);
         let e = marks[0].as_ref().unwrap_err();
-        assert_eq!(
-            (e.index, e.error.field.as_deref(), e.mark_id.as_deref()),
-            (0, Some("reason"), Some("m1"))
-        );
+        assert_eq!((e.index, e.error.field.as_deref(), e.mark_id.as_deref()), (0, Some("reason"), Some("m1")));
         assert!(marks[1].is_ok());
         let e = marks[2].as_ref().unwrap_err();
         assert_eq!((e.index, e.mark_id.as_deref()), (2, None));
@@ -839,30 +603,14 @@ mod tests {
     #[test]
     fn round_trip_of_client_requests() {
         let mail = OutgoingMail {
-            id: "mail-5-0000abcd".into(),
-            to: "pc-b".into(),
-            kind: Kind::Decision,
-            subject: "=SUM(A1)".into(),
-            body: "@here +1 -1".into(),
-            urgent: true,
-            expires_at: None,
-            expires_in: Some(99),
-            in_reply_to: None,
-            auto: false,
-            hop: 0,
+            id: "mail-5-0000abcd".into(), to: "pc-b".into(), kind: Kind::Decision,
+            subject: "=SUM(A1)".into(), body: "@here +1 -1".into(), urgent: true,
+            expires_at: None, expires_in: Some(99), in_reply_to: None, auto: false, hop: 0,
         };
         let op = Op::Send { mail: mail.clone() };
         let v = request_json("pc-a", Some("tok"), &op);
         let back = parse_request(&v).unwrap();
-        assert_eq!(
-            back,
-            Request {
-                pc: "pc-a".into(),
-                token: Some("tok".into()),
-                cred: None,
-                op
-            }
-        );
+        assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), cred: None, op });
     }
 
     #[test]
@@ -870,57 +618,18 @@ mod tests {
         let cred = new_credential(&mut rand::rng());
         assert_eq!(cred.len(), 64);
         check_credential(&cred).unwrap();
-        let claim = |label: &str| Op::RosterSet {
-            label: label.into(),
-            hostname: "H".into(),
-            number: None,
-            claim: true,
-            replace: false,
-        };
-        let back = parse_request(&request_json_with_cred(
-            "pc-a",
-            None,
-            Some(&cred),
-            &claim("pc-a"),
-        ))
-        .unwrap();
+        let claim = |label: &str| Op::RosterSet { label: label.into(), hostname: "H".into(), number: None, claim: true, replace: false };
+        let back = parse_request(&request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-a"))).unwrap();
         assert_eq!(back.cred.as_deref(), Some(cred.as_str()));
         assert_eq!(back.op, claim("pc-a"));
         // Someone else's label, no credential, a short one, replace without claim.
         let field = |v: Value| parse_request(&v).unwrap_err().field;
-        assert_eq!(
-            field(request_json_with_cred(
-                "pc-a",
-                None,
-                Some(&cred),
-                &claim("pc-b")
-            ))
-            .as_deref(),
-            Some("claim")
-        );
-        assert_eq!(
-            field(request_json_with_cred("pc-a", None, None, &claim("pc-a"))).as_deref(),
-            Some("cred")
-        );
-        assert_eq!(
-            field(request_json_with_cred(
-                "pc-a",
-                None,
-                Some("short"),
-                &Op::Hello
-            ))
-            .as_deref(),
-            Some("cred")
-        );
-        assert_eq!(
-            field(json!({"v":1,"op":"hello","pc":"a","cred":7})).as_deref(),
-            Some("cred")
-        );
+        assert_eq!(field(request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-b"))).as_deref(), Some("claim"));
+        assert_eq!(field(request_json_with_cred("pc-a", None, None, &claim("pc-a"))).as_deref(), Some("cred"));
+        assert_eq!(field(request_json_with_cred("pc-a", None, Some("short"), &Op::Hello)).as_deref(), Some("cred"));
+        assert_eq!(field(json!({"v":1,"op":"hello","pc":"a","cred":7})).as_deref(), Some("cred"));
         assert_eq!(field(json!({"v":1,"op":"roster.set","pc":"a","args":{"label":"a","hostname":"H","replace":true}})).as_deref(), Some("replace"));
-        assert_eq!(
-            credential_hash("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(credential_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     proptest! {

@@ -9,16 +9,13 @@ pub fn is_valid_label(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 40
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')
-        })
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 pub fn is_valid_hostname(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 /// Turns a hostname into a label candidate (`KIM-LT.local` → `kim-lt.local`).
@@ -67,16 +64,11 @@ pub fn resolve(pcs: &[Pc], query: &str) -> Resolution {
             }
         }
     }
-    let by_host: Vec<&Pc> = pcs
-        .iter()
-        .filter(|p| p.hostname.eq_ignore_ascii_case(q))
-        .collect();
+    let by_host: Vec<&Pc> = pcs.iter().filter(|p| p.hostname.eq_ignore_ascii_case(q)).collect();
     if by_host.len() == 1 {
         return Resolution::Exact(by_host[0].label.clone());
     }
-    Resolution::Unknown {
-        candidates: candidates(pcs, q),
-    }
+    Resolution::Unknown { candidates: candidates(pcs, q) }
 }
 
 /// Up to 5 labels that look like `query`, closest first.
@@ -93,11 +85,7 @@ pub fn candidates(pcs: &[Pc], query: &str) -> Vec<String> {
         })
         .collect();
     scored.sort();
-    scored
-        .into_iter()
-        .take(5)
-        .map(|(_, l)| l.to_string())
-        .collect()
+    scored.into_iter().take(5).map(|(_, l)| l.to_string()).collect()
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -122,37 +110,19 @@ mod tests {
 
     fn roster() -> Vec<Pc> {
         vec![
-            Pc {
-                number: 1,
-                label: "kim-desktop".into(),
-                hostname: "KIM-DT".into(),
-            },
-            Pc {
-                number: 2,
-                label: "kim-laptop".into(),
-                hostname: "KIM-LT".into(),
-            },
-            Pc {
-                number: 3,
-                label: "lee".into(),
-                hostname: "lee-box".into(),
-            },
+            Pc { number: 1, label: "kim-desktop".into(), hostname: "KIM-DT".into() },
+            Pc { number: 2, label: "kim-laptop".into(), hostname: "KIM-LT".into() },
+            Pc { number: 3, label: "lee".into(), hostname: "lee-box".into() },
         ]
     }
 
     #[test]
     fn exact_label_number_and_hostname() {
         let r = roster();
-        assert_eq!(
-            resolve(&r, "kim-laptop"),
-            Resolution::Exact("kim-laptop".into())
-        );
+        assert_eq!(resolve(&r, "kim-laptop"), Resolution::Exact("kim-laptop".into()));
         assert_eq!(resolve(&r, "2"), Resolution::Exact("kim-laptop".into()));
         assert_eq!(resolve(&r, "#3"), Resolution::Exact("lee".into()));
-        assert_eq!(
-            resolve(&r, "kim-dt"),
-            Resolution::Exact("kim-desktop".into())
-        );
+        assert_eq!(resolve(&r, "kim-dt"), Resolution::Exact("kim-desktop".into()));
         assert_eq!(resolve(&r, "*"), Resolution::Broadcast);
     }
 
@@ -167,14 +137,8 @@ mod tests {
             }
             other => panic!("kim resolved to {other:?}"),
         }
-        assert!(matches!(
-            resolve(&roster(), "9"),
-            Resolution::Unknown { .. }
-        ));
-        assert!(matches!(
-            resolve(&roster(), "KIM-LAPTOP"),
-            Resolution::Unknown { .. }
-        ));
+        assert!(matches!(resolve(&roster(), "9"), Resolution::Unknown { .. }));
+        assert!(matches!(resolve(&roster(), "KIM-LAPTOP"), Resolution::Unknown { .. }));
     }
 
     #[test]

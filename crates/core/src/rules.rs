@@ -16,27 +16,15 @@ pub const ACTOR_SESSION_CHARS: usize = 8;
 /// `multiline` (a NUL or an escape sequence has no business in mail that lands
 /// in a terminal or a model's context). Line and paragraph separators count as
 /// control characters: they break a line where a reader does not expect it.
-pub fn check_text(
-    field: &str,
-    s: &str,
-    max_chars: usize,
-    multiline: bool,
-) -> Result<(), ProtoError> {
+pub fn check_text(field: &str, s: &str, max_chars: usize, multiline: bool) -> Result<(), ProtoError> {
     if s.chars().count() > max_chars {
-        return Err(ProtoError::field(
-            field,
-            format!("{field} is longer than {max_chars} characters"),
-        ));
+        return Err(ProtoError::field(field, format!("{field} is longer than {max_chars} characters")));
     }
     let bad = s.chars().any(|c| {
-        (c.is_control() && !(multiline && matches!(c, '\n' | '\r' | '\t')))
-            || matches!(c, '\u{2028}' | '\u{2029}')
+        (c.is_control() && !(multiline && matches!(c, '\n' | '\r' | '\t'))) || matches!(c, '\u{2028}' | '\u{2029}')
     });
     if bad {
-        return Err(ProtoError::field(
-            field,
-            format!("{field} contains control characters"),
-        ));
+        return Err(ProtoError::field(field, format!("{field} contains control characters")));
     }
     Ok(())
 }
@@ -52,10 +40,7 @@ pub fn check_mark_text(op: MarkOp, by: &str, reason: Option<&str>) -> Result<(),
         check_text("reason", r, REASON_MAX_CHARS, true)?;
     }
     if op == MarkOp::Fail && reason.map(str::trim).unwrap_or("").is_empty() {
-        return Err(ProtoError::field(
-            "reason",
-            "a fail mark needs a reason that is not blank",
-        ));
+        return Err(ProtoError::field("reason", "a fail mark needs a reason that is not blank"));
     }
     Ok(())
 }
@@ -98,13 +83,7 @@ pub fn sanitize_actor(by: &str) -> String {
 pub fn clean_reason(s: &str) -> String {
     let s: String = s
         .chars()
-        .map(|c| {
-            if (c.is_control() && c != '\n') || matches!(c, '\u{2028}' | '\u{2029}') {
-                ' '
-            } else {
-                c
-            }
-        })
+        .map(|c| if (c.is_control() && c != '\n') || matches!(c, '\u{2028}' | '\u{2029}') { ' ' } else { c })
         .take(REASON_MAX_CHARS)
         .collect();
     if s.trim().is_empty() {
@@ -121,17 +100,8 @@ mod tests {
 
     #[test]
     fn the_reported_reasons_are_refused() {
-        for r in [
-            "bad \u{1b}[31m red",
-            &"x".repeat(2146),
-            "   ",
-            "a\u{2028}b",
-            "",
-        ] {
-            assert!(
-                check_mark_text(MarkOp::Fail, "pc-a", Some(r)).is_err(),
-                "{r:?} accepted"
-            );
+        for r in ["bad \u{1b}[31m red", &"x".repeat(2146), "   ", "a\u{2028}b", ""] {
+            assert!(check_mark_text(MarkOp::Fail, "pc-a", Some(r)).is_err(), "{r:?} accepted");
         }
         assert!(check_mark_text(MarkOp::Fail, "pc-a", Some("disk full\non line 2")).is_ok());
         assert!(check_mark_text(MarkOp::Seen, "pc-a", None).is_ok());

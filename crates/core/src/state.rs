@@ -16,14 +16,8 @@ pub enum State {
 }
 
 impl State {
-    pub const ALL: [State; 6] = [
-        State::New,
-        State::Delivered,
-        State::Seen,
-        State::Done,
-        State::Failed,
-        State::Expired,
-    ];
+    pub const ALL: [State; 6] =
+        [State::New, State::Delivered, State::Seen, State::Done, State::Failed, State::Expired];
 
     pub fn rank(self) -> u8 {
         match self {
@@ -78,23 +72,11 @@ mod tests {
     #[test]
     fn documented_cases() {
         assert_eq!(State::New.advance(State::Delivered), Some(State::Delivered));
-        assert_eq!(
-            State::Done.advance(State::Seen),
-            None,
-            "seen after done stays done"
-        );
-        assert_eq!(
-            State::Done.advance(State::Expired),
-            None,
-            "expired never overrides done"
-        );
+        assert_eq!(State::Done.advance(State::Seen), None, "seen after done stays done");
+        assert_eq!(State::Done.advance(State::Expired), None, "expired never overrides done");
         assert_eq!(State::Failed.advance(State::Expired), None);
         assert_eq!(State::Failed.advance(State::Done), None);
-        assert_eq!(
-            State::New.advance(State::Done),
-            Some(State::Done),
-            "skipping forward is allowed"
-        );
+        assert_eq!(State::New.advance(State::Done), Some(State::Done), "skipping forward is allowed");
         assert_eq!(State::Seen.advance(State::Seen), None);
     }
 

@@ -63,10 +63,7 @@ impl OpError {
 
 pub(crate) fn db_error_to_proto(e: &rusqlite::Error) -> ProtoError {
     if is_busy(e) {
-        ProtoError::new(
-            ErrorCode::Busy,
-            "the database is locked by another writer; retry",
-        )
+        ProtoError::new(ErrorCode::Busy, "the database is locked by another writer; retry")
     } else {
         tracing::error!(error = %e, "storage failure");
         ProtoError::new(ErrorCode::Internal, "storage failure; nothing was stored")
@@ -115,9 +112,7 @@ impl Engine {
         let _ = pcmail_fsmode::ensure_private_file(path);
         let conn = Connection::open_with_flags(
             path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let mut e = Engine::from_connection(conn, config, true)?;
         e.path = Some(path.to_path_buf());
@@ -128,11 +123,7 @@ impl Engine {
         Engine::from_connection(Connection::open_in_memory()?, config, false)
     }
 
-    fn from_connection(
-        mut conn: Connection,
-        config: EngineConfig,
-        wal: bool,
-    ) -> Result<Engine, EngineError> {
+    fn from_connection(mut conn: Connection, config: EngineConfig, wal: bool) -> Result<Engine, EngineError> {
         conn.busy_timeout(config.busy_timeout.unwrap_or(Duration::from_secs(5)))?;
         if wal {
             // WAL: readers never block the writer; NORMAL is durable across
@@ -143,12 +134,7 @@ impl Engine {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.set_prepared_statement_cache_capacity(64);
         schema::migrate(&mut conn)?;
-        Ok(Engine {
-            conn: Mutex::new(conn),
-            config,
-            listener: RwLock::new(None),
-            path: None,
-        })
+        Ok(Engine { conn: Mutex::new(conn), config, listener: RwLock::new(None), path: None })
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -178,13 +164,7 @@ impl Engine {
 
     /// Handles a parsed request: who the caller is, then the op, in one transaction.
     pub fn handle_request(&self, req: &Request, now: Millis) -> Value {
-        match self.run(
-            &req.op,
-            &req.pc,
-            req.cred.as_deref(),
-            req.token.as_deref(),
-            now,
-        ) {
+        match self.run(req, now) {
             Ok(fields) => ok_response(now, fields),
             Err(e) => e.to_json(),
         }
@@ -203,16 +183,8 @@ impl Engine {
 
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
-        let behavior = TransactionBehavior::Immediate;
-        let out = self.with_tx(behavior, |tx| {
-            let mut ctx = Ctx {
-                tx,
-                now,
-                pc: "server",
-                cred: None,
-                caller: Caller::Admin,
-                touched: Vec::new(),
-            };
+        let out = self.with_tx(TransactionBehavior::Immediate, |tx| {
+            let mut ctx = Ctx { tx, now, pc: "server", cred: None, caller: Caller::Admin, touched: Vec::new() };
             ops::dispatch(&mut ctx, &Op::Sweep)
         });
         match out {
@@ -221,47 +193,18 @@ impl Engine {
         }
     }
 
-    fn run(
-        &self,
-        op: &Op,
-        pc: &str,
-        cred: Option<&str>,
-        token: Option<&str>,
-        now: Millis,
-    ) -> Result<Map<String, Value>, ProtoError> {
-        let behavior = if ops::is_read_only(op) {
-            TransactionBehavior::Deferred
-        } else {
-            TransactionBehavior::Immediate
-        };
-        let req = Request {
-            pc: pc.to_string(),
-            token: token.map(str::to_string),
-            cred: cred.map(str::to_string),
-            op: op.clone(),
-        };
+    fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
+        let behavior = if ops::is_read_only(&req.op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
-                let caller = crate::auth::authenticate(tx, &self.config, &req)?;
-                let mut ctx = Ctx {
-                    tx,
-                    now,
-                    pc,
-                    cred,
-                    caller,
-                    touched: Vec::new(),
-                };
-                let fields = ops::dispatch(&mut ctx, op)?;
+                let caller = crate::auth::authenticate(tx, &self.config, req)?;
+                let mut ctx = Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new() };
+                let fields = ops::dispatch(&mut ctx, &req.op)?;
                 Ok((fields, ctx.touched))
             })
             .map_err(OpError::into_proto)?;
         if !touched.is_empty() {
-            if let Some(l) = self
-                .listener
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-            {
+            if let Some(l) = self.listener.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
                 l(&touched);
             }
         }
@@ -284,22 +227,13 @@ impl Engine {
     /// Deletes final mail past the retention window, band by band (each its
     /// own short transaction, so polls go in between). Returns how many went.
     pub fn prune(&self, now: Millis) -> anyhow::Result<usize> {
-        let cutoff = now
-            - self
-                .config
-                .retention_ms
-                .unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
         let checkpointer = self.path.as_ref().and_then(|p| Connection::open(p).ok());
         let mut total = 0;
         loop {
             let n = self
                 .with_tx(TransactionBehavior::Immediate, |tx| {
-                    Ok(crate::prune::prune_band(
-                        tx,
-                        cutoff,
-                        crate::prune::BAND_ROWS,
-                        crate::prune::BAND_BUDGET,
-                    )?)
+                    Ok(crate::prune::prune_band(tx, cutoff, crate::prune::BAND_ROWS, crate::prune::BAND_BUDGET)?)
                 })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             total += n;
@@ -316,25 +250,16 @@ impl Engine {
             std::thread::yield_now();
         }
         if total > 0 {
-            tracing::info!(
-                pruned = total,
-                "retention: final mail past the window deleted"
-            );
+            tracing::info!(pruned = total, "retention: final mail past the window deleted");
         }
         Ok(total)
     }
 
     /// Final mail past the retention window that `prune` would delete.
     pub fn prunable(&self, now: Millis) -> anyhow::Result<i64> {
-        let cutoff = now
-            - self
-                .config
-                .retention_ms
-                .unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
-        self.with_tx(TransactionBehavior::Deferred, |tx| {
-            Ok(crate::prune::prunable(tx, cutoff)?)
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))
+        let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
+        self.with_tx(TransactionBehavior::Deferred, |tx| Ok(crate::prune::prunable(tx, cutoff)?))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Alerts whose webhook post is still due: `(key, content)`.
@@ -342,53 +267,35 @@ impl Engine {
         if self.config.webhook_url.is_none() {
             return Ok(vec![]);
         }
-        self.with_tx(TransactionBehavior::Deferred, |tx| {
-            crate::webhook::pending(tx, now)
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(TransactionBehavior::Deferred, |tx| crate::webhook::pending(tx, now))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Records the outcome of one webhook post.
     pub fn record_webhook_result(&self, key: &str, ok: bool, now: Millis) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| {
-            crate::webhook::record(tx, key, ok, now)
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(TransactionBehavior::Immediate, |tx| crate::webhook::record(tx, key, ok, now))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Bulk import of mail with its timeline in one transaction (benchmarks,
     /// migrations from another store). Ids must be new.
     pub fn import_mail(&self, mails: &[pcmail_core::Mail]) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| {
-            ops::import::import_mail(tx, mails)
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(TransactionBehavior::Immediate, |tx| ops::import::import_mail(tx, mails))
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Every row of every table, for tests that prove a failed request stored nothing.
     pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
-        for table in [
-            "meta",
-            "pc",
-            "mail",
-            "broadcast",
-            "event",
-            "alert",
-            "join_code",
-            "audit",
-        ] {
+        for table in ["meta", "pc", "mail", "broadcast", "event", "alert", "join_code", "audit"] {
             let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
             let n = stmt.column_count();
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let cells: Vec<String> = (0..n)
                     .map(|i| {
-                        let cell = r
-                            .get_ref(i)
-                            .ok()
-                            .and_then(|v| rusqlite::types::Value::try_from(v).ok());
+                        let cell = r.get_ref(i).ok().and_then(|v| rusqlite::types::Value::try_from(v).ok());
                         format!("{:?}", cell.unwrap_or(rusqlite::types::Value::Null))
                     })
                     .collect();

@@ -78,8 +78,7 @@ fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
         anyhow::bail!("serve needs a token that is not blank (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)");
     }
     if let Some(dir) = opts.db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        pcmail_fsmode::create_private_dir_all(dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
+        pcmail_fsmode::create_private_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let engine = Engine::open(
         &opts.db_path,
@@ -98,9 +97,7 @@ fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
 /// SIGTERM or ctrl-c.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let engine = open_engine(&opts)?;
-    let listener = TcpListener::bind(opts.listen)
-        .await
-        .with_context(|| format!("binding {}", opts.listen))?;
+    let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("binding {}", opts.listen))?;
     let addr = listener.local_addr()?;
     println!("listening on http://{addr}/api");
     run(listener, engine, opts.body_limit, shutdown_signal()).await
@@ -108,10 +105,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
 
 /// `serve` on its own tokio runtime, for the CLI.
 pub fn serve_blocking(opts: ServeOptions) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(serve(opts))
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(opts))
 }
 
 /// Serves on a bound listener until `shutdown` completes (tests bind port 0
@@ -140,9 +134,7 @@ async fn run(
         shutdown.await;
         let _ = stopping.send(true);
     };
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     sweeper.abort();
     result.context("http server")
 }
@@ -158,28 +150,12 @@ fn app(engine: Arc<Engine>, body_limit: usize) -> (Router, watch::Sender<bool>, 
     let w = wakers.clone();
     engine.set_change_listener(Some(Arc::new(move |labels: &[String]| w.wake(labels))));
     let (stop_tx, stopping) = watch::channel(false);
-    let state = AppState {
-        engine,
-        wakers: wakers.clone(),
-        body_limit,
-        client: webhook_client(),
-        stopping,
-    };
-    (
-        Router::new()
-            .route("/api", post(api))
-            .route("/health", get(health))
-            .with_state(state),
-        stop_tx,
-        wakers,
-    )
+    let state = AppState { engine, wakers: wakers.clone(), body_limit, client: webhook_client(), stopping };
+    (Router::new().route("/api", post(api)).route("/health", get(health)).with_state(state), stop_tx, wakers)
 }
 
 fn webhook_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(webhook::POST_TIMEOUT)
-        .build()
-        .unwrap_or_default()
+    reqwest::Client::builder().timeout(webhook::POST_TIMEOUT).build().unwrap_or_default()
 }
 
 async fn shutdown_signal() {
@@ -209,9 +185,7 @@ async fn sweep_timer(engine: Arc<Engine>) {
         every.tick().await;
         let e = engine.clone();
         match tokio::task::spawn_blocking(move || e.run_sweep(now_ms())).await {
-            Ok(r) if r["ok"] == json!(true) => {
-                tracing::info!(expired = %r["expired"], alerts = %r["alerts"], "sweep")
-            }
+            Ok(r) if r["ok"] == json!(true) => tracing::info!(expired = %r["expired"], alerts = %r["alerts"], "sweep"),
             Ok(r) => tracing::warn!(error = %r["error"]["code"], "sweep failed"),
             Err(e) => tracing::error!(error = %e, "sweep task failed"),
         }
@@ -258,15 +232,8 @@ struct Waiter {
 impl Drop for Waiter {
     fn drop(&mut self) {
         drop(self.rx.take());
-        let mut map = self
-            .wakers
-            .by_label
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if map
-            .get(&self.label)
-            .is_some_and(|tx| tx.receiver_count() == 0)
-        {
+        let mut map = self.wakers.by_label.lock().unwrap_or_else(|e| e.into_inner());
+        if map.get(&self.label).is_some_and(|tx| tx.receiver_count() == 0) {
             map.remove(&self.label);
         }
     }
@@ -278,15 +245,8 @@ impl Wakers {
         if !map.contains_key(label) && map.len() >= MAX_WAITING_LABELS {
             return None;
         }
-        let rx = map
-            .entry(label.to_string())
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe();
-        Some(Waiter {
-            wakers: self.clone(),
-            label: label.to_string(),
-            rx: Some(rx),
-        })
+        let rx = map.entry(label.to_string()).or_insert_with(|| watch::channel(0).0).subscribe();
+        Some(Waiter { wakers: self.clone(), label: label.to_string(), rx: Some(rx) })
     }
 
     #[cfg(test)]
@@ -313,11 +273,8 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
         Ok(b) => b,
         Err(_) => {
             return Json(
-                ProtoError::new(
-                    ErrorCode::TooLarge,
-                    format!("the request body exceeds {} bytes", state.body_limit),
-                )
-                .to_json(),
+                ProtoError::new(ErrorCode::TooLarge, format!("the request body exceeds {} bytes", state.body_limit))
+                    .to_json(),
             )
         }
     };
@@ -343,16 +300,7 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
         if nothing_to_return(&first) {
             let rx = w.rx.as_mut().expect("a live waiter has its receiver");
             let mut stopping = state.stopping.clone();
-            if let Some(later) = long_poll(
-                &state.engine,
-                &req,
-                args,
-                rx,
-                &mut stopping,
-                Duration::from_millis(wait_ms as u64),
-            )
-            .await
-            {
+            if let Some(later) = long_poll(&state.engine, &req, args, rx, &mut stopping, Duration::from_millis(wait_ms as u64)).await {
                 // The confirms and marks were applied by the first pass; report them from it.
                 let mut later = later;
                 later["confirmed"] = first["confirmed"].clone();
@@ -383,9 +331,7 @@ fn nothing_to_return(resp: &Value) -> bool {
 async fn may_wait(engine: &Arc<Engine>, req: &Request) -> bool {
     let engine = engine.clone();
     let req = req.clone();
-    tokio::task::spawn_blocking(move || engine.may_long_poll(&req))
-        .await
-        .unwrap_or(false)
+    tokio::task::spawn_blocking(move || engine.may_long_poll(&req)).await.unwrap_or(false)
 }
 
 async fn long_poll(
@@ -401,13 +347,7 @@ async fn long_poll(
         pc: req.pc.clone(),
         token: req.token.clone(),
         cred: req.cred.clone(),
-        op: Op::Poll(PollArgs {
-            confirm: vec![],
-            marks: vec![],
-            limit: args.limit,
-            since: args.since,
-            wait_ms: 0,
-        }),
+        op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0 }),
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -439,11 +379,7 @@ async fn handle(engine: &Arc<Engine>, req: Request) -> Value {
         Ok(v) => v,
         Err(e) => {
             tracing::error!(error = %e, "engine task failed");
-            ProtoError::new(
-                ErrorCode::Internal,
-                "internal error; nothing was half-stored",
-            )
-            .to_json()
+            ProtoError::new(ErrorCode::Internal, "internal error; nothing was half-stored").to_json()
         }
     }
 }
@@ -456,24 +392,16 @@ mod tests {
     const TOKEN: &str = "t0k-wakers";
 
     fn engine() -> Arc<Engine> {
-        let e = Engine::open_in_memory(EngineConfig {
-            token: Some(TOKEN.into()),
-            ..Default::default()
-        })
-        .unwrap();
+        let e = Engine::open_in_memory(EngineConfig { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
         let r = e.handle_value(&json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"args":{"label":"pc-b","hostname":"B"}}), 1);
         assert_eq!(r["ok"], json!(true));
         Arc::new(e)
     }
 
     async fn post_json(app: &Router, body: Value) -> Value {
-        let req = axum::http::Request::post("/api")
-            .body(Body::from(body.to_string()))
-            .unwrap();
+        let req = axum::http::Request::post("/api").body(Body::from(body.to_string())).unwrap();
         let resp = app.clone().oneshot(req).await.unwrap();
-        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-            .await
-            .unwrap();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
         serde_json::from_slice(&bytes).unwrap()
     }
 
@@ -504,16 +432,9 @@ mod tests {
             let r = post_json(&app, poll(format!("ghost-{i}"), TOKEN)).await;
             assert_eq!(r["error"]["code"], "unknown_pc");
         }
-        assert_eq!(
-            wakers.len(),
-            0,
-            "no waiter is kept for a caller that may not wait"
-        );
+        assert_eq!(wakers.len(), 0, "no waiter is kept for a caller that may not wait");
         let grew = rss_kib() - before;
-        assert!(
-            grew < 10 * 1024,
-            "RSS grew by {grew} KiB over 100k unauthorised polls"
-        );
+        assert!(grew < 10 * 1024, "RSS grew by {grew} KiB over 100k unauthorised polls");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,18 +442,11 @@ mod tests {
         let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT);
         let a = app.clone();
         let pending = tokio::spawn(async move {
-            post_json(
-                &a,
-                json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":400}}),
-            )
-            .await
+            post_json(&a, json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":400}})).await
         });
         let deadline = Instant::now() + Duration::from_secs(5);
         while wakers.len() == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "the roster PC's long poll never subscribed"
-            );
+            assert!(Instant::now() < deadline, "the roster PC's long poll never subscribed");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let r = pending.await.unwrap();
@@ -575,8 +489,7 @@ mod tests {
         {
             // Issue 8 defect 5: the data folder pcmail serve made and its database are private.
             use std::os::unix::fs::PermissionsExt;
-            let mode =
-                |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode(&dir.path().join("a/b")), 0o700);
             assert_eq!(mode(&dir.path().join("a/b/serve.db")), 0o600);
             for side in ["serve.db-wal", "serve.db-shm"] {
@@ -587,15 +500,8 @@ mod tests {
             }
         }
         for p in polls {
-            assert_eq!(
-                p.await.unwrap()["ok"],
-                json!(true),
-                "an open long poll is answered, not cut"
-            );
+            assert_eq!(p.await.unwrap()["ok"], json!(true), "an open long poll is answered, not cut");
         }
-        assert!(
-            took < Duration::from_secs(3),
-            "shutdown took {took:?} with two long polls open"
-        );
+        assert!(took < Duration::from_secs(3), "shutdown took {took:?} with two long polls open");
     }
 }

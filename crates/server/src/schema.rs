@@ -165,10 +165,7 @@ pub fn schema_version() -> usize {
 pub fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if found > MIGRATIONS.len() as i64 {
-        return Err(MigrateError::TooNew {
-            found,
-            known: MIGRATIONS.len() as i64,
-        });
+        return Err(MigrateError::TooNew { found, known: MIGRATIONS.len() as i64 });
     }
     for (i, sql) in MIGRATIONS.iter().enumerate() {
         let target = (i + 1) as i64;

@@ -102,9 +102,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         .query_map([], |r| r.get::<_, String>(0))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     for key in open_keys.iter().filter(|k| !holding.contains(*k)) {
-        ctx.tx
-            .prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?
-            .execute(params![key, now])?;
+        ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(params![key, now])?;
         resolved += 1;
     }
     Ok(fields(json!({
@@ -122,21 +120,11 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
          WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at",
     )?;
     let rows = stmt.query_map([now - limits::UNSEEN_URGENT_MS], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, bool>(3)?,
-            r.get::<_, i64>(4)?,
-        ))
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, bool>(3)?, r.get::<_, i64>(4)?))
     })?;
     for row in rows {
         let (id, from, to, urgent, delivered_at) = row?;
-        let limit = if urgent {
-            limits::UNSEEN_URGENT_MS
-        } else {
-            limits::UNSEEN_MS
-        };
+        let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
         if now - delivered_at > limit {
             out.push(Condition {
                 kind: AlertKind::Unseen,
@@ -155,12 +143,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
         "SELECT id, sender, recipient, created_at FROM mail WHERE state = 'new' AND created_at < ?1 ORDER BY seq",
     )?;
     let rows = stmt.query_map([now - limits::UNDELIVERED_MS], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, i64>(3)?,
-        ))
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
     })?;
     for row in rows {
         let (id, from, to, created_at) = row?;
@@ -178,9 +161,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT label, last_poll_at FROM pc WHERE last_poll_at IS NOT NULL AND last_poll_at < ?1 ORDER BY number",
     )?;
-    let rows = stmt.query_map([now - limits::STALE_PC_MS], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-    })?;
+    let rows = stmt.query_map([now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
     for row in rows {
         let (label, last) = row?;
         out.push(Condition {
@@ -210,7 +191,5 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<St
             "postTries": r.get::<_, i64>(10)?, "lastError": r.get::<_, Option<String>>(11)?,
         }))
     })?;
-    Ok(fields(
-        json!({"alerts": rows.collect::<rusqlite::Result<Vec<_>>>()?}),
-    ))
+    Ok(fields(json!({"alerts": rows.collect::<rusqlite::Result<Vec<_>>>()?})))
 }

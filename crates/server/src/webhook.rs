@@ -38,13 +38,7 @@ impl WebhookFormat {
             _ => {}
         }
         let lower = url.to_ascii_lowercase();
-        let host = lower
-            .split("://")
-            .nth(1)
-            .unwrap_or("")
-            .split(['/', '?', '#'])
-            .next()
-            .unwrap_or("");
+        let host = lower.split("://").nth(1).unwrap_or("").split(['/', '?', '#']).next().unwrap_or("");
         if host == "hooks.slack.com" {
             WebhookFormat::Slack
         } else {
@@ -80,10 +74,7 @@ pub struct Outcome {
     pub next_try_at: Option<Millis>,
 }
 
-pub(crate) fn pending(
-    tx: &rusqlite::Transaction<'_>,
-    now: Millis,
-) -> OpResult<Vec<(String, String)>> {
+pub(crate) fn pending(tx: &rusqlite::Transaction<'_>, now: Millis) -> OpResult<Vec<(String, String)>> {
     let mut stmt = tx.prepare_cached(
         "SELECT key, message FROM alert WHERE posted = 0 AND post_tries < ?1 AND resolved_at IS NULL \
          AND (next_try_at IS NULL OR next_try_at <= ?2) ORDER BY opened_at, key",
@@ -92,32 +83,12 @@ pub(crate) fn pending(
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
-pub(crate) fn record(
-    tx: &rusqlite::Transaction<'_>,
-    key: &str,
-    ok: bool,
-    now: Millis,
-) -> OpResult<()> {
+pub(crate) fn record(tx: &rusqlite::Transaction<'_>, key: &str, ok: bool, now: Millis) -> OpResult<()> {
     let error = (!ok).then(|| "post failed".to_string());
-    record_outcome(
-        tx,
-        key,
-        &Outcome {
-            ok,
-            counts: true,
-            error,
-            next_try_at: None,
-        },
-        now,
-    )
+    record_outcome(tx, key, &Outcome { ok, counts: true, error, next_try_at: None }, now)
 }
 
-pub(crate) fn record_outcome(
-    tx: &rusqlite::Transaction<'_>,
-    key: &str,
-    o: &Outcome,
-    now: Millis,
-) -> OpResult<()> {
+pub(crate) fn record_outcome(tx: &rusqlite::Transaction<'_>, key: &str, o: &Outcome, now: Millis) -> OpResult<()> {
     tx.prepare_cached(
         "UPDATE alert SET posted = CASE WHEN ?2 THEN 1 ELSE posted END, \
          post_tries = post_tries + CASE WHEN ?3 THEN 1 ELSE 0 END, last_try_at = ?4, \
@@ -129,43 +100,18 @@ pub(crate) fn record_outcome(
 }
 
 /// One post; never an error: the outcome says what happened.
-async fn post_one(
-    client: &reqwest::Client,
-    url: &str,
-    body: &serde_json::Value,
-    now: Millis,
-) -> Outcome {
-    match client
-        .post(url)
-        .timeout(POST_TIMEOUT)
-        .json(body)
-        .send()
-        .await
-    {
-        Ok(r) if r.status().is_success() => Outcome {
-            ok: true,
-            counts: true,
-            error: None,
-            next_try_at: None,
-        },
+async fn post_one(client: &reqwest::Client, url: &str, body: &serde_json::Value, now: Millis) -> Outcome {
+    match client.post(url).timeout(POST_TIMEOUT).json(body).send().await {
+        Ok(r) if r.status().is_success() => Outcome { ok: true, counts: true, error: None, next_try_at: None },
         Ok(r) => {
             let status = r.status();
             let wait = if status.as_u16() == 429 || status.as_u16() == 503 {
-                r.headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(retry_after_ms)
+                r.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(retry_after_ms)
             } else {
                 None
             };
             let text = r.text().await.unwrap_or_default();
-            let text: String = text
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-                .chars()
-                .take(120)
-                .collect();
+            let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(120).collect();
             let mut error = format!("HTTP {}", status.as_u16());
             if let Some(w) = wait {
                 error.push_str(&format!(" (retry after {} s)", (w + 999) / 1000));
@@ -174,34 +120,18 @@ async fn post_one(
                 error.push_str(": ");
                 error.push_str(&text);
             }
-            Outcome {
-                ok: false,
-                counts: wait.is_none(),
-                error: Some(error),
-                next_try_at: wait.map(|w| now + w),
-            }
+            Outcome { ok: false, counts: wait.is_none(), error: Some(error), next_try_at: wait.map(|w| now + w) }
         }
         Err(e) => {
             let msg: String = e.to_string().chars().take(200).collect();
-            Outcome {
-                ok: false,
-                counts: true,
-                error: Some(msg),
-                next_try_at: None,
-            }
+            Outcome { ok: false, counts: true, error: Some(msg), next_try_at: None }
         }
     }
 }
 
 /// Posts every pending alert once; returns how many posts succeeded.
-pub async fn flush(
-    engine: Arc<Engine>,
-    client: &reqwest::Client,
-    now: Millis,
-) -> anyhow::Result<usize> {
-    let Some(url) = engine.config().webhook_url.clone() else {
-        return Ok(0);
-    };
+pub async fn flush(engine: Arc<Engine>, client: &reqwest::Client, now: Millis) -> anyhow::Result<usize> {
+    let Some(url) = engine.config().webhook_url.clone() else { return Ok(0) };
     let format = WebhookFormat::for_url(&url);
     let target = url.split('#').next().unwrap_or(&url).to_string();
     let e = engine.clone();
@@ -211,12 +141,7 @@ pub async fn flush(
     for (key, content) in pending {
         let outcome = match wait_until {
             // Rate limited: the rest wait too, without using up a try.
-            Some(t) => Outcome {
-                ok: false,
-                counts: false,
-                error: None,
-                next_try_at: Some(t),
-            },
+            Some(t) => Outcome { ok: false, counts: false, error: None, next_try_at: Some(t) },
             None => post_one(client, &target, &format.payload(&content), now).await,
         };
         if !outcome.ok && outcome.error.is_some() {
@@ -228,10 +153,8 @@ pub async fn flush(
         posted += usize::from(outcome.ok);
         let e = engine.clone();
         tokio::task::spawn_blocking(move || {
-            e.with_tx(rusqlite::TransactionBehavior::Immediate, |tx| {
-                record_outcome(tx, &key, &outcome, now)
-            })
-            .map_err(|err| anyhow::anyhow!("{err}"))
+            e.with_tx(rusqlite::TransactionBehavior::Immediate, |tx| record_outcome(tx, &key, &outcome, now))
+                .map_err(|err| anyhow::anyhow!("{err}"))
         })
         .await??;
     }
@@ -244,38 +167,14 @@ mod tests {
 
     #[test]
     fn format_by_fragment_then_host() {
-        assert_eq!(
-            WebhookFormat::for_url("https://hooks.slack.com/services/T/B/x"),
-            WebhookFormat::Slack
-        );
-        assert_eq!(
-            WebhookFormat::for_url("https://HOOKS.SLACK.COM/services/x"),
-            WebhookFormat::Slack
-        );
-        assert_eq!(
-            WebhookFormat::for_url("https://chat.example/hook#slack"),
-            WebhookFormat::Slack
-        );
-        assert_eq!(
-            WebhookFormat::for_url("https://hooks.slack.com/x#discord"),
-            WebhookFormat::Discord
-        );
-        assert_eq!(
-            WebhookFormat::for_url("https://discord.com/api/webhooks/1/x"),
-            WebhookFormat::Discord
-        );
-        assert_eq!(
-            WebhookFormat::for_url("https://evil.example/hooks.slack.com/"),
-            WebhookFormat::Discord
-        );
-        assert_eq!(
-            WebhookFormat::Slack.payload("m"),
-            serde_json::json!({"text": "m"})
-        );
-        assert_eq!(
-            WebhookFormat::Discord.payload("m"),
-            serde_json::json!({"content": "m"})
-        );
+        assert_eq!(WebhookFormat::for_url("https://hooks.slack.com/services/T/B/x"), WebhookFormat::Slack);
+        assert_eq!(WebhookFormat::for_url("https://HOOKS.SLACK.COM/services/x"), WebhookFormat::Slack);
+        assert_eq!(WebhookFormat::for_url("https://chat.example/hook#slack"), WebhookFormat::Slack);
+        assert_eq!(WebhookFormat::for_url("https://hooks.slack.com/x#discord"), WebhookFormat::Discord);
+        assert_eq!(WebhookFormat::for_url("https://discord.com/api/webhooks/1/x"), WebhookFormat::Discord);
+        assert_eq!(WebhookFormat::for_url("https://evil.example/hooks.slack.com/"), WebhookFormat::Discord);
+        assert_eq!(WebhookFormat::Slack.payload("m"), serde_json::json!({"text": "m"}));
+        assert_eq!(WebhookFormat::Discord.payload("m"), serde_json::json!({"content": "m"}));
     }
 
     #[test]

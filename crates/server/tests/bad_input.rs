@@ -7,20 +7,9 @@ const T0: i64 = 1_767_225_600_000;
 const TOKEN: &str = "s3cret";
 
 fn engine() -> Engine {
-    let e = Engine::open_in_memory(EngineConfig {
-        token: Some(TOKEN.into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let e = Engine::open_in_memory(EngineConfig { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
     for (i, pc) in ["pc-a", "pc-b", "pc-c"].iter().enumerate() {
-        let r = e.handle_value(
-            &req(
-                "roster.set",
-                pc,
-                json!({"label": pc, "hostname": format!("H{i}")}),
-            ),
-            T0,
-        );
+        let r = e.handle_value(&req("roster.set", pc, json!({"label": pc, "hostname": format!("H{i}")})), T0);
         assert_eq!(r["ok"], json!(true), "{r}");
     }
     e
@@ -41,134 +30,32 @@ fn send(e: &Engine, from: &str, mail: Value, now: i64) -> Value {
 #[test]
 fn failing_requests_leave_every_row_as_it_was() {
     let e = engine();
-    assert_eq!(
-        send(
-            &e,
-            "pc-a",
-            json!({"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": true}),
-            T0
-        )["ok"],
-        json!(true)
-    );
-    assert_eq!(
-        send(
-            &e,
-            "pc-a",
-            json!({"id": "mail-1-0000000b", "to": "*", "body": "all"}),
-            T0
-        )["ok"],
-        json!(true)
-    );
+    assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": true}), T0)["ok"], json!(true));
+    assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000b", "to": "*", "body": "all"}), T0)["ok"], json!(true));
     let before = e.dump_rows().unwrap();
     assert!(before.len() > 5);
     let failing: Vec<(Value, &str)> = vec![
-        (
-            req(
-                "send",
-                "pc-zz",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x"}}),
-            ),
-            "unknown_pc",
-        ),
-        (
-            req(
-                "send",
-                "pc-a",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "pc", "body": "x"}}),
-            ),
-            "unknown_recipient",
-        ),
-        (
-            req(
-                "send",
-                "pc-a",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "hop": 3}}),
-            ),
-            "hop_limit",
-        ),
-        (
-            req(
-                "send",
-                "pc-b",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "auto": true, "inReplyTo": "mail-1-0000000a"}}),
-            ),
-            "loop_refused",
-        ),
-        (
-            req(
-                "send",
-                "pc-b",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "inReplyTo": "mail-1-0000ffff"}}),
-            ),
-            "not_found",
-        ),
-        (
-            req(
-                "send",
-                "pc-a",
-                json!({"mail": {"id": "mail-1-0000000b", "to": "*", "body": "other"}}),
-            ),
-            "duplicate_id",
-        ),
-        (
-            req(
-                "send",
-                "pc-a",
-                json!({"mail": {"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": false}}),
-            ),
-            "duplicate_id",
-        ),
-        (
-            req(
-                "send",
-                "pc-a",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "expiresAt": "soon"}}),
-            ),
-            "bad_request",
-        ),
-        (
-            req(
-                "roster.set",
-                "pc-a",
-                json!({"label": "pc-d", "hostname": "H1"}),
-            ),
-            "conflict",
-        ),
-        (
-            req(
-                "roster.set",
-                "pc-a",
-                json!({"label": "pc-d", "hostname": "H9", "number": 2}),
-            ),
-            "conflict",
-        ),
+        (req("send", "pc-zz", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x"}})), "unknown_pc"),
+        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc", "body": "x"}})), "unknown_recipient"),
+        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "hop": 3}})), "hop_limit"),
+        (req("send", "pc-b", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "auto": true, "inReplyTo": "mail-1-0000000a"}})), "loop_refused"),
+        (req("send", "pc-b", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "inReplyTo": "mail-1-0000ffff"}})), "not_found"),
+        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000b", "to": "*", "body": "other"}})), "duplicate_id"),
+        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": false}})), "duplicate_id"),
+        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "expiresAt": "soon"}})), "bad_request"),
+        (req("roster.set", "pc-a", json!({"label": "pc-d", "hostname": "H1"})), "conflict"),
+        (req("roster.set", "pc-a", json!({"label": "pc-d", "hostname": "H9", "number": 2})), "conflict"),
         (req("poll", "pc-zz", json!({})), "unknown_pc"),
-        (
-            json!({"v": 1, "op": "send", "pc": "pc-a", "token": "wrong", "args": {"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x"}}}),
-            "unauthorized",
-        ),
-        (
-            json!({"v": 3, "op": "send", "pc": "pc-a", "token": TOKEN}),
-            "bad_version",
-        ),
-        (
-            json!({"v": 1, "op": "drop", "pc": "pc-a", "token": TOKEN}),
-            "unknown_op",
-        ),
+        (json!({"v": 1, "op": "send", "pc": "pc-a", "token": "wrong", "args": {"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x"}}}), "unauthorized"),
+        (json!({"v": 3, "op": "send", "pc": "pc-a", "token": TOKEN}), "bad_version"),
+        (json!({"v": 1, "op": "drop", "pc": "pc-a", "token": TOKEN}), "unknown_op"),
     ];
     for (r, want) in failing {
         let resp = e.handle_value(&r, T0 + 5);
         assert_eq!(code(&resp), want, "{r} → {resp}");
         assert_eq!(e.dump_rows().unwrap(), before, "{want} stored something");
     }
-    for raw in [
-        &b"{"[..],
-        b"",
-        b"null",
-        b"\xff\xfe",
-        b"{\"v\":1,\"op\":\"send\"",
-        b"<html>quota</html>",
-    ] {
+    for raw in [&b"{"[..], b"", b"null", b"\xff\xfe", b"{\"v\":1,\"op\":\"send\"", b"<html>quota</html>"] {
         let resp = e.handle_bytes(raw, T0 + 6);
         assert_eq!(code(&resp), "bad_json", "{raw:?}");
     }
@@ -182,27 +69,11 @@ fn mistyped_fields_name_the_field() {
         (req("poll", "pc-a", json!({"limit": "10"})), "limit"),
         (req("poll", "pc-a", json!({"since": 1.5})), "since"),
         (req("poll", "pc-a", json!({"marks": {"a": 1}})), "marks"),
-        (
-            req("status", "pc-a", json!({"ids": "mail-1-0000000a"})),
-            "ids",
-        ),
-        (
-            req(
-                "send",
-                "pc-a",
-                json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "hop": -1}}),
-            ),
-            "mail.hop",
-        ),
+        (req("status", "pc-a", json!({"ids": "mail-1-0000000a"})), "ids"),
+        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "hop": -1}})), "mail.hop"),
         (req("alerts", "pc-a", json!({"open": "yes"})), "open"),
-        (
-            json!({"v": 1, "op": "hello", "pc": "pc-a", "token": 5}),
-            "token",
-        ),
-        (
-            json!({"v": 1, "op": "hello", "pc": "pc-a", "token": TOKEN, "args": [1]}),
-            "args",
-        ),
+        (json!({"v": 1, "op": "hello", "pc": "pc-a", "token": 5}), "token"),
+        (json!({"v": 1, "op": "hello", "pc": "pc-a", "token": TOKEN, "args": [1]}), "args"),
     ];
     for (r, field) in cases {
         let resp = e.handle_value(&r, T0);
@@ -215,68 +86,26 @@ fn mistyped_fields_name_the_field() {
 fn an_id_that_is_not_a_mail_id_is_missing() {
     let e = engine();
     let before = e.dump_rows().unwrap();
-    let resp = e.handle_value(
-        &req(
-            "status",
-            "pc-a",
-            json!({"ids": ["'; DROP TABLE mail; --", "nonexistent"]}),
-        ),
-        T0,
-    );
-    assert_eq!(
-        resp["missing"],
-        json!(["'; DROP TABLE mail; --", "nonexistent"]),
-        "{resp}"
-    );
+    let resp = e.handle_value(&req("status", "pc-a", json!({"ids": ["'; DROP TABLE mail; --", "nonexistent"]})), T0);
+    assert_eq!(resp["missing"], json!(["'; DROP TABLE mail; --", "nonexistent"]), "{resp}");
     assert_eq!(e.dump_rows().unwrap(), before);
 }
 
 #[test]
 fn formula_and_sql_text_round_trips_verbatim() {
     let e = engine();
-    let texts = [
-        "=SUM(A1)",
-        "'; DROP TABLE mail; --",
-        "+1",
-        "-1",
-        "@x",
-        "0123",
-        "true",
-        "2026-01-01",
-        "\"quoted\" \\ back",
-    ];
+    let texts = ["=SUM(A1)", "'; DROP TABLE mail; --", "+1", "-1", "@x", "0123", "true", "2026-01-01", "\"quoted\" \\ back"];
     for (i, t) in texts.iter().enumerate() {
-        let r = send(
-            &e,
-            "pc-a",
-            json!({"id": format!("mail-1-{:08x}", i), "to": "pc-b", "subject": t, "body": t}),
-            T0,
-        );
+        let r = send(&e, "pc-a", json!({"id": format!("mail-1-{:08x}", i), "to": "pc-b", "subject": t, "body": t}), T0);
         assert_eq!(r["ok"], json!(true), "{r}");
     }
     let r = e.handle_value(&req("poll", "pc-b", json!({})), T0 + 1);
-    let got: Vec<&str> = r["mail"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["body"].as_str().unwrap())
-        .collect();
+    let got: Vec<&str> = r["mail"].as_array().unwrap().iter().map(|m| m["body"].as_str().unwrap()).collect();
     assert_eq!(got, texts);
-    let subjects: Vec<&str> = r["mail"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["subject"].as_str().unwrap())
-        .collect();
+    let subjects: Vec<&str> = r["mail"].as_array().unwrap().iter().map(|m| m["subject"].as_str().unwrap()).collect();
     assert_eq!(subjects, texts);
     // The tables are all still there.
-    assert_eq!(
-        e.handle_value(&req("roster.get", "pc-a", json!({})), T0)["pcs"]
-            .as_array()
-            .unwrap()
-            .len(),
-        3
-    );
+    assert_eq!(e.handle_value(&req("roster.get", "pc-a", json!({})), T0)["pcs"].as_array().unwrap().len(), 3);
 }
 
 #[test]
@@ -293,11 +122,8 @@ fn two_engines_on_one_file_serialize_their_writes() {
             std::thread::spawn(move || {
                 let e = Engine::open(&path, EngineConfig::default()).unwrap();
                 for i in 0..50 {
-                    let r = e.handle_value(
-                        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{
-                        "id": format!("mail-{t}-{i:08x}"), "to": "pc-b", "body": "x"}}}),
-                        T0 + i,
-                    );
+                    let r = e.handle_value(&json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{
+                        "id": format!("mail-{t}-{i:08x}"), "to": "pc-b", "body": "x"}}}), T0 + i);
                     assert_eq!(r["ok"], json!(true), "{r}");
                 }
             })
@@ -306,10 +132,7 @@ fn two_engines_on_one_file_serialize_their_writes() {
     for h in handles {
         h.join().unwrap();
     }
-    let r = first.handle_value(
-        &json!({"v":1,"op":"poll","pc":"pc-b","args":{"limit":500}}),
-        T0 + 100,
-    );
+    let r = first.handle_value(&json!({"v":1,"op":"poll","pc":"pc-b","args":{"limit":500}}), T0 + 100);
     assert_eq!(r["mail"].as_array().unwrap().len(), 100);
 }
 
@@ -319,10 +142,7 @@ fn reopening_keeps_data_and_does_not_rerun_migrations() {
     let path = dir.path().join("s.db");
     {
         let e = Engine::open(&path, EngineConfig::default()).unwrap();
-        e.handle_value(
-            &json!({"v":1,"op":"roster.set","pc":"pc-a","args":{"label":"pc-a","hostname":"A"}}),
-            T0,
-        );
+        e.handle_value(&json!({"v":1,"op":"roster.set","pc":"pc-a","args":{"label":"pc-a","hostname":"A"}}), T0);
     }
     let e = Engine::open(&path, EngineConfig::default()).unwrap();
     let r = e.handle_value(&json!({"v":1,"op":"roster.get","pc":"pc-a"}), T0);
@@ -346,9 +166,6 @@ fn a_database_from_a_newer_pcmail_is_refused() {
         Err(e) => e.to_string(),
     };
     assert!(err.contains("newer pcmail") && err.contains("99"), "{err}");
-    let v: i64 = rusqlite::Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
+    let v: i64 = rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, 99, "nothing was migrated or changed");
 }

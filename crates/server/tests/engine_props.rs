@@ -12,26 +12,9 @@ const T0: i64 = 1_767_225_600_000;
 
 #[derive(Debug, Clone)]
 enum Step {
-    Send {
-        from: usize,
-        to: usize,
-        reuse: Option<usize>,
-        body: u8,
-        auto: bool,
-        reply_to: Option<usize>,
-        expires: Option<i64>,
-    },
-    Poll {
-        pc: usize,
-        confirm_mask: u32,
-        limit: usize,
-    },
-    Mark {
-        pc: usize,
-        mail: usize,
-        op: u8,
-        at_offset: i64,
-    },
+    Send { from: usize, to: usize, reuse: Option<usize>, body: u8, auto: bool, reply_to: Option<usize>, expires: Option<i64> },
+    Poll { pc: usize, confirm_mask: u32, limit: usize },
+    Mark { pc: usize, mail: usize, op: u8, at_offset: i64 },
     Sweep,
     Advance(i64),
     Garbage(Vec<u8>),
@@ -72,10 +55,7 @@ fn check_shape(resp: &Value) -> Result<(), TestCaseError> {
     } else {
         prop_assert_eq!(&resp["ok"], &json!(false), "neither ok nor error: {}", resp);
         let code = resp["error"]["code"].as_str().unwrap_or("");
-        prop_assert!(
-            ErrorCode::parse(code).is_some(),
-            "unknown error code in {resp}"
-        );
+        prop_assert!(ErrorCode::parse(code).is_some(), "unknown error code in {resp}");
         prop_assert!(!resp["error"]["message"].as_str().unwrap_or("").is_empty());
     }
     Ok(())
@@ -84,14 +64,7 @@ fn check_shape(resp: &Value) -> Result<(), TestCaseError> {
 fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let engine = Engine::open_in_memory(EngineConfig::default()).unwrap();
     for (i, pc) in PCS.iter().enumerate() {
-        let r = engine.handle_value(
-            &req(
-                "roster.set",
-                pc,
-                json!({"label": pc, "hostname": format!("H{i}")}),
-            ),
-            T0,
-        );
+        let r = engine.handle_value(&req("roster.set", pc, json!({"label": pc, "hostname": format!("H{i}")})), T0);
         prop_assert_eq!(&r["ok"], &json!(true));
     }
     let mut now = T0;
@@ -109,15 +82,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 check_shape(&r)?;
                 prop_assert_eq!(&r["ok"], &json!(true));
             }
-            Step::Send {
-                from,
-                to,
-                reuse,
-                body,
-                auto,
-                reply_to,
-                expires,
-            } => {
+            Step::Send { from, to, reuse, body, auto, reply_to, expires } => {
                 let sender = if from < 3 { PCS[from] } else { "pc-zz" };
                 let to = match to {
                     0..=2 => PCS[to].to_string(),
@@ -159,32 +124,15 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     }
                 }
             }
-            Step::Poll {
-                pc,
-                confirm_mask,
-                limit,
-            } => {
+            Step::Poll { pc, confirm_mask, limit } => {
                 let me = PCS[pc];
-                let confirm: Vec<String> = m
-                    .accepted
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| confirm_mask & (1 << (k % 32)) != 0)
-                    .map(|(_, (id, _))| id.clone())
-                    .collect();
+                let confirm: Vec<String> = m.accepted.iter().enumerate()
+                    .filter(|(k, _)| confirm_mask & (1 << (k % 32)) != 0).map(|(_, (id, _))| id.clone()).collect();
                 let before: HashMap<String, State> = m.last_state.clone();
-                let r = engine.handle_value(
-                    &req("poll", me, json!({"confirm": confirm, "limit": 500})),
-                    now,
-                );
+                let r = engine.handle_value(&req("poll", me, json!({"confirm": confirm, "limit": 500})), now);
                 check_shape(&r)?;
                 prop_assert_eq!(&r["ok"], &json!(true));
-                let confirmed: HashSet<String> = r["confirmed"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_str().unwrap().to_string())
-                    .collect();
+                let confirmed: HashSet<String> = r["confirmed"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
                 for id in &confirm {
                     let mine = m.accepted.iter().any(|(a, to)| a == id && to == me);
                     prop_assert_eq!(confirmed.contains(id), mine, "confirm of {} by {}", id, me);
@@ -192,38 +140,20 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         m.confirmed.insert(id.clone());
                     }
                 }
-                let returned: HashSet<String> = r["mail"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v["id"].as_str().unwrap().to_string())
-                    .collect();
+                let returned: HashSet<String> = r["mail"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
                 let _ = limit;
                 // At least once until confirmed, never after: exactly the mail still new for me.
                 let status = status_of(&engine, &m, now)?;
                 for (id, to) in &m.accepted {
                     let new_for_me = to == me && status[id]["state"] == json!("new");
-                    prop_assert_eq!(
-                        returned.contains(id),
-                        new_for_me,
-                        "poll of {} and mail {}",
-                        me,
-                        id
-                    );
+                    prop_assert_eq!(returned.contains(id), new_for_me, "poll of {} and mail {}", me, id);
                 }
                 for id in &returned {
                     prop_assert!(!m.confirmed.contains(id), "confirmed mail {} came back", id);
                 }
             }
-            Step::Mark {
-                pc,
-                mail,
-                op,
-                at_offset,
-            } => {
-                let Some((id, _)) = m.accepted.get(mail % m.accepted.len().max(1)).cloned() else {
-                    continue;
-                };
+            Step::Mark { pc, mail, op, at_offset } => {
+                let Some((id, _)) = m.accepted.get(mail % m.accepted.len().max(1)).cloned() else { continue };
                 let op = ["seen", "ack", "fail"][op as usize];
                 let mk = json!({"markId": format!("k{mail}"), "id": id, "op": op, "at": now + at_offset, "by": PCS[pc], "reason": "r"});
                 let r = engine.handle_value(&req("mark", PCS[pc], json!({"marks": [mk]})), now);
@@ -240,10 +170,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             let mail = &status[id];
             let state = State::parse(mail["state"].as_str().unwrap()).unwrap();
             if let Some(prev) = m.last_state.get(id) {
-                prop_assert!(
-                    state.rank() >= prev.rank(),
-                    "{id} moved back from {prev} to {state}"
-                );
+                prop_assert!(state.rank() >= prev.rank(), "{id} moved back from {prev} to {state}");
                 if prev.is_final() {
                     prop_assert_eq!(state, *prev, "final state of {} changed", id);
                 }
@@ -251,21 +178,12 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             m.last_state.insert(id.clone(), state);
             let tl = mail["timeline"].as_array().unwrap();
             prop_assert_eq!(&tl[0]["state"], &json!("new"));
-            prop_assert_eq!(
-                tl.last().unwrap()["state"].as_str().unwrap(),
-                state.as_str()
-            );
+            prop_assert_eq!(tl.last().unwrap()["state"].as_str().unwrap(), state.as_str());
             let ats: Vec<i64> = tl.iter().map(|e| e["at"].as_i64().unwrap()).collect();
-            prop_assert!(
-                ats.windows(2).all(|w| w[0] <= w[1]),
-                "timeline at decreasing: {ats:?}"
-            );
+            prop_assert!(ats.windows(2).all(|w| w[0] <= w[1]), "timeline at decreasing: {ats:?}");
             if m.confirmed.contains(id) {
-                prop_assert!(
-                    tl.iter()
-                        .any(|e| e["state"] == json!("delivered") && e["by"] == json!(to)),
-                    "confirmed {id} has no delivered by {to}: {tl:?}"
-                );
+                prop_assert!(tl.iter().any(|e| e["state"] == json!("delivered") && e["by"] == json!(to)),
+                    "confirmed {id} has no delivered by {to}: {tl:?}");
             }
         }
     }
@@ -274,11 +192,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
 
 /// The status of every accepted id, each asked by its recipient (a PC sees
 /// only mail it sent or received); nothing is ever lost.
-fn status_of(
-    engine: &Engine,
-    m: &Model,
-    now: i64,
-) -> Result<HashMap<String, Value>, TestCaseError> {
+fn status_of(engine: &Engine, m: &Model, now: i64) -> Result<HashMap<String, Value>, TestCaseError> {
     let mut out = HashMap::new();
     let mut by_recipient: HashMap<&str, Vec<&String>> = HashMap::new();
     for (id, to) in &m.accepted {

@@ -13,15 +13,7 @@ const CRED_B: &str = "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2
 const CRED_X: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 async fn call(url: &str, body: Value) -> Value {
-    reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    reqwest::Client::new().post(url).json(&body).send().await.unwrap().json().await.unwrap()
 }
 
 fn poll(cred: Option<&str>, wait_ms: i64) -> Value {
@@ -30,38 +22,16 @@ fn poll(cred: Option<&str>, wait_ms: i64) -> Value {
 
 #[test]
 fn only_the_bound_credential_may_hold_a_long_poll() {
-    let e = Engine::open_in_memory(EngineConfig {
-        token: Some(TOKEN.into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let e = Engine::open_in_memory(EngineConfig { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
     let may = |cred: Option<&str>| e.may_long_poll(&parse_request(&poll(cred, 1000)).unwrap());
     let set = |args: Value, cred: Option<&str>| {
-        e.handle_value(
-            &json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"cred":cred,"args":args}),
-            1,
-        )
+        e.handle_value(&json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"cred":cred,"args":args}), 1)
     };
-    assert_eq!(
-        set(json!({"label":"pc-b","hostname":"B"}), None)["ok"],
-        json!(true)
-    );
-    assert!(
-        may(None) && may(Some(CRED_X)),
-        "an unbound label waits as before"
-    );
-    assert_eq!(
-        set(
-            json!({"label":"pc-b","hostname":"B","claim":true}),
-            Some(CRED_B)
-        )["bound"],
-        json!(true)
-    );
+    assert_eq!(set(json!({"label":"pc-b","hostname":"B"}), None)["ok"], json!(true));
+    assert!(may(None) && may(Some(CRED_X)), "an unbound label waits as before");
+    assert_eq!(set(json!({"label":"pc-b","hostname":"B","claim":true}), Some(CRED_B))["bound"], json!(true));
     assert!(may(Some(CRED_B)));
-    assert!(
-        !may(None) && !may(Some(CRED_X)),
-        "another installation keeps no waiter"
-    );
+    assert!(!may(None) && !may(Some(CRED_X)), "another installation keeps no waiter");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,10 +57,7 @@ async fn a_bound_label_long_polls_with_its_credential() {
     let t = Instant::now();
     let r = call(&url, poll(Some(CRED_X), 20_000)).await;
     assert_eq!(r["error"]["code"], json!("label_taken"), "{r}");
-    assert!(
-        t.elapsed() < Duration::from_secs(10),
-        "answered without waiting"
-    );
+    assert!(t.elapsed() < Duration::from_secs(10), "answered without waiting");
 
     // The owner waits and is woken by new mail.
     let waiting = tokio::spawn({

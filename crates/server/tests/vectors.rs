@@ -28,11 +28,7 @@ fn subset_match(expect: &Value, actual: &Value, path: &str) -> Result<(), String
         }
         (Value::Array(e), Value::Array(a)) => {
             if e.len() != a.len() {
-                return Err(format!(
-                    "{path}: expected {} elements, got {}: {actual}",
-                    e.len(),
-                    a.len()
-                ));
+                return Err(format!("{path}: expected {} elements, got {}: {actual}", e.len(), a.len()));
             }
             for (i, (ev, av)) in e.iter().zip(a).enumerate() {
                 subset_match(ev, av, &format!("{path}[{i}]"))?;
@@ -54,30 +50,21 @@ fn run_file(path: &PathBuf) -> Result<usize, String> {
             return Ok(0);
         }
     }
-    let token = v["token"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .map(str::to_string);
-    let engine = Engine::open_in_memory(EngineConfig {
-        token: token.clone(),
-        ..Default::default()
-    })
-    .map_err(|e| format!("engine: {e}"))?;
+    let token = v["token"].as_str().filter(|t| !t.is_empty()).map(str::to_string);
+    let engine = Engine::open_in_memory(EngineConfig { token: token.clone(), ..Default::default() })
+        .map_err(|e| format!("engine: {e}"))?;
     let steps = v["steps"].as_array().ok_or("no \"steps\" array")?;
     let first_now = steps.first().and_then(|s| s["now"].as_i64()).unwrap_or(0);
     // The roster is seeded with roster.set semantics.
     for pc in v["roster"].as_array().cloned().unwrap_or_default() {
-        let req =
-            json!({"v": 1, "op": "roster.set", "pc": pc["label"], "token": token, "args": pc});
+        let req = json!({"v": 1, "op": "roster.set", "pc": pc["label"], "token": token, "args": pc});
         let resp = engine.handle_value(&req, first_now);
         if resp["ok"] != json!(true) {
             return Err(format!("seeding roster with {pc}: {resp}"));
         }
     }
     for (i, step) in steps.iter().enumerate() {
-        let now = step["now"]
-            .as_i64()
-            .ok_or(format!("step {i}: no \"now\""))?;
+        let now = step["now"].as_i64().ok_or(format!("step {i}: no \"now\""))?;
         let resp = match (step.get("raw"), step.get("request")) {
             (Some(Value::String(raw)), _) => engine.handle_bytes(raw.as_bytes(), now),
             (_, Some(req)) => engine.handle_value(req, now),
@@ -87,17 +74,10 @@ fn run_file(path: &PathBuf) -> Result<usize, String> {
             eprintln!("{} step {i}: {resp}", path.display());
         }
         let what = step.get("note").and_then(Value::as_str).unwrap_or("");
-        subset_match(&step["expect"], &resp, "$").map_err(|e| {
-            format!(
-                "step {i} {what}: {e}\n  request: {}\n  response: {resp}",
-                step.get("request").unwrap_or(&step["raw"])
-            )
-        })?;
+        subset_match(&step["expect"], &resp, "$")
+            .map_err(|e| format!("step {i} {what}: {e}\n  request: {}\n  response: {resp}", step.get("request").unwrap_or(&step["raw"])))?;
         if resp["ok"] == json!(true) && resp["now"] != json!(now) {
-            return Err(format!(
-                "step {i}: response now {} is not the step's now {now}",
-                resp["now"]
-            ));
+            return Err(format!("step {i}: response now {} is not the step's now {now}", resp["now"]));
         }
     }
     Ok(steps.len())
@@ -111,11 +91,7 @@ fn every_protocol_vector_passes() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    assert!(
-        !files.is_empty(),
-        "no vectors found in {}",
-        vector_dir().display()
-    );
+    assert!(!files.is_empty(), "no vectors found in {}", vector_dir().display());
     let mut failures = Vec::new();
     let mut steps = 0;
     for f in &files {
@@ -125,13 +101,7 @@ fn every_protocol_vector_passes() {
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} vector files failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} of {} vector files failed:\n{}", failures.len(), files.len(), failures.join("\n\n"));
     eprintln!("{} vector files, {steps} steps passed", files.len());
 }
 

@@ -13,15 +13,9 @@ const T0: i64 = 1_767_225_600_000;
 const MIN: i64 = 60_000;
 
 /// A receiver that answers from `script` in order (then 204); records each body.
-async fn receiver(
-    script: Vec<(u16, Option<&'static str>, &'static str)>,
-) -> (String, Arc<Mutex<Vec<Value>>>) {
+async fn receiver(script: Vec<(u16, Option<&'static str>, &'static str)>) -> (String, Arc<Mutex<Vec<Value>>>) {
     let bodies = Arc::new(Mutex::new(Vec::new()));
-    let script = Arc::new(Mutex::new(
-        script
-            .into_iter()
-            .collect::<std::collections::VecDeque<_>>(),
-    ));
+    let script = Arc::new(Mutex::new(script.into_iter().collect::<std::collections::VecDeque<_>>()));
     let b = bodies.clone();
     let app = Router::new().route(
         "/hook",
@@ -35,11 +29,7 @@ async fn receiver(
                 if let Some(r) = retry {
                     headers.insert("retry-after", r.parse().unwrap());
                 }
-                (
-                    StatusCode::from_u16(code).unwrap(),
-                    headers,
-                    text.to_string(),
-                )
+                (StatusCode::from_u16(code).unwrap(), headers, text.to_string())
             }
         }),
     );
@@ -50,16 +40,9 @@ async fn receiver(
 }
 
 fn engine_with_alert(url: &str) -> Arc<Engine> {
-    let e = Engine::open_in_memory(EngineConfig {
-        webhook_url: Some(url.into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let e = Engine::open_in_memory(EngineConfig { webhook_url: Some(url.into()), ..Default::default() }).unwrap();
     for pc in ["pc-a", "pc-b"] {
-        e.handle_value(
-            &json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}),
-            T0,
-        );
+        e.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}), T0);
     }
     let r = e.handle_value(&json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}), T0);
     assert_eq!(r["ok"], json!(true));
@@ -78,44 +61,16 @@ async fn retry_after_is_honoured_without_using_up_a_try_and_the_error_is_on_the_
     let (url, bodies) = receiver(vec![(429, Some("600"), "error code: 1015")]).await;
     let e = engine_with_alert(&url);
     let client = reqwest::Client::new();
-    assert_eq!(
-        pcmail_server::webhook::flush(e.clone(), &client, T0 + 31 * MIN)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 31 * MIN).await.unwrap(), 0);
     let a = the_alert(&e, T0 + 31 * MIN);
-    assert_eq!(
-        (a["posted"].clone(), a["postTries"].clone()),
-        (json!(false), json!(0))
-    );
-    assert_eq!(
-        a["lastError"],
-        json!("HTTP 429 (retry after 600 s): error code: 1015")
-    );
+    assert_eq!((a["posted"].clone(), a["postTries"].clone()), (json!(false), json!(0)));
+    assert_eq!(a["lastError"], json!("HTTP 429 (retry after 600 s): error code: 1015"));
     // Before Retry-After has passed nothing is posted.
-    assert_eq!(
-        pcmail_server::webhook::flush(e.clone(), &client, T0 + 35 * MIN)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 35 * MIN).await.unwrap(), 0);
     assert_eq!(bodies.lock().unwrap().len(), 1);
-    assert_eq!(
-        pcmail_server::webhook::flush(e.clone(), &client, T0 + 42 * MIN)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 42 * MIN).await.unwrap(), 1);
     let a = the_alert(&e, T0 + 42 * MIN);
-    assert_eq!(
-        (
-            a["posted"].clone(),
-            a["postTries"].clone(),
-            a["lastError"].clone()
-        ),
-        (json!(true), json!(1), Value::Null)
-    );
+    assert_eq!((a["posted"].clone(), a["postTries"].clone(), a["lastError"].clone()), (json!(true), json!(1), Value::Null));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,17 +79,12 @@ async fn after_five_failures_the_alert_stays_listed_with_its_last_error() {
     let e = engine_with_alert(&url);
     let client = reqwest::Client::new();
     for i in 0..7 {
-        pcmail_server::webhook::flush(e.clone(), &client, T0 + (32 + i) * MIN)
-            .await
-            .unwrap();
+        pcmail_server::webhook::flush(e.clone(), &client, T0 + (32 + i) * MIN).await.unwrap();
     }
     assert_eq!(bodies.lock().unwrap().len(), 5);
     let a = the_alert(&e, T0 + 40 * MIN);
     assert_eq!(a["resolvedAt"], Value::Null);
-    assert_eq!(
-        (a["posted"].clone(), a["postTries"].clone()),
-        (json!(false), json!(5))
-    );
+    assert_eq!((a["posted"].clone(), a["postTries"].clone()), (json!(false), json!(5)));
     assert_eq!(a["lastError"], json!("HTTP 500: boom"));
 }
 
@@ -142,24 +92,11 @@ async fn after_five_failures_the_alert_stays_listed_with_its_last_error() {
 async fn slack_shape_by_url_fragment_and_discord_by_default() {
     let (url, bodies) = receiver(vec![]).await;
     let e = engine_with_alert(&format!("{url}#slack"));
-    assert_eq!(
-        pcmail_server::webhook::flush(e, &reqwest::Client::new(), T0 + 31 * MIN)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(pcmail_server::webhook::flush(e, &reqwest::Client::new(), T0 + 31 * MIN).await.unwrap(), 1);
     let e = engine_with_alert(&url);
-    assert_eq!(
-        pcmail_server::webhook::flush(e, &reqwest::Client::new(), T0 + 31 * MIN)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(pcmail_server::webhook::flush(e, &reqwest::Client::new(), T0 + 31 * MIN).await.unwrap(), 1);
     let b = bodies.lock().unwrap();
-    let keys: Vec<Vec<&String>> = b
-        .iter()
-        .map(|v| v.as_object().unwrap().keys().collect())
-        .collect();
+    let keys: Vec<Vec<&String>> = b.iter().map(|v| v.as_object().unwrap().keys().collect()).collect();
     assert_eq!(keys, vec![vec!["text"], vec!["content"]]);
     assert!(b[0]["text"].as_str().unwrap().contains("mail-1-00000009"));
 }

@@ -16,10 +16,7 @@ pub fn exe() -> PathBuf {
 }
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +40,7 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Server {
@@ -65,13 +58,7 @@ impl Server {
                 .expect("start pcmail serve"),
             Kind::Gas => Command::new("node")
                 .arg(repo_root().join("gas/dev-server.js"))
-                .args([
-                    "--port",
-                    &free_port().to_string(),
-                    "--token",
-                    TOKEN,
-                    "--db-file",
-                ])
+                .args(["--port", &free_port().to_string(), "--token", TOKEN, "--db-file"])
                 .arg(dir.path().join("sheet.json"))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -82,26 +69,15 @@ impl Server {
         let mut lines = BufReader::new(stdout).lines();
         let deadline = Instant::now() + Duration::from_secs(20);
         let url = loop {
-            assert!(
-                Instant::now() < deadline,
-                "server did not say where it listens"
-            );
-            let line = lines
-                .next()
-                .expect("server exited before listening")
-                .unwrap();
+            assert!(Instant::now() < deadline, "server did not say where it listens");
+            let line = lines.next().expect("server exited before listening").unwrap();
             if let Some(rest) = line.split("listening on ").nth(1) {
                 break rest.trim().to_string();
             }
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server {
-            kind,
-            url,
-            child,
-            _dir: dir,
-        }
+        Server { kind, url, child, _dir: dir }
     }
 
     /// Sends one raw protocol request (for ops the CLI has no verb for, e.g. sweep).
@@ -149,24 +125,14 @@ pub fn random_credential() -> String {
 impl Pc {
     pub fn new(server: &Server, label: &str) -> Pc {
         let (pc, out) = Pc::try_new(server, label);
-        assert!(
-            out.status.success(),
-            "init: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
         pc
     }
 
     /// A new installation running `init` (which registers and claims the label); its output.
     pub fn try_new(server: &Server, label: &str) -> (Pc, Output) {
         let home = tempfile::tempdir().unwrap();
-        let pc = Pc {
-            label: label.into(),
-            home,
-            server_url: server.url.clone(),
-            cred: random_credential(),
-            admin: true,
-        };
+        let pc = Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential(), admin: true };
         let out = pc.run(&["init", "--label", label, "--server", &server.url]);
         (pc, out)
     }
@@ -175,17 +141,8 @@ impl Pc {
     /// (`roster add`), the new PC exchanges it (`init --join`) for its own
     /// credential and never holds the admin secret.
     pub fn enrolled(server: &Server, admin: &Pc, label: &str) -> Pc {
-        let code = admin.json(&["roster", "add", label])["code"]
-            .as_str()
-            .expect("a join code")
-            .to_string();
-        let pc = Pc {
-            label: label.into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: server.url.clone(),
-            cred: random_credential(),
-            admin: false,
-        };
+        let code = admin.json(&["roster", "add", label])["code"].as_str().expect("a join code").to_string();
+        let pc = Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: server.url.clone(), cred: random_credential(), admin: false };
         pc.ok(&["init", "--join", &code, "--server", &server.url]);
         pc
     }
@@ -249,29 +206,17 @@ impl Pc {
             .spawn()
             .unwrap();
         let input = serde_json::json!({"session_id": session, "hook_event_name": event, "cwd": "/tmp", "prompt": "hi"});
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.to_string().as_bytes())
-            .unwrap();
+        child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success());
-        assert!(
-            out.stderr.is_empty(),
-            "the hook wrote to stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.stderr.is_empty(), "the hook wrote to stderr: {}", String::from_utf8_lossy(&out.stderr));
         let s = String::from_utf8(out.stdout).unwrap();
         if s.trim().is_empty() {
             return String::new();
         }
         let v: Value = serde_json::from_str(s.trim()).expect("hook prints one JSON object");
         assert_eq!(v["hookSpecificOutput"]["hookEventName"], event);
-        v["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        v["hookSpecificOutput"]["additionalContext"].as_str().unwrap().to_string()
     }
 
     pub fn state_of(&self, id: &str) -> String {

@@ -16,10 +16,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 pub(crate) fn is_read_only(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. }
-    )
+    matches!(op, Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. })
 }
 
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {
@@ -35,29 +32,15 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
             "requireCredentials": crate::auth::require_credentials(ctx.tx)?,
         }))),
         Op::RosterGet => roster::get(ctx),
-        Op::RosterSet {
-            label,
-            hostname,
-            number,
-            claim,
-            replace,
-        } => {
+        Op::RosterSet { label, hostname, number, claim, replace } => {
             let claim = match (claim, ctx.cred) {
-                (true, Some(cred)) => Some(roster::Claim {
-                    cred,
-                    replace: *replace,
-                }),
+                (true, Some(cred)) => Some(roster::Claim { cred, replace: *replace }),
                 _ => None,
             };
             roster::set(ctx, label, hostname, *number, claim)
         }
         Op::RosterRemove { label } => roster::remove(ctx, label),
-        Op::Enrol {
-            label,
-            hostname,
-            code,
-            expires_in,
-        } => creds::enrol(ctx, label, hostname.as_deref(), code, *expires_in),
+        Op::Enrol { label, hostname, code, expires_in } => creds::enrol(ctx, label, hostname.as_deref(), code, *expires_in),
         Op::Join { code, hostname } => creds::join(ctx, code, hostname),
         Op::Revoke { label } => creds::revoke(ctx, label),
         Op::Rotate { new_cred } => {
@@ -97,19 +80,12 @@ pub(crate) fn fields(v: Value) -> Map<String, Value> {
 /// The caller must be on the roster (its credential was checked before the
 /// op, `crate::auth`); a roster that cannot be read fails closed.
 fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
-    let binding = label_binding(ctx.tx, ctx.pc).map_err(|_| {
-        OpError::proto(
-            ErrorCode::RosterUnavailable,
-            "the roster cannot be read; nothing was delivered",
-        )
-    })?;
+    let binding = label_binding(ctx.tx, ctx.pc)
+        .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
     match binding {
         None => Err(OpError::proto(
             ErrorCode::UnknownPc,
-            format!(
-                "{:?} is not on the roster (register it with roster.set)",
-                ctx.pc
-            ),
+            format!("{:?} is not on the roster (register it with roster.set)", ctx.pc),
         )),
         Some(_) => Ok(()),
     }
@@ -117,13 +93,8 @@ fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
 
 /// `None`: the label is not on the roster; `Some(None)`: on it, not bound;
 /// `Some(Some(hash))`: bound to the credential with that SHA-256 hex.
-pub(crate) fn label_binding(
-    tx: &rusqlite::Transaction<'_>,
-    label: &str,
-) -> rusqlite::Result<Option<Option<String>>> {
-    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?
-        .query_row([label], |r| r.get(0))
-        .optional()
+pub(crate) fn label_binding(tx: &rusqlite::Transaction<'_>, label: &str) -> rusqlite::Result<Option<Option<String>>> {
+    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?.query_row([label], |r| r.get(0)).optional()
 }
 
 /// An unbound label accepts anyone (old clients; the next claim binds it);
@@ -133,20 +104,14 @@ pub(crate) fn cred_matches(bound_hash: Option<&str>, cred: Option<&str>) -> bool
     match (bound_hash, cred) {
         (None, _) => true,
         (Some(_), None) => false,
-        (Some(h), Some(c)) => bool::from(
-            pcmail_core::protocol::credential_hash(c)
-                .as_bytes()
-                .ct_eq(h.as_bytes()),
-        ),
+        (Some(h), Some(c)) => bool::from(pcmail_core::protocol::credential_hash(c).as_bytes().ct_eq(h.as_bytes())),
     }
 }
 
 pub(crate) fn label_taken(label: &str) -> OpError {
     OpError::proto(
         ErrorCode::LabelTaken,
-        format!(
-            "label {label:?} belongs to another installation: pick another label, or replace it"
-        ),
+        format!("label {label:?} belongs to another installation: pick another label, or replace it"),
     )
 }
 
@@ -172,8 +137,7 @@ pub(crate) struct StoredMail {
     pub expires_in: Option<Millis>,
 }
 
-pub(crate) const MAIL_COLUMNS: &str =
-    "id, sender, recipient, kind, subject, body, urgent, expires_at, \
+pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, body, urgent, expires_at, \
      in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
 
 impl StoredMail {
@@ -193,11 +157,7 @@ impl StoredMail {
             hop: r.get(10)?,
             created_at: r.get(11)?,
             state: State::parse(&state).ok_or_else(|| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    12,
-                    rusqlite::types::Type::Text,
-                    format!("bad state {state:?}").into(),
-                )
+                rusqlite::Error::FromSqlConversionFailure(12, rusqlite::types::Type::Text, format!("bad state {state:?}").into())
             })?,
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,
@@ -219,17 +179,11 @@ impl StoredMail {
 
 pub(crate) fn load_mail(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredMail>> {
     let sql = format!("SELECT {MAIL_COLUMNS} FROM mail WHERE id = ?1");
-    Ok(ctx
-        .tx
-        .prepare_cached(&sql)?
-        .query_row([id], StoredMail::from_row)
-        .optional()?)
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row([id], StoredMail::from_row).optional()?)
 }
 
 pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<Value>> {
-    let mut stmt = ctx
-        .tx
-        .prepare_cached("SELECT state, at, by, note FROM event WHERE mail_id = ?1 ORDER BY seq")?;
+    let mut stmt = ctx.tx.prepare_cached("SELECT state, at, by, note FROM event WHERE mail_id = ?1 ORDER BY seq")?;
     let rows = stmt.query_map([id], |r| {
         Ok(json!({
             "state": r.get::<_, String>(0)?, "at": r.get::<_, i64>(1)?,

@@ -2,9 +2,7 @@
 //! the caller (at least once) and the updates feed of mail it sent. Both reads
 //! go through partial indexes, so their cost does not grow with history.
 
-use super::{
-    fields, load_mail, mark::apply_marks, roster_version, transition, StoredMail, MAIL_COLUMNS,
-};
+use super::{fields, load_mail, mark::apply_marks, roster_version, transition, StoredMail, MAIL_COLUMNS};
 use crate::engine::{Ctx, OpResult};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
@@ -13,16 +11,12 @@ use rusqlite::params;
 use serde_json::{json, Map, Value};
 
 pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, Value>> {
-    ctx.tx
-        .prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?
-        .execute(params![ctx.pc, ctx.now])?;
+    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(params![ctx.pc, ctx.now])?;
 
     let mut confirmed = Vec::new();
     for id in &args.confirm {
         // Unknown or someone else's: left out, never an error.
-        let Some(mail) = load_mail(ctx, id)? else {
-            continue;
-        };
+        let Some(mail) = load_mail(ctx, id)? else { continue };
         if mail.recipient != ctx.pc {
             continue;
         }
@@ -34,10 +28,7 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
 
     let (mail, more_mail) = new_mail_for(ctx, args.limit)?;
     let (updates, more_updates) = updates_for(ctx, args.since)?;
-    let cursor = updates
-        .last()
-        .and_then(|u| u["seq"].as_i64())
-        .unwrap_or(args.since);
+    let cursor = updates.last().and_then(|u| u["seq"].as_i64()).unwrap_or(args.since);
     Ok(fields(json!({
         "mail": mail, "confirmed": confirmed, "marks": marks, "updates": updates,
         "cursor": cursor, "more": more_mail || more_updates, "rosterVersion": roster_version(ctx)?,

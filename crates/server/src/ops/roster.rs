@@ -7,31 +7,18 @@ use rusqlite::params;
 use serde_json::{json, Map, Value};
 
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
-    Ok(ctx
-        .tx
-        .prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?
-        .query_row([], |r| r.get(0))?)
+    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row([], |r| r.get(0))?)
 }
 
 fn bump_version(ctx: &Ctx<'_>) -> OpResult<i64> {
-    ctx.tx
-        .prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'roster_version'")?
-        .execute([])?;
+    ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'roster_version'")?.execute([])?;
     version(ctx)
 }
 
 /// The whole roster, sorted by number.
 pub(crate) fn load_all(ctx: &Ctx<'_>) -> OpResult<Vec<Pc>> {
-    let mut stmt = ctx
-        .tx
-        .prepare_cached("SELECT number, label, hostname FROM pc ORDER BY number")?;
-    let rows = stmt.query_map([], |r| {
-        Ok(Pc {
-            number: r.get(0)?,
-            label: r.get(1)?,
-            hostname: r.get(2)?,
-        })
-    })?;
+    let mut stmt = ctx.tx.prepare_cached("SELECT number, label, hostname FROM pc ORDER BY number")?;
+    let rows = stmt.query_map([], |r| Ok(Pc { number: r.get(0)?, label: r.get(1)?, hostname: r.get(2)? }))?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
@@ -69,10 +56,7 @@ pub(crate) fn set(
     }
     let pcs = load_all(ctx)?;
     let current = pcs.iter().find(|p| p.label == label);
-    if let Some(other) = pcs
-        .iter()
-        .find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname))
-    {
+    if let Some(other) = pcs.iter().find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname)) {
         return Err(OpError::proto(
             ErrorCode::Conflict,
             format!("hostname {hostname:?} belongs to {:?}", other.label),
@@ -80,19 +64,12 @@ pub(crate) fn set(
     }
     if let Some(n) = number {
         if let Some(other) = pcs.iter().find(|p| p.label != label && p.number == n) {
-            return Err(OpError::proto(
-                ErrorCode::Conflict,
-                format!("number {n} belongs to {:?}", other.label),
-            ));
+            return Err(OpError::proto(ErrorCode::Conflict, format!("number {n} belongs to {:?}", other.label)));
         }
     }
     let (pc, changed) = match current {
         Some(cur) => {
-            let wanted = Pc {
-                number: number.unwrap_or(cur.number),
-                label: label.to_string(),
-                hostname: hostname.to_string(),
-            };
+            let wanted = Pc { number: number.unwrap_or(cur.number), label: label.to_string(), hostname: hostname.to_string() };
             let changed = &wanted != cur;
             if changed {
                 ctx.tx
@@ -108,28 +85,12 @@ pub(crate) fn set(
             ctx.tx
                 .prepare_cached("INSERT INTO pc (label, number, hostname) VALUES (?1, ?2, ?3)")?
                 .execute(params![label, n, hostname])?;
-            (
-                Pc {
-                    number: n,
-                    label: label.to_string(),
-                    hostname: hostname.to_string(),
-                },
-                true,
-            )
+            (Pc { number: n, label: label.to_string(), hostname: hostname.to_string() }, true)
         }
     };
-    let version = if changed {
-        bump_version(ctx)?
-    } else {
-        version(ctx)?
-    };
+    let version = if changed { bump_version(ctx)? } else { version(ctx)? };
     if changed && ctx.caller == pcmail_core::auth::Caller::Admin {
-        super::creds::audit(
-            ctx,
-            "roster.set",
-            label,
-            Some(&format!("number {} hostname {}", pc.number, pc.hostname)),
-        )?;
+        super::creds::audit(ctx, "roster.set", label, Some(&format!("number {} hostname {}", pc.number, pc.hostname)))?;
     }
     let mut out = fields(json!({"pc": pc_json(&pc), "changed": changed, "version": version}));
     if let Some(c) = claim {
@@ -142,12 +103,7 @@ pub(crate) fn set(
             .execute(params![label, hash])?
             > 0;
         if rebound {
-            super::creds::audit(
-                ctx,
-                if c.replace { "replace" } else { "claim" },
-                label,
-                None,
-            )?;
+            super::creds::audit(ctx, if c.replace { "replace" } else { "claim" }, label, None)?;
         }
         out.insert("bound".into(), json!(true));
     }
@@ -155,20 +111,10 @@ pub(crate) fn set(
 }
 
 pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Value>> {
-    let removed = ctx
-        .tx
-        .prepare_cached("DELETE FROM pc WHERE label = ?1")?
-        .execute([label])?
-        > 0;
-    let version = if removed {
-        bump_version(ctx)?
-    } else {
-        version(ctx)?
-    };
+    let removed = ctx.tx.prepare_cached("DELETE FROM pc WHERE label = ?1")?.execute([label])? > 0;
+    let version = if removed { bump_version(ctx)? } else { version(ctx)? };
     if removed {
-        ctx.tx
-            .prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?
-            .execute([label])?;
+        ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
         super::creds::audit(ctx, "roster.remove", label, None)?;
     }
     Ok(fields(json!({"removed": removed, "version": version})))

@@ -108,12 +108,8 @@ fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
 }
 
 pub(crate) fn copy_ids(ctx: &Ctx<'_>, original: &str) -> OpResult<Vec<String>> {
-    let mut stmt = ctx
-        .tx
-        .prepare_cached("SELECT id FROM mail WHERE broadcast_of = ?1 ORDER BY seq")?;
-    let ids = stmt
-        .query_map([original], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
+    let mut stmt = ctx.tx.prepare_cached("SELECT id FROM mail WHERE broadcast_of = ?1 ORDER BY seq")?;
+    let ids = stmt.query_map([original], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
     Ok(ids)
 }
 
@@ -126,68 +122,41 @@ struct ReplyTarget {
 
 fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<ReplyTarget>> {
     if let Some(m) = load_mail(ctx, id)? {
-        return Ok(Some(ReplyTarget {
-            auto: m.auto,
-            mail: Some(m),
-        }));
+        return Ok(Some(ReplyTarget { auto: m.auto, mail: Some(m) }));
     }
     if let Some(b) = load_broadcast(ctx, id)? {
         let copy = load_mail(ctx, &broadcast_copy_id(id, replier))?;
-        return Ok(Some(ReplyTarget {
-            auto: b.auto,
-            mail: copy,
-        }));
+        return Ok(Some(ReplyTarget { auto: b.auto, mail: copy }));
     }
     Ok(None)
 }
 
 pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<String, Value>> {
     // 3. exact label only; near misses are suggestions, never deliveries.
-    let pcs = roster::load_all(ctx).map_err(|_| {
-        OpError::proto(
-            ErrorCode::RosterUnavailable,
-            "the roster cannot be read; nothing was delivered",
-        )
-    })?;
+    let pcs = roster::load_all(ctx)
+        .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
     let broadcast = mail.to == "*";
     if !broadcast && !pcs.iter().any(|p| p.label == mail.to) {
         let candidates = roster_candidates(&pcs, &mail.to);
         return Err(OpError::Proto(
-            ProtoError::new(
-                ErrorCode::UnknownRecipient,
-                format!(
-                    "{:?} is not an exact roster label; nothing was sent",
-                    mail.to
-                ),
-            )
-            .with_candidates(candidates),
+            ProtoError::new(ErrorCode::UnknownRecipient, format!("{:?} is not an exact roster label; nothing was sent", mail.to))
+                .with_candidates(candidates),
         ));
     }
     // 4. loops and hops.
     if mail.hop >= limits::HOP_LIMIT {
         return Err(OpError::proto(
             ErrorCode::HopLimit,
-            format!(
-                "hop {} is at or over the limit of {}",
-                mail.hop,
-                limits::HOP_LIMIT
-            ),
+            format!("hop {} is at or over the limit of {}", mail.hop, limits::HOP_LIMIT),
         ));
     }
     let target = match &mail.in_reply_to {
         None => None,
         Some(orig) => {
-            let t = reply_target(ctx, orig, ctx.pc)?.ok_or_else(|| {
-                OpError::proto(
-                    ErrorCode::NotFound,
-                    format!("inReplyTo {orig:?} does not exist"),
-                )
-            })?;
+            let t = reply_target(ctx, orig, ctx.pc)?
+                .ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("inReplyTo {orig:?} does not exist")))?;
             if mail.auto && t.auto {
-                return Err(OpError::proto(
-                    ErrorCode::LoopRefused,
-                    "an automatic reply to automatic mail is refused",
-                ));
+                return Err(OpError::proto(ErrorCode::LoopRefused, "an automatic reply to automatic mail is refused"));
             }
             Some(t)
         }
@@ -207,10 +176,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
         }
         return Err(OpError::proto(
             ErrorCode::DuplicateId,
-            format!(
-                "{} already exists with other content; make a new id",
-                mail.id
-            ),
+            format!("{} already exists with other content; make a new id", mail.id),
         ));
     }
 
@@ -230,10 +196,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
     };
 
     // A reply from the original's recipient finishes the original.
-    if let Some(ReplyTarget {
-        mail: Some(orig), ..
-    }) = target
-    {
+    if let Some(ReplyTarget { mail: Some(orig), .. }) = target {
         if orig.recipient == ctx.pc {
             let note = format!("reply:{}", mail.id);
             let (now, pc) = (ctx.now, ctx.pc.to_string());
@@ -249,9 +212,7 @@ fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
 
 /// The expiry by the server's clock: `expiresIn` counts from now.
 fn expires_at(ctx: &Ctx<'_>, m: &OutgoingMail) -> Option<i64> {
-    m.expires_in
-        .map(|d| ctx.now.saturating_add(d))
-        .or(m.expires_at)
+    m.expires_in.map(|d| ctx.now.saturating_add(d)).or(m.expires_at)
 }
 
 fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
@@ -267,13 +228,7 @@ fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
     Ok(())
 }
 
-fn insert_mail(
-    ctx: &mut Ctx<'_>,
-    m: &OutgoingMail,
-    id: &str,
-    recipient: &str,
-    broadcast_of: Option<&str>,
-) -> OpResult<()> {
+fn insert_mail(ctx: &mut Ctx<'_>, m: &OutgoingMail, id: &str, recipient: &str, broadcast_of: Option<&str>) -> OpResult<()> {
     ctx.tx
         .prepare_cached(
             "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \

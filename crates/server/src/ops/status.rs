@@ -26,11 +26,8 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
             continue;
         }
         let copies = copy_ids(ctx, id)?;
-        let sender: Option<String> = ctx
-            .tx
-            .prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))
-            .optional()?;
+        let sender: Option<String> =
+            ctx.tx.prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;
         let Some(sender) = sender else {
             missing.push(id.clone());
             continue;
@@ -38,9 +35,7 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
         // The sender sees every copy (even none); a recipient its own.
         let mut seen_any = sender == ctx.pc;
         for c in copies {
-            if let Some(m) =
-                load_mail(ctx, &c)?.filter(|m| m.sender == ctx.pc || m.recipient == ctx.pc)
-            {
+            if let Some(m) = load_mail(ctx, &c)?.filter(|m| m.sender == ctx.pc || m.recipient == ctx.pc) {
                 seen_any = true;
                 let t = timeline(ctx, &m.id)?;
                 mails.push(m.to_json(t));
