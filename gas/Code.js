@@ -1,4 +1,4 @@
-// Web app entry points, the lock, the token check and the time trigger.
+// Web app entry points, the lock, authentication (Auth.js) and the time trigger.
 
 const LOCK_WAIT_MS = 10000; // bounded wait for the script lock, then `busy`
 
@@ -20,7 +20,9 @@ function handlers_() {
   return {
     'hello': opHello_, 'roster.get': opRosterGet_, 'roster.set': opRosterSet_,
     'roster.remove': opRosterRemove_, 'send': opSend_, 'poll': opPoll_, 'mark': opMark_,
-    'status': opStatus_, 'sweep': opSweep_, 'alerts': opAlerts_
+    'status': opStatus_, 'sweep': opSweep_, 'alerts': opAlerts_,
+    'roster.enrol': opEnrol_, 'join': opJoin_, 'roster.revoke': opRevoke_, 'rotate': opRotate_,
+    'roster.requireCredentials': opRequireCredentials_, 'roster.log': opAuditLog_
   };
 }
 
@@ -33,9 +35,8 @@ function handleBody_(body) {
   try {
     if (utf8Len_(body) > LIMITS.BODY_BYTES_MAX) throw pcErr_('too_large', 'the body exceeds 256 KiB');
     const req = parseRequest_(body);
-    checkToken_(req.token);
+    req.caller = authenticate_(req); // Auth.js: the admin secret or the PC's own credential
     recordServingBuild_();
-    checkLabelBinding_(req);
     const fn = handlers_()[req.op];
     const result = UNLOCKED_OPS[req.op] ? fn(req, now) : withLock_(function () { return fn(req, now); });
     const out = { ok: true, now: now };
@@ -60,20 +61,6 @@ function withLock_(fn) {
   } finally {
     try { SpreadsheetApp.flush(); } finally { lock.releaseLock(); }
   }
-}
-
-// Compares digests byte by byte without an early exit. The expected digest comes from
-// the cached properties (Sheet.js prop_), so a flood of wrong tokens reads Script
-// Properties at most once a minute. No token configured means nobody gets in, unless
-// PCMAIL_ALLOW_NO_TOKEN=true (the embedded-default mode the vectors use).
-function checkToken_(given) {
-  const want = prop_('PCMAIL_TOKEN_SHA256');
-  if (!want && prop_('PCMAIL_ALLOW_NO_TOKEN') === 'true') return;
-  const a = sha256Hex_(given === null ? '' : given);
-  const b = want || '';
-  let diff = want && given !== null ? 0 : 1;
-  for (let i = 0; i < 64; i++) diff |= (a.charCodeAt(i) ^ (b.charCodeAt(i) || 0));
-  if (diff !== 0) throw pcErr_('unauthorized', 'wrong or missing token');
 }
 
 // Time-trigger target. Never throws: a failed sweep is retried in 10 minutes.

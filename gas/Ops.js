@@ -1,29 +1,35 @@
 // One function per protocol op. Each validates and looks everything up first,
 // then writes in as few calls as it can, so a failure never leaves half a change.
 
-function opHello_() {
-  return { server: 'pcmail-gas', protocol: 1, rosterVersion: rosterVersion_(), features: FEATURES.slice() };
+function opHello_(req) {
+  return { server: 'pcmail-gas', protocol: 1, rosterVersion: rosterVersion_(), features: FEATURES.slice(),
+    auth: req.caller, requireCredentials: requireCredentialsOn_() };
 }
 
 // What this server supports beyond the first version (pcmail_core::protocol::FEATURES):
 // mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
 // label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding'];
+// credentials = per-PC credentials, join codes, revoke, rotate, the audit log (Auth.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
 }
 
-function opRosterSet_(req) {
+function opRosterSet_(req, now) {
   const claim = req.args.claim ? { cred: req.cred, replace: req.args.replace } : null;
   const r = rosterSet_(req.args.label, req.args.hostname, req.args.number, claim);
+  if (r.changed && req.caller === 'admin') audit_(req, now, 'roster.set', req.args.label, 'number ' + r.pc.number + ' hostname ' + r.pc.hostname);
+  if (r.rebound) audit_(req, now, req.args.replace ? 'replace' : 'claim', req.args.label, null);
   const out = { pc: r.pc, changed: r.changed, version: r.version };
   if (claim) out.bound = true;
   return out;
 }
 
-function opRosterRemove_(req) {
-  return rosterRemove_(req.args.label);
+function opRosterRemove_(req, now) {
+  const r = rosterRemove_(req.args.label);
+  if (r.removed) audit_(req, now, 'roster.remove', req.args.label, null);
+  return r;
 }
 
 function rosterMember_(pcs, label) {
@@ -229,11 +235,14 @@ function opStatus_(req) {
   }
   const mails = [];
   const missing = [];
+  const mine = function (m) { return m.from === req.pc || m.to === req.pc; };
   ids.forEach(function (id) {
     if (!isValidAnyId_(id)) missing.push(id); // not a mail id: missing, like an unknown one
-    else if (direct[id]) mails.push(mailView_(direct[id].mail));
-    else if (copies[id]) {
-      creationOrder_(copies[id], pcs).forEach(function (m) { mails.push(mailView_(m)); });
+    else if (direct[id]) {
+      // Only mail this PC sent or received (issue 14); anyone else's is missing, like an unknown id.
+      if (mine(direct[id].mail)) mails.push(mailView_(direct[id].mail)); else missing.push(id);
+    } else if (copies[id] && copies[id].some(mine)) {
+      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailView_(m)); });
     } else missing.push(id);
   });
   return { mails: mails, missing: missing };

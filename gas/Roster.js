@@ -80,8 +80,8 @@ function rosterSet_(label, hostname, number, claim) {
   const version = changed ? bumpRosterVersion_() : rosterVersion_();
   if (existing && changed) writeText_(sh, existing.row, 1, [[String(pc.number), label, hostname]]);
   if (!existing) appendText_(sh, [[String(pc.number), label, hostname, '', '0']]);
-  if (claim) bindLabel_(label, claim.cred);
-  return { pc: pc, changed: changed, version: version, bound: claim ? true : undefined };
+  const rebound = claim ? bindLabel_(label, claim.cred) : false;
+  return { pc: pc, changed: changed, version: version, bound: claim ? true : undefined, rebound: rebound };
 }
 
 function rosterRemove_(label) {
@@ -90,6 +90,8 @@ function rosterRemove_(label) {
   const version = bumpRosterVersion_(); // first, as in rosterSet_
   deleteRowsSafe_(tab_('Roster'), p.row, 1);
   unbindLabel_(label); // the label is free again
+  if (prop_(REVOKED_PREFIX + label)) setProp_(REVOKED_PREFIX + label, null);
+  dropUnusedJoinCodes_(label);
   return { removed: true, version: version };
 }
 
@@ -154,9 +156,15 @@ function checkCred_(cred) {
 // After parsing (same order as the Rust parser): the credential's shape, then a claim's rules.
 function checkClaimArgs_(op, pc, cred, args) {
   if (cred !== null) checkCred_(cred);
+  checkCredOps_(op, cred);
   if (op !== 'roster.set' || !args.claim) return;
   if (args.label !== pc) throw badField_('claim', 'a PC may only claim its own label (label must equal pc)');
   if (cred === null) throw badField_('cred', 'claim needs "cred": this installation\'s credential');
+}
+
+// join and rotate act with the PC's own credential (same order as the Rust parser).
+function checkCredOps_(op, cred) {
+  if ((op === 'join' || op === 'rotate') && cred === null) throw badField_('cred', op + ' needs "cred": this PC\'s credential');
 }
 
 // An unbound label accepts anyone (old clients; the next claim binds it); a bound one only
@@ -175,21 +183,22 @@ function labelTaken_(label) {
     ' belongs to another installation: pick another label, or replace it');
 }
 
-// Every PC op from a bound label must carry its credential. The hashes come with the
-// execution's cached Properties view, so a flood of wrong credentials costs no quota.
-function checkLabelBinding_(req) {
-  if (PC_OPS[req.op] && !credMatches_(prop_(LABEL_CRED_PREFIX + req.pc), req.cred)) throw labelTaken_(req.pc);
-}
-
 // roster.set with claim, under the script lock: re-read fresh, refuse before anything changes.
 function checkClaim_(label, cred, replace) {
   const bound = PropertiesService.getScriptProperties().getProperty(LABEL_CRED_PREFIX + label);
   if (bound && !replace && !credMatches_(bound, cred)) throw labelTaken_(label);
 }
 
-// TODO(issue 14): replacing will need the admin secret; today the token is enough.
+// A replace needs the admin secret (Auth.js opClass_); it also lifts a revoke.
+// Returns whether anything changed.
 function bindLabel_(label, cred) {
-  setProp_(LABEL_CRED_PREFIX + label, credHash_(cred)); // drops the cached Properties view
+  const hash = credHash_(cred);
+  const props = PropertiesService.getScriptProperties();
+  const changed = props.getProperty(LABEL_CRED_PREFIX + label) !== hash || !!props.getProperty(REVOKED_PREFIX + label);
+  if (!changed) return false;
+  setProp_(LABEL_CRED_PREFIX + label, hash); // drops the cached Properties view
+  if (props.getProperty(REVOKED_PREFIX + label)) setProp_(REVOKED_PREFIX + label, null);
+  return true;
 }
 
 function unbindLabel_(label) {

@@ -8,7 +8,8 @@ const TABS = {
   Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u'], // u: the sender, for changes past `new`
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
     'count', 'posted', 'postTries', 'lastError', 'nextTryAt'],
-  Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'] // archive retention records
+  Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'], // archive retention records
+  Audit: ['seq', 'at', 'by', 'action', 'label', 'detail'] // issue 14: admin actions and joins (Auth.js)
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;

@@ -7,7 +7,9 @@ const LIMITS = {
   MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000
 };
 const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll', 'mark',
-  'status', 'sweep', 'alerts'];
+  'status', 'sweep', 'alerts',
+  // issue 14 (Auth.js)
+  'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log'];
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;
@@ -166,7 +168,7 @@ function parseArgs_(op, a) {
       return { open: open === null ? true : open };
     }
     default:
-      return {};
+      return parseCredArgs_(op, a) || {};
   }
 }
 

@@ -74,7 +74,10 @@ test('wrong, missing or unconfigured token is unauthorized', () => {
   assert.strictEqual(post(s.ctx, JSON.stringify({ v: 1, op: 'hello', pc: 'pc-a', token: 't0K' })).json.error.code, 'unauthorized');
   const t = makeServer({ properties: { PCMAIL_TOKEN: '' } });
   assert.strictEqual(post(t.ctx, JSON.stringify({ v: 1, op: 'hello', pc: 'pc-a', token: '' })).json.error.code, 'unauthorized',
-    'no token configured fails closed unless PCMAIL_ALLOW_NO_TOKEN');
+    'no token configured fails closed (no switch turns that off)');
+  const u = makeServer({ properties: { PCMAIL_TOKEN: '', PCMAIL_ALLOW_NO_TOKEN: 'true' } });
+  assert.strictEqual(post(u.ctx, JSON.stringify({ v: 1, op: 'hello', pc: 'pc-a' })).json.error.code, 'unauthorized',
+    'the old PCMAIL_ALLOW_NO_TOKEN switch is gone');
 });
 
 test('too large bodies and empty posts', () => {
