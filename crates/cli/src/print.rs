@@ -250,16 +250,37 @@ fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::
         Err(e) => return Some((format!("label {label:?}: {e}"), false, "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into())),
     };
     let client = pcmail_client::Client::open(paths.clone()).ok()?;
-    // A PC op answers label_taken when the label belongs to another installation.
+    // A PC op answers label_taken when the label belongs to another installation,
+    // revoked / not_enrolled when its credential is refused (issue 14).
     let probe = client.transport.call(&pcmail_core::protocol::Op::Status { ids: vec!["mail-0-00000000".into()] });
     if let Err(pcmail_client::transport::CallError::Server(p)) = &probe {
-        if p.code == pcmail_core::ErrorCode::LabelTaken {
-            return Some((
-                format!("label {label:?}: belongs to another installation; this PC's requests are refused"),
-                false,
-                "`pcmail init --label NEW` picks another label; `pcmail init --replace` takes this one over (the other PC loses access)".into(),
-            ));
+        let rejoin = format!("ask the admin for a join code (`pcmail roster add {label}`), then `pcmail init --join CODE --server {url}`");
+        match p.code {
+            pcmail_core::ErrorCode::LabelTaken => {
+                return Some((
+                    format!("label {label:?}: belongs to another installation; this PC's requests are refused"),
+                    false,
+                    "`pcmail init --label NEW` picks another label; `pcmail init --replace` takes this one over (the other PC loses access)".into(),
+                ))
+            }
+            pcmail_core::ErrorCode::Revoked => {
+                return Some((format!("label {label:?}: revoked by the admin; this PC's requests are refused"), false, rejoin))
+            }
+            pcmail_core::ErrorCode::NotEnrolled => {
+                return Some((format!("label {label:?}: this PC's credential is not enrolled ({})", p.message), false, rejoin))
+            }
+            _ => {}
         }
+    }
+    // Issue 14 migration: a PC still on the shared token (its next poll exchanges it).
+    let hello = client.transport.call(&pcmail_core::protocol::Op::Hello).ok();
+    let features = hello.as_ref().and_then(|h| h.get("features")).and_then(|f| f.as_array()).cloned().unwrap_or_default();
+    if features.iter().any(|f| f == pcmail_core::protocol::FEATURE_CREDENTIALS) && client.claim_record().is_none() {
+        return Some((
+            format!("label {label:?}: still on the shared token; its next poll exchanges it for this PC's own credential"),
+            true,
+            String::new(),
+        ));
     }
     Some(match (client.claim_record().as_deref(), cred) {
         (Some("bound"), Some((_, source))) => {
