@@ -190,7 +190,8 @@ enum Cmd {
     Daemon,
     /// Run the HTTP server (127.0.0.1:7878 unless told otherwise).
     ///
-    /// It needs a token every PC presents: `echo TOKEN | pcmail token set --serve` (OS keyring), or
+    /// It needs the admin secret (the PC that manages the roster holds it; every other PC is enrolled
+    /// with a join code): `echo SECRET | pcmail token set --serve` (OS keyring), or PCMAIL_ADMIN_TOKEN /
     /// PCMAIL_TOKEN in its environment.
     Serve {
         /// Address to listen on; anything but loopback is reachable from other machines.
@@ -643,7 +644,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let p = paths()?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
-                    "pcmail serve needs a token: {e} (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)"
+                    "pcmail serve needs the admin secret: {e} (`echo SECRET | pcmail token set --serve`, or PCMAIL_ADMIN_TOKEN)"
                 )))
             })?;
             let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
@@ -651,7 +652,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             opts.webhook_url = webhook;
             opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
             if !listen.ip().is_loopback() {
-                eprintln!("pcmail: listening on {listen} — reachable from other machines; the token is the only guard");
+                eprintln!("pcmail: listening on {listen} — reachable from other machines; plain HTTP: the admin secret and credentials cross the network in clear (use a VPN or a TLS proxy)");
             }
             pcmail_server::http::serve_blocking(opts)
         }

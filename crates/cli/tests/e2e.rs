@@ -198,9 +198,14 @@ fn bad_input_gets_distinct_exit_codes() {
     assert_eq!(a.run(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(a.run(&["send", "nobody", "--body", "x"]).status.code(), Some(4));
     assert_eq!(a.run(&["ack", "mail-1-0000abcd"]).status.code(), Some(7));
-    let bad_token = a.cmd(&["sync"]).env("PCMAIL_TOKEN", "wrong").output().unwrap();
+    // Issue 14: the PC's credential proves it (a stale token beside it does not matter); with
+    // no credential a wrong token is refused (5), a credential nobody holds is not enrolled (12).
+    let bad_token = a.cmd(&["sync"]).env("PCMAIL_TOKEN", "wrong").env_remove("PCMAIL_CREDENTIAL").output().unwrap();
     assert_eq!(bad_token.status.code(), Some(5), "{}", String::from_utf8_lossy(&bad_token.stderr));
     assert!(String::from_utf8_lossy(&bad_token.stderr).contains("unauthorized"));
+    let bad_cred = a.cmd(&["sync"]).env_remove("PCMAIL_TOKEN").env("PCMAIL_CREDENTIAL", random_credential()).output().unwrap();
+    assert_eq!(bad_cred.status.code(), Some(12), "{}", String::from_utf8_lossy(&bad_cred.stderr));
+    assert!(String::from_utf8_lossy(&bad_cred.stderr).contains("not enrolled"));
     // Formula and SQL text travels verbatim.
     let id = a.send(&["pc-a", "--subject", "=SUM(A1)", "--body", "'; DROP TABLE mail; -- +1 @x 0123 true"]);
     a.ok(&["sync"]);
