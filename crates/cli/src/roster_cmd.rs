@@ -113,11 +113,7 @@ fn add(
     expires: &str,
     json: bool,
 ) -> anyhow::Result<()> {
-    if !pcmail_core::roster::is_valid_label(&label) {
-        anyhow::bail!(ClientError::Invalid(format!(
-            "label {label:?}: use lower-case a-z 0-9 . _ - (max 40)"
-        )));
-    }
+    // A bad label is the server's bad_request (exit 5), as through `pcmail mcp`.
     let embedded = matches!(
         client.config.server,
         pcmail_client::config::ServerConfig::Embedded { .. }

@@ -252,7 +252,8 @@ fn roster_alerts_sync_same_result_through_cli_and_mcp() {
     let m = mcp.ok("roster", json!({}));
     assert_eq!(m["pcs"], cli);
     assert_eq!(m["me"], "pc-a");
-    let c = a.json(&["roster", "add", "pc-x", "--hostname", "hx"]);
+    // A direct add (`--number`): without it the CLI makes a join code instead (issue 14, tests/credentials.rs).
+    let c = a.json(&["roster", "add", "pc-x", "--hostname", "hx", "--number", "50"]);
     let m = mcp.ok("roster_add", json!({"label": "pc-y", "hostname": "hy"}));
     assert_eq!(c.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
     assert!(m["version"].as_i64() > c["version"].as_i64(), "{c} then {m}");
