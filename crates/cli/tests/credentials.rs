@@ -110,6 +110,10 @@ fn a_revoked_pcs_mail_is_delivered_once_to_the_re_enrolled_pc() {
             "{kind:?}: {}",
             stderr(&out)
         );
+        let doctor = String::from_utf8_lossy(&b.run(&["--json", "doctor"]).stdout).to_string();
+        assert!(doctor.contains("revoked by the admin") && doctor.contains("pcmail roster add pc-b"), "{kind:?}: {doctor}");
+        let doctor = String::from_utf8_lossy(&a.run(&["--json", "doctor"]).stdout).to_string();
+        assert!(doctor.contains("bound to this installation"), "{kind:?}: {doctor}");
         let second = a.send(&["pc-b", "--body", "during"]);
         a.ok(&["sync"]);
         assert_eq!(a.state_of(&first), "new", "{kind:?}: it waits");
@@ -147,5 +151,31 @@ fn a_revoked_pcs_mail_is_delivered_once_to_the_re_enrolled_pc() {
             "{kind:?}: {log}"
         );
         assert_eq!(log["entries"][2]["by"], json!("admin@pc-admin"), "{kind:?}");
+    }
+}
+
+#[test]
+fn a_pc_on_the_shared_token_moves_to_its_own_credential_on_its_next_poll() {
+    for kind in servers() {
+        let server = Server::start(kind);
+        let admin = Pc::new(&server, "pc-admin");
+        // An old PC: configured, not yet registered (it holds only the shared token).
+        let old = Pc { label: "pc-old".into(), home: tempfile::tempdir().unwrap(), server_url: server.url.clone(), cred: random_credential(), admin: true };
+        old.ok(&["init", "--label", "pc-old", "--server", &server.url, "--offline"]);
+        let doctor = String::from_utf8_lossy(&old.run(&["--json", "doctor"]).stdout).to_string();
+        assert!(doctor.contains("still on the shared token"), "{kind:?}: {doctor}");
+        old.ok(&["sync"]); // registers and exchanges the token for its own credential
+        let doctor = String::from_utf8_lossy(&old.run(&["--json", "doctor"]).stdout).to_string();
+        assert!(doctor.contains("bound to this installation"), "{kind:?}: {doctor}");
+        // Another PC registered by the admin directly never moved: require-credentials names it.
+        admin.ok(&["roster", "add", "pc-stuck", "--hostname", "stuck", "--number", "40"]);
+        let r = admin.json(&["roster", "require-credentials"]);
+        assert_eq!(r["unbound"], json!(["pc-stuck"]), "{kind:?}: {r}");
+        let refused = server.call("pc-stuck", "poll", json!({}));
+        assert_eq!(refused["error"]["code"], json!("not_enrolled"), "{kind:?}: {refused}");
+        // The moved PC goes on, with or without the shared token beside its credential.
+        let id = admin.send(&["pc-old", "--body", "after the switch"]);
+        old.ok(&["sync"]);
+        assert_eq!(old.json(&["inbox", "--all"])[0]["id"], json!(id), "{kind:?}");
     }
 }
