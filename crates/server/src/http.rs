@@ -347,7 +347,7 @@ async fn long_poll(
         pc: req.pc.clone(),
         token: req.token.clone(),
         cred: req.cred.clone(),
-        op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0 }),
+        op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0, lease: None }),
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
