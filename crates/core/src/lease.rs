@@ -188,6 +188,9 @@ pub struct TimelineEntry {
     pub reason: Option<String>,
     #[serde(default)]
     pub evidence: Option<Evidence>,
+    /// A takeover's `detail` (what was checked), else null.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 /// A lease as both servers answer it.
@@ -703,7 +706,7 @@ mod tests {
         let v = json!({"resource": "gpu-a:2", "repo": "", "description": "", "files": [], "mode": "shared",
             "holder": {"pc": "pc-a", "session": "s", "name": "ani"}, "fence": 4, "claimId": "c",
             "grantedAt": 1, "heartbeatAt": 2, "ttlExpiresAt": null, "state": "stale", "stale": true,
-            "timeline": [{"at": 1, "event": "taken_over", "by": "pc-b/s", "fence": 3, "reason": "gone", "evidence": "process_gone"}]});
+            "timeline": [{"at": 1, "event": "taken_over", "by": "pc-b/s", "fence": 3, "reason": "gone", "evidence": "process_gone", "detail": null}]});
         let l: Lease = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(l.timeline.as_ref().unwrap()[0].evidence, Some(Evidence::ProcessGone));
         assert_eq!(serde_json::to_value(&l).unwrap(), v);

@@ -148,7 +148,7 @@ impl Default for PollArgs {
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_LEASES];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
