@@ -22,7 +22,9 @@ function handlers_() {
     'roster.remove': opRosterRemove_, 'send': opSend_, 'poll': opPoll_, 'mark': opMark_,
     'status': opStatus_, 'sweep': opSweep_, 'alerts': opAlerts_,
     'roster.enrol': opEnrol_, 'join': opJoin_, 'roster.revoke': opRevoke_, 'rotate': opRotate_,
-    'roster.requireCredentials': opRequireCredentials_, 'roster.log': opAuditLog_
+    'roster.requireCredentials': opRequireCredentials_, 'roster.log': opAuditLog_,
+    'lease.claim': opLeaseClaim_, 'lease.release': opLeaseRelease_, 'lease.list': opLeaseList_,
+    'lease.check': opLeaseCheck_
   };
 }
 

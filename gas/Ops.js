@@ -10,7 +10,8 @@ function opHello_(req) {
 // mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
 // label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
 // credentials = per-PC credentials, join codes, revoke, rotate, the audit log (Auth.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials'];
+// leases = lease.* and the poll's `lease` argument (Leases.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -196,6 +197,7 @@ function opPoll_(req, now) {
     confirmed.push(id);
   });
   const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
+  const lease = a.lease ? pollLease_(req.pc, a.lease, now) : null;
   const tail = eventsTail_();
   if (events.length) commitChanges_(changed, events, found.mine.span, tail);
   heartbeat_(me, now, a.since);
@@ -207,6 +209,7 @@ function opPoll_(req, now) {
     rosterVersion: rosterVersion_()
   };
   if (upd.cursorReset) out.cursorReset = true;
+  if (lease) out.lease = lease;
   return out;
 }
 

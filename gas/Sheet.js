@@ -9,7 +9,12 @@ const TABS = {
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
     'count', 'posted', 'postTries', 'lastError', 'nextTryAt'],
   Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'], // archive retention records
-  Audit: ['seq', 'at', 'by', 'action', 'label', 'detail'] // issue 14: admin actions and joins (Auth.js)
+  Audit: ['seq', 'at', 'by', 'action', 'label', 'detail'], // issue 14: admin actions and joins (Auth.js)
+  // Leases.js: one row per grant (live, or ended within 24 h); the counters; lost reports owed.
+  Leases: ['resource', 'fence', 'state', 'mode', 'holderPc', 'holderSession', 'holderName', 'claimId', 'grantedAt',
+    'heartbeatAt', 'ttlExpiresAt', 'endedAt', 'repo', 'description', 'files', 'timeline'],
+  LeaseCounters: ['key', 'value'], // "version", "fence:<resource>"
+  LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event']
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;

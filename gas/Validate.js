@@ -9,7 +9,8 @@ const LIMITS = {
 const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll', 'mark',
   'status', 'sweep', 'alerts',
   // issue 14 (Auth.js)
-  'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log'];
+  'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log',
+  'lease.claim', 'lease.release', 'lease.list', 'lease.check'];
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;
@@ -151,7 +152,8 @@ function parseArgs_(op, a) {
       if (since < 0) throw badField_('since', 'since must be >= 0');
       const waitMs = optInt_(a, 'waitMs') || 0;
       if (waitMs < 0 || waitMs > LIMITS.WAIT_MAX) throw badField_('waitMs', 'waitMs must be 0..' + LIMITS.WAIT_MAX);
-      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs };
+      const lease = has_(a, 'lease') ? parsePollLease_(a.lease) : null; // Leases.js
+      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease };
     }
     case 'mark': {
       if (!has_(a, 'marks')) throw badField_('marks', 'missing "marks"');
@@ -167,6 +169,10 @@ function parseArgs_(op, a) {
       const open = optBool_(a, 'open');
       return { open: open === null ? true : open };
     }
+    case 'lease.claim': return parseLeaseClaim_(a);
+    case 'lease.release': return parseLeaseRelease_(a);
+    case 'lease.list': return parseLeaseList_(a);
+    case 'lease.check': return parseLeaseCheck_(a);
     default:
       return parseCredArgs_(op, a) || {};
   }

@@ -39,6 +39,7 @@ pub fn op_class(op: &Op, pc: &str) -> OpClass {
         Op::Send { .. } | Op::Poll(_) | Op::Mark { .. } | Op::Status { .. } | Op::Rotate { .. } => {
             OpClass::Pc
         }
+        Op::LeaseClaim(_) | Op::LeaseRelease(_) | Op::LeaseList(_) | Op::LeaseCheck { .. } => OpClass::Pc,
         Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
         Op::RosterSet { .. }
         | Op::RosterRemove { .. }

@@ -38,10 +38,14 @@ pub enum ErrorCode {
     JoinCodeExpired,
     /// A join code already used by another PC.
     JoinCodeUsed,
+    /// A lease is held by someone else (the error carries that `lease`).
+    Held,
+    /// A lease's holder stopped renewing it: taking it needs evidence.
+    Stale,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -67,6 +71,8 @@ impl ErrorCode {
         ErrorCode::JoinCodeInvalid,
         ErrorCode::JoinCodeExpired,
         ErrorCode::JoinCodeUsed,
+        ErrorCode::Held,
+        ErrorCode::Stale,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -96,6 +102,8 @@ impl ErrorCode {
             ErrorCode::JoinCodeInvalid => "join_code_invalid",
             ErrorCode::JoinCodeExpired => "join_code_expired",
             ErrorCode::JoinCodeUsed => "join_code_used",
+            ErrorCode::Held => "held",
+            ErrorCode::Stale => "stale",
         }
     }
 
@@ -125,11 +133,14 @@ pub struct ProtoError {
     pub field: Option<String>,
     /// Suggestions for `unknown_recipient` (never used to deliver).
     pub candidates: Option<Vec<String>>,
+    /// The lease in the way, for `held` and `stale` (its holder, description,
+    /// since when, last heartbeat).
+    pub lease: Option<Value>,
 }
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None }
+        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -137,7 +148,12 @@ impl ProtoError {
             message: message.into(),
             field: Some(field.to_string()),
             candidates: None,
+            lease: None,
         }
+    }
+    pub fn with_lease(mut self, lease: Value) -> Self {
+        self.lease = Some(lease);
+        self
     }
     pub fn with_candidates(mut self, c: Vec<String>) -> Self {
         self.candidates = Some(c);
@@ -152,6 +168,9 @@ impl ProtoError {
         }
         if let Some(c) = &self.candidates {
             e["candidates"] = json!(c);
+        }
+        if let Some(l) = &self.lease {
+            e["lease"] = l.clone();
         }
         json!({"ok": false, "error": e})
     }
@@ -168,6 +187,7 @@ impl ProtoError {
             candidates: e.get("candidates").and_then(Value::as_array).map(|a| {
                 a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
             }),
+            lease: e.get("lease").filter(|l| l.is_object()).cloned(),
         })
     }
 }

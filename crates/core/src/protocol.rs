@@ -3,6 +3,7 @@
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::ids::{is_valid_any_id, is_valid_mail_id};
+use crate::lease::{parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release};
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
@@ -46,6 +47,10 @@ pub enum Op {
     RequireCredentials { on: bool },
     /// Admin: the audit log, newest first.
     AuditLog { limit: usize },
+    LeaseClaim(Claim),
+    LeaseRelease(Release),
+    LeaseList(ListArgs),
+    LeaseCheck { resource: String, fence: i64 },
 }
 
 impl Op {
@@ -67,6 +72,10 @@ impl Op {
             Op::Rotate { .. } => "rotate",
             Op::RequireCredentials { .. } => "roster.requireCredentials",
             Op::AuditLog { .. } => "roster.log",
+            Op::LeaseClaim(_) => "lease.claim",
+            Op::LeaseRelease(_) => "lease.release",
+            Op::LeaseList(_) => "lease.list",
+            Op::LeaseCheck { .. } => "lease.check",
         }
     }
 
@@ -94,6 +103,9 @@ impl Op {
                 if p.wait_ms > 0 {
                     v["waitMs"] = json!(p.wait_ms);
                 }
+                if let Some(l) = &p.lease {
+                    v["lease"] = l.to_json();
+                }
                 v
             }
             Op::Mark { marks } => json!({"marks": good_marks(marks)}),
@@ -107,6 +119,10 @@ impl Op {
             Op::Rotate { new_cred } => json!({"newCred": new_cred}),
             Op::RequireCredentials { on } => json!({"on": on}),
             Op::AuditLog { limit } => json!({"limit": limit}),
+            Op::LeaseClaim(c) => json!(c),
+            Op::LeaseRelease(r) => json!(r),
+            Op::LeaseList(l) => json!(l),
+            Op::LeaseCheck { resource, fence } => json!({"resource": resource, "fence": fence}),
         }
     }
 }
@@ -147,17 +163,19 @@ pub struct PollArgs {
     pub limit: usize,
     pub since: i64,
     pub wait_ms: i64,
+    /// Heartbeats and releases of leases (feature `leases`).
+    pub lease: Option<PollLease>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0 }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
@@ -166,6 +184,8 @@ pub const FEATURE_EXPIRES_IN: &str = "expires-in";
 pub const FEATURE_LABEL_BINDING: &str = "label-binding";
 /// Per-PC credentials (issue 14): join codes, the admin secret, revoke, rotate, the audit log.
 pub const FEATURE_CREDENTIALS: &str = "credentials";
+/// `lease.*` ops and the poll's `lease` argument (issue 10).
+pub const FEATURE_LEASES: &str = "leases";
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
 /// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
@@ -316,7 +336,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
                 return Err(ProtoError::field("waitMs", format!("waitMs must be 0..{}", limits::WAIT_MS_MAX)));
             }
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms })
+            let lease = match args.get("lease") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(parse_poll_lease(v)?),
+            };
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
@@ -376,6 +400,13 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 Some(_) => return Err(ProtoError::field("limit", "limit must be 1..500")),
             };
             Op::AuditLog { limit }
+        }
+        "lease.claim" => Op::LeaseClaim(parse_claim(args)?),
+        "lease.release" => Op::LeaseRelease(parse_release(args)?),
+        "lease.list" => Op::LeaseList(parse_list(args)?),
+        "lease.check" => {
+            let (resource, fence) = parse_check(args)?;
+            Op::LeaseCheck { resource, fence }
         }
         other => {
             return Err(ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {other:?}")));
