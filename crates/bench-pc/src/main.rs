@@ -280,24 +280,32 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     }
 
     // 3. A new session each run (fresh copy of the store), both front ends
-    // interleaved on 10k/500; pcmail-hook alone on 100 and 10,000 unread.
+    // (and OTHER-HOOK) on 10k/500 in an order that rotates every run, so no
+    // binary always runs right after another's store copy; pcmail-hook alone
+    // on 100 and 10,000 unread.
     let mut alias = Series::default();
     let (mut other_series, mut start_other) = (Series::default(), vec![]);
     let mut by_case: Vec<Series> = cases.iter().map(|_| Series::default()).collect();
+    let contenders = if other_hook.is_some() { 3 } else { 2 };
     for i in 0..runs {
-        for (c, (name, _, _)) in cases.iter().enumerate() {
-            fresh_copy(&dir.path().join(name), &home)?;
-            let _poller = poller_connection(&home)?;
-            by_case[c].push(&run_measured(&mut hook_cmd(&hook, &home, false), &prompt(&format!("bench-{i}")))?);
-        }
-        fresh_copy(&dir.path().join("10k-500"), &home)?;
-        let _poller = poller_connection(&home)?;
-        alias.push(&run_measured(&mut hook_cmd(&pcmail, &home, true), &prompt(&format!("bench-{i}")))?);
-        if let Some(other) = &other_hook {
+        let input = prompt(&format!("bench-{i}"));
+        for k in 0..contenders {
             fresh_copy(&dir.path().join("10k-500"), &home)?;
             let _poller = poller_connection(&home)?;
-            other_series.push(&run_measured(&mut hook_cmd(other, &home, false), &prompt(&format!("bench-{i}")))?);
-            start_other.push(run_measured(Command::new(other).arg("--version"), b"")?.wall);
+            match (i + k) % contenders {
+                0 => by_case[0].push(&run_measured(&mut hook_cmd(&hook, &home, false), &input)?),
+                1 => alias.push(&run_measured(&mut hook_cmd(&pcmail, &home, true), &input)?),
+                _ => {
+                    let other = other_hook.as_ref().expect("a third contender");
+                    other_series.push(&run_measured(&mut hook_cmd(other, &home, false), &input)?);
+                    start_other.push(run_measured(Command::new(other).arg("--version"), b"")?.wall);
+                }
+            }
+        }
+        for (c, (name, _, _)) in cases.iter().enumerate().skip(1) {
+            fresh_copy(&dir.path().join(name), &home)?;
+            let _poller = poller_connection(&home)?;
+            by_case[c].push(&run_measured(&mut hook_cmd(&hook, &home, false), &input)?);
         }
     }
 
