@@ -1,13 +1,21 @@
-//! `pcmail-hook`: the Claude Code hook (SessionStart, UserPromptSubmit,
-//! PreToolUse, Stop, SessionEnd), event JSON on stdin. Silent on any trouble:
+//! `pcmail-hook`: the agent hook (Claude Code's SessionStart, UserPromptSubmit,
+//! PreToolUse, Stop, SessionEnd and Gemini CLI's names for them), event JSON on stdin. Silent on any trouble:
 //! no stdout, no stderr, exit 0. Registered with no arguments.
 
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("--version" | "-V") => println!("pcmail-hook {}", env!("CARGO_PKG_VERSION")),
-        Some("--help" | "-h") => println!(
-            "pcmail-hook {}: the Claude Code hook of pcmail. Reads the hook event JSON on stdin, prints \
-             the context to add (or nothing), never touches the network. `pcmail hooks install` registers it.",
+        Some("--help" | "-h") => print!(
+            "pcmail-hook {}: the agent hook of pcmail (Claude Code, Codex CLI, Gemini CLI).\n\n\
+             Usage: pcmail-hook < EVENT.json\n\n\
+             Reads the hook event JSON on stdin (SessionStart, UserPromptSubmit, PreToolUse, Stop, SessionEnd;\n\
+             Gemini CLI's BeforeAgent, BeforeTool, AfterAgent) and prints the context to add, or nothing.\n\
+             Never touches the network; silent and exit 0 on any trouble. `pcmail hooks install` registers it.\n\n\
+             Options:\n\
+             \x20 -h, --help     Print this help\n\
+             \x20 -V, --version  Print the version\n\n\
+             Environment:\n\
+             \x20 PCMAIL_HOME    The PC user's pcmail folder [default: the OS data folder, e.g. ~/.local/share/pcmail]\n",
             env!("CARGO_PKG_VERSION")
         ),
         _ => {

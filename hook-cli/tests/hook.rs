@@ -114,6 +114,9 @@ fn anything_but_a_known_event_prints_nothing_and_marks_nothing() {
         br#"{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash"}"#,
         br#"{"session_id":"s1","hook_event_name":"Stop"}"#,
         br#"{"session_id":"s1","hook_event_name":"SessionEnd"}"#,
+        br#"{"session_id":"s1","hook_event_name":"BeforeTool","tool_name":"run_shell_command"}"#,
+        br#"{"session_id":"s1","hook_event_name":"AfterAgent","prompt":"p","prompt_response":"r"}"#,
+        br#"{"session_id":"s1","hook_event_name":"BeforeModel"}"#,
     ] {
         assert_eq!(pc.run_raw(input), "", "{}", String::from_utf8_lossy(input));
     }
@@ -122,6 +125,28 @@ fn anything_but_a_known_event_prints_nothing_and_marks_nothing() {
     assert_eq!(pc.count("SELECT count(*) FROM inbox WHERE status <> 'new'"), 0);
     // The same mail does show for a real event.
     assert_eq!(shown_ids(&pc.prompt("s1")).len(), 3);
+}
+
+/// Gemini CLI's prompt event is `BeforeAgent` (its documented equivalent of
+/// UserPromptSubmit): the same mail, answered under the event name it sent.
+#[test]
+fn gemini_before_agent_shows_mail_like_user_prompt_submit() {
+    let pc = Pc::new();
+    let ids = pc.receive("g", &[("request", false), ("decision", false)]);
+    // Gemini CLI's payload: base fields plus the prompt.
+    let input = json!({"session_id": "gemini-1", "transcript_path": "/tmp/t.json", "cwd": "/tmp",
+        "hook_event_name": "BeforeAgent", "timestamp": "2026-11-30T09:00:00.000Z", "prompt": "anything for me?"});
+    let mut child = pc.cmd().spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["hookEventName"], "BeforeAgent");
+    let mut shown = shown_ids(v["hookSpecificOutput"]["additionalContext"].as_str().unwrap());
+    shown.sort();
+    assert_eq!(shown, ids);
+    // Recorded like any prompt: the same session gets the count line next time.
+    assert!(pc.prompt("gemini-1").contains("already shown earlier in this session"));
 }
 
 /// Issue 8 defect 6: hooks of one session started at once never show the same mail twice.

@@ -145,3 +145,36 @@ test('tool errors carry the CLI exit codes: candidates for an unknown address, t
   e = call('pc-b', 'read', { id: 'mail-1-0000abcd' }).result.structuredContent.error;
   assert.deepEqual([e.code, e.exit], ['not_found', 7]);
 });
+
+// The Inspector converts a string argument to the schema's type (`"yes"` for a
+// boolean becomes true), so the mistyped values here are arrays and numbers.
+test('bad arguments: a structured usage error (exit 2, as the CLI) naming the argument, from every tool', () => {
+  const cases = [
+    ['send', { to: 'pc-b' }, 'body'],
+    ['send', { to: 'pc-b', body: 'x', urgent: [true] }, 'urgent'],
+    ['send', { to: 'pc-b', bdy: 'x' }, 'bdy'],
+    ['read', {}, 'id'],
+    ['ack', { id: 7 }, 'id'],
+    ['reply', { id: 'm' }, 'body'],
+    ['fail', { id: 'm' }, 'reason'],
+    ['status', { ids: 'm' }, 'ids'],
+    ['wait_for', { ids: ['m'], state: 'read' }, 'state'],
+    ['inbox', { limit: -1 }, 'limit'],
+    ['sent', { limit: [3] }, 'limit'],
+    ['roster', { verbose: true }, 'verbose'],
+    ['roster_add', { hostname: 'h' }, 'label'],
+    ['roster_remove', {}, 'label'],
+    ['alerts', { all: [1] }, 'all'],
+    ['sync', { now: true }, 'now'],
+  ];
+  assert.deepEqual([...new Set(cases.map((c) => c[0]))].sort(), TOOLS, 'every tool is covered');
+  for (const [tool, args, field] of cases) {
+    const r = call('pc-a', tool, args);
+    assert.equal(r.result.isError, true, `${tool} ${JSON.stringify(args)}: ${JSON.stringify(r.result)}`);
+    const e = r.result.structuredContent.error;
+    assert.deepEqual([e.code, e.exit, e.field], ['usage', 2, field], `${tool} ${JSON.stringify(args)}: ${JSON.stringify(e)}`);
+    assert.match(e.message, new RegExp(field), tool);
+  }
+  const r = spawnSync(bin, ['send', 'pc-b', '--kind', 'memo', '--body', 'x'], { env: { ...process.env, PCMAIL_HOME: home('pc-a') } });
+  assert.equal(r.status, 2, 'the CLI exits 2 for a bad option value');
+});

@@ -6,7 +6,11 @@
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
 //! Build both in one profile so the `pcmail` binary sits next to this one:
-//! `cargo build --release -p pcmail-cli -p pcmail-hook -p pcmail-bench-pc`.
+//! `cargo build --release -p pcmail-cli -p pcmail-hook -p pcmail-bench-pc`;
+//! on Linux relink the hook statically (no dynamic loader at its start):
+//! `cargo rustc --release -p pcmail-hook --bin pcmail-hook -- -C target-feature=+crt-static`.
+//! `hook [runs] [OTHER-HOOK]` also times OTHER-HOOK (e.g. a copy of the
+//! dynamically linked build) on the same case, interleaved.
 
 use anyhow::{bail, Context, Result};
 use pcmail_core::{Kind, Mail, State};
@@ -34,9 +38,9 @@ fn pcmail() -> PathBuf {
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("hook") => hook_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300)),
+        Some("hook") => hook_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300), args.get(3).map(PathBuf::from)),
         Some("soak") => soak(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60)),
-        _ => bail!("usage: pcmail-bench-pc hook [runs] | soak [seconds]"),
+        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds]"),
     }
 }
 
@@ -235,7 +239,25 @@ fn count_syncs(exe: &Path, home: &Path, input: &[u8]) -> Result<Option<u64>> {
     Ok(Some(n))
 }
 
-fn hook_bench(runs: usize) -> Result<()> {
+/// How an ELF executable is linked: "static" when it has no PT_INTERP (no
+/// dynamic loader runs at its start), else "dynamic"; None if not ELF.
+fn link_mode(exe: &Path) -> Option<&'static str> {
+    let b = std::fs::read(exe).ok()?;
+    if b.get(..4)? != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
+        return None; // only 64-bit little-endian
+    }
+    let u16_at = |o: usize| b.get(o..o + 2).map(|x| u16::from_le_bytes([x[0], x[1]]) as usize);
+    let phoff = u64::from_le_bytes(b.get(0x20..0x28)?.try_into().ok()?) as usize;
+    let (phentsize, phnum) = (u16_at(0x36)?, u16_at(0x38)?);
+    const PT_INTERP: u32 = 3;
+    let interp = (0..phnum).any(|i| {
+        let o = phoff + i * phentsize;
+        b.get(o..o + 4).is_some_and(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]) == PT_INTERP)
+    });
+    Some(if interp { "dynamic" } else { "static" })
+}
+
+fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let pcmail = pcmail();
     let hook = sibling("pcmail-hook");
@@ -258,18 +280,33 @@ fn hook_bench(runs: usize) -> Result<()> {
     }
 
     // 3. A new session each run (fresh copy of the store), both front ends
-    // interleaved on 10k/500; pcmail-hook alone on 100 and 10,000 unread.
+    // (and OTHER-HOOK) on 10k/500 in an order that rotates every run, so no
+    // binary always runs right after another's store copy; pcmail-hook alone
+    // on 100 and 10,000 unread.
     let mut alias = Series::default();
+    let (mut other_series, mut start_other) = (Series::default(), vec![]);
     let mut by_case: Vec<Series> = cases.iter().map(|_| Series::default()).collect();
+    let contenders = if other_hook.is_some() { 3 } else { 2 };
     for i in 0..runs {
-        for (c, (name, _, _)) in cases.iter().enumerate() {
+        let input = prompt(&format!("bench-{i}"));
+        for k in 0..contenders {
+            fresh_copy(&dir.path().join("10k-500"), &home)?;
+            let _poller = poller_connection(&home)?;
+            match (i + k) % contenders {
+                0 => by_case[0].push(&run_measured(&mut hook_cmd(&hook, &home, false), &input)?),
+                1 => alias.push(&run_measured(&mut hook_cmd(&pcmail, &home, true), &input)?),
+                _ => {
+                    let other = other_hook.as_ref().expect("a third contender");
+                    other_series.push(&run_measured(&mut hook_cmd(other, &home, false), &input)?);
+                    start_other.push(run_measured(Command::new(other).arg("--version"), b"")?.wall);
+                }
+            }
+        }
+        for (c, (name, _, _)) in cases.iter().enumerate().skip(1) {
             fresh_copy(&dir.path().join(name), &home)?;
             let _poller = poller_connection(&home)?;
-            by_case[c].push(&run_measured(&mut hook_cmd(&hook, &home, false), &prompt(&format!("bench-{i}")))?);
+            by_case[c].push(&run_measured(&mut hook_cmd(&hook, &home, false), &input)?);
         }
-        fresh_copy(&dir.path().join("10k-500"), &home)?;
-        let _poller = poller_connection(&home)?;
-        alias.push(&run_measured(&mut hook_cmd(&pcmail, &home, true), &prompt(&format!("bench-{i}")))?);
     }
 
     // 4. fsyncs of one run that presents mail and writes marks.
@@ -293,6 +330,8 @@ fn hook_bench(runs: usize) -> Result<()> {
     let check = |ok: bool| if ok { "ok" } else { "MISSED" };
     let [c500, c100, c10k] = [&by_case[0], &by_case[1], &by_case[2]];
     println!("pcmail-hook vs pcmail hook, whole processes, {runs} runs each, interleaved");
+    println!("pcmail-hook is linked {}, pcmail {}",
+        link_mode(&hook).unwrap_or("(not ELF)"), link_mode(&pcmail).unwrap_or("(not ELF)"));
     println!();
     let size_ratio = hook_size as f64 / pcmail_size as f64;
     println!("binary size: pcmail-hook {:.2} MB, pcmail {:.2} MB: {:.1} %  (target <= 25 %: {})",
@@ -312,6 +351,13 @@ fn hook_bench(runs: usize) -> Result<()> {
     println!("  pcmail hook:  median {:.2} ms  p99 {:.2} ms  max {:.2} ms  peak RSS {:.1} MB",
         ms(pct(&wal, 0.5)), ms(pct(&wal, 0.99)), ms(*wal.last().unwrap()), alias.max_rss_mb());
     println!("  pcmail-hook / pcmail hook: {ar:.2}x  (target <= 0.8x: {})", check(ar <= 0.8));
+    if let Some(other) = &other_hook {
+        let mut wo = other_series.wall.clone();
+        wo.sort();
+        println!("  {} (linked {}): median {:.2} ms  p99 {:.2} ms, {:.2}x of pcmail hook; --version median {:.2} ms ({:.2}x /bin/true)",
+            other.display(), link_mode(other).unwrap_or("?"), ms(pct(&wo, 0.5)), ms(pct(&wo, 0.99)),
+            ratio(pct(&wo, 0.5), median(&alias.wall)), ms(median(&start_other)), ratio(median(&start_other), median(&start_true)));
+    }
     println!();
     println!("backlog: new session, 10,000 mails, pcmail-hook");
     println!("  100 unread:    CPU median {:.2} ms  wall median {:.2} ms  RSS median {:.1} MB (max {:.1})  shows {} mails",

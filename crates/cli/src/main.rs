@@ -215,12 +215,17 @@ enum Cmd {
     },
     /// Claude Code hooks in ~/.claude/settings.json.
     Hooks {
+        /// install: register `pcmail-hook` (or `pcmail hook`) for SessionStart and UserPromptSubmit,
+        /// moving old exec-form entries; uninstall: remove pcmail's entries; status: what is registered.
         #[arg(value_parser = ["install", "uninstall", "status"])]
         action: String,
+        /// The Claude Code settings file to edit [default: $CLAUDE_CONFIG_DIR/settings.json, else ~/.claude/settings.json].
         #[arg(long)]
         settings: Option<PathBuf>,
     },
-    /// The Claude Code hook itself (same code as `pcmail-hook`). Reads hook JSON on stdin.
+    /// The Claude Code hook itself (same code as `pcmail-hook`): reads the hook event JSON on stdin,
+    /// prints the context to add or nothing, exit 0 always. No options; `PCMAIL_HOME` [default: the
+    /// OS data folder] picks the PC user.
     Hook,
     /// Keep this PC's poller running without the tray (systemd user unit, Task Scheduler task, launchd agent).
     Service {
@@ -255,6 +260,8 @@ enum Cmd {
         full: bool,
     },
     /// The MCP server on stdio (every mail operation as a tool), or `mcp install|uninstall` into an agent's config.
+    /// With no subcommand it serves until stdin closes; no options; logs go to stderr at `PCMAIL_LOG`
+    /// [default: warn]; `PCMAIL_HOME` [default: the OS data folder] picks the PC user.
     Mcp {
         #[command(subcommand)]
         action: Option<McpCmd>,
@@ -265,15 +272,20 @@ enum Cmd {
 enum McpCmd {
     /// Register `pcmail mcp` with Claude Code (`claude mcp add`), Codex (~/.codex/config.toml) or Gemini CLI (~/.gemini/settings.json).
     Install {
+        /// user: every project of this user; project: the current directory only (Claude Code's
+        /// .mcp.json, Gemini's .gemini/settings.json; Codex has no project scope).
         #[arg(long, value_enum, default_value = "user")]
         scope: ScopeArg,
+        /// The agent whose configuration gets the server.
         #[arg(long, value_enum, default_value = "claude")]
         client: AgentArg,
     },
     /// Remove what `install` registered.
     Uninstall {
+        /// The scope `install` used.
         #[arg(long, value_enum, default_value = "user")]
         scope: ScopeArg,
+        /// The agent whose configuration loses the server.
         #[arg(long, value_enum, default_value = "claude")]
         client: AgentArg,
     },

@@ -116,15 +116,45 @@ fn tools_list_has_one_tool_per_operation_with_input_schemas() {
     assert_eq!(info.server_info.as_ref().map(|i| i.name.as_str()), Some("pcmail"));
 }
 
+/// A missing, mistyped or unknown argument is a structured usage error (exit
+/// 2, as the CLI's for a bad option) naming the argument, on every tool; and
+/// nothing is sent.
 #[test]
-fn a_call_missing_a_required_argument_is_an_error_and_sends_nothing() {
+fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing() {
     let (_s, a, _b) = rust_pair();
     let mcp = Mcp::start(&a);
-    let params = CallToolRequestParams::new("send").with_arguments(json!({"to": "pc-b"}).as_object().unwrap().clone());
-    let r = mcp.rt.block_on(mcp.client.as_ref().unwrap().call_tool(params)).unwrap();
-    assert_eq!(r.is_error, Some(true), "{r:?}");
-    let text = &r.content[0].as_text().unwrap().text;
-    assert!(text.contains("missing field `body`"), "{text}");
+    let cases = [
+        ("send", json!({"to": "pc-b"}), "body"),
+        ("send", json!({"to": "pc-b", "body": "x", "urgent": "yes"}), "urgent"),
+        ("send", json!({"to": "pc-b", "body": "x", "kind": "memo"}), "kind"),
+        ("send", json!({"to": "pc-b", "bdy": "x"}), "bdy"),
+        ("send", json!({"to": 7, "body": "x"}), "to"),
+        ("read", json!({}), "id"),
+        ("ack", json!({"id": ["m"]}), "id"),
+        ("reply", json!({"id": "m"}), "body"),
+        ("fail", json!({"id": "m"}), "reason"),
+        ("status", json!({"ids": "m"}), "ids"),
+        ("wait_for", json!({"ids": ["m"], "state": "read"}), "state"),
+        ("inbox", json!({"limit": -1}), "limit"),
+        ("sent", json!({"limit": "ten"}), "limit"),
+        ("roster", json!({"verbose": true}), "verbose"),
+        ("roster_add", json!({"hostname": "h"}), "label"),
+        ("roster_remove", json!({}), "label"),
+        ("alerts", json!({"all": "yes"}), "all"),
+        ("sync", json!({"now": true}), "now"),
+    ];
+    let mut tools_seen: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    tools_seen.sort();
+    tools_seen.dedup();
+    assert_eq!(tools_seen, TOOLS, "every tool is covered");
+    // The CLI's exit code for a bad option value.
+    let (cli_usage, _) = cli_err(&a, &["send", "pc-b", "--kind", "memo", "--body", "x"]);
+    assert_eq!(cli_usage, 2);
+    for (tool, args, field) in cases {
+        let e = mcp.call(tool, args.clone()).expect_err("a usage error");
+        assert_eq!((e["code"].as_str(), e["exit"].as_i64(), e["field"].as_str()), (Some("usage"), Some(2), Some(field)), "{tool} {args}: {e}");
+        assert!(e["message"].as_str().unwrap().contains(field), "{tool}: {e}");
+    }
     assert!(a.json(&["sent"]).as_array().unwrap().is_empty(), "nothing was sent");
 }
 

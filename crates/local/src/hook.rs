@@ -23,7 +23,10 @@ pub const LOCK_BUDGET: Duration = Duration::from_millis(1500);
 /// Hook input larger than this is not Claude Code's.
 const STDIN_MAX: u64 = 1 << 20;
 
-/// The Claude Code hook events pcmail handles.
+/// The hook events pcmail handles: Claude Code's (Codex CLI sends the same
+/// names), and Gemini CLI's names for the same moments (its documented
+/// Claude Code → Gemini mapping). Gemini reads the same
+/// `hookSpecificOutput.additionalContext`; the output names the event as sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     SessionStart,
@@ -34,6 +37,13 @@ pub enum Event {
     Stop,
     /// Leases will be released here (nothing yet).
     SessionEnd,
+    /// Gemini CLI's UserPromptSubmit: after the prompt, before planning.
+    BeforeAgent,
+    /// Gemini CLI's PreToolUse (it answers a refusal with top-level
+    /// `decision`/`reason`, not Claude Code's `permissionDecision`).
+    BeforeTool,
+    /// Gemini CLI's Stop (`decision: "deny"` there asks for another turn).
+    AfterAgent,
 }
 
 impl Event {
@@ -44,9 +54,13 @@ impl Event {
             "PreToolUse" => Event::PreToolUse,
             "Stop" => Event::Stop,
             "SessionEnd" => Event::SessionEnd,
+            "BeforeAgent" => Event::BeforeAgent,
+            "BeforeTool" => Event::BeforeTool,
+            "AfterAgent" => Event::AfterAgent,
             _ => return None,
         })
     }
+    /// The name as the agent sent it (echoed in `hookEventName`).
     pub fn as_str(self) -> &'static str {
         match self {
             Event::SessionStart => "SessionStart",
@@ -54,6 +68,18 @@ impl Event {
             Event::PreToolUse => "PreToolUse",
             Event::Stop => "Stop",
             Event::SessionEnd => "SessionEnd",
+            Event::BeforeAgent => "BeforeAgent",
+            Event::BeforeTool => "BeforeTool",
+            Event::AfterAgent => "AfterAgent",
+        }
+    }
+    /// The Claude Code event this one is: what the dispatch does for it.
+    pub fn claude(self) -> Event {
+        match self {
+            Event::BeforeAgent => Event::UserPromptSubmit,
+            Event::BeforeTool => Event::PreToolUse,
+            Event::AfterAgent => Event::Stop,
+            e => e,
         }
     }
 }
@@ -108,10 +134,10 @@ pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String>
 
 /// One dispatch on the event.
 pub fn dispatch(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
-    match input.event {
+    match input.event.claude() {
         Event::SessionStart | Event::UserPromptSubmit => run(paths, input, now),
         // Entry points for leases and handoffs; nothing to say yet.
-        Event::PreToolUse | Event::Stop | Event::SessionEnd => Ok(HookRun::default()),
+        _ => Ok(HookRun::default()),
     }
 }
 
@@ -260,9 +286,13 @@ mod tests {
     fn only_the_hook_json_of_a_known_event_is_input() {
         let ok = parse_input(br#"{"session_id":"abc","hook_event_name":"UserPromptSubmit","prompt":"hi"}"#).unwrap();
         assert_eq!(ok, HookInput { session_id: "abc".into(), event: Event::UserPromptSubmit, cwd: None });
-        for e in ["SessionStart", "PreToolUse", "Stop", "SessionEnd"] {
+        for e in ["SessionStart", "PreToolUse", "Stop", "SessionEnd", "BeforeAgent", "BeforeTool", "AfterAgent"] {
             let v = format!(r#"{{"session_id":"s","hook_event_name":"{e}"}}"#);
             assert_eq!(parse_input(v.as_bytes()).unwrap().event.as_str(), e);
+        }
+        // Gemini CLI's names do what Claude Code's do.
+        for (gemini, claude) in [("BeforeAgent", "UserPromptSubmit"), ("BeforeTool", "PreToolUse"), ("AfterAgent", "Stop")] {
+            assert_eq!(Event::parse(gemini).unwrap().claude(), Event::parse(claude).unwrap());
         }
         for bad in [
             &b"garbage"[..],
@@ -273,6 +303,7 @@ mod tests {
             br#"{"session_id":"  ","hook_event_name":"UserPromptSubmit"}"#,
             br#"{"session_id":7,"hook_event_name":"UserPromptSubmit"}"#,
             br#"{"session_id":"abc","hook_event_name":"Notification"}"#,
+            br#"{"session_id":"abc","hook_event_name":"BeforeModel"}"#,
             br#"["UserPromptSubmit"]"#,
         ] {
             assert_eq!(parse_input(bad), None, "{}", String::from_utf8_lossy(bad));

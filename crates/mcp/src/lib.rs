@@ -4,6 +4,7 @@
 //!
 //! Nothing but the protocol goes to stdout; logs go to stderr.
 
+pub mod args;
 pub mod install;
 pub mod server;
 

@@ -8,10 +8,10 @@ use pcmail_api::{
     AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs, SendArgs,
     SentArgs, WaitForArgs,
 };
+use crate::args::{Parameters, UsageError};
 use pcmail_client::config::Paths;
 use pcmail_client::Client;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler};
 use serde::Serialize;
@@ -68,6 +68,11 @@ fn error_result(e: &ApiError, extra: Option<Value>) -> CallToolResult {
         }
     }
     CallToolResult::structured_error(json!({ "error": err }))
+}
+
+/// A bad argument: `{error: {code: "usage", exit: 2, field, message}}`.
+fn usage_result(e: &UsageError) -> CallToolResult {
+    error_result(&e.api_error(), Some(json!({ "field": e.field })))
 }
 
 impl PcmailMcp {
@@ -130,22 +135,33 @@ impl PcmailMcp {
         .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))
     }
 
-    async fn with_client<T, F>(&self, group: Group, op: F) -> Result<CallToolResult, ErrorData>
+    /// Bad arguments answer the usage error without opening anything.
+    async fn with_client<A, T, F>(&self, group: Group, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
     where
+        A: Send + 'static,
         T: Serialize + Send + 'static,
-        F: FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(&mut Client, A) -> Result<T, ApiError> + Send + 'static,
     {
-        Ok(to_result(self.run_client(group, op).await?))
+        let a = match args.0 {
+            Ok(a) => a,
+            Err(e) => return Ok(usage_result(&e)),
+        };
+        Ok(to_result(self.run_client(group, move |c| op(c, a)).await?))
     }
 
     /// Runs `op` on the PC's files only (no server, no token).
-    async fn with_paths<T, F>(&self, op: F) -> Result<CallToolResult, ErrorData>
+    async fn with_paths<A, T, F>(&self, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
     where
+        A: Send + 'static,
         T: Serialize + Send + 'static,
-        F: FnOnce(Paths) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(Paths, A) -> Result<T, ApiError> + Send + 'static,
     {
+        let a = match args.0 {
+            Ok(a) => a,
+            Err(e) => return Ok(usage_result(&e)),
+        };
         let paths = self.paths.clone();
-        let r = tokio::task::spawn_blocking(move || op(paths))
+        let r = tokio::task::spawn_blocking(move || op(paths, a))
             .await
             .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))?;
         Ok(to_result(r))
@@ -155,37 +171,41 @@ impl PcmailMcp {
 #[tool_router]
 impl PcmailMcp {
     #[tool(description = "Send mail to an exact roster label, number or hostname (`*` = every PC). An inexact address is not sent: error unknown_address (exit 4) with candidates. With wait_for, answers once every copy reached that state (error timeout, exit 8, after timeout_secs). Result: {ids, queued, existing[, mails]}.")]
-    async fn send(&self, Parameters(a): Parameters<SendArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::send(c, &a)).await
+    async fn send(&self, a: Parameters<SendArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::send(c, &a)).await
     }
 
     #[tool(description = "Mail for this PC from the local store (open mail by default; all=true adds done, failed and expired). Works offline. Result: {mails}. Reading does not mark mail seen; use `read`.")]
-    async fn inbox(&self, Parameters(a): Parameters<InboxArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_paths(move |p| pcmail_api::inbox(&p, &a)).await
+    async fn inbox(&self, a: Parameters<InboxArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_paths(a, |p, a| pcmail_api::inbox(&p, &a)).await
     }
 
     #[tool(description = "Show one mail of this PC's inbox and mark it seen. Result: the mail. Error not_found (exit 7) for an unknown id.")]
-    async fn read(&self, Parameters(a): Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::read(c, &a)).await
+    async fn read(&self, a: Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::read(c, &a)).await
     }
 
     #[tool(description = "Mark a mail done without a reply. Result: {id, state, pendingMarks}.")]
-    async fn ack(&self, Parameters(a): Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::ack(c, &a)).await
+    async fn ack(&self, a: Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::ack(c, &a)).await
     }
 
     #[tool(description = "Answer a mail (the reply id is fixed, so a retry is one mail; the original becomes done). Replying to a reply is refused: error reply_to_reply (exit 3). Result: {ids, queued, existing}.")]
-    async fn reply(&self, Parameters(a): Parameters<ReplyArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::reply(c, &a)).await
+    async fn reply(&self, a: Parameters<ReplyArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::reply(c, &a)).await
     }
 
     #[tool(description = "Mark a mail failed with a reason. Result: {id, state, pendingMarks}.")]
-    async fn fail(&self, Parameters(a): Parameters<FailArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::fail(c, &a)).await
+    async fn fail(&self, a: Parameters<FailArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::fail(c, &a)).await
     }
 
     #[tool(description = "The server's whole timeline of mail ids (new → delivered → seen → done|failed|expired, who and when). Result: {mails, missing}; any missing id makes it error not_found (exit 7) with the rest in the error.")]
-    async fn status(&self, Parameters(a): Parameters<IdsArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn status(&self, a: Parameters<IdsArgs>) -> Result<CallToolResult, ErrorData> {
+        let a = match a.0 {
+            Ok(a) => a,
+            Err(e) => return Ok(usage_result(&e)),
+        };
         let r = self.run_client(Group::Mail, move |c| pcmail_api::status(c, &a)).await?;
         Ok(match r {
             Ok(s) if !s.missing.is_empty() => {
@@ -197,38 +217,38 @@ impl PcmailMcp {
     }
 
     #[tool(description = "Wait until every copy of each mail id reached a state (delivered, seen or done; a final state also ends the wait). Error timeout (exit 8) after timeout_secs (default 300). Result: {mails}.")]
-    async fn wait_for(&self, Parameters(a): Parameters<WaitForArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::wait_for(c, &a)).await
+    async fn wait_for(&self, a: Parameters<WaitForArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::wait_for(c, &a)).await
     }
 
     #[tool(description = "Mail this PC sent, newest first, with live states from the server (cached when it is unreachable). Result: {mails}.")]
-    async fn sent(&self, Parameters(a): Parameters<SentArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::sent(c, &a)).await
+    async fn sent(&self, a: Parameters<SentArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::sent(c, &a)).await
     }
 
     #[tool(description = "The roster: number ⇔ label ⇔ hostname of every PC. Result: {pcs, me[, unreachable]} (unreachable: the server was down, this is the cache).")]
-    async fn roster(&self, Parameters(_): Parameters<NoArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, pcmail_api::roster).await
+    async fn roster(&self, a: Parameters<NoArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, _| pcmail_api::roster(c)).await
     }
 
     #[tool(description = "Add a PC to the roster (or change its hostname/number). Result: the server's answer with the new roster version.")]
-    async fn roster_add(&self, Parameters(a): Parameters<RosterAddArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::roster_add(c, &a)).await
+    async fn roster_add(&self, a: Parameters<RosterAddArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::roster_add(c, &a)).await
     }
 
     #[tool(description = "Remove a PC from the roster. Result: the server's answer.")]
-    async fn roster_remove(&self, Parameters(a): Parameters<RosterRemoveArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::roster_remove(c, &a)).await
+    async fn roster_remove(&self, a: Parameters<RosterRemoveArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::roster_remove(c, &a)).await
     }
 
     #[tool(description = "Alerts from the server's sweep (open ones; all=true adds resolved). Result: {alerts[, unreachable]}.")]
-    async fn alerts(&self, Parameters(a): Parameters<AlertsArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, move |c| pcmail_api::alerts(c, &a)).await
+    async fn alerts(&self, a: Parameters<AlertsArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Mail, a, |c, a| pcmail_api::alerts(c, &a)).await
     }
 
     #[tool(description = "One poll cycle now: push queued mail and marks, fetch and store new mail. Result: the cycle's counts, or {skipped} when another sync is running.")]
-    async fn sync(&self, Parameters(_): Parameters<NoArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_paths(|p| pcmail_api::sync(p, false)).await
+    async fn sync(&self, a: Parameters<NoArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_paths(a, |p, _| pcmail_api::sync(p, false)).await
     }
 }
 
