@@ -190,6 +190,19 @@ pub struct MarkResult {
     pub message: Option<String>,
 }
 
+/// A state change of mail the caller received (`poll.receivedUpdates`,
+/// feature `received-updates`): the timeline entry as the server recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceivedUpdate {
+    pub seq: i64,
+    pub id: String,
+    pub state: State,
+    pub at: Millis,
+    pub by: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
 /// A state change of mail the caller sent (the `poll` updates feed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Update {

@@ -75,6 +75,9 @@ impl Op {
                 if p.wait_ms > 0 {
                     v["waitMs"] = json!(p.wait_ms);
                 }
+                if let Some(r) = p.received_since {
+                    v["receivedSince"] = json!(r);
+                }
                 v
             }
             Op::Mark { marks } => json!({"marks": good_marks(marks)}),
@@ -120,23 +123,30 @@ pub struct PollArgs {
     pub limit: usize,
     pub since: i64,
     pub wait_ms: i64,
+    /// The cursor of the received-mail feed (feature `received-updates`);
+    /// None: the caller does not ask for it (older clients).
+    pub received_since: Option<i64>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0 }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, received_since: None }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_RECEIVED_UPDATES];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
 pub const FEATURE_EXPIRES_IN: &str = "expires-in";
 /// `cred` in the envelope and `roster.set` with `claim`: a label belongs to one installation.
 pub const FEATURE_LABEL_BINDING: &str = "label-binding";
+/// `poll.receivedSince`: a second updates feed, of mail the caller received
+/// (`receivedUpdates`, `receivedCursor`), so a receiving PC records the
+/// server's own times and a server-side `expired`.
+pub const FEATURE_RECEIVED_UPDATES: &str = "received-updates";
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
 /// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
@@ -287,7 +297,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
                 return Err(ProtoError::field("waitMs", format!("waitMs must be 0..{}", limits::WAIT_MS_MAX)));
             }
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms })
+            let received_since = opt_int(args, "receivedSince")?;
+            if received_since.is_some_and(|r| r < 0) {
+                return Err(ProtoError::field("receivedSince", "receivedSince must be >= 0"));
+            }
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, received_since })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;

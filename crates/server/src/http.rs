@@ -324,6 +324,7 @@ fn nothing_to_return(resp: &Value) -> bool {
     resp["ok"] == json!(true)
         && resp["mail"].as_array().is_some_and(|a| a.is_empty())
         && resp["updates"].as_array().is_some_and(|a| a.is_empty())
+        && resp.get("receivedUpdates").and_then(Value::as_array).is_none_or(|a| a.is_empty())
 }
 
 /// Waits for a wake-up of the caller's label, then polls again (without the
@@ -347,7 +348,14 @@ async fn long_poll(
         pc: req.pc.clone(),
         token: req.token.clone(),
         cred: req.cred.clone(),
-        op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0 }),
+        op: Op::Poll(PollArgs {
+            confirm: vec![],
+            marks: vec![],
+            limit: args.limit,
+            since: args.since,
+            wait_ms: 0,
+            received_since: args.received_since,
+        }),
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

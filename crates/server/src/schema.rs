@@ -129,6 +129,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE pc ADD COLUMN cred_hash TEXT;
     "#,
+    // 6: the received-mail updates feed (issue 16, feature `received-updates`):
+    // each event names the mail's recipient, and a partial index reads
+    // "changes of mail received by X after seq N" like event_feed does for senders.
+    r#"
+    ALTER TABLE event ADD COLUMN recipient TEXT;
+    UPDATE event SET recipient = (SELECT recipient FROM mail WHERE mail.id = event.mail_id);
+    CREATE INDEX event_received_feed ON event (recipient, seq) WHERE state <> 'new';
+    "#,
 ];
 
 pub fn schema_version() -> usize {
