@@ -8,7 +8,7 @@ function opHello_() {
 // What this server supports beyond the first version (pcmail_core::protocol::FEATURES):
 // mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
 // label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding'];
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'received-updates'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -192,7 +192,8 @@ function opPoll_(req, now) {
   const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
   const tail = eventsTail_();
   if (events.length) commitChanges_(changed, events, found.mine.span, tail);
-  heartbeat_(me, now, a.since);
+  // The Events prune keeps what either of this PC's cursors has not passed.
+  heartbeat_(me, now, a.receivedSince === null ? a.since : Math.min(a.since, a.receivedSince));
   const pending = pendingOf_(found.mine, req.pc, a.limit);
   const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
   const out = {
@@ -201,6 +202,13 @@ function opPoll_(req, now) {
     rosterVersion: rosterVersion_()
   };
   if (upd.cursorReset) out.cursorReset = true;
+  if (a.receivedSince !== null) { // feature received-updates: only for a caller that asks
+    const rec = updatesFor_(req.pc, a.receivedSince, LIMITS.UPDATES_MAX, tail, EV.r);
+    out.receivedUpdates = rec.updates;
+    out.receivedCursor = rec.cursor;
+    if (rec.more) out.more = true;
+    if (rec.cursorReset) out.receivedCursorReset = true;
+  }
   return out;
 }
 
