@@ -57,8 +57,7 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         let urgent = if m.urgent { " URGENT" } else { "" };
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
         let text = if m.subject.is_empty() { &m.body } else { &m.subject };
-        // Stored here and not read yet is what the server calls `delivered`.
-        let state = if m.status == pcmail_core::State::New { "delivered" } else { m.status.as_str() };
+        let state = shown_state(m);
         println!(
             "{}  {:<9} {:>4} ago  from {}{}{} {} {}",
             m.id,
@@ -104,9 +103,23 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     if !m.subject.is_empty() {
         println!("subject: {}", neutralise(&m.subject));
     }
+    println!("state:   {}", shown_state(m));
+    for e in &m.timeline {
+        let note = e.note.as_deref().map(|n| format!("  ({})", neutralise(n))).unwrap_or_default();
+        println!("  {:<9} {}  by {}{}", e.state.as_str(), time(e.at), neutralise(&e.by), note);
+    }
     println!();
     // Printed as-is for a person; escape sequences were refused by the server.
     println!("{}", m.body);
+}
+
+/// Stored here and not read yet is what the server calls `delivered`.
+fn shown_state(m: &InboxMail) -> &'static str {
+    if m.status == pcmail_core::State::New {
+        "delivered"
+    } else {
+        m.status.as_str()
+    }
 }
 
 pub fn marked(m: &pcmail_api::Marked, json: bool) {

@@ -213,9 +213,12 @@ impl Client {
     }
 
     pub fn read(&mut self, id: &str, actor: Option<&str>) -> Result<InboxMail, ClientError> {
-        let m = self.store.inbox_get(id)?.ok_or_else(|| ClientError::NotFound(id.into()))?;
+        if self.store.inbox_get(id)?.is_none() {
+            return Err(ClientError::NotFound(id.into()));
+        }
         self.mark(id, MarkOp::Seen, None, actor)?;
-        Ok(m)
+        // Read after the mark: the timeline shows this reading too.
+        self.store.inbox_get(id)?.ok_or_else(|| ClientError::NotFound(id.into()))
     }
 
     /// Pushes due marks with the `mark` op. An old server that doesn't know
@@ -261,6 +264,8 @@ impl Client {
             .unwrap_or_default();
         for m in &mails {
             let _ = self.store.sent_apply_status(m);
+            // The same timeline in the store, for mail sent or received here.
+            let _ = self.store.apply_status_timeline(m);
         }
         Ok((mails, missing))
     }

@@ -8,7 +8,7 @@ use crate::{Client, ClientError};
 use pcmail_core::ids::is_valid_any_id;
 use pcmail_core::model::limits;
 use pcmail_core::protocol::{Op, PollArgs};
-use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, Update};
+use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, ReceivedUpdate, Update};
 use pcmail_store::{inbox, marks, meta, InboxMail};
 use serde_json::Value;
 
@@ -32,6 +32,8 @@ pub struct CycleReport {
     /// Queued mail that expired before the server could take it (not sent).
     pub outbox_expired: Vec<String>,
     pub updates: usize,
+    /// Entries of the received-mail feed applied (the server's record of mail this PC received).
+    pub received_updates: usize,
     pub roster_refreshed: bool,
     /// The server had pruned updates past this PC's cursor (states re-read).
     pub cursor_reset: bool,
@@ -77,6 +79,9 @@ impl Client {
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
             let due = self.store.due_marks(now, limits::MARKS_MAX)?;
             let since = self.store.meta_i64(meta::UPDATES_CURSOR)?.unwrap_or(0);
+            // Asked of every server: one without the feature ignores it and
+            // answers no receivedCursor (docs/protocol.md, poll).
+            let received_since = self.store.meta_i64(meta::RECEIVED_CURSOR)?.unwrap_or(0);
             let idle = confirm.is_empty() && due.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
@@ -84,6 +89,7 @@ impl Client {
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
+                received_since: Some(received_since),
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -121,6 +127,20 @@ impl Client {
                 self.store.sent_apply_update(u)?;
             }
             report.updates += updates.len();
+            // The server's record of mail this PC received: its times, its own
+            // changes (`expired`), recorded in the store's timeline.
+            if let Some(rc) = resp.get("receivedCursor").and_then(Value::as_i64) {
+                let received: Vec<ReceivedUpdate> = resp
+                    .get("receivedUpdates")
+                    .and_then(|u| serde_json::from_value(u.clone()).ok())
+                    .unwrap_or_default();
+                self.store.apply_received_updates(&received)?;
+                report.received_updates += received.len();
+                let reset = resp.get("receivedCursorReset").and_then(Value::as_bool) == Some(true);
+                if rc > received_since || reset {
+                    self.store.meta_set_i64(meta::RECEIVED_CURSOR, rc)?;
+                }
+            }
             if resp.get("cursorReset").and_then(Value::as_bool) == Some(true) {
                 // The server pruned updates this PC had not read: re-read the
                 // state of every open sent mail instead.

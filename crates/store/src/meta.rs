@@ -8,6 +8,8 @@ pub const LAST_POLL_OK_AT: &str = "last_poll_ok_at";
 pub const LAST_POLL_ATTEMPT_AT: &str = "last_poll_attempt_at";
 pub const LAST_POLL_ERROR: &str = "last_poll_error";
 pub const UPDATES_CURSOR: &str = "updates_cursor";
+/// The cursor of the received-mail feed (`poll.receivedSince`, feature `received-updates`).
+pub const RECEIVED_CURSOR: &str = "received_cursor";
 pub const ROSTER_VERSION: &str = "roster_version";
 pub const ROSTER_FETCHED_AT: &str = "roster_fetched_at";
 pub const LAST_SWEEP_AT: &str = "last_sweep_at";

@@ -157,6 +157,36 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX inbox_hook ON inbox(hook_rank, status, created_at);
     CREATE INDEX inbox_hook_expiring ON inbox(status, expires_at, hook_rank) WHERE expires_at IS NOT NULL;
     "#,
+    // 4: every state change of received and sent mail, who and when (issue 16:
+    // the received timeline is recorded, not rebuilt). One row per (mail,
+    // state): the state machine reaches each state at most once. `recorded`
+    // says whose record it is: `server` (its own time and actor, from the
+    // updates feeds or `status`) or `local` (this PC's, until the server's
+    // replaces it). Backfilled from what the inbox and the sent list kept.
+    r#"
+    CREATE TABLE timeline (
+        mail_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        by TEXT NOT NULL,
+        note TEXT,
+        recorded TEXT NOT NULL,
+        PRIMARY KEY (mail_id, state)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO timeline SELECT id, 'new', created_at, from_pc, NULL, 'server' FROM inbox;
+    INSERT OR IGNORE INTO timeline SELECT id, 'delivered', confirmed_at, to_pc, NULL, 'local'
+        FROM inbox WHERE confirmed_at IS NOT NULL;
+    INSERT OR IGNORE INTO timeline SELECT id, 'seen', presented_at, to_pc || COALESCE('/' || presented_session, ''), NULL, 'local'
+        FROM inbox WHERE presented_at IS NOT NULL AND status <> 'new';
+    INSERT OR IGNORE INTO timeline SELECT id, status, status_at, COALESCE(status_by, to_pc),
+            CASE status WHEN 'failed' THEN fail_reason END, 'local'
+        FROM inbox WHERE status NOT IN ('new', 'delivered');
+    INSERT OR IGNORE INTO timeline
+        SELECT s.id, json_extract(j.value, '$.state'), json_extract(j.value, '$.at'), json_extract(j.value, '$.by'),
+            json_extract(j.value, '$.note'), CASE json_extract(j.value, '$.state') WHEN 'new' THEN 'local' ELSE 'server' END
+        FROM sent s, json_each(s.timeline) j
+        WHERE json_valid(s.timeline) AND json_extract(j.value, '$.state') IS NOT NULL;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

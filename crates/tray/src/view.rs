@@ -110,11 +110,17 @@ pub fn state_of(m: &InboxMail, now: Millis) -> State {
     }
 }
 
-/// A received mail's timeline, from what the store keeps: created (sender),
+/// A received mail's timeline: the store's recorded one; for a row read
+/// without it, rebuilt from what the inbox row keeps: created (sender),
 /// delivered (confirmed by this PC), seen (presented or marked), and the
 /// final step. The store keeps only the latest local status change, so a
 /// `seen` before a `done` shows only when the hook's presentedAt recorded it.
 pub fn inbox_timeline(m: &InboxMail, me: &str, now: Millis) -> Vec<TimelineEntry> {
+    // Recorded (issue 16): the store keeps every change with the server's
+    // time and actor, the same timeline `pcmail status` and `read` show.
+    if !m.timeline.is_empty() {
+        return m.timeline.clone();
+    }
     let mut tl = vec![TimelineEntry { state: State::New, at: m.created_at, by: m.from.clone(), note: None }];
     if let Some(at) = m.confirmed_at {
         tl.push(TimelineEntry { state: State::Delivered, at, by: me.to_string(), note: None });
