@@ -189,3 +189,32 @@ pub fn sent_view(m: &SentMail, with_body: bool) -> SentView {
         timeline: m.timeline.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcmail_core::{Mail, ReceivedUpdate};
+
+    /// Issue 16: the window shows the recorded timeline (the server's record,
+    /// the same `pcmail status` prints), not one rebuilt from the inbox row.
+    #[test]
+    fn the_window_shows_the_recorded_timeline_of_a_received_mail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = pcmail_store::Store::open(&dir.path().join("pc.db")).unwrap();
+        let mail: Mail = serde_json::from_value(serde_json::json!({
+            "id": "mail-1-000000e1", "from": "pc-a", "to": "pc-b", "kind": "decision", "subject": "s", "body": "b",
+            "urgent": false, "expiresAt": 1_000, "createdAt": 10, "state": "new",
+            "timeline": [{"state": "new", "at": 10, "by": "pc-a", "note": null}]
+        }))
+        .unwrap();
+        store.write(|tx| pcmail_store::inbox::insert_received(tx, &mail, 20)).unwrap();
+        let up = |seq, state, at, by: &str| ReceivedUpdate { seq, id: mail.id.clone(), state, at, by: by.into(), note: None };
+        store.apply_received_updates(&[up(2, State::Delivered, 25, "pc-b"), up(3, State::Expired, 1_300, "server")]).unwrap();
+        let m = store.inbox_get(&mail.id).unwrap().unwrap();
+        let v = mail_view(&m, "pc-b", 5_000, false, false);
+        assert_eq!(v.timeline, store.timeline(&mail.id).unwrap());
+        let got: Vec<_> = v.timeline.iter().map(|e| (e.state, e.at, e.by.as_str())).collect();
+        assert_eq!(got, [(State::New, 10, "pc-a"), (State::Delivered, 25, "pc-b"), (State::Expired, 1_300, "server")]);
+        assert_eq!(v.state, State::Expired);
+    }
+}
