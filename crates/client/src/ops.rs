@@ -105,11 +105,16 @@ impl Client {
         let expires_in = draft.expires.map(|e| self.expires_in(e)).transpose()?;
         let to = self.resolve_recipient(&draft.to)?;
         let now = self.now();
+        // `subject_tags = "ja"`: the seed team's tag in front, for PCs that read subjects only.
+        let subject = match self.config.subject_tags {
+            Some(crate::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
+            None => draft.subject,
+        };
         let mail = OutgoingMail {
             id: new_mail_id(now, &mut rand::rng()),
             to,
             kind: draft.kind,
-            subject: draft.subject,
+            subject,
             body: draft.body,
             urgent: draft.urgent,
             expires_at: None,

@@ -355,30 +355,32 @@ impl Client {
             let cred = self.claim_credential()?;
             self.transport.set_credential(Some(cred));
         }
-        let host = crate::config::hostname();
-        let hostname: String = host
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            .collect();
-        let hostname = if hostname.is_empty() { self.config.label.clone() } else { hostname };
+        let hostname = roster_hostname(&crate::config::hostname(), &self.config.label);
         let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None, claim, replace };
+        let mut note = None;
         let done = match self.transport.call(&op) {
             Ok(v) => Ok(v),
-            // Two PCs with the same hostname (or a test running several on one
-            // machine): register under the label instead.
+            // Hostnames are unique on the roster, and another label holds this
+            // one (two PCMAIL_HOMEs on one machine, or this machine's earlier
+            // label). The documented rule: `<hostname>.<label>`, said out loud
+            // (init, roster, doctor) with the label that holds the real one.
             Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
-                let op = Op::RosterSet {
-                    label: self.config.label.clone(),
-                    hostname: format!("{}.{}", hostname, self.config.label),
-                    number: None,
-                    claim,
-                    replace,
-                };
+                let listed = format!("{}.{}", hostname, self.config.label);
+                let holder = self.hostname_holder(&hostname).unwrap_or_else(|| "another PC".into());
+                note = Some(format!(
+                    "hostname {hostname:?} is already on the roster for {holder}, so this PC is listed as {listed:?} \
+                     (hostnames are unique on the roster; if {holder} is gone: `pcmail roster remove {holder}`, then `pcmail init`)"
+                ));
+                let op = Op::RosterSet { label: self.config.label.clone(), hostname: listed, number: None, claim, replace };
                 Ok(self.transport.call(&op)?)
             }
             Err(e) => Err(ClientError::from(e)),
         };
         let resp = done?;
+        match &note {
+            Some(n) => self.store.meta_set(meta::HOSTNAME_NOTE, n)?,
+            None => self.store.meta_del(meta::HOSTNAME_NOTE)?,
+        }
         if claim {
             // A server without label binding ignores the claim: noted, so it is not asked again.
             let bound = resp.get("bound").and_then(Value::as_bool) == Some(true);
@@ -386,6 +388,14 @@ impl Client {
             self.store.meta_set(LABEL_CLAIMED, &value)?;
         }
         Ok(())
+    }
+
+    /// The label that holds `hostname` on the roster (hostnames compare
+    /// without case, as the servers do).
+    fn hostname_holder(&self, hostname: &str) -> Option<String> {
+        let resp = self.transport.call(&Op::RosterGet).ok()?;
+        let pcs: Vec<Pc> = serde_json::from_value(resp.get("pcs")?.clone()).ok()?;
+        pcs.into_iter().find(|p| p.hostname.eq_ignore_ascii_case(hostname) && p.label != self.config.label).map(|p| p.label)
     }
 
     /// What a claim is for: this label on this server.
@@ -489,6 +499,17 @@ impl Client {
             }
         }
         let _ = self.store.meta_set_i64(meta::LAST_SWEEP_AT, now);
+    }
+}
+
+/// The hostname a PC registers: the machine's, kept to the roster's
+/// characters (`[A-Za-z0-9._-]`), or the label when nothing is left.
+pub fn roster_hostname(host: &str, label: &str) -> String {
+    let h: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(253).collect();
+    if h.is_empty() {
+        label.to_string()
+    } else {
+        h
     }
 }
 
