@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use std::io::Write;
+use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
@@ -77,8 +77,10 @@ fn the_kind_badge_is_in_the_users_language_and_tags_are_not_added_unless_asked()
 fn subject_tags_ja_puts_the_tag_in_front_once_and_it_is_recognised_without_the_kind() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = embedded_pair(&dir.path().join("server.db"));
-    let mut cfg = std::fs::OpenOptions::new().append(true).open(a.home.path().join("config.toml")).unwrap();
-    writeln!(cfg, "subject_tags = \"ja\"").unwrap();
+    // A top-level key: first in the file, before the [server] table.
+    let cfg = a.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("subject_tags = \"ja\"\n{text}")).unwrap();
     a.send(&["pc-b", "--kind", "request", "--subject", "rebase", "--body", "onto main"]);
     a.send(&["pc-b", "--kind", "decision", "--subject", "[判断依頼] ship it?", "--body", "y/n"]);
     a.send(&["pc-b", "--subject", "fyi", "--body", "a note gets no tag"]);
@@ -98,9 +100,10 @@ fn subject_tags_ja_puts_the_tag_in_front_once_and_it_is_recognised_without_the_k
     assert!(ja.contains("[作業依頼] tagged only") && !ja.contains("[作業依頼] [作業依頼]"), "{ja}");
 
     // Any other value is refused with the key named.
-    let text = std::fs::read_to_string(a.home.path().join("config.toml")).unwrap().replace("subject_tags = \"ja\"", "subject_tags = \"fr\"");
-    std::fs::write(a.home.path().join("config.toml"), text).unwrap();
-    let out = a.run(&["inbox"]);
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("subject_tags = \"ja\"", "subject_tags = \"fr\"");
+    assert!(text.contains("subject_tags = \"fr\""));
+    std::fs::write(&cfg, text).unwrap();
+    let out = a.run(&["sync"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("subject_tags"), "{}", String::from_utf8_lossy(&out.stderr));
 }
