@@ -105,7 +105,9 @@ fn short_id(id: &str) -> &str {
 /// A sequence diagram of every transition, in time order. Mails are named
 /// by the last 8 characters of their ids; a reply says what it answers.
 pub fn mermaid(mails: &[Mail]) -> String {
-    let mut events: Vec<(i64, String)> = vec![];
+    // (time, a send first within one millisecond, line): a reply is sent in
+    // the same instant it closes the original, and reads better first.
+    let mut events: Vec<(i64, u8, String)> = vec![];
     for m in mails {
         let short = short_id(&m.id);
         for e in &m.timeline {
@@ -127,12 +129,12 @@ pub fn mermaid(mails: &[Mail]) -> String {
                 }
                 s => format!("    {actor}-->>server: {s} {short}"),
             };
-            events.push((e.at, line));
+            events.push((e.at, u8::from(e.state.as_str() != "new"), line));
         }
     }
-    events.sort_by_key(|e| e.0);
+    events.sort_by_key(|e| (e.0, e.1));
     let mut out = String::from("sequenceDiagram\n    participant alpha\n    participant server\n    participant beta\n");
-    for (_, l) in events {
+    for (_, _, l) in events {
         out.push_str(&l);
         out.push('\n');
     }

@@ -447,6 +447,8 @@ fn demo_runs_on_the_embedded_default() {
     let reply_line = text.lines().find(|l| l.contains("beta->>server: reply ")).unwrap_or_else(|| panic!("{text}"));
     assert!(reply_line.contains(" to "), "{reply_line}");
     assert!(text.contains("(answered by reply "), "{text}");
+    let pos = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
+    assert!(pos("beta->>server: reply ") < pos("(answered by reply "), "the reply is sent before it closes the original");
 }
 
 /// The client's token comes from the OS keyring (Secret Service, here
