@@ -191,6 +191,9 @@ impl Client {
         let by = me.clone();
         self.store.write(|tx| {
             inbox::advance(tx, &orig.id, State::Done, now, &by, None)?;
+            // The timeline says why, as the server will: answered by this reply.
+            let note = out.ids.first().map(|id| format!("reply:{id}"));
+            pcmail_store::timeline::record_local(tx, &orig.id, State::Done, now, &by, note.as_deref())?;
             Ok(())
         })?;
         Ok(out)

@@ -150,7 +150,12 @@ pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, 
                 "UPDATE inbox SET status = ?2, status_at = ?3, status_by = ?4, fail_reason = COALESCE(?5, fail_reason) WHERE id = ?1",
             )?
             .execute(params![id, next.as_str(), at, by, reason])?;
-            timeline::record_local(tx, id, next, at, by, reason)?;
+            // The note the server will record: the fail reason, `ack` for an ack.
+            let note = match (next, reason) {
+                (State::Done, None) => Some("ack"),
+                (_, r) => r,
+            };
+            timeline::record_local(tx, id, next, at, by, note)?;
             Ok(next)
         }
     }

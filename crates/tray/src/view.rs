@@ -119,7 +119,15 @@ pub fn inbox_timeline(m: &InboxMail, me: &str, now: Millis) -> Vec<TimelineEntry
     // Recorded (issue 16): the store keeps every change with the server's
     // time and actor, the same timeline `pcmail status` and `read` show.
     if !m.timeline.is_empty() {
-        return m.timeline.clone();
+        let mut tl = m.timeline.clone();
+        // Past its expiry by the server's clock and the sweep has not run
+        // yet: shown expired now (as `inbox` does); the sweep's record follows.
+        if !tl.iter().any(|e| e.state.is_final()) && m.is_expired_at(now) {
+            if let Some(at) = m.expires_at {
+                tl.push(TimelineEntry { state: State::Expired, at, by: "server".into(), note: None });
+            }
+        }
+        return tl;
     }
     let mut tl = vec![TimelineEntry { state: State::New, at: m.created_at, by: m.from.clone(), note: None }];
     if let Some(at) = m.confirmed_at {
