@@ -209,3 +209,54 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Migration 4 fills the timeline from what a store of schema 3 kept:
+    /// received mail from its inbox row, sent mail from its JSON timeline.
+    #[test]
+    fn the_timeline_table_is_backfilled_from_the_inbox_and_the_sent_list() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..3] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        conn.execute_batch(
+            r#"
+            INSERT INTO inbox (id, from_pc, to_pc, kind, subject, body, urgent, auto, hop, created_at, received_at,
+                confirmed_at, status, status_at, status_by, fail_reason, presented_at, presented_session)
+            VALUES ('m1', 'pc-a', 'pc-b', 'note', '', 'b', 0, 0, 0, 10, 11, 12, 'failed', 30, 'pc-b/s1', 'disk full', 20, 's1'),
+                   ('m2', 'pc-a', 'pc-b', 'note', '', 'b', 0, 0, 0, 40, 41, NULL, 'new', 41, NULL, NULL, NULL, NULL);
+            INSERT INTO sent (id, to_pc, kind, subject, body, urgent, created_at, state, state_at, timeline)
+            VALUES ('m3', 'pc-c', 'note', '', 'b', 0, 50, 'seen', 70,
+                '[{"state":"new","at":50,"by":"pc-b","note":null},{"state":"delivered","at":60,"by":"pc-c"},{"state":"seen","at":70,"by":"pc-c/x"}]'),
+                   ('m4', 'pc-c', 'note', '', 'b', 0, 80, 'new', 80, 'not json');
+            "#,
+        )
+        .unwrap();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        let rows: Vec<(String, String, i64, String, Option<String>, String)> = conn
+            .prepare("SELECT mail_id, state, at, by, note, recorded FROM timeline ORDER BY mail_id, at")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let s = |a: &str| a.to_string();
+        assert_eq!(
+            rows,
+            vec![
+                (s("m1"), s("new"), 10, s("pc-a"), None, s("server")),
+                (s("m1"), s("delivered"), 12, s("pc-b"), None, s("local")),
+                (s("m1"), s("seen"), 20, s("pc-b/s1"), None, s("local")),
+                (s("m1"), s("failed"), 30, s("pc-b/s1"), Some(s("disk full")), s("local")),
+                (s("m2"), s("new"), 40, s("pc-a"), None, s("server")),
+                (s("m3"), s("new"), 50, s("pc-b"), None, s("local")),
+                (s("m3"), s("delivered"), 60, s("pc-c"), None, s("server")),
+                (s("m3"), s("seen"), 70, s("pc-c/x"), None, s("server")),
+            ]
+        );
+    }
+}
