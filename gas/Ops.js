@@ -11,7 +11,8 @@ function opHello_(req) {
 // label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
 // credentials = per-PC credentials, join codes, revoke, rotate, the audit log (Auth.js).
 // leases = lease.* and the poll's `lease` argument (Leases.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases'];
+// received-updates = poll.receivedSince: the feed of mail the caller received.
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -200,7 +201,8 @@ function opPoll_(req, now) {
   const lease = a.lease ? pollLease_(req.pc, a.lease, now) : null;
   const tail = eventsTail_();
   if (events.length) commitChanges_(changed, events, found.mine.span, tail);
-  heartbeat_(me, now, a.since);
+  // The Events prune keeps what either of this PC's cursors has not passed.
+  heartbeat_(me, now, a.receivedSince === null ? a.since : Math.min(a.since, a.receivedSince));
   const pending = pendingOf_(found.mine, req.pc, a.limit);
   const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
   const out = {
@@ -210,6 +212,13 @@ function opPoll_(req, now) {
   };
   if (upd.cursorReset) out.cursorReset = true;
   if (lease) out.lease = lease;
+  if (a.receivedSince !== null) { // feature received-updates: only for a caller that asks
+    const rec = updatesFor_(req.pc, a.receivedSince, LIMITS.UPDATES_MAX, tail, EV.r);
+    out.receivedUpdates = rec.updates;
+    out.receivedCursor = rec.cursor;
+    if (rec.more) out.more = true;
+    if (rec.cursorReset) out.receivedCursorReset = true;
+  }
   return out;
 }
 

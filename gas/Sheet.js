@@ -5,7 +5,9 @@ const TABS = {
   Mail: ['id', 'from', 'to', 'kind', 'urgent', 'expiresAt', 'inReplyTo', 'auto', 'hop',
     'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn'],
   Roster: ['number', 'label', 'hostname', 'lastPollAt', 'cursor'], // cursor: the PC's last poll `since`
-  Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u'], // u: the sender, for changes past `new`
+  // u: the sender, r: the recipient, for changes past `new` (r and note: the
+  // received-updates feed; rows written before it have them empty)
+  Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u', 'r', 'note'],
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
     'count', 'posted', 'postTries', 'lastError', 'nextTryAt'],
   Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'], // archive retention records
@@ -101,6 +103,23 @@ function tab_(name) {
   }
   if (execTabs_) execTabs_[name] = sh;
   return sh;
+}
+
+// A tab made by an older build has fewer columns than TABS names now (the grid was cut
+// to the header): the missing columns are added once, formatted as text, with their
+// header. A Script Property remembers it, so later executions pay nothing.
+function ensureColumns_(sh) {
+  const name = sh.getName();
+  const nc = TABS[name].length;
+  const key = 'COLUMNS_' + name;
+  if (Number(prop_(key)) === nc) return;
+  const have = sh.getMaxColumns();
+  if (have < nc) {
+    sh.insertColumnsAfter(have, nc - have);
+    sh.getRange(1, have + 1, sh.getMaxRows(), nc - have).setNumberFormat('@');
+    writeText_(sh, 1, have + 1, [TABS[name].slice(have)]);
+  }
+  setProp_(key, nc);
 }
 
 // Makes the grid hold `lastRow`: new rows are added (and formatted as text) explicitly,

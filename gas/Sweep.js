@@ -146,7 +146,7 @@ function pruneEvents_(now) {
     const n = Math.min(last - 2, PRUNE_MAX_ROWS); // never the last row
     const top = readText_(sh, 2, 1, n, EV_NCOL);
     let k = 0;
-    while (k < top.length && Number(top[k][EV.seq]) <= upTo && !zero[top[k][EV.u]]) k++;
+    while (k < top.length && Number(top[k][EV.seq]) <= upTo && !zero[top[k][EV.u]] && !zero[top[k][EV.r]]) k++;
     deleteRowsSafe_(sh, 2, k);
     return k;
   });

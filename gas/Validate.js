@@ -153,7 +153,9 @@ function parseArgs_(op, a) {
       const waitMs = optInt_(a, 'waitMs') || 0;
       if (waitMs < 0 || waitMs > LIMITS.WAIT_MAX) throw badField_('waitMs', 'waitMs must be 0..' + LIMITS.WAIT_MAX);
       const lease = has_(a, 'lease') ? parsePollLease_(a.lease) : null; // Leases.js
-      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease };
+      const receivedSince = optInt_(a, 'receivedSince');
+      if (receivedSince !== null && receivedSince < 0) throw badField_('receivedSince', 'receivedSince must be >= 0');
+      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince };
     }
     case 'mark': {
       if (!has_(a, 'marks')) throw badField_('marks', 'missing "marks"');

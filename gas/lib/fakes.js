@@ -117,6 +117,14 @@ class FakeSheet {
     });
     return this;
   }
+  insertColumnsAfter(after, n) {
+    this._structure('insertColumnsAfter', () => {
+      if (after < 1 || after > this.maxCols || n < 1) throw new Error('Exception: Those columns are out of bounds.');
+      this.cells.forEach((row) => { if (row.length > after) row.splice(after, 0, ...Array(n).fill(undefined)); });
+      this.maxCols += n; // new columns carry no number format here (the stricter case)
+    });
+    return this;
+  }
   deleteColumns(start, n) {
     this._structure('deleteColumns', () => {
       if (start < 1 || n < 1 || start + n - 1 > this.maxCols) throw new Error('Exception: Those columns are out of bounds.');

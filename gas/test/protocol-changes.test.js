@@ -18,7 +18,7 @@ test('hello lists exactly the features of pcmail_core::protocol::FEATURES', () =
   const list = /pub const FEATURES: &\[&str\] = &\[([^\]]*)\];/.exec(src);
   assert.ok(list, 'FEATURES not found in protocol.rs');
   const rust = list[1].split(',').map((s) => s.trim()).filter(Boolean).map((k) => consts[k]);
-  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases']);
+  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates']);
   const s = makeServer();
   assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust);
 });
@@ -123,4 +123,38 @@ test('a Mail tab from before the expiresIn column: old rows read as no expiresIn
   assert.strictEqual(s.call('send', 'pc-a', { mail: fresh }).existing, false);
   assert.strictEqual(s.call('send', 'pc-a', { mail: fresh }).existing, true);
   assert.strictEqual(s.call('send', 'pc-a', { mail: Object.assign({}, fresh, { expiresIn: 6 * MIN }) }).error.code, 'duplicate_id');
+});
+
+test('received-updates: an Events tab made by an older build gains its r and note columns once, old rows kept', () => {
+  const s = makeServer();
+  s.ctx.tab_('Events');
+  const ev = s.fakes.sheet('Events');
+  // The older layout: 7 columns, and a row written by it (a change of mail pc-a sent to pc-b).
+  ev.deleteColumns(8, ev.getMaxColumns() - 7);
+  ev.seedRows(2, [['1', 'pc-a', ID(1), 'new', String(N0), 'pc-a', ''], ['2', 'pc-a', ID(1), 'delivered', String(N0), 'pc-b', 'pc-a']]);
+  assert.strictEqual(ev.getMaxColumns(), 7);
+  s.ctx.setProp_('COLUMNS_Events', null);
+  s.call('send', 'pc-c', { mail: { id: ID(2), to: 'pc-b', body: 'x' } });
+  assert.strictEqual(ev.getMaxColumns(), 9);
+  s.advance(10);
+  const p = s.call('poll', 'pc-b', { confirm: [ID(2)], receivedSince: 0 });
+  assert.strictEqual(p.ok, true, JSON.stringify(p));
+  // The old row has no recipient: it is not in the received feed (documented), the new one is.
+  assert.deepStrictEqual(p.receivedUpdates.map((u) => [u.id, u.state, u.at, u.by, u.note]), [[ID(2), 'delivered', N0 + 10, 'pc-b', null]]);
+  assert.deepStrictEqual(s.call('poll', 'pc-a', { since: 0 }).updates.map((u) => [u.seq, u.state]), [[2, 'delivered']]);
+  const header = s.ctx.readText_(ev, 1, 1, 1, 9)[0];
+  assert.deepStrictEqual(header, ['seq', 'from', 'id', 'state', 'at', 'by', 'u', 'r', 'note']);
+  // Remembered: the next execution does not look at the grid again.
+  s.fakes.resetCounters();
+  s.call('poll', 'pc-b', { receivedSince: p.receivedCursor });
+  assert.strictEqual(s.fakes.snapshotCounters().total.structureCalls || 0, 0);
+});
+
+test('received-updates: only a caller that asks gets the second feed', () => {
+  const s = makeServer();
+  s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'x' } });
+  const plain = s.call('poll', 'pc-b', { confirm: [ID(1)] });
+  assert.ok(!('receivedUpdates' in plain) && !('receivedCursor' in plain), JSON.stringify(plain));
+  const asked = s.call('poll', 'pc-b', { receivedSince: 0 });
+  assert.deepStrictEqual(asked.receivedUpdates.map((u) => u.state), ['delivered']);
 });

@@ -292,3 +292,25 @@ test('a window opened with #open=<id> (a notification click) opens that mail', a
   assert.equal(await page.$eval('#inbox-list .row.selected', (r) => r.dataset.id), 'mail-1-00000002');
   await page.close();
 });
+
+test('a received mail the server expired shows the server\'s record: expired, by server, at its time', async () => {
+  const seed = sampleSeed();
+  const now = Date.now();
+  const expiredAt = now - 7 * MIN;
+  // As the tray hands it over from the store's recorded timeline (issue 16),
+  // the same entries `pcmail status` prints.
+  seed.mails.push({ id: 'mail-1-000000e1', from: 'pc-a', to: 'pc-b', kind: 'decision', subject: 'decide by noon',
+    createdAt: now - 2 * H, deliveredAt: now - 2 * H + 1500, state: 'expired',
+    timeline: tl(['new', now - 2 * H, 'pc-a'], ['delivered', now - 2 * H + 1500, 'pc-b'], ['expired', expiredAt, 'server']) });
+  const page = await openPage(seed);
+  await page.click('.seg-btn[data-scope="all"]');
+  await page.waitForSelector('#inbox-list .row[data-id="mail-1-000000e1"]');
+  await page.click('#inbox-list .row[data-id="mail-1-000000e1"]');
+  await page.waitForSelector('#inbox-detail .tl[data-state="expired"]');
+  const reached = await page.$$eval('#inbox-detail .tl:not(.tl-future)', (ls) => ls.map((l) => [l.dataset.state, l.querySelector('.tl-by').textContent]));
+  assert.deepEqual(reached, [['new', 'pc-a'], ['delivered', 'pc-b'], ['expired', 'server']]);
+  const at = await page.$eval('#inbox-detail .tl[data-state="expired"] time', (t) => Date.parse(t.dateTime));
+  assert.equal(at, expiredAt);
+  assert.ok(!(await page.evaluate(() => window.__calls)).some((c) => c.cmd === 'ack'), 'opening it acks nothing');
+  await page.close();
+});

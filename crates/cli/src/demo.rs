@@ -19,6 +19,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
         retention_days: None,
+        subject_tags: None,
     };
     config.save(&paths)?;
     let t = transport::Embedded::open(server_db, label, system_now)?;
@@ -41,6 +42,11 @@ fn show_hook(c: &Client, session: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+// Claude session ids are UUIDs; marks carry their first 8 characters.
+const SESSION_BETA_1: &str = "4f1c2a9e-6b0d-4c1e-9a53-0d2f8e7b1c44";
+const SESSION_BETA_2: &str = "9a1b7c3d-2e4f-4a6b-8c0d-1e2f3a4b5c6d";
+const SESSION_ALPHA_1: &str = "77aa0e12-5c3b-4d2a-b1e0-6f7d8c9b0a1e";
+
 pub fn run(json: bool) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server_db = dir.path().join("server.db");
@@ -48,15 +54,19 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     let mut beta = pc(dir.path(), "beta", &server_db)?;
     alpha.refresh_roster()?;
     beta.refresh_roster()?;
-    println!("== two PCs, alpha and beta, on one embedded server ({})\n", server_db.display());
+    println!("== two PCs, alpha and beta, on one embedded server ({})", server_db.display());
+    println!("   (mail ids are shown whole here; the Mermaid diagram at the end names each mail by the last 8");
+    println!("   characters of its id. A session is named by the first 8 characters of its Claude session id,");
+    println!("   like a short git hash: `beta/4f1c2a9e` is beta's session 4f1c2a9e-….)\n");
 
     // 1. A note: delivered by beta's poll, seen by beta's hook, acked.
     let note = alpha.send(Draft { to: "beta".into(), body: "Build is green on main; go ahead and rebase.".into(), ..Default::default() })?;
     println!("alpha → beta: note {}", note.ids[0]);
     beta.sync_once(0)?;
-    show_hook(&beta, "beta-session-1")?;
+    show_hook(&beta, SESSION_BETA_1)?;
     beta.sync_once(0)?; // pushes the `seen` mark
     beta.mark(&note.ids[0], MarkOp::Ack, None, None)?;
+    println!("beta acks the note {} (`pcmail ack`): it is done", note.ids[0]);
 
     // 2. A decision request, shown first, answered with a reply.
     let dec = alpha.send(Draft {
@@ -69,12 +79,13 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     })?;
     println!("\nalpha → beta: decision request {}", dec.ids[0]);
     beta.sync_once(0)?;
-    show_hook(&beta, "beta-session-2")?;
+    show_hook(&beta, SESSION_BETA_2)?;
     beta.sync_once(0)?;
     let reply = beta.reply(&dec.ids[0], "Yes — drop it; I'll update both callers.".into(), false)?;
-    println!("\nbeta → alpha: reply {}", reply.ids[0]);
+    println!("\nbeta → alpha: reply {} — answering closes the decision request: done (reply:…)", reply.ids[0]);
     alpha.sync_once(0)?;
-    show_hook(&alpha, "alpha-session-1")?;
+    show_hook(&alpha, SESSION_ALPHA_1)?;
+    println!("alpha's session was shown the reply: a reply to your mail is acked by being shown (done)");
     alpha.sync_once(0)?;
     beta.sync_once(0)?;
 
@@ -86,26 +97,44 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A sequence diagram of every transition, in time order.
+/// The last 8 characters of a mail id: enough to tell the demo's mails apart.
+fn short_id(id: &str) -> &str {
+    &id[id.len().saturating_sub(8)..]
+}
+
+/// A sequence diagram of every transition, in time order. Mails are named
+/// by the last 8 characters of their ids; a reply says what it answers.
 pub fn mermaid(mails: &[Mail]) -> String {
-    let mut events: Vec<(i64, String)> = vec![];
+    // (time, a send first within one millisecond, line): a reply is sent in
+    // the same instant it closes the original, and reads better first.
+    let mut events: Vec<(i64, u8, String)> = vec![];
     for m in mails {
-        let short = &m.id[m.id.len().saturating_sub(8)..];
+        let short = short_id(&m.id);
         for e in &m.timeline {
             let actor = e.by.split('/').next().unwrap_or(&e.by).to_string();
             let line = match e.state.as_str() {
-                "new" => format!("    {}->>server: send {} ({})", m.from, short, m.kind.as_str()),
+                "new" => match &m.in_reply_to {
+                    Some(orig) => format!("    {}->>server: reply {} to {}", m.from, short, short_id(orig)),
+                    None => format!("    {}->>server: send {} ({})", m.from, short, m.kind.as_str()),
+                },
                 "delivered" => format!("    server->>{}: delivered {}", m.to, short),
                 "seen" => format!("    {actor}-->>server: seen {short}"),
-                "done" => format!("    {actor}-->>server: done {short}{}", e.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()),
+                "done" => {
+                    let why = match e.note.as_deref() {
+                        Some(n) if n.starts_with("reply:") => format!(" (answered by reply {})", short_id(n)),
+                        Some(n) => format!(" ({n})"),
+                        None => String::new(),
+                    };
+                    format!("    {actor}-->>server: done {short}{why}")
+                }
                 s => format!("    {actor}-->>server: {s} {short}"),
             };
-            events.push((e.at, line));
+            events.push((e.at, u8::from(e.state.as_str() != "new"), line));
         }
     }
-    events.sort_by_key(|e| e.0);
+    events.sort_by_key(|e| (e.0, e.1));
     let mut out = String::from("sequenceDiagram\n    participant alpha\n    participant server\n    participant beta\n");
-    for (_, l) in events {
+    for (_, _, l) in events {
         out.push_str(&l);
         out.push('\n');
     }

@@ -477,7 +477,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 other => other?,
             };
-            match client.register_self_as(replace) {
+            let registered = client.register_self_as(replace);
+            if registered.is_ok() {
+                if let Ok(Some(note)) = client.store.meta_get(pcmail_store::meta::HOSTNAME_NOTE) {
+                    println!("pcmail: {note}");
+                }
+            }
+            match registered {
                 Ok(()) if client.label_claimed() => {
                     println!("pcmail: label {:?} is bound to this installation{}", c.label, if replace { " (taken over: the PC that held it has lost access)" } else { "" });
                     Ok(())
@@ -616,6 +622,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         eprintln!("pcmail: server unreachable ({e}); showing the cached roster");
                     }
                     print::roster(&r.pcs, &r.me, json);
+                    if !json {
+                        if let Ok(Some(note)) = client.store.meta_get(pcmail_store::meta::HOSTNAME_NOTE) {
+                            println!("note: {note}");
+                        }
+                    }
                 }
                 Some(RosterCmd::Remove { label }) => {
                     let r = pcmail_api::roster_remove(&mut client, &pcmail_api::RosterRemoveArgs { label })?;

@@ -48,27 +48,29 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         println!("no open mail");
         return;
     }
+    let lang = pcmail_client::config::user_lang();
     for m in rows {
-        let tag = match m.effective_kind() {
-            pcmail_core::Kind::Decision => "[判断依頼]",
-            pcmail_core::Kind::Request => "[作業依頼]",
-            pcmail_core::Kind::Note => "",
-        };
         let urgent = if m.urgent { " URGENT" } else { "" };
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
-        let text = if m.subject.is_empty() { &m.body } else { &m.subject };
-        // Stored here and not read yet is what the server calls `delivered`.
-        let state = if m.status == pcmail_core::State::New { "delivered" } else { m.status.as_str() };
+        // The kind as a badge in the user's language (LANG / LC_MESSAGES); the
+        // seed's tags in the subject are recognised and not shown twice.
+        let badged = pcmail_core::present::badged_subject(m.effective_kind(), &m.subject, lang);
+        let subject = pcmail_core::present::subject_without_tags(&m.subject);
+        let text = match (subject.is_empty(), badged.is_empty()) {
+            (true, true) => m.body.clone(),
+            (true, false) => format!("{badged} {}", m.body),
+            _ => badged,
+        };
+        let state = shown_state(m);
         println!(
-            "{}  {:<9} {:>4} ago  from {}{}{} {} {}",
+            "{}  {:<9} {:>4} ago  from {}{}{}  {}",
             m.id,
             state,
             age(now - m.created_at),
             m.from,
             urgent,
             expired,
-            tag,
-            neutralise(&truncate_chars(text, 70))
+            neutralise(&truncate_chars(&text, 70))
         );
     }
 }
@@ -96,7 +98,14 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     }
     println!("id:      {}", m.id);
     println!("from:    {}", m.from);
-    println!("kind:    {}{}", m.effective_kind().as_str(), if m.urgent { " (urgent)" } else { "" });
+    let kind = m.effective_kind();
+    let badge = pcmail_core::present::kind_badge(kind, pcmail_client::config::user_lang());
+    println!(
+        "kind:    {}{}{}",
+        badge.map(|b| format!("{b} ")).unwrap_or_default(),
+        kind.as_str(),
+        if m.urgent { " (urgent)" } else { "" }
+    );
     println!("sent:    {}", time(m.created_at));
     if let Some(r) = &m.in_reply_to {
         println!("reply to: {r}");
@@ -104,9 +113,23 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     if !m.subject.is_empty() {
         println!("subject: {}", neutralise(&m.subject));
     }
+    println!("state:   {}", shown_state(m));
+    for e in &m.timeline {
+        let note = e.note.as_deref().map(|n| format!("  ({})", neutralise(n))).unwrap_or_default();
+        println!("  {:<9} {}  by {}{}", e.state.as_str(), time(e.at), neutralise(&e.by), note);
+    }
     println!();
     // Printed as-is for a person; escape sequences were refused by the server.
     println!("{}", m.body);
+}
+
+/// Stored here and not read yet is what the server calls `delivered`.
+fn shown_state(m: &InboxMail) -> &'static str {
+    if m.status == pcmail_core::State::New {
+        "delivered"
+    } else {
+        m.status.as_str()
+    }
 }
 
 pub fn marked(m: &pcmail_api::Marked, json: bool) {

@@ -444,6 +444,16 @@ fn demo_runs_on_the_embedded_default() {
     assert!(text.contains("[判断依頼]"));
     assert_eq!(text.matches("  done ").count(), 3, "note acked, decision answered, reply acked:\n{text}");
     assert!(text.contains("(reply:mail-"));
+    // Issue 16 point 15: the narrative says when a mail is acked, the diagram
+    // labels the reply as a reply, and the 8-character names are explained.
+    assert!(text.contains("beta acks the note mail-"), "{text}");
+    assert!(text.contains("acked by being shown"), "{text}");
+    assert!(text.contains("first 8 characters of its Claude session id"), "{text}");
+    let reply_line = text.lines().find(|l| l.contains("beta->>server: reply ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(reply_line.contains(" to "), "{reply_line}");
+    assert!(text.contains("(answered by reply "), "{text}");
+    let pos = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
+    assert!(pos("beta->>server: reply ") < pos("(answered by reply "), "the reply is sent before it closes the original");
 }
 
 /// The client's token comes from the OS keyring (Secret Service, here

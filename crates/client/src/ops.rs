@@ -105,11 +105,16 @@ impl Client {
         let expires_in = draft.expires.map(|e| self.expires_in(e)).transpose()?;
         let to = self.resolve_recipient(&draft.to)?;
         let now = self.now();
+        // `subject_tags = "ja"`: the seed team's tag in front, for PCs that read subjects only.
+        let subject = match self.config.subject_tags {
+            Some(crate::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
+            None => draft.subject,
+        };
         let mail = OutgoingMail {
             id: new_mail_id(now, &mut rand::rng()),
             to,
             kind: draft.kind,
-            subject: draft.subject,
+            subject,
             body: draft.body,
             urgent: draft.urgent,
             expires_at: None,
@@ -186,6 +191,9 @@ impl Client {
         let by = me.clone();
         self.store.write(|tx| {
             inbox::advance(tx, &orig.id, State::Done, now, &by, None)?;
+            // The timeline says why, as the server will: answered by this reply.
+            let note = out.ids.first().map(|id| format!("reply:{id}"));
+            pcmail_store::timeline::record_local(tx, &orig.id, State::Done, now, &by, note.as_deref())?;
             Ok(())
         })?;
         Ok(out)
@@ -213,9 +221,12 @@ impl Client {
     }
 
     pub fn read(&mut self, id: &str, actor: Option<&str>) -> Result<InboxMail, ClientError> {
-        let m = self.store.inbox_get(id)?.ok_or_else(|| ClientError::NotFound(id.into()))?;
+        if self.store.inbox_get(id)?.is_none() {
+            return Err(ClientError::NotFound(id.into()));
+        }
         self.mark(id, MarkOp::Seen, None, actor)?;
-        Ok(m)
+        // Read after the mark: the timeline shows this reading too.
+        self.store.inbox_get(id)?.ok_or_else(|| ClientError::NotFound(id.into()))
     }
 
     /// Pushes due marks with the `mark` op. An old server that doesn't know
@@ -261,6 +272,8 @@ impl Client {
             .unwrap_or_default();
         for m in &mails {
             let _ = self.store.sent_apply_status(m);
+            // The same timeline in the store, for mail sent or received here.
+            let _ = self.store.apply_status_timeline(m);
         }
         Ok((mails, missing))
     }

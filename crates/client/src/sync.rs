@@ -8,7 +8,7 @@ use crate::{Client, ClientError};
 use pcmail_core::ids::is_valid_any_id;
 use pcmail_core::model::limits;
 use pcmail_core::protocol::{Op, PollArgs};
-use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, Update};
+use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, ReceivedUpdate, Update};
 use pcmail_store::{inbox, marks, meta, InboxMail};
 use serde_json::Value;
 
@@ -32,6 +32,8 @@ pub struct CycleReport {
     /// Queued mail that expired before the server could take it (not sent).
     pub outbox_expired: Vec<String>,
     pub updates: usize,
+    /// Entries of the received-mail feed applied (the server's record of mail this PC received).
+    pub received_updates: usize,
     pub roster_refreshed: bool,
     /// The server had pruned updates past this PC's cursor (states re-read).
     pub cursor_reset: bool,
@@ -77,6 +79,9 @@ impl Client {
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
             let due = self.store.due_marks(now, limits::MARKS_MAX)?;
             let since = self.store.meta_i64(meta::UPDATES_CURSOR)?.unwrap_or(0);
+            // Asked of every server: one without the feature ignores it and
+            // answers no receivedCursor (docs/protocol.md, poll).
+            let received_since = self.store.meta_i64(meta::RECEIVED_CURSOR)?.unwrap_or(0);
             let idle = confirm.is_empty() && due.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
@@ -85,6 +90,7 @@ impl Client {
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
                 lease: None,
+                received_since: Some(received_since),
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -122,6 +128,20 @@ impl Client {
                 self.store.sent_apply_update(u)?;
             }
             report.updates += updates.len();
+            // The server's record of mail this PC received: its times, its own
+            // changes (`expired`), recorded in the store's timeline.
+            if let Some(rc) = resp.get("receivedCursor").and_then(Value::as_i64) {
+                let received: Vec<ReceivedUpdate> = resp
+                    .get("receivedUpdates")
+                    .and_then(|u| serde_json::from_value(u.clone()).ok())
+                    .unwrap_or_default();
+                self.store.apply_received_updates(&received)?;
+                report.received_updates += received.len();
+                let reset = resp.get("receivedCursorReset").and_then(Value::as_bool) == Some(true);
+                if rc > received_since || reset {
+                    self.store.meta_set_i64(meta::RECEIVED_CURSOR, rc)?;
+                }
+            }
             if resp.get("cursorReset").and_then(Value::as_bool) == Some(true) {
                 // The server pruned updates this PC had not read: re-read the
                 // state of every open sent mail instead.
@@ -336,30 +356,32 @@ impl Client {
             let cred = self.claim_credential()?;
             self.transport.set_credential(Some(cred));
         }
-        let host = crate::config::hostname();
-        let hostname: String = host
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            .collect();
-        let hostname = if hostname.is_empty() { self.config.label.clone() } else { hostname };
+        let hostname = roster_hostname(&crate::config::hostname(), &self.config.label);
         let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None, claim, replace };
+        let mut note = None;
         let done = match self.transport.call(&op) {
             Ok(v) => Ok(v),
-            // Two PCs with the same hostname (or a test running several on one
-            // machine): register under the label instead.
+            // Hostnames are unique on the roster, and another label holds this
+            // one (two PCMAIL_HOMEs on one machine, or this machine's earlier
+            // label). The documented rule: `<hostname>.<label>`, said out loud
+            // (init, roster, doctor) with the label that holds the real one.
             Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
-                let op = Op::RosterSet {
-                    label: self.config.label.clone(),
-                    hostname: format!("{}.{}", hostname, self.config.label),
-                    number: None,
-                    claim,
-                    replace,
-                };
+                let listed = format!("{}.{}", hostname, self.config.label);
+                let holder = self.hostname_holder(&hostname).unwrap_or_else(|| "another PC".into());
+                note = Some(format!(
+                    "hostname {hostname:?} is already on the roster for {holder}, so this PC is listed as {listed:?} \
+                     (hostnames are unique on the roster; if {holder} is gone: `pcmail roster remove {holder}`, then `pcmail init`)"
+                ));
+                let op = Op::RosterSet { label: self.config.label.clone(), hostname: listed, number: None, claim, replace };
                 Ok(self.transport.call(&op)?)
             }
             Err(e) => Err(ClientError::from(e)),
         };
         let resp = done?;
+        match &note {
+            Some(n) => self.store.meta_set(meta::HOSTNAME_NOTE, n)?,
+            None => self.store.meta_del(meta::HOSTNAME_NOTE)?,
+        }
         if claim {
             // A server without label binding ignores the claim: noted, so it is not asked again.
             let bound = resp.get("bound").and_then(Value::as_bool) == Some(true);
@@ -367,6 +389,14 @@ impl Client {
             self.store.meta_set(LABEL_CLAIMED, &value)?;
         }
         Ok(())
+    }
+
+    /// The label that holds `hostname` on the roster (hostnames compare
+    /// without case, as the servers do).
+    fn hostname_holder(&self, hostname: &str) -> Option<String> {
+        let resp = self.transport.call(&Op::RosterGet).ok()?;
+        let pcs: Vec<Pc> = serde_json::from_value(resp.get("pcs")?.clone()).ok()?;
+        pcs.into_iter().find(|p| p.hostname.eq_ignore_ascii_case(hostname) && p.label != self.config.label).map(|p| p.label)
     }
 
     /// What a claim is for: this label on this server.
@@ -470,6 +500,17 @@ impl Client {
             }
         }
         let _ = self.store.meta_set_i64(meta::LAST_SWEEP_AT, now);
+    }
+}
+
+/// The hostname a PC registers: the machine's, kept to the roster's
+/// characters (`[A-Za-z0-9._-]`), or the label when nothing is left.
+pub fn roster_hostname(host: &str, label: &str) -> String {
+    let h: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(253).collect();
+    if h.is_empty() {
+        label.to_string()
+    } else {
+        h
     }
 }
 

@@ -33,6 +33,22 @@ impl Kind {
             _ => None,
         }
     }
+    /// The seed team's subject tag for this kind (`[判断依頼]`, `[作業依頼]`).
+    pub fn subject_tag(self) -> Option<&'static str> {
+        match self {
+            Kind::Decision => Some(DECISION_TAG),
+            Kind::Request => Some(REQUEST_TAG),
+            Kind::Note => None,
+        }
+    }
+    /// The subject a PC that asks for tags (`subject_tags = "ja"`) sends:
+    /// the kind's tag in front, unless the subject has it already.
+    pub fn tagged_subject(self, subject: &str) -> String {
+        match self.subject_tag() {
+            Some(tag) if !subject.contains(tag) => format!("{tag} {subject}").trim_end().to_string(),
+            _ => subject.to_string(),
+        }
+    }
     /// The kind a receiving PC acts on: the field, or the seed's subject tags
     /// (mail from older senders only carries the tag).
     pub fn classify(kind: Kind, subject: &str) -> Kind {
@@ -188,6 +204,19 @@ pub struct MarkResult {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// A state change of mail the caller received (`poll.receivedUpdates`,
+/// feature `received-updates`): the timeline entry as the server recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceivedUpdate {
+    pub seq: i64,
+    pub id: String,
+    pub state: State,
+    pub at: Millis,
+    pub by: String,
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// A state change of mail the caller sent (the `poll` updates feed).

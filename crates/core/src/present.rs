@@ -86,9 +86,67 @@ pub struct Presentation {
     pub shown: Vec<String>,
 }
 
+/// The user's language for the kind badges: Japanese or English.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lang {
+    #[default]
+    En,
+    Ja,
+}
+
+impl Lang {
+    /// The POSIX order for messages: `LC_ALL`, then `LC_MESSAGES`, then
+    /// `LANG`; the first one set and not empty decides. `ja…` is Japanese,
+    /// anything else (C, POSIX, en_US.UTF-8, unset) English.
+    pub fn from_locale(lc_all: Option<&str>, lc_messages: Option<&str>, lang: Option<&str>) -> Lang {
+        let pick = [lc_all, lc_messages, lang].into_iter().flatten().find(|v| !v.is_empty());
+        match pick {
+            Some(v) if v.to_ascii_lowercase().starts_with("ja") => Lang::Ja,
+            _ => Lang::En,
+        }
+    }
+}
+
+/// The kind as a badge in the user's language; a note has none.
+pub fn kind_badge(kind: Kind, lang: Lang) -> Option<&'static str> {
+    match (kind, lang) {
+        (Kind::Note, _) => None,
+        (Kind::Decision, Lang::Ja) => Some("[判断依頼]"),
+        (Kind::Request, Lang::Ja) => Some("[作業依頼]"),
+        (Kind::Decision, Lang::En) => Some("[decision request]"),
+        (Kind::Request, Lang::En) => Some("[work request]"),
+    }
+}
+
+/// A subject to show beside a badge: the seed's tags are taken out (the
+/// badge says the same, in the user's language).
+pub fn subject_without_tags(subject: &str) -> String {
+    use crate::model::{DECISION_TAG, REQUEST_TAG};
+    if !subject.contains(DECISION_TAG) && !subject.contains(REQUEST_TAG) {
+        return subject.trim().to_string();
+    }
+    subject.replace(DECISION_TAG, "").replace(REQUEST_TAG, "").replace("  ", " ").trim().to_string()
+}
+
+/// `badge subject` (or the badge alone, or the subject alone) for a listing.
+pub fn badged_subject(kind: Kind, subject: &str, lang: Lang) -> String {
+    let rest = subject_without_tags(subject);
+    match kind_badge(kind, lang) {
+        Some(b) if rest.is_empty() => b.to_string(),
+        Some(b) => format!("{b} {rest}"),
+        None => rest,
+    }
+}
+
 /// Builds the context text from the open mails not yet shown to this session
 /// (more than fit is fine: the rest are counted) and the store's counts.
+/// Badges in English; the hook uses `present_in` with the user's language.
 pub fn present(me: &str, candidates: &[PresentMail], counts: &Counts, now: Millis) -> Presentation {
+    present_in(me, candidates, counts, now, Lang::En)
+}
+
+/// `present`, with the kind badges in `lang`.
+pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Millis, lang: Lang) -> Presentation {
     let mut by_cat: Vec<Vec<&PresentMail>> = vec![vec![]; 4];
     for m in candidates {
         let c = Category::of(m.kind, m.urgent, m.reply_to_mine);
@@ -109,7 +167,7 @@ pub fn present(me: &str, candidates: &[PresentMail], counts: &Counts, now: Milli
     for cat in Category::ORDER {
         for (i, m) in by_cat[cat as usize].iter().enumerate() {
             let fits_room = !m.may_wait() || room.is_none_or(|r| r > 0);
-            let block = render_mail(m, now);
+            let block = render_mail(m, now, lang);
             let fits = i < cat.budget() && fits_room && blocks.chars().count() + 1 + block.chars().count() + reserve <= TOTAL_CHARS;
             if !fits {
                 held |= !fits_room;
@@ -191,7 +249,7 @@ fn header<'a>(me: &str, shown: impl Iterator<Item = &'a PresentMail> + Clone) ->
     out
 }
 
-fn render_mail(m: &PresentMail, now: Millis) -> String {
+fn render_mail(m: &PresentMail, now: Millis, lang: Lang) -> String {
     let kind = match m.kind {
         Kind::Decision => "decision-request",
         Kind::Request => "work-request",
@@ -209,8 +267,9 @@ fn render_mail(m: &PresentMail, now: Millis) -> String {
         attrs.push_str(" urgent=\"yes\"");
     }
     let mut text = String::new();
-    if !m.subject.trim().is_empty() {
-        text.push_str(&neutralise(m.subject.trim()));
+    let subject = badged_subject(m.kind, &m.subject, lang);
+    if !subject.is_empty() {
+        text.push_str(&neutralise(&subject));
         text.push_str(" — ");
     }
     text.push_str(&neutralise(m.body.trim()));
@@ -445,5 +504,40 @@ mod tests {
         let p = present("pc-b", &[], &Counts { already_shown: 2, ..none() }, 0);
         assert!(p.text.contains("2 open mail"));
         assert!(p.shown.is_empty());
+    }
+
+    #[test]
+    fn the_kind_badge_follows_the_users_language() {
+        assert_eq!(Lang::from_locale(None, None, Some("ja_JP.UTF-8")), Lang::Ja);
+        assert_eq!(Lang::from_locale(None, Some("en_US.UTF-8"), Some("ja_JP.UTF-8")), Lang::En, "LC_MESSAGES before LANG");
+        assert_eq!(Lang::from_locale(Some("ja_JP"), Some("C"), None), Lang::Ja, "LC_ALL first");
+        assert_eq!(Lang::from_locale(Some(""), None, Some("ja")), Lang::Ja, "an empty one is skipped");
+        assert_eq!(Lang::from_locale(None, None, None), Lang::En);
+        assert_eq!(badged_subject(Kind::Decision, "[判断依頼] ship it?", Lang::En), "[decision request] ship it?");
+        assert_eq!(badged_subject(Kind::Decision, "[判断依頼] ship it?", Lang::Ja), "[判断依頼] ship it?");
+        assert_eq!(badged_subject(Kind::Request, "rebase", Lang::Ja), "[作業依頼] rebase");
+        assert_eq!(badged_subject(Kind::Request, "", Lang::En), "[work request]");
+        assert_eq!(badged_subject(Kind::Note, "fyi", Lang::Ja), "fyi");
+        // A tag still classifies mail whose kind field says note (older senders).
+        let k = Kind::classify(Kind::Note, "[作業依頼] tagged");
+        assert_eq!(badged_subject(k, "[作業依頼] tagged", Lang::En), "[work request] tagged");
+    }
+
+    #[test]
+    fn the_hook_shows_the_badge_in_the_users_language() {
+        let d = [mail("d", Kind::Decision, false, false, 0, "?")];
+        let ja = present_in("pc-b", &d, &none(), 0, Lang::Ja).text;
+        let en = present_in("pc-b", &d, &none(), 0, Lang::En).text;
+        assert!(ja.contains(">\n[判断依頼]"), "{ja}");
+        assert!(en.contains(">\n[decision request]"), "{en}");
+        assert!(!en.contains("判断依頼"), "{en}");
+    }
+
+    #[test]
+    fn tags_are_added_to_subjects_once() {
+        assert_eq!(Kind::Decision.tagged_subject("ship it?"), "[判断依頼] ship it?");
+        assert_eq!(Kind::Decision.tagged_subject("[判断依頼] ship it?"), "[判断依頼] ship it?");
+        assert_eq!(Kind::Request.tagged_subject(""), "[作業依頼]");
+        assert_eq!(Kind::Note.tagged_subject("fyi"), "fyi");
     }
 }

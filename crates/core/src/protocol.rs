@@ -106,6 +106,9 @@ impl Op {
                 if let Some(l) = &p.lease {
                     v["lease"] = l.to_json();
                 }
+                if let Some(r) = p.received_since {
+                    v["receivedSince"] = json!(r);
+                }
                 v
             }
             Op::Mark { marks } => json!({"marks": good_marks(marks)}),
@@ -165,17 +168,20 @@ pub struct PollArgs {
     pub wait_ms: i64,
     /// Heartbeats and releases of leases (feature `leases`).
     pub lease: Option<PollLease>,
+    /// The cursor of the received-mail feed (feature `received-updates`);
+    /// None: the caller does not ask for it (older clients).
+    pub received_since: Option<i64>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None, received_since: None }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
@@ -186,6 +192,10 @@ pub const FEATURE_LABEL_BINDING: &str = "label-binding";
 pub const FEATURE_CREDENTIALS: &str = "credentials";
 /// `lease.*` ops and the poll's `lease` argument (issue 10).
 pub const FEATURE_LEASES: &str = "leases";
+/// `poll.receivedSince`: a second updates feed, of mail the caller received
+/// (`receivedUpdates`, `receivedCursor`), so a receiving PC records the
+/// server's own times and a server-side `expired`.
+pub const FEATURE_RECEIVED_UPDATES: &str = "received-updates";
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
 /// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
@@ -340,7 +350,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(parse_poll_lease(v)?),
             };
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease })
+            let received_since = opt_int(args, "receivedSince")?;
+            if received_since.is_some_and(|r| r < 0) {
+                return Err(ProtoError::field("receivedSince", "receivedSince must be >= 0"));
+            }
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;

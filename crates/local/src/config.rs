@@ -120,6 +120,26 @@ pub struct Config {
     /// Days this PC keeps final mail (done, failed, expired); default 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
+    /// `subject_tags = "ja"`: put the seed team's tag (`[判断依頼]`,
+    /// `[作業依頼]`) in front of the subject of decision and work requests
+    /// this PC sends. Absent: subjects are sent as written. Received tags
+    /// are recognised either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_tags: Option<SubjectTags>,
+}
+
+/// The subject tags a PC adds to what it sends (`subject_tags` in config.toml).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SubjectTags {
+    /// The seed team's Japanese tags.
+    #[serde(rename = "ja")]
+    Ja,
+}
+
+/// The user's language for kind badges, from `LC_ALL`, `LC_MESSAGES`, `LANG`.
+pub fn user_lang() -> pcmail_core::present::Lang {
+    let get = |k: &str| std::env::var(k).ok();
+    pcmail_core::present::Lang::from_locale(get("LC_ALL").as_deref(), get("LC_MESSAGES").as_deref(), get("LANG").as_deref())
 }
 
 fn yes() -> bool {
@@ -147,6 +167,7 @@ impl Config {
             hook_session_mail_limit: DEFAULT_HOOK_SESSION_MAIL_LIMIT,
             installation: None,
             retention_days: None,
+            subject_tags: None,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use crate::config::{Config, Paths};
 use crate::{locks, spawn};
-use pcmail_core::present::{present, Counts, PresentMail, PER_MAIL_CHARS};
+use pcmail_core::present::{present_in, Counts, PresentMail, PER_MAIL_CHARS};
 use pcmail_core::{Kind, MarkOp, Millis, State};
 use pcmail_store::hookview::{self, HookRank};
 use pcmail_store::{inbox, marks, meta, Store, StoreError};
@@ -212,7 +212,8 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             .iter()
             .map(|&st| HookRank::ALL.iter().map(|&r| shown.get(r, st)).sum::<usize>())
             .sum();
-        let p = present(&me, &candidates, &counts, server_now);
+        // The kind badges in the user's language (LANG / LC_MESSAGES).
+        let p = present_in(&me, &candidates, &counts, server_now, crate::config::user_lang());
         for id in &p.shown {
             hookview::record_presented(tx, session, id, now)?;
             inbox::advance(tx, id, State::Seen, now, &actor, None)?;

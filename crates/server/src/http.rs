@@ -333,6 +333,7 @@ fn nothing_to_return(resp: &Value) -> bool {
         // A lease lost, or the leases changed: the PC's guard cache must hear of it now.
         && resp["lease"]["lost"].as_array().is_none_or(|a| a.is_empty())
         && resp["lease"].get("list").is_none()
+        && resp.get("receivedUpdates").and_then(Value::as_array).is_none_or(|a| a.is_empty())
 }
 
 /// The long poll's later pass saw only what changed since the first: the
@@ -380,6 +381,7 @@ async fn long_poll(
             wait_ms: 0,
             // Only to hear of leases lost or changed since the first pass (nothing renewed twice).
             lease: args.lease.as_ref().map(|l| PollLease { renew: vec![], release: vec![], known: l.known }),
+            received_since: args.received_since,
         }),
     };
     loop {

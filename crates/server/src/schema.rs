@@ -224,6 +224,14 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX lease_lost_by_pc ON lease_lost (pc, id);
     "#,
+    // 8: the received-mail updates feed (issue 16, feature `received-updates`):
+    // each event names the mail's recipient, and a partial index reads
+    // "changes of mail received by X after seq N" like event_feed does for senders.
+    r#"
+    ALTER TABLE event ADD COLUMN recipient TEXT;
+    UPDATE event SET recipient = (SELECT recipient FROM mail WHERE mail.id = event.mail_id);
+    CREATE INDEX event_received_feed ON event (recipient, seq) WHERE state <> 'new';
+    "#,
 ];
 
 pub fn schema_version() -> usize {
@@ -248,4 +256,38 @@ pub fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
         tx.commit()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Migration 6 names the recipient of every event already stored, so the
+    /// received-updates feed covers history written before it.
+    #[test]
+    fn events_written_before_migration_6_get_their_recipient() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..5] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        conn.execute_batch(
+            "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, auto, hop, created_at, state, last_at)
+             VALUES ('m1', 'pc-a', 'pc-b', 'note', '', 'b', 0, 0, 0, 1, 'delivered', 2);
+             INSERT INTO event (mail_id, sender, state, at, by) VALUES ('m1', 'pc-a', 'new', 1, 'pc-a'), ('m1', 'pc-a', 'delivered', 2, 'pc-b');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let r: Vec<String> =
+            conn.prepare("SELECT recipient FROM event ORDER BY seq").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        assert_eq!(r, ["pc-b", "pc-b"]);
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT seq FROM event WHERE recipient = 'pc-b' AND state <> 'new' AND seq > 0 ORDER BY seq",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("event_received_feed"), "{plan}");
+    }
 }

@@ -2,7 +2,8 @@
 //! confirmed to the server. `status` is the single "processed" marker.
 
 use crate::{Result, Store, StoreError};
-use pcmail_core::{Kind, Mail, Millis, State};
+use crate::timeline::{self, Recorded};
+use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
 /// The local state of a received mail. Follows the server's rank rule
@@ -36,6 +37,9 @@ pub struct InboxMail {
     pub presented_at: Option<Millis>,
     pub presented_session: Option<String>,
     pub notified_at: Option<Millis>,
+    /// Every state change, who and when, as recorded (store/src/timeline.rs):
+    /// filled by `inbox_get` and `inbox_list`, empty from the other reads.
+    pub timeline: Vec<TimelineEntry>,
 }
 
 impl InboxMail {
@@ -83,6 +87,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
         presented_at: r.get(20)?,
         presented_session: r.get(21)?,
         notified_at: r.get(22)?,
+        timeline: vec![],
     })
 }
 
@@ -118,6 +123,16 @@ pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<boo
             reply_to_mine,
         ],
     )?;
+    if n == 1 {
+        // The server's own record of it so far (its creation; more with an old re-delivery).
+        if mail.timeline.is_empty() {
+            let e = TimelineEntry { state: State::New, at: mail.created_at, by: mail.from.clone(), note: None };
+            timeline::record(tx, &mail.id, &e, Recorded::Server)?;
+        }
+        for e in &mail.timeline {
+            timeline::record(tx, &mail.id, e, Recorded::Server)?;
+        }
+    }
     Ok(n == 1)
 }
 
@@ -135,6 +150,12 @@ pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, 
                 "UPDATE inbox SET status = ?2, status_at = ?3, status_by = ?4, fail_reason = COALESCE(?5, fail_reason) WHERE id = ?1",
             )?
             .execute(params![id, next.as_str(), at, by, reason])?;
+            // The note the server will record: the fail reason, `ack` for an ack.
+            let note = match (next, reason) {
+                (State::Done, None) => Some("ack"),
+                (_, r) => r,
+            };
+            timeline::record_local(tx, id, next, at, by, note)?;
             Ok(next)
         }
     }
@@ -142,10 +163,14 @@ pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, 
 
 impl Store {
     pub fn inbox_get(&self, id: &str) -> Result<Option<InboxMail>> {
-        Ok(self
-            .conn
-            .query_row(&format!("SELECT {COLS} FROM inbox WHERE id = ?1"), [id], from_row)
-            .optional()?)
+        let m = self.conn.query_row(&format!("SELECT {COLS} FROM inbox WHERE id = ?1"), [id], from_row).optional()?;
+        match m {
+            Some(mut m) => {
+                m.timeline = self.timeline(&m.id)?;
+                Ok(Some(m))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Ids stored but not yet confirmed to the server (they go with the next poll).
@@ -160,8 +185,15 @@ impl Store {
     pub fn mark_confirmed(&mut self, ids: &[String], now: Millis) -> Result<()> {
         self.write(|tx| {
             let mut st = tx.prepare_cached("UPDATE inbox SET confirmed_at = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?;
+            // This PC's record of `delivered` until the server's own (the received feed) replaces it.
+            let mut tl = tx.prepare_cached(
+                "INSERT OR IGNORE INTO timeline (mail_id, state, at, by, note, recorded)
+                 SELECT id, 'delivered', ?2, to_pc, NULL, 'local' FROM inbox WHERE id = ?1",
+            )?;
             for id in ids {
-                st.execute(params![id, now])?;
+                if st.execute(params![id, now])? == 1 {
+                    tl.execute(params![id, now])?;
+                }
             }
             Ok(())
         })
@@ -178,7 +210,10 @@ impl Store {
         let mut st = self
             .conn
             .prepare(&format!("SELECT {COLS} FROM inbox {filter} ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
-        let rows = st.query_map([limit as i64], from_row)?.collect::<rusqlite::Result<_>>()?;
+        let mut rows: Vec<InboxMail> = st.query_map([limit as i64], from_row)?.collect::<rusqlite::Result<_>>()?;
+        for m in &mut rows {
+            m.timeline = self.timeline(&m.id)?;
+        }
         Ok(rows)
     }
 

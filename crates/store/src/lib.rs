@@ -9,6 +9,7 @@ pub mod meta;
 pub mod outbox;
 pub mod retention;
 pub mod sent;
+pub mod timeline;
 pub mod cache;
 pub mod hookview;
 pub mod codemap;

@@ -8,6 +8,11 @@ pub const LAST_POLL_OK_AT: &str = "last_poll_ok_at";
 pub const LAST_POLL_ATTEMPT_AT: &str = "last_poll_attempt_at";
 pub const LAST_POLL_ERROR: &str = "last_poll_error";
 pub const UPDATES_CURSOR: &str = "updates_cursor";
+/// Why this PC is on the roster under another hostname than its own (the
+/// real one belongs to another label); absent when it has its own.
+pub const HOSTNAME_NOTE: &str = "hostname_note";
+/// The cursor of the received-mail feed (`poll.receivedSince`, feature `received-updates`).
+pub const RECEIVED_CURSOR: &str = "received_cursor";
 pub const ROSTER_VERSION: &str = "roster_version";
 pub const ROSTER_FETCHED_AT: &str = "roster_fetched_at";
 pub const LAST_SWEEP_AT: &str = "last_sweep_at";

@@ -35,6 +35,7 @@ impl Store {
                     .collect::<rusqlite::Result<_>>()?;
                 for id in &ids {
                     tx.execute("DELETE FROM presented WHERE id = ?1", [id])?;
+                    tx.execute("DELETE FROM timeline WHERE mail_id = ?1", [id])?;
                     tx.execute("DELETE FROM inbox WHERE id = ?1", [id])?;
                 }
                 Ok(ids.len())
@@ -46,11 +47,9 @@ impl Store {
         }
         loop {
             let n = self.write(|tx| {
-                Ok(tx.execute(
-                    "DELETE FROM sent WHERE id IN (SELECT id FROM sent WHERE state IN ('done', 'failed', 'expired') \
-                     AND state_at < ?1 LIMIT ?2)",
-                    params![cutoff, BAND_ROWS],
-                )?)
+                let band = "SELECT id FROM sent WHERE state IN ('done', 'failed', 'expired') AND state_at < ?1 LIMIT ?2";
+                tx.execute(&format!("DELETE FROM timeline WHERE mail_id IN ({band})"), params![cutoff, BAND_ROWS])?;
+                Ok(tx.execute(&format!("DELETE FROM sent WHERE id IN ({band})"), params![cutoff, BAND_ROWS])?)
             })?;
             out.sent += n;
             if n == 0 {

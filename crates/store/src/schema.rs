@@ -157,6 +157,36 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX inbox_hook ON inbox(hook_rank, status, created_at);
     CREATE INDEX inbox_hook_expiring ON inbox(status, expires_at, hook_rank) WHERE expires_at IS NOT NULL;
     "#,
+    // 4: every state change of received and sent mail, who and when (issue 16:
+    // the received timeline is recorded, not rebuilt). One row per (mail,
+    // state): the state machine reaches each state at most once. `recorded`
+    // says whose record it is: `server` (its own time and actor, from the
+    // updates feeds or `status`) or `local` (this PC's, until the server's
+    // replaces it). Backfilled from what the inbox and the sent list kept.
+    r#"
+    CREATE TABLE timeline (
+        mail_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        by TEXT NOT NULL,
+        note TEXT,
+        recorded TEXT NOT NULL,
+        PRIMARY KEY (mail_id, state)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO timeline SELECT id, 'new', created_at, from_pc, NULL, 'server' FROM inbox;
+    INSERT OR IGNORE INTO timeline SELECT id, 'delivered', confirmed_at, to_pc, NULL, 'local'
+        FROM inbox WHERE confirmed_at IS NOT NULL;
+    INSERT OR IGNORE INTO timeline SELECT id, 'seen', presented_at, to_pc || COALESCE('/' || presented_session, ''), NULL, 'local'
+        FROM inbox WHERE presented_at IS NOT NULL AND status <> 'new';
+    INSERT OR IGNORE INTO timeline SELECT id, status, status_at, COALESCE(status_by, to_pc),
+            CASE status WHEN 'failed' THEN fail_reason END, 'local'
+        FROM inbox WHERE status NOT IN ('new', 'delivered');
+    INSERT OR IGNORE INTO timeline
+        SELECT s.id, json_extract(j.value, '$.state'), json_extract(j.value, '$.at'), json_extract(j.value, '$.by'),
+            json_extract(j.value, '$.note'), CASE json_extract(j.value, '$.state') WHEN 'new' THEN 'local' ELSE 'server' END
+        FROM sent s, json_each(s.timeline) j
+        WHERE json_valid(s.timeline) AND json_extract(j.value, '$.state') IS NOT NULL;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;
@@ -178,4 +208,55 @@ pub fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Migration 4 fills the timeline from what a store of schema 3 kept:
+    /// received mail from its inbox row, sent mail from its JSON timeline.
+    #[test]
+    fn the_timeline_table_is_backfilled_from_the_inbox_and_the_sent_list() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..3] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        conn.execute_batch(
+            r#"
+            INSERT INTO inbox (id, from_pc, to_pc, kind, subject, body, urgent, auto, hop, created_at, received_at,
+                confirmed_at, status, status_at, status_by, fail_reason, presented_at, presented_session)
+            VALUES ('m1', 'pc-a', 'pc-b', 'note', '', 'b', 0, 0, 0, 10, 11, 12, 'failed', 30, 'pc-b/s1', 'disk full', 20, 's1'),
+                   ('m2', 'pc-a', 'pc-b', 'note', '', 'b', 0, 0, 0, 40, 41, NULL, 'new', 41, NULL, NULL, NULL, NULL);
+            INSERT INTO sent (id, to_pc, kind, subject, body, urgent, created_at, state, state_at, timeline)
+            VALUES ('m3', 'pc-c', 'note', '', 'b', 0, 50, 'seen', 70,
+                '[{"state":"new","at":50,"by":"pc-b","note":null},{"state":"delivered","at":60,"by":"pc-c"},{"state":"seen","at":70,"by":"pc-c/x"}]'),
+                   ('m4', 'pc-c', 'note', '', 'b', 0, 80, 'new', 80, 'not json');
+            "#,
+        )
+        .unwrap();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        let rows: Vec<(String, String, i64, String, Option<String>, String)> = conn
+            .prepare("SELECT mail_id, state, at, by, note, recorded FROM timeline ORDER BY mail_id, at")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let s = |a: &str| a.to_string();
+        assert_eq!(
+            rows,
+            vec![
+                (s("m1"), s("new"), 10, s("pc-a"), None, s("server")),
+                (s("m1"), s("delivered"), 12, s("pc-b"), None, s("local")),
+                (s("m1"), s("seen"), 20, s("pc-b/s1"), None, s("local")),
+                (s("m1"), s("failed"), 30, s("pc-b/s1"), Some(s("disk full")), s("local")),
+                (s("m2"), s("new"), 40, s("pc-a"), None, s("server")),
+                (s("m3"), s("new"), 50, s("pc-b"), None, s("local")),
+                (s("m3"), s("delivered"), 60, s("pc-c"), None, s("server")),
+                (s("m3"), s("seen"), 70, s("pc-c/x"), None, s("server")),
+            ]
+        );
+    }
 }

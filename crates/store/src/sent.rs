@@ -59,6 +59,7 @@ impl Store {
                         serde_json::to_string(&tl).unwrap()
                     ],
                 )?;
+                crate::timeline::record(tx, id, &tl[0], crate::timeline::Recorded::Local)?;
             }
             Ok(())
         })
@@ -71,6 +72,8 @@ impl Store {
                 .query_row("SELECT state, timeline FROM sent WHERE id = ?1", [&u.id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             let Some((state, tl)) = row else { return Ok(()) };
+            let e = TimelineEntry { state: u.state, at: u.at, by: u.by.clone(), note: None };
+            crate::timeline::record(tx, &u.id, &e, crate::timeline::Recorded::Server)?;
             let mut tl: Vec<TimelineEntry> = serde_json::from_str(&tl).unwrap_or_default();
             if !tl.iter().any(|e| e.state == u.state) {
                 tl.push(TimelineEntry { state: u.state, at: u.at, by: u.by.clone(), note: None });

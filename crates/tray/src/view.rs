@@ -110,11 +110,25 @@ pub fn state_of(m: &InboxMail, now: Millis) -> State {
     }
 }
 
-/// A received mail's timeline, from what the store keeps: created (sender),
+/// A received mail's timeline: the store's recorded one; for a row read
+/// without it, rebuilt from what the inbox row keeps: created (sender),
 /// delivered (confirmed by this PC), seen (presented or marked), and the
 /// final step. The store keeps only the latest local status change, so a
 /// `seen` before a `done` shows only when the hook's presentedAt recorded it.
 pub fn inbox_timeline(m: &InboxMail, me: &str, now: Millis) -> Vec<TimelineEntry> {
+    // Recorded (issue 16): the store keeps every change with the server's
+    // time and actor, the same timeline `pcmail status` and `read` show.
+    if !m.timeline.is_empty() {
+        let mut tl = m.timeline.clone();
+        // Past its expiry by the server's clock and the sweep has not run
+        // yet: shown expired now (as `inbox` does); the sweep's record follows.
+        if !tl.iter().any(|e| e.state.is_final()) && m.is_expired_at(now) {
+            if let Some(at) = m.expires_at {
+                tl.push(TimelineEntry { state: State::Expired, at, by: "server".into(), note: None });
+            }
+        }
+        return tl;
+    }
     let mut tl = vec![TimelineEntry { state: State::New, at: m.created_at, by: m.from.clone(), note: None }];
     if let Some(at) = m.confirmed_at {
         tl.push(TimelineEntry { state: State::Delivered, at, by: me.to_string(), note: None });
@@ -181,5 +195,34 @@ pub fn sent_view(m: &SentMail, with_body: bool) -> SentView {
         state: m.state,
         in_reply_to: m.in_reply_to.clone(),
         timeline: m.timeline.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcmail_core::{Mail, ReceivedUpdate};
+
+    /// Issue 16: the window shows the recorded timeline (the server's record,
+    /// the same `pcmail status` prints), not one rebuilt from the inbox row.
+    #[test]
+    fn the_window_shows_the_recorded_timeline_of_a_received_mail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = pcmail_store::Store::open(&dir.path().join("pc.db")).unwrap();
+        let mail: Mail = serde_json::from_value(serde_json::json!({
+            "id": "mail-1-000000e1", "from": "pc-a", "to": "pc-b", "kind": "decision", "subject": "s", "body": "b",
+            "urgent": false, "expiresAt": 1_000, "createdAt": 10, "state": "new",
+            "timeline": [{"state": "new", "at": 10, "by": "pc-a", "note": null}]
+        }))
+        .unwrap();
+        store.write(|tx| pcmail_store::inbox::insert_received(tx, &mail, 20)).unwrap();
+        let up = |seq, state, at, by: &str| ReceivedUpdate { seq, id: mail.id.clone(), state, at, by: by.into(), note: None };
+        store.apply_received_updates(&[up(2, State::Delivered, 25, "pc-b"), up(3, State::Expired, 1_300, "server")]).unwrap();
+        let m = store.inbox_get(&mail.id).unwrap().unwrap();
+        let v = mail_view(&m, "pc-b", 5_000, false, false);
+        assert_eq!(v.timeline, store.timeline(&mail.id).unwrap());
+        let got: Vec<_> = v.timeline.iter().map(|e| (e.state, e.at, e.by.as_str())).collect();
+        assert_eq!(got, [(State::New, 10, "pc-a"), (State::Delivered, 25, "pc-b"), (State::Expired, 1_300, "server")]);
+        assert_eq!(v.state, State::Expired);
     }
 }

@@ -11,7 +11,7 @@ pub(crate) fn import_mail(tx: &rusqlite::Transaction<'_>, mails: &[Mail]) -> OpR
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?;
     let mut ins_event = tx.prepare_cached(
-        "INSERT INTO event (mail_id, sender, state, at, by, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO event (mail_id, sender, state, at, by, note, recipient) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     for m in mails {
         let delivered_at = m.timeline.iter().find(|t| t.state == pcmail_core::State::Delivered).map(|t| t.at);
@@ -21,7 +21,7 @@ pub(crate) fn import_mail(tx: &rusqlite::Transaction<'_>, mails: &[Mail]) -> OpR
             m.hop, m.created_at, m.state.as_str(), m.broadcast_of, delivered_at, last_at
         ])?;
         for t in &m.timeline {
-            ins_event.execute(params![m.id, m.from, t.state.as_str(), t.at, t.by, t.note])?;
+            ins_event.execute(params![m.id, m.from, t.state.as_str(), t.at, t.by, t.note, m.to])?;
         }
     }
     Ok(())

@@ -233,6 +233,9 @@ pub(crate) fn transition(
         .execute(params![mail.id, next.as_str(), at])?;
     record_event(ctx, &mail.id, &mail.sender, next, at, by, note)?;
     ctx.touched.push(mail.sender.clone());
+    // The recipient's long poll wakes too: its received-updates feed has news
+    // (a server-side expiry, a mark made through another connection).
+    ctx.touched.push(mail.recipient.clone());
     Ok((next, true))
 }
 
@@ -246,7 +249,11 @@ pub(crate) fn record_event(
     note: Option<&str>,
 ) -> OpResult<()> {
     ctx.tx
-        .prepare_cached("INSERT INTO event (mail_id, sender, state, at, by, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        // The recipient is the mail row's (it is always written first): the received-updates feed reads it.
+        .prepare_cached(
+            "INSERT INTO event (mail_id, sender, state, at, by, note, recipient) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT recipient FROM mail WHERE id = ?1))",
+        )?
         .execute(params![mail_id, sender, state.as_str(), at, by, note])?;
     Ok(())
 }

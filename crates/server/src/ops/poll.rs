@@ -1,6 +1,7 @@
 //! poll: heartbeat, confirm → delivered, marks, then the mail still new for
 //! the caller (at least once) and the updates feed of mail it sent. Both reads
-//! go through partial indexes, so their cost does not grow with history.
+//! go through partial indexes, so their cost does not grow with history; so
+//! does the feed of mail it received, when it asks (`receivedSince`).
 
 use super::{fields, load_mail, mark::apply_marks, roster_version, transition, StoredMail, MAIL_COLUMNS};
 use crate::engine::{Ctx, OpResult};
@@ -40,6 +41,16 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
     if let Some(l) = lease {
         out.insert("lease".into(), l);
     }
+    // Only a caller that asks gets the second feed: an older client sees the answer it knows.
+    if let Some(since) = args.received_since {
+        let (received, more_received) = received_updates_for(ctx, since)?;
+        let cursor = received.last().and_then(|u| u["seq"].as_i64()).unwrap_or(since);
+        out.insert("receivedUpdates".into(), Value::Array(received));
+        out.insert("receivedCursor".into(), json!(cursor));
+        if more_received {
+            out.insert("more".into(), Value::Bool(true));
+        }
+    }
     Ok(out)
 }
 
@@ -58,6 +69,24 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
     }
     let more = out.len() > limit;
     out.truncate(limit);
+    Ok((out, more))
+}
+
+/// State changes of mail the caller received, after `since`, oldest first,
+/// with the note the timeline has (fail reason, `ack`, `reply:<id>`).
+fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool)> {
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT seq, mail_id, state, at, by, note FROM event WHERE recipient = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
+        Ok(json!({
+            "seq": r.get::<_, i64>(0)?, "id": r.get::<_, String>(1)?, "state": r.get::<_, String>(2)?,
+            "at": r.get::<_, i64>(3)?, "by": r.get::<_, String>(4)?, "note": r.get::<_, Option<String>>(5)?,
+        }))
+    })?;
+    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let more = out.len() > limits::UPDATES_MAX;
+    out.truncate(limits::UPDATES_MAX);
     Ok((out, more))
 }
 

@@ -1,0 +1,58 @@
+//! Issue 16 point 12: a PC is on the roster under its machine's real
+//! hostname. Hostnames are unique on the roster, so a second label on the
+//! same machine follows the documented rule (`<hostname>.<label>`) and says
+//! so, naming the label that holds the real one.
+
+use pcmail_client::config::{Config, Paths, ServerConfig};
+use pcmail_client::sync::roster_hostname;
+use pcmail_client::transport::Embedded;
+use pcmail_client::Client;
+use pcmail_core::Millis;
+use pcmail_store::meta;
+use std::path::Path;
+
+fn clock() -> Millis {
+    1_800_000_000_000
+}
+
+fn pc(home: &Path, db: &Path, label: &str) -> Client {
+    let config = Config {
+        label: label.into(),
+        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
+        poll_interval_secs: 0,
+        notify_webhook: None,
+        native_notifications: false,
+        installation: None,
+        retention_days: None,
+        subject_tags: None,
+        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
+    };
+    Client::with(Paths::at(home), config, Box::new(Embedded::open(db, label, clock).unwrap()), clock).unwrap()
+}
+
+#[test]
+fn the_first_label_gets_the_real_hostname_and_a_second_one_on_the_machine_is_told_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("server.db");
+    let real = roster_hostname(&pcmail_client::config::hostname(), "x");
+    let mut a = pc(&dir.path().join("a"), &db, "pc-a");
+    a.sync_once(0).unwrap();
+    let mut b = pc(&dir.path().join("b"), &db, "pc-b");
+    b.sync_once(0).unwrap();
+
+    let roster = b.refresh_roster().unwrap();
+    let host_of = |l: &str| roster.iter().find(|p| p.label == l).unwrap().hostname.clone();
+    assert_eq!(host_of("pc-a"), real, "the machine's own hostname, nothing invented");
+    assert_eq!(host_of("pc-b"), format!("{real}.pc-b"), "the documented rule");
+    assert_eq!(a.store.meta_get(meta::HOSTNAME_NOTE).unwrap(), None);
+    let note = b.store.meta_get(meta::HOSTNAME_NOTE).unwrap().expect("pc-b is told");
+    assert!(note.contains(&format!("{real:?} is already on the roster for pc-a")), "{note}");
+    assert!(note.contains(&format!("listed as \"{real}.pc-b\"")), "{note}");
+}
+
+#[test]
+fn a_hostname_keeps_only_the_rosters_characters() {
+    assert_eq!(roster_hostname("KIM-LT", "kim"), "KIM-LT");
+    assert_eq!(roster_hostname("kim's laptop", "kim"), "kimslaptop");
+    assert_eq!(roster_hostname("ノート", "kim"), "kim");
+}

@@ -1,0 +1,70 @@
+//! Issue 16: a receiving PC's long poll (with `receivedSince`) wakes when the
+//! server changes mail it received on its own (the sweep's `expired`), so
+//! the PC records the server's time at once. HTTP on 127.0.0.1 port 0.
+
+use pcmail_server::{serve_with_listener, ServeOptions};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+const TOKEN: &str = "received-long-poll-token";
+
+async fn call(url: &str, body: Value) -> Value {
+    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+fn req(pc: &str, op: &str, args: Value) -> Value {
+    json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/api", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let opts = ServeOptions::new(dir.path().join("server.db"), TOKEN);
+    tokio::spawn(async move {
+        serve_with_listener(listener, opts, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    for pc in ["pc-a", "pc-b"] {
+        let r = call(&url, req(pc, "roster.set", json!({"label": pc, "hostname": pc.to_uppercase()}))).await;
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    let id = "mail-1-0000e001";
+    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": id, "to": "pc-b", "body": "x", "expiresIn": 1}}))).await;
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let r = call(&url, req("pc-b", "poll", json!({"confirm": [id], "receivedSince": 0}))).await;
+    assert_eq!(r["receivedUpdates"][0]["state"], json!("delivered"), "{r}");
+    let cursor = r["receivedCursor"].as_i64().unwrap();
+
+    // An older client's long poll (no receivedSince) is not woken by it.
+    let u = url.clone();
+    let plain = tokio::spawn(async move { call(&u, req("pc-b", "poll", json!({"waitMs": 1500}))).await });
+    let u = url.clone();
+    let waiting = tokio::spawn(async move {
+        let r = call(&u, req("pc-b", "poll", json!({"waitMs": 10000, "receivedSince": cursor}))).await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let swept_at = Instant::now();
+    let r = call(&url, req("pc-a", "sweep", json!({}))).await;
+    assert_eq!(r["expired"], json!(1), "{r}");
+
+    let (r, got_at) = waiting.await.unwrap();
+    let u = &r["receivedUpdates"][0];
+    assert_eq!((&u["id"], &u["state"], &u["by"]), (&json!(id), &json!("expired"), &json!("server")), "{r}");
+    assert!(r["receivedCursor"].as_i64().unwrap() > cursor);
+    assert!(got_at.duration_since(swept_at) < Duration::from_secs(1), "took {:?}", got_at.duration_since(swept_at));
+
+    let r = plain.await.unwrap();
+    assert_eq!(r["ok"], json!(true));
+    assert!(r.get("receivedUpdates").is_none(), "an older client's answer is unchanged: {r}");
+    let _ = stop.send(());
+}
