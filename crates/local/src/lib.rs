@@ -5,7 +5,10 @@
 
 pub mod config;
 pub mod hook;
+pub mod leases;
 pub mod locks;
+pub mod process;
+pub mod repo;
 pub mod spawn;
 
 use pcmail_core::Millis;

@@ -12,6 +12,7 @@ pub mod sent;
 pub mod cache;
 pub mod hookview;
 pub mod codemap;
+pub mod leases;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
