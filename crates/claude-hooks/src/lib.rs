@@ -13,7 +13,10 @@
 //! {"hooks": {
 //!   "SessionStart":     [{"matcher": "startup|resume|clear|compact",
 //!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
-//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
+//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "PreToolUse":       [{"matcher": "Edit|Write|MultiEdit|NotebookEdit",
+//!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "SessionEnd":       [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
 //! }}
 //! ```
 //!
@@ -97,7 +100,7 @@ pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent {
     event: EVENT_USER_PROMPT_SUBMIT,
     matcher: None,
 };
-/// Not registered yet: the lead switches it on when its handler exists.
+/// The lease guard (issue 10): only the tools that write files.
 pub const PRE_TOOL_USE: HookEvent = HookEvent {
     event: EVENT_PRE_TOOL_USE,
     matcher: Some(PRE_TOOL_USE_MATCHER),
@@ -107,14 +110,14 @@ pub const STOP: HookEvent = HookEvent {
     event: EVENT_STOP,
     matcher: None,
 };
-/// Not registered yet: the lead switches it on when its handler exists.
+/// Records a session's end and queues the release of its leases (issue 10).
 pub const SESSION_END: HookEvent = HookEvent {
     event: EVENT_SESSION_END,
     matcher: None,
 };
 
 /// The events `pcmail hooks install` registers today.
-pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
+pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE, SESSION_END];
 
 /// The file name of the separate hook binary on this OS.
 pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {

@@ -4,6 +4,7 @@
 //! are built on it.
 
 pub mod config;
+pub mod githook;
 pub mod hook;
 pub mod leases;
 pub mod locks;

@@ -102,10 +102,11 @@ pub fn looks_like_claude(desc: &str) -> bool {
 }
 
 /// The Claude Code process this process runs under, looking at most 12
-/// ancestors up. `PCMAIL_CLAUDE_PID` names it instead (tests, wrappers).
+/// ancestors up. `PCMAIL_CLAUDE_PID` names it instead (tests, wrappers;
+/// `0`: there is none).
 pub fn claude_ancestor() -> Option<ProcId> {
-    if let Some(pid) = std::env::var("PCMAIL_CLAUDE_PID").ok().and_then(|p| p.trim().parse::<i64>().ok()) {
-        return ProcId::of(pid);
+    if let Ok(pid) = std::env::var("PCMAIL_CLAUDE_PID") {
+        return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
     }
     let mut pid = std::process::id() as i64;
     for _ in 0..12 {

@@ -126,30 +126,10 @@ fn root_commit(root: &Path) -> Option<String> {
 /// file being created does not exist yet). None outside any repo.
 pub fn repo_relative(path: &Path) -> Option<(RepoInfo, String)> {
     let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
-    // Resolve the longest existing ancestor; keep the rest as written (minus `.`/`..`).
-    let mut existing = abs.clone();
-    let mut tail: Vec<std::ffi::OsString> = vec![];
-    let resolved = loop {
-        match existing.canonicalize() {
-            Ok(c) => break c,
-            Err(_) => {
-                tail.push(existing.file_name()?.to_os_string());
-                if !existing.pop() {
-                    return None;
-                }
-            }
-        }
+    let full = match abs.canonicalize() {
+        Ok(c) => c,
+        Err(_) => resolve_partly(&abs)?,
     };
-    let mut full = resolved;
-    for part in tail.iter().rev() {
-        match part.to_str() {
-            Some("..") => {
-                full.pop();
-            }
-            Some(".") => {}
-            _ => full.push(part),
-        }
-    }
     let start = if full.is_dir() { full.clone() } else { full.parent()?.to_path_buf() };
     let mut probe = start;
     while !probe.exists() {
@@ -161,6 +141,30 @@ pub fn repo_relative(path: &Path) -> Option<(RepoInfo, String)> {
     let rel = full.strip_prefix(&info.root).ok()?;
     let rel: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
     Some((info, rel.join("/")))
+}
+
+/// A path that does not (all) exist yet, resolved one component at a time:
+/// symlinks in the part that exists, `..` after them (so `a/link/..` is the
+/// link target's parent, as the OS sees it), `.` dropped.
+fn resolve_partly(abs: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => out.push(c.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if let Ok(real) = out.canonicalize() {
+                    out = real;
+                }
+            }
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
