@@ -84,6 +84,7 @@ impl Client {
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
+                lease: None,
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {

@@ -26,10 +26,14 @@ pub enum ErrorCode {
     NotConfigured,
     /// The caller's label is bound to another installation's credential.
     LabelTaken,
+    /// A lease is held by someone else (the error carries that `lease`).
+    Held,
+    /// A lease's holder stopped renewing it: taking it needs evidence.
+    Stale,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -49,6 +53,8 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::NotConfigured,
         ErrorCode::LabelTaken,
+        ErrorCode::Held,
+        ErrorCode::Stale,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +78,8 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::NotConfigured => "not_configured",
             ErrorCode::LabelTaken => "label_taken",
+            ErrorCode::Held => "held",
+            ErrorCode::Stale => "stale",
         }
     }
 
@@ -101,11 +109,14 @@ pub struct ProtoError {
     pub field: Option<String>,
     /// Suggestions for `unknown_recipient` (never used to deliver).
     pub candidates: Option<Vec<String>>,
+    /// The lease in the way, for `held` and `stale` (its holder, description,
+    /// since when, last heartbeat).
+    pub lease: Option<Value>,
 }
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None }
+        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -113,7 +124,12 @@ impl ProtoError {
             message: message.into(),
             field: Some(field.to_string()),
             candidates: None,
+            lease: None,
         }
+    }
+    pub fn with_lease(mut self, lease: Value) -> Self {
+        self.lease = Some(lease);
+        self
     }
     pub fn with_candidates(mut self, c: Vec<String>) -> Self {
         self.candidates = Some(c);
@@ -128,6 +144,9 @@ impl ProtoError {
         }
         if let Some(c) = &self.candidates {
             e["candidates"] = json!(c);
+        }
+        if let Some(l) = &self.lease {
+            e["lease"] = l.clone();
         }
         json!({"ok": false, "error": e})
     }
@@ -144,6 +163,7 @@ impl ProtoError {
             candidates: e.get("candidates").and_then(Value::as_array).map(|a| {
                 a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
             }),
+            lease: e.get("lease").filter(|l| l.is_object()).cloned(),
         })
     }
 }

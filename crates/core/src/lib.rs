@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod ids;
+pub mod lease;
 pub mod model;
 pub mod present;
 pub mod protocol;

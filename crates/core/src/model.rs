@@ -208,6 +208,8 @@ pub enum AlertKind {
     StalePc,
     /// Apps Script: the time trigger runs other code than the deployed web app.
     StaleDeploy,
+    /// A lease stale for over an hour (subject: the resource; pc: the holder's).
+    StaleLease,
     /// A kind this build does not know (a newer server): still listed.
     #[serde(other)]
     Other,
@@ -220,6 +222,7 @@ impl AlertKind {
             AlertKind::Undelivered => "undelivered",
             AlertKind::StalePc => "stale_pc",
             AlertKind::StaleDeploy => "stale_deploy",
+            AlertKind::StaleLease => "stale_lease",
             AlertKind::Other => "other",
         }
     }
@@ -229,6 +232,7 @@ impl AlertKind {
             "undelivered" => Some(AlertKind::Undelivered),
             "stale_pc" => Some(AlertKind::StalePc),
             "stale_deploy" => Some(AlertKind::StaleDeploy),
+            "stale_lease" => Some(AlertKind::StaleLease),
             _ => None,
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::ids::{is_valid_any_id, is_valid_mail_id};
+use crate::lease::{parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release};
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
@@ -33,6 +34,10 @@ pub enum Op {
     Status { ids: Vec<String> },
     Sweep,
     Alerts { open_only: bool },
+    LeaseClaim(Claim),
+    LeaseRelease(Release),
+    LeaseList(ListArgs),
+    LeaseCheck { resource: String, fence: i64 },
 }
 
 impl Op {
@@ -48,6 +53,10 @@ impl Op {
             Op::Status { .. } => "status",
             Op::Sweep => "sweep",
             Op::Alerts { .. } => "alerts",
+            Op::LeaseClaim(_) => "lease.claim",
+            Op::LeaseRelease(_) => "lease.release",
+            Op::LeaseList(_) => "lease.list",
+            Op::LeaseCheck { .. } => "lease.check",
         }
     }
 
@@ -75,11 +84,18 @@ impl Op {
                 if p.wait_ms > 0 {
                     v["waitMs"] = json!(p.wait_ms);
                 }
+                if let Some(l) = &p.lease {
+                    v["lease"] = l.to_json();
+                }
                 v
             }
             Op::Mark { marks } => json!({"marks": good_marks(marks)}),
             Op::Status { ids } => json!({"ids": ids}),
             Op::Alerts { open_only } => json!({"open": open_only}),
+            Op::LeaseClaim(c) => json!(c),
+            Op::LeaseRelease(r) => json!(r),
+            Op::LeaseList(l) => json!(l),
+            Op::LeaseCheck { resource, fence } => json!({"resource": resource, "fence": fence}),
         }
     }
 }
@@ -120,23 +136,27 @@ pub struct PollArgs {
     pub limit: usize,
     pub since: i64,
     pub wait_ms: i64,
+    /// Heartbeats and releases of leases (feature `leases`).
+    pub lease: Option<PollLease>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0 }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_LEASES];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
 pub const FEATURE_EXPIRES_IN: &str = "expires-in";
 /// `cred` in the envelope and `roster.set` with `claim`: a label belongs to one installation.
 pub const FEATURE_LABEL_BINDING: &str = "label-binding";
+/// `lease.*` ops and the poll's `lease` argument (issue 10).
+pub const FEATURE_LEASES: &str = "leases";
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
 /// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
@@ -287,7 +307,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             if !(0..=limits::WAIT_MS_MAX).contains(&wait_ms) {
                 return Err(ProtoError::field("waitMs", format!("waitMs must be 0..{}", limits::WAIT_MS_MAX)));
             }
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms })
+            let lease = match args.get("lease") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(parse_poll_lease(v)?),
+            };
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
@@ -303,6 +327,13 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         }
         "sweep" => Op::Sweep,
         "alerts" => Op::Alerts { open_only: opt_bool(args, "open")?.unwrap_or(true) },
+        "lease.claim" => Op::LeaseClaim(parse_claim(args)?),
+        "lease.release" => Op::LeaseRelease(parse_release(args)?),
+        "lease.list" => Op::LeaseList(parse_list(args)?),
+        "lease.check" => {
+            let (resource, fence) = parse_check(args)?;
+            Op::LeaseCheck { resource, fence }
+        }
         other => {
             return Err(ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {other:?}")));
         }

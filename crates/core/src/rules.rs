@@ -45,6 +45,58 @@ pub fn check_mark_text(op: MarkOp, by: &str, reason: Option<&str>) -> Result<(),
     Ok(())
 }
 
+/// A lease's resource name: like a label (lower-case `a-z 0-9 . _ -`,
+/// starting with a letter or digit) plus `/` and `:`, up to 100 characters
+/// (`staging-deploy`, `gpu-host-a:2`, `module/auth`). The CLI checks it
+/// before it sends; both servers when they parse.
+pub fn check_resource(s: &str) -> Result<(), ProtoError> {
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= crate::lease::RESOURCE_MAX_CHARS
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-' | b'/' | b':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ProtoError::field(
+            "resource",
+            format!("resource {s:?} is not valid: 1-100 characters of lower-case a-z 0-9 . _ - / :, starting with a letter or digit"),
+        ))
+    }
+}
+
+/// One file glob of a lease: repo-relative with `/` separators (`src/**/*.rs`),
+/// 1-400 characters, no control characters, no `\\`, no leading `/` or drive
+/// letter, and no `..` segment (a lease never reaches outside its repo).
+pub fn check_file_glob(glob: &str) -> Result<(), ProtoError> {
+    let bad = |why: &str| Err(ProtoError::field("files", format!("file glob {glob:?} {why}")));
+    if glob.is_empty() || glob.chars().count() > crate::lease::GLOB_MAX_CHARS {
+        return bad("must be 1-400 characters");
+    }
+    if glob.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')) {
+        return bad("contains control characters");
+    }
+    if glob.contains('\\') {
+        return bad("must use / as the separator");
+    }
+    let b = glob.as_bytes();
+    if b[0] == b'/' || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':') {
+        return bad("must be relative to the repo root");
+    }
+    if glob.split('/').any(|seg| seg == "..") {
+        return bad("must not contain a .. segment");
+    }
+    Ok(())
+}
+
+/// A lease's `files`: at most 200 globs, each passing [`check_file_glob`].
+pub fn check_lease_files(files: &[String]) -> Result<(), ProtoError> {
+    if files.len() > crate::lease::FILES_MAX {
+        return Err(ProtoError::field("files", format!("at most {} globs in \"files\"", crate::lease::FILES_MAX)));
+    }
+    files.iter().try_for_each(|g| check_file_glob(g))
+}
+
 /// The actor name for marks made by `label`, optionally from a session.
 /// Never refused: whatever a hook is fed as a session id, only `[A-Za-z0-9._-]`
 /// survive (a newline in a session id once stopped a PC's mail for good).
@@ -114,6 +166,28 @@ mod tests {
         assert_eq!(actor("pc-b", Some("\u{200b}\u{1b}")), "pc-b");
         assert_eq!(actor("pc-b", None), "pc-b");
         assert_eq!(sanitize_actor("\n\t"), "unknown");
+    }
+
+    #[test]
+    fn resource_names_are_labels_with_slash_and_colon() {
+        for ok in ["staging-deploy", "gpu-host-a:2", "module/auth", "0", &"a".repeat(100)] {
+            assert!(check_resource(ok).is_ok(), "{ok:?} refused");
+        }
+        for bad in ["", "Staging", "-x", "/x", "a b", "a\nb", "é", &"a".repeat(101)] {
+            assert_eq!(check_resource(bad).unwrap_err().field.as_deref(), Some("resource"), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn globs_stay_inside_the_repo() {
+        for ok in ["src/**/*.rs", "a/b.c", "*.md", "dir/..x/y", "a..b"] {
+            assert!(check_file_glob(ok).is_ok(), "{ok:?} refused");
+        }
+        for bad in ["", "/etc/x", "../x", "a/../b", "a/..", "C:/x", "a\\b", "a\u{1b}b", &"x".repeat(401)] {
+            assert!(check_file_glob(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(check_lease_files(&vec!["a".to_string(); 200]).is_ok());
+        assert!(check_lease_files(&vec!["a".to_string(); 201]).is_err());
     }
 
     proptest! {

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use pcmail_core::model::limits;
+use pcmail_core::lease::PollLease;
 use pcmail_core::protocol::{parse_request_bytes, Op, PollArgs, Request};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::{json, Value};
@@ -300,11 +301,16 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
         if nothing_to_return(&first) {
             let rx = w.rx.as_mut().expect("a live waiter has its receiver");
             let mut stopping = state.stopping.clone();
-            if let Some(later) = long_poll(&state.engine, &req, args, rx, &mut stopping, Duration::from_millis(wait_ms as u64)).await {
-                // The confirms and marks were applied by the first pass; report them from it.
+            let mut args = args.clone();
+            if let (Some(l), Some(v)) = (args.lease.as_mut(), first["lease"]["version"].as_i64()) {
+                l.known = v;
+            }
+            if let Some(later) = long_poll(&state.engine, &req, &args, rx, &mut stopping, Duration::from_millis(wait_ms as u64)).await {
+                // The confirms, marks and lease renewals were applied by the first pass; report them from it.
                 let mut later = later;
                 later["confirmed"] = first["confirmed"].clone();
                 later["marks"] = first["marks"].clone();
+                merge_lease(&first, &mut later);
                 return Json(later);
             }
         }
@@ -324,6 +330,25 @@ fn nothing_to_return(resp: &Value) -> bool {
     resp["ok"] == json!(true)
         && resp["mail"].as_array().is_some_and(|a| a.is_empty())
         && resp["updates"].as_array().is_some_and(|a| a.is_empty())
+        // A lease lost, or the leases changed: the PC's guard cache must hear of it now.
+        && resp["lease"]["lost"].as_array().is_none_or(|a| a.is_empty())
+        && resp["lease"].get("list").is_none()
+}
+
+/// The long poll's later pass saw only what changed since the first: the
+/// first pass's renewals, releases, errors and lost reports come from it.
+fn merge_lease(first: &Value, later: &mut Value) {
+    let Some(f) = first.get("lease") else { return };
+    let Some(l) = later.get_mut("lease") else {
+        later["lease"] = f.clone();
+        return;
+    };
+    for k in ["renewed", "released", "errors"] {
+        l[k] = f[k].clone();
+    }
+    let mut lost = f["lost"].as_array().cloned().unwrap_or_default();
+    lost.extend(l["lost"].as_array().cloned().unwrap_or_default());
+    l["lost"] = Value::Array(lost);
 }
 
 /// Waits for a wake-up of the caller's label, then polls again (without the
@@ -347,7 +372,15 @@ async fn long_poll(
         pc: req.pc.clone(),
         token: req.token.clone(),
         cred: req.cred.clone(),
-        op: Op::Poll(PollArgs { confirm: vec![], marks: vec![], limit: args.limit, since: args.since, wait_ms: 0 }),
+        op: Op::Poll(PollArgs {
+            confirm: vec![],
+            marks: vec![],
+            limit: args.limit,
+            since: args.since,
+            wait_ms: 0,
+            // Only to hear of leases lost or changed since the first pass (nothing renewed twice).
+            lease: args.lease.as_ref().map(|l| PollLease { renew: vec![], release: vec![], known: l.known }),
+        }),
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -129,6 +129,74 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE pc ADD COLUMN cred_hash TEXT;
     "#,
+    // 6: leases (issue 10). One row per grant; `lease_fence` keeps the last
+    // fence of each resource so a fence is never reused, whatever is deleted.
+    r#"
+    INSERT INTO meta (key, value) VALUES ('lease_version', 0);
+    CREATE TABLE lease (
+        id             INTEGER PRIMARY KEY,
+        resource       TEXT NOT NULL,
+        fence          INTEGER NOT NULL,
+        repo           TEXT NOT NULL,
+        description    TEXT NOT NULL,
+        files          TEXT NOT NULL,      -- JSON array of globs
+        mode           TEXT NOT NULL,      -- exclusive | shared
+        holder_pc      TEXT NOT NULL,
+        holder_session TEXT NOT NULL,
+        holder_name    TEXT,
+        claim_id       TEXT NOT NULL UNIQUE,
+        granted_at     INTEGER NOT NULL,
+        heartbeat_at   INTEGER NOT NULL,
+        ttl_expires_at INTEGER,
+        state          TEXT NOT NULL,      -- held | stale | released | expired
+        ended_at       INTEGER,
+        UNIQUE (resource, fence)
+    );
+    -- Live leases by resource (claims, checks, the poll's list).
+    CREATE INDEX lease_live ON lease (resource, fence) WHERE state IN ('held', 'stale');
+    -- Staleness: heartbeat leases still held, oldest heartbeat first.
+    CREATE INDEX lease_heartbeat ON lease (heartbeat_at) WHERE state = 'held' AND ttl_expires_at IS NULL;
+    -- Expiry of TTL leases.
+    CREATE INDEX lease_ttl ON lease (ttl_expires_at) WHERE state IN ('held', 'stale') AND ttl_expires_at IS NOT NULL;
+    -- lease.list with `all`: what ended in the last 24 h.
+    CREATE INDEX lease_ended ON lease (ended_at) WHERE ended_at IS NOT NULL;
+
+    CREATE TABLE lease_fence (
+        resource TEXT PRIMARY KEY,
+        last     INTEGER NOT NULL
+    );
+
+    -- The timeline of every lease, in order (`seq`). A taken_over entry has
+    -- the old lease's fence and the new one's in `new_fence`.
+    CREATE TABLE lease_event (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        resource  TEXT NOT NULL,
+        fence     INTEGER NOT NULL,
+        new_fence INTEGER,
+        at        INTEGER NOT NULL,
+        event     TEXT NOT NULL,
+        by        TEXT NOT NULL,
+        reason    TEXT,
+        evidence  TEXT,
+        detail    TEXT
+    );
+    CREATE INDEX lease_event_by_fence ON lease_event (resource, fence, seq);
+    CREATE INDEX lease_event_by_new_fence ON lease_event (resource, new_fence) WHERE new_fence IS NOT NULL;
+
+    -- Leases a PC lost by someone else's doing, not yet reported to it
+    -- (deleted once a poll of that PC reported them).
+    CREATE TABLE lease_lost (
+        id       INTEGER PRIMARY KEY,
+        pc       TEXT NOT NULL,
+        resource TEXT NOT NULL,
+        fence    INTEGER NOT NULL,
+        taken_by TEXT,                    -- JSON holder, or NULL
+        at       INTEGER NOT NULL,
+        reason   TEXT,
+        event    TEXT NOT NULL
+    );
+    CREATE INDEX lease_lost_by_pc ON lease_lost (pc, id);
+    "#,
 ];
 
 pub fn schema_version() -> usize {

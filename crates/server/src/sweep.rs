@@ -56,6 +56,9 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         }
     }
 
+    // 5. Leases: stale, TTL expiry (alerts below).
+    let leases = crate::ops::lease::refresh(ctx)?;
+
     let conditions = current_conditions(ctx)?;
     let (mut opened, mut updated, mut resolved) = (0, 0, 0);
     let mut holding = HashSet::new();
@@ -108,6 +111,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     Ok(fields(json!({
         "expired": expired,
         "alerts": {"opened": opened, "updated": updated, "resolved": resolved},
+        "leases": {"stale": leases.stale, "expired": leases.expired},
     })))
 }
 
@@ -170,6 +174,10 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
             subject: label.clone(),
             pc: label,
         });
+    }
+    // 5. a lease stale for over an hour (one alert per resource).
+    for (resource, pc, message) in crate::ops::lease::stale_over_an_hour(ctx)? {
+        out.push(Condition { kind: AlertKind::StaleLease, subject: resource, pc, message });
     }
     Ok(out)
 }

@@ -2,6 +2,7 @@
 //! recording a transition with who and when).
 
 pub mod import;
+pub(crate) mod lease;
 mod mark;
 mod poll;
 mod roster;
@@ -53,6 +54,22 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
         }
         Op::Sweep => crate::sweep::sweep(ctx),
         Op::Alerts { open_only } => crate::sweep::list_alerts(ctx, *open_only),
+        Op::LeaseClaim(c) => {
+            require_on_roster(ctx)?;
+            lease::claim(ctx, c)
+        }
+        Op::LeaseRelease(r) => {
+            require_on_roster(ctx)?;
+            lease::release(ctx, r)
+        }
+        Op::LeaseList(a) => {
+            require_on_roster(ctx)?;
+            lease::list(ctx, a)
+        }
+        Op::LeaseCheck { resource, fence } => {
+            require_on_roster(ctx)?;
+            lease::check(ctx, resource, *fence)
+        }
     }
 }
 

@@ -25,14 +25,22 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
         confirmed.push(Value::String(mail.id));
     }
     let marks = apply_marks(ctx, &args.marks)?;
+    let lease = match &args.lease {
+        Some(l) => Some(super::lease::poll_lease(ctx, l)?),
+        None => None,
+    };
 
     let (mail, more_mail) = new_mail_for(ctx, args.limit)?;
     let (updates, more_updates) = updates_for(ctx, args.since)?;
     let cursor = updates.last().and_then(|u| u["seq"].as_i64()).unwrap_or(args.since);
-    Ok(fields(json!({
+    let mut out = fields(json!({
         "mail": mail, "confirmed": confirmed, "marks": marks, "updates": updates,
         "cursor": cursor, "more": more_mail || more_updates, "rosterVersion": roster_version(ctx)?,
-    })))
+    }));
+    if let Some(l) = lease {
+        out.insert("lease".into(), l);
+    }
+    Ok(out)
 }
 
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
