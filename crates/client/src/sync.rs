@@ -69,6 +69,8 @@ impl Client {
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
         self.claim_label_once()?;
         self.flush_outbox(report, false)?;
+        // Leases claimed while the server was unreachable: claimed again (same claim id).
+        self.confirm_unconfirmed()?;
         // A mark an older pcmail queued with text the server refuses must
         // never hold up the poll: dropped here with a record.
         report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
@@ -77,14 +79,21 @@ impl Client {
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
             let due = self.store.due_marks(now, limits::MARKS_MAX)?;
             let since = self.store.meta_i64(meta::UPDATES_CURSOR)?.unwrap_or(0);
-            let idle = confirm.is_empty() && due.is_empty();
+            // Lease heartbeats and releases ride the first round's poll (no extra request).
+            let (lease, lease_releases) = if round == 0 {
+                let (arg, releases) = self.lease_poll_arg(now)?;
+                (Some(arg), releases)
+            } else {
+                (None, vec![])
+            };
+            let idle = confirm.is_empty() && due.is_empty() && lease_releases.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
                 marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
-                lease: None,
+                lease,
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -103,6 +112,9 @@ impl Client {
             report.confirmed += confirmed.len();
             self.store.mark_confirmed(&confirmed, now)?;
             self.apply_mark_results(&resp, &due, now, report)?;
+            if round == 0 {
+                self.apply_lease_answer(&resp, &lease_releases, now)?;
+            }
 
             let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();
             let fetched = mails.len();
