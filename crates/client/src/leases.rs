@@ -74,6 +74,21 @@ fn answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, Cli
 }
 
 impl Client {
+    /// A lease op; a PC the server does not know yet (no poll since `init`)
+    /// registers and asks again.
+    fn call_registered(&mut self, op: &Op) -> Result<Value, CallError> {
+        match self.transport.call(op) {
+            Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
+                self.register_self().map_err(|e| match e {
+                    ClientError::Call(c) => c,
+                    other => CallError::Transient(other.to_string()),
+                })?;
+                self.transport.call(op)
+            }
+            other => other,
+        }
+    }
+
     /// `lease.claim`. Granted: kept as this PC's, following `follow`.
     /// Unreachable: kept as unconfirmed (the poller retries with the same
     /// claim id). Refused `held`/`stale`: the server's error (with the lease).
@@ -110,7 +125,7 @@ impl Client {
             release_reason: None,
             release_queued_at: None,
         };
-        match self.transport.call(&Op::LeaseClaim(claim)) {
+        match self.call_registered(&Op::LeaseClaim(claim)) {
             Ok(v) => {
                 let a: ClaimAnswer = answer(v, "lease.claim")?;
                 mine.fence = Some(a.lease.fence);
@@ -154,7 +169,7 @@ impl Client {
                 continue;
             };
             let rel = Release { resource: l.resource.clone(), fence, by: self.actor_of(&l.session), reason: reason.map(str::to_string) };
-            match self.transport.call(&Op::LeaseRelease(rel)) {
+            match self.call_registered(&Op::LeaseRelease(rel)) {
                 Ok(v) => {
                     let a: ReleaseAnswer = answer(v, "lease.release")?;
                     self.store.lease_mine_remove(&l.claim_id)?;
@@ -181,13 +196,13 @@ impl Client {
 
     /// `lease.list` from the server.
     pub fn lease_list(&mut self, args: ListArgs) -> Result<ListAnswer, ClientError> {
-        let v = self.transport.call(&Op::LeaseList(args))?;
+        let v = self.call_registered(&Op::LeaseList(args))?;
         answer(v, "lease.list")
     }
 
     /// `lease.check`: asks the server, never a cache.
     pub fn lease_check(&mut self, resource: &str, fence: i64) -> Result<CheckAnswer, ClientError> {
-        let v = self.transport.call(&Op::LeaseCheck { resource: resource.to_string(), fence })?;
+        let v = self.call_registered(&Op::LeaseCheck { resource: resource.to_string(), fence })?;
         answer(v, "lease.check")
     }
 
@@ -257,7 +272,7 @@ impl Client {
                 continue;
             };
             let rel = Release { resource: l.resource.clone(), fence, by: self.actor_of(&l.session), reason: l.release_reason.clone() };
-            match self.transport.call(&Op::LeaseRelease(rel)) {
+            match self.call_registered(&Op::LeaseRelease(rel)) {
                 Ok(_) => {
                     self.store.lease_mine_remove(&l.claim_id)?;
                     sent += 1;
@@ -291,7 +306,7 @@ impl Client {
                 ttl_ms: l.ttl_expires_at.map(|t| (t - now).max(pcmail_core::lease::TTL_MIN_MS)),
                 takeover: None,
             };
-            match self.transport.call(&Op::LeaseClaim(claim)) {
+            match self.call_registered(&Op::LeaseClaim(claim)) {
                 Ok(v) => {
                     let a: ClaimAnswer = answer(v, "lease.claim")?;
                     let mut held = l.clone();
