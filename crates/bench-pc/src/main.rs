@@ -30,8 +30,10 @@ fn sibling(name: &str) -> PathBuf {
     p
 }
 
+/// `pcmail` beside this binary, or PCMAIL_BENCH_PCMAIL (e.g. a debug build
+/// when only the hook was built in release).
 fn pcmail() -> PathBuf {
-    sibling("pcmail")
+    std::env::var_os("PCMAIL_BENCH_PCMAIL").map(PathBuf::from).unwrap_or_else(|| sibling("pcmail"))
 }
 
 fn main() -> Result<()> {
