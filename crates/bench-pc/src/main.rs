@@ -524,10 +524,10 @@ fn lease_bench(runs: usize) -> Result<()> {
     git(&["remote", "add", "origin", "https://github.com/o/bench"])?;
 
     // 1. claim + release, alternating, each a whole `pcmail` process.
-    let run = |args: &[&str]| -> Result<Duration> {
+    let run = |args: &[&str]| -> Result<Sample> {
         let mut c = Command::new(&pcmail);
         c.args(args).env("PCMAIL_HOME", &home).env("PCMAIL_CLAUDE_PID", "0").current_dir(&repo);
-        Ok(run_measured(&mut c, b"")?.wall)
+        run_measured(&mut c, b"")
     };
     run(&["sync", "--quiet"])?; // the embedded server's file and this PC on its roster
     let (mut claim, mut release, mut truth) = (vec![], vec![], vec![]);
@@ -535,7 +535,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         let res = format!("res-{}", i % 10);
         claim.push(run(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
         release.push(run(&["lease", "release", &res])?);
-        truth.push(run_measured(&mut Command::new("/bin/true"), b"")?.wall);
+        truth.push(run_measured(&mut Command::new("/bin/true"), b"")?);
     }
 
     // 2. The guard: 1,000 exclusive leases of another PC in this repo, none covering the edited file.
@@ -577,15 +577,16 @@ fn lease_bench(runs: usize) -> Result<()> {
         bail!("the guard did not decide as expected");
     }
     for _ in 0..runs {
-        allowed.push(guard(&allow_in)?.wall);
-        denied.push(guard(&deny_in)?.wall);
-        truth2.push(run_measured(&mut Command::new("/bin/true"), b"")?.wall);
+        allowed.push(guard(&allow_in)?);
+        denied.push(guard(&deny_in)?);
+        truth2.push(run_measured(&mut Command::new("/bin/true"), b"")?);
     }
-    println!("pcmail lease, {runs} runs each, whole processes, embedded default (median / p90):");
-    let row = |name: &str, v: &[Duration]| {
-        let mut s = v.to_vec();
-        s.sort();
-        println!("  {name:<44} {:>7.2} ms  {:>7.2} ms", ms(pct(&s, 0.5)), ms(pct(&s, 0.9)));
+    println!("pcmail lease, {runs} runs each, whole processes, embedded default (wall median / p90, CPU median):");
+    let row = |name: &str, v: &[Sample]| {
+        let mut w: Vec<Duration> = v.iter().map(|s| s.wall).collect();
+        w.sort();
+        let cpu: Vec<Duration> = v.iter().map(|s| s.cpu).collect();
+        println!("  {name:<46} {:>7.2} ms  {:>7.2} ms  cpu {:>6.2} ms", ms(pct(&w, 0.5)), ms(pct(&w, 0.9)), ms(median(&cpu)));
     };
     row("pcmail lease claim (target <= 10 ms)", &claim);
     row("pcmail lease release (target <= 10 ms)", &release);

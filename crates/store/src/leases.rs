@@ -418,9 +418,34 @@ pub fn cache_list(conn: &Connection, repo: Option<&str>) -> Result<Vec<CachedLea
     Ok(rows)
 }
 
-/// Exclusive leases of one repo, with only what the guard needs.
+/// Exclusive leases of one repo, with only what the guard needs (no JSON
+/// of the whole lease, no sort: the hook's hot path).
 pub fn cache_exclusive_in_repo(conn: &Connection, repo: &str) -> Result<Vec<CachedLease>> {
-    Ok(cache_list(conn, Some(repo))?.into_iter().filter(|l| l.mode == "exclusive").collect())
+    let mut st = conn.prepare_cached(
+        "SELECT resource, fence, holder_pc, holder_session, holder_name, description, files, granted_at, heartbeat_at, stale
+         FROM lease_cache WHERE repo = ?1 AND mode = 'exclusive'",
+    )?;
+    let rows = st
+        .query_map([repo], |r| {
+            let files: String = r.get(6)?;
+            Ok(CachedLease {
+                resource: r.get(0)?,
+                fence: r.get(1)?,
+                repo: repo.to_string(),
+                mode: "exclusive".to_string(),
+                holder_pc: r.get(2)?,
+                holder_session: r.get(3)?,
+                holder_name: r.get(4)?,
+                description: r.get(5)?,
+                files: serde_json::from_str(&files).unwrap_or_default(),
+                granted_at: r.get(7)?,
+                heartbeat_at: r.get(8)?,
+                stale: r.get(9)?,
+                json: String::new(),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
 }
 
 /// The claim ids of this PC's leases held by the process of `session`
