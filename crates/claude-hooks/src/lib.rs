@@ -116,8 +116,23 @@ pub const SESSION_END: HookEvent = HookEvent {
     matcher: None,
 };
 
-/// The events `pcmail hooks install` registers today.
-pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE, SESSION_END];
+/// The events `pcmail hooks install` registers on every Claude Code release
+/// pcmail supports; `SessionEnd` is added by [`events_for`] on releases that
+/// know it (an unknown event name makes 1.0.62 reject every hook: tested).
+pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE];
+
+/// The first Claude Code release with the `SessionEnd` hook event.
+pub const SESSION_END_SINCE: (u32, u32, u32) = (1, 0, 85);
+
+/// The events to register for the Claude Code release found (None: not
+/// known): [`DEFAULT_EVENTS`], plus `SessionEnd` from [`SESSION_END_SINCE`].
+pub fn events_for(version: Option<(u32, u32, u32)>) -> Vec<HookEvent> {
+    let mut e = DEFAULT_EVENTS.to_vec();
+    if version.is_some_and(|v| v >= SESSION_END_SINCE) {
+        e.push(SESSION_END);
+    }
+    e
+}
 
 /// The file name of the separate hook binary on this OS.
 pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {

@@ -16,10 +16,17 @@ fn default_set_adds_the_lease_events() {
     let path = tmp.path().join("settings.json");
     install(&path, &HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")))).unwrap();
     let v = read_json(&path);
-    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse", "SessionEnd"]);
+    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse"]);
     assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "Edit|Write|MultiEdit|NotebookEdit");
-    assert_eq!(v["hooks"]["SessionEnd"][0]["hooks"][0]["command"], "/b/pcmail-hook");
     assert_eq!(status(&path).unwrap().level(DEFAULT_EVENTS), InstallLevel::Installed);
+    // SessionEnd only for releases that know it.
+    assert!(!events_for(Some((1, 0, 62))).contains(&SESSION_END));
+    assert!(!events_for(None).contains(&SESSION_END));
+    let mut with_end = HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
+    with_end.events = events_for(Some((2, 1, 332)));
+    install(&path, &with_end).unwrap();
+    let v = read_json(&path);
+    assert_eq!(v["hooks"]["SessionEnd"][0]["hooks"][0]["command"], "/b/pcmail-hook");
 }
 
 fn spec(exe: &str) -> HookSpec {

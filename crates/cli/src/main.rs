@@ -701,7 +701,14 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     // canonicalize() gives `\\?\C:\…` on Windows, which Git Bash cannot run.
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
-    Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
+    let mut spec = pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe));
+    // SessionEnd only where the installed Claude Code knows it (1.0.62 rejects an unknown event).
+    let version = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), Duration::from_secs(5)) {
+        pcmail_claude_hooks::ClaudeCodeVersion::Found { version, .. } => version,
+        _ => None,
+    };
+    spec.events = pcmail_claude_hooks::events_for(version);
+    Ok(spec)
 }
 
 fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
