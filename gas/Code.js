@@ -20,7 +20,9 @@ function handlers_() {
   return {
     'hello': opHello_, 'roster.get': opRosterGet_, 'roster.set': opRosterSet_,
     'roster.remove': opRosterRemove_, 'send': opSend_, 'poll': opPoll_, 'mark': opMark_,
-    'status': opStatus_, 'sweep': opSweep_, 'alerts': opAlerts_
+    'status': opStatus_, 'sweep': opSweep_, 'alerts': opAlerts_,
+    'lease.claim': opLeaseClaim_, 'lease.release': opLeaseRelease_, 'lease.list': opLeaseList_,
+    'lease.check': opLeaseCheck_
   };
 }
 

@@ -14,6 +14,7 @@ function errorBody_(code, message, extra) {
   if (extra) {
     if (extra.field !== undefined) err.field = extra.field;
     if (extra.candidates !== undefined) err.candidates = extra.candidates;
+    if (extra.lease !== undefined) err.lease = extra.lease; // held / stale / forbidden on a lease
   }
   return { ok: false, error: err };
 }

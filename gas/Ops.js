@@ -8,7 +8,8 @@ function opHello_() {
 // What this server supports beyond the first version (pcmail_core::protocol::FEATURES):
 // mark-results = marks answered item by item with `index`; expires-in = mail.expiresIn.
 // label-binding = cred in the envelope, roster.set claim/replace (Roster.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding'];
+// leases = lease.* and the poll's `lease` argument (Leases.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'leases'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -190,6 +191,7 @@ function opPoll_(req, now) {
     confirmed.push(id);
   });
   const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
+  const lease = a.lease ? pollLease_(req.pc, a.lease, now) : null;
   const tail = eventsTail_();
   if (events.length) commitChanges_(changed, events, found.mine.span, tail);
   heartbeat_(me, now, a.since);
@@ -201,6 +203,7 @@ function opPoll_(req, now) {
     rosterVersion: rosterVersion_()
   };
   if (upd.cursorReset) out.cursorReset = true;
+  if (lease) out.lease = lease;
   return out;
 }
 

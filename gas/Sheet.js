@@ -8,7 +8,12 @@ const TABS = {
   Events: ['seq', 'from', 'id', 'state', 'at', 'by', 'u'], // u: the sender, for changes past `new`
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
     'count', 'posted', 'postTries', 'lastError', 'nextTryAt'],
-  Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'] // archive retention records
+  Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'], // archive retention records
+  // Leases.js: one row per grant (live, or ended within 24 h); the counters; lost reports owed.
+  Leases: ['resource', 'fence', 'state', 'mode', 'holderPc', 'holderSession', 'holderName', 'claimId', 'grantedAt',
+    'heartbeatAt', 'ttlExpiresAt', 'endedAt', 'repo', 'description', 'files', 'timeline'],
+  LeaseCounters: ['key', 'value'], // "version", "fence:<resource>"
+  LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event']
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;

@@ -30,14 +30,16 @@ function runSweep_(now) {
       if (isDue_(m, now)) transition_(m, 'expired', now, 'server', null, now);
       return m;
     });
-    const alerts = alertPass_(after, now);
+    // Leases: stale, TTL expiry, the stale_lease alerts (Leases.js), in one short lock.
+    const leases = withLock_(function () { return leaseSweep_(now); });
+    const alerts = alertPass_(after, now, leases.want);
     const expired = bandPass_(snap, now, started);
     const pruned = pruneEvents_(now);
     const purged = purgeArchive_(now);
     withLock_(function () { ensureHeadroom_(tab_('Mail')); ensureHeadroom_(tab_('Events')); });
     postAlerts_(started, now);
     console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails');
-    return { expired: expired, alerts: alerts };
+    return { expired: expired, alerts: alerts, leases: leases.counts };
   } finally {
     PropertiesService.getScriptProperties().deleteProperty('SWEEP_LEASE_UNTIL');
   }
@@ -214,7 +216,8 @@ function wantedAlerts_(mails, pcs, now) {
   return want;
 }
 
-function alertPass_(mails, now) {
+function alertPass_(mails, now, extra) {
   const want = wantedAlerts_(mails, readRosterLive_(), now);
+  Object.keys(extra || {}).forEach(function (k) { want[k] = extra[k]; });
   return withLock_(function () { return mergeAlerts_(want, now); });
 }

@@ -7,7 +7,7 @@ const LIMITS = {
   MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000
 };
 const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll', 'mark',
-  'status', 'sweep', 'alerts'];
+  'status', 'sweep', 'alerts', 'lease.claim', 'lease.release', 'lease.list', 'lease.check'];
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;
@@ -149,7 +149,8 @@ function parseArgs_(op, a) {
       if (since < 0) throw badField_('since', 'since must be >= 0');
       const waitMs = optInt_(a, 'waitMs') || 0;
       if (waitMs < 0 || waitMs > LIMITS.WAIT_MAX) throw badField_('waitMs', 'waitMs must be 0..' + LIMITS.WAIT_MAX);
-      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs };
+      const lease = has_(a, 'lease') ? parsePollLease_(a.lease) : null; // Leases.js
+      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease };
     }
     case 'mark': {
       if (!has_(a, 'marks')) throw badField_('marks', 'missing "marks"');
@@ -165,6 +166,10 @@ function parseArgs_(op, a) {
       const open = optBool_(a, 'open');
       return { open: open === null ? true : open };
     }
+    case 'lease.claim': return parseLeaseClaim_(a);
+    case 'lease.release': return parseLeaseRelease_(a);
+    case 'lease.list': return parseLeaseList_(a);
+    case 'lease.check': return parseLeaseCheck_(a);
     default:
       return {};
   }

@@ -294,7 +294,7 @@ impl Engine {
     pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
-        for table in ["meta", "pc", "mail", "broadcast", "event", "alert"] {
+        for table in ["meta", "pc", "mail", "broadcast", "event", "alert", "lease", "lease_fence", "lease_event", "lease_lost"] {
             let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
             let n = stmt.column_count();
             let mut rows = stmt.query([])?;

@@ -156,6 +156,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX lease_live ON lease (resource, fence) WHERE state IN ('held', 'stale');
     -- Staleness: heartbeat leases still held, oldest heartbeat first.
     CREATE INDEX lease_heartbeat ON lease (heartbeat_at) WHERE state = 'held' AND ttl_expires_at IS NULL;
+    -- The sweep's stale_lease alerts.
+    CREATE INDEX lease_stale ON lease (heartbeat_at) WHERE state = 'stale';
     -- Expiry of TTL leases.
     CREATE INDEX lease_ttl ON lease (ttl_expires_at) WHERE state IN ('held', 'stale') AND ttl_expires_at IS NOT NULL;
     -- lease.list with `all`: what ended in the last 24 h.

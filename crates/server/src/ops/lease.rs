@@ -169,21 +169,24 @@ fn queue_lost(ctx: &mut Ctx<'_>, l: &StoredLease, lost: &Lost) -> OpResult<()> {
 
 /// A lease's timeline: its own entries, and the takeover that granted it.
 fn timeline(ctx: &Ctx<'_>, resource: &str, fence: i64) -> OpResult<Vec<TimelineEntry>> {
+    // Two index seeks, not one OR (which would scan the resource's whole history).
     let mut stmt = ctx.tx.prepare_cached(
-        "SELECT at, event, by, fence, reason, evidence, detail FROM lease_event \
-         WHERE resource = ?1 AND (fence = ?2 OR new_fence = ?2) ORDER BY seq",
+        "SELECT seq, at, event, by, fence, reason, evidence, detail FROM lease_event WHERE resource = ?1 AND fence = ?2 \
+         UNION ALL \
+         SELECT seq, at, event, by, fence, reason, evidence, detail FROM lease_event WHERE resource = ?1 AND new_fence = ?2 \
+         ORDER BY seq",
     )?;
     let rows = stmt.query_map(params![resource, fence], |r| {
-        let event: String = r.get(1)?;
-        let evidence: Option<String> = r.get(5)?;
+        let event: String = r.get(2)?;
+        let evidence: Option<String> = r.get(6)?;
         Ok(TimelineEntry {
-            at: r.get(0)?,
-            event: Event::parse(&event).ok_or_else(|| bad_column(1, "bad event"))?,
-            by: r.get(2)?,
-            fence: Some(r.get(3)?),
-            reason: r.get(4)?,
+            at: r.get(1)?,
+            event: Event::parse(&event).ok_or_else(|| bad_column(2, "bad event"))?,
+            by: r.get(3)?,
+            fence: Some(r.get(4)?),
+            reason: r.get(5)?,
             evidence: evidence.as_deref().and_then(Evidence::parse),
-            detail: r.get(6)?,
+            detail: r.get(7)?,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -652,7 +655,8 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<Value> {
 /// over an hour, one per resource.
 pub(crate) fn stale_over_an_hour(ctx: &Ctx<'_>) -> OpResult<Vec<(String, String, String)>> {
     let cut = ctx.now - STALE_AFTER_MS - STALE_ALERT_MS;
-    let leases = query_leases(ctx, "state = 'stale' AND heartbeat_at < ?1 ORDER BY resource, fence", params![cut])?;
+    let mut leases = query_leases(ctx, "state = 'stale' AND heartbeat_at < ?1", params![cut])?;
+    leases.sort_by(|x, y| (&x.resource, x.fence).cmp(&(&y.resource, y.fence)));
     let mut out: Vec<(String, String, String)> = Vec::new();
     for l in leases {
         if out.iter().any(|(r, _, _)| *r == l.resource) {
