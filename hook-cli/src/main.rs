@@ -1,6 +1,7 @@
 //! `pcmail-hook`: the agent hook (Claude Code's SessionStart, UserPromptSubmit,
 //! PreToolUse, Stop, SessionEnd and Gemini CLI's names for them), event JSON on stdin. Silent on any trouble:
 //! no stdout, no stderr, exit 0. Registered with no arguments.
+//! `pcmail-hook pre-commit` is the git pre-commit lease guard (exit 1 refuses).
 
 fn main() {
     match std::env::args().nth(1).as_deref() {
@@ -18,6 +19,8 @@ fn main() {
              \x20 PCMAIL_HOME    The PC user's pcmail folder [default: the OS data folder, e.g. ~/.local/share/pcmail]\n",
             env!("CARGO_PKG_VERSION")
         ),
+        // The git pre-commit lease guard (`pcmail hooks install --git`).
+        Some("pre-commit") => std::process::exit(pcmail_local::githook::pre_commit_main()),
         _ => {
             let own = std::env::current_exe().ok();
             if let Some(out) = pcmail_local::hook::main_with(|| pcmail_local::hook::find_pcmail(own)) {

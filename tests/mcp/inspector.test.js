@@ -1,7 +1,7 @@
 // `pcmail mcp` driven by the MCP Inspector's CLI mode (@modelcontextprotocol/inspector,
 // pinned in package.json / package-lock.json): a client this project did not write.
 // tools/list (with the Inspector's --strict schema-portability check) and tools/call
-// for every tool, on two PCs that share one embedded server file.
+// for every tool, on two PCs that share one embedded server file (leases included).
 //
 // PCMAIL_BIN names the pcmail binary (default: $CARGO_TARGET_DIR or ../../target, debug).
 'use strict';
@@ -18,8 +18,9 @@ const bin = process.env.PCMAIL_BIN ||
 const inspector = require.resolve('@modelcontextprotocol/inspector/package.json')
   .replace(/package\.json$/, 'clients/launcher/build/index.js');
 
-const TOOLS = ['ack', 'alerts', 'fail', 'inbox', 'read', 'reply', 'roster', 'roster_add',
-  'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for'];
+const TOOLS = ['ack', 'alerts', 'fail', 'inbox', 'lease_check', 'lease_claim', 'lease_list',
+  'lease_release', 'lease_takeover', 'read', 'reply', 'roster', 'roster_add', 'roster_remove', 'send',
+  'sent', 'status', 'sync', 'wait_for'];
 
 let dir;
 const home = (pc) => path.join(dir, pc);
@@ -125,6 +126,21 @@ test('tools/call: every tool, across two PCs', () => {
   ok('pc-a', 'roster_remove', { label: 'pc-x' });
   assert.ok(!ok('pc-a', 'roster').pcs.some((p) => p.label === 'pc-x'));
   assert.ok(Array.isArray(ok('pc-a', 'alerts', { all: true }).alerts));
+
+  // Leases (issue 10): a TTL lease (the Inspector's process is short-lived).
+  const claim = ok('pc-a', 'lease_claim', { resource: 'staging-deploy', description: 'deploying', ttl: '10m', repo: '' });
+  assert.equal(claim.outcome, 'granted');
+  const fence = claim.lease.fence;
+  assert.equal(ok('pc-b', 'lease_list', {}).leases[0].holder.pc, 'pc-a');
+  assert.equal(ok('pc-b', 'lease_check', { resource: 'staging-deploy', fence }).current, true);
+  const held = call('pc-b', 'lease_claim', { resource: 'staging-deploy', ttl: '10m', repo: '' });
+  assert.equal(held.result.structuredContent.error.code, 'held');
+  assert.equal(held.result.structuredContent.error.exit, 10);
+  assert.equal(held.result.structuredContent.error.lease.holder.pc, 'pc-a');
+  const taken = call('pc-b', 'lease_takeover', { resource: 'staging-deploy', reason: 'not stale yet' });
+  assert.equal(taken.result.isError, true, 'a live holder is not taken over');
+  assert.equal(ok('pc-a', 'lease_release', { resource: 'staging-deploy' }).released[0].released, true);
+  assert.equal(ok('pc-b', 'lease_check', { resource: 'staging-deploy', fence }).current, false);
 });
 
 test('tool errors carry the CLI exit codes: candidates for an unknown address, the rule for a refusal', () => {

@@ -21,6 +21,10 @@ pub enum Exit {
     NotFound = 7,
     Timeout = 8,
     Local = 9,
+    /// A lease is held by someone else (`pcmail lease claim`).
+    LeaseHeld = 10,
+    /// A lease's holder stopped renewing it: taking it needs evidence (`pcmail lease takeover`).
+    LeaseStale = 11,
     /// Not enrolled / revoked (DESIGN.md): this PC's credential is refused (not enrolled,
     /// revoked, a bad join code, the admin secret needed), or its label belongs to another installation.
     NotEnrolled = 12,
@@ -41,6 +45,8 @@ impl Exit {
             Exit::NotFound => "not_found",
             Exit::Timeout => "timeout",
             Exit::Local => "local",
+            Exit::LeaseHeld => "held",
+            Exit::LeaseStale => "stale",
             Exit::NotEnrolled => "not_enrolled",
             Exit::MapStale => "map_stale",
         }
@@ -91,6 +97,8 @@ pub fn exit_of_client(c: &ClientError) -> Exit {
             ErrorCode::UnknownRecipient => Exit::Unresolved,
             c if pcmail_core::auth::is_identity_refusal(c) => Exit::NotEnrolled,
             ErrorCode::NotFound => Exit::NotFound,
+            ErrorCode::Held => Exit::LeaseHeld,
+            ErrorCode::Stale => Exit::LeaseStale,
             c if c.is_transient() => Exit::Unreachable,
             _ => Exit::Refused,
         },
@@ -152,6 +160,11 @@ impl ApiError {
         if let ApiError::Unsupported { feature } = self {
             v["feature"] = json!(feature);
         }
+        if let ApiError::Client(ClientError::Call(CallError::Server(p))) = self {
+            if let Some(l) = &p.lease {
+                v["lease"] = l.clone();
+            }
+        }
         v
     }
 }
@@ -174,6 +187,8 @@ mod tests {
             (ClientError::Unresolved { query: "x".into(), candidates: vec!["a".into()] }.into(), 4, "unknown_address"),
             (server(ErrorCode::UnknownRecipient), 4, "unknown_address"),
             (server(ErrorCode::LoopRefused), 5, "refused"),
+            (server(ErrorCode::Held), 10, "held"),
+            (server(ErrorCode::Stale), 11, "stale"),
             (server(ErrorCode::HopLimit), 5, "refused"),
             (server(ErrorCode::Unauthorized), 5, "refused"),
             (ApiError::Unsupported { feature: "leases".into() }, 5, "unsupported"),

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub enum Group {
     /// Mail, roster, alerts: the base protocol every server speaks.
     Mail,
+    /// `lease.*` (issue 10).
+    Leases,
 }
 
 impl Group {
@@ -19,6 +21,7 @@ impl Group {
     pub fn feature(self) -> Option<&'static str> {
         match self {
             Group::Mail => None,
+            Group::Leases => Some("leases"),
         }
     }
 }

@@ -2,6 +2,9 @@
 //! processes: binary size, process start, a new session on 10,000 mails
 //! (500 unread), the backlog case (100 vs 10,000 unread: CPU, RSS, wall/CPU,
 //! fsyncs with strace), and one session prompting again and again.
+//! `pcmail-bench-pc lease [runs]` — `pcmail lease claim` and `release` as
+//! whole processes on the embedded default, and the PreToolUse lease guard
+//! (`pcmail-hook`) with 1,000 leases in the cache, beside /bin/true.
 //! `pcmail-bench-pc soak [secs]` — 8 hook loops, the daemon and 4 senders on
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
@@ -31,8 +34,10 @@ fn sibling(name: &str) -> PathBuf {
     p
 }
 
+/// `pcmail` beside this binary, or PCMAIL_BENCH_PCMAIL (e.g. a debug build
+/// when only the hook was built in release).
 fn pcmail() -> PathBuf {
-    sibling("pcmail")
+    std::env::var_os("PCMAIL_BENCH_PCMAIL").map(PathBuf::from).unwrap_or_else(|| sibling("pcmail"))
 }
 
 fn main() -> Result<()> {
@@ -40,7 +45,8 @@ fn main() -> Result<()> {
     match args.get(1).map(String::as_str) {
         Some("hook") => hook_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300), args.get(3).map(PathBuf::from)),
         Some("soak") => soak(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60)),
-        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds]"),
+        Some("lease") => lease_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
+        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds] | lease [runs]"),
     }
 }
 
@@ -544,5 +550,96 @@ fn soak(secs: u64) -> Result<()> {
     if !errors.is_empty() || lost > 0 || duplicated_rows != 0 || undelivered_on_server > 0 || shown_twice > 0 {
         bail!("soak failed");
     }
+    Ok(())
+}
+
+/// Leases (issue 10): claim and release as whole processes on the embedded
+/// default; the PreToolUse guard with 1,000 leases in this repo's cache.
+fn lease_bench(runs: usize) -> Result<()> {
+    use pcmail_store::leases::CachedLease;
+    let dir = tempfile::tempdir()?;
+    let pcmail = pcmail();
+    let hook = sibling("pcmail-hook");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::write(home.join("config.toml"), "label = \"pc-a\"\n")?;
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join("src"))?;
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(&repo).output();
+    git(&["init", "-q"])?;
+    git(&["remote", "add", "origin", "https://github.com/o/bench"])?;
+
+    // 1. claim + release, alternating, each a whole `pcmail` process.
+    let run = |args: &[&str]| -> Result<Sample> {
+        let mut c = Command::new(&pcmail);
+        c.args(args).env("PCMAIL_HOME", &home).env("PCMAIL_CLAUDE_PID", "0").current_dir(&repo);
+        run_measured(&mut c, b"")
+    };
+    run(&["sync", "--quiet"])?; // the embedded server's file and this PC on its roster
+    let (mut claim, mut release, mut truth) = (vec![], vec![], vec![]);
+    for i in 0..runs {
+        let res = format!("res-{}", i % 10);
+        claim.push(run(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
+        release.push(run(&["lease", "release", &res])?);
+        truth.push(run_measured(&mut Command::new("/bin/true"), b"")?);
+    }
+
+    // 2. The guard: 1,000 exclusive leases of another PC in this repo, none covering the edited file.
+    let mut store = Store::open(&home.join("store.db"))?;
+    let leases: Vec<CachedLease> = (0..1000)
+        .map(|i| CachedLease {
+            resource: format!("module-{i}"),
+            fence: 1,
+            repo: "github.com/o/bench".into(),
+            mode: "exclusive".into(),
+            holder_pc: "pc-b".into(),
+            holder_session: format!("s{i}"),
+            holder_name: None,
+            description: "refactoring".into(),
+            files: vec![format!("crates/m{i}/**"), format!("docs/m{i}.md"), format!("src/m{i}_*.rs")],
+            granted_at: SEED_NOW,
+            heartbeat_at: SEED_NOW,
+            stale: false,
+            json: "{}".into(),
+        })
+        .collect();
+    store.lease_cache_replace(&leases, 1, i64::MAX / 2)?;
+    drop(store);
+    let edit = |file: &str| {
+        serde_json::json!({"session_id": "bench", "hook_event_name": "PreToolUse", "cwd": repo, "tool_name": "Edit",
+            "tool_input": {"file_path": repo.join(file), "old_string": "a", "new_string": "b"}})
+        .to_string()
+        .into_bytes()
+    };
+    let (allow_in, deny_in) = (edit("src/main.rs"), edit("crates/m999/src/lib.rs"));
+    let (mut allowed, mut denied, mut truth2) = (vec![], vec![], vec![]);
+    let guard = |input: &[u8]| -> Result<Sample> {
+        let mut c = Command::new(&hook);
+        c.env("PCMAIL_HOME", &home).env("PCMAIL_CLAUDE_PID", "0");
+        run_measured(&mut c, input)
+    };
+    let first_deny = guard(&deny_in)?;
+    if !String::from_utf8_lossy(&first_deny.out).contains("\"deny\"") || !guard(&allow_in)?.out.is_empty() {
+        bail!("the guard did not decide as expected");
+    }
+    for _ in 0..runs {
+        allowed.push(guard(&allow_in)?);
+        denied.push(guard(&deny_in)?);
+        truth2.push(run_measured(&mut Command::new("/bin/true"), b"")?);
+    }
+    println!("pcmail lease, {runs} runs each, whole processes, embedded default (wall median / p90, CPU median):");
+    let row = |name: &str, v: &[Sample]| {
+        let mut w: Vec<Duration> = v.iter().map(|s| s.wall).collect();
+        w.sort();
+        let cpu: Vec<Duration> = v.iter().map(|s| s.cpu).collect();
+        println!("  {name:<46} {:>7.2} ms  {:>7.2} ms  cpu {:>6.2} ms", ms(pct(&w, 0.5)), ms(pct(&w, 0.9)), ms(median(&cpu)));
+    };
+    row("pcmail lease claim (target <= 10 ms)", &claim);
+    row("pcmail lease release (target <= 10 ms)", &release);
+    row("/bin/true (same loop)", &truth);
+    row("PreToolUse guard, 1,000 leases: no decision", &allowed);
+    row("PreToolUse guard, 1,000 leases: deny (<= 3 ms)", &denied);
+    row("/bin/true (same loop)", &truth2);
+    println!("  mclaude (seed 001), claim+release as a whole process: 147-168 ms");
     Ok(())
 }

@@ -13,7 +13,10 @@
 //! {"hooks": {
 //!   "SessionStart":     [{"matcher": "startup|resume|clear|compact",
 //!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
-//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
+//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "PreToolUse":       [{"matcher": "Edit|Write|MultiEdit|NotebookEdit",
+//!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "SessionEnd":       [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
 //! }}
 //! ```
 //!
@@ -97,7 +100,7 @@ pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent {
     event: EVENT_USER_PROMPT_SUBMIT,
     matcher: None,
 };
-/// Not registered yet: the lead switches it on when its handler exists.
+/// The lease guard (issue 10): only the tools that write files.
 pub const PRE_TOOL_USE: HookEvent = HookEvent {
     event: EVENT_PRE_TOOL_USE,
     matcher: Some(PRE_TOOL_USE_MATCHER),
@@ -107,14 +110,29 @@ pub const STOP: HookEvent = HookEvent {
     event: EVENT_STOP,
     matcher: None,
 };
-/// Not registered yet: the lead switches it on when its handler exists.
+/// Records a session's end and queues the release of its leases (issue 10).
 pub const SESSION_END: HookEvent = HookEvent {
     event: EVENT_SESSION_END,
     matcher: None,
 };
 
-/// The events `pcmail hooks install` registers today.
-pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
+/// The events `pcmail hooks install` registers on every Claude Code release
+/// pcmail supports; `SessionEnd` is added by [`events_for`] on releases that
+/// know it (an unknown event name makes 1.0.62 reject every hook: tested).
+pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE];
+
+/// The first Claude Code release with the `SessionEnd` hook event.
+pub const SESSION_END_SINCE: (u32, u32, u32) = (1, 0, 85);
+
+/// The events to register for the Claude Code release found (None: not
+/// known): [`DEFAULT_EVENTS`], plus `SessionEnd` from [`SESSION_END_SINCE`].
+pub fn events_for(version: Option<(u32, u32, u32)>) -> Vec<HookEvent> {
+    let mut e = DEFAULT_EVENTS.to_vec();
+    if version.is_some_and(|v| v >= SESSION_END_SINCE) {
+        e.push(SESSION_END);
+    }
+    e
+}
 
 /// The file name of the separate hook binary on this OS.
 pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {

@@ -2,8 +2,35 @@ use super::*;
 use serde_json::json;
 use tempfile::TempDir;
 
+/// The two mail events: most tests here are about the settings format, not
+/// which events the default set holds (`default_set_adds_the_lease_events`).
+const MAIL_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
+
+fn mail_spec(command: HookCommand) -> HookSpec {
+    HookSpec { events: MAIL_EVENTS.to_vec(), ..HookSpec::new(command) }
+}
+
+#[test]
+fn default_set_adds_the_lease_events() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    install(&path, &HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")))).unwrap();
+    let v = read_json(&path);
+    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse"]);
+    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "Edit|Write|MultiEdit|NotebookEdit");
+    assert_eq!(status(&path).unwrap().level(DEFAULT_EVENTS), InstallLevel::Installed);
+    // SessionEnd only for releases that know it.
+    assert!(!events_for(Some((1, 0, 62))).contains(&SESSION_END));
+    assert!(!events_for(None).contains(&SESSION_END));
+    let mut with_end = HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
+    with_end.events = events_for(Some((2, 1, 332)));
+    install(&path, &with_end).unwrap();
+    let v = read_json(&path);
+    assert_eq!(v["hooks"]["SessionEnd"][0]["hooks"][0]["command"], "/b/pcmail-hook");
+}
+
 fn spec(exe: &str) -> HookSpec {
-    HookSpec::new(HookCommand::Subcommand(PathBuf::from(exe)))
+    mail_spec(HookCommand::Subcommand(PathBuf::from(exe)))
 }
 
 fn spec_with(exe: &str, timeout_secs: u32) -> HookSpec {
@@ -14,7 +41,7 @@ fn spec_with(exe: &str, timeout_secs: u32) -> HookSpec {
 }
 
 fn binary_spec(exe: &str) -> HookSpec {
-    HookSpec::new(HookCommand::Binary(PathBuf::from(exe)))
+    mail_spec(HookCommand::Binary(PathBuf::from(exe)))
 }
 
 /// The handler install writes for `pcmail` (shell form, no `args`).
@@ -91,7 +118,7 @@ fn install_into_missing_file_creates_dir_and_registers_both_events() {
     assert!(other_files(path.parent().unwrap(), "settings.json").is_empty());
 
     let st = status(&path).unwrap();
-    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
+    assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
     assert_eq!(st.hooks.len(), 2);
     assert!(st
         .hooks
@@ -112,18 +139,18 @@ fn status_reports_existing_exe_partial_and_missing() {
 
     let st = status(&path).unwrap();
     assert!(!st.settings_exists);
-    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::NotInstalled);
+    assert_eq!(st.level(MAIL_EVENTS), InstallLevel::NotInstalled);
 
     install(
         &path,
         &HookSpec {
             timeout_secs: 7,
-            ..HookSpec::new(HookCommand::Subcommand(exe.clone()))
+            ..mail_spec(HookCommand::Subcommand(exe.clone()))
         },
     )
     .unwrap();
     let st = status(&path).unwrap();
-    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
+    assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
     assert!(st.all_exes_exist());
     assert_eq!(st.hooks[1].timeout_secs, Some(7));
 
@@ -135,7 +162,7 @@ fn status_reports_existing_exe_partial_and_missing() {
         .shift_remove("UserPromptSubmit");
     write_pretty(&path, &v);
     let st = status(&path).unwrap();
-    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Partial);
+    assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Partial);
     assert!(st.has(EVENT_SESSION_START) && !st.has(EVENT_USER_PROMPT_SUBMIT));
 }
 
@@ -529,7 +556,7 @@ fn exec_form_entry_is_migrated_in_place_then_idempotent() {
     });
     write_pretty(&path, &original);
     let st = status(&path).unwrap();
-    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
+    assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
     assert!(
         st.hooks.iter().all(|h| h.form == HandlerForm::ExecWithArgs),
         "{st:?}"
@@ -593,7 +620,7 @@ fn exec_form_entry_is_migrated_in_place_then_idempotent() {
 fn events_are_a_parameter() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
-    let mut s = binary_spec("/b/pcmail-hook");
+    let mut s = HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
     s.events = vec![
         SESSION_START,
         USER_PROMPT_SUBMIT,
@@ -621,13 +648,13 @@ fn events_are_a_parameter() {
     assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
     // the default set registers nothing new and leaves the others as they are
     assert!(
-        !install(&path, &binary_spec("/b/pcmail-hook"))
+        !install(&path, &HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook"))))
             .unwrap()
             .changed
     );
     // only SessionStart registered: partial against the default set
     uninstall(&path).unwrap();
-    let mut only = binary_spec("/b/pcmail-hook");
+    let mut only = HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
     only.events = vec![SESSION_START];
     install(&path, &only).unwrap();
     assert_eq!(
@@ -703,7 +730,7 @@ fn registered_handler_runs_the_exe_with_exactly_hook_through_the_shell() {
             HookCommand::Binary(exe.clone())
         };
         let path = tmp.path().join(format!("settings-{name}.json"));
-        install(&path, &HookSpec::new(command)).unwrap();
+        install(&path, &mail_spec(command)).unwrap();
         let v = read_json(&path);
         for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
             let h = &v["hooks"][ev][0]["hooks"][0];

@@ -29,7 +29,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
 }
 
 fn show_hook(c: &Client, session: &str) -> anyhow::Result<()> {
-    let input = hook::HookInput { session_id: session.into(), event: hook::Event::UserPromptSubmit, cwd: None };
+    let input = hook::HookInput { session_id: session.into(), event: hook::Event::UserPromptSubmit, cwd: None, ..Default::default() };
     let r = hook::run(&c.paths, &input, system_now()).map_err(|e| anyhow::anyhow!("hook: {e}"))?;
     println!("--- {}'s next Claude session sees (hook additionalContext):", c.me());
     match r.output {

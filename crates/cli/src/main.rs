@@ -4,6 +4,7 @@
 mod demo;
 mod roster_cmd;
 mod exit;
+mod lease_cmd;
 mod print;
 mod service_cmd;
 
@@ -213,15 +214,24 @@ enum Cmd {
         #[arg(long)]
         fix: bool,
     },
-    /// Claude Code hooks in ~/.claude/settings.json.
+    /// Claude Code hooks in ~/.claude/settings.json; with --git, the git pre-commit lease guard of the current repo.
     Hooks {
         /// install: register `pcmail-hook` (or `pcmail hook`) for SessionStart and UserPromptSubmit,
         /// moving old exec-form entries; uninstall: remove pcmail's entries; status: what is registered.
         #[arg(value_parser = ["install", "uninstall", "status"])]
         action: String,
         /// The Claude Code settings file to edit [default: $CLAUDE_CONFIG_DIR/settings.json, else ~/.claude/settings.json].
-        #[arg(long)]
+        #[arg(long, conflicts_with = "git")]
         settings: Option<PathBuf>,
+        /// The git pre-commit hook of the repo in the current folder (core.hooksPath respected; an
+        /// existing pre-commit hook is chained). `git commit --no-verify` skips it.
+        #[arg(long)]
+        git: bool,
+    },
+    /// Leases: hold a resource across PCs, see who holds what (`pcmail lease --help`).
+    Lease {
+        #[command(subcommand)]
+        action: lease_cmd::LeaseCmd,
     },
     /// The Claude Code hook itself (same code as `pcmail-hook`): reads the hook event JSON on stdin,
     /// prints the context to add or nothing, exit 0 always. No options; `PCMAIL_HOME` [default: the
@@ -680,7 +690,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             pcmail_server::http::serve_blocking(opts)
         }
         Cmd::Doctor { fix } => print::doctor(json, fix),
-        Cmd::Hooks { action, settings } => {
+        Cmd::Hooks { action, git: true, .. } => git_hooks(&action, json),
+        Cmd::Lease { action } => lease_cmd::run(action, json),
+        Cmd::Hooks { action, settings, git: false } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {
                 "install" => {
@@ -755,7 +767,14 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     // canonicalize() gives `\\?\C:\…` on Windows, which Git Bash cannot run.
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
-    Ok(pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe)))
+    let mut spec = pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe));
+    // SessionEnd only where the installed Claude Code knows it (1.0.62 rejects an unknown event).
+    let version = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), Duration::from_secs(5)) {
+        pcmail_claude_hooks::ClaudeCodeVersion::Found { version, .. } => version,
+        _ => None,
+    };
+    spec.events = pcmail_claude_hooks::events_for(version);
+    Ok(spec)
 }
 
 fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
@@ -796,6 +815,44 @@ fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
         ),
         Outcome::File { path, changed: false, .. } => {
             println!("pcmail: MCP server {} in {}", if installing { "already installed" } else { "was not installed" }, path.display())
+        }
+    }
+    Ok(())
+}
+
+/// `pcmail hooks install|uninstall|status --git`: the pre-commit lease guard
+/// runs `pcmail-hook pre-commit` (the binary beside this one, else on PATH).
+fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
+    use pcmail_client::githook;
+    let dir = std::env::current_dir()?;
+    match action {
+        "install" => {
+            let exe = std::env::current_exe()?;
+            let name = pcmail_claude_hooks::HOOK_BINARY_NAME;
+            let hook_exe = Some(exe.with_file_name(name))
+                .filter(|p| p.is_file())
+                .or_else(|| std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file()))
+                .ok_or_else(|| ClientError::Invalid(format!("{name} is not beside pcmail nor on PATH (`cargo install --path hook-cli`)")))?;
+            let done = githook::install(&dir, &hook_exe).map_err(|e| ClientError::Invalid(e.to_string()))?;
+            if json {
+                println!("{}", serde_json::to_string(&done)?);
+            } else {
+                println!(
+                    "pcmail: git pre-commit lease guard {} in {}{}; `git commit --no-verify` skips it",
+                    if done.changed { "installed" } else { "already installed" },
+                    done.hook.display(),
+                    done.chained.as_ref().map(|c| format!(" (the earlier hook runs after it: {})", c.display())).unwrap_or_default()
+                );
+            }
+        }
+        "uninstall" => {
+            let removed = githook::uninstall(&dir).map_err(|e| ClientError::Invalid(e.to_string()))?;
+            println!("pcmail: git pre-commit lease guard {}", if removed { "removed" } else { "was not installed" });
+        }
+        _ => {
+            let hooks = githook::hooks_dir(&dir).map_err(|e| ClientError::Invalid(e.to_string()))?;
+            let ours = std::fs::read_to_string(hooks.join("pre-commit")).is_ok_and(|t| t.contains(githook::MARKER));
+            println!("pcmail: git pre-commit lease guard {} ({})", if ours { "installed" } else { "not installed" }, hooks.display());
         }
     }
     Ok(())
@@ -851,7 +908,8 @@ fn daemon() -> anyhow::Result<()> {
                 if !notes.is_empty() {
                     let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
                 }
-                std::thread::sleep(interval);
+                // While this PC holds leases: at least one poll per heartbeat period.
+                std::thread::sleep(client.poll_pause(interval));
             }
             Err(e) => {
                 failures += 1;

@@ -15,8 +15,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
-const TOOLS: [&str; 14] = [
-    "ack", "alerts", "fail", "inbox", "read", "reply", "roster", "roster_add", "roster_remove", "send", "sent", "status", "sync",
+const TOOLS: [&str; 19] = [
+    "ack", "alerts", "fail", "inbox", "lease_check", "lease_claim", "lease_list", "lease_release", "lease_takeover", "read", "reply", "roster", "roster_add", "roster_remove", "send", "sent", "status", "sync",
     "wait_for",
 ];
 

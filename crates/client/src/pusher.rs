@@ -1,8 +1,11 @@
-//! What the hook queues (a `seen`, and later lease releases and session
-//! ends) must reach the server within ~100 ms, also while the poller sits in
-//! a 25 s long poll. The poller runs this beside its loop: it watches the
-//! store (SQLite's `data_version`, no polling of the server) and sends due
-//! marks on a request of its own.
+//! What the hook queues (a `seen`, a lease release at SessionEnd) must reach
+//! the server within ~100 ms, also while the poller sits in a 25 s long
+//! poll. The poller runs this beside its loop: it watches the store (SQLite's
+//! `data_version`, no polling of the server) and sends due marks and lease
+//! releases on requests of its own. Every few seconds it also checks that
+//! the processes this PC's leases follow still live, and queues the release
+//! of those that exited (so a killed session's lease ends within one
+//! heartbeat period).
 
 use crate::config::Paths;
 use crate::Client;
@@ -13,12 +16,21 @@ use std::time::Duration;
 /// How often the store is looked at (a `PRAGMA data_version`, microseconds).
 pub const WATCH_EVERY: Duration = Duration::from_millis(40);
 
+/// How often the lease holders' processes are checked (well within H).
+pub const LIVENESS_EVERY: Duration = Duration::from_secs(3);
+
 /// Runs until `stop` is set. Opens its own client (its own store connection
 /// and transport), so a long poll on the poller's never delays it.
 pub fn run(paths: Paths, stop: Arc<AtomicBool>) {
+    run_with(paths, stop, LIVENESS_EVERY)
+}
+
+/// [`run`] with the liveness period given (tests use a short one).
+pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     let mut client: Option<Client> = None;
     let mut last_version: Option<i64> = None;
     let mut failures: u32 = 0;
+    let mut last_liveness = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(WATCH_EVERY);
         if client.is_none() {
@@ -32,15 +44,27 @@ pub fn run(paths: Paths, stop: Arc<AtomicBool>) {
             }
         }
         let c = client.as_mut().expect("opened above");
+        if last_liveness.elapsed() >= liveness_every {
+            last_liveness = std::time::Instant::now();
+            let now = c.now();
+            match c.lease_liveness(now) {
+                // Our own write does not move data_version: look now.
+                Ok(n) if n > 0 => last_version = None,
+                Ok(_) => {}
+                Err(e) => tracing::debug!("lease liveness: {e}"),
+            }
+        }
         let version = c.store.data_version().ok();
         if version.is_some() && version == last_version {
             continue;
         }
         last_version = version;
-        if c.store.pending_mark_count().unwrap_or(0) == 0 {
+        let releases = c.store.lease_release_count().unwrap_or(0);
+        if c.store.pending_mark_count().unwrap_or(0) == 0 && releases == 0 {
             continue;
         }
-        match c.flush_marks() {
+        let flushed = if releases > 0 { c.flush_lease_releases().map(|_| ()) } else { Ok(()) };
+        match flushed.and_then(|()| c.flush_marks().map(|_| ())) {
             Ok(_) => failures = 0,
             Err(e) => {
                 // The poller claimed the label after this client was opened:
@@ -61,9 +85,15 @@ pub fn run(paths: Paths, stop: Arc<AtomicBool>) {
 
 /// Starts [`run`] on a thread; the returned guard stops it when dropped.
 pub fn spawn(paths: Paths) -> PusherGuard {
+    spawn_with(paths, LIVENESS_EVERY)
+}
+
+/// [`spawn`] with the liveness period given.
+pub fn spawn_with(paths: Paths, liveness_every: Duration) -> PusherGuard {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let handle = std::thread::Builder::new().name("pcmail-mark-pusher".into()).spawn(move || run(paths, s)).ok();
+    let handle =
+        std::thread::Builder::new().name("pcmail-mark-pusher".into()).spawn(move || run_with(paths, s, liveness_every)).ok();
     PusherGuard { stop, handle }
 }
 

@@ -71,6 +71,8 @@ impl Client {
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
         self.claim_label_once()?;
         self.flush_outbox(report, false)?;
+        // Leases claimed while the server was unreachable: claimed again (same claim id).
+        self.confirm_unconfirmed()?;
         // A mark an older pcmail queued with text the server refuses must
         // never hold up the poll: dropped here with a record.
         report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
@@ -82,14 +84,21 @@ impl Client {
             // Asked of every server: one without the feature ignores it and
             // answers no receivedCursor (docs/protocol.md, poll).
             let received_since = self.store.meta_i64(meta::RECEIVED_CURSOR)?.unwrap_or(0);
-            let idle = confirm.is_empty() && due.is_empty();
+            // Lease heartbeats and releases ride the first round's poll (no extra request).
+            let (lease, lease_releases) = if round == 0 {
+                let (arg, releases) = self.lease_poll_arg(now)?;
+                (Some(arg), releases)
+            } else {
+                (None, vec![])
+            };
+            let idle = confirm.is_empty() && due.is_empty() && lease_releases.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
                 marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
                 limit: limits::POLL_LIMIT_DEFAULT,
                 since,
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
-                lease: None,
+                lease,
                 received_since: Some(received_since),
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
@@ -109,6 +118,9 @@ impl Client {
             report.confirmed += confirmed.len();
             self.store.mark_confirmed(&confirmed, now)?;
             self.apply_mark_results(&resp, &due, now, report)?;
+            if round == 0 {
+                self.apply_lease_answer(&resp, &lease_releases, now)?;
+            }
 
             let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();
             let fetched = mails.len();

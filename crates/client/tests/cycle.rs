@@ -179,7 +179,7 @@ fn hook_acks_replies_to_my_mail_once_shown() {
     NOW.fetch_add(1000, Ordering::SeqCst);
     let reply = b.reply(&q.ids[0], "ran it: green".into(), false).unwrap();
     a.sync_once(0).unwrap();
-    let input = hook::HookInput { session_id: "sess-1".into(), event: hook::Event::UserPromptSubmit, cwd: None };
+    let input = hook::HookInput { session_id: "sess-1".into(), event: hook::Event::UserPromptSubmit, cwd: None, ..Default::default() };
     let run = hook::run(&a.paths, &input, clock()).unwrap();
     assert_eq!(run.shown, [reply.ids[0].clone()]);
     let ctx = run.output.unwrap();

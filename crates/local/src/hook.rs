@@ -4,7 +4,9 @@
 //! backlog; any trouble means no output at all.
 
 use crate::config::{Config, Paths};
-use crate::{locks, spawn};
+use crate::leases::{self as lease_view, Me};
+use crate::{locks, process, repo, spawn};
+use pcmail_store::leases as sl;
 use pcmail_core::present::{present_in, Counts, PresentMail, PER_MAIL_CHARS};
 use pcmail_core::{Kind, MarkOp, Millis, State};
 use pcmail_store::hookview::{self, HookRank};
@@ -27,15 +29,16 @@ const STDIN_MAX: u64 = 1 << 20;
 /// names), and Gemini CLI's names for the same moments (its documented
 /// Claude Code → Gemini mapping). Gemini reads the same
 /// `hookSpecificOutput.additionalContext`; the output names the event as sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Event {
     SessionStart,
+    #[default]
     UserPromptSubmit,
-    /// The lease guard will run here (nothing yet).
+    /// The lease guard (Edit, Write, MultiEdit, NotebookEdit).
     PreToolUse,
     /// The handoff reminder will run here (nothing yet).
     Stop,
-    /// Leases will be released here (nothing yet).
+    /// Records the session's end and queues the release of its leases.
     SessionEnd,
     /// Gemini CLI's UserPromptSubmit: after the prompt, before planning.
     BeforeAgent,
@@ -84,12 +87,19 @@ impl Event {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HookInput {
     pub session_id: String,
     pub event: Event,
     /// The session's working directory (Claude Code sends it with every event).
     pub cwd: Option<String>,
+    /// SessionStart's `source` (startup, resume, clear, compact) or
+    /// SessionEnd's `reason` (clear, logout, prompt_input_exit, other …).
+    pub source: Option<String>,
+    /// PreToolUse: the tool's name.
+    pub tool_name: Option<String>,
+    /// PreToolUse: the file the tool edits (`file_path`, or `notebook_path`).
+    pub file_path: Option<String>,
 }
 
 /// The hook JSON of a known event with a session id, or None: anything else
@@ -101,8 +111,12 @@ pub fn parse_input(stdin: &[u8]) -> Option<HookInput> {
     if session_id.is_empty() {
         return None;
     }
-    let cwd = v.get("cwd").and_then(Value::as_str).filter(|c| !c.is_empty()).map(str::to_string);
-    Some(HookInput { session_id: session_id.to_string(), event, cwd })
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).filter(|c| !c.is_empty()).map(str::to_string);
+    let cwd = text(v.get("cwd"));
+    let source = text(v.get("source")).or_else(|| text(v.get("reason")));
+    let tool_name = text(v.get("tool_name"));
+    let file_path = v.get("tool_input").and_then(|t| text(t.get("file_path")).or_else(|| text(t.get("notebook_path"))));
+    Some(HookInput { session_id: session_id.to_string(), event, cwd, source, tool_name, file_path })
 }
 
 /// What the hook decided; `output` is the JSON to print (None: print nothing).
@@ -136,7 +150,11 @@ pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String>
 pub fn dispatch(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
     match input.event.claude() {
         Event::SessionStart | Event::UserPromptSubmit => run(paths, input, now),
-        // Entry points for leases and handoffs; nothing to say yet.
+        Event::PreToolUse => Ok(HookRun { output: guard(paths, input, now)?, ..Default::default() }),
+        Event::SessionEnd => session_end(paths, input, now),
+        // The entry point for handoffs; nothing to say yet.
+        Event::Stop => Ok(HookRun::default()),
+        // Gemini's names arrive here as Claude Code's (`claude()`).
         _ => Ok(HookRun::default()),
     }
 }
@@ -164,10 +182,18 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     let session = input.session_id.as_str();
     let actor = actor(&me, session);
     let limit = config.hook_session_mail_limit;
+    let registry = session_row(&store, input, now);
 
     // Choose and record in ONE write transaction: a second hook of this
     // session waits here and then sees what this one recorded.
     let p = store.write(|tx| {
+        match &registry {
+            Registry::Prompted => {
+                sl::session_prompted(tx, session, now)?;
+            }
+            Registry::Record(row) => sl::session_record(tx, row)?,
+        }
+        let lost = sl::lost_take_untold(tx, session, now)?;
         let viewed_at = hookview::meta_i64(tx, meta::INBOX_VIEWED_AT)?.unwrap_or(0);
         let room = if limit > 0 {
             Some(limit.saturating_sub(hookview::may_wait_shown_since(tx, session, viewed_at)?))
@@ -226,22 +252,45 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         }
         let last_poll = hookview::meta_i64(tx, meta::LAST_POLL_OK_AT)?.unwrap_or(0);
         let last_spawn = hookview::meta_i64(tx, meta::LAST_SPAWN_AT)?.unwrap_or(0);
-        Ok::<_, StoreError>((p, last_poll, last_spawn))
+        Ok::<_, StoreError>((p, last_poll, last_spawn, lost))
     })?;
-    let (p, last_poll, last_spawn) = p;
+    let (p, last_poll, last_spawn, lost) = p;
 
     let spawn_poller =
         now - last_poll > STALE_POLL_MS && now - last_spawn > RESPAWN_GAP_MS && !locks::poller_alive(paths);
     if spawn_poller {
         let _ = store.meta_set_i64(meta::LAST_SPAWN_AT, now);
     }
+    // The shared budget's order (DESIGN.md): mail; one line per lost lease
+    // and the stale code map; then leases others hold in this repo.
     let mut text = p.text;
+    let push = |text: &mut String, line: &str| {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(line);
+    };
+    for l in &lost {
+        let line = lease_view::lost_line(l);
+        if text.chars().count() + 1 + line.chars().count() <= pcmail_core::present::TOTAL_CHARS {
+            push(&mut text, &line);
+        }
+    }
     if input.event == Event::SessionStart {
         if let Some(line) = code_map_line(input.cwd.as_deref(), text.chars().count()) {
-            if !text.is_empty() {
-                text.push('\n');
+            push(&mut text, &line);
+        }
+        let repo_id = match &registry {
+            Registry::Record(row) => row.repo.clone(),
+            Registry::Prompted => None,
+        };
+        if let Some(repo_id) = repo_id {
+            let room = pcmail_core::present::TOTAL_CHARS.saturating_sub(text.chars().count() + 1);
+            let leases = sl::cache_list(store.conn(), Some(&repo_id)).unwrap_or_default();
+            let mine = Me::load(store.conn(), &me, session);
+            if let Some(lines) = lease_view::others_lines(&leases, &mine, now + server_offset(&store), room) {
+                push(&mut text, &lines);
             }
-            text.push_str(&line);
         }
     }
     let output = (!text.is_empty()).then(|| {
@@ -254,6 +303,100 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         .to_string()
     });
     Ok(HookRun { output, shown: p.shown, spawn_poller })
+}
+
+/// What this hook run records in the session registry.
+enum Registry {
+    /// Known process, same folder: only the prompt time (the cheap path).
+    Prompted,
+    Record(sl::SessionRow),
+}
+
+/// The registry row for this run: the Claude Code process the hook runs
+/// under (PID + start time), the folder, its repo and branch. The repo is
+/// looked up only when the session is new or moved (SessionStart always).
+fn session_row(store: &Store, input: &HookInput, now: Millis) -> Registry {
+    let proc = process::claude_ancestor();
+    let known = sl::session_get(store.conn(), &input.session_id).ok().flatten();
+    if let Some(k) = &known {
+        let same = k.pid == proc.map(|p| p.pid) && k.pid_start == proc.and_then(|p| p.start) && k.cwd == input.cwd;
+        if same && input.event != Event::SessionStart && k.ended_at.is_none() {
+            return Registry::Prompted;
+        }
+    }
+    let info = input.cwd.as_deref().and_then(|c| repo::identify(Path::new(c)));
+    Registry::Record(sl::SessionRow {
+        session: input.session_id.clone(),
+        pid: proc.map(|p| p.pid),
+        pid_start: proc.and_then(|p| p.start),
+        cwd: input.cwd.clone(),
+        repo: info.as_ref().map(|i| i.id.clone()),
+        branch: info.and_then(|i| i.branch),
+        started_at: known.map(|k| k.started_at).unwrap_or(now),
+        last_prompt_at: (input.event == Event::UserPromptSubmit).then_some(now),
+        ended_at: None,
+        end_reason: None,
+    })
+}
+
+fn server_offset(store: &Store) -> Millis {
+    store.meta_i64(meta::SERVER_OFFSET_MS).ok().flatten().unwrap_or(0)
+}
+
+/// The tools whose edits the lease guard checks.
+pub const GUARDED_TOOLS: [&str; 4] = ["Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// PreToolUse: denies an edit of a file under another session's exclusive
+/// lease in the same repo, from the local cache only. Otherwise no decision
+/// at all (an `allow` would skip the user's permission prompt); one line of
+/// context when the cache is older than 10 minutes.
+pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<String>, Box<dyn std::error::Error>> {
+    if !input.tool_name.as_deref().is_some_and(|t| GUARDED_TOOLS.contains(&t)) {
+        return Ok(None);
+    }
+    let Some(file) = input.file_path.as_deref() else { return Ok(None) };
+    let mut path = PathBuf::from(file);
+    if path.is_relative() {
+        let Some(cwd) = input.cwd.as_deref() else { return Ok(None) };
+        path = Path::new(cwd).join(path);
+    }
+    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+    let Some((info, rel)) = repo::repo_relative(&path) else { return Ok(None) };
+    let leases = sl::cache_exclusive_in_repo(store.conn(), &info.id)?;
+    let out = |key: &str, text: String| {
+        let mut o = json!({ "hookEventName": "PreToolUse" });
+        o[key] = Value::String(text);
+        if key == "permissionDecisionReason" {
+            o["permissionDecision"] = json!("deny");
+        }
+        json!({ "hookSpecificOutput": o }).to_string()
+    };
+    if !leases.is_empty() {
+        let config = Config::load(paths)?;
+        let me = Me::load(store.conn(), &config.label, &input.session_id);
+        if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
+            return Ok(Some(out("permissionDecisionReason", lease_view::refusal(l, &rel, now + server_offset(&store)))));
+        }
+    }
+    Ok(lease_view::cache_age_line(store.conn(), now).map(|line| out("additionalContext", line)))
+}
+
+/// SessionEnd: records the end; unless the reason is `clear` or `resume`
+/// (the process goes on under a new id), queues the release of the
+/// session's leases for the poller, and starts one if none runs.
+pub fn session_end(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
+    let Some(mut store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(HookRun::default()) };
+    let reason = input.source.clone().unwrap_or_else(|| "other".into());
+    let release = !matches!(reason.as_str(), "clear" | "resume");
+    let proc = if release { process::claude_ancestor() } else { None };
+    let queued = store.write(|tx| {
+        let mut n = sl::session_end(tx, &input.session_id, &reason, now, release)?;
+        if let Some(p) = proc {
+            n += sl::queue_release_of_process(tx, p.pid, p.start, &format!("session ended ({reason})"), now)?;
+        }
+        Ok(n)
+    })?;
+    Ok(HookRun { spawn_poller: queued > 0 && !locks::poller_alive(paths), ..Default::default() })
 }
 
 /// At SessionStart, one line when the repo's code map is stale (read from the
@@ -286,7 +429,7 @@ mod tests {
     #[test]
     fn only_the_hook_json_of_a_known_event_is_input() {
         let ok = parse_input(br#"{"session_id":"abc","hook_event_name":"UserPromptSubmit","prompt":"hi"}"#).unwrap();
-        assert_eq!(ok, HookInput { session_id: "abc".into(), event: Event::UserPromptSubmit, cwd: None });
+        assert_eq!(ok, HookInput { session_id: "abc".into(), event: Event::UserPromptSubmit, ..Default::default() });
         for e in ["SessionStart", "PreToolUse", "Stop", "SessionEnd", "BeforeAgent", "BeforeTool", "AfterAgent"] {
             let v = format!(r#"{{"session_id":"s","hook_event_name":"{e}"}}"#);
             assert_eq!(parse_input(v.as_bytes()).unwrap().event.as_str(), e);
@@ -351,6 +494,7 @@ mod code_map_tests {
             session_id: "s1".into(),
             event,
             cwd: Some(repo.path().join(".claude").to_string_lossy().into_owned()),
+            ..Default::default()
         };
         let fresh = run(&paths, &input(Event::SessionStart), 1_000).unwrap();
         assert_eq!(fresh.output, None, "a fresh map says nothing");

@@ -4,8 +4,12 @@
 //! are built on it.
 
 pub mod config;
+pub mod githook;
 pub mod hook;
+pub mod leases;
 pub mod locks;
+pub mod process;
+pub mod repo;
 pub mod spawn;
 
 use pcmail_core::Millis;

@@ -4,6 +4,7 @@
 //! `isError: true`.
 
 use pcmail_api::features::{self, Group, Hello};
+use pcmail_api::leases::{self, LeaseCheckArgs, LeaseClaimArgs, LeaseListArgs, LeaseReleaseArgs, LeaseTakeoverArgs};
 use pcmail_api::{
     AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs, SendArgs,
     SentArgs, WaitForArgs,
@@ -244,6 +245,31 @@ impl PcmailMcp {
     #[tool(description = "Alerts from the server's sweep (open ones; all=true adds resolved). Result: {alerts[, unreachable]}.")]
     async fn alerts(&self, a: Parameters<AlertsArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::alerts(c, &a)).await
+    }
+
+    #[tool(description = "Hold a resource (a module, staging-deploy, gpu:0) across PCs, exclusively (default) or shared. files: repo-relative globs whose edits and commits by other sessions are then refused. The lease follows the Claude Code process above this server (or pid; or ttl: ends after that long). Result: {outcome: granted, lease: {fence, …}, follows} or {outcome: unconfirmed} when the server is unreachable. Errors: held (exit 10) or stale (exit 11: holder silent, use lease_takeover), each with the holder's lease.")]
+    async fn lease_claim(&self, a: Parameters<LeaseClaimArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Leases, a, |c, a| leases::lease_claim(c, &a)).await
+    }
+
+    #[tool(description = "Release this PC's lease of a resource (queued for the poller when the server is unreachable). Result: {released: [{resource, fence, released, queued}]}.")]
+    async fn lease_release(&self, a: Parameters<LeaseReleaseArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Leases, a, |c, a| leases::lease_release(c, &a)).await
+    }
+
+    #[tool(description = "Who holds what: every live lease (holder, description, files, grantedAt, heartbeatAt, stale), optionally of one repo or resource; all=true adds leases ended in the last 24 h. Result: {leases, mine, now[, unreachable, cacheAt]} (unreachable: the last poll's view).")]
+    async fn lease_list(&self, a: Parameters<LeaseListArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Leases, a, |c, a| leases::lease_list(c, &a)).await
+    }
+
+    #[tool(description = "Is fence the current fencing token of resource? Asks the server, never a cache (unreachable: error, exit 6). Result: {current, fence, lease}.")]
+    async fn lease_check(&self, a: Parameters<LeaseCheckArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Leases, a, |c, a| leases::lease_check(c, &a)).await
+    }
+
+    #[tool(description = "Take over a lease someone else holds, only with evidence, recorded on its timeline and told to the old holder: its process is gone (same PC), or it is stale while its PC still polls (session ended), or force=true when its PC is silent too. Check the resource itself first. Result: as lease_claim.")]
+    async fn lease_takeover(&self, a: Parameters<LeaseTakeoverArgs>) -> Result<CallToolResult, ErrorData> {
+        self.with_client(Group::Leases, a, |c, a| leases::lease_takeover(c, &a)).await
     }
 
     #[tool(description = "One poll cycle now: push queued mail and marks, fetch and store new mail. Result: the cycle's counts, or {skipped} when another sync is running.")]

@@ -13,6 +13,7 @@ pub mod timeline;
 pub mod cache;
 pub mod hookview;
 pub mod codemap;
+pub mod leases;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

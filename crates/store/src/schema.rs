@@ -187,6 +187,77 @@ const MIGRATIONS: &[&str] = &[
         FROM sent s, json_each(s.timeline) j
         WHERE json_valid(s.timeline) AND json_extract(j.value, '$.state') IS NOT NULL;
     "#,
+    // 5: leases (issue 10). The session registry (a Claude Code process and
+    // its current session id: /clear and --resume give the same process a new
+    // id, and leases move with the process), this PC's own leases (with the
+    // process they follow and releases queued for the poller), the server's
+    // lease list as the guard cache, and lost leases to tell their holder once.
+    r#"
+    CREATE TABLE sessions (
+        session TEXT PRIMARY KEY,
+        pid INTEGER,
+        pid_start INTEGER,
+        cwd TEXT,
+        repo TEXT,
+        branch TEXT,
+        started_at INTEGER NOT NULL,
+        last_prompt_at INTEGER,
+        ended_at INTEGER,
+        end_reason TEXT
+    );
+    CREATE INDEX sessions_by_pid ON sessions(pid, pid_start);
+    CREATE TABLE leases_mine (
+        claim_id TEXT PRIMARY KEY,
+        resource TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        description TEXT NOT NULL,
+        files TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        session TEXT NOT NULL,
+        pid INTEGER,
+        pid_start INTEGER,
+        ttl_expires_at INTEGER,
+        fence INTEGER,
+        state TEXT NOT NULL,
+        claimed_at INTEGER NOT NULL,
+        heartbeat_at INTEGER,
+        release_reason TEXT,
+        release_queued_at INTEGER,
+        release_attempts INTEGER NOT NULL DEFAULT 0,
+        release_next_at INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX leases_mine_by_resource ON leases_mine(resource, fence);
+    CREATE TABLE lease_cache (
+        resource TEXT NOT NULL,
+        fence INTEGER NOT NULL,
+        repo TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        holder_pc TEXT NOT NULL,
+        holder_session TEXT NOT NULL,
+        holder_name TEXT,
+        description TEXT NOT NULL,
+        files TEXT NOT NULL,
+        granted_at INTEGER NOT NULL,
+        heartbeat_at INTEGER NOT NULL,
+        stale INTEGER NOT NULL,
+        json TEXT NOT NULL,
+        PRIMARY KEY (resource, fence)
+    ) WITHOUT ROWID;
+    CREATE INDEX lease_cache_by_repo ON lease_cache(repo, mode);
+    CREATE TABLE lease_lost (
+        resource TEXT NOT NULL,
+        fence INTEGER NOT NULL,
+        session TEXT NOT NULL,
+        pid INTEGER,
+        pid_start INTEGER,
+        at INTEGER NOT NULL,
+        taken_by TEXT,
+        reason TEXT,
+        event TEXT NOT NULL,
+        told_at INTEGER,
+        PRIMARY KEY (resource, fence)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

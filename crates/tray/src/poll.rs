@@ -22,7 +22,8 @@ pub trait Remote: Send + Sync {
     fn other_poller_alive(&self) -> bool;
     /// Replies to `original` with the CLI's rules; returns the reply id.
     fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError>;
-    /// Where lease heartbeats will run (issue: leases). A no-op today.
+    /// Lease heartbeats (issue 10): before each cycle, release the leases
+    /// whose process exited; the renewals ride the cycle's poll.
     fn lease_heartbeat(&self, _now: Millis) {}
 }
 

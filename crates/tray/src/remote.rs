@@ -57,8 +57,11 @@ impl Remote for ClientRemote {
             },
         }
     }
-    /// The hook point for lease heartbeats (seed 001): called once per loop
-    /// turn while this app is the poller. Nothing to do until leases exist.
-    fn lease_heartbeat(&self, _now: i64) {}
+    /// Called once per loop turn while this app is the poller, before its
+    /// cycle: queues the release of every lease whose process exited (the
+    /// cycle then sends it; the renewals of the live ones ride that poll).
+    fn lease_heartbeat(&self, now: i64) {
+        let _ = self.with(|c| c.lease_liveness(now).map(|_| ()).map_err(|e| e.to_string()));
+    }
 }
 

@@ -1,0 +1,310 @@
+//! Leases (issue 10): one function per operation, shared by `pcmail lease …`
+//! and the MCP tools. Which process a lease follows and which session holds
+//! it is decided here, once, for both front ends.
+
+use crate::{optional_not_null, ApiError, Result};
+use pcmail_client::leases::{ClaimOutcome, ClaimRequest, ReleaseDone};
+use pcmail_client::{Client, ClientError};
+use pcmail_core::lease::{CheckAnswer, Lease, ListArgs, Mode, Takeover};
+use pcmail_local::process::{self, ProcId};
+use pcmail_store::leases::{self as sl, MyLease};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseMode {
+    #[default]
+    Exclusive,
+    Shared,
+}
+
+impl From<LeaseMode> for Mode {
+    fn from(m: LeaseMode) -> Mode {
+        match m {
+            LeaseMode::Exclusive => Mode::Exclusive,
+            LeaseMode::Shared => Mode::Shared,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct LeaseClaimArgs {
+    /// What is held: a module, `staging-deploy`, `gpu:0` (lowercase letters, digits, . _ - / :).
+    pub resource: String,
+    /// Why, for whoever finds it held.
+    #[serde(default)]
+    pub description: String,
+    /// Repo-relative globs the lease covers (`src/auth/**`); edits and commits of them by other sessions are refused.
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub mode: LeaseMode,
+    /// The repo (normalised origin URL); default: the repo of `cwd` or of the current folder.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// The folder whose repo the lease belongs to (default: the current folder).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Follow this process instead of the Claude Code process above the caller.
+    #[serde(default)]
+    pub pid: Option<i64>,
+    /// A lease without a process that simply ends after this long (30m, 2h).
+    #[serde(default)]
+    pub ttl: Option<String>,
+    /// A name for the holder shown to others.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// How the holder was decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct Follow {
+    pub session: String,
+    /// The process the lease lives with (None: a TTL lease).
+    pub pid: Option<i64>,
+    /// `claude` (the Claude Code process above), `pid` (--pid), `ttl`, `parent` (the caller's parent).
+    pub how: &'static str,
+    /// Said to the caller when the lease follows something short-lived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseClaimResult {
+    #[serde(flatten)]
+    pub outcome: ClaimOutcome,
+    pub follows: Follow,
+}
+
+/// Which process a lease follows and which session holds it: the Claude
+/// Code process above the caller (its session from the registry), `pid`, a
+/// TTL, or the caller's parent (said in `note`). `PCMAIL_SESSION` names the
+/// session outside Claude Code.
+pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(Option<ProcId>, Follow)> {
+    let claude = process::claude_ancestor();
+    let env_session = std::env::var("PCMAIL_SESSION").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let (proc, how, note) = if let Some(p) = pid {
+        let proc = ProcId::of(p).ok_or_else(|| ApiError::Usage(format!("--pid {p}: no such process")))?;
+        (Some(proc), "pid", None)
+    } else if ttl {
+        (None, "ttl", None)
+    } else if let Some(c) = claude {
+        (Some(c), "claude", None)
+    } else {
+        let parent = process::parent_pid().and_then(ProcId::of).ok_or_else(|| ApiError::Local("cannot find this command's parent process".into()))?;
+        let note = format!(
+            "no Claude Code process above this command: the lease follows its parent process (PID {}) and ends when that exits; \
+             pass --pid PID or --ttl DUR to choose",
+            parent.pid
+        );
+        (Some(parent), "parent", Some(note))
+    };
+    let registry = claude.and_then(|c| sl::session_of_process(client.store.conn(), c.pid, c.start).ok().flatten());
+    let session = env_session
+        .or(registry.map(|r| r.session))
+        .unwrap_or_else(|| match (claude, proc) {
+            (Some(c), _) => format!("claude-{}", c.pid),
+            (None, Some(p)) => format!("pid-{}", p.pid),
+            (None, None) => format!("ttl-{}", client.now()),
+        });
+    Ok((proc, Follow { session, pid: proc.map(|p| p.pid), how, note }))
+}
+
+/// A server without leases answers `unknown_op`: say so at once (DESIGN.md
+/// "Features, not guesses") instead of a confusing refusal.
+fn unsupported(e: ClientError) -> ApiError {
+    match e.refused() {
+        Some(p) if p.code == pcmail_core::ErrorCode::UnknownOp => ApiError::Unsupported { feature: "leases".into() },
+        _ => ApiError::Client(e),
+    }
+}
+
+fn repo_of(args_repo: Option<&str>, cwd: Option<&str>) -> String {
+    if let Some(r) = args_repo {
+        return r.to_string();
+    }
+    let dir = cwd.map(PathBuf::from).or_else(|| std::env::current_dir().ok());
+    dir.and_then(|d| pcmail_local::repo::identify(&d)).map(|i| i.id).unwrap_or_default()
+}
+
+fn ttl_ms(ttl: Option<&str>) -> Result<Option<i64>> {
+    match ttl {
+        None => Ok(None),
+        Some(t) => match crate::parse_expires(t)? {
+            pcmail_client::ops::Expires::In(ms) => Ok(Some(ms)),
+            pcmail_client::ops::Expires::At(_) => Err(ApiError::Usage(format!("--ttl {t:?}: a duration like 30m or 2h"))),
+        },
+    }
+}
+
+fn request(client: &Client, a: &LeaseClaimArgs, takeover: Option<Takeover>) -> Result<(ClaimRequest, Follow)> {
+    let ttl = ttl_ms(a.ttl.as_deref())?;
+    let (proc, follow) = resolve_follow(client, a.pid, ttl.is_some())?;
+    let req = ClaimRequest {
+        resource: a.resource.clone(),
+        repo: repo_of(a.repo.as_deref(), a.cwd.as_deref()),
+        description: a.description.clone(),
+        files: a.files.clone(),
+        mode: a.mode.into(),
+        session: follow.session.clone(),
+        name: a.name.clone(),
+        follow: proc,
+        ttl_ms: ttl,
+        takeover,
+    };
+    Ok((req, follow))
+}
+
+/// `lease claim`: granted (exit 0), held (exit 10), stale (exit 11),
+/// or kept unconfirmed while the server is unreachable.
+pub fn lease_claim(client: &mut Client, a: &LeaseClaimArgs) -> Result<LeaseClaimResult> {
+    let (req, follows) = request(client, a, None)?;
+    let outcome = client.lease_claim(&req).map_err(unsupported)?;
+    Ok(LeaseClaimResult { outcome, follows })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct LeaseTakeoverArgs {
+    pub resource: String,
+    /// Why (recorded on the lease's timeline and told to the old holder).
+    pub reason: String,
+    /// The holder's PC is silent too: take it on this decision alone (recorded).
+    #[serde(default)]
+    pub force: bool,
+    /// Defaults: the old lease's description, files, mode and repo.
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub files: Option<Vec<String>>,
+    #[serde(default)]
+    pub pid: Option<i64>,
+    #[serde(default)]
+    pub ttl: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `lease takeover`: takes a lease someone else holds, only with evidence
+/// (the holder's process is gone on this PC; its session ended; or `force`).
+pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<LeaseClaimResult> {
+    if a.reason.trim().is_empty() {
+        return Err(ApiError::Usage("a takeover needs --reason".into()));
+    }
+    let list = client.lease_list(ListArgs { resource: Some(a.resource.clone()), ..Default::default() }).map_err(unsupported)?;
+    let current = list.leases.into_iter().find(|l| l.state.is_live() && l.mode == Mode::Exclusive).or(None);
+    let mut args = LeaseClaimArgs {
+        resource: a.resource.clone(),
+        description: a.description.clone().unwrap_or_default(),
+        files: a.files.clone().unwrap_or_default(),
+        pid: a.pid,
+        ttl: a.ttl.clone(),
+        name: a.name.clone(),
+        ..Default::default()
+    };
+    let takeover = match &current {
+        None => None,
+        Some(l) => {
+            if a.description.is_none() {
+                args.description = l.description.clone();
+            }
+            if a.files.is_none() {
+                args.files = l.files.clone();
+            }
+            args.repo = Some(l.repo.clone());
+            let (evidence, detail) = client.takeover_evidence(l, a.force).map_err(unsupported)?;
+            Some(Takeover { evidence, reason: a.reason.clone(), detail })
+        }
+    };
+    let (req, follows) = request(client, &args, takeover)?;
+    let outcome = client.lease_claim(&req).map_err(unsupported)?;
+    Ok(LeaseClaimResult { outcome, follows })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct LeaseReleaseArgs {
+    pub resource: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseReleaseResult {
+    pub released: Vec<ReleaseDone>,
+}
+
+/// `lease release`: this PC's lease of the resource (queued when offline).
+pub fn lease_release(client: &mut Client, a: &LeaseReleaseArgs) -> Result<LeaseReleaseResult> {
+    let released = client.lease_release(&a.resource, None, a.reason.as_deref()).map_err(unsupported)?;
+    Ok(LeaseReleaseResult { released })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
+pub struct LeaseListArgs {
+    /// Only this repo's leases (normalised origin URL).
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Only this resource.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Also leases that ended in the last 24 hours.
+    #[serde(default)]
+    pub all: bool,
+    /// Each lease's timeline.
+    #[serde(default)]
+    pub timeline: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseListResult {
+    pub leases: Vec<Lease>,
+    /// This PC's own leases as it tracks them (with unconfirmed and releasing ones).
+    pub mine: Vec<MyLease>,
+    /// The server was unreachable: `leases` is the guard cache (of `cacheAt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
+    #[serde(rename = "cacheAt", skip_serializing_if = "Option::is_none")]
+    pub cache_at: Option<i64>,
+    /// The server's time of the answer (ages are counted from it).
+    pub now: i64,
+}
+
+/// `lease list`: the server's view; the guard cache when it can't be reached.
+pub fn lease_list(client: &mut Client, a: &LeaseListArgs) -> Result<LeaseListResult> {
+    let mine = client.store.leases_mine()?;
+    let offset = client.store.meta_i64(pcmail_store::meta::SERVER_OFFSET_MS)?.unwrap_or(0);
+    let args = ListArgs { repo: a.repo.clone(), resource: a.resource.clone(), all: a.all, timeline: a.timeline };
+    match client.lease_list(args) {
+        Ok(l) => Ok(LeaseListResult { leases: l.leases, mine, unreachable: None, cache_at: None, now: client.now() + offset }),
+        Err(ClientError::Call(e)) if e.is_transient() => {
+            let leases = client
+                .store
+                .lease_cache()?
+                .into_iter()
+                .filter(|l| a.repo.as_ref().is_none_or(|r| *r == l.repo) && a.resource.as_ref().is_none_or(|r| *r == l.resource))
+                .filter_map(|l| serde_json::from_str::<Lease>(&l.json).ok())
+                .collect();
+            let cache_at = sl::cache_at(client.store.conn())?;
+            Ok(LeaseListResult { leases, mine, unreachable: Some(e.to_string()), cache_at, now: client.now() + offset })
+        }
+        Err(e) => Err(unsupported(e)),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct LeaseCheckArgs {
+    pub resource: String,
+    /// The fencing token to check.
+    pub fence: i64,
+}
+
+/// `lease check`: is `fence` the current token of `resource`? Asks the
+/// server; never answers from a cache (unreachable: an error, exit 6).
+pub fn lease_check(client: &mut Client, a: &LeaseCheckArgs) -> Result<CheckAnswer> {
+    client.lease_check(&a.resource, a.fence).map_err(unsupported)
+}

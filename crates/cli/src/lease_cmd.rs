@@ -1,0 +1,289 @@
+//! `pcmail lease claim|release|list|check|takeover`: parses, calls the one
+//! function per operation in pcmail-api, prints.
+
+use crate::exit::Exit;
+use clap::Subcommand;
+use pcmail_api::leases::{self as api, LeaseMode};
+use pcmail_api::ApiError;
+use pcmail_client::leases::{holder_label, ClaimOutcome};
+use pcmail_core::lease::Lease;
+use pcmail_core::present::{age, truncate_chars};
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub enum LeaseCmd {
+    /// Hold a resource (exit 10: someone holds it; 11: its holder went silent: `takeover`).
+    Claim {
+        resource: String,
+        /// Why, for whoever finds it held.
+        #[arg(long, short = 'd', default_value = "")]
+        description: String,
+        /// Repo-relative globs the lease covers (repeat or comma-separate): `src/auth/**`.
+        #[arg(long, short = 'f', value_delimiter = ',')]
+        files: Vec<String>,
+        /// Others may hold it shared at the same time (exclusive is the default).
+        #[arg(long)]
+        shared: bool,
+        /// The repo (normalised origin URL) [default: the current folder's]
+        #[arg(long)]
+        repo: Option<String>,
+        /// Follow this process (the lease ends when it exits) instead of the Claude Code process above.
+        #[arg(long, conflicts_with = "ttl")]
+        pid: Option<i64>,
+        /// A lease without a process that ends after this long (30m, 2h).
+        #[arg(long)]
+        ttl: Option<String>,
+        /// A name for the holder shown to others.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Release this PC's lease of a resource (queued for the poller when the server is unreachable).
+    Release {
+        resource: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Who holds what: holder, description, files, age, last heartbeat, stale flag.
+    List {
+        /// Only this repo (normalised origin URL).
+        #[arg(long)]
+        repo: Option<String>,
+        /// Only leases of the current folder's repo.
+        #[arg(long, conflicts_with = "repo")]
+        here: bool,
+        /// Also leases that ended in the last 24 hours.
+        #[arg(long)]
+        all: bool,
+        /// Each lease's timeline.
+        #[arg(long)]
+        timeline: bool,
+        resource: Option<String>,
+    },
+    /// Exit 0 only while FENCE is the resource's current fencing token (asks the server; unreachable: exit 6).
+    Check {
+        resource: String,
+        #[arg(long)]
+        fence: i64,
+    },
+    /// Take a lease someone else holds, with evidence: its process is gone (same PC), its session
+    /// ended (stale lease, its PC still polls), or --force when its PC is silent too. Recorded.
+    Takeover {
+        resource: String,
+        #[arg(long, required = true)]
+        reason: String,
+        #[arg(long)]
+        force: bool,
+        #[arg(long, short = 'd')]
+        description: Option<String>,
+        #[arg(long, short = 'f', value_delimiter = ',')]
+        files: Option<Vec<String>>,
+        #[arg(long, conflicts_with = "ttl")]
+        pid: Option<i64>,
+        #[arg(long)]
+        ttl: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+/// Prints an error's lease (held/stale) before the exit code is taken from it.
+fn explain(e: ApiError, json: bool) -> anyhow::Error {
+    if json {
+        println!("{}", json!({ "error": e.to_json() }));
+    } else if let Some(l) = e.to_json().get("lease").and_then(|v| serde_json::from_value::<Lease>(v.clone()).ok()) {
+        let now = pcmail_client::system_now();
+        eprintln!(
+            "pcmail: {} is held by {} ({}) since {} ago, last heartbeat {} ago{}: {}",
+            l.resource,
+            holder_label(&l.holder),
+            l.mode.as_str(),
+            age(now - l.granted_at),
+            age(now - l.heartbeat_at),
+            if l.stale { ", STALE" } else { "" },
+            l.description
+        );
+        if l.stale {
+            eprintln!("pcmail: check the resource itself, then `pcmail lease takeover {} --reason \"…\"`", l.resource);
+        }
+    }
+    e.into()
+}
+
+pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
+    let mut client = crate::open()?;
+    match cmd {
+        LeaseCmd::Claim { resource, description, files, shared, repo, pid, ttl, name } => {
+            let args = api::LeaseClaimArgs {
+                resource,
+                description,
+                files,
+                mode: if shared { LeaseMode::Shared } else { LeaseMode::Exclusive },
+                repo,
+                cwd: None,
+                pid,
+                ttl,
+                name,
+            };
+            let r = api::lease_claim(&mut client, &args).map_err(|e| explain(e, json))?;
+            print_claim(&r, json);
+        }
+        LeaseCmd::Takeover { resource, reason, force, description, files, pid, ttl, name } => {
+            let args = api::LeaseTakeoverArgs { resource, reason, force, description, files, pid, ttl, name };
+            let r = api::lease_takeover(&mut client, &args).map_err(|e| explain(e, json))?;
+            print_claim(&r, json);
+        }
+        LeaseCmd::Release { resource, reason } => {
+            let r = api::lease_release(&mut client, &api::LeaseReleaseArgs { resource, reason })?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                for d in &r.released {
+                    match (d.queued, d.released) {
+                        (true, _) => println!("pcmail: {}: server unreachable; the release is queued and the poller sends it", d.resource),
+                        (false, true) => println!("pcmail: released {}", d.resource),
+                        (false, false) => println!("pcmail: {} was no longer held by this PC (forgotten here)", d.resource),
+                    }
+                }
+            }
+        }
+        LeaseCmd::List { repo, here, all, timeline, resource } => {
+            let repo = if here {
+                let dir = std::env::current_dir()?;
+                Some(pcmail_client::repo::identify(&dir).map(|i| i.id).ok_or_else(|| ApiError::Usage("--here: the current folder is not in a git repo".into()))?)
+            } else {
+                repo
+            };
+            let r = api::lease_list(&mut client, &api::LeaseListArgs { repo, resource, all, timeline })?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                if let Some(e) = &r.unreachable {
+                    eprintln!(
+                        "pcmail: server unreachable ({e}); showing the lease view of the last poll{}",
+                        r.cache_at.map(|t| format!(", {} old", age(pcmail_client::system_now() - t))).unwrap_or_default()
+                    );
+                }
+                print_table(&r, client.me(), timeline);
+            }
+        }
+        LeaseCmd::Check { resource, fence } => {
+            let a = api::lease_check(&mut client, &api::LeaseCheckArgs { resource: resource.clone(), fence })?;
+            if json {
+                println!("{}", serde_json::to_string(&a)?);
+            } else if a.current {
+                println!("pcmail: fence {fence} is current for {resource}");
+            } else {
+                match a.fence {
+                    Some(f) => println!("pcmail: fence {fence} is NOT current for {resource} (current: {f})"),
+                    None => println!("pcmail: fence {fence} is NOT current for {resource} (nobody holds it)"),
+                }
+            }
+            if !a.current {
+                // Another holder: 10; nobody holds it: 7.
+                std::process::exit(if a.fence.is_some() { Exit::LeaseHeld as i32 } else { Exit::NotFound as i32 });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_claim(r: &api::LeaseClaimResult, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        return;
+    }
+    if let Some(n) = &r.follows.note {
+        eprintln!("pcmail: {n}");
+    }
+    match &r.outcome {
+        ClaimOutcome::Granted { lease } => {
+            let follows = match (r.follows.how, r.follows.pid) {
+                (_, None) => format!("until {}", lease.ttl_expires_at.map(crate::print::time).unwrap_or_default()),
+                ("claude", Some(p)) => format!("while this Claude Code session (PID {p}) runs"),
+                (_, Some(p)) => format!("while PID {p} runs"),
+            };
+            println!("pcmail: holding {} (fence {}) {follows}; `pcmail lease release {}` when done", lease.resource, lease.fence, lease.resource);
+            // The fencing token alone on stdout's last line, for scripts.
+            println!("{}", lease.fence);
+        }
+        ClaimOutcome::Unconfirmed { lease, error } => {
+            println!(
+                "pcmail: server unreachable ({error}): {} is kept here as UNCONFIRMED; you may not hold it. \
+                 The poller claims it when the server answers and says so if someone else got it first.",
+                lease.resource
+            );
+        }
+    }
+}
+
+fn print_table(r: &api::LeaseListResult, me: &str, timeline: bool) {
+    if r.leases.is_empty() && r.mine.iter().all(|m| m.fence.is_some()) {
+        println!("No leases.");
+        return;
+    }
+    let rows: Vec<[String; 7]> = r
+        .leases
+        .iter()
+        .map(|l| {
+            let mine = if l.holder.pc == me { "*" } else { "" };
+            let state = if l.stale { "STALE".to_string() } else { l.state.as_str().to_string() };
+            [
+                format!("{}{}", l.resource, mine),
+                format!("{} ({})", holder_label(&l.holder), l.mode.as_str()),
+                state,
+                age(r.now - l.granted_at),
+                if l.ttl_expires_at.is_some() { "ttl".into() } else { age(r.now - l.heartbeat_at) },
+                truncate_chars(&l.files.join(","), 30),
+                truncate_chars(&l.description, 50),
+            ]
+        })
+        .chain(r.mine.iter().filter(|m| m.fence.is_none()).map(|m| {
+            [
+                format!("{}*", m.resource),
+                format!("{}/{} ({})", me, m.session.chars().take(8).collect::<String>(), m.mode),
+                "UNCONFIRMED".into(),
+                age(pcmail_client::system_now() - m.claimed_at),
+                "-".into(),
+                truncate_chars(&m.files.join(","), 30),
+                truncate_chars(&m.description, 50),
+            ]
+        }))
+        .collect();
+    let head = ["RESOURCE", "HOLDER", "STATE", "AGE", "HEARTBEAT", "FILES", "DESCRIPTION"];
+    let mut w = head.map(|h| h.chars().count());
+    for row in &rows {
+        for (i, c) in row.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<width$}  ", width = w[i]));
+            }
+        }
+        println!("{}", s.trim_end());
+    };
+    line(head.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    println!("(* this PC's; HEARTBEAT = time since the last renewal; STALE after 3 min without one)");
+    if timeline {
+        for l in &r.leases {
+            for t in l.timeline.iter().flatten() {
+                println!(
+                    "  {} {} {} by {}{}",
+                    l.resource,
+                    crate::print::time(t.at),
+                    t.event.as_str(),
+                    t.by,
+                    t.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default()
+                );
+            }
+        }
+    }
+}

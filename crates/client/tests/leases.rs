@@ -1,0 +1,222 @@
+//! Leases on the PC against the real embedded server: heartbeats ride the
+//! poll (no extra request), a killed holder process is released within one
+//! heartbeat period by the poller's pusher, a takeover reaches the old
+//! holder's next hook run once, a lease claimed offline is kept unconfirmed.
+
+use pcmail_client::config::{Config, Paths, ServerConfig};
+use pcmail_client::leases::{ClaimOutcome, ClaimRequest};
+use pcmail_client::process::ProcId;
+use pcmail_client::transport::{CallError, Embedded, Transport};
+use pcmail_client::{hook, Client};
+use pcmail_core::lease::{Evidence, ListArgs, Mode, Takeover, HEARTBEAT_MS, STALE_AFTER_MS};
+use pcmail_core::protocol::Op;
+use pcmail_core::Millis;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The test clock of the clients and the embedded server they share.
+static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
+fn clock() -> Millis {
+    NOW.load(Ordering::SeqCst)
+}
+/// The tests move the one clock: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn config(label: &str, db: &Path) -> Config {
+    Config {
+        label: label.into(),
+        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
+        poll_interval_secs: 0,
+        notify_webhook: None,
+        native_notifications: false,
+        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
+        installation: None,
+        retention_days: None,
+        subject_tags: None,
+    }
+}
+
+/// Counts requests; can be switched off like a pulled cable.
+struct Counting {
+    inner: Embedded,
+    calls: Arc<AtomicUsize>,
+    offline: Arc<AtomicBool>,
+}
+
+impl Transport for Counting {
+    fn call(&self, op: &Op) -> Result<Value, CallError> {
+        if self.offline.load(Ordering::SeqCst) {
+            return Err(CallError::Transient("connection refused or no route".into()));
+        }
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.call(op)
+    }
+    fn long_poll(&self) -> bool {
+        false
+    }
+    fn describe(&self) -> String {
+        "counting".into()
+    }
+}
+
+struct Pc {
+    client: Client,
+    calls: Arc<AtomicUsize>,
+    offline: Arc<AtomicBool>,
+    paths: Paths,
+}
+
+fn pc(root: &Path, label: &str) -> Pc {
+    let db = root.join("server.db");
+    let paths = Paths::at(root.join(label));
+    std::fs::create_dir_all(&paths.home).unwrap();
+    let cfg = config(label, &db);
+    cfg.save(&paths).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let offline = Arc::new(AtomicBool::new(false));
+    let t = Counting { inner: Embedded::open(&db, label, clock).unwrap(), calls: calls.clone(), offline: offline.clone() };
+    let mut client = Client::with(paths.clone(), cfg, Box::new(t), clock).unwrap();
+    client.sync_once(0).unwrap();
+    Pc { client, calls, offline, paths }
+}
+
+fn claim(resource: &str, session: &str, follow: Option<ProcId>) -> ClaimRequest {
+    ClaimRequest {
+        resource: resource.into(),
+        repo: "github.com/o/r".into(),
+        description: "deploying".into(),
+        files: vec!["deploy/**".into()],
+        mode: Mode::Exclusive,
+        session: session.into(),
+        name: None,
+        follow,
+        ttl_ms: None,
+        takeover: None,
+    }
+}
+
+fn live(c: &mut Client, resource: &str) -> Vec<pcmail_core::lease::Lease> {
+    let l = c.lease_list(ListArgs { resource: Some(resource.into()), ..Default::default() }).unwrap();
+    l.leases.into_iter().filter(|l| l.state.is_live()).collect()
+}
+
+#[test]
+fn heartbeats_ride_the_poll_and_fill_the_guard_cache() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = pc(root.path(), "pc-a");
+    let mut b = pc(root.path(), "pc-b");
+    let me = ProcId::of(std::process::id() as i64).unwrap();
+    let ClaimOutcome::Granted { lease } = a.client.lease_claim(&claim("staging-deploy", "s1", Some(me))).unwrap() else {
+        panic!("granted")
+    };
+    let granted_at = lease.heartbeat_at;
+    // Both PCs up to date (roster, lease list) before counting.
+    a.client.sync_once(0).unwrap();
+    b.client.sync_once(0).unwrap();
+
+    // A poll with a lease held costs the same requests as one without.
+    NOW.fetch_add(HEARTBEAT_MS, Ordering::SeqCst);
+    let before = a.calls.load(Ordering::SeqCst);
+    a.client.sync_once(0).unwrap();
+    let with_lease = a.calls.load(Ordering::SeqCst) - before;
+    let before = b.calls.load(Ordering::SeqCst);
+    b.client.sync_once(0).unwrap();
+    let without = b.calls.load(Ordering::SeqCst) - before;
+    assert_eq!(with_lease, without, "the heartbeat rides the poll");
+    let now_live = live(&mut b.client, "staging-deploy");
+    assert_eq!(now_live.len(), 1);
+    assert!(now_live[0].heartbeat_at > granted_at, "renewed by the poll");
+
+    // pc-b's guard cache holds pc-a's lease after its poll.
+    let cache = b.client.store.lease_cache().unwrap();
+    assert_eq!(cache.len(), 1);
+    assert_eq!((cache[0].holder_pc.as_str(), cache[0].resource.as_str()), ("pc-a", "staging-deploy"));
+
+    // Polls at least every H while a lease is held, at the configured pace otherwise.
+    assert_eq!(a.client.poll_pause(Duration::from_secs(120)), Duration::from_millis(HEARTBEAT_MS as u64));
+    assert_eq!(b.client.poll_pause(Duration::from_secs(120)), Duration::from_secs(120));
+}
+
+#[test]
+fn a_killed_holder_process_is_released_within_one_heartbeat_period() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = pc(root.path(), "pc-a");
+    let mut b = pc(root.path(), "pc-b");
+    let mut holder = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    let proc = ProcId::of(holder.id() as i64).unwrap();
+    assert!(matches!(a.client.lease_claim(&claim("gpu:0", "s1", Some(proc))).unwrap(), ClaimOutcome::Granted { .. }));
+    assert!(b.client.lease_claim(&claim("gpu:0", "s9", None)).is_err(), "held");
+
+    // pc-a's poller (the pusher beside its loop), with a short liveness period.
+    let _pusher = pcmail_client::pusher::spawn_with(a.paths.clone(), Duration::from_millis(100));
+    holder.kill().unwrap(); // SIGKILL
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    while !live(&mut b.client, "gpu:0").is_empty() {
+        assert!(killed.elapsed() < Duration::from_millis(HEARTBEAT_MS as u64), "not released within one heartbeat period");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The next claim gets it, with a higher fence.
+    let ClaimOutcome::Granted { lease } = b.client.lease_claim(&claim("gpu:0", "s9", None)).unwrap() else { panic!() };
+    assert!(lease.fence >= 2);
+    assert!(a.client.store.leases_mine().unwrap().is_empty(), "pc-a forgot it");
+}
+
+#[test]
+fn a_takeover_is_told_to_the_old_holder_once() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = pc(root.path(), "pc-a");
+    let mut b = pc(root.path(), "pc-b");
+    let me = ProcId::of(std::process::id() as i64).unwrap();
+    // The old holder's session is in pc-a's registry (its hook ran once).
+    let input = hook::HookInput { session_id: "sess-a".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
+    hook::dispatch(&a.paths, &input, clock()).unwrap();
+    a.client.lease_claim(&claim("refactor-auth", "sess-a", Some(me))).unwrap();
+
+    // pc-a goes silent; past 6·H the lease is stale; pc-b forces it with a reason.
+    a.offline.store(true, Ordering::SeqCst);
+    NOW.fetch_add(STALE_AFTER_MS + HEARTBEAT_MS, Ordering::SeqCst);
+    b.client.sync_once(0).unwrap(); // the embedded server's sweep runs with a poll
+    let stale = live(&mut b.client, "refactor-auth");
+    let mut req = claim("refactor-auth", "sess-b", None);
+    let (evidence, _) = b.client.takeover_evidence(&stale[0], true).unwrap();
+    assert_eq!(evidence, Evidence::Force);
+    req.takeover = Some(Takeover { evidence, reason: "pc-a is off the network; checked the branch".into(), detail: None });
+    let ClaimOutcome::Granted { .. } = b.client.lease_claim(&req).unwrap() else { panic!() };
+
+    // pc-a comes back: its poll learns the loss; the session's next hook says so once.
+    a.offline.store(false, Ordering::SeqCst);
+    a.client.sync_once(0).unwrap();
+    assert!(a.client.store.leases_mine().unwrap().is_empty());
+    let out = hook::dispatch(&a.paths, &input, clock()).unwrap().output.expect("one line");
+    assert!(out.contains("lease refactor-auth was taken over by pc-b/") && out.contains("pc-a is off the network"), "{out}");
+    assert_eq!(hook::dispatch(&a.paths, &input, clock()).unwrap().output, None, "once");
+}
+
+#[test]
+fn offline_a_claim_is_kept_unconfirmed_and_claimed_on_reconnect() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = pc(root.path(), "pc-a");
+    let mut b = pc(root.path(), "pc-b");
+    a.offline.store(true, Ordering::SeqCst);
+    let me = ProcId::of(std::process::id() as i64).unwrap();
+    let ClaimOutcome::Unconfirmed { .. } = a.client.lease_claim(&claim("docs", "s1", Some(me))).unwrap() else { panic!() };
+    // Meanwhile pc-b holds another resource; pc-a's unconfirmed lease of "docs" is claimed on reconnect.
+    b.client.lease_claim(&claim("other", "s2", None)).unwrap();
+    a.offline.store(false, Ordering::SeqCst);
+    a.client.sync_once(0).unwrap();
+    let mine = a.client.store.leases_mine().unwrap();
+    assert_eq!(mine.len(), 1);
+    assert!(mine[0].fence.is_some_and(|f| f > 0), "{mine:?}");
+    assert_eq!(live(&mut b.client, "docs")[0].holder.pc, "pc-a");
+}

@@ -1,0 +1,182 @@
+//! The git pre-commit lease guard: `pcmail hooks install --git` writes a
+//! `pre-commit` hook (into the folder git uses: `core.hooksPath` respected)
+//! that runs `pcmail-hook pre-commit` and then the hook that was there
+//! before (kept beside it as `pre-commit.pcmail-chained`). The check refuses
+//! a commit touching a file under another session's exclusive lease, from
+//! the local cache only. `git commit --no-verify` skips it.
+
+use crate::config::{Config, Paths};
+use crate::leases::{self as lease_view, Me};
+use crate::{process, repo};
+use pcmail_core::Millis;
+use pcmail_store::leases as sl;
+use pcmail_store::Store;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The line that marks a pre-commit hook as pcmail's.
+pub const MARKER: &str = "# pcmail lease guard (pcmail hooks install --git)";
+/// The earlier hook, kept and run after ours.
+pub const CHAINED: &str = "pre-commit.pcmail-chained";
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitHookError {
+    #[error("not inside a git work tree ({0})")]
+    NotARepo(String),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{0} already exists and is not pcmail's: move it away first (the existing pre-commit hook is kept there)")]
+    ChainTaken(PathBuf),
+}
+
+/// What `install` did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Installed {
+    pub hook: PathBuf,
+    /// The earlier pre-commit hook, now run after ours.
+    pub chained: Option<PathBuf>,
+    pub changed: bool,
+}
+
+/// The hooks folder git uses in `dir`'s repo (`core.hooksPath` respected).
+pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitHookError> {
+    let out = Command::new("git")
+        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
+        .current_dir(dir)
+        .output()
+        .map_err(|e| GitHookError::NotARepo(e.to_string()))?;
+    if !out.status.success() {
+        return Err(GitHookError::NotARepo(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Ok(if p.is_absolute() { p } else { dir.join(p) })
+}
+
+fn script(hook_exe: &Path) -> String {
+    let exe = hook_exe.to_string_lossy().replace('\'', r"'\''");
+    format!(
+        "#!/bin/sh\n{MARKER}\n# Refuses a commit touching files under another session's exclusive lease.\n\
+         # `git commit --no-verify` commits anyway.\n\
+         '{exe}' pre-commit || exit $?\n\
+         chained=\"$(dirname \"$0\")/{CHAINED}\"\n\
+         if [ -x \"$chained\" ]; then exec \"$chained\" \"$@\"; fi\n"
+    )
+}
+
+/// Installs (or updates) the guard in `dir`'s repo, chaining an existing
+/// pre-commit hook. Idempotent.
+pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
+    let hooks = hooks_dir(dir)?;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GitHookError::Io { path, source }
+    };
+    std::fs::create_dir_all(&hooks).map_err(io(&hooks))?;
+    let hook = hooks.join("pre-commit");
+    let chained = hooks.join(CHAINED);
+    let want = script(hook_exe);
+    let existing = std::fs::read_to_string(&hook).ok();
+    if existing.as_deref() == Some(want.as_str()) {
+        return Ok(Installed { hook, chained: chained.exists().then_some(chained), changed: false });
+    }
+    if let Some(text) = &existing {
+        if !text.contains(MARKER) {
+            if chained.exists() {
+                return Err(GitHookError::ChainTaken(chained));
+            }
+            std::fs::rename(&hook, &chained).map_err(io(&hook))?;
+        }
+    }
+    let tmp = hooks.join(".pre-commit.pcmail-tmp");
+    std::fs::write(&tmp, &want).map_err(io(&tmp))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, &hook).map_err(io(&hook))?;
+    Ok(Installed { hook, chained: chained.exists().then_some(chained), changed: true })
+}
+
+/// Removes the guard and puts the chained hook back.
+pub fn uninstall(dir: &Path) -> Result<bool, GitHookError> {
+    let hooks = hooks_dir(dir)?;
+    let hook = hooks.join("pre-commit");
+    let ours = std::fs::read_to_string(&hook).is_ok_and(|t| t.contains(MARKER));
+    if !ours {
+        return Ok(false);
+    }
+    let chained = hooks.join(CHAINED);
+    let io = |path: PathBuf| move |source| GitHookError::Io { path, source };
+    if chained.exists() {
+        std::fs::rename(&chained, &hook).map_err(io(hook.clone()))?;
+    } else {
+        std::fs::remove_file(&hook).map_err(io(hook.clone()))?;
+    }
+    Ok(true)
+}
+
+/// The files a commit touches: staged paths (also both sides of a rename).
+fn staged_files(dir: &Path) -> Vec<String> {
+    let Ok(out) = Command::new("git").args(["diff", "--cached", "--name-only", "-z", "--no-renames"]).current_dir(dir).output()
+    else {
+        return vec![];
+    };
+    out.stdout.split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+}
+
+/// The session committing: `PCMAIL_SESSION`, else the current session of
+/// the Claude Code process this commit runs under (its Bash tool).
+fn committing_session(store: &Store) -> Option<String> {
+    if let Ok(s) = std::env::var("PCMAIL_SESSION") {
+        if !s.trim().is_empty() {
+            return Some(s.trim().to_string());
+        }
+    }
+    let p = process::claude_ancestor()?;
+    sl::session_of_process(store.conn(), p.pid, p.start).ok().flatten().map(|r| r.session)
+}
+
+/// The check: the refusal text when the commit touches another session's
+/// exclusive lease, None to let it through (also on any trouble reading).
+pub fn check(paths: &Paths, dir: &Path, now: Millis) -> Option<String> {
+    let info = repo::identify(dir)?;
+    let store = Store::open_existing(&paths.store(), crate::hook::LOCK_BUDGET).ok()??;
+    let leases = sl::cache_exclusive_in_repo(store.conn(), &info.id).ok()?;
+    if leases.is_empty() {
+        return None;
+    }
+    let config = Config::load(paths).ok()?;
+    let session = committing_session(&store).unwrap_or_default();
+    let me = Me::load(store.conn(), &config.label, &session);
+    let mut lines = vec![];
+    for f in staged_files(&info.root) {
+        if let Some((l, _)) = lease_view::blocking(&leases, &me, &f) {
+            lines.push(lease_view::refusal(l, &f, now));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let n = lines.len();
+    lines.truncate(5);
+    let more = if n > 5 { format!("\npcmail: … and {} more files", n - 5) } else { String::new() };
+    Some(format!(
+        "pcmail: commit refused: it touches files under another session's exclusive lease.\n{}{more}\n\
+         pcmail: `git commit --no-verify` commits anyway.",
+        lines.join("\n")
+    ))
+}
+
+/// `pcmail-hook pre-commit`: exit 1 with the refusal on stderr, else 0.
+pub fn pre_commit_main() -> i32 {
+    let Ok(paths) = Paths::from_env() else { return 0 };
+    let Ok(dir) = std::env::current_dir() else { return 0 };
+    match check(&paths, &dir, crate::system_now()) {
+        Some(text) => {
+            eprintln!("{text}");
+            1
+        }
+        None => 0,
+    }
+}

@@ -1,0 +1,286 @@
+//! The lease side of the hook and the git pre-commit guard, from the local
+//! store only (the guard cache the poller keeps): which files a lease covers,
+//! whether an edit or a commit touches another session's exclusive lease,
+//! and the lines a session is told (leases others hold, a lease it lost).
+
+use pcmail_core::present::{neutralise, truncate_chars};
+use pcmail_core::Millis;
+use pcmail_store::leases::{self as sl, CachedLease, LostLease};
+use rusqlite::Connection;
+
+/// The heartbeat period H (issue 10, the seed's 30 s).
+pub const HEARTBEAT_MS: Millis = 30_000;
+/// A guard cache older than this gets one line of context.
+pub const CACHE_OLD_MS: Millis = 10 * 60 * 1000;
+
+/// Whether a repo-relative `path` falls under a lease's file `pattern`:
+/// `**` any number of folders, `*` and `?` within one name; a pattern
+/// without wildcards covers that file and everything under it as a folder.
+pub fn covers(pattern: &str, path: &str) -> bool {
+    let pat = pattern.trim_start_matches("./").trim_end_matches('/');
+    if pat.is_empty() {
+        return false;
+    }
+    if !pat.contains(['*', '?']) {
+        return path == pat || path.strip_prefix(pat).is_some_and(|rest| rest.starts_with('/'));
+    }
+    let p: Vec<&str> = pat.split('/').collect();
+    let f: Vec<&str> = path.split('/').collect();
+    match_segments(&p, &f)
+}
+
+fn match_segments(p: &[&str], f: &[&str]) -> bool {
+    match p.split_first() {
+        None => f.is_empty(),
+        Some((&"**", rest)) => (0..=f.len()).any(|i| match_segments(rest, &f[i..])),
+        Some((seg, rest)) => !f.is_empty() && match_name(seg.as_bytes(), f[0].as_bytes()) && match_segments(rest, &f[1..]),
+    }
+}
+
+/// `*` and `?` within one path segment (byte-wise; `?` on a multi-byte
+/// character matches one byte, which only makes a pattern narrower).
+fn match_name(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// `pc/name` (or `pc/session…`) of a lease's holder.
+pub fn holder_label(l: &CachedLease) -> String {
+    match &l.holder_name {
+        Some(n) if !n.is_empty() => format!("{}/{}", l.holder_pc, n),
+        _ => format!("{}/{}", l.holder_pc, l.holder_session.chars().take(8).collect::<String>()),
+    }
+}
+
+/// HH:MM (UTC) of a time.
+pub fn hhmm(ms: Millis) -> String {
+    let m = (ms.max(0) / 60_000) % 1440;
+    format!("{:02}:{:02} UTC", m / 60, m % 60)
+}
+
+/// Whose leases count as "this session's own": leases this PC holds for the
+/// session's process (its current or earlier session id).
+pub struct Me<'a> {
+    pub pc: &'a str,
+    pub session: &'a str,
+    pub own: Vec<(String, i64)>,
+}
+
+impl Me<'_> {
+    pub fn load<'a>(conn: &Connection, pc: &'a str, session: &'a str) -> Me<'a> {
+        let own = sl::fences_of_session(conn, session).unwrap_or_default();
+        Me { pc, session, own }
+    }
+    pub fn holds(&self, l: &CachedLease) -> bool {
+        l.holder_pc == self.pc && (l.holder_session == self.session || self.own.iter().any(|(r, f)| *r == l.resource && *f == l.fence))
+    }
+}
+
+/// The first exclusive lease of another session in `repo` covering `rel`.
+pub fn blocking<'a>(leases: &'a [CachedLease], me: &Me, rel: &str) -> Option<(&'a CachedLease, &'a str)> {
+    leases.iter().filter(|l| l.mode == "exclusive" && !me.holds(l)).find_map(|l| {
+        l.files.iter().find(|g| covers(g, rel)).map(|g| (l, g.as_str()))
+    })
+}
+
+/// Why an edit or a commit is refused: the file, the lease, the holder and how to reach them.
+pub fn refusal(l: &CachedLease, rel: &str, now: Millis) -> String {
+    let desc = truncate_chars(&neutralise(&l.description), 160);
+    let stale = if l.stale {
+        format!(
+            " Its holder has been silent for {} (stale): `pcmail lease takeover {} --reason …` takes it with evidence.",
+            pcmail_core::present::age(now - l.heartbeat_at),
+            l.resource
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "pcmail: {rel} is under the exclusive lease `{}` held by {} since {}: {desc}. Ask the holder to release it \
+         (`pcmail send {} --body \"…\"`, or wait: `pcmail lease list`).{stale}",
+        l.resource,
+        holder_label(l),
+        hhmm(l.granted_at),
+        l.holder_pc,
+    )
+}
+
+/// The context line when the lease view may be old (the poller has not
+/// refreshed it for 10 minutes); None while it is fresh.
+pub fn cache_age_line(conn: &Connection, now: Millis) -> Option<String> {
+    let at = sl::cache_at(conn).ok().flatten()?;
+    (now - at > CACHE_OLD_MS).then(|| {
+        format!(
+            "pcmail: the lease view is {} old (no poll since); a lease taken meanwhile is not guarded. `pcmail sync` refreshes it.",
+            pcmail_core::present::age(now - at)
+        )
+    })
+}
+
+/// The one line a session gets about a lease it lost.
+pub fn lost_line(l: &LostLease) -> String {
+    let reason = l.reason.as_deref().map(|r| format!(": {}", truncate_chars(&neutralise(r), 120))).unwrap_or_default();
+    match l.event.as_str() {
+        "taken_over" => format!(
+            "pcmail: lease {} was taken over by {} at {}{reason}",
+            l.resource,
+            l.taken_by.as_deref().map(neutralise).unwrap_or_else(|| "another session".into()),
+            hhmm(l.at)
+        ),
+        "expired" => format!("pcmail: lease {} expired at {}{reason}", l.resource, hhmm(l.at)),
+        _ => format!("pcmail: lease {} was released at {}{reason}", l.resource, hhmm(l.at)),
+    }
+}
+
+/// Leases others hold in `repo`, one line each, within `room` characters;
+/// what doesn't fit becomes a count with the command that shows it.
+pub fn others_lines(leases: &[CachedLease], me: &Me, now: Millis, room: usize) -> Option<String> {
+    let others: Vec<&CachedLease> = leases.iter().filter(|l| !me.holds(l)).collect();
+    if others.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut shown = 0;
+    for (i, l) in others.iter().enumerate() {
+        let files = if l.files.is_empty() { String::new() } else { format!(" [{}]", truncate_chars(&l.files.join(", "), 80)) };
+        let stale = if l.stale { " STALE" } else { "" };
+        let line = format!(
+            "pcmail: lease {}{files} held by {} ({}, {} ago{stale}): {}",
+            l.resource,
+            holder_label(l),
+            l.mode,
+            pcmail_core::present::age(now - l.granted_at),
+            truncate_chars(&neutralise(&l.description), 100)
+        );
+        let left = others.len() - i - 1;
+        let tail = if left > 0 { format!("\npcmail: +{left} more leases in this repo: pcmail lease list") } else { String::new() };
+        let need = out.chars().count() + usize::from(!out.is_empty()) + line.chars().count();
+        if need + tail.chars().count() > room {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&line);
+        shown += 1;
+    }
+    let left = others.len() - shown;
+    if left > 0 {
+        let tail = if shown == 0 {
+            format!("pcmail: {left} leases held by others in this repo: pcmail lease list")
+        } else {
+            format!("pcmail: +{left} more leases in this repo: pcmail lease list")
+        };
+        if out.chars().count() + 1 + tail.chars().count() <= room {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&tail);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_cover_files_and_folders() {
+        for (p, f, want) in [
+            ("src/auth/**", "src/auth/login.rs", true),
+            ("src/auth/**", "src/auth/a/b/c.rs", true),
+            ("src/auth/**", "src/authz.rs", false),
+            ("src/auth", "src/auth/login.rs", true),
+            ("src/auth/", "src/auth/x", true),
+            ("src/auth", "src/authz/x", false),
+            ("src/*.rs", "src/main.rs", true),
+            ("src/*.rs", "src/a/main.rs", false),
+            ("**/*.md", "README.md", true),
+            ("**/*.md", "docs/x/y.md", true),
+            ("Cargo.toml", "Cargo.toml", true),
+            ("Cargo.toml", "crates/x/Cargo.toml", false),
+            ("src/ma?n.rs", "src/main.rs", true),
+            ("", "x", false),
+        ] {
+            assert_eq!(covers(p, f), want, "{p} ~ {f}");
+        }
+    }
+
+    fn lease(pc: &str, session: &str, files: &[&str], stale: bool) -> CachedLease {
+        CachedLease {
+            resource: "auth".into(),
+            fence: 4,
+            repo: "github.com/o/r".into(),
+            mode: "exclusive".into(),
+            holder_pc: pc.into(),
+            holder_session: session.into(),
+            holder_name: Some("ani".into()),
+            description: "refactor <auth>".into(),
+            files: files.iter().map(|s| s.to_string()).collect(),
+            granted_at: 14 * 3_600_000 + 2 * 60_000,
+            heartbeat_at: 0,
+            stale,
+            json: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn only_another_sessions_exclusive_lease_blocks() {
+        let ls = vec![lease("pc-b", "s2", &["src/auth/**"], false)];
+        let me = Me { pc: "pc-a", session: "s1", own: vec![] };
+        let (l, g) = blocking(&ls, &me, "src/auth/x.rs").unwrap();
+        assert_eq!((l.resource.as_str(), g), ("auth", "src/auth/**"));
+        assert!(blocking(&ls, &me, "src/main.rs").is_none());
+        let holder = Me { pc: "pc-b", session: "s2", own: vec![] };
+        assert!(blocking(&ls, &holder, "src/auth/x.rs").is_none(), "the holder itself edits");
+        let after_clear = Me { pc: "pc-b", session: "s3", own: vec![("auth".into(), 4)] };
+        assert!(blocking(&ls, &after_clear, "src/auth/x.rs").is_none(), "the same process after /clear");
+        let mut shared = ls.clone();
+        shared[0].mode = "shared".into();
+        assert!(blocking(&shared, &me, "src/auth/x.rs").is_none());
+        let r = refusal(&ls[0], "src/auth/x.rs", 0);
+        assert!(r.contains("pc-b/ani") && r.contains("14:02") && r.contains("‹auth›") && r.contains("pcmail send pc-b"), "{r}");
+    }
+
+    #[test]
+    fn others_leases_fit_the_room_or_become_a_count() {
+        let me = Me { pc: "pc-a", session: "s1", own: vec![] };
+        let ls: Vec<CachedLease> = (0..30)
+            .map(|i| {
+                let mut l = lease("pc-b", "s2", &["src/**"], i == 0);
+                l.resource = format!("res-{i}");
+                l
+            })
+            .collect();
+        let all = others_lines(&ls, &me, 20 * 3_600_000, 10_000).unwrap();
+        assert_eq!(all.lines().count(), 30);
+        assert!(all.lines().next().unwrap().contains("STALE"));
+        let some = others_lines(&ls, &me, 0, 400).unwrap();
+        assert!(some.chars().count() <= 400, "{some}");
+        assert!(some.ends_with("more leases in this repo: pcmail lease list"), "{some}");
+        let none = others_lines(&ls, &me, 0, 90).unwrap();
+        assert_eq!(none, "pcmail: 30 leases held by others in this repo: pcmail lease list");
+        assert_eq!(others_lines(&ls, &me, 0, 10), None);
+    }
+}

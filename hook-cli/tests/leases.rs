@@ -1,0 +1,332 @@
+//! The lease guards as whole processes on a real store and real git repos:
+//! `pcmail-hook` on Claude Code's PreToolUse JSON (Edit, Write, MultiEdit,
+//! NotebookEdit; absolute paths inside and outside the repo, symlinks,
+//! `..`), SessionEnd, and the git pre-commit hook (refuses, chains,
+//! respects core.hooksPath).
+
+use pcmail_store::leases::{self as sl, CachedLease, MyLease};
+use pcmail_store::Store;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const NOW: i64 = 1_800_000_000_000;
+
+fn hook_exe() -> &'static str {
+    env!("CARGO_BIN_EXE_pcmail-hook")
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@x")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@x")
+        .output()
+        .unwrap();
+    out
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    repo: PathBuf,
+    outside: PathBuf,
+}
+
+impl Fixture {
+    /// This PC is pc-a; pc-b's session s2 holds `auth` (src/auth/**) exclusively
+    /// in github.com/o/r, and a shared lease on docs/**.
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("config.toml"), "label = \"pc-a\"\n").unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("src/auth")).unwrap();
+        std::fs::create_dir_all(repo.join("docs")).unwrap();
+        assert!(git(&repo, &["init", "-q", "-b", "main"]).status.success());
+        git(&repo, &["remote", "add", "origin", "git@github.com:o/r.git"]);
+        std::fs::write(repo.join("src/auth/login.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(repo.join("docs/a.md"), "a\n").unwrap();
+        git(&repo, &["add", "."]);
+        assert!(git(&repo, &["commit", "-qm", "init", "--no-verify"]).status.success());
+        let outside = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&outside).unwrap();
+        let mut s = Store::open(&home.join("store.db")).unwrap();
+        s.lease_cache_replace(
+            &[lease("auth", 7, "exclusive", &["src/auth/**"]), lease("docs", 2, "shared", &["docs/**"])],
+            5,
+            NOW,
+        )
+        .unwrap();
+        Fixture { _dir: dir, home, repo, outside }
+    }
+
+    fn store(&self) -> Store {
+        Store::open(&self.home.join("store.db")).unwrap()
+    }
+
+    fn hook(&self, input: Value) -> Option<Value> {
+        let mut child = Command::new(hook_exe())
+            .env("PCMAIL_HOME", &self.home)
+            .env("PCMAIL_CLAUDE_PID", "0") // no Claude Code process above (also when the suite runs inside one)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        (!out.stdout.is_empty()).then(|| serde_json::from_slice(&out.stdout).expect("the hook prints JSON"))
+    }
+
+    /// Claude Code's PreToolUse input for a tool.
+    fn pre_tool(&self, session: &str, tool: &str, tool_input: Value) -> Option<Value> {
+        self.hook(json!({
+            "session_id": session,
+            "transcript_path": "/tmp/t.jsonl",
+            "cwd": self.repo,
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool,
+            "tool_input": tool_input,
+        }))
+    }
+}
+
+fn lease(resource: &str, fence: i64, mode: &str, files: &[&str]) -> CachedLease {
+    CachedLease {
+        resource: resource.into(),
+        fence,
+        repo: "github.com/o/r".into(),
+        mode: mode.into(),
+        holder_pc: "pc-b".into(),
+        holder_session: "s2".into(),
+        holder_name: Some("ani".into()),
+        description: "refactoring the login flow".into(),
+        files: files.iter().map(|s| s.to_string()).collect(),
+        granted_at: NOW - 60_000,
+        heartbeat_at: NOW - 1_000,
+        stale: false,
+        json: "{}".into(),
+    }
+}
+
+fn denied(v: &Option<Value>) -> Option<String> {
+    let o = &v.as_ref()?["hookSpecificOutput"];
+    assert_eq!(o["hookEventName"], "PreToolUse");
+    (o["permissionDecision"] == "deny").then(|| o["permissionDecisionReason"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn pre_tool_use_denies_edits_under_another_sessions_exclusive_lease_only() {
+    let f = Fixture::new();
+    let r = &f.repo;
+    let login = r.join("src/auth/login.rs");
+    // Edit inside the lease: denied, naming the holder and how to reach them.
+    let why = denied(&f.pre_tool("s1", "Edit", json!({"file_path": login, "old_string": "a", "new_string": "b"})))
+        .expect("denied");
+    assert!(why.contains("src/auth/login.rs") && why.contains("`auth`") && why.contains("pc-b/ani"), "{why}");
+    assert!(why.contains("pcmail send pc-b"), "{why}");
+    // Write of a new file in a new folder under the lease; `..` in the path.
+    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": r.join("src/auth/new/deep.rs"), "content": "x"}))).is_some());
+    let dotdot = r.join("src/other/../auth/login.rs");
+    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": dotdot, "old_string": "a", "new_string": "b"}))).is_some());
+    // MultiEdit and NotebookEdit (notebook_path).
+    let edits = json!({"file_path": login, "edits": [{"old_string": "a", "new_string": "b"}]});
+    assert!(denied(&f.pre_tool("s1", "MultiEdit", edits)).is_some());
+    let nb = json!({"notebook_path": r.join("src/auth/n.ipynb"), "new_source": "x", "cell_id": "c1"});
+    assert!(denied(&f.pre_tool("s1", "NotebookEdit", nb)).is_some());
+    // A symlink from outside the repo into the leased folder: the target counts.
+    std::os::unix::fs::symlink(r.join("src/auth"), f.outside.join("link")).unwrap();
+    let via_link = f.outside.join("link/login.rs");
+    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": via_link, "old_string": "a", "new_string": "b"}))).is_some());
+
+    // No decision at all (never "allow"): outside the lease, under a shared
+    // lease, outside any repo, another tool (the holder itself: the next test).
+    for (session, tool, input) in [
+        ("s1", "Edit", json!({"file_path": r.join("src/main.rs"), "old_string": "a", "new_string": "b"})),
+        ("s1", "Write", json!({"file_path": r.join("src/authz.rs"), "content": "x"})),
+        ("s1", "Edit", json!({"file_path": r.join("docs/a.md"), "old_string": "a", "new_string": "b"})),
+        ("s1", "Write", json!({"file_path": f.outside.join("x.rs"), "content": "x"})),
+        ("s1", "Read", json!({"file_path": login})),
+    ] {
+        assert_eq!(f.pre_tool(session, tool, input.clone()), None, "{session} {tool} {input}");
+    }
+    // Another repo with the same relative path is not under the lease.
+    let other = f.outside.join("other");
+    std::fs::create_dir_all(other.join("src/auth")).unwrap();
+    git(&other, &["init", "-q"]);
+    git(&other, &["remote", "add", "origin", "https://github.com/o/other"]);
+    assert_eq!(f.pre_tool("s1", "Edit", json!({"file_path": other.join("src/auth/login.rs")})), None);
+}
+
+#[test]
+fn a_session_edits_under_its_own_lease_also_after_clear() {
+    let f = Fixture::new();
+    // The lease is pc-a's own, claimed by session s-old; the process's new id is s-new.
+    let mut s = f.store();
+    let mut cache = lease("auth", 7, "exclusive", &["src/auth/**"]);
+    cache.holder_pc = "pc-a".into();
+    cache.holder_session = "s-old".into();
+    s.lease_cache_replace(&[cache], 6, NOW).unwrap();
+    s.lease_mine_put(&MyLease {
+        claim_id: "c1".into(),
+        resource: "auth".into(),
+        repo: "github.com/o/r".into(),
+        description: "d".into(),
+        files: vec!["src/auth/**".into()],
+        mode: "exclusive".into(),
+        session: "s-old".into(),
+        pid: Some(4242),
+        pid_start: Some(1),
+        ttl_expires_at: None,
+        fence: Some(7),
+        state: sl::MINE_HELD.into(),
+        claimed_at: NOW,
+        heartbeat_at: None,
+        release_reason: None,
+        release_queued_at: None,
+    })
+    .unwrap();
+    s.write(|tx| {
+        sl::session_record(
+            tx,
+            &sl::SessionRow { session: "s-new".into(), pid: Some(4242), pid_start: Some(1), started_at: NOW, ..Default::default() },
+        )
+    })
+    .unwrap();
+    let login = f.repo.join("src/auth/login.rs");
+    assert_eq!(f.pre_tool("s-new", "Edit", json!({"file_path": login})), None, "its own lease");
+    assert!(denied(&f.pre_tool("s-other", "Edit", json!({"file_path": login}))).is_some(), "another session on this PC");
+}
+
+#[test]
+fn an_old_lease_view_adds_one_line_of_context() {
+    let f = Fixture::new();
+    let mut s = f.store();
+    s.meta_set_i64(sl::LEASE_CACHE_AT, 1).unwrap(); // long ago
+    let v = f.pre_tool("s1", "Edit", json!({"file_path": f.repo.join("src/main.rs")})).expect("a context line");
+    let o = &v["hookSpecificOutput"];
+    assert_eq!(o.get("permissionDecision"), None);
+    assert!(o["additionalContext"].as_str().unwrap().contains("lease view is"), "{v}");
+}
+
+#[test]
+fn session_end_queues_the_release_unless_the_process_goes_on() {
+    let f = Fixture::new();
+    let mut s = f.store();
+    for (claim, session) in [("c1", "s-end"), ("c2", "s-clear")] {
+        s.lease_mine_put(&MyLease {
+            claim_id: claim.into(),
+            resource: format!("r-{claim}"),
+            repo: String::new(),
+            description: "d".into(),
+            files: vec![],
+            mode: "exclusive".into(),
+            session: session.into(),
+            pid: None,
+            pid_start: None,
+            ttl_expires_at: None,
+            fence: Some(1),
+            state: sl::MINE_HELD.into(),
+            claimed_at: NOW,
+            heartbeat_at: None,
+            release_reason: None,
+            release_queued_at: None,
+        })
+        .unwrap();
+    }
+    let end = |session: &str, reason: &str| {
+        f.hook(json!({"session_id": session, "transcript_path": "/t", "cwd": f.repo, "hook_event_name": "SessionEnd", "reason": reason}))
+    };
+    assert_eq!(end("s-clear", "clear"), None);
+    assert_eq!(end("s-end", "prompt_input_exit"), None);
+    let due = f.store().lease_releases_due(i64::MAX).unwrap();
+    assert_eq!(due.iter().map(|l| l.claim_id.as_str()).collect::<Vec<_>>(), ["c1"]);
+    assert_eq!(due[0].release_reason.as_deref(), Some("session ended (prompt_input_exit)"));
+}
+
+#[test]
+fn session_start_lists_leases_others_hold_in_this_repo() {
+    let f = Fixture::new();
+    let v = f
+        .hook(json!({"session_id": "s1", "transcript_path": "/t", "cwd": f.repo, "hook_event_name": "SessionStart", "source": "startup"}))
+        .expect("the leases are shown");
+    let text = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(text.contains("pcmail: lease auth [src/auth/**] held by pc-b/ani (exclusive"), "{text}");
+    assert!(text.contains("pcmail: lease docs [docs/**]"), "{text}");
+    // The session is in the registry with its repo and branch.
+    let row = sl::session_get(f.store().conn(), "s1").unwrap().unwrap();
+    assert_eq!(row.repo.as_deref(), Some("github.com/o/r"));
+    assert_eq!(row.branch.as_deref(), Some("main"));
+    // Outside the repo: nothing.
+    let none = f.hook(json!({"session_id": "s3", "cwd": f.outside, "hook_event_name": "SessionStart", "source": "startup"}));
+    assert_eq!(none, None);
+}
+
+fn commit(dir: &Path, file: &str) -> std::process::Output {
+    std::fs::write(dir.join(file), format!("changed {}\n", rand_suffix())).unwrap();
+    git(dir, &["add", file]);
+    Command::new("git")
+        .args(["commit", "-qm", "c"])
+        .current_dir(dir)
+        .env("PCMAIL_HOME", dir.join("../home"))
+        .env("PCMAIL_SESSION", "s1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@x")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@x")
+        .output()
+        .unwrap()
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+#[test]
+fn pre_commit_refuses_a_leased_file_and_chains_the_earlier_hook() {
+    let f = Fixture::new();
+    // An existing pre-commit hook that leaves a trace.
+    let hooks = f.repo.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let trace = f.repo.join("../chained-ran");
+    std::fs::write(hooks.join("pre-commit"), format!("#!/bin/sh\necho ran >> '{}'\n", trace.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(hooks.join("pre-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let done = pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap();
+    assert!(done.changed && done.chained.is_some());
+    assert!(!pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap().changed, "idempotent");
+
+    let refused = commit(&f.repo, "src/auth/login.rs");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("commit refused") && err.contains("pc-b/ani") && err.contains("--no-verify"), "{err}");
+    assert!(!trace.exists(), "the chained hook does not run after a refusal");
+    git(&f.repo, &["reset", "-q"]);
+
+    let ok = commit(&f.repo, "src/main.rs");
+    assert!(ok.status.success(), "{ok:?}");
+    assert_eq!(std::fs::read_to_string(&trace).unwrap(), "ran\n", "the earlier hook still runs");
+
+    // Uninstall puts the earlier hook back.
+    assert!(pcmail_local::githook::uninstall(&f.repo).unwrap());
+    assert!(std::fs::read_to_string(hooks.join("pre-commit")).unwrap().contains("echo ran"));
+}
+
+#[test]
+fn pre_commit_respects_core_hooks_path() {
+    let f = Fixture::new();
+    git(&f.repo, &["config", "core.hooksPath", ".githooks"]);
+    let done = pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap();
+    assert_eq!(done.hook, f.repo.canonicalize().unwrap().join(".githooks/pre-commit"));
+    assert!(!commit(&f.repo, "src/auth/login.rs").status.success());
+}
