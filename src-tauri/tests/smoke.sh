@@ -9,8 +9,9 @@
 # Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default: a free port);
 # MEASURE_IDLE=1 also measures idle CPU/RSS over IDLE_SECONDS (30), tray only, with
 # src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir; SCREENSHOT=file.png
-# saves the real window under Xvfb; SCREENSHOT_NOTIFICATION=file.png the screen
-# with the work request's notification (dunst) and its actions; WITH_DAEMON=1 starts a `pcmail daemon` for
+# saves the real window under Xvfb; SCREENSHOT_NOTIFICATION=file.png the top
+# right of the screen with the decision request's notification (dunst, "(A)":
+# it has actions); WITH_DAEMON=1 starts a `pcmail daemon` for
 # tray-b first: the app must use it (no second poller) and still show the mail.
 set -euo pipefail
 
@@ -173,6 +174,10 @@ elif in_session gdbus call --session --dest org.freedesktop.Notifications --obje
   SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID") \
     || fail "the notification for $ID did not reach the notification server"
   sleep 0.5
+  # the screen with the decision request's notification (before any window opens)
+  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
+    in_session import -window root -crop 640x200+640+0 "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
+  fi
   in_session gdbus emit --session --object-path /org/freedesktop/Notifications \
     --signal org.freedesktop.Notifications.ActionInvoked "uint32 $SID" "'default'" >/dev/null
   seen_and_cleared "$ID" "notification click"
@@ -215,9 +220,6 @@ if [[ -n "$CLICKED" ]]; then
     || fail "no notification with actions for $ID3"
   [[ "$ACTIONS" == "open,ack,reply" ]] || fail "the work request's notification carries '$ACTIONS', not open,ack,reply"
   SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID3")
-  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
-    sleep 1; in_session import -window root "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
-  fi
   in_session gdbus emit --session --object-path /org/freedesktop/Notifications \
     --signal org.freedesktop.Notifications.ActionInvoked "uint32 $SID" "'ack'" >/dev/null
   for _ in $(seq 1 100); do [[ "$(sq "select status from inbox where id='$ID3'")" == "done" ]] && break; sleep 0.05; done
