@@ -37,6 +37,18 @@ echo "== tray UI in headless Chromium (ui/)"
 echo "== tray app under Xvfb (src-tauri/)"
 bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 
+echo "== tray app installed from its .deb (src-tauri/tests/deb.sh)"
+# One release build, by the pinned Tauri CLI (`tauri build --bundles deb`,
+# incremental in CI's reused target dir); the .deb is installed with dpkg -i,
+# run under Xvfb and removed. PCMAIL_TEST_DEB=0 skips it (it is the only
+# release build of the app in the suite).
+if [[ "${PCMAIL_TEST_DEB:-1}" != 0 ]]; then
+  (cd src-tauri && npm ci --no-audit --no-fund && nice npx tauri build --bundles deb) 2>&1 | tail -3
+  bash src-tauri/tests/deb.sh 2>&1 | tee "$LOG/deb"
+else
+  echo "deb: skipped (PCMAIL_TEST_DEB=0)" | tee "$LOG/deb"
+fi
+
 echo "== Windows under Wine (tests/windows/)"
 bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
 
@@ -45,6 +57,7 @@ bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
 node_pass() { awk '/^# pass /{n+=$3} END{print n+0}' "$1"; }
 rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
+deb_pass=$(grep -Eo '^deb: [0-9]+ passed' "$LOG/deb" | grep -Eo '[0-9]+' || echo 0)
 windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + windows_pass ))
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass ))
 echo "all: $total passed, 0 failed"

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tauri::State;
-use tauri_plugin_autostart::ManagerExt;
 
 type S<'a> = State<'a, Arc<AppState>>;
 
@@ -175,7 +174,7 @@ fn settings_of(app: &tauri::AppHandle, cfg: &Config) -> Settings {
         server: ServerIn { mode: mode.into(), url },
         pc_label: cfg.label.clone(),
         poll_interval_sec: cfg.poll_interval().as_secs(),
-        autostart: app.autolaunch().is_enabled().unwrap_or(false),
+        autostart: crate::autostart::is_enabled(app),
         has_token: token_key(&cfg.server).is_some_and(|k| token::load(&k).is_ok()),
     }
 }
@@ -209,8 +208,7 @@ pub async fn save_settings(app: tauri::AppHandle, st: S<'_>, settings: Settings,
         token::store(&key, &t).map_err(|e| err("keyring", e))?;
     }
     cfg.save(&st.paths).map_err(|e| err("config", e))?;
-    let al = app.autolaunch();
-    let _ = if settings.autostart { al.enable() } else { al.disable() };
+    crate::autostart::choose(&app, &st.paths, settings.autostart).map_err(|e| err("autostart", e))?;
     {
         let mut c = st.controller.lock().unwrap();
         c.set_pc(cfg.label.clone());

@@ -4,6 +4,7 @@
 //! in `pcmail-store`.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+mod autostart;
 mod commands;
 mod poller;
 mod shell;
@@ -58,14 +59,17 @@ fn main() {
         Config::default_for_this_pc()
     });
 
-    tauri::Builder::default()
+    let builder = tauri::Builder::default()
         // first: a second start is the tray's "Open" in the running app
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| match app.try_state::<Arc<AppState>>() {
             Some(st) => open_action(&st),
             None => shell::show_window(app),
         }))
-        .plugin(tauri_plugin_notification::init())
-        .plugin(tauri_plugin_autostart::init(tauri_plugin_autostart::MacosLauncher::LaunchAgent, Some(vec!["--hidden"])))
+        .plugin(tauri_plugin_notification::init());
+    // Start at login: Linux writes its XDG entry itself (autostart.rs)
+    #[cfg(not(target_os = "linux"))]
+    let builder = builder.plugin(tauri_plugin_autostart::init(tauri_plugin_autostart::MacosLauncher::LaunchAgent, None));
+    builder
         .invoke_handler(tauri::generate_handler![
             commands::get_state,
             commands::list_inbox,
@@ -108,6 +112,7 @@ fn main() {
                 &[&open, &poll, &PredefinedMenuItem::separator(app)?, &pause, &PredefinedMenuItem::separator(app)?, &quit],
             )?;
             *st.pause_item.lock().unwrap() = Some(pause.clone());
+            st.ui.set_menu(menu.clone());
             let st_menu = st.clone();
             TrayIconBuilder::with_id(TRAY_ID)
                 .icon(Image::new_owned(compose(&Badge::None), SIZE, SIZE))
@@ -128,10 +133,17 @@ fn main() {
                         st_menu.quit.store(true, Ordering::Relaxed);
                         app.exit(0);
                     }
-                    _ => {}
+                    // Open / Ack under a decision request: off the event loop (an ack waits for the server)
+                    item => {
+                        if let Some((action, id)) = pcmail_tray::parse_menu_item_id(item) {
+                            let (st, id) = (st_menu.clone(), id.to_string());
+                            std::thread::spawn(move || st.ui.act(&st, &id, action.key()));
+                        }
+                    }
                 })
                 .build(app)?;
 
+            autostart::apply_at_start(app.handle(), &paths);
             let st_w = st.clone();
             std::thread::Builder::new().name("pcmail-watch".into()).spawn(move || poller::watch(st_w))?;
             let st_p = st.clone();

@@ -4,13 +4,14 @@
 //! file, so the Xvfb smoke test can read what the tray shows.
 
 use pcmail_tray::icon::{compose, SIZE};
-use pcmail_tray::{Badge, Notification, TrayUi};
+use pcmail_tray::{menu_item_id, Badge, MenuDecision, NoteAction, TrayNotification, TrayUi};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 use tauri::image::Image;
-use tauri::{AppHandle, Emitter, Manager};
+use tauri::menu::{IsMenuItem, Menu, MenuItem, MenuItemKind, PredefinedMenuItem, Submenu};
+use tauri::{AppHandle, Emitter, Manager, Wry};
 
 
 pub const TRAY_ID: &str = "main";
@@ -27,6 +28,12 @@ pub struct TestState {
     pub opened: Vec<String>,
     /// mail id → the notification server's id (to fake a click in the smoke test)
     pub server_ids: std::collections::BTreeMap<String, u32>,
+    /// mail id → the buttons its notification carried
+    pub actions: std::collections::BTreeMap<String, Vec<String>>,
+    /// `<key>:<id> → <outcome>` for every notification button / menu item used
+    pub acted: Vec<String>,
+    /// the open decision requests the tray menu lists
+    pub menu: Vec<MenuDecision>,
     pub changed: i64,
     pub updated_at: i64,
 }
@@ -35,12 +42,35 @@ pub struct TauriUi {
     app: AppHandle,
     test_path: Option<PathBuf>,
     test: Mutex<TestState>,
+    /// The tray menu, and the decision requests' items at its top (replaced
+    /// when the list changes; the fixed items below stay).
+    menu: Mutex<Option<Menu<Wry>>>,
+    decision_items: Mutex<Vec<MenuItemKind<Wry>>>,
 }
 
 impl TauriUi {
     pub fn new(app: AppHandle) -> TauriUi {
         let test_path = std::env::var_os("PCMAIL_TRAY_TEST_STATE").filter(|p| !p.is_empty()).map(PathBuf::from);
-        TauriUi { app, test_path, test: Mutex::new(TestState::default()) }
+        TauriUi { app, test_path, test: Mutex::new(TestState::default()), menu: Mutex::new(None), decision_items: Mutex::new(vec![]) }
+    }
+
+    /// The tray menu, once built (the decision requests go at its top).
+    pub fn set_menu(&self, menu: Menu<Wry>) {
+        *self.menu.lock().unwrap() = Some(menu);
+    }
+
+    /// A notification button or a decision's menu item was used (key `open`,
+    /// `ack`, `reply`, `default`, `__closed`): the controller decides. Called
+    /// off the event-loop thread (an ack may wait for the server).
+    pub fn act(&self, st: &crate::state::AppState, id: &str, key: &str) {
+        let outcome = st.controller.lock().unwrap().notification_action(self, &st.remote, id, key);
+        match &outcome {
+            Ok(o) => tracing::info!("{key} on {id}: {o:?}"),
+            Err(e) => tracing::warn!("{key} on {id}: {e}"),
+        }
+        st.refresh_now.store(true, std::sync::atomic::Ordering::Relaxed);
+        let line = format!("{key}:{id}:{}", match outcome { Ok(o) => format!("{o:?}"), Err(e) => format!("error {}", e.code()) });
+        self.record(|s| s.acted.push(line));
     }
 
     fn record(&self, f: impl FnOnce(&mut TestState)) {
@@ -89,27 +119,27 @@ fn show_window_at(app: &AppHandle, open: Option<&str>) -> bool {
     false
 }
 
-/// Linux (freedesktop notifications): with a default action, and a thread that
-/// waits for it, so a click opens that mail (the controller decides what a
-/// click does). Elsewhere the notification plugin, which reports no clicks
-/// on desktop.
+/// Linux (freedesktop notifications): a default action (a click on the
+/// notification) plus the mail's buttons (Open, Ack, Reply…), and a thread
+/// that waits for the one used; the controller decides what it does. A
+/// notification server without actions shows the text and ignores the
+/// buttons. Elsewhere the notification plugin, which on desktop takes no
+/// buttons and reports no clicks: the text only (the tray menu has Open and
+/// Ack for decision requests).
 #[cfg(all(unix, not(target_os = "macos")))]
-fn show_notification(app: &AppHandle, n: &Notification) -> Result<Option<u32>, String> {
-    let handle = notify_rust::Notification::new()
-        .appname("pcmail")
-        .summary(&n.title)
-        .body(&n.body)
-        .action("default", "Open")
-        .show()
-        .map_err(|e| e.to_string())?;
+fn show_notification(app: &AppHandle, n: &TrayNotification) -> Result<Option<u32>, String> {
+    let mut note = notify_rust::Notification::new();
+    note.appname("pcmail").summary(&n.title).body(&n.body).action("default", "Open");
+    for a in &n.actions {
+        note.action(a.key(), a.label());
+    }
+    let handle = note.show().map_err(|e| e.to_string())?;
     let (app, id) = (app.clone(), n.id.clone());
     let server_id = handle.id();
     std::thread::spawn(move || {
-        handle.wait_for_action(|action| {
-            if action == "default" {
-                if let Some(st) = app.try_state::<std::sync::Arc<crate::state::AppState>>() {
-                    st.controller.lock().unwrap().notification_clicked(&st.ui, &id);
-                }
+        handle.wait_for_action(|key| {
+            if let Some(st) = app.try_state::<std::sync::Arc<crate::state::AppState>>() {
+                st.ui.act(&st, &id, key);
             }
         })
     });
@@ -117,9 +147,28 @@ fn show_notification(app: &AppHandle, n: &Notification) -> Result<Option<u32>, S
 }
 
 #[cfg(not(all(unix, not(target_os = "macos"))))]
-fn show_notification(app: &AppHandle, n: &Notification) -> Result<Option<u32>, String> {
+fn show_notification(app: &AppHandle, n: &TrayNotification) -> Result<Option<u32>, String> {
     use tauri_plugin_notification::NotificationExt;
     app.notification().builder().title(&n.title).body(&n.body).show().map(|_| None).map_err(|e| e.to_string())
+}
+
+/// The decision requests' part of the tray menu: a heading, one submenu per
+/// request (its subject and sender) with Open and Ack, a separator.
+fn decision_items(app: &AppHandle, decisions: &[MenuDecision]) -> tauri::Result<Vec<MenuItemKind<Wry>>> {
+    let mut items: Vec<MenuItemKind<Wry>> = vec![];
+    if decisions.is_empty() {
+        return Ok(items);
+    }
+    let heading = format!("Decision requests ({})", decisions.len());
+    items.push(MenuItem::with_id(app, "decisions", heading, false, None::<&str>)?.kind());
+    for d in decisions {
+        let open = MenuItem::with_id(app, menu_item_id(NoteAction::Open, &d.id), "Open", true, None::<&str>)?;
+        let ack = MenuItem::with_id(app, menu_item_id(NoteAction::Ack, &d.id), "Ack", true, None::<&str>)?;
+        // GTK reads "_" as a mnemonic marker: double it so the subject shows as sent
+        items.push(Submenu::with_items(app, d.label.replace('_', "__"), true, &[&open, &ack])?.kind());
+    }
+    items.push(PredefinedMenuItem::separator(app)?.kind());
+    Ok(items)
 }
 
 impl TrayUi for TauriUi {
@@ -150,7 +199,7 @@ impl TrayUi for TauriUi {
 
     /// The plugin's `show()` can block on a slow notification daemon: it runs on
     /// its own thread and we wait at most `timeout` for it.
-    fn notify(&self, n: &Notification, timeout: Duration) -> Result<(), String> {
+    fn notify(&self, n: &TrayNotification, timeout: Duration) -> Result<(), String> {
         let (tx, rx) = mpsc::channel();
         let app = self.app.clone();
         let n2 = n.clone();
@@ -163,10 +212,12 @@ impl TrayUi for TauriUi {
         };
         let id = n.id.clone();
         let server_id = r.as_ref().ok().copied().flatten();
+        let actions: Vec<String> = n.actions.iter().map(|a| a.key().to_string()).collect();
         self.record(|s| {
             if let Some(sid) = server_id {
                 s.server_ids.insert(id.clone(), sid);
             }
+            s.actions.insert(id.clone(), actions);
             s.notified.push(id)
         });
         r.map(|_| ())
@@ -188,5 +239,27 @@ impl TrayUi for TauriUi {
     fn changed(&self, version: i64) {
         let _ = self.app.emit("changed", serde_json::json!({ "version": version }));
         self.record(|s| s.changed = version);
+    }
+
+    fn set_decisions(&self, decisions: &[MenuDecision]) {
+        if let Some(menu) = self.menu.lock().unwrap().as_ref() {
+            let mut old = self.decision_items.lock().unwrap();
+            for item in old.drain(..) {
+                let _ = menu.remove(&item);
+            }
+            match decision_items(&self.app, decisions) {
+                Ok(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Err(e) = menu.insert(item, i) {
+                            tracing::warn!("tray menu: {e}");
+                        }
+                    }
+                    *old = items;
+                }
+                Err(e) => tracing::warn!("tray menu: {e}"),
+            }
+        }
+        let list = decisions.to_vec();
+        self.record(|s| s.menu = list);
     }
 }

@@ -9,7 +9,9 @@
 # Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default: a free port);
 # MEASURE_IDLE=1 also measures idle CPU/RSS over IDLE_SECONDS (30), tray only, with
 # src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir; SCREENSHOT=file.png
-# saves the real window under Xvfb; WITH_DAEMON=1 starts a `pcmail daemon` for
+# saves the real window under Xvfb; SCREENSHOT_NOTIFICATION=file.png the top
+# right of the screen with the decision request's notification (dunst, "(A)":
+# it has actions); WITH_DAEMON=1 starts a `pcmail daemon` for
 # tray-b first: the app must use it (no second poller) and still show the mail.
 set -euo pipefail
 
@@ -67,6 +69,8 @@ fi
 
 # the app for tray-b
 STATE="$WORK/tray-state.json"
+# XDG_CONFIG_HOME: the first run's autostart entry goes to the work dir, not ~/.config
+export XDG_CONFIG_HOME="$WORK/xdg"
 PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
   setsid xvfb-run -a dbus-run-session -- sh -c 'echo "$DISPLAY" >"$0.display"; echo "$DBUS_SESSION_BUS_ADDRESS" >"$0.bus"; echo "$XAUTHORITY" >"$0.xauth"
       if command -v dunst >/dev/null; then dunst >"$0.dunst.log" 2>&1 & fi
@@ -95,6 +99,22 @@ if [[ -n "$DAEMON_PID" ]]; then
 fi
 [[ "$(field title)" == "" ]] || fail "title should be empty before any mail"
 
+# start at login: the first run wrote the XDG entry for this binary and remembered it
+DESKTOP="$WORK/xdg/autostart/pcmail-tray.desktop"
+for _ in $(seq 1 50); do [[ -f "$DESKTOP" ]] && break; sleep 0.1; done
+[[ -f "$DESKTOP" ]] || fail "the first run wrote no autostart entry ($DESKTOP)"
+grep -qF "Exec=env PCMAIL_HOME=\"$WORK/b\" \"$(readlink -f "$TRAY_BIN")\"" "$DESKTOP" || { cat "$DESKTOP"; fail "the autostart entry does not start this binary for this PC user"; }
+grep -q '"autostart": true' "$WORK/b/tray.json" || fail "tray.json does not remember autostart"
+grep -q CRED "$DESKTOP" && fail "a credential in the autostart entry"
+echo "smoke: first run: autostart entry $(basename "$DESKTOP") written, tray.json remembers it"
+# one poller: with the app polling, a `pcmail daemon` (what the service and
+# an autostarted session would start) refuses at once
+if [[ -z "$DAEMON_PID" ]]; then
+  OUT=$(PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" timeout 15 "$PCMAIL_BIN" daemon 2>&1) || fail "pcmail daemon beside the app: exit $? ($OUT)"
+  [[ "$OUT" == *"already running"* ]] || fail "a second poller started beside the app: $OUT"
+  echo "smoke: pcmail daemon beside the polling app: '$OUT' (one poller)"
+fi
+
 if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
   echo "smoke: measuring idle (tray only, no window: the app's normal state) over ${IDLE_SECONDS:-30} s"
   sleep 5
@@ -121,6 +141,9 @@ done
 LAT=$(( $(field titleAt) - SENT_AT ))
 [[ "$LAT" -ge 0 ]] || fail "titleAt is before the send (${LAT} ms)"
 echo "smoke: tray title 1, badge attention; sent → tray in ${LAT} ms"
+MENU=$(python3 -c 'import json,sys; print(" ".join(d["id"] for d in json.load(open(sys.argv[1]))["menu"]))' "$STATE")
+[[ "$MENU" == mail-* && "$MENU" != *" "* ]] || fail "the tray menu should list the one decision request (it lists '$MENU')"
+echo "smoke: the tray menu lists the decision request $MENU (Open / Ack)"
 [[ "$LAT" -lt 1000 ]] || fail "sent → tray took ${LAT} ms (target < 1000)"
 grep -q '"notified"' "$STATE" || true
 NOTIFIED=$(field notified)
@@ -151,6 +174,10 @@ elif in_session gdbus call --session --dest org.freedesktop.Notifications --obje
   SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID") \
     || fail "the notification for $ID did not reach the notification server"
   sleep 0.5
+  # the screen with the decision request's notification (before any window opens)
+  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
+    in_session import -window root -crop 640x200+640+0 "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
+  fi
   in_session gdbus emit --session --object-path /org/freedesktop/Notifications \
     --signal org.freedesktop.Notifications.ActionInvoked "uint32 $SID" "'default'" >/dev/null
   seen_and_cleared "$ID" "notification click"
@@ -180,6 +207,31 @@ echo "smoke: ack → done, title empty, badge $(field badge)"
 PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" status "$ID" >"$WORK/status.txt" 2>&1 || true
 grep -q seen "$WORK/status.txt" && grep -q done "$WORK/status.txt" || { cat "$WORK/status.txt"; fail "the server timeline lacks seen/done"; }
 echo "smoke: the sender's status shows seen and done"
+
+# Ack on a notification: a work request's notification carries Open / Ack /
+# Reply…; the notification server reports "ack" (its ActionInvoked signal):
+# the mail is done on the server, and no window opened for it
+if [[ -n "$CLICKED" ]]; then
+  PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" send tray-b --kind request -s "[作業依頼] rotate the logs" -b "ack me from the notification" >/dev/null || fail "send failed"
+  for _ in $(seq 1 100); do [[ "$(field title)" == "1" ]] && break; sleep 0.05; done
+  ID3=$(sq "select id from inbox where kind='request'")
+  for _ in $(seq 1 100); do [[ "$(field serverIds)" == *"$ID3"* ]] && break; sleep 0.05; done
+  ACTIONS=$(python3 -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))["actions"][sys.argv[2]]))' "$STATE" "$ID3") \
+    || fail "no notification with actions for $ID3"
+  [[ "$ACTIONS" == "open,ack,reply" ]] || fail "the work request's notification carries '$ACTIONS', not open,ack,reply"
+  SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID3")
+  in_session gdbus emit --session --object-path /org/freedesktop/Notifications \
+    --signal org.freedesktop.Notifications.ActionInvoked "uint32 $SID" "'ack'" >/dev/null
+  for _ in $(seq 1 100); do [[ "$(sq "select status from inbox where id='$ID3'")" == "done" ]] && break; sleep 0.05; done
+  [[ "$(sq "select status from inbox where id='$ID3'")" == "done" ]] || fail "Ack on the notification did not make $ID3 done"
+  [[ "$(field opened)" != *"$ID3"* ]] || fail "Ack opened the window"
+  [[ "$(field acted)" == *"ack:$ID3:Acked"* ]] || fail "the app did not record the ack ($(field acted))"
+  PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" status "$ID3" >"$WORK/status3.txt" 2>&1 || true
+  grep -q done "$WORK/status3.txt" || { cat "$WORK/status3.txt"; fail "the server does not say done for $ID3"; }
+  for _ in $(seq 1 40); do [[ "$(field title)" == "" ]] && break; sleep 0.05; done
+  [[ "$(field title)" == "" ]] || fail "after Ack the tray title is '$(field title)'"
+  echo "smoke: Ack on the notification → $ID3 done on the server (sender's status), no window, title cleared"
+fi
 if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
   echo "smoke: idle with the window open (for information; the window is closed in normal use)"
   python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" 10 | tee "$WORK/idle-open.txt" || true

@@ -2,7 +2,7 @@
 
 use crate::notify::{deliver, Clock, Delivery};
 use crate::poll::{Remote, ReplyError};
-use crate::ui::{Badge, Notification, TrayUi};
+use crate::ui::{Badge, MenuDecision, NoteAction, TrayNotification, TrayUi};
 use crate::view::{mail_view, sent_view, ConnState, Connection, Counts, MailView, SentView, Status};
 use pcmail_core::{Kind, MarkOp, Millis, State};
 use pcmail_store::{inbox, marks, meta, Store, StoreError};
@@ -10,6 +10,10 @@ use std::collections::HashSet;
 
 /// Mails listed for the window at most (the UI renders only the rows in view).
 pub const LIST_MAX: usize = 20_000;
+/// Open decision requests the tray menu lists at most.
+pub const MENU_DECISIONS_MAX: usize = 5;
+/// Characters of a subject shown in the tray menu.
+const MENU_SUBJECT_CHARS: usize = 48;
 /// Failures in a row before "failing" turns "offline".
 pub const OFFLINE_AFTER_FAILURES: i64 = 3;
 /// No successful poll for this long while polls fail: offline.
@@ -25,6 +29,19 @@ pub enum TrayError {
     ReplyToReply,
     #[error("{message}")]
     Remote { code: String, message: String },
+}
+
+/// What a notification button or a tray menu item did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionOutcome {
+    /// The window was asked to open at that mail.
+    Opened,
+    /// The mail was acked (done), without the window.
+    Acked,
+    /// Already finished (done, failed, expired): nothing was sent.
+    AlreadyFinished,
+    /// Not an action (the notification was closed, an unknown key).
+    Ignored,
 }
 
 impl TrayError {
@@ -50,6 +67,7 @@ pub struct Controller {
     shown_title: Option<String>,
     shown_badge: Option<Badge>,
     shown_tooltip: Option<String>,
+    shown_decisions: Option<Vec<MenuDecision>>,
     last_version: Option<i64>,
 }
 
@@ -65,6 +83,7 @@ impl Controller {
             shown_title: None,
             shown_badge: None,
             shown_tooltip: None,
+            shown_decisions: None,
             last_version: None,
         }
     }
@@ -205,6 +224,19 @@ impl Controller {
         Ok(sent_view(&m, true))
     }
 
+    /// The open decision requests for the tray menu: not finished, not
+    /// expired, newest first, at most [`MENU_DECISIONS_MAX`].
+    pub fn open_decisions(&self, now: Millis) -> Result<Vec<MenuDecision>> {
+        Ok(self
+            .store
+            .inbox_list(&[State::New, State::Delivered, State::Seen], LIST_MAX)?
+            .into_iter()
+            .filter(|m| m.effective_kind() == Kind::Decision && !m.status.is_final() && !m.is_expired_at(now))
+            .take(MENU_DECISIONS_MAX)
+            .map(|m| MenuDecision { label: menu_label(&m.subject, &m.body, &m.from), id: m.id })
+            .collect())
+    }
+
     pub fn alerts(&self) -> Result<Vec<pcmail_core::Alert>> {
         Ok(self.store.alerts()?.into_iter().filter(|a| a.resolved_at.is_none()).collect())
     }
@@ -243,7 +275,7 @@ impl Controller {
     /// is atomic in the store, so a mail is announced once across cycles and
     /// across processes; while paused the claimed ones are dropped (the count
     /// and the badge still show them).
-    pub fn refresh(&mut self, ui: &dyn TrayUi, now: Millis) -> Result<Vec<Notification>> {
+    pub fn refresh(&mut self, ui: &dyn TrayUi, now: Millis) -> Result<Vec<TrayNotification>> {
         let st = self.status(now)?;
         if self.shown_title.as_deref() != Some(st.title.as_str()) {
             ui.set_title(&st.title);
@@ -259,6 +291,11 @@ impl Controller {
             ui.set_tooltip(&tip);
             self.shown_tooltip = Some(tip);
         }
+        let decisions = self.open_decisions(now)?;
+        if self.shown_decisions.as_ref() != Some(&decisions) {
+            ui.set_decisions(&decisions);
+            self.shown_decisions = Some(decisions);
+        }
         let claimed = self.store.claim_notifications(now, 50)?;
         if self.paused {
             return Ok(vec![]);
@@ -268,11 +305,11 @@ impl Controller {
 
     /// The notifications for mail a poll cycle of this app claimed
     /// (`CycleReport::to_notify`); none while paused.
-    pub fn notifications_for(&self, claimed: &[pcmail_store::InboxMail]) -> Vec<Notification> {
+    pub fn notifications_for(&self, claimed: &[pcmail_store::InboxMail]) -> Vec<TrayNotification> {
         if self.paused {
             return vec![];
         }
-        claimed.iter().map(Notification::for_mail).collect()
+        claimed.iter().map(TrayNotification::for_mail).collect()
     }
 
     /// `refresh` then the notifications within their budget. The app runs the
@@ -288,6 +325,41 @@ impl Controller {
     /// A notification was clicked: open that mail.
     pub fn notification_clicked(&self, ui: &dyn TrayUi, id: &str) {
         ui.open_mail(id);
+    }
+
+    /// A notification's button (the key the notification server reported:
+    /// `default` for a click on it, `open`, `ack`, `reply`, `__closed`).
+    /// Open and Reply… open the window at that mail; Ack marks it done
+    /// through `Remote::ack` (the CLI's `pcmail ack`) without the window.
+    pub fn notification_action(&self, ui: &dyn TrayUi, remote: &dyn Remote, id: &str, key: &str) -> Result<ActionOutcome> {
+        match NoteAction::from_key(key) {
+            Some(action) => self.act(ui, remote, id, action),
+            None => Ok(ActionOutcome::Ignored),
+        }
+    }
+
+    /// A tray menu item under a decision request (`open:<id>`, `ack:<id>`,
+    /// [`crate::ui::menu_item_id`]); the menu's own items are the shell's.
+    pub fn menu_clicked(&self, ui: &dyn TrayUi, remote: &dyn Remote, item: &str) -> Result<ActionOutcome> {
+        match crate::ui::parse_menu_item_id(item) {
+            Some((action, id)) => self.act(ui, remote, id, action),
+            None => Ok(ActionOutcome::Ignored),
+        }
+    }
+
+    fn act(&self, ui: &dyn TrayUi, remote: &dyn Remote, id: &str, action: NoteAction) -> Result<ActionOutcome> {
+        let m = self.store.inbox_get(id)?.ok_or_else(|| TrayError::NotFound(id.into()))?;
+        match action {
+            NoteAction::Open | NoteAction::Reply => {
+                ui.open_mail(id);
+                Ok(ActionOutcome::Opened)
+            }
+            NoteAction::Ack if m.status.is_final() => Ok(ActionOutcome::AlreadyFinished),
+            NoteAction::Ack => {
+                remote.ack(id).map_err(|message| TrayError::Remote { code: "ack".into(), message })?;
+                Ok(ActionOutcome::Acked)
+            }
+        }
     }
 
     /// "Open" in the tray menu: the window; straight to the mail when exactly
@@ -357,6 +429,19 @@ impl Controller {
         })?;
         Ok((reply_id, self.get_mail(id, now)?))
     }
+}
+
+/// One menu line: the subject (or the body's start) on one line, cut, and
+/// the sender. Mail is untrusted: control characters go.
+fn menu_label(subject: &str, body: &str, from: &str) -> String {
+    let text = if subject.trim().is_empty() { body } else { subject };
+    let one_line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let one_line = one_line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cut: String = one_line.chars().take(MENU_SUBJECT_CHARS).collect();
+    if one_line.chars().count() > MENU_SUBJECT_CHARS {
+        cut.push('…');
+    }
+    format!("{cut} — {from}")
 }
 
 fn tooltip(st: &Status) -> String {

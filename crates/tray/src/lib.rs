@@ -11,6 +11,7 @@
 //! Time is always passed in (`now` values, or a [`Clock`] for the notification
 //! budget), never read here.
 
+pub mod autostart;
 pub mod controller;
 pub mod icon;
 pub mod notify;
@@ -19,9 +20,9 @@ pub mod remote;
 pub mod ui;
 pub mod view;
 
-pub use controller::{Controller, TrayError};
+pub use controller::{ActionOutcome, Controller, TrayError, MENU_DECISIONS_MAX};
 pub use notify::{deliver, Clock, Delivery, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS};
 pub use poll::{next_step, PollStep, Remote, ReplyError};
 pub use remote::ClientRemote;
-pub use ui::{Badge, Notification, TrayUi};
+pub use ui::{menu_item_id, parse_menu_item_id, Badge, MenuDecision, NoteAction, Notification, TrayNotification, TrayUi};
 pub use view::{Connection, ConnState, Counts, MailView, SentView, Status};

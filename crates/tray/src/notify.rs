@@ -1,7 +1,7 @@
 //! Native notifications within the receiving PC's budget: one per mail id
 //! (the store's atomic claim), 5 s per notification, 20 s in all per batch.
 
-use crate::ui::{Notification, TrayUi};
+use crate::ui::{TrayNotification, TrayUi};
 use pcmail_core::Millis;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub struct Delivery {
 /// more than what is left of the 20 s; once the 20 s are spent the rest are
 /// skipped (they stay in the inbox, the count and the badge: only the popup
 /// is dropped, as the seed says).
-pub fn deliver(notes: &[Notification], ui: &dyn TrayUi, clock: &dyn Clock) -> Delivery {
+pub fn deliver(notes: &[TrayNotification], ui: &dyn TrayUi, clock: &dyn Clock) -> Delivery {
     let start = clock.now_ms();
     let mut out = Delivery::default();
     for n in notes {

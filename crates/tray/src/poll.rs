@@ -20,6 +20,9 @@ pub trait Remote: Send + Sync {
     fn sync_once(&self) -> Result<(), String>;
     /// A `pcmail daemon` (another process) already polls for this PC user.
     fn other_poller_alive(&self) -> bool;
+    /// Acks a received mail (done without a reply) the way `pcmail ack` does
+    /// (`pcmail_api::ack`: locally at once, to the server now if it answers).
+    fn ack(&self, id: &str) -> Result<(), String>;
     /// Replies to `original` with the CLI's rules; returns the reply id.
     fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError>;
     /// Lease heartbeats (issue 10): before each cycle, release the leases

@@ -41,6 +41,9 @@ impl Remote for ClientRemote {
     fn other_poller_alive(&self) -> bool {
         locks::poller_alive(&self.paths)
     }
+    fn ack(&self, id: &str) -> Result<(), String> {
+        self.with(|c| pcmail_api::ack(c, &pcmail_api::IdArgs { id: id.to_string() }).map(|_| ()).map_err(|e| e.to_string()))
+    }
     fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError> {
         let mut g = self.ops.lock().unwrap();
         if g.is_none() {

@@ -32,6 +32,103 @@ impl Badge {
 /// `Notification::for_mail` words it and neutralises the text).
 pub use pcmail_client::notify::Notification;
 
+/// A button on a notification (or an item under a decision request in the
+/// tray menu). The key is what the notification server sends back in its
+/// `ActionInvoked` signal; the label is what the user sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoteAction {
+    /// Open the window at that mail.
+    Open,
+    /// Mark it done without opening the window.
+    Ack,
+    /// Open the window at that mail, to answer it.
+    Reply,
+}
+
+impl NoteAction {
+    pub fn key(self) -> &'static str {
+        match self {
+            NoteAction::Open => "open",
+            NoteAction::Ack => "ack",
+            NoteAction::Reply => "reply",
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            NoteAction::Open => "Open",
+            NoteAction::Ack => "Ack",
+            NoteAction::Reply => "Reply…",
+        }
+    }
+    /// The action a notification server reported; `default` is a click on the
+    /// notification itself (= Open). Anything else (`__closed`, unknown) is None.
+    pub fn from_key(key: &str) -> Option<NoteAction> {
+        match key {
+            "open" | "default" => Some(NoteAction::Open),
+            "ack" => Some(NoteAction::Ack),
+            "reply" => Some(NoteAction::Reply),
+            _ => None,
+        }
+    }
+    /// The buttons a mail's notification carries: Open, Ack and (unless it is
+    /// itself a reply, which cannot be answered) Reply… for a decision request,
+    /// a work request or urgent mail; none for a plain note (a click opens it).
+    pub fn for_mail(m: &pcmail_store::InboxMail) -> Vec<NoteAction> {
+        if !m.wants_notification() {
+            return vec![];
+        }
+        let mut v = vec![NoteAction::Open, NoteAction::Ack];
+        if m.in_reply_to.is_none() {
+            v.push(NoteAction::Reply);
+        }
+        v
+    }
+}
+
+/// A notification with its buttons (`Deref`s to the text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrayNotification {
+    pub note: Notification,
+    pub actions: Vec<NoteAction>,
+}
+
+impl TrayNotification {
+    pub fn for_mail(m: &pcmail_store::InboxMail) -> TrayNotification {
+        TrayNotification { note: Notification::for_mail(m), actions: NoteAction::for_mail(m) }
+    }
+}
+
+impl std::ops::Deref for TrayNotification {
+    type Target = Notification;
+    fn deref(&self) -> &Notification {
+        &self.note
+    }
+}
+
+/// One open decision request in the tray menu (with Open and Ack under it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MenuDecision {
+    pub id: String,
+    /// One line: the subject (cut) and the sender.
+    pub label: String,
+}
+
+/// The tray menu item id for an action on a mail (`ack:<id>`), and back.
+pub fn menu_item_id(action: NoteAction, id: &str) -> String {
+    format!("{}:{id}", action.key())
+}
+
+pub fn parse_menu_item_id(item: &str) -> Option<(NoteAction, &str)> {
+    let (key, id) = item.split_once(':')?;
+    let action = match key {
+        "open" => NoteAction::Open,
+        "ack" => NoteAction::Ack,
+        _ => return None,
+    };
+    pcmail_core::ids::is_valid_any_id(id).then_some((action, id))
+}
+
 /// The tray / notification / window side. Implemented by the Tauri shell and by
 /// the recording fake in the tests.
 pub trait TrayUi {
@@ -43,11 +140,15 @@ pub trait TrayUi {
     fn set_tooltip(&self, _text: &str) {}
     /// Shows one native notification, returning within `timeout` (the shell
     /// gives up waiting after it). `Err` when the platform refused it.
-    fn notify(&self, n: &Notification, timeout: Duration) -> Result<(), String>;
+    /// `n.actions` are the buttons to offer where the desktop supports them.
+    fn notify(&self, n: &TrayNotification, timeout: Duration) -> Result<(), String>;
     /// Shows and focuses the window.
     fn show_window(&self);
     /// Shows the window with that mail open (the window then marks it seen).
     fn open_mail(&self, id: &str);
     /// Tells the window the data changed (it re-reads what it shows).
     fn changed(&self, version: i64);
+    /// The open decision requests the tray menu lists (at most
+    /// [`crate::controller::MENU_DECISIONS_MAX`]), each with Open and Ack.
+    fn set_decisions(&self, decisions: &[MenuDecision]);
 }

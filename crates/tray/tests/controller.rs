@@ -4,8 +4,8 @@
 use pcmail_core::{Alert, AlertKind, Kind, Mail, Millis, State, TimelineEntry};
 use pcmail_store::{meta, Store};
 use pcmail_tray::{
-    deliver, next_step, Badge, Clock, ConnState, Controller, Notification, PollStep, Remote, ReplyError, TrayUi,
-    NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
+    deliver, menu_item_id, next_step, ActionOutcome, Badge, Clock, ConnState, Controller, MenuDecision, NoteAction,
+    PollStep, Remote, ReplyError, TrayNotification, TrayUi, MENU_DECISIONS_MAX, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -22,6 +22,7 @@ enum Ev {
     ShowWindow,
     OpenMail(String),
     Changed(i64),
+    Decisions(Vec<MenuDecision>),
 }
 
 /// Records every call; `notify` takes `took` ms of the test clock (capped at
@@ -31,14 +32,20 @@ struct FakeUi<'a> {
     events: RefCell<Vec<Ev>>,
     took: RefCell<HashMap<String, Millis>>,
     fail: RefCell<Vec<String>>,
+    /// the buttons each notification carried
+    actions: RefCell<HashMap<String, Vec<NoteAction>>>,
 }
 
 impl<'a> FakeUi<'a> {
     fn new(clock: &'a FakeClock) -> Self {
-        FakeUi { clock, events: RefCell::new(vec![]), took: RefCell::new(HashMap::new()), fail: RefCell::new(vec![]) }
+        FakeUi { clock, events: RefCell::new(vec![]), took: RefCell::new(HashMap::new()), fail: RefCell::new(vec![]), actions: RefCell::new(HashMap::new()) }
     }
     fn take(&self) -> Vec<Ev> {
         std::mem::take(&mut *self.events.borrow_mut())
+    }
+    /// The events without the menu's decision list (most tests are about the rest).
+    fn take_but_menu(&self) -> Vec<Ev> {
+        self.take().into_iter().filter(|e| !matches!(e, Ev::Decisions(_))).collect()
     }
     fn notified(&self) -> Vec<String> {
         self.events.borrow().iter().filter_map(|e| if let Ev::Notify(id, _) = e { Some(id.clone()) } else { None }).collect()
@@ -52,8 +59,9 @@ impl TrayUi for FakeUi<'_> {
     fn set_badge(&self, b: &Badge) {
         self.events.borrow_mut().push(Ev::Badge(b.clone()));
     }
-    fn notify(&self, n: &Notification, timeout: Duration) -> Result<(), String> {
+    fn notify(&self, n: &TrayNotification, timeout: Duration) -> Result<(), String> {
         self.events.borrow_mut().push(Ev::Notify(n.id.clone(), timeout));
+        self.actions.borrow_mut().insert(n.id.clone(), n.actions.clone());
         let took = *self.took.borrow().get(&n.id).unwrap_or(&100);
         self.clock.advance(took.min(timeout.as_millis() as Millis + 1));
         if self.fail.borrow().contains(&n.id) {
@@ -69,6 +77,9 @@ impl TrayUi for FakeUi<'_> {
     }
     fn changed(&self, v: i64) {
         self.events.borrow_mut().push(Ev::Changed(v));
+    }
+    fn set_decisions(&self, d: &[MenuDecision]) {
+        self.events.borrow_mut().push(Ev::Decisions(d.to_vec()));
     }
 }
 
@@ -155,15 +166,15 @@ fn unread_count_sets_title_and_unread_badge() {
     let ui = FakeUi::new(&clock);
     env.deliver(&[], T0);
     c.refresh(&ui, T0).unwrap();
-    assert_eq!(ui.take(), vec![Ev::Title("".into()), Ev::Badge(Badge::None)]);
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("".into()), Ev::Badge(Badge::None)]);
 
     env.deliver(&[mail(&id(1), Kind::Note, false, "hi"), mail(&id(2), Kind::Note, false, "yo")], T0 + 1000);
     c.refresh(&ui, T0 + 1000).unwrap();
-    assert_eq!(ui.take(), vec![Ev::Title("2".into()), Ev::Badge(Badge::Unread(2))]);
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("2".into()), Ev::Badge(Badge::Unread(2))]);
 
     // nothing changed: nothing re-sent to the tray
     c.refresh(&ui, T0 + 2000).unwrap();
-    assert_eq!(ui.take(), vec![]);
+    assert_eq!(ui.take_but_menu(), vec![]);
     let st = c.status(T0 + 2000).unwrap();
     assert_eq!((st.counts.unread, st.badge, st.title.as_str()), (2, "unread", "2"));
 }
@@ -192,7 +203,7 @@ fn decision_or_urgent_gives_the_attention_badge() {
     // once seen, the badge calms down
     c2.open_mail(&id(3), T0 + 5).unwrap();
     c2.refresh(&ui, T0 + 5).unwrap();
-    assert_eq!(ui.take(), vec![Ev::Title("".into()), Ev::Badge(Badge::None)]);
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("".into()), Ev::Badge(Badge::None)]);
 }
 
 #[test]
@@ -276,8 +287,12 @@ fn one_notification_per_id_across_cycles_and_only_for_decision_request_urgent() 
 fn budget_5s_each_20s_in_all() {
     let clock = FakeClock::at(T0);
     let ui = FakeUi::new(&clock);
-    let notes: Vec<Notification> =
-        (1..=8).map(|n| Notification { id: id(n), title: "t".into(), body: "b".into() }).collect();
+    let notes: Vec<TrayNotification> = (1..=8)
+        .map(|n| TrayNotification {
+            note: pcmail_tray::Notification { id: id(n), title: "t".into(), body: "b".into() },
+            actions: vec![],
+        })
+        .collect();
     // 1 is quick, 2 hangs (the shell gives up after 5 s), 3 fails, the rest take 4 s each
     ui.took.borrow_mut().insert(id(1), 200);
     ui.took.borrow_mut().insert(id(2), 60_000);
@@ -320,7 +335,7 @@ fn pause_stops_popups_but_not_the_count_and_paused_mail_is_not_announced_later()
     env.deliver(&[mail(&id(1), Kind::Decision, false, "d")], T0);
     let d = c.refresh_and_notify(&ui, &clock).unwrap();
     assert!(d.shown.is_empty());
-    let ev = ui.take();
+    let ev = ui.take_but_menu();
     assert!(ev.contains(&Ev::Title("1".into())) && ev.contains(&Ev::Badge(Badge::Attention(1))));
     assert!(c.status(T0).unwrap().paused);
     c.set_paused(false);
@@ -395,6 +410,9 @@ impl Remote for FakeRemote {
     }
     fn other_poller_alive(&self) -> bool {
         false
+    }
+    fn ack(&self, _id: &str) -> Result<(), String> {
+        Err("FakeRemote does not ack".into())
     }
     fn reply(&self, original: &str, _body: &str) -> Result<String, ReplyError> {
         Ok(pcmail_core::ids::reply_id(original, "pc-b"))
@@ -519,4 +537,148 @@ fn icons_differ_per_badge_and_encode_as_png() {
     assert_eq!(px(&imgs[0], corner.0, corner.1)[3], 0, "no badge: transparent corner");
     let p = png(&imgs[1], SIZE, SIZE);
     assert_eq!(&p[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+/// Records the acks it is asked for, like `ClientRemote::ack` would send them
+/// (the real path, through `pcmail_api::ack`, is in `with_client.rs`).
+#[derive(Default)]
+struct AckingRemote {
+    acked: RefCell<Vec<String>>,
+    fail: Cell<bool>,
+}
+// The controller asks `Remote: Send + Sync`; the test is single-threaded.
+unsafe impl Sync for AckingRemote {}
+impl Remote for AckingRemote {
+    fn sync_once(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn other_poller_alive(&self) -> bool {
+        false
+    }
+    fn ack(&self, id: &str) -> Result<(), String> {
+        if self.fail.get() {
+            return Err("server unreachable".into());
+        }
+        self.acked.borrow_mut().push(id.to_string());
+        Ok(())
+    }
+    fn reply(&self, _: &str, _: &str) -> Result<String, ReplyError> {
+        Err(ReplyError::NotFound)
+    }
+}
+
+#[test]
+fn decision_request_work_request_and_urgent_carry_open_ack_reply_and_a_note_none() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    let mut urgent_reply = mail(&id(4), Kind::Note, true, "Re: disk");
+    urgent_reply.in_reply_to = Some(id(9));
+    env.deliver(
+        &[
+            mail(&id(1), Kind::Decision, false, "ship?"),
+            mail(&id(2), Kind::Request, false, "build it"),
+            mail(&id(3), Kind::Note, true, "disk full"),
+            urgent_reply,
+            mail(&id(5), Kind::Note, false, "fyi"),
+        ],
+        T0,
+    );
+    c.refresh_and_notify(&ui, &clock).unwrap();
+    let actions = ui.actions.borrow().clone();
+    use NoteAction::*;
+    assert_eq!(actions.get(&id(1)), Some(&vec![Open, Ack, Reply]));
+    assert_eq!(actions.get(&id(2)), Some(&vec![Open, Ack, Reply]));
+    assert_eq!(actions.get(&id(3)), Some(&vec![Open, Ack, Reply]));
+    assert_eq!(actions.get(&id(4)), Some(&vec![Open, Ack]), "a reply cannot be answered: no Reply…");
+    assert_eq!(actions.get(&id(5)), None, "a plain note gets no popup");
+    // the keys the notification server reports back, and what the user reads
+    assert_eq!([Open, Ack, Reply].map(|a| (a.key(), a.label())), [("open", "Open"), ("ack", "Ack"), ("reply", "Reply…")]);
+}
+
+#[test]
+fn ack_from_a_notification_goes_through_the_remote_and_opens_no_window() {
+    let env = Env::new();
+    let c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    let remote = AckingRemote::default();
+    env.deliver(&[mail(&id(1), Kind::Decision, false, "ship?"), mail(&id(2), Kind::Request, false, "r")], T0);
+
+    assert_eq!(c.notification_action(&ui, &remote, &id(1), "ack").unwrap(), ActionOutcome::Acked);
+    assert_eq!(*remote.acked.borrow(), vec![id(1)]);
+    assert_eq!(ui.take(), vec![], "Ack opens no window");
+
+    // Open, Reply… and a click on the notification itself open the window at that mail
+    for key in ["open", "reply", "default"] {
+        assert_eq!(c.notification_action(&ui, &remote, &id(2), key).unwrap(), ActionOutcome::Opened);
+        assert_eq!(ui.take(), vec![Ev::OpenMail(id(2))], "{key}");
+    }
+    // closing the notification does nothing
+    assert_eq!(c.notification_action(&ui, &remote, &id(2), "__closed").unwrap(), ActionOutcome::Ignored);
+    assert_eq!((ui.take(), remote.acked.borrow().len()), (vec![], 1));
+
+    // a mail already done is not acked again
+    let mut cw = env.controller();
+    cw.ack(&id(2), T0 + 1).unwrap();
+    assert_eq!(c.notification_action(&ui, &remote, &id(2), "ack").unwrap(), ActionOutcome::AlreadyFinished);
+    assert_eq!(remote.acked.borrow().len(), 1);
+    // an unknown mail, and a server that refuses: errors the shell logs
+    assert_eq!(c.notification_action(&ui, &remote, "mail-1-deadbeef", "ack").unwrap_err().code(), "not_found");
+    remote.fail.set(true);
+    env.deliver(&[mail(&id(3), Kind::Decision, false, "d")], T0);
+    let e = c.notification_action(&ui, &remote, &id(3), "ack").unwrap_err();
+    assert!(e.to_string().contains("server unreachable"), "{e}");
+}
+
+#[test]
+fn the_tray_menu_lists_open_decision_requests_up_to_five_each_with_open_and_ack() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    let remote = AckingRemote::default();
+    c.refresh(&ui, T0).unwrap();
+    assert!(ui.take().contains(&Ev::Decisions(vec![])));
+
+    // seven decision requests (one by its subject tag only), a work request, a note
+    let mut mails: Vec<Mail> = (1..=6).map(|n| mail(&id(n), Kind::Decision, false, &format!("decide {n}"))).collect();
+    mails.push(mail(&id(7), Kind::Note, false, "[判断依頼] tagged\nwith a newline"));
+    mails.push(mail(&id(8), Kind::Request, false, "work"));
+    mails.push(mail(&id(9), Kind::Note, false, "note"));
+    for (i, m) in mails.iter_mut().enumerate() {
+        m.created_at = T0 - 10 * MIN + i as Millis; // newest last
+    }
+    env.deliver(&mails, T0);
+    c.refresh(&ui, T0).unwrap();
+    let menus: Vec<Vec<MenuDecision>> =
+        ui.take().into_iter().filter_map(|e| if let Ev::Decisions(d) = e { Some(d) } else { None }).collect();
+    assert_eq!(menus.len(), 1);
+    let ids: Vec<String> = menus[0].iter().map(|d| d.id.clone()).collect();
+    assert_eq!(MENU_DECISIONS_MAX, 5);
+    assert_eq!(ids, vec![id(7), id(6), id(5), id(4), id(3)], "newest five decision requests, no work request or note");
+    assert_eq!(menus[0][0].label, "[判断依頼] tagged with a newline — pc-a", "one line, with the sender");
+    // nothing changed: the menu is not rebuilt
+    c.refresh(&ui, T0 + 1).unwrap();
+    assert!(!ui.take().iter().any(|e| matches!(e, Ev::Decisions(_))));
+
+    // each has Open and Ack
+    assert_eq!(menu_item_id(NoteAction::Ack, &id(7)), format!("ack:{}", id(7)));
+    assert_eq!(c.menu_clicked(&ui, &remote, &menu_item_id(NoteAction::Open, &id(6))).unwrap(), ActionOutcome::Opened);
+    assert_eq!(ui.take(), vec![Ev::OpenMail(id(6))]);
+    assert_eq!(c.menu_clicked(&ui, &remote, &menu_item_id(NoteAction::Ack, &id(7))).unwrap(), ActionOutcome::Acked);
+    assert_eq!(*remote.acked.borrow(), vec![id(7)]);
+    // the shell's own items and junk are not the controller's
+    for item in ["quit", "ack:", "ack:../etc", "reply:x", "open"] {
+        assert_eq!(c.menu_clicked(&ui, &remote, item).unwrap(), ActionOutcome::Ignored, "{item}");
+    }
+
+    // once one is done (the real ack lands in the store), the next one moves up
+    c.ack(&id(7), T0 + 2).unwrap();
+    c.refresh(&ui, T0 + 2).unwrap();
+    let menus: Vec<Vec<MenuDecision>> =
+        ui.take().into_iter().filter_map(|e| if let Ev::Decisions(d) = e { Some(d) } else { None }).collect();
+    let ids: Vec<String> = menus[0].iter().map(|d| d.id.clone()).collect();
+    assert_eq!(ids, vec![id(6), id(5), id(4), id(3), id(2)]);
 }

@@ -93,3 +93,52 @@ fn a_running_poller_is_seen_through_the_clients_locks() {
     drop(held);
     assert!(!remote.other_poller_alive());
 }
+
+/// A do-nothing window side: the Ack path must not touch it.
+struct NoWindow(std::cell::Cell<u32>);
+impl pcmail_tray::TrayUi for NoWindow {
+    fn set_title(&self, _: &str) {}
+    fn set_badge(&self, _: &pcmail_tray::Badge) {}
+    fn notify(&self, _: &pcmail_tray::TrayNotification, _: std::time::Duration) -> Result<(), String> {
+        Ok(())
+    }
+    fn show_window(&self) {
+        self.0.set(self.0.get() + 1);
+    }
+    fn open_mail(&self, _: &str) {
+        self.0.set(self.0.get() + 1);
+    }
+    fn changed(&self, _: i64) {}
+    fn set_decisions(&self, _: &[pcmail_tray::MenuDecision]) {}
+}
+
+#[test]
+fn ack_on_a_notification_is_done_on_the_server_through_the_clis_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("server.db");
+    let (pa, pb) = (pc(dir.path(), "pc-a", &db), pc(dir.path(), "pc-b", &db));
+    let mut a = Client::open(pa.clone()).unwrap();
+    let mut b = Client::open(pb.clone()).unwrap();
+    a.sync_once(0).unwrap();
+    b.sync_once(0).unwrap();
+    let id = a
+        .send(Draft { to: "pc-b".into(), kind: Kind::Request, subject: "rotate the logs".into(), body: "please".into(), ..Default::default() })
+        .unwrap()
+        .ids[0]
+        .clone();
+    let report = b.sync_once(0).unwrap();
+    let ctl = Controller::new(Store::open(&pb.store()).unwrap(), "pc-b", 2_000);
+    let notes = ctl.notifications_for(&report.to_notify);
+    assert_eq!(notes[0].actions, vec![pcmail_tray::NoteAction::Open, pcmail_tray::NoteAction::Ack, pcmail_tray::NoteAction::Reply]);
+
+    let (ui, remote) = (NoWindow(std::cell::Cell::new(0)), ClientRemote::new(pb.clone()));
+    assert_eq!(ctl.notification_action(&ui, &remote, &id, "ack").unwrap(), pcmail_tray::ActionOutcome::Acked);
+    assert_eq!(ui.0.get(), 0, "no window");
+    // done in this PC's store and already on the server (pcmail_api::ack flushes at once)
+    assert_eq!(Store::open(&pb.store()).unwrap().inbox_get(&id).unwrap().unwrap().status, State::Done);
+    let (mails, _) = a.status(&[id.clone()]).unwrap();
+    assert_eq!(mails[0].state, State::Done, "the sender sees it done");
+    assert_eq!(mails[0].timeline.last().unwrap().by, "pc-b", "acked as `pcmail ack` on pc-b does");
+    // a second Ack sends nothing
+    assert_eq!(ctl.notification_action(&ui, &remote, &id, "ack").unwrap(), pcmail_tray::ActionOutcome::AlreadyFinished);
+}
