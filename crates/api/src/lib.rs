@@ -8,6 +8,7 @@
 
 mod error;
 pub mod features;
+pub mod handoffs;
 
 pub use error::{exit_of_client, ApiError, Exit};
 

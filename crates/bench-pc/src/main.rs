@@ -2,11 +2,15 @@
 //! processes: binary size, process start, a new session on 10,000 mails
 //! (500 unread), the backlog case (100 vs 10,000 unread: CPU, RSS, wall/CPU,
 //! fsyncs with strace), and one session prompting again and again.
+//! `pcmail-bench-pc handoffs [runs]` — issue 11: SessionStart with 200
+//! handoffs, a rollup and 500 memory entries; `pcmail handoff new` (src/handoffs.rs).
 //! `pcmail-bench-pc soak [secs]` — 8 hook loops, the daemon and 4 senders on
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
 //! Build both in one profile so the `pcmail` binary sits next to this one:
 //! `cargo build --release -p pcmail-cli -p pcmail-hook -p pcmail-bench-pc`.
+
+mod handoffs;
 
 use anyhow::{bail, Context, Result};
 use pcmail_core::{Kind, Mail, State};
@@ -36,7 +40,8 @@ fn main() -> Result<()> {
     match args.get(1).map(String::as_str) {
         Some("hook") => hook_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300)),
         Some("soak") => soak(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60)),
-        _ => bail!("usage: pcmail-bench-pc hook [runs] | soak [seconds]"),
+        Some("handoffs") => handoffs::bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
+        _ => bail!("usage: pcmail-bench-pc hook [runs] | soak [seconds] | handoffs [runs]"),
     }
 }
 

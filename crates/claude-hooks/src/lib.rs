@@ -13,7 +13,8 @@
 //! {"hooks": {
 //!   "SessionStart":     [{"matcher": "startup|resume|clear|compact",
 //!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
-//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
+//!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "Stop":             [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
 //! }}
 //! ```
 //!
@@ -102,7 +103,7 @@ pub const PRE_TOOL_USE: HookEvent = HookEvent {
     event: EVENT_PRE_TOOL_USE,
     matcher: Some(PRE_TOOL_USE_MATCHER),
 };
-/// Not registered yet: the lead switches it on when its handler exists.
+/// The handoff reminder (issue 11): registered by default.
 pub const STOP: HookEvent = HookEvent {
     event: EVENT_STOP,
     matcher: None,
@@ -114,7 +115,7 @@ pub const SESSION_END: HookEvent = HookEvent {
 };
 
 /// The events `pcmail hooks install` registers today.
-pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
+pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, STOP];
 
 /// The file name of the separate hook binary on this OS.
 pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {

@@ -19,6 +19,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
         retention_days: None,
+        handoffs: Default::default(),
     };
     config.save(&paths)?;
     let t = transport::Embedded::open(server_db, label, system_now)?;

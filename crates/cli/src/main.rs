@@ -3,6 +3,7 @@
 
 mod demo;
 mod exit;
+mod handoff_cmd;
 mod print;
 mod service_cmd;
 
@@ -246,6 +247,16 @@ enum Cmd {
         /// Parse every file (ignore the cache in the PC store).
         #[arg(long)]
         full: bool,
+    },
+    /// Handoffs for the next session (.claude/handoffs/, append-only with INDEX.md) and rollups.
+    Handoff {
+        #[command(subcommand)]
+        action: handoff_cmd::HandoffCmd,
+    },
+    /// Decisions and gotchas of this repo (.claude/memory/<topic>.md), searchable.
+    Memory {
+        #[command(subcommand)]
+        action: handoff_cmd::MemoryCmd,
     },
     /// The MCP server on stdio (every mail operation as a tool), or `mcp install|uninstall` into an agent's config.
     Mcp {
@@ -680,6 +691,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Mcp { action } => mcp(action),
+        Cmd::Handoff { action } => handoff_cmd::handoff(action, json),
+        Cmd::Memory { action } => handoff_cmd::memory(action, json),
     }
 }
 

@@ -47,6 +47,7 @@ fn config(label: &str) -> Config {
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
         retention_days: None,
+        handoffs: Default::default(),
     }
 }
 

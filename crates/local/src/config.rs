@@ -120,6 +120,38 @@ pub struct Config {
     /// Days this PC keeps final mail (done, failed, expired); default 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
+    /// `[handoffs]`: the Stop hook's handoff reminder (issue 11).
+    #[serde(default, skip_serializing_if = "HandoffSettings::is_default")]
+    pub handoffs: HandoffSettings,
+}
+
+/// `[handoffs]` in config.toml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffSettings {
+    /// Remind a session once, at Stop, to write a handoff (false: never).
+    #[serde(default = "yes")]
+    pub stop_reminder: bool,
+    /// A session whose transcript is at least this many KiB did real work.
+    #[serde(default = "default_stop_reminder_min_transcript_kb")]
+    pub stop_reminder_min_transcript_kb: u64,
+}
+
+pub const DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB: u64 = 200;
+
+fn default_stop_reminder_min_transcript_kb() -> u64 {
+    DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB
+}
+
+impl Default for HandoffSettings {
+    fn default() -> Self {
+        HandoffSettings { stop_reminder: true, stop_reminder_min_transcript_kb: DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB }
+    }
+}
+
+impl HandoffSettings {
+    fn is_default(&self) -> bool {
+        *self == HandoffSettings::default()
+    }
 }
 
 fn yes() -> bool {
@@ -147,6 +179,7 @@ impl Config {
             hook_session_mail_limit: DEFAULT_HOOK_SESSION_MAIL_LIMIT,
             installation: None,
             retention_days: None,
+            handoffs: HandoffSettings::default(),
         }
     }
 

@@ -30,7 +30,7 @@ pub enum Event {
     UserPromptSubmit,
     /// The lease guard will run here (nothing yet).
     PreToolUse,
-    /// The handoff reminder will run here (nothing yet).
+    /// The handoff reminder (crate::handoff_hook, called from `main_with`).
     Stop,
     /// Leases will be released here (nothing yet).
     SessionEnd,
@@ -91,12 +91,15 @@ pub struct HookRun {
 /// poller if one is due (`pcmail_exe` finds the `pcmail` binary), and return
 /// what to print. Silent on any trouble.
 pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String> {
-    let mut input = vec![];
+    let mut raw = vec![];
     if !std::io::stdin().is_terminal() {
-        let _ = std::io::stdin().take(STDIN_MAX).read_to_end(&mut input);
+        let _ = std::io::stdin().take(STDIN_MAX).read_to_end(&mut raw);
     }
-    let input = parse_input(&input)?;
+    let input = parse_input(&raw)?;
     let paths = Paths::from_env().ok()?;
+    if input.event == Event::Stop {
+        return crate::handoff_hook::on_stop(&paths, &raw, crate::system_now());
+    }
     let r = dispatch(&paths, &input, crate::system_now()).ok()?;
     if r.spawn_poller {
         if let Some(exe) = pcmail_exe() {
@@ -215,6 +218,13 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
                 text.push('\n');
             }
             text.push_str(&line);
+        }
+        // Issue 11: handoffs and memory, last in the budget.
+        if let Some(part) = crate::handoff_hook::session_start_part(input.cwd.as_deref(), text.chars().count()) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&part);
         }
     }
     let output = (!text.is_empty()).then(|| {

@@ -4,6 +4,7 @@
 //! are built on it.
 
 pub mod config;
+pub mod handoff_hook;
 pub mod hook;
 pub mod locks;
 pub mod spawn;

@@ -4,6 +4,7 @@
 //!
 //! Nothing but the protocol goes to stdout; logs go to stderr.
 
+mod handoff_tools;
 pub mod install;
 pub mod server;
 

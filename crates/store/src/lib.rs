@@ -12,6 +12,9 @@ pub mod sent;
 pub mod cache;
 pub mod hookview;
 pub mod codemap;
+// Issue 11 (handoffs and memory): the memory index and the Stop reminder's record.
+pub mod memory;
+pub mod reminders;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

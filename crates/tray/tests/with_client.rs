@@ -22,6 +22,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
         retention_days: None,
+        handoffs: Default::default(),
     }
     .save(&paths)
     .unwrap();
