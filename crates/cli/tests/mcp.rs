@@ -15,9 +15,10 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
-const TOOLS: [&str; 14] = [
-    "ack", "alerts", "fail", "inbox", "read", "reply", "roster", "roster_add", "roster_remove", "send", "sent", "status", "sync",
-    "wait_for",
+const TOOLS: [&str; 23] = [
+    "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup", "handoff_show",
+    "inbox", "memory_add", "memory_search", "memory_show", "read", "reply", "roster", "roster_add", "roster_remove", "send",
+    "sent", "status", "sync", "wait_for",
 ];
 
 struct Mcp {
