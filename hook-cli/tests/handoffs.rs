@@ -87,7 +87,7 @@ const S2: &str = "0b7d3c2e-aaaa-4bbb-8ccc-dddddddddddd";
 #[test]
 fn stop_reminds_once_per_session_and_never_while_stop_hook_active() {
     let pc = Pc::new("");
-    let long = pc.transcript(S1, 300 * 1024);
+    let long = pc.transcript(S1, 1500 * 1024);
     // Claude Code continuing because of a Stop hook: never blocks, records nothing.
     assert_eq!(pc.stop(S1, &long, true), None);
     assert_eq!(pc.reminded(), 0);
@@ -98,7 +98,7 @@ fn stop_reminds_once_per_session_and_never_while_stop_hook_active() {
     assert_eq!(pc.stop(S1, &long, false), None);
     assert_eq!(pc.reminded(), 1);
     // Another session is reminded on its own.
-    let long2 = pc.transcript(S2, 300 * 1024);
+    let long2 = pc.transcript(S2, 1500 * 1024);
     assert_blocks(pc.stop(S2, &long2, false), S2);
     assert_eq!(pc.reminded(), 2);
 }
@@ -106,23 +106,23 @@ fn stop_reminds_once_per_session_and_never_while_stop_hook_active() {
 #[test]
 fn no_reminder_for_short_work_a_written_handoff_outside_a_repo_or_when_off() {
     let pc = Pc::new("");
-    // Below the default threshold (200 KiB): not real work yet.
-    assert_eq!(pc.stop(S1, &pc.transcript(S1, 50 * 1024), false), None);
+    // Below the default threshold (1 MiB): not real work yet.
+    assert_eq!(pc.stop(S1, &pc.transcript(S1, 900 * 1024), false), None);
     // The session wrote its handoff (the name carries its first 8 characters).
     let repo = Repo::at(&pc.repo);
     let s = Sections { goal: Some("g".into()), done: None, failed: None, state: Some("working".into()), next: Some("n".into()) };
     let at = Utc.with_ymd_and_hms(2026, 4, 9, 14, 0, 0).unwrap();
     handoffs::new_handoff(&repo, "done-work", &Author { session: S1, by: "pc-b/9f2c4e1a", at }, &s).unwrap();
-    assert_eq!(pc.stop(S1, &pc.transcript(S1, 300 * 1024), false), None);
+    assert_eq!(pc.stop(S1, &pc.transcript(S1, 1500 * 1024), false), None);
     // No repo around the session's directory.
-    let out = pc.run(&json!({"session_id": S2, "transcript_path": pc.transcript(S2, 300 * 1024), "cwd": pc.dir.path(),
+    let out = pc.run(&json!({"session_id": S2, "transcript_path": pc.transcript(S2, 1500 * 1024), "cwd": pc.dir.path(),
         "hook_event_name": "Stop", "stop_hook_active": false}));
     assert_eq!(out, None);
     assert_eq!(pc.reminded(), 0);
 
     // Off by config; and a lower threshold by config.
     let off = Pc::new("[handoffs]\nstop_reminder = false\n");
-    assert_eq!(off.stop(S1, &off.transcript(S1, 300 * 1024), false), None);
+    assert_eq!(off.stop(S1, &off.transcript(S1, 1500 * 1024), false), None);
     let low = Pc::new("[handoffs]\nstop_reminder_min_transcript_kb = 10\n");
     assert_blocks(low.stop(S1, &low.transcript(S1, 50 * 1024), false), S1);
 }

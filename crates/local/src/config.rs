@@ -136,7 +136,8 @@ pub struct HandoffSettings {
     pub stop_reminder_min_transcript_kb: u64,
 }
 
-pub const DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB: u64 = 200;
+/// A two-turn `claude -p` session already writes ~140 KiB of transcript.
+pub const DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB: u64 = 1024;
 
 fn default_stop_reminder_min_transcript_kb() -> u64 {
     DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB

@@ -18,7 +18,7 @@ test('scenario 5: Stop blocks once, the model writes the handoff, then the sessi
     const a = s.pc('pc-a');
     const settings = a.installHooks();
     assert.ok(settings.hooks.Stop, 'hooks install registers Stop');
-    // Any transcript counts as real work here (the default threshold is 200 KiB).
+    // Any transcript counts as real work here (the default threshold is 1 MiB).
     fs.appendFileSync(path.join(a.pcmailHome, 'config.toml'), '\n[handoffs]\nstop_reminder_min_transcript_kb = 0\n');
     assert.equal(spawnSync('git', ['init', '-q', a.repo]).status, 0);
 
@@ -44,8 +44,12 @@ test('scenario 5: Stop blocks once, the model writes the handoff, then the sessi
     assert.equal(s.api.turns.length, 3);
     assert.doesNotMatch(texts(s.api.turns[0]), REMINDER);
     assert.equal(sessionInReason, run.sessionId, 'the reason names this session');
-    // The reminder was given once: the last request carries it once, not twice.
-    assert.equal(texts(s.api.turns[2]).match(new RegExp(REMINDER, 'g')).length, 1);
+    // The reminder was given once: Claude Code puts one block into the history twice (the
+    // feedback and a system entry); the request after the tool has no more than the one before.
+    const count = (body) => (texts(body).match(new RegExp(REMINDER, 'g')) || []).length;
+    const once = count(s.api.turns[1]);
+    assert.ok(once >= 1);
+    assert.equal(count(s.api.turns[2]), once);
 
     // The handoff is in the repo, named for this session, with an ACTIVE line in the INDEX.
     const dir = path.join(a.repo, '.claude', 'handoffs');
@@ -63,7 +67,7 @@ test('scenario 5: Stop blocks once, the model writes the handoff, then the sessi
     assert.equal(again.code, 0, again.stderr);
     assert.equal(again.result.result, 'still here');
     assert.equal(s.api.turns.length, 4);
-    assert.equal(texts(s.api.turns[3]).match(new RegExp(REMINDER, 'g')).length, 1, 'only the old reminder, from the history');
+    assert.equal(count(s.api.turns[3]), once, 'only the old reminder, from the history');
   } finally {
     await s.close();
   }
