@@ -136,19 +136,22 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
     // Memory: the count, then the newest gotchas that fit.
     if v.memory_total > 0 {
         let head = format!(
-            "pcmail memory: {} entries ({} gotchas) in .claude/memory: `pcmail memory search WORDS`{}",
-            v.memory_total,
-            v.gotcha_total,
-            if v.gotchas.is_empty() { "" } else { "; newest gotchas:" }
+            "pcmail memory: {} entries ({} gotchas) in .claude/memory: `pcmail memory search WORDS`",
+            v.memory_total, v.gotcha_total
         );
-        if push(&mut out, head, &mut left) {
-            for g in &v.gotchas {
-                let line = cut(&format!("- [{}] {}", g.topic, neutralise(&memory::entry_line(g))), LINE_MAX_CHARS);
+        let lines: Vec<String> =
+            v.gotchas.iter().map(|g| cut(&format!("- [{}] {}", g.topic, neutralise(&memory::entry_line(g))), LINE_MAX_CHARS)).collect();
+        const MORE: &str = "; newest gotchas:";
+        // "newest gotchas:" only when at least one of them fits under it.
+        let with_first = lines.first().map(|l| head.chars().count() + MORE.len() + 1 + l.chars().count() + 1);
+        if with_first.is_some_and(|n| n <= left) {
+            push(&mut out, format!("{head}{MORE}"), &mut left);
+            for line in lines {
                 if !push(&mut out, line, &mut left) {
                     break;
                 }
             }
-        } else {
+        } else if !push(&mut out, head, &mut left) {
             push(&mut out, format!("pcmail: {} memory entries: `pcmail memory show`", v.memory_total), &mut left);
         }
     }
