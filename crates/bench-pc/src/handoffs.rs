@@ -57,7 +57,8 @@ fn session_start(session: &str, cwd: &Path) -> Vec<u8> {
 pub fn bench(runs: usize) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let hook = sibling("pcmail-hook");
-    let pcmail = sibling("pcmail");
+    // `pcmail` is the slowest to build: the hook part runs without it.
+    let pcmail = std::env::current_exe()?.with_file_name("pcmail");
     let pristine = dir.path().join("pristine");
     seed_store(&pristine, 10_000, 500)?;
     let repo = dir.path().join("repo");
@@ -86,7 +87,7 @@ pub fn bench(runs: usize) -> Result<()> {
 
     // 2. `pcmail handoff new` as a whole process, beside `pcmail --version`.
     let (mut new, mut version) = (vec![], vec![]);
-    for i in 0..runs {
+    for i in 0..if pcmail.exists() { runs } else { 0 } {
         let mut c = Command::new(&pcmail);
         c.args(["handoff", "new", "--slug", &format!("bench-{i}"), "--goal", "measure", "--state", "working", "--next", "read the figure"])
             .current_dir(&repo)
@@ -112,8 +113,12 @@ pub fn bench(runs: usize) -> Result<()> {
     println!("  no repo:       median {:.2} ms  p90 {:.2} ms  (the same mail; what handoffs and memory add: {:.2} ms)",
         ms(median(&wo)), ms(pct(&wo, 0.9)), ms(median(&w)) - ms(median(&wo)));
     println!();
-    println!("pcmail handoff new: median {:.2} ms  p90 {:.2} ms  max {:.2} ms  (target <= 20 ms: {}); pcmail --version median {:.2} ms",
-        ms(median(&n)), ms(pct(&n, 0.9)), ms(*n.last().unwrap()), check(median(&n) <= Duration::from_millis(20)), ms(median(&v)));
+    if n.is_empty() {
+        println!("pcmail handoff new: skipped (no pcmail beside this binary: cargo build --release -p pcmail-cli)");
+    } else {
+        println!("pcmail handoff new: median {:.2} ms  p90 {:.2} ms  max {:.2} ms  (target <= 20 ms: {}); pcmail --version median {:.2} ms",
+            ms(median(&n)), ms(pct(&n, 0.9)), ms(*n.last().unwrap()), check(median(&n) <= Duration::from_millis(20)), ms(median(&v)));
+    }
     println!();
     println!("the hook's text at SessionStart (first run):");
     for l in text.lines().filter(|l| !l.starts_with("<pcmail-mail") && !l.starts_with("</pcmail-mail")).filter(|l| l.starts_with("pcmail") || l.starts_with("- ")) {
