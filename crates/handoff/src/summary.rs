@@ -19,6 +19,8 @@ use pcmail_core::present::neutralise;
 pub const MAX_ACTIVE_READ: usize = 12;
 /// Newest gotchas shown at most.
 pub const MAX_GOTCHAS: usize = 3;
+/// A memory file larger than this is not read by the hook.
+pub const MAX_FILE_BYTES: i64 = 1 << 20;
 /// One line of the hook at most.
 pub const LINE_MAX_CHARS: usize = 220;
 
@@ -60,7 +62,11 @@ pub fn view(repo: &Repo) -> Result<HookView> {
         v.active = active.iter().take(MAX_ACTIVE_READ).map(|(n, p)| handoffs::summarise(&dir, n, p)).filter(|s| s.rolled_up_into.is_none()).collect();
     }
     let mut entries = vec![];
-    for (topic, path, _) in memory::topic_files(repo)? {
+    for (topic, path, f) in memory::topic_files(repo)? {
+        // The hook stays fast whatever a repo holds: an outsized file is left to `memory show`.
+        if f.size > MAX_FILE_BYTES {
+            continue;
+        }
         if let Ok(text) = std::fs::read_to_string(&path) {
             entries.extend(memory::parse_file(&topic, &text));
         }
@@ -102,7 +108,8 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
     if handoff_part {
         let head = match &v.rollup {
             Some((name, through)) => format!(
-                "pcmail handoffs: latest rollup {name}{}; {} ACTIVE since{}",
+                "pcmail handoffs: latest rollup {}{}; {} ACTIVE since{}",
+                neutralise(name),
                 through.map(|t| format!(" (through {})", names::format_through(t))).unwrap_or_default(),
                 v.active_total,
                 if v.active_total > 0 { ", newest first:" } else { "." }
@@ -116,7 +123,7 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
         if head.chars().count() + 1 + reserve <= left {
             push(&mut out, cut(&head, LINE_MAX_CHARS), &mut left);
             for s in &v.active {
-                let line = cut(&format!("- {}: {} → next: {}", s.name, neutralise(&s.goal), neutralise(&s.next)), LINE_MAX_CHARS);
+                let line = cut(&format!("- {}: {} → next: {}", neutralise(&s.name), neutralise(&s.goal), neutralise(&s.next)), LINE_MAX_CHARS);
                 let rest = v.active_total - shown - 1;
                 let tail = if rest > 0 { 50 } else { 0 };
                 if line.chars().count() + 1 + tail + reserve > left {
@@ -140,7 +147,7 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
             v.memory_total, v.gotcha_total
         );
         let lines: Vec<String> =
-            v.gotchas.iter().map(|g| cut(&format!("- [{}] {}", g.topic, neutralise(&memory::entry_line(g))), LINE_MAX_CHARS)).collect();
+            v.gotchas.iter().map(|g| cut(&format!("- [{}] {}", neutralise(&g.topic), neutralise(&memory::entry_line(g))), LINE_MAX_CHARS)).collect();
         const MORE: &str = "; newest gotchas:";
         // "newest gotchas:" only when at least one of them fits under it.
         let with_first = lines.first().map(|l| head.chars().count() + MORE.len() + 1 + l.chars().count() + 1);
