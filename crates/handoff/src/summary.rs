@@ -74,7 +74,7 @@ pub fn view(repo: &Repo) -> Result<HookView> {
     v.memory_total = entries.len();
     let mut gotchas: Vec<Entry> = entries.into_iter().filter(|e| e.kind == MemKind::Gotcha).collect();
     v.gotcha_total = gotchas.len();
-    gotchas.sort_by(|a, b| b.at.cmp(&a.at));
+    gotchas.sort_by_key(|g| std::cmp::Reverse(g.at));
     gotchas.truncate(MAX_GOTCHAS);
     v.gotchas = gotchas;
     Ok(v)
