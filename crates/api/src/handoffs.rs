@@ -14,7 +14,7 @@ use pcmail_handoff::session::{self, SessionId};
 use pcmail_handoff::HandoffError;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 impl From<HandoffError> for ApiError {
     fn from(e: HandoffError) -> Self {
@@ -315,9 +315,4 @@ pub fn memory_search(paths: &Paths, args: &MemorySearchArgs) -> Result<MemoryEnt
     let mut store = pcmail_store::Store::open(&paths.store())?;
     let entries = memory::search(&mut store, &repo, &args.words, args.limit.unwrap_or(20).max(1))?;
     Ok(MemoryEntries { repo: repo.id, entries })
-}
-
-/// Whether `dir` is inside a repo (for front ends that want to say so early).
-pub fn in_repo(dir: &Path) -> bool {
-    Repo::find(dir).is_ok()
 }

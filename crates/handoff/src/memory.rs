@@ -9,7 +9,7 @@ use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use pcmail_store::memory::{MemoryFile, MemoryRow, MemoryUpsert};
 use pcmail_store::Store;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub const TOPIC_MAX: usize = 100;
 pub const TEXT_MAX_CHARS: usize = 4000;
@@ -324,11 +324,6 @@ pub fn search(store: &mut Store, repo: &Repo, words: &[String], limit: usize) ->
 /// One line of an entry (for lists and the hook).
 pub fn entry_line(e: &Entry) -> String {
     index::one_line(&e.text)
-}
-
-/// Files the memory folder of `repo_root` holds (for tests and the bench).
-pub fn memory_dir_of(repo_root: &Path) -> PathBuf {
-    repo_root.join(crate::MEMORY_DIR)
 }
 
 #[cfg(test)]
