@@ -66,6 +66,9 @@ pub enum ApiError {
     /// Local trouble outside the client's own errors (a lock file …).
     #[error("{0}")]
     Local(String),
+    /// No such item that is not a mail (a handoff, a memory topic): exit 7.
+    #[error("{0}")]
+    Missing(String),
 }
 
 impl From<StoreError> for ApiError {
@@ -117,6 +120,7 @@ impl ApiError {
             ApiError::Usage(_) => Exit::Usage,
             ApiError::Unsupported { .. } => Exit::Refused,
             ApiError::Local(_) => Exit::Local,
+            ApiError::Missing(_) => Exit::NotFound,
         }
     }
 
@@ -197,6 +201,7 @@ mod tests {
             (ClientError::NotFound("m".into()).into(), 7, "not_found"),
             (ClientError::Timeout { id: "m".into(), wanted: "seen".into(), state: "new".into() }.into(), 8, "timeout"),
             (ClientError::Config(ConfigError::NoHome).into(), 9, "local"),
+            (ApiError::Missing("no handoff \"x\"".into()), 7, "not_found"),
         ];
         for (e, exit, code) in cases {
             assert_eq!(e.exit() as i32, exit, "{e}");

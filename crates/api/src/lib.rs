@@ -9,6 +9,7 @@
 mod error;
 pub mod features;
 pub mod leases;
+pub mod handoffs;
 
 pub use error::{exit_of_client, ApiError, Exit};
 

@@ -5,6 +5,8 @@
 //! `pcmail-bench-pc lease [runs]` — `pcmail lease claim` and `release` as
 //! whole processes on the embedded default, and the PreToolUse lease guard
 //! (`pcmail-hook`) with 1,000 leases in the cache, beside /bin/true.
+//! `pcmail-bench-pc handoffs [runs]` — issue 11: SessionStart with 200
+//! handoffs, a rollup and 500 memory entries; `pcmail handoff new` (src/handoffs.rs).
 //! `pcmail-bench-pc soak [secs]` — 8 hook loops, the daemon and 4 senders on
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
@@ -14,6 +16,8 @@
 //! `cargo rustc --release -p pcmail-hook --bin pcmail-hook -- -C target-feature=+crt-static`.
 //! `hook [runs] [OTHER-HOOK]` also times OTHER-HOOK (e.g. a copy of the
 //! dynamically linked build) on the same case, interleaved.
+
+mod handoffs;
 
 use anyhow::{bail, Context, Result};
 use pcmail_core::{Kind, Mail, State};
@@ -46,7 +50,8 @@ fn main() -> Result<()> {
         Some("hook") => hook_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300), args.get(3).map(PathBuf::from)),
         Some("soak") => soak(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60)),
         Some("lease") => lease_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
-        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds] | lease [runs]"),
+        Some("handoffs") => handoffs::bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
+        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds] | lease [runs] | handoffs [runs]"),
     }
 }
 

@@ -16,7 +16,8 @@
 //!   "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
 //!   "PreToolUse":       [{"matcher": "Edit|Write|MultiEdit|NotebookEdit",
 //!                         "hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
-//!   "SessionEnd":       [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
+//!   "SessionEnd":       [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}],
+//!   "Stop":             [{"hooks": [{"type": "command", "command": "/abs/path/pcmail-hook", "timeout": 5}]}]
 //! }}
 //! ```
 //!
@@ -105,7 +106,7 @@ pub const PRE_TOOL_USE: HookEvent = HookEvent {
     event: EVENT_PRE_TOOL_USE,
     matcher: Some(PRE_TOOL_USE_MATCHER),
 };
-/// Not registered yet: the lead switches it on when its handler exists.
+/// The handoff reminder (issue 11): registered by default.
 pub const STOP: HookEvent = HookEvent {
     event: EVENT_STOP,
     matcher: None,
@@ -119,7 +120,7 @@ pub const SESSION_END: HookEvent = HookEvent {
 /// The events `pcmail hooks install` registers on every Claude Code release
 /// pcmail supports; `SessionEnd` is added by [`events_for`] on releases that
 /// know it (an unknown event name makes 1.0.62 reject every hook: tested).
-pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE];
+pub const DEFAULT_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE, STOP];
 
 /// The first Claude Code release with the `SessionEnd` hook event.
 pub const SESSION_END_SINCE: (u32, u32, u32) = (1, 0, 85);

@@ -5,6 +5,7 @@ mod demo;
 mod roster_cmd;
 mod exit;
 mod lease_cmd;
+mod handoff_cmd;
 mod print;
 mod service_cmd;
 
@@ -268,6 +269,16 @@ enum Cmd {
         /// Parse every file (ignore the cache in the PC store).
         #[arg(long)]
         full: bool,
+    },
+    /// Handoffs for the next session (.claude/handoffs/, append-only with INDEX.md) and rollups.
+    Handoff {
+        #[command(subcommand)]
+        action: handoff_cmd::HandoffCmd,
+    },
+    /// Decisions and gotchas of this repo (.claude/memory/<topic>.md), searchable.
+    Memory {
+        #[command(subcommand)]
+        action: handoff_cmd::MemoryCmd,
     },
     /// The MCP server on stdio (every mail operation as a tool), or `mcp install|uninstall` into an agent's config.
     /// With no subcommand it serves until stdin closes; no options; logs go to stderr at `PCMAIL_LOG`
@@ -758,6 +769,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Mcp { action } => mcp(action),
+        Cmd::Handoff { action } => handoff_cmd::handoff(action, json),
+        Cmd::Memory { action } => handoff_cmd::memory(action, json),
     }
 }
 

@@ -15,9 +15,11 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
-const TOOLS: [&str; 19] = [
-    "ack", "alerts", "fail", "inbox", "lease_check", "lease_claim", "lease_list", "lease_release", "lease_takeover", "read", "reply", "roster", "roster_add", "roster_remove", "send", "sent", "status", "sync",
-    "wait_for",
+const TOOLS: [&str; 28] = [
+    "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup", "handoff_show",
+    "inbox", "lease_check", "lease_claim", "lease_list", "lease_release", "lease_takeover", "memory_add", "memory_search",
+    "memory_show", "read", "reply", "roster", "roster_add", "roster_remove", "send",
+    "sent", "status", "sync", "wait_for",
 ];
 
 struct Mcp {

@@ -48,6 +48,7 @@ fn config(label: &str) -> Config {
         installation: None,
         retention_days: None,
         subject_tags: None,
+        handoffs: Default::default(),
     }
 }
 

@@ -39,6 +39,7 @@ fn config(label: &str, db: &Path) -> Config {
         installation: None,
         retention_days: None,
         subject_tags: None,
+        handoffs: Default::default(),
     }
 }
 

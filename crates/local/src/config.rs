@@ -126,6 +126,39 @@ pub struct Config {
     /// are recognised either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject_tags: Option<SubjectTags>,
+    /// `[handoffs]`: the Stop hook's handoff reminder (issue 11).
+    #[serde(default, skip_serializing_if = "HandoffSettings::is_default")]
+    pub handoffs: HandoffSettings,
+}
+
+/// `[handoffs]` in config.toml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffSettings {
+    /// Remind a session once, at Stop, to write a handoff (false: never).
+    #[serde(default = "yes")]
+    pub stop_reminder: bool,
+    /// A session whose transcript is at least this many KiB did real work.
+    #[serde(default = "default_stop_reminder_min_transcript_kb")]
+    pub stop_reminder_min_transcript_kb: u64,
+}
+
+/// A two-turn `claude -p` session already writes ~140 KiB of transcript.
+pub const DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB: u64 = 1024;
+
+fn default_stop_reminder_min_transcript_kb() -> u64 {
+    DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB
+}
+
+impl Default for HandoffSettings {
+    fn default() -> Self {
+        HandoffSettings { stop_reminder: true, stop_reminder_min_transcript_kb: DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB }
+    }
+}
+
+impl HandoffSettings {
+    fn is_default(&self) -> bool {
+        *self == HandoffSettings::default()
+    }
 }
 
 /// The subject tags a PC adds to what it sends (`subject_tags` in config.toml).
@@ -168,6 +201,7 @@ impl Config {
             installation: None,
             retention_days: None,
             subject_tags: None,
+            handoffs: HandoffSettings::default(),
         }
     }
 

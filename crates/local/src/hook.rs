@@ -36,7 +36,7 @@ pub enum Event {
     UserPromptSubmit,
     /// The lease guard (Edit, Write, MultiEdit, NotebookEdit).
     PreToolUse,
-    /// The handoff reminder will run here (nothing yet).
+    /// The handoff reminder (crate::handoff_hook, called from `main_with`).
     Stop,
     /// Records the session's end and queues the release of its leases.
     SessionEnd,
@@ -131,12 +131,15 @@ pub struct HookRun {
 /// poller if one is due (`pcmail_exe` finds the `pcmail` binary), and return
 /// what to print. Silent on any trouble.
 pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String> {
-    let mut input = vec![];
+    let mut raw = vec![];
     if !std::io::stdin().is_terminal() {
-        let _ = std::io::stdin().take(STDIN_MAX).read_to_end(&mut input);
+        let _ = std::io::stdin().take(STDIN_MAX).read_to_end(&mut raw);
     }
-    let input = parse_input(&input)?;
+    let input = parse_input(&raw)?;
     let paths = Paths::from_env().ok()?;
+    if input.event == Event::Stop {
+        return crate::handoff_hook::on_stop(&paths, &raw, crate::system_now());
+    }
     let r = dispatch(&paths, &input, crate::system_now()).ok()?;
     if r.spawn_poller {
         if let Some(exe) = pcmail_exe() {
@@ -291,6 +294,13 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             if let Some(lines) = lease_view::others_lines(&leases, &mine, now + server_offset(&store), room) {
                 push(&mut text, &lines);
             }
+        }
+        // Issue 11: handoffs and memory, last in the budget.
+        if let Some(part) = crate::handoff_hook::session_start_part(input.cwd.as_deref(), text.chars().count()) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&part);
         }
     }
     let output = (!text.is_empty()).then(|| {

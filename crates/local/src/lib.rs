@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod githook;
+pub mod handoff_hook;
 pub mod hook;
 pub mod leases;
 pub mod locks;

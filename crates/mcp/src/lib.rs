@@ -5,6 +5,7 @@
 //! Nothing but the protocol goes to stdout; logs go to stderr.
 
 pub mod args;
+mod handoff_tools;
 pub mod install;
 pub mod server;
 

@@ -83,7 +83,7 @@ impl PcmailMcp {
             hello: Arc::new(OnceLock::new()),
             hello_failed_at: Arc::new(Mutex::new(None)),
             idle: Arc::new(Mutex::new(None)),
-            tool_router: Self::tool_router(),
+            tool_router: Self::all_tools(),
         }
     }
 
@@ -150,8 +150,13 @@ impl PcmailMcp {
         Ok(to_result(self.run_client(group, move |c| op(c, a)).await?))
     }
 
+    /// The mail tools and the handoff/memory tools (crate::handoff_tools).
+    fn all_tools() -> ToolRouter<Self> {
+        Self::tool_router() + Self::handoff_tool_router()
+    }
+
     /// Runs `op` on the PC's files only (no server, no token).
-    async fn with_paths<A, T, F>(&self, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
+    pub(crate) async fn with_paths<A, T, F>(&self, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
     where
         A: Send + 'static,
         T: Serialize + Send + 'static,
@@ -293,5 +298,5 @@ impl ServerHandler for PcmailMcp {
 
 /// The tool names, in the order `tools/list` gives them (for tests and docs).
 pub fn tool_names() -> Vec<String> {
-    PcmailMcp::tool_router().list_all().into_iter().map(|t| t.name.to_string()).collect()
+    PcmailMcp::all_tools().list_all().into_iter().map(|t| t.name.to_string()).collect()
 }

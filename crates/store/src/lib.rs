@@ -14,6 +14,9 @@ pub mod cache;
 pub mod hookview;
 pub mod codemap;
 pub mod leases;
+// Issue 11 (handoffs and memory): the memory index and the Stop reminder's record.
+pub mod memory;
+pub mod reminders;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

@@ -258,6 +258,30 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (resource, fence)
     ) WITHOUT ROWID;
     "#,
+    // 6: issue 11 (handoffs and memory): the memory index (FTS5 over the repo's
+    // .claude/memory files, keyed by repo, with each file's fingerprint so
+    // only changed files are parsed again) and the sessions the Stop hook
+    // reminded to write a handoff. `IF NOT EXISTS` throughout: this entry's
+    // position among the others is settled at merge time.
+    r#"
+    CREATE TABLE IF NOT EXISTS memory_files (
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        PRIMARY KEY (repo, path)
+    ) WITHOUT ROWID;
+    CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
+        text, why, topic,
+        repo UNINDEXED, path UNINDEXED, kind UNINDEXED, at UNINDEXED, by UNINDEXED,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE IF NOT EXISTS stop_reminders (
+        session TEXT PRIMARY KEY,
+        at INTEGER NOT NULL,
+        transcript_bytes INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

@@ -23,6 +23,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         installation: None,
         retention_days: None,
         subject_tags: None,
+        handoffs: Default::default(),
     }
     .save(&paths)
     .unwrap();

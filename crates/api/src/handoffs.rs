@@ -1,0 +1,318 @@
+//! Handoffs, rollups and memory (issue 11): one function per operation, the
+//! same for `pcmail handoff …` / `pcmail memory …` and the MCP tools. They
+//! work on the repo's files and the PC store; only `announce` uses the server.
+
+use crate::{ApiError, MailKind, Result, SendArgs};
+use chrono::{DateTime, Utc};
+use pcmail_client::config::{Config, Paths};
+use pcmail_client::ops::SendOutcome;
+use pcmail_client::Client;
+use pcmail_handoff::handoffs::{self, Author, Created, RolledUp, Sections, Shown, Summary};
+use pcmail_handoff::memory::{self, Added, Entry, MemKind};
+use pcmail_handoff::repo::Repo;
+use pcmail_handoff::session::{self, SessionId};
+use pcmail_handoff::HandoffError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+impl From<HandoffError> for ApiError {
+    fn from(e: HandoffError) -> Self {
+        match e {
+            HandoffError::Usage(_) | HandoffError::NoRepo(_) => ApiError::Usage(e.to_string()),
+            HandoffError::NotFound { .. } => ApiError::Missing(e.to_string()),
+            HandoffError::Io { .. } => ApiError::Local(e.to_string()),
+            HandoffError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// The repo a call is about: `repo` when given, else the one containing the
+/// working directory.
+pub fn find_repo(repo: Option<&str>) -> Result<Repo> {
+    let dir = match repo {
+        Some(r) => PathBuf::from(r),
+        None => std::env::current_dir().map_err(|e| ApiError::Local(format!("cannot read the current directory: {e}")))?,
+    };
+    Ok(Repo::find(&dir)?)
+}
+
+/// Who acts: this PC's label and the session (pcmail_handoff::session).
+pub struct Actor {
+    pub session: SessionId,
+    pub by: String,
+}
+
+pub fn actor(paths: &Paths) -> Result<Actor> {
+    let label = Config::load(paths)?.label;
+    let session = session::current();
+    let by = pcmail_core::rules::actor(&label, Some(&session.id));
+    Ok(Actor { session, by })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct HandoffNewArgs {
+    /// The task's slug: lower-case a-z 0-9 and - (the file is `<YYYY-MM-DD_HH-MM>_<session8>_<slug>.md`).
+    pub slug: String,
+    /// What the session set out to do.
+    #[serde(default)]
+    pub goal: Option<String>,
+    /// What was done, with paths (so nothing is rebuilt).
+    #[serde(default)]
+    pub done: Option<String>,
+    /// What didn't work, and why.
+    #[serde(default)]
+    pub failed: Option<String>,
+    /// working, broken or blocked, then any detail.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The next step.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// The sections as Markdown (headings Goal, Done, What didn't work, State, Next step); fields above win.
+    #[serde(default)]
+    pub markdown: Option<String>,
+    /// The repo (default: the one containing the working directory).
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Also mail a one-line notice to this address (`*`: every PC on the roster).
+    #[serde(default)]
+    pub announce: Option<String>,
+}
+
+impl HandoffNewArgs {
+    pub fn sections(&self) -> Sections {
+        let flags = Sections {
+            goal: self.goal.clone(),
+            done: self.done.clone(),
+            failed: self.failed.clone(),
+            state: self.state.clone(),
+            next: self.next.clone(),
+        };
+        flags.or(self.markdown.as_deref().map(Sections::parse).unwrap_or_default())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffNewResult {
+    #[serde(flatten)]
+    pub created: Created,
+    pub session: SessionId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announced: Option<SendOutcome>,
+}
+
+/// `handoff new`.
+pub fn handoff_new(paths: &Paths, args: &HandoffNewArgs, now: DateTime<Utc>) -> Result<HandoffNewResult> {
+    let repo = find_repo(args.repo.as_deref())?;
+    let a = actor(paths)?;
+    let sections = args.sections();
+    let created = handoffs::new_handoff(&repo, &args.slug, &Author { session: &a.session.id, by: &a.by, at: now }, &sections)?;
+    let announced = match &args.announce {
+        Some(to) => {
+            let goal = handoffs::first_line(&sections.goal);
+            Some(announce(paths, to, &format!("handoff {}: {goal}", created.name))?)
+        }
+        None => None,
+    };
+    Ok(HandoffNewResult { created, session: a.session, announced })
+}
+
+/// Mails a one-line notice (a new handoff or rollup) through `send`.
+pub fn announce(paths: &Paths, to: &str, line: &str) -> Result<SendOutcome> {
+    let mut client = Client::open(paths.clone())?;
+    let body = pcmail_handoff::index::one_line(line);
+    crate::send_only(
+        &mut client,
+        &SendArgs { to: to.to_string(), kind: MailKind::Note, subject: Some("handoff".into()), body, auto: true, ..Default::default() },
+    )
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct HandoffListArgs {
+    /// Include handoffs a rollup covers and closed ones.
+    #[serde(default)]
+    pub all: bool,
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffListResult {
+    pub repo: String,
+    pub handoffs: Vec<Summary>,
+}
+
+/// `handoff list`: newest first; by default what a new session should read
+/// (the latest rollup and what is not rolled up or closed).
+pub fn handoff_list(args: &HandoffListArgs) -> Result<HandoffListResult> {
+    let repo = find_repo(args.repo.as_deref())?;
+    let mut all = handoffs::list(&repo)?;
+    if !args.all {
+        let latest_rollup = all.iter().find(|s| s.rollup).map(|s| s.name.clone());
+        all.retain(|s| {
+            if s.rollup {
+                Some(&s.name) == latest_rollup.as_ref()
+            } else {
+                s.rolled_up_into.is_none()
+                    && matches!(s.status, pcmail_handoff::index::Event::Active | pcmail_handoff::index::Event::PickedUp)
+            }
+        });
+    }
+    Ok(HandoffListResult { repo: repo.id, handoffs: all })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct HandoffNameArgs {
+    /// The handoff's name, or a unique part of it (its slug).
+    pub name: String,
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+/// `handoff show`.
+pub fn handoff_show(args: &HandoffNameArgs) -> Result<Shown> {
+    Ok(handoffs::show(&find_repo(args.repo.as_deref())?, &args.name)?)
+}
+
+/// `handoff pickup`: shows it and records who picked it up (PICKED_UP).
+pub fn handoff_pickup(paths: &Paths, args: &HandoffNameArgs, now: DateTime<Utc>) -> Result<Shown> {
+    let repo = find_repo(args.repo.as_deref())?;
+    Ok(handoffs::pickup(&repo, &args.name, &actor(paths)?.by, now)?)
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct HandoffCloseArgs {
+    pub name: String,
+    /// Why it is closed (one line in the INDEX).
+    #[serde(default)]
+    pub note: Option<String>,
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+/// `handoff close`.
+pub fn handoff_close(paths: &Paths, args: &HandoffCloseArgs, now: DateTime<Utc>) -> Result<Shown> {
+    let repo = find_repo(args.repo.as_deref())?;
+    Ok(handoffs::close(&repo, &args.name, &actor(paths)?.by, args.note.as_deref().unwrap_or(""), now)?)
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct HandoffRollupArgs {
+    /// Fold the handoffs up to this time: YYYY-MM-DD (end of day, UTC), "YYYY-MM-DD HH:MM" (UTC), RFC 3339, or now.
+    pub through: String,
+    pub slug: String,
+    /// The rollup's body: what the covered sessions add up to (same five questions).
+    pub body: String,
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Also mail a one-line notice to this address (`*`: every PC on the roster).
+    #[serde(default)]
+    pub announce: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffRollupResult {
+    #[serde(flatten)]
+    pub rollup: RolledUp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announced: Option<SendOutcome>,
+}
+
+/// `handoff rollup`.
+pub fn handoff_rollup(paths: &Paths, args: &HandoffRollupArgs, now: DateTime<Utc>) -> Result<HandoffRollupResult> {
+    let repo = find_repo(args.repo.as_deref())?;
+    let through = pcmail_handoff::names::parse_date(&args.through, now)?;
+    let a = actor(paths)?;
+    let rollup = handoffs::rollup(&repo, &args.slug, &Author { session: &a.session.id, by: &a.by, at: now }, through, &args.body)?;
+    let announced = match &args.announce {
+        Some(to) => Some(announce(paths, to, &format!("rollup {} covers {} handoffs", rollup.name, rollup.covers.len()))?),
+        None => None,
+    };
+    Ok(HandoffRollupResult { rollup, announced })
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryKind {
+    #[default]
+    Decision,
+    Gotcha,
+}
+
+impl From<MemoryKind> for MemKind {
+    fn from(k: MemoryKind) -> MemKind {
+        match k {
+            MemoryKind::Decision => MemKind::Decision,
+            MemoryKind::Gotcha => MemKind::Gotcha,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct MemoryAddArgs {
+    pub kind: MemoryKind,
+    /// A topic path like auth/session (the file .claude/memory/auth/session.md).
+    pub topic: String,
+    pub text: String,
+    #[serde(default)]
+    pub why: Option<String>,
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+/// `memory add`.
+pub fn memory_add(paths: &Paths, args: &MemoryAddArgs, now: DateTime<Utc>) -> Result<Added> {
+    let repo = find_repo(args.repo.as_deref())?;
+    Ok(memory::add(&repo, args.kind.into(), &args.topic, &args.text, args.why.as_deref(), &actor(paths)?.by, now)?)
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct MemoryShowArgs {
+    /// A topic (with its sub-topics); every topic when absent.
+    #[serde(default)]
+    pub topic: Option<String>,
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryEntries {
+    pub repo: String,
+    pub entries: Vec<Entry>,
+}
+
+/// `memory show`.
+pub fn memory_show(args: &MemoryShowArgs) -> Result<MemoryEntries> {
+    let repo = find_repo(args.repo.as_deref())?;
+    let entries = memory::show(&repo, args.topic.as_deref())?;
+    Ok(MemoryEntries { repo: repo.id, entries })
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = crate::optional_not_null)]
+pub struct MemorySearchArgs {
+    /// Words; an entry matches when it has every one (prefixes count).
+    pub words: Vec<String>,
+    /// At most this many, best first (default 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+/// `memory search`: through the FTS5 index in the PC store (brought up to
+/// date with the files first).
+pub fn memory_search(paths: &Paths, args: &MemorySearchArgs) -> Result<MemoryEntries> {
+    let repo = find_repo(args.repo.as_deref())?;
+    let mut store = pcmail_store::Store::open(&paths.store())?;
+    let entries = memory::search(&mut store, &repo, &args.words, args.limit.unwrap_or(20).max(1))?;
+    Ok(MemoryEntries { repo: repo.id, entries })
+}

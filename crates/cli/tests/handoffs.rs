@@ -1,0 +1,142 @@
+//! `pcmail handoff …` and `pcmail memory …` as real processes in a real git
+//! repo (issue 11): flags and stdin, names, exit codes, rollup stamping,
+//! memory search, `--announce` through a real `pcmail serve`, and the same
+//! result from the MCP tools as from the CLI's `--json`.
+
+mod common;
+
+use common::*;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn git_repo() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    assert!(Command::new("git").args(["init", "-q"]).arg(d.path()).status().unwrap().success());
+    std::fs::write(d.path().join(".git/config"), "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = git@github.com:Owner/Proj.git\n").unwrap();
+    d
+}
+
+/// Runs in `repo` with `stdin`; returns (exit code, stdout, stderr).
+fn run_in(pc: &Pc, repo: &Path, session: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut c = pc.cmd(args);
+    c.current_dir(repo).env("PCMAIL_SESSION", session).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+fn ok_json(pc: &Pc, repo: &Path, session: &str, args: &[&str], stdin: &str) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let (code, out, err) = run_in(pc, repo, session, &a, stdin);
+    assert_eq!(code, 0, "pcmail {args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
+    let server = Server::start(Kind::Rust);
+    let (a, b) = pair(&server);
+    let repo = git_repo();
+    let sub = repo.path().join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+
+    // From flags, found from a subdirectory, announced to pc-b.
+    let v = ok_json(&a, &sub, "373d1618-aaaa", &["handoff", "new", "--slug", "auth-fix", "--goal", "Fix the race",
+        "--done", "src/auth.rs", "--failed", "a global lock deadlocks", "--state", "working", "--next", "add the test",
+        "--announce", "pc-b"], "");
+    let name = v["name"].as_str().unwrap().to_string();
+    assert!(name.ends_with("_373d1618_auth-fix"), "{name}");
+    assert_eq!(v["session"], json!({"id": "373d1618-aaaa", "source": "env"}));
+    assert_eq!(v["gitattributes_changed"], true);
+    assert!(repo.path().join(format!(".claude/handoffs/{name}.md")).is_file());
+    b.ok(&["sync"]);
+    let inbox = b.json(&["inbox"]);
+    assert!(inbox.as_array().or(inbox["mails"].as_array()).unwrap().iter().any(|m| m.to_string().contains(&format!("handoff {name}: Fix the race"))), "{inbox}");
+
+    // From Markdown on stdin (a session's Bash tool has no terminal).
+    let md = "## Goal\nShip the tray\n\n## Done\n- ui/app.js\n\n## What didn't work\nwebkit on CI\n\n## State\nblocked: no display\n\n## Next step\nxvfb\n";
+    let v = ok_json(&a, repo.path(), "b858f500", &["handoff", "new", "--slug", "tray"], md);
+    let tray = v["name"].as_str().unwrap().to_string();
+    let text = std::fs::read_to_string(repo.path().join(format!(".claude/handoffs/{tray}.md"))).unwrap();
+    assert!(text.contains("## State\nblocked: no display") && text.contains("state: blocked"), "{text}");
+
+    // Bad input: exit 2 with what is wrong; unknown names exit 7; outside a repo exit 2.
+    let (code, _, err) = run_in(&a, repo.path(), "s", &["handoff", "new", "--slug", "Bad_Slug", "--goal", "g", "--state", "working", "--next", "n"], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("slug \"Bad_Slug\""), "{err}");
+    let (code, _, err) = run_in(&a, repo.path(), "s", &["handoff", "new", "--slug", "empty"], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("goal (--goal)") && err.contains("next step (--next)"), "{err}");
+    let (code, _, err) = run_in(&a, repo.path(), "s", &["handoff", "show", "no-such"], "");
+    assert_eq!(code, 7, "{err}");
+    let outside = tempfile::tempdir().unwrap();
+    let (code, _, err) = run_in(&a, outside.path(), "s", &["handoff", "list"], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("is not inside a git repository"), "{err}");
+
+    // Pickup and close are INDEX lines by this PC and session.
+    let (code, shown, err) = run_in(&a, repo.path(), "c0ffee00", &["handoff", "pickup", "auth-fix"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(shown.contains("## Next step\nadd the test"), "{shown}");
+    let index = std::fs::read_to_string(repo.path().join(".claude/handoffs/INDEX.md")).unwrap();
+    assert!(index.contains(&format!("PICKED_UP {name} by pc-a/c0ffee00")), "{index}");
+    ok_json(&a, repo.path(), "c0ffee00", &["handoff", "close", "tray", "--note", "moved to issue 16"], "");
+
+    // A rollup through now covers both; each gets its stamp.
+    let r = ok_json(&a, repo.path(), "d00d0000", &["handoff", "rollup", "--through", "now", "--slug", "week"], "Two sessions: race fixed, tray blocked.");
+    assert_eq!(r["covers"].as_array().unwrap().len(), 2);
+    let rollup = r["name"].as_str().unwrap();
+    assert!(rollup.contains("_rollup_week"));
+    assert!(std::fs::read_to_string(repo.path().join(format!(".claude/handoffs/{name}.md"))).unwrap().contains(&format!("rolled_up_into: {rollup}")));
+    let (code, _, _) = run_in(&a, repo.path(), "x", &["handoff", "rollup", "--through", "now", "--slug", "again"], "nothing");
+    assert_eq!(code, 7, "nothing left to fold");
+
+    // Memory: add, show, search (through the FTS index in the PC store).
+    ok_json(&a, &sub, "s", &["memory", "add", "gotcha", "--topic", "auth/session", "Tokens outlive the proxy cache", "--why", "the proxy caches 10 min"], "");
+    ok_json(&a, &sub, "s", &["memory", "add", "decision", "--topic", "db", "WAL everywhere"], "");
+    let (code, _, _) = run_in(&a, &sub, "s", &["memory", "add", "gotcha", "--topic", "../x", "t"], "");
+    assert_eq!(code, 2);
+    let shown = ok_json(&a, &sub, "s", &["memory", "show", "auth"], "");
+    assert_eq!(shown["repo"], "github.com/Owner/Proj");
+    assert_eq!(shown["entries"][0]["why"], "the proxy caches 10 min");
+    let hits = ok_json(&a, &sub, "s", &["memory", "search", "proxy", "token"], "");
+    assert_eq!(hits["entries"].as_array().unwrap().len(), 1);
+    let (code, _, _) = run_in(&a, &sub, "s", &["memory", "show", "nope"], "");
+    assert_eq!(code, 7);
+
+    // The MCP tools give what the CLI's --json gives.
+    let cli_list = ok_json(&a, repo.path(), "s", &["handoff", "list", "--all"], "");
+    let cli_search = ok_json(&a, repo.path(), "s", &["memory", "search", "wal"], "");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let repo_arg = repo.path().to_str().unwrap().to_string();
+    rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(exe());
+        cmd.arg("mcp").env("PCMAIL_HOME", a.home.path()).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", &a.cred);
+        let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let call = |tool: &str, args: Value| {
+            let Value::Object(args) = args else { unreachable!() };
+            client.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args))
+        };
+        let list = call("handoff_list", json!({"all": true, "repo": repo_arg})).await.unwrap();
+        assert_eq!(list.structured_content.unwrap(), cli_list);
+        let search = call("memory_search", json!({"words": ["wal"], "repo": repo_arg})).await.unwrap();
+        assert_eq!(search.structured_content.unwrap(), cli_search);
+        let missing = call("handoff_show", json!({"name": "no-such", "repo": repo_arg})).await.unwrap();
+        assert_eq!(missing.is_error, Some(true));
+        assert_eq!(missing.structured_content.unwrap()["error"]["exit"], 7);
+        let added = call("memory_add", json!({"kind": "gotcha", "topic": "mcp", "text": "from a tool", "repo": repo_arg})).await.unwrap();
+        assert_eq!(added.structured_content.unwrap()["entry"]["text"], "from a tool");
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(ok_json(&a, repo.path(), "s", &["memory", "search", "tool"], "")["entries"][0]["topic"], "mcp");
+    let attrs = std::fs::read_to_string(repo.path().join(".gitattributes")).unwrap();
+    assert_eq!(attrs.matches("merge=union").count(), 2, "{attrs}");
+}
