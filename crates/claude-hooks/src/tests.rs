@@ -3,7 +3,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 /// The two mail events: most tests here are about the settings format, not
-/// which events the default set holds (`default_set_adds_the_lease_events`).
+/// which events the default set holds (`default_set_adds_the_lease_and_handoff_events`).
 const MAIL_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT];
 
 fn mail_spec(command: HookCommand) -> HookSpec {
@@ -11,12 +11,12 @@ fn mail_spec(command: HookCommand) -> HookSpec {
 }
 
 #[test]
-fn default_set_adds_the_lease_events() {
+fn default_set_adds_the_lease_and_handoff_events() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
     install(&path, &HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")))).unwrap();
     let v = read_json(&path);
-    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse"]);
+    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"]);
     assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "Edit|Write|MultiEdit|NotebookEdit");
     assert_eq!(status(&path).unwrap().level(DEFAULT_EVENTS), InstallLevel::Installed);
     // SessionEnd only for releases that know it.
@@ -112,15 +112,14 @@ fn install_into_missing_file_creates_dir_and_registers_both_events() {
             "SessionStart": [{"matcher": "startup|resume|clear|compact",
                               "hooks": [ours("/opt/pc mail/pcmail")]}],
             "UserPromptSubmit": [{"hooks": [ours("/opt/pc mail/pcmail")]}],
-            "Stop": [{"hooks": [ours("/opt/pc mail/pcmail")]}],
         }})
     );
     // no temp or backup files left behind
     assert!(other_files(path.parent().unwrap(), "settings.json").is_empty());
 
     let st = status(&path).unwrap();
-    assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
-    assert_eq!(st.hooks.len(), DEFAULT_EVENTS.len());
+    assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
+    assert_eq!(st.hooks.len(), 2);
     assert!(st
         .hooks
         .iter()
@@ -185,7 +184,7 @@ fn install_into_empty_object_makes_backup() {
         "{bname}"
     );
     assert_eq!(fs::read_to_string(&backup).unwrap(), "{}");
-    assert_eq!(count_ours(&read_json(&path)), DEFAULT_EVENTS.len());
+    assert_eq!(count_ours(&read_json(&path)), 2);
     assert_eq!(
         other_files(tmp.path(), "settings.json"),
         vec![bname.to_string()]
@@ -228,7 +227,7 @@ fn install_keeps_other_keys_hooks_and_their_order() {
     assert_eq!(keys(&v["env"]), ["Z_LAST", "A_FIRST"]);
     assert_eq!(
         keys(&v["hooks"]),
-        ["PreToolUse", "UserPromptSubmit", "SessionStart", "Stop"]
+        ["PreToolUse", "UserPromptSubmit", "SessionStart"]
     );
     assert_eq!(v["hooks"]["PreToolUse"], original["hooks"]["PreToolUse"]);
     assert_eq!(v["permissions"], original["permissions"]);
@@ -286,7 +285,7 @@ fn exe_path_change_replaces_entry_in_place() {
     let out = install(&path, &spec_with("/new dir/pcmail", 9)).unwrap();
     assert!(out.changed);
     let after = read_json(&path);
-    assert_eq!(count_ours(&after), DEFAULT_EVENTS.len());
+    assert_eq!(count_ours(&after), 2);
     let ss = after["hooks"]["SessionStart"].as_array().unwrap();
     assert_eq!(ss.len(), 3, "no second pcmail group added");
     assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail' hook");
@@ -302,7 +301,7 @@ fn exe_path_change_replaces_entry_in_place() {
     let out = install(&path, &binary_spec("/new dir/pcmail-hook")).unwrap();
     assert!(out.changed);
     let after = read_json(&path);
-    assert_eq!(count_ours(&after), DEFAULT_EVENTS.len());
+    assert_eq!(count_ours(&after), 2);
     let ss = after["hooks"]["SessionStart"].as_array().unwrap();
     assert_eq!(ss.len(), 3);
     assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail-hook'");
@@ -344,8 +343,7 @@ fn legacy_forms_inside_user_groups_are_updated_in_place_and_duplicates_dropped()
                 ]}
                 // the duplicate group was removed
             ],
-            "UserPromptSubmit": [{"hooks": [ours("/y/pcmail")]}],
-            "Stop": [{"hooks": [ours("/y/pcmail")]}]
+            "UserPromptSubmit": [{"hooks": [ours("/y/pcmail")]}]
         }})
     );
 }
@@ -589,8 +587,7 @@ fn exec_form_entry_is_migrated_in_place_then_idempotent() {
                         {"type": "command", "command": "log-prompt"}
                     ]}
                 ],
-                // Stop is registered by default (issue 11): our handler takes the spec's timeout
-                "Stop": [{"hooks": [{"type": "command", "command": "'/opt/pc mail/pcmail' hook", "timeout": 5}]}]
+                "Stop": [{"hooks": [{"type": "command", "command": "'/opt/pc mail/pcmail' hook", "timeout": 2}]}]
             }
         })
     );
@@ -849,7 +846,7 @@ fn backup_holds_the_previous_bytes() {
     let b2 = out2.backup.unwrap();
     assert_eq!(
         count_ours(&serde_json::from_str(&fs::read_to_string(&b2).unwrap()).unwrap()),
-        DEFAULT_EVENTS.len()
+        2
     );
     assert_eq!(other_files(tmp.path(), "settings.json").len(), 2);
     assert_eq!(read_json(&path), json!({"model": "opus"}));
@@ -901,7 +898,7 @@ fn empty_file_is_treated_as_empty_object() {
     fs::write(&path, "  \n").unwrap();
     let out = install(&path, &spec("/bin/pcmail")).unwrap();
     assert!(out.changed && out.backup.is_some());
-    assert_eq!(count_ours(&read_json(&path)), DEFAULT_EVENTS.len());
+    assert_eq!(count_ours(&read_json(&path)), 2);
 }
 
 #[cfg(unix)]
@@ -937,7 +934,7 @@ fn symlinked_settings_are_written_through() {
         .unwrap()
         .file_type()
         .is_symlink());
-    assert_eq!(count_ours(&read_json(&real)), DEFAULT_EVENTS.len());
+    assert_eq!(count_ours(&read_json(&real)), 2);
     assert_eq!(read_json(&real)["a"], 1);
 }
 
