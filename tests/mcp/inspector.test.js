@@ -18,9 +18,10 @@ const bin = process.env.PCMAIL_BIN ||
 const inspector = require.resolve('@modelcontextprotocol/inspector/package.json')
   .replace(/package\.json$/, 'clients/launcher/build/index.js');
 
-const TOOLS = ['ack', 'alerts', 'fail', 'inbox', 'lease_check', 'lease_claim', 'lease_list',
-  'lease_release', 'lease_takeover', 'read', 'reply', 'roster', 'roster_add', 'roster_remove', 'send',
-  'sent', 'status', 'sync', 'wait_for'];
+const TOOLS = ['ack', 'alerts', 'fail', 'handoff_close', 'handoff_list', 'handoff_new', 'handoff_pickup',
+  'handoff_rollup', 'handoff_show', 'inbox', 'lease_check', 'lease_claim', 'lease_list',
+  'lease_release', 'lease_takeover', 'memory_add', 'memory_search', 'memory_show', 'read', 'reply', 'roster',
+  'roster_add', 'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for'];
 
 let dir;
 const home = (pc) => path.join(dir, pc);
@@ -182,6 +183,20 @@ test('bad arguments: a structured usage error (exit 2, as the CLI) naming the ar
     ['roster_remove', {}, 'label'],
     ['alerts', { all: [1] }, 'all'],
     ['sync', { now: true }, 'now'],
+    ['lease_claim', { description: 'd' }, 'resource'],
+    ['lease_release', {}, 'resource'],
+    ['lease_list', { all: [1] }, 'all'],
+    ['lease_check', { resource: 'r' }, 'fence'],
+    ['lease_takeover', { resource: 'r' }, 'reason'],
+    ['handoff_new', { goal: 'g' }, 'slug'],
+    ['handoff_list', { every: true }, 'every'],
+    ['handoff_show', {}, 'name'],
+    ['handoff_pickup', { name: [3] }, 'name'],
+    ['handoff_close', {}, 'name'],
+    ['handoff_rollup', { slug: 's', body: 'b' }, 'through'],
+    ['memory_add', { topic: 't', text: 'x' }, 'kind'],
+    ['memory_show', { topic: [5] }, 'topic'],
+    ['memory_search', {}, 'words'],
   ];
   assert.deepEqual([...new Set(cases.map((c) => c[0]))].sort(), TOOLS, 'every tool is covered');
   for (const [tool, args, field] of cases) {
