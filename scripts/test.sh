@@ -43,6 +43,8 @@ echo "== tray app installed from its .deb (src-tauri/tests/deb.sh)"
 # run under Xvfb and removed. PCMAIL_TEST_DEB=0 skips it (it is the only
 # release build of the app in the suite).
 if [[ "${PCMAIL_TEST_DEB:-1}" != 0 ]]; then
+  # Tauri refuses to bundle a frontendDist (ui/) holding node_modules, which the UI section installed.
+  rm -rf ui/node_modules
   (cd src-tauri && npm ci --no-audit --no-fund && nice npx tauri build --bundles deb) 2>&1 | tail -3
   bash src-tauri/tests/deb.sh 2>&1 | tee "$LOG/deb"
 else
