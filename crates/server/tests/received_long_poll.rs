@@ -38,7 +38,9 @@ async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry()
         assert_eq!(r["ok"], json!(true), "{r}");
     }
     let id = "mail-1-0000e001";
-    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": id, "to": "pc-b", "body": "x", "expiresIn": 1}}))).await;
+    // Long enough to confirm it first (a poll after expiry would find it expired already).
+    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": id, "to": "pc-b", "body": "x", "expiresIn": 800}}))).await;
+    let sent_at = Instant::now();
     assert_eq!(r["ok"], json!(true), "{r}");
     let r = call(&url, req("pc-b", "poll", json!({"confirm": [id], "receivedSince": 0}))).await;
     assert_eq!(r["receivedUpdates"][0]["state"], json!("delivered"), "{r}");
@@ -52,7 +54,7 @@ async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry()
         let r = call(&u, req("pc-b", "poll", json!({"waitMs": 10000, "receivedSince": cursor}))).await;
         (r, Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep_until((sent_at + Duration::from_millis(900)).into()).await;
     let swept_at = Instant::now();
     let r = call(&url, req("pc-a", "sweep", json!({}))).await;
     assert_eq!(r["expired"], json!(1), "{r}");
