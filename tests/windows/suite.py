@@ -285,7 +285,11 @@ def windows_and_linux_mail_each_other():
     STATE["serve"], STATE["url"] = serve, url
     lin = LinuxPc("linux-pc", url)
     win = WinPc("win-pc", USER_DIR_WIN + "\\pcmail win")
+    # The first contact binds the label with the shared token (issue 14's migration path:
+    # a credential the server has never seen is not enrolled without it).
+    win.token = TOKEN
     win.ok(["init", "--label", "win-pc", "--server", url])
+    win.token = None
     # The token: Windows Credential Manager through keyring where Wine has it.
     r = win.run(["token", "set"], stdin=(TOKEN + "\n").encode())
     via_keyring = r.returncode == 0 and win.run(["sync"]).returncode == 0
@@ -353,8 +357,9 @@ def hook_starts_a_detached_poller_that_outlives_it():
     """the hook's detached poller: the hook returns at once and the spawned poller outlives it"""
     lin = STATE["lin"]
     gate = GateProxy(STATE["url"])
-    pc = WinPc("win-gated", USER_DIR_WIN + "\\pcmail gated", STATE["win"].token)
+    pc = WinPc("win-gated", USER_DIR_WIN + "\\pcmail gated", TOKEN)  # binds the label (see above)
     pc.ok(["init", "--label", "win-gated", "--server", gate.url])
+    pc.token = STATE["win"].token
     if pc.token is None:  # the keyring holds one token per server URL
         pc.ok(["token", "set"], stdin=(TOKEN + "\n").encode())
     pc.ok(["sync"])
