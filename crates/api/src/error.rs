@@ -105,7 +105,7 @@ pub fn exit_of_client(c: &ClientError) -> Exit {
             c if c.is_transient() => Exit::Unreachable,
             _ => Exit::Refused,
         },
-        ClientError::Call(CallError::Transient(_)) => Exit::Unreachable,
+        ClientError::Call(CallError::Transient(_) | CallError::Untrusted(_)) => Exit::Unreachable,
         ClientError::NotFound(_) | ClientError::Store(StoreError::NotFound(_)) => Exit::NotFound,
         ClientError::Timeout { .. } => Exit::Timeout,
         ClientError::Invalid(_) => Exit::Usage,

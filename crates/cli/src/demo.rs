@@ -18,6 +18,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         native_notifications: false,
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
+        tls_fingerprint: None,
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),

@@ -81,6 +81,10 @@ enum Cmd {
         /// label from the code and makes this PC's own credential (kept in the OS keyring).
         #[arg(long, requires = "server", conflicts_with_all = ["label", "replace", "offline"])]
         join: Option<String>,
+        /// Trust the https:// server by the SHA-256 fingerprint of its certificate (what `pcmail serve`
+        /// prints at start), with no CA; a join code from a server on TLS carries it already.
+        #[arg(long, conflicts_with = "join")]
+        tls_fingerprint: Option<String>,
     },
     /// Store the admin secret (the old shared token) in the OS keyring (read from stdin), or
     /// `rotate` this PC's own credential.
@@ -208,6 +212,20 @@ enum Cmd {
         /// Days final mail (done, failed, expired) is kept before it is deleted.
         #[arg(long, default_value_t = 90)]
         retention_days: u32,
+        /// Speak TLS even on loopback, with a self-signed certificate made at first start and kept beside
+        /// serve.db (or --tls-cert/--tls-key). Beyond loopback TLS (or --insecure-http) is required.
+        #[arg(long)]
+        tls: bool,
+        /// The TLS certificate chain (PEM) to serve instead of the self-signed one; with --tls-key.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Plain HTTP beyond loopback: the admin secret and credentials cross the network in clear.
+        /// Only for a network that is private by itself (a VPN); `pcmail doctor` flags it.
+        #[arg(long, conflicts_with_all = ["tls", "tls_cert", "tls_key"])]
+        insecure_http: bool,
     },
     /// Check config, server, poller and hooks, each with the fix.
     Doctor {
@@ -459,11 +477,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 j.server,
                 if j.existing { " (already enrolled)" } else { "" }
             );
+            if let Some(fp) = j.tls_fingerprint {
+                println!("pcmail: the server's TLS certificate is pinned (SHA-256 {fp}); a server with another one is refused");
+            }
             Ok(())
         }
-        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace, offline, .. } => {
+        Cmd::Init { label, server, embedded_db, poll_interval, webhook, replace, offline, tls_fingerprint, .. } => {
             let p = paths()?;
             let mut c = Config::load(&p)?;
+            let old_url = c.server.url().map(str::to_string);
             if let Some(l) = label {
                 if !pcmail_core::roster::is_valid_label(&l) {
                     anyhow::bail!(ClientError::Invalid(format!("label {l:?}: use lower-case a-z 0-9 . _ - (max 40)")));
@@ -474,6 +496,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 c.server = if s == "embedded" { ServerConfig::Embedded { db: embedded_db.clone() } } else { ServerConfig::from_url(&s) };
             } else if let Some(db) = embedded_db {
                 c.server = ServerConfig::Embedded { db: Some(db) };
+            }
+            if let Some(fp) = tls_fingerprint {
+                let fp = pcmail_core::auth::parse_fingerprint(&fp).ok_or_else(|| {
+                    ClientError::Invalid(format!("--tls-fingerprint {fp:?}: 64 hex characters (a SHA-256, colons allowed), as `pcmail serve` prints it"))
+                })?;
+                if !c.server.url().is_some_and(|u| u.starts_with("https://")) {
+                    anyhow::bail!(ClientError::Invalid("--tls-fingerprint pins an https:// server: give --server https://HOST:PORT/api".into()));
+                }
+                c.tls_fingerprint = Some(fp);
+            } else if c.server.url().map(str::to_string) != old_url {
+                // A pin belongs to the server it was made for.
+                c.tls_fingerprint = None;
             }
             if let Some(n) = poll_interval {
                 c.poll_interval_secs = n;
@@ -486,6 +520,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             c.save(&p)?;
             println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
+            if let Some(fp) = &c.tls_fingerprint {
+                println!("pcmail: the server's TLS certificate is pinned (SHA-256 {fp})");
+            }
             if offline || matches!(c.server, ServerConfig::Embedded { .. }) {
                 return Ok(());
             }
@@ -684,20 +721,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve { listen, db, webhook, retention_days } => {
+        Cmd::Serve { listen, db, webhook, retention_days, tls, tls_cert, tls_key, insecure_http } => {
             let p = paths()?;
+            let db = db.unwrap_or_else(|| p.home.join("serve.db"));
+            let db_dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf();
+            let choice = pcmail_server::tls::TlsChoice { tls, cert: tls_cert, key: tls_key, insecure_http };
+            // Before the secret is read: a refused --listen says so first.
+            let transport = pcmail_server::tls::decide(listen, &choice, &db_dir).map_err(|e| anyhow::anyhow!(ClientError::Invalid(e)))?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
                     "pcmail serve needs the admin secret: {e} (`echo SECRET | pcmail token set --serve`, or PCMAIL_ADMIN_TOKEN)"
                 )))
             })?;
-            let mut opts = pcmail_server::http::ServeOptions::new(db.unwrap_or_else(|| p.home.join("serve.db")), token);
+            let mut opts = pcmail_server::http::ServeOptions::new(db, token);
             opts.listen = listen;
+            opts.transport = transport;
             opts.webhook_url = webhook;
             opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
-            if !listen.ip().is_loopback() {
-                eprintln!("pcmail: listening on {listen} — reachable from other machines; plain HTTP: the admin secret and credentials cross the network in clear (use a VPN or a TLS proxy)");
-            }
             pcmail_server::http::serve_blocking(opts)
         }
         Cmd::Doctor { fix } => print::doctor(json, fix),

@@ -202,7 +202,10 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     if let Some(c) = &config {
         match pcmail_client::make_transport(&paths, c, pcmail_client::system_now) {
             Ok(t) => match t.call(&pcmail_core::protocol::Op::Hello) {
-                Ok(v) => checks.push((format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")), true, String::new())),
+                Ok(v) => {
+                    checks.push((format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")), true, String::new()));
+                    checks.extend(transport_check(c, &v));
+                }
                 Err(e) => checks.push((format!("server: {e}"), false, "check the URL (`pcmail init --server`), the token (`pcmail token set`), and that the server runs".into())),
             },
             Err(e) => checks.push((format!("server: {e}"), false, "`pcmail token set` or PCMAIL_TOKEN".into())),
@@ -256,6 +259,31 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     } else {
         anyhow::bail!("some checks failed")
     }
+}
+
+/// Issue 14 point 7: secrets cross a network only inside TLS. A server on
+/// `--insecure-http` says so in `hello`; a plain http:// URL to another
+/// machine is the same risk seen from this PC.
+fn transport_check(c: &pcmail_client::config::Config, hello: &serde_json::Value) -> Option<(String, bool, String)> {
+    let url = c.server.url()?;
+    let fix = "restart `pcmail serve` with --tls (a self-signed certificate, pinned by the PCs through their join codes) \
+               or --tls-cert/--tls-key, then re-enrol each PC (`pcmail roster add LABEL`, `pcmail init --join CODE --server https://…`) \
+               or pin it (`pcmail init --server https://… --tls-fingerprint FP`)";
+    if hello.get("insecureHttp") == Some(&serde_json::Value::Bool(true)) {
+        return Some((
+            "transport: the server runs with --insecure-http: the admin secret and credentials cross the network in clear".into(),
+            false,
+            fix.into(),
+        ));
+    }
+    let host = url.split("://").nth(1).unwrap_or("").split(['/', '?']).next().unwrap_or("");
+    let host = host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|d| d.is_ascii_digit()) { h } else { host });
+    let loopback = host == "localhost"
+        || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if url.starts_with("http://") && !loopback {
+        return Some((format!("transport: plain HTTP to {host}: the admin secret and credentials cross the network in clear"), false, fix.into()));
+    }
+    c.tls_fingerprint.as_ref().map(|fp| (format!("transport: TLS, certificate pinned (SHA-256 {fp})"), true, String::new()))
 }
 
 /// Whether this PC's label is bound to this installation, and where its

@@ -156,19 +156,27 @@ fn add(
     };
     let (code, expires_at) =
         pcmail_client::creds::enrol(client, &label, hostname.as_deref(), expires_in)?;
-    let server = client.config.server.describe();
+    let server = client.config.server.url().unwrap_or("URL").to_string();
     if json {
         println!(
             "{}",
-            json!({"label": label, "code": code.to_string(), "expiresAt": expires_at, "server": server})
+            json!({"label": label, "code": code.to_string(), "expiresAt": expires_at, "server": server, "tlsFingerprint": code.fingerprint})
         );
     } else {
         // The code is a one-time secret meant to be handed over: printed once, stored nowhere.
         println!("{code}");
         eprintln!(
-            "pcmail: one-time join code for {label:?}, valid until {}. On that PC run:\n  pcmail init --join {code} --server {server}",
-            crate::print::time(expires_at)
+            "pcmail: one-time join code for {label:?}, valid until {}. On that PC run:\n  pcmail init --join {code} --server {server}{}",
+            crate::print::time(expires_at),
+            if server.contains("://127.") || server.contains("://localhost") || server.contains("://[::1]") {
+                " (with this server's address on the network instead of loopback)"
+            } else {
+                ""
+            }
         );
+        if let Some(fp) = &code.fingerprint {
+            eprintln!("pcmail: the code carries the server's TLS certificate fingerprint ({fp}): that PC pins it, no CA needed");
+        }
     }
     Ok(())
 }

@@ -20,6 +20,8 @@ pub struct Joined {
     pub server: String,
     /// True when the server had already taken this PC's join (a repeat).
     pub existing: bool,
+    /// The server certificate's fingerprint, pinned from the code.
+    pub tls_fingerprint: Option<String>,
 }
 
 fn server_url(config: &Config) -> Result<String, ClientError> {
@@ -44,6 +46,18 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
         ServerConfig::from_url(server)
     };
     let url = server_url(&config)?;
+    match &code.fingerprint {
+        // The certificate is pinned now, before the code is spent: the exchange itself goes over it.
+        Some(fp) if url.starts_with("https://") => config.tls_fingerprint = Some(fp.clone()),
+        Some(_) => {
+            return Err(ClientError::Invalid(format!(
+                "this join code pins the server's TLS certificate, but {url} is not https://: use the https:// address `pcmail serve` printed"
+            )))
+        }
+        // A plain-HTTP server (loopback, or --insecure-http): nothing to pin.
+        None if !url.starts_with("https://") => config.tls_fingerprint = None,
+        None => {}
+    }
     if config.installation.is_none() {
         config.installation =
             Some(pcmail_core::protocol::new_credential(&mut rand::rng())[..16].to_string());
@@ -83,6 +97,7 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
         label: code.label,
         server: url,
         existing: resp.get("existing").and_then(Value::as_bool) == Some(true),
+        tls_fingerprint: code.fingerprint,
     })
 }
 
@@ -123,8 +138,7 @@ pub fn enrol(
     hostname: Option<&str>,
     expires_in: Millis,
 ) -> Result<(JoinCode, Millis), ClientError> {
-    // No certificate to pin yet: `pcmail serve` speaks TLS in a later round.
-    let code = JoinCode::new(label, &mut rand::rng(), None);
+    let mut code = JoinCode::new(label, &mut rand::rng(), None);
     let op = Op::Enrol {
         label: label.to_string(),
         hostname: hostname.map(str::to_string),
@@ -133,5 +147,10 @@ pub fn enrol(
     };
     let resp = client.transport.call(&op)?;
     let expires_at = resp.get("expiresAt").and_then(Value::as_i64).unwrap_or(0);
+    // A `pcmail serve` on TLS names its certificate: the new PC pins it from the code.
+    code.fingerprint = resp
+        .get("tlsFingerprint")
+        .and_then(Value::as_str)
+        .and_then(pcmail_core::auth::parse_fingerprint);
     Ok((code, expires_at))
 }

@@ -7,6 +7,7 @@
 pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn};
 pub mod leases;
 pub mod notify;
+pub mod pin;
 pub mod ops;
 pub mod pusher;
 pub mod sync;
@@ -135,7 +136,15 @@ fn http_transport(url: &str, config: &Config, long_poll: bool) -> Result<transpo
         token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c)
     }));
     t.set_credential(cred);
-    Ok(t)
+    match &config.tls_fingerprint {
+        Some(fp) if url.starts_with("https://") => Ok(t.with_pinned_certificate(fp)?),
+        // Never a silent step down from a pinned certificate to plain HTTP.
+        Some(_) => Err(ClientError::Invalid(format!(
+            "config.toml pins the server's TLS certificate (tls_fingerprint), but the server URL {url} is not https://: \
+             `pcmail init --server https://…` (the address `pcmail serve` printed)"
+        ))),
+        None => Ok(t),
+    }
 }
 
 /// The credential every request presents, when this installation has one.

@@ -16,19 +16,24 @@ pub enum CallError {
     /// Could not get a JSON answer (network, HTML page, timeout): retry later.
     #[error("server unreachable: {0}")]
     Transient(String),
+    /// The server's TLS certificate is not the one this PC pinned: nothing
+    /// was sent (exit 6, as unreachable; the message names both fingerprints).
+    #[error("server not trusted: {0}")]
+    Untrusted(String),
 }
 
 impl CallError {
     pub fn is_transient(&self) -> bool {
         match self {
-            CallError::Transient(_) => true,
+            // The poller keeps trying: the admin may put the pinned certificate back.
+            CallError::Transient(_) | CallError::Untrusted(_) => true,
             CallError::Server(p) => p.code.is_transient(),
         }
     }
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             CallError::Server(p) => Some(p.code),
-            CallError::Transient(_) => None,
+            CallError::Transient(_) | CallError::Untrusted(_) => None,
         }
     }
 }
@@ -130,18 +135,23 @@ pub struct Http {
     /// rotate` in another process, a running daemon's first `not_enrolled`
     /// picks the new one up and retries once.
     reload_cred: Option<Box<dyn Fn() -> Option<String> + Send + Sync>>,
+    /// The pinned certificate fingerprint, and where the verifier leaves the
+    /// fingerprint of a certificate it refused.
+    pin: Option<(String, std::sync::Arc<std::sync::Mutex<Option<String>>>)>,
+}
+
+fn client_builder() -> reqwest::blocking::ClientBuilder {
+    reqwest::blocking::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(60))
+        // POST → 302 → GET is how Apps Script serves a result.
+        .redirect(reqwest::redirect::Policy::limited(5))
+        .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))
 }
 
 impl Http {
     pub fn new(url: &str, token: Option<&str>, pc: &str, long_poll: bool) -> Result<Http, CallError> {
-        let client = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(60))
-            // POST → 302 → GET is how Apps Script serves a result.
-            .redirect(reqwest::redirect::Policy::limited(5))
-            .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| CallError::Transient(e.to_string()))?;
+        let client = client_builder().build().map_err(|e| CallError::Transient(e.to_string()))?;
         Ok(Http {
             client,
             url: url.to_string(),
@@ -150,7 +160,22 @@ impl Http {
             long_poll,
             cred: std::sync::RwLock::new(None),
             reload_cred: None,
+            pin: None,
         })
+    }
+
+    /// Trusts only the certificate with this SHA-256 fingerprint (a `pcmail
+    /// serve` on TLS, pinned at enrolment), on an https:// URL.
+    pub fn with_pinned_certificate(mut self, fingerprint: &str) -> Result<Http, CallError> {
+        let (tls, refused) = crate::pin::client_config(fingerprint);
+        self.client = client_builder()
+            // Pinned means pinned: no redirect may lead anywhere else.
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_backend_preconfigured(tls)
+            .build()
+            .map_err(|e| CallError::Transient(e.to_string()))?;
+        self.pin = Some((fingerprint.to_string(), refused));
+        Ok(self)
     }
 
     pub fn with_credential_reload(mut self, reload: Box<dyn Fn() -> Option<String> + Send + Sync>) -> Http {
@@ -175,13 +200,24 @@ impl Http {
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&req).expect("request serialises"))
             .send()
-            .map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
+            .map_err(|e| self.send_error(&e))?;
         let status = resp.status();
         let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {
             return Err(CallError::Transient(format!("HTTP {status} from the server")));
         }
         interpret(&body)
+    }
+}
+
+impl Http {
+    fn send_error(&self, e: &reqwest::Error) -> CallError {
+        if let Some((pinned, refused)) = &self.pin {
+            if let Some(seen) = refused.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return CallError::Untrusted(crate::pin::mismatch_message(&self.url, pinned, &seen));
+            }
+        }
+        CallError::Transient(describe_reqwest(e))
     }
 }
 

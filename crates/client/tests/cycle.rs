@@ -46,6 +46,7 @@ fn config(label: &str) -> Config {
         native_notifications: false,
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
+        tls_fingerprint: None,
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),

@@ -24,6 +24,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
         notify_webhook: None,
         native_notifications: false,
         installation: None,
+        tls_fingerprint: None,
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),

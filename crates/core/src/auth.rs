@@ -229,6 +229,21 @@ pub fn check_join_secret(s: &str) -> Result<(), ProtoError> {
     }
 }
 
+/// The SHA-256 fingerprint of a certificate (its DER bytes): 64 lower-case
+/// hex characters, as `pcmail serve` prints it, join codes carry it and a
+/// PC pins it in config.toml.
+pub fn cert_fingerprint(der: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(der).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fingerprint as a person may paste it (`AB:CD:…` or plain hex, any
+/// case), in the form `cert_fingerprint` writes; None when it is not 32 bytes.
+pub fn parse_fingerprint(s: &str) -> Option<String> {
+    let hex: String = s.trim().chars().filter(|c| *c != ':').collect::<String>().to_ascii_lowercase();
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
 /// What the admin hands to a new PC: its label, the secret and, for a
 /// `pcmail serve` on TLS, the SHA-256 fingerprint of its certificate.
 /// Written `pcj1:<label>:<secret>[:<fingerprint>]` (`:` is in no label).
@@ -267,15 +282,16 @@ impl JoinCode {
         {
             return Err(bad());
         }
-        if let Some(fp) = &fingerprint {
-            if fp.len() != 64 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(bad());
-            }
-        }
+        let fingerprint = match fingerprint {
+            // Colons would split the code: only the plain 64-hex form fits.
+            Some(fp) if fp.len() == 64 => Some(parse_fingerprint(&fp).ok_or_else(bad)?),
+            Some(_) => return Err(bad()),
+            None => None,
+        };
         Ok(JoinCode {
             label,
             secret,
-            fingerprint: fingerprint.map(|f| f.to_ascii_lowercase()),
+            fingerprint,
         })
     }
 }
@@ -388,6 +404,19 @@ mod tests {
     }
 
     #[test]
+    fn fingerprints_are_sha256_hex_and_parse_as_pasted() {
+        let fp = cert_fingerprint(b"not really DER");
+        assert_eq!(fp.len(), 64);
+        assert_ne!(fp, cert_fingerprint(b"another certificate"));
+        let colons: Vec<String> = fp.as_bytes().chunks(2).map(|c| String::from_utf8_lossy(c).to_uppercase()).collect();
+        assert_eq!(parse_fingerprint(&colons.join(":")), Some(fp.clone()));
+        assert_eq!(parse_fingerprint(&fp[..62]), None);
+        assert_eq!(parse_fingerprint(&format!("{}zz", &fp[..62])), None);
+        let code = JoinCode::parse(&format!("pcj1:pc-b:0123456789abcdef0123456789abcdef:{}", fp.to_uppercase())).unwrap();
+        assert_eq!(code.fingerprint, Some(fp));
+    }
+
+    #[test]
     fn join_codes_round_trip_and_refuse_garbage() {
         let c = JoinCode::new("pc-b", &mut rand::rng(), Some("ab".repeat(32)));
         assert_eq!(JoinCode::parse(&c.to_string()), Ok(c.clone()));
@@ -402,6 +431,8 @@ mod tests {
             "pcj2:pc-b:0123456789abcdef0123456789abcdef",
             "pcj1:PC:0123456789abcdef0123456789abcdef",
             "pcj1:pc-b:0123",
+            "pcj1:pc-b:0123456789abcdef0123456789abcdef:abcd",
+            "pcj1:pc-b:0123456789abcdef0123456789abcdef:",
         ] {
             assert!(JoinCode::parse(bad).is_err(), "{bad}");
         }

@@ -79,6 +79,13 @@ impl ServerConfig {
             ServerConfig::Http { url: url.to_string() }
         }
     }
+    /// The URL of a server over HTTP(S); None for the embedded one.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            ServerConfig::Http { url } | ServerConfig::AppsScript { url } => Some(url),
+            ServerConfig::Embedded { .. } => None,
+        }
+    }
     pub fn describe(&self) -> String {
         match self {
             ServerConfig::Embedded { db } => match db {
@@ -117,6 +124,11 @@ pub struct Config {
     /// credential in the keyring, so two PCMAIL_HOMEs are two installations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installation: Option<String>,
+    /// The SHA-256 fingerprint of the `pcmail serve` certificate this PC
+    /// pinned at enrolment (from the join code, or `init --tls-fingerprint`):
+    /// every https request checks it. Not a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_fingerprint: Option<String>,
     /// Days this PC keeps final mail (done, failed, expired); default 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
@@ -199,6 +211,7 @@ impl Config {
             native_notifications: true,
             hook_session_mail_limit: DEFAULT_HOOK_SESSION_MAIL_LIMIT,
             installation: None,
+            tls_fingerprint: None,
             retention_days: None,
             subject_tags: None,
             handoffs: HandoffSettings::default(),

@@ -3,6 +3,7 @@
 //! outside the engine, on a per-label watch channel that commits trigger.
 
 use crate::engine::{Engine, EngineConfig};
+use crate::tls::{ServeTransport, TlsListener};
 use crate::webhook;
 use anyhow::Context;
 use axum::body::Body;
@@ -37,6 +38,8 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// How long final mail is kept (None: the default, 90 days).
     pub retention_ms: Option<Millis>,
+    /// Plain HTTP on loopback, TLS beyond it (see `tls::decide`).
+    pub transport: ServeTransport,
 }
 
 impl ServeOptions {
@@ -48,6 +51,7 @@ impl ServeOptions {
             webhook_url: None,
             body_limit: DEFAULT_BODY_LIMIT,
             retention_ms: None,
+            transport: ServeTransport::Plain,
         }
     }
 }
@@ -61,6 +65,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("token", &"<redacted>")
             .field("webhook_url", &self.webhook_url.as_ref().map(|_| "<set>"))
             .field("body_limit", &self.body_limit)
+            .field("transport", &self.transport)
             .finish()
     }
 }
@@ -94,14 +99,34 @@ fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
     Ok(Arc::new(engine))
 }
 
-/// Binds `opts.listen`, prints `listening on http://ADDR/api`, serves until
-/// SIGTERM or ctrl-c.
+/// Binds `opts.listen`, prints the certificate's fingerprint (TLS) and then
+/// `listening on http(s)://ADDR/api`, serves until SIGTERM or ctrl-c.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let engine = open_engine(&opts)?;
+    let identity = crate::tls::identity(&opts.transport)?;
     let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("binding {}", opts.listen))?;
     let addr = listener.local_addr()?;
-    println!("listening on http://{addr}/api");
-    run(listener, engine, opts.body_limit, shutdown_signal()).await
+    let Some(identity) = identity else {
+        if opts.transport == ServeTransport::InsecureHttp {
+            eprintln!(
+                "pcmail: WARNING --insecure-http: plain HTTP on {addr}, reachable from other machines: the admin secret \
+                 and every PC's credential cross the network in clear (`pcmail doctor` flags it on every PC)"
+            );
+        }
+        println!("listening on http://{addr}/api");
+        let info = if opts.transport == ServeTransport::InsecureHttp { json!({"insecureHttp": true}) } else { json!({}) };
+        return run(listener, engine, opts.body_limit, info, shutdown_signal()).await;
+    };
+    println!(
+        "TLS certificate {} ({}), SHA-256 fingerprint {}",
+        identity.cert_path.display(),
+        if identity.made_now { "self-signed, made now" } else { "kept" },
+        identity.fingerprint
+    );
+    println!("listening on https://{addr}/api");
+    let info = json!({"tlsFingerprint": identity.fingerprint});
+    let listener = TlsListener::new(listener, identity.config)?;
+    run(listener, engine, opts.body_limit, info, shutdown_signal()).await
 }
 
 /// `serve` on its own tokio runtime, for the CLI.
@@ -117,16 +142,24 @@ pub async fn serve_with_listener(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let engine = open_engine(&opts)?;
-    run(listener, engine, opts.body_limit, shutdown).await
+    run(listener, engine, opts.body_limit, json!({}), shutdown).await
 }
 
-async fn run(
-    listener: TcpListener,
+/// `transport_info` is merged into `hello` and `enrol` answers: the
+/// certificate's fingerprint (the admin's `roster add` puts it in the join
+/// code) or `insecureHttp` (which `doctor` flags).
+async fn run<L>(
+    listener: L,
     engine: Arc<Engine>,
     body_limit: usize,
+    transport_info: Value,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<()>
+where
+    L: axum::serve::Listener<Addr = SocketAddr>,
+{
     let (app, stopping, _) = app(engine.clone(), body_limit);
+    let app = app.layer(axum::Extension(TransportInfo(Arc::new(transport_info))));
     let sweeper = tokio::spawn(sweep_timer(engine));
     tracing::info!(addr = %listener.local_addr()?, "pcmail server listening");
     // On shutdown, open long polls answer at once (with what they have) so
@@ -200,6 +233,10 @@ async fn sweep_timer(engine: Arc<Engine>) {
     }
 }
 
+/// What `hello` and `enrol` add about the carrier (see `run`).
+#[derive(Clone)]
+struct TransportInfo(Arc<Value>);
+
 #[derive(Clone)]
 struct AppState {
     engine: Arc<Engine>,
@@ -269,7 +306,15 @@ async fn health() -> Json<Value> {
     Json(json!({"ok": true, "server": "pcmail-rust", "protocol": pcmail_core::PROTOCOL_VERSION}))
 }
 
-async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
+async fn api(
+    State(state): State<AppState>,
+    info: Option<axum::Extension<TransportInfo>>,
+    body: Body,
+) -> Json<Value> {
+    api_answer(state, info.map(|axum::Extension(TransportInfo(i))| i), body).await
+}
+
+async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: Body) -> Json<Value> {
     let bytes = match axum::body::to_bytes(body, state.body_limit).await {
         Ok(b) => b,
         Err(_) => {
@@ -289,6 +334,7 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
         _ => 0,
     };
     let is_sweep = matches!(req.op, Op::Sweep);
+    let tells_transport = matches!(req.op, Op::Hello | Op::Enrol { .. });
     // Only a caller with the token and on the roster may wait: a stranger's
     // poll must not leave anything behind (it once grew the server by 280 MB).
     let mut waiter = None;
@@ -322,6 +368,12 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
                 tracing::warn!(error = %e, "webhook flush failed");
             }
         });
+    }
+    let mut first = first;
+    if let (true, Some(info), Some(obj)) = (tells_transport, transport_info.as_ref().and_then(|i| i.as_object()), first.as_object_mut()) {
+        if obj.get("ok") == Some(&json!(true)) {
+            obj.extend(info.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
     }
     Json(first)
 }

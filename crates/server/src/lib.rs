@@ -8,6 +8,7 @@ mod ops;
 pub mod prune;
 mod schema;
 mod sweep;
+pub mod tls;
 pub mod webhook;
 
 pub use engine::{ChangeListener, Engine, EngineConfig, EngineError};

@@ -21,6 +21,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         native_notifications: false,
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
         installation: None,
+        tls_fingerprint: None,
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),

@@ -1,0 +1,211 @@
+//! Issue 14 point 7, end to end with real processes: `pcmail serve` on TLS
+//! (forced on loopback with `--tls`, so no LAN is needed), PCs that pin its
+//! certificate through the join code, and a server with another certificate
+//! refused by name.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `pcmail serve` process on a fixed port and data folder, so it can be
+/// restarted as the same server.
+struct Serve {
+    child: Child,
+    url: String,
+    /// The SHA-256 it printed at start (None on plain HTTP).
+    fingerprint: Option<String>,
+    stderr: PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &Path, args: &[&str]) -> Serve {
+    let stderr = dir.join(format!("serve-stderr-{}.txt", std::process::id()));
+    let mut child = Command::new(exe())
+        .arg("serve")
+        .args(args)
+        .arg("--db")
+        .arg(dir.join("serve.db"))
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env("PCMAIL_HOME", dir)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .expect("start pcmail serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut fingerprint = None;
+    let url = loop {
+        assert!(Instant::now() < deadline, "serve did not say where it listens");
+        let line = match lines.next() {
+            Some(l) => l.unwrap(),
+            None => panic!("serve exited before listening: {}", std::fs::read_to_string(&stderr).unwrap_or_default()),
+        };
+        if let Some(fp) = line.split("SHA-256 fingerprint ").nth(1) {
+            fingerprint = Some(fp.trim().to_string());
+        }
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Serve { child, url, fingerprint, stderr }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn pc(label: &str, url: &str, admin: bool) -> Pc {
+    Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: url.into(), cred: random_credential(), admin }
+}
+
+/// The admin's PC holds the secret and pins the certificate by hand (it saw `serve` print it).
+fn admin_pc(s: &Serve) -> Pc {
+    let admin = pc("pc-admin", &s.url, true);
+    let out = admin.ok(&["init", "--label", "pc-admin", "--server", &s.url, "--tls-fingerprint", s.fingerprint.as_deref().unwrap()]);
+    assert!(out.contains("pinned"), "{out}");
+    admin
+}
+
+fn enrol(admin: &Pc, label: &str, url: &str) -> Pc {
+    let code = admin.json(&["roster", "add", label])["code"].as_str().unwrap().to_string();
+    let p = pc(label, url, false);
+    p.ok(&["init", "--join", &code, "--server", url]);
+    p
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn enrolment_pins_the_certificate_and_mail_flows_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &["--listen", "127.0.0.1:0", "--tls"]);
+    let fp = s.fingerprint.clone().expect("serve prints its certificate's fingerprint");
+    assert_eq!(fp.len(), 64, "{fp}");
+    assert!(s.url.starts_with("https://"), "{}", s.url);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("serve-key.pem")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the self-signed key is private");
+    }
+    // The port speaks nothing but TLS.
+    let plain = reqwest::blocking::Client::new()
+        .post(s.url.replace("https://", "http://"))
+        .json(&json!({"v": 1, "op": "hello", "pc": "pc-x", "token": TOKEN, "args": {}}))
+        .send()
+        .and_then(|r| r.json::<Value>());
+    assert!(plain.is_err(), "plain HTTP answered on the TLS port: {plain:?}");
+
+    let admin = admin_pc(&s);
+    let add = admin.json(&["roster", "add", "pc-b"]);
+    let code = add["code"].as_str().unwrap().to_string();
+    assert!(code.ends_with(&format!(":{fp}")), "the join code carries the fingerprint: {code}");
+    assert_eq!(add["tlsFingerprint"], json!(fp));
+
+    // The code's pin needs the https:// address: a plain one is refused before anything is sent.
+    let wrong = pc("pc-b", &s.url, false);
+    let out = wrong.run(&["init", "--join", &code, "--server", &s.url.replace("https://", "http://")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not https://"), "{}", stderr(&out));
+
+    let b = pc("pc-b", &s.url, false);
+    let out = b.ok(&["init", "--join", &code, "--server", &s.url]);
+    assert!(out.contains(&fp), "{out}");
+    let config = std::fs::read_to_string(b.home.path().join("config.toml")).unwrap();
+    assert!(config.contains(&format!("tls_fingerprint = \"{fp}\"")), "pinned in config.toml: {config}");
+    let a = enrol(&admin, "pc-a", &s.url);
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let id = a.send(&["pc-b", "--body", "over TLS"]);
+    b.ok(&["sync"]);
+    assert_eq!(b.json(&["inbox", "--all"])[0]["id"], json!(id));
+    b.ok(&["ack", &id]);
+    b.ok(&["sync"]);
+    a.ok(&["sync"]);
+    assert_eq!(a.state_of(&id), "done");
+    let doctor = String::from_utf8_lossy(&b.run(&["--json", "doctor"]).stdout).to_string();
+    assert!(doctor.contains("certificate pinned"), "{doctor}");
+}
+
+#[test]
+fn a_server_with_another_certificate_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let first = serve(dir.path(), &["--listen", &listen, "--tls"]);
+    let old_fp = first.fingerprint.clone().unwrap();
+    let admin = admin_pc(&first);
+    let b = enrol(&admin, "pc-b", &first.url);
+    b.ok(&["sync"]);
+    let id = admin.send(&["pc-b", "--body", "waits across the swap"]);
+
+    // Restarted on the same port and database, with a new self-signed certificate.
+    drop(first);
+    for f in ["serve-cert.pem", "serve-key.pem"] {
+        std::fs::remove_file(dir.path().join(f)).unwrap();
+    }
+    let second = serve(dir.path(), &["--listen", &listen, "--tls"]);
+    let new_fp = second.fingerprint.clone().unwrap();
+    assert_ne!(old_fp, new_fp);
+
+    let out = b.run(&["sync"]);
+    assert_eq!(out.status.code(), Some(6), "not trusted exits 6: {}", stderr(&out));
+    let msg = stderr(&out);
+    assert!(msg.contains(&old_fp) && msg.contains(&new_fp), "both fingerprints named: {msg}");
+    assert!(msg.contains("pcmail init --join") && msg.contains("--tls-fingerprint"), "what to do: {msg}");
+    assert!(b.json(&["inbox", "--all"]).as_array().unwrap().is_empty(), "nothing came through");
+
+    // The PC's owner checks the new fingerprint and pins it: the same credential and mail go on.
+    b.ok(&["init", "--server", &second.url, "--tls-fingerprint", &new_fp, "--offline"]);
+    b.ok(&["sync"]);
+    assert_eq!(b.json(&["inbox", "--all"])[0]["id"], json!(id));
+}
+
+#[test]
+fn beyond_loopback_serve_needs_tls_or_insecure_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(exe())
+        .args(["serve", "--listen", "0.0.0.0:0", "--db"])
+        .arg(dir.path().join("serve.db"))
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env("PCMAIL_HOME", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let msg = stderr(&out);
+    assert!(msg.contains("reachable from other machines") && msg.contains("--tls") && msg.contains("--insecure-http"), "{msg}");
+    assert!(!dir.path().join("serve.db").exists(), "refused before anything was made");
+}
+
+#[test]
+fn doctor_flags_a_server_on_insecure_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let s = serve(dir.path(), &["--listen", &format!("0.0.0.0:{port}"), "--insecure-http"]);
+    assert!(s.fingerprint.is_none());
+    let warned = std::fs::read_to_string(&s.stderr).unwrap();
+    assert!(warned.contains("--insecure-http") && warned.contains("in clear"), "serve warns: {warned}");
+    let url = format!("http://127.0.0.1:{port}/api");
+    let admin = pc("pc-admin", &url, true);
+    admin.ok(&["init", "--label", "pc-admin", "--server", &url]);
+    let out = admin.run(&["--json", "doctor"]);
+    assert!(!out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flagged = v["checks"].as_array().unwrap().iter().find(|c| c["check"].as_str().unwrap().contains("--insecure-http"));
+    let flagged = flagged.unwrap_or_else(|| panic!("doctor flags --insecure-http: {v}"));
+    assert_eq!(flagged["ok"], json!(false));
+    assert!(flagged["fix"].as_str().unwrap().contains("--tls"), "{flagged}");
+}
