@@ -206,6 +206,9 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
                     checks.push((format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")), true, String::new()));
                     checks.extend(transport_check(c, &v));
                 }
+                Err(e @ pcmail_client::transport::CallError::Untrusted(_)) => {
+                    checks.push((format!("server: {e}"), false, "re-enrol or pin the new fingerprint, as the message says, once the admin confirms it".into()))
+                }
                 Err(e) => checks.push((format!("server: {e}"), false, "check the URL (`pcmail init --server`), the token (`pcmail token set`), and that the server runs".into())),
             },
             Err(e) => checks.push((format!("server: {e}"), false, "`pcmail token set` or PCMAIL_TOKEN".into())),

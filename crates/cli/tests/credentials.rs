@@ -179,3 +179,95 @@ fn a_pc_on_the_shared_token_moves_to_its_own_credential_on_its_next_poll() {
         assert_eq!(old.json(&["inbox", "--all"])[0]["id"], json!(id), "{kind:?}");
     }
 }
+
+/// Runs `script` with `sh` in a private D-Bus session whose gnome-keyring
+/// keeps its data under `home` (so the next call finds the same keyring).
+fn in_keyring(home: &std::path::Path, script: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let script = format!(
+        "echo pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1 || exit 90\n{script}"
+    );
+    let mut cmd = std::process::Command::new("dbus-run-session");
+    cmd.args(["--", "sh", "-c", &script])
+        .env("PCMAIL_HOME", home)
+        .env("HOME", home)
+        .env("EXE", exe())
+        .env_remove("PCMAIL_TOKEN")
+        .env_remove("PCMAIL_ADMIN_TOKEN")
+        .env_remove("PCMAIL_CREDENTIAL")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("dbus-run-session (package dbus)");
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    out
+}
+
+/// `pcmail token rotate` with the credential in the OS keyring (the only
+/// place rotation writes): a mark queued and a mail sent before it are both
+/// there after it, and a daemon polling across a rotation (its open long
+/// poll answered `not_enrolled`) picks the new credential up and keeps
+/// receiving.
+#[test]
+fn token_rotate_loses_no_mail_or_mark_in_flight() {
+    let server = Server::start(Kind::Rust);
+    let admin = Pc::new(&server, "pc-admin");
+    let a = Pc::enrolled(&server, &admin, "pc-a");
+    a.ok(&["sync"]);
+    let code = admin.json(&["roster", "add", "pc-b"])["code"].as_str().unwrap().to_string();
+    let b_home = tempfile::tempdir().unwrap();
+    let b = b_home.path();
+    let url = server.url.as_str();
+    in_keyring(b, r#"$EXE init --join "$CODE" --server "$URL" && $EXE sync"#, &[("CODE", &code), ("URL", url)]);
+
+    let first = a.send(&["pc-b", "--body", "read before the rotation"]);
+    // B receives it, and its session is shown it: the hook queues `seen` (not sent yet).
+    let hook_input = r#"{"session_id":"s-rot","hook_event_name":"SessionStart","cwd":"/tmp","prompt":"hi"}"#;
+    let out = in_keyring(b, r#"$EXE sync && echo "$HOOK" | $EXE hook"#, &[("HOOK", hook_input)]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&first), "the hook showed it");
+    let queued: i64 = rusqlite::Connection::open(b.join("store.db"))
+        .unwrap()
+        .query_row("SELECT count(*) FROM pending_marks WHERE id = ?1", [&first], |r| r.get(0))
+        .unwrap();
+    assert_eq!(queued, 1, "the seen mark is in flight");
+    let second = a.send(&["pc-b", "--body", "sent before the rotation, not yet polled"]);
+
+    let out = in_keyring(b, "$EXE token rotate && $EXE sync && $EXE --json inbox --all", &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("new credential"), "{text}");
+    assert!(text.contains(&first) && text.contains(&second), "both mails after the rotation: {text}");
+    a.ok(&["sync"]);
+    assert_eq!(a.state_of(&first), "seen", "the mark queued before the rotation arrived");
+    assert_eq!(a.state_of(&second), "delivered");
+
+    // A daemon that polls across a rotation picks the new credential up.
+    let script = r#"
+        $EXE daemon >/dev/null 2>"$HOME/daemon.err" & daemon=$!
+        ready=0
+        for i in $(seq 1 150); do
+            if $EXE doctor 2>/dev/null | grep -q 'poller: running; last successful poll'; then ready=1; break; fi
+            sleep 0.2
+        done
+        [ $ready = 1 ] || { kill $daemon; echo "daemon never polled" >&2; exit 95; }
+        $EXE token rotate || { kill $daemon; exit 96; }
+        PCMAIL_HOME="$A_HOME" PCMAIL_CREDENTIAL="$A_CRED" $EXE send pc-b --body after-the-second-rotation >/dev/null || { kill $daemon; exit 97; }
+        got=0
+        for i in $(seq 1 150); do
+            if $EXE --json inbox --all 2>/dev/null | grep -q after-the-second-rotation; then got=1; break; fi
+            sleep 0.2
+        done
+        kill $daemon; wait $daemon
+        [ $got = 1 ] || { cat "$HOME/daemon.err" >&2; exit 98; }
+    "#;
+    in_keyring(b, script, &[("A_HOME", a.home.path().to_str().unwrap()), ("A_CRED", &a.cred)]);
+
+    let log = admin.json(&["roster", "log"]);
+    let rotations = log["entries"].as_array().unwrap().iter().filter(|e| e["action"] == json!("rotate")).count();
+    assert_eq!(rotations, 2, "{log}");
+}
