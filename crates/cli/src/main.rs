@@ -213,7 +213,7 @@ enum Cmd {
         #[arg(long, default_value_t = 90)]
         retention_days: u32,
         /// Speak TLS even on loopback, with a self-signed certificate made at first start and kept beside
-        /// serve.db (or --tls-cert/--tls-key). Beyond loopback TLS (or --insecure-http) is required.
+        /// serve.db (or --tls-cert/--tls-key). Beyond loopback this is the default (unless --insecure-http).
         #[arg(long)]
         tls: bool,
         /// The TLS certificate chain (PEM) to serve instead of the self-signed one; with --tls-key.

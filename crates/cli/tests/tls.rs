@@ -174,20 +174,26 @@ fn a_server_with_another_certificate_is_refused_by_name() {
 }
 
 #[test]
-fn beyond_loopback_serve_needs_tls_or_insecure_http() {
+fn beyond_loopback_serve_speaks_tls_by_default() {
+    // No flag: a listener other machines can reach gets the self-signed certificate.
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(exe())
-        .args(["serve", "--listen", "0.0.0.0:0", "--db"])
-        .arg(dir.path().join("serve.db"))
-        .env("PCMAIL_TOKEN", TOKEN)
-        .env("PCMAIL_HOME", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let msg = stderr(&out);
-    assert!(msg.contains("reachable from other machines") && msg.contains("--tls") && msg.contains("--insecure-http"), "{msg}");
-    assert!(!dir.path().join("serve.db").exists(), "refused before anything was made");
+    let port = free_port();
+    let s = serve(dir.path(), &["--listen", &format!("0.0.0.0:{port}")]);
+    assert!(s.url.starts_with("https://"), "TLS without being asked: {}", s.url);
+    let fp = s.fingerprint.clone().expect("serve prints the certificate's fingerprint");
+    assert_eq!(fp.len(), 64, "{fp}");
+    assert!(dir.path().join("serve-cert.pem").exists() && dir.path().join("serve-key.pem").exists());
+    // Plain HTTP is refused by the server (a TLS listener does not answer it).
+    let plain = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut c| {
+        use std::io::{Read, Write};
+        c.set_read_timeout(Some(Duration::from_secs(5)))?;
+        c.write_all(b"POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")?;
+        let mut buf = Vec::new();
+        let _ = c.read_to_end(&mut buf);
+        Ok(buf)
+    });
+    let answered = plain.map(|b| String::from_utf8_lossy(&b).to_string()).unwrap_or_default();
+    assert!(!answered.contains("\"ok\""), "no JSON answer over plain HTTP: {answered}");
 }
 
 #[test]

@@ -65,12 +65,9 @@ pub fn decide(listen: SocketAddr, choice: &TlsChoice, db_dir: &Path) -> Result<S
     if choice.insecure_http {
         return Ok(ServeTransport::InsecureHttp);
     }
-    Err(format!(
-        "--listen {listen} is reachable from other machines, and plain HTTP would carry the admin secret and every \
-         PC's credential in clear. Add --tls (a self-signed certificate made now and kept beside serve.db; PCs pin it \
-         through their join codes), or --tls-cert FILE --tls-key FILE, or --insecure-http if the network itself is \
-         private (a VPN); `pcmail doctor` then flags it"
-    ))
+    // Beyond loopback TLS is the default (issue 14 point 7): plain HTTP would carry
+    // the admin secret and every PC's credential in clear.
+    Ok(ServeTransport::SelfSigned { dir: db_dir.to_path_buf() })
 }
 
 /// A certificate and key ready to serve, and the fingerprint PCs pin.
@@ -218,13 +215,12 @@ mod tests {
     }
 
     #[test]
-    fn beyond_loopback_needs_tls_or_an_explicit_insecure_http() {
+    fn beyond_loopback_tls_is_the_default_and_plain_http_needs_a_flag() {
         let dir = Path::new("/data");
         let none = TlsChoice::default();
         assert_eq!(decide(addr("127.0.0.1:7878"), &none, dir), Ok(ServeTransport::Plain));
         assert_eq!(decide(addr("[::1]:7878"), &none, dir), Ok(ServeTransport::Plain));
-        let refused = decide(addr("0.0.0.0:7878"), &none, dir).unwrap_err();
-        assert!(refused.contains("--tls") && refused.contains("--insecure-http"), "{refused}");
+        assert_eq!(decide(addr("0.0.0.0:7878"), &none, dir), Ok(ServeTransport::SelfSigned { dir: dir.into() }));
         let insecure = TlsChoice { insecure_http: true, ..Default::default() };
         assert_eq!(decide(addr("0.0.0.0:7878"), &insecure, dir), Ok(ServeTransport::InsecureHttp));
         let tls = TlsChoice { tls: true, ..Default::default() };
