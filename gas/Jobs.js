@@ -1,0 +1,756 @@
+// Jobs (issue 13, docs/protocol.md "Jobs"): a command queue that never goes silent.
+// - Jobs tab: live jobs (queued, running, ended but not yet told to every submitter);
+//   the sweep moves the rest to JobsArchive, so the poll's cost stays flat however many
+//   jobs ever finished. Narrow index columns (q, cx, tell) let ONE TextFinder find what
+//   a poll needs; the rows are read with ONE getValues of their span.
+// - JobWhitelists tab: each PC's published CommandSpecs; its hash also sits in the
+//   Script Property JOB_WL_<label>, so a poll reads it from the cached Properties view.
+// Every op runs inside the request's short script lock, except job.submit, which takes
+// the lock twice around a built-in run (a probe or the sweep), never during it.
+
+const JOB_PARTS = 4;          // j1..j4 / w1..w4
+const JOB_PART_CHARS = 45000; // under Sheets' 50,000 characters a cell
+const JOB_WL_PROP = 'JOB_WL_';
+const JOB_ALIAS_KEY = 'pcmail:jobalias:'; // a deduped submit's jobId → the job it joined
+const JOB_ALIAS_S = 21600;
+const JOB_ARCHIVE_SCAN = 2000; // job.list reads this many of the newest archive rows
+
+// ---- parsing (crates/core job.rs, field for field) -----------------------------------
+
+function parseJobSubmitter_(v) {
+  const s = lobj_(v, 'submitter');
+  const out = { pc: lreqStr_(s, 'pc', 'submitter.pc'), session: lreqStr_(s, 'session', 'submitter.session'),
+    name: loptStr_(s, 'name', 'submitter.name') };
+  if (!isValidLabel_(out.pc)) throw badField_('submitter.pc', 'submitter.pc must be a roster label');
+  checkSingleLine_('submitter.session', out.session, LEASE.SESSION_MAX, true);
+  if (out.name !== null) checkSingleLine_('submitter.name', out.name, LEASE.SESSION_MAX, true);
+  return out;
+}
+
+function reqJobId_(a, k) {
+  const id = lreqStr_(a, k, k);
+  if (!isJobId_(id)) throw badField_(k, k + ' must look like job-<ms>-<8 lower hex>');
+  return id;
+}
+
+function checkActor_(field, s) {
+  checkSingleLine_(field, s, JOB.ACTOR_MAX, true);
+}
+
+function parseJobResult_(v, field) {
+  if (!isObj_(v)) throw badField_(field, '"' + field + '" must be an object');
+  const f = function (k) { return field + '.' + k; };
+  if (typeof v.ran !== 'boolean') throw badField_(f('ran'), f('ran') + ' must be true or false');
+  const int = function (k, dflt) {
+    if (!has_(v, k)) return dflt;
+    if (!Number.isSafeInteger(v[k])) throw badField_(f(k), f(k) + ' must be an integer');
+    return v[k];
+  };
+  const strs = function (k) {
+    if (!has_(v, k)) return [];
+    if (!Array.isArray(v[k]) || v[k].length > 500 || v[k].some(function (x) { return typeof x !== 'string'; })) {
+      throw badField_(f(k), f(k) + ' must be an array of strings');
+    }
+    return v[k].slice();
+  };
+  const output = has_(v, 'output') ? v.output : '';
+  if (typeof output !== 'string') throw badField_(f('output'), f('output') + ' must be a string');
+  const cut = tailUtf8_(output, JOB.OUTPUT_MAX_BYTES);
+  if (has_(v, 'truncated') && typeof v.truncated !== 'boolean') throw badField_(f('truncated'), f('truncated') + ' must be true or false');
+  const readBack = has_(v, 'readBack') ? v.readBack : null;
+  if (readBack !== null && typeof readBack !== 'string') throw badField_(f('readBack'), f('readBack') + ' must be a string');
+  let verify = null;
+  if (has_(v, 'verify')) {
+    const w = v.verify;
+    if (!isObj_(w) || typeof w.ok !== 'boolean') throw badField_(f('verify'), f('verify') + ' must be {ok, exit, output}');
+    const vout = tailUtf8_(typeof w.output === 'string' ? w.output : '', JOB.OUTPUT_MAX_BYTES).text;
+    verify = { ok: w.ok, exit: Number.isSafeInteger(w.exit) ? w.exit : null, output: vout };
+  }
+  let chunks = null;
+  if (has_(v, 'chunks')) {
+    const c = v.chunks;
+    if (!isObj_(c) || ['done', 'total', 'failed', 'skipped'].some(function (k) { return !Number.isSafeInteger(c[k]) || c[k] < 0; })) {
+      throw badField_(f('chunks'), f('chunks') + ' must be {done, total, failed, skipped}');
+    }
+    chunks = { done: c.done, total: c.total, failed: c.failed, skipped: c.skipped };
+  }
+  const durationMs = int('durationMs', 0);
+  if (durationMs < 0) throw badField_(f('durationMs'), f('durationMs') + ' must be >= 0');
+  return {
+    ran: v.ran, exit: int('exit', null), durationMs: durationMs, output: cut.text,
+    truncated: (v.truncated === true) || cut.cut, artifacts: strs('artifacts'), reused: strs('reused'),
+    readBack: readBack, verify: verify, chunks: chunks, data: has_(v, 'data') ? v.data : null
+  };
+}
+
+function parseJobReport_(a) {
+  const state = lreqStr_(a, 'state', 'state');
+  if (['ok', 'failed', 'cancelled', 'timed_out'].indexOf(state) < 0) throw badField_('state', 'state must be ok, failed, cancelled or timed_out');
+  const r = { jobId: reqJobId_(a, 'jobId'), runner: lreqStr_(a, 'runner', 'runner'), state: state,
+    result: parseJobResult_(a.result, 'result'), reason: loptStr_(a, 'reason', 'reason') };
+  checkActor_('runner', r.runner);
+  if (r.reason !== null) checkText_('reason', r.reason, JOB.REASON_MAX, true);
+  return r;
+}
+
+function parseJobArgs_(op, a) {
+  switch (op) {
+    case 'job.submit': {
+      const jobId = reqJobId_(a, 'jobId');
+      const target = lreqStr_(a, 'target', 'target');
+      if (target !== '@server' && !isValidLabel_(target)) {
+        throw pcErr_('unknown_recipient', JSON.stringify(target) + ' is not a roster label or @server', { candidates: [] });
+      }
+      const command = lreqStr_(a, 'command', 'command');
+      if (!/^_?[a-z0-9][a-z0-9._-]{0,39}$/.test(command)) throw badField_('command', 'command ' + JSON.stringify(command) + ' is not a command name');
+      let args = {};
+      if (has_(a, 'args')) {
+        if (!isObj_(a.args)) throw badField_('args', '"args" must be an object');
+        Object.keys(a.args).forEach(function (k) {
+          const x = a.args[k];
+          if (!(x === null || typeof x === 'string' || typeof x === 'boolean' || (typeof x === 'number' && Number.isSafeInteger(x)))) {
+            throw badField_('args.' + k, 'args.' + k + ' must be a string, an integer or a boolean');
+          }
+          if (x !== null) args[k] = x;
+        });
+      }
+      const rerunOf = loptStr_(a, 'rerunOf', 'rerunOf');
+      if (rerunOf !== null && !isJobId_(rerunOf)) throw badField_('rerunOf', 'rerunOf must be a job id');
+      let win = loptInt_(a, 'dedupWindowMs', 'dedupWindowMs');
+      if (win === null) win = JOB.DEDUP_DEFAULT_MS;
+      if (win < 0 || win > JOB.DEDUP_MAX_MS) throw badField_('dedupWindowMs', 'dedupWindowMs must be 0 to 1 day');
+      return { jobId: jobId, target: target, command: command, args: args, force: optBool_(a, 'force') === true,
+        rerunOf: rerunOf, submitter: parseJobSubmitter_(a.submitter), dedupWindowMs: win };
+    }
+    case 'job.status': return { jobId: reqJobId_(a, 'jobId') };
+    case 'job.list': {
+      const target = loptStr_(a, 'target', 'target');
+      if (target !== null && target !== '@server' && !isValidLabel_(target)) throw badField_('target', 'target must be a label or @server');
+      const state = loptStr_(a, 'state', 'state');
+      if (state !== null && JOB_STATES.indexOf(state) < 0) throw badField_('state', 'state must be one of ' + JOB_STATES.join(', '));
+      let limit = loptInt_(a, 'limit', 'limit');
+      if (limit === null) limit = JOB.LIST_DEFAULT;
+      if (limit < 1 || limit > JOB.LIST_MAX) throw badField_('limit', 'limit must be 1..' + JOB.LIST_MAX);
+      return { target: target, state: state, mine: optBool_(a, 'mine') === true, limit: limit };
+    }
+    case 'job.cancel': {
+      const c = { jobId: reqJobId_(a, 'jobId'), by: lreqStr_(a, 'by', 'by'), reason: loptStr_(a, 'reason', 'reason') };
+      checkActor_('by', c.by);
+      if (c.reason !== null) checkText_('reason', c.reason, JOB.REASON_MAX, true);
+      return c;
+    }
+    case 'job.start': {
+      const s = { jobId: reqJobId_(a, 'jobId'), runner: lreqStr_(a, 'runner', 'runner'), startedAt: lreqInt_(a, 'startedAt', 'startedAt') };
+      checkActor_('runner', s.runner);
+      if (s.startedAt < 0) throw badField_('startedAt', 'startedAt must be a time in ms');
+      return s;
+    }
+    case 'job.report': return parseJobReport_(a);
+    default: return null;
+  }
+}
+
+// The poll's `job` argument: lists of the request's shape, each item parsed alone.
+function parsePollJob_(v) {
+  const m = lobj_(v, 'job');
+  const list = function (k) {
+    const field = 'job.' + k;
+    if (!has_(m, k)) return [];
+    if (!Array.isArray(m[k])) throw badField_(field, '"' + field + '" must be an array');
+    if (m[k].length > JOB.POLL_ITEMS_MAX) throw badField_(field, 'at most ' + JOB.POLL_ITEMS_MAX + ' items in "' + field + '"');
+    return m[k];
+  };
+  let whitelist = null;
+  if (has_(m, 'whitelist')) {
+    const w = lobj_(m.whitelist, 'job.whitelist');
+    const hash = lreqStr_(w, 'hash', 'job.whitelist.hash');
+    if (hash === '' || charCount_(hash) > 128 || /[^A-Za-z0-9:._-]/.test(hash)) throw badField_('job.whitelist.hash', 'job.whitelist.hash must be 1-128 characters of A-Z a-z 0-9 : . _ -');
+    if (!Array.isArray(w.commands) || w.commands.length > JOB.COMMANDS_MAX) throw badField_('job.whitelist.commands', 'job.whitelist.commands must be an array of at most ' + JOB.COMMANDS_MAX + ' command specs');
+    const seen = {};
+    const commands = w.commands.map(function (c, i) {
+      checkJobSpec_(c, 'job.whitelist.commands[' + i + ']');
+      if (seen[c.name]) throw badField_('job.whitelist.commands[' + i + '].name', 'command ' + c.name + ' is listed twice');
+      seen[c.name] = true;
+      return normSpec_(c);
+    });
+    let allowed = null;
+    if (has_(w, 'allowedSubmitters')) {
+      if (!Array.isArray(w.allowedSubmitters) || w.allowedSubmitters.some(function (x) { return !isValidLabel_(x); })) {
+        throw badField_('job.whitelist.allowedSubmitters', 'job.whitelist.allowedSubmitters must be null or a list of labels');
+      }
+      allowed = w.allowedSubmitters.slice();
+    }
+    let checkouts = [];
+    if (has_(w, 'checkouts')) {
+      if (!Array.isArray(w.checkouts) || w.checkouts.length > JOB.CHECKOUTS_MAX || w.checkouts.some(function (x) { return typeof x !== 'string' || argTextProblem_(x, 100); })) {
+        throw badField_('job.whitelist.checkouts', 'job.whitelist.checkouts must be a list of names');
+      }
+      checkouts = w.checkouts.slice();
+    }
+    whitelist = { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: checkouts };
+  }
+  const take = has_(m, 'take') ? optBool_(m, 'take') : false;
+  const running = list('running').map(function (x, index) {
+    return isJobId_(x) ? x : { bad: { list: 'running', index: index, code: 'bad_request', field: 'running', message: 'not a job id' } };
+  });
+  const reports = list('reports').map(function (x, index) {
+    try {
+      if (!isObj_(x)) throw badField_('reports', 'each report must be an object');
+      return parseJobReport_(x);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? x.jobId : null,
+        code: err.pcmail.code, field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
+    }
+  });
+  return { whitelist: whitelist, take: take, running: running, reports: reports };
+}
+
+// ---- storage ---------------------------------------------------------------------------
+
+const JCOL = { id: 1, q: 2, cx: 3, tell: 4, target: 5, state: 6, dedupKey: 7, submittedAt: 8, endedAt: 9, j1: 10 };
+const JOB_NCOL = 13;
+
+function splitParts_(s) {
+  const parts = [];
+  for (let i = 0; i < JOB_PARTS; i++) parts.push(s.slice(i * JOB_PART_CHARS, (i + 1) * JOB_PART_CHARS));
+  if (s.length > JOB_PARTS * JOB_PART_CHARS) throw new Error('a job is too large to store (' + s.length + ' characters)');
+  return parts;
+}
+
+// A job whose JSON would not fit loses the head of its output first.
+function jobJson_(j) {
+  let s = JSON.stringify(j);
+  while (s.length > JOB_PARTS * JOB_PART_CHARS && j.result && j.result.output.length > 1000) {
+    j.result.output = j.result.output.slice(Math.floor(j.result.output.length / 2));
+    j.result.truncated = true;
+    s = JSON.stringify(j);
+  }
+  return s;
+}
+
+function jobWaits_(j) {
+  return j.state === 'queued' || (j.state === 'running' && j._.awaiting === true);
+}
+
+function jobToRow_(j) {
+  return [j.id, jobWaits_(j) ? j.target : '', j.state === 'running' && j.cancelRequested ? j.target : '',
+    j._.tell.length ? ' ' + j._.tell.join(' ') + ' ' : '', j.target, j.state, j._.dedupKey, String(j.submittedAt),
+    j.endedAt === null ? '' : String(j.endedAt)].concat(splitParts_(jobJson_(j)));
+}
+
+function rowToJob_(r) {
+  return JSON.parse(r.slice(JCOL.j1 - 1, JCOL.j1 - 1 + JOB_PARTS).join(''));
+}
+
+// Wire form, keys as crates/core job.rs orders them; the timeline on request.
+function jobView_(j, withTimeline) {
+  const out = {
+    id: j.id, target: j.target, command: j.command, args: j.args, subject: j.subject,
+    submitter: { pc: j.submitter.pc, session: j.submitter.session, name: j.submitter.name },
+    force: j.force, rerunOf: j.rerunOf, state: j.state, submittedAt: j.submittedAt, startedAt: j.startedAt,
+    runner: j.runner, heartbeatAt: j.heartbeatAt, endedAt: j.endedAt, runStartedAt: j.runStartedAt,
+    timeLimitMs: j.timeLimitMs, cancelRequested: j.cancelRequested, joined: j.joined, result: j.result,
+    reason: j.reason, credentialsRequired: j._.credentialsRequired === true
+  };
+  if (withTimeline) out.timeline = j.timeline.map(function (e) { return { at: e.at, state: e.state, by: e.by, reason: e.reason }; });
+  return out;
+}
+
+// Row numbers in `tabName` whose id column is one of `ids`.
+function jobRowsById_(sh, ids) {
+  return findRows_(sh, JCOL.id, ids);
+}
+
+// id → {where, row, job, vals} for the given ids, live tab first, then the archive.
+function jobLocate_(ids) {
+  const out = {};
+  const want = ids.filter(function (id, i) { return ids.indexOf(id) === i; });
+  ['Jobs', 'JobsArchive'].forEach(function (name) {
+    const rest = want.filter(function (id) { return !out[id]; });
+    if (!rest.length) return;
+    const sh = tab_(name);
+    const rows = jobRowsById_(sh, rest);
+    const vals = readRowsAt_(sh, rows, JOB_NCOL);
+    rows.forEach(function (row) {
+      const v = vals[row];
+      if (out[v[0]] || rest.indexOf(v[0]) < 0) return;
+      out[v[0]] = { where: name, row: row, job: rowToJob_(v) };
+    });
+  });
+  return out;
+}
+
+// Writes changed jobs back: live rows in ONE setValues over their span when `span` holds
+// every row in between (read under the same lock), else row by row.
+function jobSave_(locs, span) {
+  locs = locs.filter(function (l, i) { return l && locs.indexOf(l) === i; });
+  ['Jobs', 'JobsArchive'].forEach(function (name) {
+    const mine = locs.filter(function (l) { return l.where === name; }).sort(function (a, b) { return a.row - b.row; });
+    if (!mine.length) return;
+    const sh = tab_(name);
+    const lo = mine[0].row;
+    const hi = mine[mine.length - 1].row;
+    const byRow = {};
+    mine.forEach(function (l) { byRow[l.row] = jobToRow_(l.job); });
+    if (name === 'Jobs' && span && span.lo <= lo && span.lo + span.vals.length - 1 >= hi) {
+      const out = [];
+      for (let r = lo; r <= hi; r++) out.push(byRow[r] || span.vals[r - span.lo]);
+      writeText_(sh, lo, 1, out);
+      return;
+    }
+    mine.forEach(function (l) { writeText_(sh, l.row, 1, [byRow[l.row]]); });
+  });
+}
+
+function jobAppend_(j) {
+  const sh = tab_('Jobs');
+  const row = appendText_(sh, [jobToRow_(j)]);
+  return { where: 'Jobs', row: row, job: j };
+}
+
+// ---- state changes ---------------------------------------------------------------------
+
+function jobStep_(j, state, at, by, reason) {
+  j.state = state;
+  j.timeline.push({ at: Math.max(at, j.timeline.length ? j.timeline[j.timeline.length - 1].at : at), state: state, by: by, reason: reason === undefined ? null : reason });
+}
+
+// Ends a job: endedAt, the timeline entry, every submitting or joined PC owed the finish.
+function jobEnd_(j, state, now, by, reason, result) {
+  jobStep_(j, state, now, by, reason);
+  j.endedAt = now;
+  j.reason = reason === undefined ? null : reason;
+  if (result !== undefined) j.result = result;
+  j._.awaiting = false;
+  j._.tell = j._.subs.slice();
+}
+
+function jobVisible_(j, pc) {
+  return j.target === pc || j.submitter.pc === pc || j._.subs.indexOf(pc) >= 0;
+}
+
+function forbiddenJob_(j, who) {
+  return pcErr_('forbidden', 'only ' + who + ' may do that to ' + j.id);
+}
+
+function jobNotFound_(id) {
+  return pcErr_('not_found', 'no job ' + id);
+}
+
+// job.start's rule (also the gas worker's): queued → running; the same runner again is
+// a no-op; a chunked job's next run (another runner or a later start) stamps runStartedAt.
+function jobStart_(j, runner, startedAt, now) {
+  const at = Math.min(startedAt, now);
+  if (j.state === 'queued') {
+    jobStep_(j, 'running', at, runner, null);
+    j.startedAt = at;
+    j.runStartedAt = at;
+    j.runner = runner;
+    j.heartbeatAt = now;
+    j._.run = 1;
+    j._.awaiting = false;
+    return true;
+  }
+  if (j.state === 'running') {
+    if (j.runner === runner && j.runStartedAt === at && !j._.awaiting) return false;
+    if (j._.chunked) {
+      j._.run = (j._.run || 1) + 1;
+      jobStep_(j, 'running', at, runner, 'run ' + j._.run);
+      j.runStartedAt = at;
+      j.runner = runner;
+      j.heartbeatAt = now;
+      j._.awaiting = false;
+      return true;
+    }
+    if (j.runner === runner) return false;
+    throw pcErr_('conflict', j.id + ' is already running under ' + j.runner + ': do not run it');
+  }
+  throw pcErr_('conflict', j.id + ' is ' + j.state + ': do not run it');
+}
+
+// job.report's rule. Returns true when the job changed.
+function jobReport_(j, r, now) {
+  if (jobEnded_(j.state)) return false;
+  if (j.state === 'queued' && r.result.ran) {
+    throw pcErr_('conflict', j.id + ' was never started: a report from queued must have result.ran false');
+  }
+  if (j.state === 'running' && j.runner !== null && j.runner !== r.runner) {
+    throw pcErr_('conflict', j.id + ' runs under ' + j.runner + ', not ' + r.runner);
+  }
+  jobEnd_(j, r.state, now, r.runner, r.reason, r.result);
+  return true;
+}
+
+// ---- ops ---------------------------------------------------------------------------------
+
+function sameJobContent_(j, a) {
+  return j.target === a.target && j.command === a.command && canonJson_(j.args) === canonJson_(a.args) &&
+    j.force === a.force && j.rerunOf === a.rerunOf && j.submitter.pc === a.submitter.pc &&
+    j.submitter.session === a.submitter.session;
+}
+
+// The spec of `command` on `target` and whether the submitter may use it; throws job_refused.
+function jobSpecFor_(a, credentialsRequired) {
+  if (a.target === '@server') {
+    const spec = serverCommandSpec_(a.command); // JobsServer.js
+    if (!spec) throw jobRefused_('not_whitelisted', a.command + ' is not a command of @server (' + serverCommandNames_().join(', ') + ')');
+    const args = checkJobArgs_(spec, a.args, []);
+    if (spec.allowedSubmitters && spec.allowedSubmitters.indexOf(a.submitter.pc) < 0) {
+      throw jobRefused_('submitter_not_allowed', a.submitter.pc + ' may not submit ' + a.command + ' to @server');
+    }
+    return { spec: spec, args: args };
+  }
+  const wl = readWhitelist_(a.target);
+  if (!wl) throw jobRefused_('no_executor', a.target + ' never published a whitelist (is its executor running?)');
+  const spec = wl.commands.filter(function (c) { return c.name === a.command; })[0];
+  if (!spec) throw jobRefused_('not_whitelisted', a.command + ' is not whitelisted on ' + a.target + ' (' + wl.commands.map(function (c) { return c.name; }).join(', ') + ')');
+  const args = checkJobArgs_(spec, a.args, wl.checkouts);
+  if (!submitterAllowed_(wl.allowedSubmitters, a.submitter.pc, credentialsRequired)) {
+    throw jobRefused_('submitter_not_allowed', a.submitter.pc + ' is not allowed to submit jobs to ' + a.target +
+      (wl.allowedSubmitters === null ? ' (its allowed_submitters is empty and the server accepts the shared token)' : ''));
+  }
+  return { spec: spec, args: args };
+}
+
+// The newest job with this dedup key that a submit joins: queued or running, or ended
+// ok/failed within the window. Live rows first, then the newest archived one.
+function dedupCandidate_(key, now, windowMs) {
+  const fits = function (j) {
+    if (j.state === 'queued' || j.state === 'running') return true;
+    return (j.state === 'ok' || j.state === 'failed') && j.endedAt !== null && j.endedAt >= now - windowMs;
+  };
+  const live = tab_('Jobs');
+  const rows = findRows_(live, JCOL.dedupKey, [key]);
+  const vals = readRowsAt_(live, rows, JOB_NCOL);
+  let best = null;
+  rows.forEach(function (row) {
+    const j = rowToJob_(vals[row]);
+    if (!fits(j)) return;
+    const rank = jobEnded_(j.state) ? j.endedAt : Infinity;
+    if (!best || rank > best.rank) best = { rank: rank, loc: { where: 'Jobs', row: row, job: j } };
+  });
+  if (best) return best.loc;
+  if (!windowMs) return null;
+  const arch = tab_('JobsArchive');
+  const arows = findRows_(arch, JCOL.dedupKey, [key]);
+  if (!arows.length) return null;
+  const row = arows[arows.length - 1];
+  const j = rowToJob_(readText_(arch, row, 1, 1, JOB_NCOL)[0]);
+  return fits(j) ? { where: 'JobsArchive', row: row, job: j } : null;
+}
+
+function aliasOf_(jobId) {
+  try { return CacheService.getScriptCache().get(JOB_ALIAS_KEY + jobId); } catch (e) { return null; }
+}
+
+// Phase 1 of a submit, under the lock: idempotency, the whitelist, dedup, the new row.
+function jobSubmitLocked_(req, now) {
+  const a = req.args;
+  const alias = aliasOf_(a.jobId);
+  const known = jobLocate_(alias ? [a.jobId, alias] : [a.jobId]);
+  const mine = known[a.jobId];
+  if (mine) {
+    if (!sameJobContent_(mine.job, a)) throw pcErr_('duplicate_id', 'job id ' + a.jobId + ' exists with other content');
+    return { answer: { deduped: false, job: jobView_(mine.job, true) } };
+  }
+  if (alias && known[alias]) return { answer: { deduped: true, job: jobView_(known[alias].job, true) } };
+  const credentialsRequired = requireCredentialsOn_();
+  const found = jobSpecFor_(a, credentialsRequired);
+  const spec = found.spec;
+  const key = jobDedupKey_(a.target, a.command, found.args);
+  if (!a.force) {
+    const dup = dedupCandidate_(key, now, a.dedupWindowMs);
+    if (dup) {
+      dup.job.joined += 1;
+      if (dup.job._.subs.indexOf(a.submitter.pc) < 0 && !jobEnded_(dup.job.state)) dup.job._.subs.push(a.submitter.pc);
+      jobSave_([dup]);
+      try { CacheService.getScriptCache().put(JOB_ALIAS_KEY + a.jobId, dup.job.id, JOB_ALIAS_S); } catch (e) { /* a retry joins again */ }
+      return { answer: { deduped: true, job: jobView_(dup.job, true) } };
+    }
+  }
+  const j = {
+    id: a.jobId, target: a.target, command: a.command, args: found.args,
+    subject: spec.subject ? String(found.args[spec.subject] === undefined ? '' : found.args[spec.subject]) : '',
+    submitter: a.submitter, force: a.force, rerunOf: a.rerunOf, state: 'queued', submittedAt: now,
+    startedAt: null, runner: null, heartbeatAt: null, endedAt: null, runStartedAt: null, timeLimitMs: spec.timeLimitMs,
+    cancelRequested: false, joined: 0, result: null, reason: null,
+    timeline: [{ at: now, state: 'queued', by: leaseActor_(a.submitter), reason: null }],
+    _: { dedupKey: key, subs: [a.submitter.pc], tell: [], chunked: spec.chunked, readOnly: spec.readOnly,
+      credentialsRequired: credentialsRequired, run: 0, awaiting: false, builtin: !!spec.builtin }
+  };
+  if (spec.builtin) {
+    jobStart_(j, 'server', now, now);
+    jobAppend_(j);
+    return { run: spec, job: j };
+  }
+  jobAppend_(j);
+  return { answer: { deduped: false, job: jobView_(j, true) } };
+}
+
+// Unlocked op: a built-in runs between two short locks (the sweep takes its own).
+function opJobSubmit_(req, now) {
+  const a = req.args;
+  const pcs = readRosterOrFail_();
+  rosterMember_(pcs, req.pc);
+  if (a.submitter.pc !== req.pc) {
+    throw pcErr_('forbidden', 'submitter.pc ' + JSON.stringify(a.submitter.pc) + ' is not the caller ' + JSON.stringify(req.pc));
+  }
+  if (a.target !== '@server' && !pcs.some(function (p) { return p.label === a.target; })) {
+    throw pcErr_('unknown_recipient', JSON.stringify(a.target) + ' is not a roster label or @server', { candidates: candidates_(pcs, a.target) });
+  }
+  const first = withLock_(function () { return jobSubmitLocked_(req, now); });
+  if (first.answer) return first.answer;
+  const outcome = runBuiltin_(first.run, first.job, req, now); // JobsServer.js
+  const ended = withLock_(function () {
+    const loc = jobLocate_([first.job.id])[first.job.id];
+    if (!jobEnded_(loc.job.state)) {
+      jobEnd_(loc.job, outcome.state, pcmailNow_(), 'server', outcome.reason, outcome.result);
+      loc.job._.tell = []; // the submit answer tells the submitter
+      jobSave_([loc]);
+    }
+    return loc.job;
+  });
+  return { deduped: false, job: jobView_(ended, true) };
+}
+
+function opJobStatus_(req) {
+  rosterMember_(readRosterOrFail_(), req.pc);
+  const loc = jobLocate_([req.args.jobId])[req.args.jobId];
+  if (!loc) throw jobNotFound_(req.args.jobId);
+  if (!jobVisible_(loc.job, req.pc)) throw forbiddenJob_(loc.job, 'its submitter\'s PC, a joined submitter\'s PC or its target PC');
+  return { job: jobView_(loc.job, true) };
+}
+
+// Every live job and the newest archived ones (list is not the poll: it may read them).
+function allJobs_() {
+  const out = [];
+  const live = tab_('Jobs');
+  readText_(live, 2, 1, live.getLastRow() - 1, JOB_NCOL).forEach(function (r) { if (r[0]) out.push(rowToJob_(r)); });
+  const arch = tab_('JobsArchive');
+  const last = arch.getLastRow();
+  const first = Math.max(2, last - JOB_ARCHIVE_SCAN + 1);
+  if (last >= 2) readText_(arch, first, 1, last - first + 1, JOB_NCOL).forEach(function (r) { if (r[0]) out.push(rowToJob_(r)); });
+  return out;
+}
+
+function listJobs_(pc, f) {
+  const seen = {};
+  return allJobs_().filter(function (j) {
+    if (seen[j.id]) return false;
+    seen[j.id] = true;
+    if (pc !== null && !jobVisible_(j, pc)) return false;
+    if (f.target && j.target !== f.target) return false;
+    if (f.state && j.state !== f.state) return false;
+    if (f.mine && j._.subs.indexOf(pc) < 0 && j.submitter.pc !== pc) return false;
+    return true;
+  }).sort(function (x, y) { return y.submittedAt - x.submittedAt || (x.id < y.id ? 1 : x.id > y.id ? -1 : 0); })
+    .slice(0, f.limit).map(function (j) { return jobView_(j, false); });
+}
+
+function opJobList_(req) {
+  rosterMember_(readRosterOrFail_(), req.pc);
+  return { jobs: listJobs_(req.pc, req.args) };
+}
+
+function opJobCancel_(req, now) {
+  rosterMember_(readRosterOrFail_(), req.pc);
+  const a = req.args;
+  const loc = jobLocate_([a.jobId])[a.jobId];
+  if (!loc) throw jobNotFound_(a.jobId);
+  const j = loc.job;
+  if (j.submitter.pc !== req.pc && j.target !== req.pc) throw forbiddenJob_(j, 'its submitter\'s PC or its target PC');
+  if (j.state === 'queued') {
+    jobEnd_(j, 'cancelled', now, a.by, a.reason === null ? 'cancelled before it started' : a.reason, j.result);
+    jobSave_([loc]);
+  } else if (j.state === 'running' && !j.cancelRequested) {
+    j.cancelRequested = true;
+    if (a.reason !== null) j._.cancelReason = a.reason;
+    jobSave_([loc]);
+  }
+  return { job: jobView_(j, true) };
+}
+
+function opJobStart_(req, now) {
+  rosterMember_(readRosterOrFail_(), req.pc);
+  const a = req.args;
+  const loc = jobLocate_([a.jobId])[a.jobId];
+  if (!loc) throw jobNotFound_(a.jobId);
+  if (loc.job.target !== req.pc) throw forbiddenJob_(loc.job, 'its target PC ' + loc.job.target);
+  if (jobStart_(loc.job, a.runner, a.startedAt, now)) jobSave_([loc]);
+  return { job: jobView_(loc.job, true) };
+}
+
+function opJobReport_(req, now) {
+  rosterMember_(readRosterOrFail_(), req.pc);
+  const a = req.args;
+  const loc = jobLocate_([a.jobId])[a.jobId];
+  if (!loc) throw jobNotFound_(a.jobId);
+  if (loc.job.target !== req.pc) throw forbiddenJob_(loc.job, 'its target PC ' + loc.job.target);
+  if (jobReport_(loc.job, a, now)) jobSave_([loc]);
+  return { job: jobView_(loc.job, true) };
+}
+
+// ---- whitelists --------------------------------------------------------------------------
+
+function readWhitelist_(target) {
+  const sh = tab_('JobWhitelists');
+  const rows = findRows_(sh, 1, [target]);
+  if (!rows.length) return null;
+  const r = readText_(sh, rows[0], 1, 1, TABS.JobWhitelists.length)[0];
+  return JSON.parse(r.slice(3).join(''));
+}
+
+function storeWhitelist_(target, w, now) {
+  const sh = tab_('JobWhitelists');
+  const row = [target, w.hash, String(now)].concat(splitParts_(JSON.stringify(w)));
+  const rows = findRows_(sh, 1, [target]);
+  if (rows.length) writeText_(sh, rows[0], 1, [row]); else appendText_(sh, [row]);
+  setProp_(JOB_WL_PROP + target, w.hash);
+}
+
+// ---- the poll's `job` part -----------------------------------------------------------------
+
+// ONE TextFinder over the id..tell columns finds the jobs named by heartbeats and reports
+// (id), queued here (q), cancel requested here (cx) and owed to this PC (tell); ONE read
+// of their span; ONE write of the changed rows. Nothing here grows with finished jobs.
+function pollJob_(pc, p, now) {
+  const errors = [];
+  let hash = prop_(JOB_WL_PROP + pc);
+  if (p.whitelist && p.whitelist.hash !== hash) {
+    storeWhitelist_(pc, p.whitelist, now);
+    hash = p.whitelist.hash;
+  }
+  const running = p.running.filter(function (x, index) { if (x.bad) { errors.push(x.bad); return false; } return true; });
+  const ids = running.concat(p.reports.filter(function (r) { return !r.bad; }).map(function (r) { return r.jobId; }));
+  const sh = tab_('Jobs');
+  const last = sh.getLastRow();
+  const idRows = [], qRows = [], cxRows = [], tellRows = [];
+  if (last >= 2) {
+    const want = {};
+    ids.forEach(function (id) { want[id] = true; });
+    const texts = Object.keys(want).map(escapeRe_).concat([escapeRe_(pc), '.* ' + escapeRe_(pc) + ' .*']);
+    const range = sh.getRange(2, 1, last - 1, JCOL.tell);
+    for (let i = 0; i < texts.length; i += FIND_BATCH) {
+      range.createTextFinder('^(?:' + texts.slice(i, i + FIND_BATCH).join('|') + ')$')
+        .useRegularExpression(true).matchCase(true).matchEntireCell(true).findAll()
+        .forEach(function (c) {
+          const col = c.getColumn();
+          if (col === JCOL.id) idRows.push(c.getRow());
+          else if (col === JCOL.q && p.take) qRows.push(c.getRow());
+          else if (col === JCOL.cx) cxRows.push(c.getRow());
+          else if (col === JCOL.tell) tellRows.push(c.getRow());
+        });
+    }
+  }
+  const rows = uniqSorted_(idRows.concat(qRows, cxRows, tellRows));
+  const span = { lo: rows.length ? rows[0] : 0, vals: [] };
+  if (rows.length) span.vals = readText_(sh, span.lo, 1, rows[rows.length - 1] - span.lo + 1, JOB_NCOL);
+  const byId = {};
+  const locAt = {};
+  rows.forEach(function (r) {
+    const v = span.vals[r - span.lo];
+    if (byId[v[0]]) return; // a second copy (a sweep cut short) is ignored
+    byId[v[0]] = locAt[r] = { where: 'Jobs', row: r, job: rowToJob_(v) };
+  });
+  const changed = [];
+  const reported = [];
+  p.reports.forEach(function (r, index) {
+    if (r.bad) { errors.push(r.bad); reported.push({ jobId: r.bad.jobId, ok: false, code: r.bad.code }); return; }
+    const loc = byId[r.jobId] || jobLocate_([r.jobId])[r.jobId]; // an archived job: ended, so unchanged
+    try {
+      if (!loc) throw jobNotFound_(r.jobId);
+      if (loc.job.target !== pc) throw forbiddenJob_(loc.job, 'its target PC ' + loc.job.target);
+      if (jobReport_(loc.job, r, now)) changed.push(loc);
+      reported.push({ jobId: r.jobId, ok: true });
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      reported.push({ jobId: r.jobId, ok: false, code: err.pcmail.code });
+      errors.push({ list: 'reports', index: index, code: err.pcmail.code, field: null, message: err.pcmail.message });
+    }
+  });
+  running.forEach(function (id) {
+    const loc = byId[id];
+    if (!loc || loc.job.target !== pc || loc.job.state !== 'running') return;
+    loc.job.heartbeatAt = now;
+    changed.push(loc);
+  });
+  const cancel = uniqSorted_(cxRows).map(function (r) { return locAt[r]; })
+    .filter(function (l) { return l && l.job.state === 'running' && l.job.cancelRequested && l.job.target === pc; })
+    .map(function (l) { return l.job.id; });
+  const offered = uniqSorted_(qRows).map(function (r) { return locAt[r]; })
+    .filter(function (l) { return l && l.job.state === 'queued' && l.job.target === pc; })
+    .map(function (l) { return l.job; })
+    .sort(function (x, y) { return x.submittedAt - y.submittedAt; })
+    .slice(0, JOB.OFFER_MAX).map(function (j) { return jobView_(j, false); });
+  const finished = [];
+  uniqSorted_(tellRows).forEach(function (r) {
+    const l = locAt[r];
+    if (!l || l.job._.tell.indexOf(pc) < 0) return;
+    l.job._.tell = l.job._.tell.filter(function (x) { return x !== pc; });
+    finished.push(jobView_(l.job, false));
+    changed.push(l);
+  });
+  if (changed.length) jobSave_(changed, span);
+  return { whitelistHash: hash, offered: offered, cancel: cancel, reported: reported, finished: finished, errors: errors };
+}
+
+// ---- the sweep's job step (under one short lock) -------------------------------------------
+
+// What the sweep would do to the live jobs at `now`: [{job, state, reason}].
+function jobSweepPlan_(jobs, now) {
+  const plan = [];
+  jobs.forEach(function (j) {
+    if (j.state === 'running') {
+      const worker = j.target === '@server' && !j._.builtin;
+      const silentMs = worker ? SERVER_RUN_SILENT_MS : JOB.NO_HEARTBEAT_MS;
+      if (!j._.awaiting && j.heartbeatAt !== null && j.heartbeatAt + silentMs <= now) {
+        plan.push({ job: j, state: 'timed_out', reason: worker
+          ? 'no heartbeat for ' + (silentMs / 1000) + ' s (the worker run was killed, e.g. at Apps Script\'s 6-minute limit)'
+          : 'no heartbeat for 180 s (executor gone)' });
+      } else if (!j._.awaiting && j.runStartedAt !== null && j.runStartedAt + 2 * j.timeLimitMs <= now) {
+        plan.push({ job: j, state: 'timed_out', reason: 'running past twice its time limit' });
+      }
+    } else if (j.state === 'queued' && j.submittedAt + JOB.QUEUED_MAX_MS <= now) {
+      plan.push({ job: j, state: 'cancelled', reason: 'never started' });
+    }
+  });
+  return plan;
+}
+
+// Times out silent runs, cancels week-old queued jobs, and moves ended jobs told to every
+// submitter to JobsArchive (archive rows first, so a sweep cut short loses nothing; the
+// live copy left behind is dropped by the next sweep, which finds it archived).
+function jobSweep_(now) {
+  const sh = tab_('Jobs');
+  const n = sh.getLastRow() - 1;
+  const rows = readText_(sh, 2, 1, n, JOB_NCOL);
+  const jobs = rows.map(function (r) { return r[0] ? rowToJob_(r) : null; });
+  const counts = { timedOut: 0, cancelled: 0 };
+  const plan = jobSweepPlan_(jobs.filter(function (j) { return j; }), now);
+  plan.forEach(function (p) {
+    jobEnd_(p.job, p.state, now, 'server', p.reason);
+    if (p.state === 'timed_out') counts.timedOut++; else counts.cancelled++;
+  });
+  const gone = jobs.filter(function (j) { return j && jobEnded_(j.state) && !j._.tell.length; });
+  const staleTell = jobs.filter(function (j) { return j && jobEnded_(j.state) && j._.tell.length && j.endedAt + EVENTS_KEEP_MS <= now; });
+  const moving = gone.concat(staleTell);
+  if (!plan.length && !moving.length) return counts;
+  const arch = tab_('JobsArchive');
+  const already = {};
+  if (moving.length) {
+    findRows_(arch, JCOL.id, moving.map(function (j) { return j.id; })).forEach(function (r) {
+      already[readText_(arch, r, 1, 1, 1)[0][0]] = true;
+    });
+    appendText_(arch, moving.filter(function (j) { return !already[j.id]; }).map(jobToRow_));
+  }
+  const seen = {};
+  const kept = jobs.filter(function (j) {
+    if (!j || moving.indexOf(j) >= 0 || seen[j.id]) return false;
+    seen[j.id] = true;
+    return true;
+  });
+  if (kept.length) writeText_(sh, 2, 1, kept.map(jobToRow_));
+  deleteRowsSafe_(sh, 2 + kept.length, n - kept.length);
+  return counts;
+}

@@ -1,0 +1,406 @@
+// The `@server` executor on Apps Script (issue 13, seed 002):
+// - built-ins: read-only probes and maintenance, run inside the submit (Jobs.js
+//   opJobSubmit_), between two short script locks;
+// - team functions (JobsWhitelist.js): queued by the submit, run by a separate worker
+//   trigger (jobsWorkerTrigger), never by the poll or the submit. A run holds only a
+//   per-subject LEASE (Leases.js), never the script lock while it works; `running` is
+//   written (and flushed) before the work starts; a run killed at Apps Script's 6-minute
+//   limit stops heartbeating and the sweep closes it `timed_out` with that reason.
+// - chunked team functions resume over several worker runs: per-input results keyed by
+//   fingerprint (sha256 of input id + mtime) in the JobChunks tab, a start deadline at
+//   70 % of the run's time limit, a failure counter (3) that expires 3 days after the
+//   last failure.
+
+const SERVER_RUN_MAX_MS = 330000;     // a team function's time limit: under Apps Script's 6 minutes
+const SERVER_RUN_SILENT_MS = 390000;  // a worker run silent this long was killed (6 min + 30 s)
+const CHUNK = { START_DEADLINE: 0.7, MAX_FAILURES: 3, FAILURE_EXPIRY_MS: 3 * 24 * 3600000, RESULT_MAX_CHARS: 45000 };
+const WORKER_RUNNER = 'server/worker';
+
+const BUILTIN_JOBS = {
+  _debug_roster: { description: 'the roster with each PC\'s last poll and published whitelist hash' },
+  _debug_mail: { description: 'one mail as the server holds it (subject and body only for its sender or recipient)',
+    args: [{ name: 'id', type: 'string', required: true, maxLen: 100, pattern: 'mail-[0-9]{1,15}-[0-9a-f]{8}(~[a-z0-9][a-z0-9._-]{0,39})?' }] },
+  _debug_alerts: { description: 'the open alerts' },
+  _debug_sweep_plan: { description: 'what the next sweep would time out, cancel, expire, alert and mark stale, and why' },
+  _debug_jobs: { description: 'the jobs the caller may see',
+    args: [{ name: 'state', type: 'enum', required: false, values: JOB_STATES }] },
+  sweep: { description: 'run the sweep now', maintenance: true },
+  prune: { description: 'prune the Events tab now (what the sweep does)', maintenance: true }
+};
+
+function builtinSpec_(name) {
+  const b = BUILTIN_JOBS[name];
+  if (!b) return null;
+  return { name: name, args: normSpec_({ name: 'x', args: b.args || [], timeLimitMs: 60000 }).args, subject: null,
+    timeLimitMs: 60000, artifacts: [], readOnly: !b.maintenance, chunked: false, verify: false,
+    description: b.description, builtin: true };
+}
+
+// A registered team function's spec, checked like a PC's (null when not registered).
+function teamSpec_(name) {
+  if (!Object.prototype.hasOwnProperty.call(JOBS_WHITELIST, name)) return null;
+  const e = JOBS_WHITELIST[name];
+  const spec = { name: name, args: e.args || [], subject: e.subject || null, timeLimitMs: e.timeLimitMs,
+    artifacts: e.artifacts || [], readOnly: e.readOnly === true, chunked: e.chunked === true, verify: false,
+    description: e.description || '' };
+  checkJobSpec_(spec, 'JOBS_WHITELIST.' + name);
+  if (spec.timeLimitMs > SERVER_RUN_MAX_MS) throw badField_('JOBS_WHITELIST.' + name + '.timeLimitMs', 'a team function runs at most 330 s (Apps Script stops a run at 6 minutes): make it chunked');
+  if (spec.chunked ? !(typeof e.inputs === 'function' && typeof e.process === 'function') : typeof e.run !== 'function') {
+    throw badField_('JOBS_WHITELIST.' + name, spec.chunked ? 'a chunked team function needs inputs() and process()' : 'a team function needs run()');
+  }
+  const out = normSpec_(spec);
+  out.allowedSubmitters = Array.isArray(e.allowedSubmitters) ? e.allowedSubmitters.slice() : null;
+  return out;
+}
+
+function serverCommandSpec_(name) {
+  return name[0] === '_' || BUILTIN_JOBS[name] ? builtinSpec_(name) : teamSpec_(name);
+}
+
+function serverCommandNames_() {
+  return Object.keys(BUILTIN_JOBS).concat(Object.keys(JOBS_WHITELIST));
+}
+
+function emptyResult_(ran) {
+  return { ran: ran, exit: null, durationMs: 0, output: '', truncated: false, artifacts: [], reused: [],
+    readBack: null, verify: null, chunks: null, data: null };
+}
+
+// ---- built-ins ---------------------------------------------------------------------------
+
+function debugMail_(id, pc) {
+  let locs = locate_([id]);
+  if (!locs.length && id.indexOf('~') < 0) locs = locate_([id], MCOL.broadcastOf);
+  if (!locs.length) return { found: false, id: id };
+  return { found: true, mails: locs.map(function (l) {
+    const v = mailView_(l.mail);
+    v.where = l.where;
+    if (l.mail.from !== pc && l.mail.to !== pc) { delete v.subject; delete v.body; }
+    return v;
+  }) };
+}
+
+// What runSweep_ would do now, without doing it: jobs first, then mail, leases, alerts.
+function sweepPlan_(now) {
+  const live = tab_('Jobs');
+  const jobs = readText_(live, 2, 1, live.getLastRow() - 1, JOB_NCOL).filter(function (r) { return r[0]; }).map(rowToJob_);
+  const jobPlan = jobSweepPlan_(jobs, now).map(function (p) {
+    return { id: p.job.id, target: p.job.target, command: p.job.command, action: p.state, reason: p.reason };
+  });
+  const snap = snapshotLive_().filter(function (s) { return !s.dup; });
+  const mail = [];
+  const after = snap.map(function (s) {
+    const m = JSON.parse(JSON.stringify(s.mail));
+    if (isDue_(m, now)) {
+      mail.push({ id: m.id, action: 'expire', reason: 'expiresAt ' + m.expiresAt + ' has passed (state ' + m.state + ')' });
+      transition_(m, 'expired', now, 'server', null, now);
+    }
+    if (RANK[m.state] === 3) mail.push({ id: m.id, action: 'archive', reason: 'final (' + m.state + ')' });
+    return m;
+  });
+  const st = leaseStore_(now);
+  const leases = [];
+  st.leases.forEach(function (l) {
+    if (l.state === 'held' && l.ttlExpiresAt === null && l.heartbeatAt <= now - LEASE.STALE_AFTER_MS) {
+      leases.push({ resource: l.resource, fence: l.fence, action: 'stale', reason: 'no heartbeat since ' + l.heartbeatAt });
+    } else if (isLive_(l) && l.ttlExpiresAt !== null && l.ttlExpiresAt <= now) {
+      leases.push({ resource: l.resource, fence: l.fence, action: 'expire', reason: 'its ttl ran out' });
+    }
+  });
+  const open = {};
+  readAlerts_().forEach(function (a) { if (a.resolvedAt === null) open[a.key] = true; });
+  const want = wantedAlerts_(after, readRosterLive_(), now);
+  const alerts = Object.keys(want).sort().map(function (k) {
+    return { key: k, kind: want[k].kind, subject: want[k].subject, action: open[k] ? 'keep' : 'open', reason: want[k].message };
+  });
+  Object.keys(open).sort().forEach(function (k) { if (!want[k]) alerts.push({ key: k, action: 'resolve', reason: 'no longer true' }); });
+  return { jobs: jobPlan, mail: mail, leases: leases, alerts: alerts };
+}
+
+// Runs a built-in outside the script lock. Returns {state, reason, result}.
+function runBuiltin_(spec, job, req, now) {
+  const t0 = pcmailNow_();
+  const result = emptyResult_(true);
+  try {
+    switch (spec.name) {
+      case '_debug_roster':
+        result.data = { pcs: readRosterLive_().map(function (p) {
+          return { number: p.number, label: p.label, hostname: p.hostname, lastPollAt: p.lastPollAt,
+            whitelistHash: prop_(JOB_WL_PROP + p.label) };
+        }) };
+        break;
+      case '_debug_mail': result.data = debugMail_(job.args.id, req.pc); break;
+      case '_debug_alerts': result.data = { alerts: listAlerts_(true) }; break;
+      case '_debug_sweep_plan': result.data = sweepPlan_(now); break;
+      case '_debug_jobs':
+        result.data = { jobs: listJobs_(req.pc, { state: job.args.state || null, limit: JOB.LIST_MAX }) };
+        break;
+      case 'sweep': result.data = runSweep_(now); break;
+      case 'prune': result.data = { pruned: pruneEvents_(now) }; break;
+      default: throw new Error('no built-in ' + spec.name);
+    }
+    result.exit = 0;
+    result.durationMs = Math.max(0, pcmailNow_() - t0);
+    return { state: 'ok', reason: null, result: result };
+  } catch (err) {
+    result.exit = 1;
+    result.output = tailUtf8_(String(err && err.pcmail ? err.pcmail.code + ': ' + err.pcmail.message : (err && err.message) || err), JOB.OUTPUT_MAX_BYTES).text;
+    result.durationMs = Math.max(0, pcmailNow_() - t0);
+    return { state: 'failed', reason: 'the built-in failed: ' + result.output, result: result };
+  }
+}
+
+// ---- the worker ----------------------------------------------------------------------------
+
+// The per-subject lock's lease resource: one per subject (a command without a subject
+// locks per command), so two team functions never work on one document at once.
+function subjectResource_(command, subject) {
+  return subject === '' ? 'job-command/' + command : 'job-subject/' + sha256Hex_(subject).slice(0, 32);
+}
+
+// Under the script lock: the oldest @server job waiting for a run whose subject lease is
+// free; claims the lease and writes `running` (flushed by withLock_ before the work).
+function workerPick_(now) {
+  const sh = tab_('Jobs');
+  const rows = findRows_(sh, JCOL.q, ['@server']);
+  const vals = readRowsAt_(sh, rows, JOB_NCOL);
+  const locs = rows.map(function (r) { return { where: 'Jobs', row: r, job: rowToJob_(vals[r]) }; })
+    .filter(function (l) { return jobWaits_(l.job); })
+    .sort(function (x, y) { return x.job.submittedAt - y.job.submittedAt; });
+  const st = leaseStore_(now);
+  leaseRefresh_(st);
+  const ended = [];
+  let picked = null;
+  for (let i = 0; i < locs.length && !picked; i++) {
+    const loc = locs[i];
+    const j = loc.job;
+    if (j.cancelRequested) { jobEnd_(j, 'cancelled', now, WORKER_RUNNER, j._.cancelReason || 'cancelled between runs'); ended.push(loc); continue; }
+    let spec = null;
+    try { spec = teamSpec_(j.command); } catch (e) { spec = null; }
+    if (!spec) { jobEnd_(j, 'failed', now, WORKER_RUNNER, j.command + ' is no longer registered in JOBS_WHITELIST', emptyResult_(false)); ended.push(loc); continue; }
+    const resource = subjectResource_(j.command, j.subject);
+    const claim = { claimId: 'job-run:' + j.id + ':' + ((j._.run || 0) + 1), resource: resource, repo: '',
+      description: 'job ' + j.id + ' ' + j.command + (j.subject ? ' on ' + j.subject : ''), files: [], mode: 'exclusive',
+      holder: { pc: 'server', session: j.id, name: 'jobs worker' }, ttlMs: SERVER_RUN_SILENT_MS, takeover: null };
+    let lease;
+    try { lease = leaseClaim_(st, claim, 'server').lease; } catch (err) {
+      if (err && err.pcmail && (err.pcmail.code === 'held' || err.pcmail.code === 'stale')) continue; // its subject is busy
+      throw err;
+    }
+    jobStart_(j, WORKER_RUNNER, now, now);
+    picked = { loc: loc, spec: spec, resource: resource, fence: lease.fence };
+  }
+  leaseCommit_(st);
+  jobSave_(ended.concat(picked ? [picked.loc] : []));
+  return picked;
+}
+
+// Under the script lock: the job as it is now (the sweep may have moved its row).
+function workerJob_(id) {
+  return jobLocate_([id])[id] || null;
+}
+
+function workerHeartbeat_(id) {
+  return withLock_(function () {
+    const loc = workerJob_(id);
+    if (!loc || loc.job.state !== 'running' || loc.job.runner !== WORKER_RUNNER) return { gone: true };
+    loc.job.heartbeatAt = pcmailNow_();
+    jobSave_([loc]);
+    return { gone: false, cancel: loc.job.cancelRequested };
+  });
+}
+
+// Ends the run: the job ended or left waiting for the next run, the lease released.
+function workerFinish_(picked, outcome) {
+  return withLock_(function () {
+    const now = pcmailNow_();
+    const loc = workerJob_(picked.loc.job.id);
+    if (loc && loc.job.state === 'running' && loc.job.runner === WORKER_RUNNER) {
+      const j = loc.job;
+      if (j.cancelRequested) jobEnd_(j, 'cancelled', now, WORKER_RUNNER, j._.cancelReason || 'cancel requested', outcome.result);
+      else if (outcome.again) {
+        j._.awaiting = true; // the next worker run resumes it
+        j.result = outcome.result;
+        j.heartbeatAt = now;
+      } else jobEnd_(j, outcome.state, now, WORKER_RUNNER, outcome.reason, outcome.result);
+      jobSave_([loc]);
+    }
+    const st = leaseStore_(now);
+    leaseRefresh_(st);
+    try { leaseReleaseOne_(st, { resource: picked.resource, fence: picked.fence, by: WORKER_RUNNER, reason: 'run ended' }, 'server'); } catch (e) { /* taken or gone */ }
+    leaseCommit_(st);
+    return loc ? loc.job : null;
+  });
+}
+
+function workerCtx_(job, logs, extra) {
+  const ctx = {
+    job: jobView_(job, false), now: function () { return pcmailNow_(); },
+    log: function (s) { logs.push(String(s)); },
+    readBack: function (s) { extra.readBack = String(s); },
+    artifact: function (name) { extra.artifacts.push(String(name)); },
+    heartbeat: function () { const h = workerHeartbeat_(job.id); return !h.gone && !h.cancel; }
+  };
+  return ctx;
+}
+
+// One worker run (the time trigger): picks one job and runs it once. Returns what it did.
+function runJobsWorker_() {
+  const picked = withLock_(function () { return workerPick_(pcmailNow_()); });
+  if (!picked) return { ran: null };
+  const job = picked.loc.job;
+  const entry = JOBS_WHITELIST[job.command];
+  const t0 = pcmailNow_();
+  const logs = [];
+  const extra = { readBack: null, artifacts: [] };
+  const ctx = workerCtx_(job, logs, extra);
+  let outcome;
+  try {
+    outcome = picked.spec.chunked ? runChunked_(picked, entry, ctx, t0) : runPlain_(entry, job, ctx);
+  } catch (err) {
+    outcome = { state: 'failed', reason: 'the team function threw: ' + ((err && err.message) || err), result: emptyResult_(true) };
+    outcome.result.exit = 1;
+    logs.push(String((err && err.stack) || err));
+  }
+  const r = outcome.result;
+  r.durationMs = Math.max(0, pcmailNow_() - t0);
+  const cut = tailUtf8_(logs.join('\n'), JOB.OUTPUT_MAX_BYTES);
+  r.output = cut.text;
+  r.truncated = cut.cut;
+  r.readBack = extra.readBack;
+  r.artifacts = extra.artifacts;
+  const after = workerFinish_(picked, outcome);
+  return { ran: job.id, state: after ? after.state : null, again: !!outcome.again };
+}
+
+function runPlain_(entry, job, ctx) {
+  const data = entry.run(job.args, ctx);
+  const result = emptyResult_(true);
+  result.exit = 0;
+  result.data = data === undefined ? null : data;
+  return { state: 'ok', reason: null, result: result };
+}
+
+// ---- chunks ----------------------------------------------------------------------------------
+
+function chunkFp_(input) {
+  return sha256Hex_(String(input.id) + '\n' + String(input.mtime));
+}
+
+// fp → {row, state, failures, lastFailureAt, result} for one (command, subject).
+function readChunks_(key) {
+  const sh = tab_('JobChunks');
+  const rows = findRows_(sh, 1, [key]);
+  const vals = readRowsAt_(sh, rows, TABS.JobChunks.length);
+  const out = {};
+  rows.forEach(function (r) {
+    const v = vals[r];
+    if (v[0] !== key || out[v[1]]) return;
+    out[v[1]] = { row: r, input: v[2], state: v[3], failures: Number(v[4] || 0),
+      lastFailureAt: v[5] === '' ? null : Number(v[5]), result: v[7] === '' ? null : JSON.parse(v[7]) };
+  });
+  return out;
+}
+
+// Saves one input's outcome and heartbeats the job, in one short lock.
+function saveChunk_(key, fp, rec, jobId) {
+  return withLock_(function () {
+    const sh = tab_('JobChunks');
+    const row = [key, fp, rec.input, rec.state, String(rec.failures), rec.lastFailureAt === null ? '' : String(rec.lastFailureAt),
+      String(pcmailNow_()), rec.result === null ? '' : JSON.stringify(rec.result)];
+    if (rec.row) writeText_(sh, rec.row, 1, [row]); else rec.row = appendText_(sh, [row]);
+    const loc = workerJob_(jobId);
+    if (!loc || loc.job.state !== 'running' || loc.job.runner !== WORKER_RUNNER) return { gone: true };
+    loc.job.heartbeatAt = pcmailNow_();
+    jobSave_([loc]);
+    return { gone: false, cancel: loc.job.cancelRequested };
+  });
+}
+
+// Is this input's failure counter still holding it back?
+function chunkDropped_(rec, now) {
+  return rec && rec.state === 'failed' && rec.failures >= CHUNK.MAX_FAILURES && rec.lastFailureAt !== null &&
+    rec.lastFailureAt + CHUNK.FAILURE_EXPIRY_MS > now;
+}
+
+function runChunked_(picked, entry, ctx, runStart) {
+  const job = picked.loc.job;
+  const key = job.command + '|' + job.subject;
+  const inputs = entry.inputs(job.args, ctx) || [];
+  const progress = readChunks_(key);
+  const deadline = runStart + Math.floor(CHUNK.START_DEADLINE * job.timeLimitMs);
+  const items = inputs.map(function (input) { return { input: input, fp: chunkFp_(input) }; });
+  let stopped = false;
+  let attemptedFailed = 0;
+  for (let i = 0; i < items.length && !stopped; i++) {
+    const it = items[i];
+    const rec = progress[it.fp];
+    if (rec && rec.state === 'ok') continue;
+    const now = pcmailNow_();
+    if (chunkDropped_(rec, now)) continue;
+    if (now >= deadline) { stopped = true; break; } // never start an input after the deadline
+    const next = rec || { row: null, input: String(it.input.id), state: 'pending', failures: 0, lastFailureAt: null, result: null };
+    if (next.state === 'failed' && next.failures >= CHUNK.MAX_FAILURES) next.failures = 0; // the counter expired
+    try {
+      const value = entry.process(it.input, job.args, ctx);
+      const text = JSON.stringify(value === undefined ? null : value);
+      if (text.length > CHUNK.RESULT_MAX_CHARS) throw new Error('the result of input ' + it.input.id + ' is over ' + CHUNK.RESULT_MAX_CHARS + ' characters');
+      next.state = 'ok';
+      next.result = value === undefined ? null : value;
+    } catch (err) {
+      next.state = 'failed';
+      next.failures += 1;
+      next.lastFailureAt = pcmailNow_();
+      attemptedFailed++;
+      ctx.log('input ' + it.input.id + ' failed (' + next.failures + '/' + CHUNK.MAX_FAILURES + '): ' + ((err && err.message) || err));
+    }
+    progress[it.fp] = next;
+    const h = saveChunk_(key, it.fp, next, job.id);
+    if (h.gone || h.cancel) stopped = true;
+  }
+  const now = pcmailNow_();
+  const counts = { done: 0, total: items.length, failed: 0, skipped: 0 };
+  const results = {};
+  let pending = 0;
+  items.forEach(function (it) {
+    const rec = progress[it.fp];
+    if (rec && rec.state === 'ok') { counts.done++; results[String(it.input.id)] = rec.result; } else if (chunkDropped_(rec, now)) counts.skipped++;
+    else if (rec && rec.state === 'failed') { counts.failed++; pending++; } else pending++;
+  });
+  const result = emptyResult_(true);
+  result.chunks = counts;
+  if (pending) {
+    result.exit = null;
+    return { again: true, result: result };
+  }
+  result.data = typeof entry.combine === 'function' ? entry.combine(results, job.args) : results;
+  result.exit = counts.skipped ? 1 : 0;
+  if (counts.skipped) {
+    const dropped = items.filter(function (it) { return chunkDropped_(progress[it.fp], now); }).map(function (it) { return String(it.input.id); });
+    return { state: 'failed', reason: counts.skipped + ' input(s) dropped after ' + CHUNK.MAX_FAILURES + ' failures, retried after 3 days: ' + dropped.join(', '), result: result };
+  }
+  return { state: 'ok', reason: null, result: result };
+}
+
+// ---- entry points --------------------------------------------------------------------------
+
+// Time-trigger target (every minute, installJobsWorker). Never throws.
+function jobsWorkerTrigger() {
+  resetExec_();
+  try {
+    const r = runJobsWorker_();
+    if (r.ran) console.log('jobs worker: ' + JSON.stringify(r));
+    return r;
+  } catch (err) {
+    console.warn('jobs worker skipped: ' + ((err && err.message) || err));
+    return { ran: null, error: String((err && err.message) || err) };
+  }
+}
+
+// Idempotent: exactly one 1-minute trigger for jobsWorkerTrigger afterwards.
+function installJobsWorker() {
+  const mine = ScriptApp.getProjectTriggers().filter(function (t) { return t.getHandlerFunction() === 'jobsWorkerTrigger'; });
+  mine.slice(1).forEach(function (t) { ScriptApp.deleteTrigger(t); });
+  if (!mine.length) ScriptApp.newTrigger('jobsWorkerTrigger').timeBased().everyMinutes(1).create();
+  return ScriptApp.getProjectTriggers().filter(function (t) { return t.getHandlerFunction() === 'jobsWorkerTrigger'; }).length;
+}
