@@ -37,57 +37,53 @@ function checkActor_(field, s) {
   checkSingleLine_(field, s, JOB.ACTOR_MAX, true);
 }
 
-function parseJobResult_(v, field) {
-  if (!isObj_(v)) throw badField_(field, '"' + field + '" must be an object');
-  const f = function (k) { return field + '.' + k; };
-  if (typeof v.ran !== 'boolean') throw badField_(f('ran'), f('ran') + ' must be true or false');
-  const int = function (k, dflt) {
-    if (!has_(v, k)) return dflt;
-    if (!Number.isSafeInteger(v[k])) throw badField_(f(k), f(k) + ' must be an integer');
-    return v[k];
-  };
+// serde's reading of JobResult (crates/core job.rs): `ran` required, the rest typed with
+// defaults; any wrong type is bad_request on field `result`. The output keeps its last 64 KiB.
+function parseJobResult_(v) {
+  if (!isObj_(v)) throw badField_('result', '"result" must be an object');
+  const bad = function (k, want) { return badField_('result', 'result: ' + k + ' must be ' + want); };
+  const isInt = Number.isSafeInteger;
+  const present = function (k) { return Object.prototype.hasOwnProperty.call(v, k) && v[k] !== undefined; };
+  if (typeof v.ran !== 'boolean') throw bad('ran', 'true or false');
+  const optInt = function (k) { if (!present(k) || v[k] === null) return null; if (!isInt(v[k])) throw bad(k, 'an integer or null'); return v[k]; };
+  const int = function (k) { if (!present(k)) return 0; if (!isInt(v[k])) throw bad(k, 'an integer'); return v[k]; };
+  const str = function (k) { if (!present(k)) return ''; if (typeof v[k] !== 'string') throw bad(k, 'a string'); return v[k]; };
+  const optStr = function (k) { if (!present(k) || v[k] === null) return null; if (typeof v[k] !== 'string') throw bad(k, 'a string or null'); return v[k]; };
+  const bool = function (k) { if (!present(k)) return false; if (typeof v[k] !== 'boolean') throw bad(k, 'true or false'); return v[k]; };
   const strs = function (k) {
-    if (!has_(v, k)) return [];
-    if (!Array.isArray(v[k]) || v[k].length > 500 || v[k].some(function (x) { return typeof x !== 'string'; })) {
-      throw badField_(f(k), f(k) + ' must be an array of strings');
-    }
+    if (!present(k)) return [];
+    if (!Array.isArray(v[k]) || v[k].some(function (x) { return typeof x !== 'string'; })) throw bad(k, 'an array of strings');
     return v[k].slice();
   };
-  const output = has_(v, 'output') ? v.output : '';
-  if (typeof output !== 'string') throw badField_(f('output'), f('output') + ' must be a string');
-  const cut = tailUtf8_(output, JOB.OUTPUT_MAX_BYTES);
-  if (has_(v, 'truncated') && typeof v.truncated !== 'boolean') throw badField_(f('truncated'), f('truncated') + ' must be true or false');
-  const readBack = has_(v, 'readBack') ? v.readBack : null;
-  if (readBack !== null && typeof readBack !== 'string') throw badField_(f('readBack'), f('readBack') + ' must be a string');
   let verify = null;
-  if (has_(v, 'verify')) {
+  if (present('verify') && v.verify !== null) {
     const w = v.verify;
-    if (!isObj_(w) || typeof w.ok !== 'boolean') throw badField_(f('verify'), f('verify') + ' must be {ok, exit, output}');
-    const vout = tailUtf8_(typeof w.output === 'string' ? w.output : '', JOB.OUTPUT_MAX_BYTES).text;
-    verify = { ok: w.ok, exit: Number.isSafeInteger(w.exit) ? w.exit : null, output: vout };
+    if (!isObj_(w) || typeof w.ok !== 'boolean' || (has_(w, 'exit') && !isInt(w.exit)) || (has_(w, 'output') && typeof w.output !== 'string')) {
+      throw bad('verify', '{ok, exit, output}');
+    }
+    verify = { ok: w.ok, exit: has_(w, 'exit') ? w.exit : null, output: tailUtf8_(has_(w, 'output') ? w.output : '', JOB.OUTPUT_MAX_BYTES).text };
   }
   let chunks = null;
-  if (has_(v, 'chunks')) {
+  if (present('chunks') && v.chunks !== null) {
     const c = v.chunks;
-    if (!isObj_(c) || ['done', 'total', 'failed', 'skipped'].some(function (k) { return !Number.isSafeInteger(c[k]) || c[k] < 0; })) {
-      throw badField_(f('chunks'), f('chunks') + ' must be {done, total, failed, skipped}');
-    }
+    if (!isObj_(c) || ['done', 'total', 'failed', 'skipped'].some(function (k) { return !isInt(c[k]); })) throw bad('chunks', '{done, total, failed, skipped}');
     chunks = { done: c.done, total: c.total, failed: c.failed, skipped: c.skipped };
   }
-  const durationMs = int('durationMs', 0);
-  if (durationMs < 0) throw badField_(f('durationMs'), f('durationMs') + ' must be >= 0');
+  const cut = tailUtf8_(str('output'), JOB.OUTPUT_MAX_BYTES);
   return {
-    ran: v.ran, exit: int('exit', null), durationMs: durationMs, output: cut.text,
-    truncated: (v.truncated === true) || cut.cut, artifacts: strs('artifacts'), reused: strs('reused'),
-    readBack: readBack, verify: verify, chunks: chunks, data: has_(v, 'data') ? v.data : null
+    ran: v.ran, exit: optInt('exit'), durationMs: int('durationMs'), output: cut.text, truncated: bool('truncated') || cut.cut,
+    artifacts: strs('artifacts'), reused: strs('reused'), readBack: optStr('readBack'), verify: verify, chunks: chunks,
+    data: present('data') ? v.data : null
   };
 }
 
+// parse_report, check for check (state, result, jobId, runner, reason).
 function parseJobReport_(a) {
   const state = lreqStr_(a, 'state', 'state');
-  if (['ok', 'failed', 'cancelled', 'timed_out'].indexOf(state) < 0) throw badField_('state', 'state must be ok, failed, cancelled or timed_out');
+  if (['ok', 'failed', 'cancelled', 'timed_out'].indexOf(state) < 0) throw badField_('state', 'a report\'s state must be ok, failed, cancelled or timed_out');
+  const result = parseJobResult_(a.result);
   const r = { jobId: reqJobId_(a, 'jobId'), runner: lreqStr_(a, 'runner', 'runner'), state: state,
-    result: parseJobResult_(a.result, 'result'), reason: loptStr_(a, 'reason', 'reason') };
+    result: result, reason: loptStr_(a, 'reason', 'reason') };
   checkActor_('runner', r.runner);
   if (r.reason !== null) checkText_('reason', r.reason, JOB.REASON_MAX, true);
   return r;
@@ -96,31 +92,32 @@ function parseJobReport_(a) {
 function parseJobArgs_(op, a) {
   switch (op) {
     case 'job.submit': {
-      const jobId = reqJobId_(a, 'jobId');
-      const target = lreqStr_(a, 'target', 'target');
-      if (target !== '@server' && !isValidLabel_(target)) {
-        throw pcErr_('unknown_recipient', JSON.stringify(target) + ' is not a roster label or @server', { candidates: [] });
-      }
-      const command = lreqStr_(a, 'command', 'command');
-      if (!/^_?[a-z0-9][a-z0-9._-]{0,39}$/.test(command)) throw badField_('command', 'command ' + JSON.stringify(command) + ' is not a command name');
+      const sub = lobj_(has_(a, 'submitter') ? a.submitter : null, 'submitter');
+      const raw = { jobId: lreqStr_(a, 'jobId', 'jobId'), target: lreqStr_(a, 'target', 'target'), command: lreqStr_(a, 'command', 'command') };
       let args = {};
       if (has_(a, 'args')) {
         if (!isObj_(a.args)) throw badField_('args', '"args" must be an object');
-        Object.keys(a.args).forEach(function (k) {
-          const x = a.args[k];
-          if (!(x === null || typeof x === 'string' || typeof x === 'boolean' || (typeof x === 'number' && Number.isSafeInteger(x)))) {
-            throw badField_('args.' + k, 'args.' + k + ' must be a string, an integer or a boolean');
-          }
-          if (x !== null) args[k] = x;
-        });
+        Object.keys(a.args).forEach(function (k) { if (a.args[k] !== null) args[k] = a.args[k]; });
       }
+      const force = optBool_(a, 'force') === true;
       const rerunOf = loptStr_(a, 'rerunOf', 'rerunOf');
-      if (rerunOf !== null && !isJobId_(rerunOf)) throw badField_('rerunOf', 'rerunOf must be a job id');
-      let win = loptInt_(a, 'dedupWindowMs', 'dedupWindowMs');
-      if (win === null) win = JOB.DEDUP_DEFAULT_MS;
-      if (win < 0 || win > JOB.DEDUP_MAX_MS) throw badField_('dedupWindowMs', 'dedupWindowMs must be 0 to 1 day');
-      return { jobId: jobId, target: target, command: command, args: args, force: optBool_(a, 'force') === true,
-        rerunOf: rerunOf, submitter: parseJobSubmitter_(a.submitter), dedupWindowMs: win };
+      const submitter = { pc: lreqStr_(sub, 'pc', 'submitter.pc'), session: lreqStr_(sub, 'session', 'submitter.session'),
+        name: loptStr_(sub, 'name', 'submitter.name') };
+      const win = loptInt_(a, 'dedupWindowMs', 'dedupWindowMs');
+      // check_submit
+      if (!isJobId_(raw.jobId)) throw badField_('jobId', 'jobId must look like job-<ms>-<8 lower hex>');
+      if (raw.target !== '@server' && !isValidLabel_(raw.target)) throw badField_('target', 'target must be a roster label or @server');
+      if (!isValidLabel_(raw.command) && !(raw.command[0] === '_' && isValidLabel_(raw.command.slice(1)))) {
+        throw badField_('command', 'command must look like a label (lower-case a-z 0-9 . _ -, max 40)');
+      }
+      if (Object.keys(a.args || {}).length > JOB.ARGS_MAX) throw badField_('args', 'at most ' + JOB.ARGS_MAX + ' arguments');
+      if (rerunOf !== null && !isJobId_(rerunOf)) throw badField_('rerunOf', 'rerunOf must look like job-<ms>-<8 lower hex>');
+      if (!isValidLabel_(submitter.pc)) throw badField_('submitter.pc', 'submitter.pc must be a roster label');
+      checkSingleLine_('submitter.session', submitter.session, LEASE.SESSION_MAX, true);
+      if (submitter.name !== null) checkSingleLine_('submitter.name', submitter.name, LEASE.SESSION_MAX, true);
+      if (win !== null && (win < 0 || win > JOB.DEDUP_MAX_MS)) throw badField_('dedupWindowMs', 'dedupWindowMs must be 0 ms to 1 day');
+      return { jobId: raw.jobId, target: raw.target, command: raw.command, args: args, force: force, rerunOf: rerunOf,
+        submitter: submitter, dedupWindowMs: win === null ? JOB.DEDUP_DEFAULT_MS : win };
     }
     case 'job.status': return { jobId: reqJobId_(a, 'jobId') };
     case 'job.list': {
@@ -164,42 +161,41 @@ function parsePollJob_(v) {
   if (has_(m, 'whitelist')) {
     const w = lobj_(m.whitelist, 'job.whitelist');
     const hash = lreqStr_(w, 'hash', 'job.whitelist.hash');
-    if (hash === '' || charCount_(hash) > 128 || /[^A-Za-z0-9:._-]/.test(hash)) throw badField_('job.whitelist.hash', 'job.whitelist.hash must be 1-128 characters of A-Z a-z 0-9 : . _ -');
-    if (!Array.isArray(w.commands) || w.commands.length > JOB.COMMANDS_MAX) throw badField_('job.whitelist.commands', 'job.whitelist.commands must be an array of at most ' + JOB.COMMANDS_MAX + ' command specs');
-    const seen = {};
+    checkSingleLine_('job.whitelist.hash', hash, 128, true);
+    if (!Array.isArray(w.commands) || w.commands.length > JOB.COMMANDS_MAX) throw badField_('job.whitelist.commands', '"commands" must be an array of at most ' + JOB.COMMANDS_MAX);
+    w.commands.forEach(function (c, i) { checkSpecShape_(c, 'job.whitelist.commands[' + i + ']'); });
     const commands = w.commands.map(function (c, i) {
       checkJobSpec_(c, 'job.whitelist.commands[' + i + ']');
-      if (seen[c.name]) throw badField_('job.whitelist.commands[' + i + '].name', 'command ' + c.name + ' is listed twice');
-      seen[c.name] = true;
+      if (w.commands.slice(0, i).some(function (d) { return d.name === c.name; })) {
+        throw badField_('job.whitelist.commands[' + i + '].name', 'command ' + JSON.stringify(c.name) + ' is published twice');
+      }
       return normSpec_(c);
     });
-    let allowed = null;
-    if (has_(w, 'allowedSubmitters')) {
-      if (!Array.isArray(w.allowedSubmitters) || w.allowedSubmitters.some(function (x) { return !isValidLabel_(x); })) {
-        throw badField_('job.whitelist.allowedSubmitters', 'job.whitelist.allowedSubmitters must be null or a list of labels');
-      }
-      allowed = w.allowedSubmitters.slice();
-    }
-    let checkouts = [];
-    if (has_(w, 'checkouts')) {
-      if (!Array.isArray(w.checkouts) || w.checkouts.length > JOB.CHECKOUTS_MAX || w.checkouts.some(function (x) { return typeof x !== 'string' || argTextProblem_(x, 100); })) {
-        throw badField_('job.whitelist.checkouts', 'job.whitelist.checkouts must be a list of names');
-      }
-      checkouts = w.checkouts.slice();
-    }
-    whitelist = { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: checkouts };
+    const names = function (k) {
+      const field = 'job.whitelist.' + k;
+      if (!has_(w, k)) return null;
+      const x = w[k];
+      if (!Array.isArray(x) || x.length > JOB.VALUES_MAX) throw badField_(field, '"' + k + '" must be an array of at most ' + JOB.VALUES_MAX + ' names');
+      x.forEach(function (s) {
+        if (typeof s !== 'string' || s === '' || charCount_(s) > JOB.STRING_DEFAULT_MAX || /[\u0000-\u001F\u007F-\u009F\u2028\u2029]/.test(s)) {
+          throw badField_(field, '"' + k + '" must be an array of names');
+        }
+      });
+      return x.slice();
+    };
+    const allowed = names('allowedSubmitters');
+    whitelist = { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: names('checkouts') || [] };
   }
   const take = has_(m, 'take') ? optBool_(m, 'take') : false;
-  const running = list('running').map(function (x, index) {
-    return isJobId_(x) ? x : { bad: { list: 'running', index: index, code: 'bad_request', field: 'running', message: 'not a job id' } };
-  });
+  // A malformed heartbeat id is left out like an unknown one.
+  const running = list('running').filter(isJobId_);
   const reports = list('reports').map(function (x, index) {
     try {
-      if (!isObj_(x)) throw badField_('reports', 'each report must be an object');
+      if (!isObj_(x)) throw badField_('job.reports', 'each report must be an object');
       return parseJobReport_(x);
     } catch (err) {
       if (!err || !err.pcmail) throw err;
-      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? x.jobId : null,
+      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? Array.from(x.jobId).slice(0, 60).join('') : null,
         code: err.pcmail.code, field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
     }
   });
@@ -243,7 +239,8 @@ function rowToJob_(r) {
   return JSON.parse(r.slice(JCOL.j1 - 1, JCOL.j1 - 1 + JOB_PARTS).join(''));
 }
 
-// Wire form, keys as crates/core job.rs orders them; the timeline on request.
+// Wire form, keys as crates/core job.rs orders them; the timeline on request (true), or
+// credentialsRequired for an offered job ('offered').
 function jobView_(j, withTimeline) {
   const out = {
     id: j.id, target: j.target, command: j.command, args: j.args, subject: j.subject,
@@ -251,9 +248,10 @@ function jobView_(j, withTimeline) {
     force: j.force, rerunOf: j.rerunOf, state: j.state, submittedAt: j.submittedAt, startedAt: j.startedAt,
     runner: j.runner, heartbeatAt: j.heartbeatAt, endedAt: j.endedAt, runStartedAt: j.runStartedAt,
     timeLimitMs: j.timeLimitMs, cancelRequested: j.cancelRequested, joined: j.joined, result: j.result,
-    reason: j.reason, credentialsRequired: j._.credentialsRequired === true
+    reason: j.reason
   };
-  if (withTimeline) out.timeline = j.timeline.map(function (e) { return { at: e.at, state: e.state, by: e.by, reason: e.reason }; });
+  if (withTimeline === 'offered') out.credentialsRequired = j._.credentialsRequired === true; // the PC re-checks with it
+  else if (withTimeline) out.timeline = j.timeline.map(function (e) { return { at: e.at, state: e.state, by: e.by, reason: e.reason }; });
   return out;
 }
 
@@ -395,7 +393,7 @@ function jobSpecFor_(a, credentialsRequired) {
   if (a.target === '@server') {
     const spec = serverCommandSpec_(a.command); // JobsServer.js
     if (!spec) throw jobRefused_('not_whitelisted', a.command + ' is not a command of @server (' + serverCommandNames_().join(', ') + ')');
-    const args = checkJobArgs_(spec, a.args, []);
+    const args = checkJobArgs_(spec, a.args);
     if (spec.allowedSubmitters && spec.allowedSubmitters.indexOf(a.submitter.pc) < 0) {
       throw jobRefused_('submitter_not_allowed', a.submitter.pc + ' may not submit ' + a.command + ' to @server');
     }
@@ -403,9 +401,14 @@ function jobSpecFor_(a, credentialsRequired) {
   }
   const wl = readWhitelist_(a.target);
   if (!wl) throw jobRefused_('no_executor', a.target + ' never published a whitelist (is its executor running?)');
-  const spec = wl.commands.filter(function (c) { return c.name === a.command; })[0];
+  let spec = wl.commands.filter(function (c) { return c.name === a.command; })[0];
+  if (spec) { // a checkout argument without its own values takes the PC's published checkouts
+    spec = Object.assign({}, spec, { args: spec.args.map(function (x) {
+      return x.type === 'checkout' && !x.values ? Object.assign({}, x, { values: wl.checkouts }) : x;
+    }) });
+  }
   if (!spec) throw jobRefused_('not_whitelisted', a.command + ' is not whitelisted on ' + a.target + ' (' + wl.commands.map(function (c) { return c.name; }).join(', ') + ')');
-  const args = checkJobArgs_(spec, a.args, wl.checkouts);
+  const args = checkJobArgs_(spec, a.args);
   if (!submitterAllowed_(wl.allowedSubmitters, a.submitter.pc, credentialsRequired)) {
     throw jobRefused_('submitter_not_allowed', a.submitter.pc + ' is not allowed to submit jobs to ' + a.target +
       (wl.allowedSubmitters === null ? ' (its allowed_submitters is empty and the server accepts the shared token)' : ''));
@@ -418,7 +421,7 @@ function jobSpecFor_(a, credentialsRequired) {
 function dedupCandidate_(key, now, windowMs) {
   const fits = function (j) {
     if (j.state === 'queued' || j.state === 'running') return true;
-    return (j.state === 'ok' || j.state === 'failed') && j.endedAt !== null && j.endedAt >= now - windowMs;
+    return (j.state === 'ok' || j.state === 'failed') && j.endedAt !== null && j.endedAt > now - windowMs;
   };
   const live = tab_('Jobs');
   const rows = findRows_(live, JCOL.dedupKey, [key]);
@@ -621,7 +624,7 @@ function pollJob_(pc, p, now) {
     storeWhitelist_(pc, p.whitelist, now);
     hash = p.whitelist.hash;
   }
-  const running = p.running.filter(function (x, index) { if (x.bad) { errors.push(x.bad); return false; } return true; });
+  const running = p.running;
   const ids = running.concat(p.reports.filter(function (r) { return !r.bad; }).map(function (r) { return r.jobId; }));
   const sh = tab_('Jobs');
   const last = sh.getLastRow();
@@ -656,7 +659,11 @@ function pollJob_(pc, p, now) {
   const changed = [];
   const reported = [];
   p.reports.forEach(function (r, index) {
-    if (r.bad) { errors.push(r.bad); reported.push({ jobId: r.bad.jobId, ok: false, code: r.bad.code }); return; }
+    if (r.bad) {
+      errors.push({ list: 'reports', index: r.bad.index, code: r.bad.code, field: r.bad.field, message: r.bad.message });
+      if (r.bad.jobId !== null) reported.push({ jobId: r.bad.jobId, ok: false, code: r.bad.code });
+      return;
+    }
     const loc = byId[r.jobId] || jobLocate_([r.jobId])[r.jobId]; // an archived job: ended, so unchanged
     try {
       if (!loc) throw jobNotFound_(r.jobId);
@@ -682,7 +689,7 @@ function pollJob_(pc, p, now) {
     .filter(function (l) { return l && l.job.state === 'queued' && l.job.target === pc; })
     .map(function (l) { return l.job; })
     .sort(function (x, y) { return x.submittedAt - y.submittedAt; })
-    .slice(0, JOB.OFFER_MAX).map(function (j) { return jobView_(j, false); });
+    .slice(0, JOB.OFFER_MAX).map(function (j) { return jobView_(j, 'offered'); });
   const finished = [];
   uniqSorted_(tellRows).forEach(function (r) {
     const l = locAt[r];
