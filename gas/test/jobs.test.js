@@ -4,7 +4,7 @@
 // the worker trigger runs under a subject lease (never the script lock), with chunks.
 const test = require('node:test');
 const assert = require('node:assert');
-const { makeServer, N0 } = require('../lib/testkit');
+const { makeServer, seedFinishedJobs, N0 } = require('../lib/testkit');
 
 const MIN = 60000;
 const DAY = 24 * 60 * MIN;
@@ -244,7 +244,7 @@ test('a poll without `job` touches no job tab; with it, its cost is flat in the 
   });
   const cost = (finished) => {
     const t = withExecutor({ labels: ['pc-a', 'pc-b', 'pc-c'] });
-    seedFinished(t, finished);
+    seedFinishedJobs(t, finished);
     t.call('sweep', 'pc-a', {}); // moves the told ones to the archive
     const live = submit(t, 'pc-a', { args: { checkout: 'web', crate: 'live' } }).job;
     t.call('job.start', 'pc-b', { jobId: live.id, runner: 'pc-b/1', startedAt: t.getNow() });
@@ -260,23 +260,6 @@ test('a poll without `job` touches no job tab; with it, its cost is flat in the 
   assert.deepStrictEqual(big, small, 'the same calls and cells with 10,000 finished jobs as with 100');
 });
 
-// Writes `n` finished, told jobs straight into the Jobs tab in the server's row layout.
-function seedFinished(s, n) {
-  const ctx = s.ctx;
-  ctx.tab_('Jobs');
-  const rows = [];
-  for (let i = 0; i < n; i++) {
-    const at = N0 - DAY + i;
-    const j = { id: 'job-' + at + '-' + i.toString(16).padStart(8, '0'), target: 'pc-b', command: 'test', args: { checkout: 'app', crate: 'c' + i },
-      subject: 'app', submitter: sub('pc-a'), force: false, rerunOf: null, state: 'ok', submittedAt: at, startedAt: at, runner: 'pc-b/1',
-      heartbeatAt: at, endedAt: at + 1, runStartedAt: at, timeLimitMs: 600000, cancelRequested: false, joined: 0,
-      result: { ran: true, exit: 0, durationMs: 1, output: 'ok', truncated: false, artifacts: [], reused: [], readBack: null, verify: null, chunks: null, data: null },
-      reason: null, timeline: [], _: { dedupKey: 'k' + i, subs: ['pc-a'], tell: [], chunked: false, readOnly: false, run: 1, awaiting: false } };
-    rows.push(ctx.jobToRow_(j));
-  }
-  s.fakes.sheet('Jobs').seedRows(2, rows);
-}
-module.exports = { seedFinished };
 
 test('@server built-ins answer inside the submit: queued → running → ok by server', () => {
   const s = makeServer();
