@@ -761,3 +761,21 @@ function jobSweep_(now) {
   deleteRowsSafe_(sh, 2 + kept.length, n - kept.length);
   return counts;
 }
+
+// Archived jobs ended longer ago than the archive retention (ARCHIVE_RETENTION_DAYS,
+// default 90) are deleted from the top (the archive is in the order the sweep moved them).
+function jobPurgeArchive_(now) {
+  const days = Number(prop_('ARCHIVE_RETENTION_DAYS') || ARCHIVE_RETENTION_DAYS);
+  if (!(days > 0)) return 0;
+  const cutoff = now - days * 24 * 3600 * 1000;
+  return withLock_(function () {
+    const sh = tab_('JobsArchive');
+    const last = sh.getLastRow();
+    if (last < 2) return 0;
+    const top = readText_(sh, 2, JCOL.endedAt, Math.min(last - 1, PURGE_MAX_ROWS), 1);
+    let k = 0;
+    while (k < top.length && top[k][0] !== '' && Number(top[k][0]) < cutoff) k++;
+    deleteRowsSafe_(sh, 2, k);
+    return k;
+  });
+}

@@ -38,9 +38,10 @@ function runSweep_(now) {
     const expired = bandPass_(snap, now, started);
     const pruned = pruneEvents_(now);
     const purged = purgeArchive_(now);
+    const jobsPurged = jobPurgeArchive_(now);
     withLock_(function () { ensureHeadroom_(tab_('Mail')); ensureHeadroom_(tab_('Events')); });
     postAlerts_(started, now);
-    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails');
+    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails and ' + jobsPurged + ' archived jobs');
     return { expired: expired, alerts: alerts, leases: leases.counts, jobs: jobs };
   } finally {
     PropertiesService.getScriptProperties().deleteProperty('SWEEP_LEASE_UNTIL');

@@ -288,3 +288,21 @@ test('@server built-ins answer inside the submit: queued → running → ok by s
   assert.deepStrictEqual([b.deduped, b.job.id], [true, a.job.id]);
   assert.deepStrictEqual(s.call('poll', 'pc-a', { job: {} }).job.finished, [], 'a probe answered in its submit is not told again');
 });
+
+test('the sweep archives ended jobs once told, and purges the archive after its retention', () => {
+  const s = withExecutor();
+  const j = submit(s, 'pc-a').job;
+  s.call('job.report', 'pc-b', { jobId: j.id, runner: 'pc-b/1', state: 'ok', result: { ran: false } });
+  s.call('sweep', 'pc-a', {});
+  assert.strictEqual(s.fakes.sheet('Jobs').getLastRow(), 2, 'not yet told: stays live');
+  s.call('poll', 'pc-a', { job: {} });
+  s.call('sweep', 'pc-a', {});
+  assert.deepStrictEqual([s.fakes.sheet('Jobs').getLastRow(), s.fakes.sheet('JobsArchive').getLastRow()], [1, 2]);
+  const st = s.call('job.status', 'pc-a', { jobId: j.id }).job;
+  assert.deepStrictEqual([st.state, st.timeline.length], ['ok', 2], 'an archived job is still there for status');
+  assert.strictEqual(submit(s, 'pc-a').deduped, true, 'and joins an identical submit within the window');
+  s.advance(91 * DAY);
+  s.call('sweep', 'pc-a', {});
+  assert.strictEqual(s.fakes.sheet('JobsArchive').getLastRow(), 1);
+  assert.strictEqual(s.call('job.status', 'pc-a', { jobId: j.id }).error.code, 'not_found');
+});
