@@ -167,6 +167,7 @@ function workerPick_(now) {
   const locs = rows.map(function (r) { return { where: 'Jobs', row: r, job: rowToJob_(vals[r]) }; })
     .filter(function (l) { return jobWaits_(l.job); })
     .sort(function (x, y) { return x.job.submittedAt - y.job.submittedAt; });
+  if (!locs.length) return null; // an idle run: one TextFinder, no lease read
   const st = leaseStore_(now);
   leaseRefresh_(st);
   const ended = [];
