@@ -306,3 +306,18 @@ test('the sweep archives ended jobs once told, and purges the archive after its 
   assert.strictEqual(s.fakes.sheet('JobsArchive').getLastRow(), 1);
   assert.strictEqual(s.call('job.status', 'pc-a', { jobId: j.id }).error.code, 'not_found');
 });
+
+test('job text survives the sheet: formulas and numbers stay text, a 64 KiB output of escapes fits its cells', () => {
+  const s = withExecutor();
+  s.fakes.faults.formatLost = true; // even without the '@' format
+  const j = submit(s, 'pc-a', { args: { checkout: 'app', filter: '=SUM(A1)' } }).job;
+  const tricky = '\u0001'.repeat(15000) + '\u00e9'.repeat(26000) + 'TAIL'; // 116k characters of JSON: 3 cells
+  s.call('job.start', 'pc-b', { jobId: j.id, runner: 'pc-b/1', startedAt: N0 });
+  const r = s.call('job.report', 'pc-b', { jobId: j.id, runner: 'pc-b/1', state: 'failed', reason: '0123', result: { ran: true, exit: 1, output: tricky, data: { n: '2026-01-01' } } });
+  assert.strictEqual(r.ok, true, JSON.stringify(r).slice(0, 300));
+  const st = s.call('job.status', 'pc-a', { jobId: j.id }).job;
+  assert.deepStrictEqual([st.args.filter, st.reason, st.result.data.n, st.result.truncated, st.result.output.endsWith('TAIL')], ['=SUM(A1)', '0123', '2026-01-01', true, true]);
+  const sh = s.fakes.sheet('Jobs');
+  assert.deepStrictEqual(sh.getRange(1, 1, sh.getLastRow(), 13).getFormulas().flat().filter(Boolean), []);
+  assert.ok(sh.dump()[1].every((v) => typeof v === 'string' && v.length <= 50000), 'every cell is text under 50,000 characters');
+});
