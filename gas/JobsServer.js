@@ -330,6 +330,7 @@ function runChunked_(picked, entry, ctx, runStart) {
   const inputs = entry.inputs(job.args, ctx) || [];
   const progress = readChunks_(key);
   const deadline = runStart + Math.floor(CHUNK.START_DEADLINE * job.timeLimitMs);
+  const budget = job.timeLimitMs - Math.floor(CHUNK.START_DEADLINE * job.timeLimitMs);
   const items = inputs.map(function (input) { return { input: input, fp: chunkFp_(input) }; });
   let stopped = false;
   let attemptedFailed = 0;
@@ -342,6 +343,7 @@ function runChunked_(picked, entry, ctx, runStart) {
     if (now >= deadline) { stopped = true; break; } // never start an input after the deadline
     const next = rec || { row: null, input: String(it.input.id), state: 'pending', failures: 0, lastFailureAt: null, result: null };
     if (next.state === 'failed' && next.failures >= CHUNK.MAX_FAILURES) next.failures = 0; // the counter expired
+    const began = pcmailNow_();
     try {
       const value = entry.process(it.input, job.args, ctx);
       const text = JSON.stringify(value === undefined ? null : value);
@@ -355,6 +357,9 @@ function runChunked_(picked, entry, ctx, runStart) {
       attemptedFailed++;
       ctx.log('input ' + it.input.id + ' failed (' + next.failures + '/' + CHUNK.MAX_FAILURES + '): ' + ((err && err.message) || err));
     }
+    // Each input's budget is what the run has left after the start deadline.
+    const took = pcmailNow_() - began;
+    if (took > budget) ctx.log('input ' + it.input.id + ' took ' + took + ' ms, over its budget of ' + budget + ' ms: lower the time per input or raise timeLimitMs');
     progress[it.fp] = next;
     const h = saveChunk_(key, it.fp, next, job.id);
     if (h.gone || h.cancel) stopped = true;
