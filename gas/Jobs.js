@@ -14,6 +14,7 @@ const JOB_WL_PROP = 'JOB_WL_';
 const JOB_ALIAS_KEY = 'pcmail:jobalias:'; // a deduped submit's jobId → the job it joined
 const JOB_ALIAS_S = 21600;
 const JOB_ARCHIVE_SCAN = 2000; // job.list reads this many of the newest archive rows
+const JOB_FINISHED_MAX = 100;  // finished jobs told per poll (the rest in the next)
 
 // ---- parsing (crates/core job.rs, field for field) -----------------------------------
 
@@ -336,35 +337,39 @@ function jobNotFound_(id) {
   return pcErr_('not_found', 'no job ' + id);
 }
 
-// job.start's rule (also the gas worker's): queued → running; the same runner again is
-// a no-op; a chunked job's next run (another runner or a later start) stamps runStartedAt.
+// job.start's rule (also the gas worker's), as crates/server ops/job.rs: queued → running;
+// the same start again (same runner, same startedAt) a no-op; a chunked job's next run
+// stamps runStartedAt; anything else conflict. The executor's clock is clamped between
+// the previous timeline entry and now.
 function jobStart_(j, runner, startedAt, now) {
-  const at = Math.min(startedAt, now);
+  const last = j.timeline.length ? j.timeline[j.timeline.length - 1].at : j.submittedAt;
+  const at = Math.min(Math.max(startedAt, last), Math.max(now, last));
+  const by = sanitizeActor_(runner);
   if (j.state === 'queued') {
-    jobStep_(j, 'running', at, runner, null);
+    jobStep_(j, 'running', at, by, null);
     j.startedAt = at;
     j.runStartedAt = at;
     j.runner = runner;
     j.heartbeatAt = now;
     j._.run = 1;
+    j._.runSentAt = startedAt;
     j._.awaiting = false;
     return true;
   }
-  if (j.state === 'running') {
-    if (j.runner === runner && j.runStartedAt === at && !j._.awaiting) return false;
-    if (j._.chunked) {
-      j._.run = (j._.run || 1) + 1;
-      jobStep_(j, 'running', at, runner, 'run ' + j._.run);
-      j.runStartedAt = at;
-      j.runner = runner;
-      j.heartbeatAt = now;
-      j._.awaiting = false;
-      return true;
-    }
-    if (j.runner === runner) return false;
-    throw pcErr_('conflict', j.id + ' is already running under ' + j.runner + ': do not run it');
+  if (j.state === 'running' && j.runner === runner && j._.runSentAt === startedAt) return false;
+  if (j.state === 'running' && j._.chunked && !j.cancelRequested) {
+    j._.run = (j._.run || 1) + 1;
+    jobStep_(j, 'running', at, by, 'run ' + j._.run);
+    j.runStartedAt = at;
+    j.runner = runner;
+    j.heartbeatAt = now;
+    j._.runSentAt = startedAt;
+    j._.awaiting = false;
+    return true;
   }
-  throw pcErr_('conflict', j.id + ' is ' + j.state + ': do not run it');
+  const why = j.state !== 'running' ? 'it is ' + j.state
+    : j.cancelRequested ? 'running with a cancel requested' : 'already running under ' + j.runner;
+  throw pcErr_('conflict', 'job ' + j.id + ' cannot start: ' + why + '; do not run it');
 }
 
 // job.report's rule. Returns true when the job changed.
@@ -376,16 +381,15 @@ function jobReport_(j, r, now) {
   if (j.state === 'running' && j.runner !== null && j.runner !== r.runner) {
     throw pcErr_('conflict', j.id + ' runs under ' + j.runner + ', not ' + r.runner);
   }
-  jobEnd_(j, r.state, now, r.runner, r.reason, r.result);
+  jobEnd_(j, r.state, now, sanitizeActor_(r.runner), r.reason, r.result);
   return true;
 }
 
 // ---- ops ---------------------------------------------------------------------------------
 
-function sameJobContent_(j, a) {
-  return j.target === a.target && j.command === a.command && canonJson_(j.args) === canonJson_(a.args) &&
-    j.force === a.force && j.rerunOf === a.rerunOf && j.submitter.pc === a.submitter.pc &&
-    j.submitter.session === a.submitter.session;
+// What a submit sent (raw args): a retry with the same jobId must send the same.
+function submitKey_(a) {
+  return sha256Hex_(canonJson_([a.target, a.command, a.args, a.force, a.rerunOf, a.submitter.pc, a.submitter.session]));
 }
 
 // The spec of `command` on `target` and whether the submitter may use it; throws job_refused.
@@ -450,25 +454,28 @@ function aliasOf_(jobId) {
 // Phase 1 of a submit, under the lock: idempotency, the whitelist, dedup, the new row.
 function jobSubmitLocked_(req, now) {
   const a = req.args;
-  const alias = aliasOf_(a.jobId);
-  const known = jobLocate_(alias ? [a.jobId, alias] : [a.jobId]);
-  const mine = known[a.jobId];
+  const key0 = submitKey_(a);
+  const alias = aliasOf_(a.jobId); // "jobId|submitKey" of a deduped submit
+  const aliasId = alias ? alias.split('|')[0] : null;
+  const known = jobLocate_(aliasId ? [a.jobId, aliasId] : [a.jobId]);
+  const mine = known[a.jobId] || (aliasId && known[aliasId]) || null;
   if (mine) {
-    if (!sameJobContent_(mine.job, a)) throw pcErr_('duplicate_id', 'job id ' + a.jobId + ' exists with other content');
-    return { answer: { deduped: false, job: jobView_(mine.job, true) } };
+    const stored = known[a.jobId] ? mine.job._.submitKey : alias.split('|')[1];
+    if (stored !== key0) throw pcErr_('duplicate_id', 'job id ' + a.jobId + ' was used for another submit; make a fresh id');
+    return { answer: { deduped: mine.job.id !== a.jobId, job: jobView_(mine.job, true) } };
   }
-  if (alias && known[alias]) return { answer: { deduped: true, job: jobView_(known[alias].job, true) } };
   const credentialsRequired = requireCredentialsOn_();
   const found = jobSpecFor_(a, credentialsRequired);
   const spec = found.spec;
   const key = jobDedupKey_(a.target, a.command, found.args);
-  if (!a.force) {
+  // @server built-ins are never joined: each submit runs (a probe answers what is true now).
+  if (!a.force && !spec.builtin) {
     const dup = dedupCandidate_(key, now, a.dedupWindowMs);
     if (dup) {
       dup.job.joined += 1;
       if (dup.job._.subs.indexOf(a.submitter.pc) < 0 && !jobEnded_(dup.job.state)) dup.job._.subs.push(a.submitter.pc);
       jobSave_([dup]);
-      try { CacheService.getScriptCache().put(JOB_ALIAS_KEY + a.jobId, dup.job.id, JOB_ALIAS_S); } catch (e) { /* a retry joins again */ }
+      try { CacheService.getScriptCache().put(JOB_ALIAS_KEY + a.jobId, dup.job.id + '|' + key0, JOB_ALIAS_S); } catch (e) { /* a retry joins again */ }
       return { answer: { deduped: true, job: jobView_(dup.job, true) } };
     }
   }
@@ -479,7 +486,7 @@ function jobSubmitLocked_(req, now) {
     startedAt: null, runner: null, heartbeatAt: null, endedAt: null, runStartedAt: null, timeLimitMs: spec.timeLimitMs,
     cancelRequested: false, joined: 0, result: null, reason: null,
     timeline: [{ at: now, state: 'queued', by: leaseActor_(a.submitter), reason: null }],
-    _: { dedupKey: key, subs: [a.submitter.pc], tell: [], chunked: spec.chunked, readOnly: spec.readOnly,
+    _: { dedupKey: key, submitKey: key0, subs: [a.submitter.pc], tell: [], chunked: spec.chunked, readOnly: spec.readOnly,
       credentialsRequired: credentialsRequired, run: 0, awaiting: false, builtin: !!spec.builtin }
   };
   if (spec.builtin) {
@@ -563,8 +570,9 @@ function opJobCancel_(req, now) {
   if (!loc) throw jobNotFound_(a.jobId);
   const j = loc.job;
   if (j.submitter.pc !== req.pc && j.target !== req.pc) throw forbiddenJob_(j, 'its submitter\'s PC or its target PC');
+  const by = sanitizeActor_(a.by);
   if (j.state === 'queued') {
-    jobEnd_(j, 'cancelled', now, a.by, a.reason === null ? 'cancelled before it started' : a.reason, j.result);
+    jobEnd_(j, 'cancelled', now, by, a.reason === null ? 'cancelled by ' + by : a.reason, j.result);
     jobSave_([loc]);
   } else if (j.state === 'running' && !j.cancelRequested) {
     j.cancelRequested = true;
@@ -661,7 +669,6 @@ function pollJob_(pc, p, now) {
   p.reports.forEach(function (r, index) {
     if (r.bad) {
       errors.push({ list: 'reports', index: r.bad.index, code: r.bad.code, field: r.bad.field, message: r.bad.message });
-      if (r.bad.jobId !== null) reported.push({ jobId: r.bad.jobId, ok: false, code: r.bad.code });
       return;
     }
     const loc = byId[r.jobId] || jobLocate_([r.jobId])[r.jobId]; // an archived job: ended, so unchanged
@@ -672,8 +679,7 @@ function pollJob_(pc, p, now) {
       reported.push({ jobId: r.jobId, ok: true });
     } catch (err) {
       if (!err || !err.pcmail) throw err;
-      reported.push({ jobId: r.jobId, ok: false, code: err.pcmail.code });
-      errors.push({ list: 'reports', index: index, code: err.pcmail.code, field: null, message: err.pcmail.message });
+      reported.push({ jobId: r.jobId, ok: false, code: err.pcmail.code, message: err.pcmail.message });
     }
   });
   running.forEach(function (id) {
@@ -691,9 +697,10 @@ function pollJob_(pc, p, now) {
     .sort(function (x, y) { return x.submittedAt - y.submittedAt; })
     .slice(0, JOB.OFFER_MAX).map(function (j) { return jobView_(j, 'offered'); });
   const finished = [];
-  uniqSorted_(tellRows).forEach(function (r) {
-    const l = locAt[r];
-    if (!l || l.job._.tell.indexOf(pc) < 0) return;
+  uniqSorted_(tellRows).map(function (r) { return locAt[r]; })
+    .filter(function (l) { return l && l.job._.tell.indexOf(pc) >= 0; })
+    .sort(function (x, y) { return x.job.id < y.job.id ? -1 : x.job.id > y.job.id ? 1 : 0; })
+    .slice(0, JOB_FINISHED_MAX).forEach(function (l) {
     l.job._.tell = l.job._.tell.filter(function (x) { return x !== pc; });
     finished.push(jobView_(l.job, false));
     changed.push(l);
@@ -711,11 +718,12 @@ function jobSweepPlan_(jobs, now) {
     if (j.state === 'running') {
       const worker = j.target === '@server' && !j._.builtin;
       const silentMs = worker ? SERVER_RUN_SILENT_MS : JOB.NO_HEARTBEAT_MS;
-      if (!j._.awaiting && j.heartbeatAt !== null && j.heartbeatAt + silentMs <= now) {
+      const runStart = j.runStartedAt !== null ? j.runStartedAt : j.startedAt !== null ? j.startedAt : j.submittedAt;
+      if (!j._.awaiting && (j.heartbeatAt !== null ? j.heartbeatAt : runStart) + silentMs <= now) {
         plan.push({ job: j, state: 'timed_out', reason: worker
           ? 'no heartbeat for ' + (silentMs / 1000) + ' s (the worker run was killed, e.g. at Apps Script\'s 6-minute limit)'
           : 'no heartbeat for 180 s (executor gone)' });
-      } else if (!j._.awaiting && j.runStartedAt !== null && j.runStartedAt + 2 * j.timeLimitMs <= now) {
+      } else if (!j._.awaiting && runStart + 2 * j.timeLimitMs <= now) {
         plan.push({ job: j, state: 'timed_out', reason: 'running past twice its time limit' });
       }
     } else if (j.state === 'queued' && j.submittedAt + JOB.QUEUED_MAX_MS <= now) {

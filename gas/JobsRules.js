@@ -213,6 +213,12 @@ function submitterAllowed_(allowed, submitterPc, credentialsRequired) {
   return allowed.indexOf(submitterPc) >= 0;
 }
 
+// rules::sanitize_actor: who, as a timeline shows it.
+function sanitizeActor_(by) {
+  const s = Array.from(by).filter(function (c) { return /[A-Za-z0-9._\-\/@:]/.test(c); }).slice(0, JOB.ACTOR_MAX).join('');
+  return s || 'unknown';
+}
+
 // Canonical JSON: object keys sorted, so equal args give equal text.
 function canonJson_(v) {
   if (Array.isArray(v)) return '[' + v.map(canonJson_).join(',') + ']';

@@ -68,86 +68,103 @@ function emptyResult_(ran) {
 
 // ---- built-ins ---------------------------------------------------------------------------
 
-function debugMail_(id, pc) {
-  let locs = locate_([id]);
-  if (!locs.length && id.indexOf('~') < 0) locs = locate_([id], MCOL.broadcastOf);
-  if (!locs.length) return { found: false, id: id };
-  return { found: true, mails: locs.map(function (l) {
-    const v = mailView_(l.mail);
-    v.where = l.where;
-    if (l.mail.from !== pc && l.mail.to !== pc) { delete v.subject; delete v.body; }
-    return v;
-  }) };
+// `_debug_roster`: each PC with its last poll, credential state and published commands.
+function debugRoster_() {
+  const wl = {};
+  const sh = tab_('JobWhitelists');
+  readText_(sh, 2, 1, sh.getLastRow() - 1, TABS.JobWhitelists.length).forEach(function (r) {
+    if (!r[0]) return;
+    const w = JSON.parse(r.slice(3).join(''));
+    wl[r[0]] = { hash: r[1], commands: w.commands.map(function (c) { return c.name; }), allowedSubmitters: w.allowedSubmitters,
+      checkouts: w.checkouts, publishedAt: Number(r[2]) };
+  });
+  return {
+    pcs: readRosterLive_().map(function (p) {
+      return { number: p.number, label: p.label, hostname: p.hostname, lastPollAt: p.lastPollAt,
+        bound: !!prop_(LABEL_CRED_PREFIX + p.label), revoked: !!prop_(REVOKED_PREFIX + p.label), executor: wl[p.label] || null };
+    }),
+    requireCredentials: requireCredentialsOn_()
+  };
 }
 
-// What runSweep_ would do now, without doing it: jobs first, then mail, leases, alerts.
+// `_debug_jobs`: the counts by state (live and the scanned archive) and the caller's newest 100.
+function debugJobs_(pc, state) {
+  const counts = {};
+  const seen = {};
+  allJobs_().forEach(function (j) {
+    if (seen[j.id]) return;
+    seen[j.id] = true;
+    counts[j.state] = (counts[j.state] || 0) + 1;
+  });
+  const sorted = {};
+  Object.keys(counts).sort().forEach(function (k) { sorted[k] = counts[k]; });
+  return { counts: sorted, jobs: listJobs_(pc, { state: state || null, limit: JOB.LIST_DEFAULT }) };
+}
+
+// What runSweep_ would do now, without doing it (crates/server sweep.rs plan): jobs first,
+// then mail to expire, then the alert conditions that hold now; gas adds the leases.
 function sweepPlan_(now) {
   const live = tab_('Jobs');
   const jobs = readText_(live, 2, 1, live.getLastRow() - 1, JOB_NCOL).filter(function (r) { return r[0]; }).map(rowToJob_);
   const jobPlan = jobSweepPlan_(jobs, now).map(function (p) {
-    return { id: p.job.id, target: p.job.target, command: p.job.command, action: p.state, reason: p.reason };
+    return { id: p.job.id, state: p.state, reason: p.reason, target: p.job.target, command: p.job.command };
   });
-  const snap = snapshotLive_().filter(function (s) { return !s.dup; });
-  const mail = [];
-  const after = snap.map(function (s) {
+  const expire = [];
+  const after = snapshotLive_().filter(function (s) { return !s.dup; }).map(function (s) {
     const m = JSON.parse(JSON.stringify(s.mail));
     if (isDue_(m, now)) {
-      mail.push({ id: m.id, action: 'expire', reason: 'expiresAt ' + m.expiresAt + ' has passed (state ' + m.state + ')' });
+      expire.push({ id: m.id, expiresAt: m.expiresAt, reason: 'past its expiry' });
       transition_(m, 'expired', now, 'server', null, now);
     }
-    if (RANK[m.state] === 3) mail.push({ id: m.id, action: 'archive', reason: 'final (' + m.state + ')' });
     return m;
   });
   const st = leaseStore_(now);
   const leases = [];
   st.leases.forEach(function (l) {
     if (l.state === 'held' && l.ttlExpiresAt === null && l.heartbeatAt <= now - LEASE.STALE_AFTER_MS) {
-      leases.push({ resource: l.resource, fence: l.fence, action: 'stale', reason: 'no heartbeat since ' + l.heartbeatAt });
+      leases.push({ resource: l.resource, fence: l.fence, state: 'stale', reason: 'no heartbeat since ' + l.heartbeatAt });
     } else if (isLive_(l) && l.ttlExpiresAt !== null && l.ttlExpiresAt <= now) {
-      leases.push({ resource: l.resource, fence: l.fence, action: 'expire', reason: 'its ttl ran out' });
+      leases.push({ resource: l.resource, fence: l.fence, state: 'expired', reason: 'its ttl ran out' });
     }
   });
-  const open = {};
-  readAlerts_().forEach(function (a) { if (a.resolvedAt === null) open[a.key] = true; });
   const want = wantedAlerts_(after, readRosterLive_(), now);
   const alerts = Object.keys(want).sort().map(function (k) {
-    return { key: k, kind: want[k].kind, subject: want[k].subject, action: open[k] ? 'keep' : 'open', reason: want[k].message };
+    return { kind: want[k].kind, subject: want[k].subject, pc: want[k].pc, message: want[k].message };
   });
-  Object.keys(open).sort().forEach(function (k) { if (!want[k]) alerts.push({ key: k, action: 'resolve', reason: 'no longer true' }); });
-  return { jobs: jobPlan, mail: mail, leases: leases, alerts: alerts };
+  return { jobs: jobPlan, expire: expire, alerts: alerts, leases: leases };
 }
 
-// Runs a built-in outside the script lock. Returns {state, reason, result}.
+// Runs a built-in outside the script lock. Returns {state, reason, result}: `ran: true`,
+// exit 0 and `data` the answer, or exit 1 and the reason (crates/server ops/job.rs).
 function runBuiltin_(spec, job, req, now) {
-  const t0 = pcmailNow_();
   const result = emptyResult_(true);
+  let data;
   try {
     switch (spec.name) {
-      case '_debug_roster':
-        result.data = { pcs: readRosterLive_().map(function (p) {
-          return { number: p.number, label: p.label, hostname: p.hostname, lastPollAt: p.lastPollAt,
-            whitelistHash: prop_(JOB_WL_PROP + p.label) };
-        }) };
+      case '_debug_roster': data = debugRoster_(); break;
+      case '_debug_mail': {
+        const answer = opStatus_({ pc: req.pc, args: { ids: [job.args.id] } });
+        if (!answer.mails.length) data = { failed: 'no mail ' + job.args.id + ' that ' + req.pc + ' sent or received' };
+        else data = answer;
         break;
-      case '_debug_mail': result.data = debugMail_(job.args.id, req.pc); break;
-      case '_debug_alerts': result.data = { alerts: listAlerts_(true) }; break;
-      case '_debug_sweep_plan': result.data = sweepPlan_(now); break;
-      case '_debug_jobs':
-        result.data = { jobs: listJobs_(req.pc, { state: job.args.state || null, limit: JOB.LIST_MAX }) };
-        break;
-      case 'sweep': result.data = runSweep_(now); break;
-      case 'prune': result.data = { pruned: pruneEvents_(now) }; break;
-      default: throw new Error('no built-in ' + spec.name);
+      }
+      case '_debug_alerts': data = { alerts: listAlerts_(true) }; break;
+      case '_debug_sweep_plan': data = sweepPlan_(now); break;
+      case '_debug_jobs': data = debugJobs_(req.pc, job.args.state); break;
+      case 'sweep': data = runSweep_(now); break;
+      case 'prune': data = { events: pruneEvents_(now), jobs: jobPurgeArchive_(now) }; break;
+      default: data = { failed: spec.name + ' is not a built-in' };
     }
-    result.exit = 0;
-    result.durationMs = Math.max(0, pcmailNow_() - t0);
-    return { state: 'ok', reason: null, result: result };
   } catch (err) {
-    result.exit = 1;
-    result.output = tailUtf8_(String(err && err.pcmail ? err.pcmail.code + ': ' + err.pcmail.message : (err && err.message) || err), JOB.OUTPUT_MAX_BYTES).text;
-    result.durationMs = Math.max(0, pcmailNow_() - t0);
-    return { state: 'failed', reason: 'the built-in failed: ' + result.output, result: result };
+    data = { failed: err && err.pcmail ? err.pcmail.code + ': ' + err.pcmail.message : String((err && err.message) || err) };
   }
+  if (data && typeof data.failed === 'string' && Object.keys(data).length === 1) {
+    result.exit = 1;
+    return { state: 'failed', reason: data.failed, result: result };
+  }
+  result.exit = 0;
+  result.data = data;
+  return { state: 'ok', reason: null, result: result };
 }
 
 // ---- the worker ----------------------------------------------------------------------------

@@ -101,7 +101,7 @@ test('a run killed at Apps Script\'s 6-minute limit is timed out by the sweep, w
   assert.deepStrictEqual([status(s, j.id).state, status(s, j.id).runner], ['running', 'server/worker'], '`running` was written before the work');
   s.advance(30000); // 6.5 min since the last heartbeat
   const plan = submitServer(s, 'pc-a', '_debug_sweep_plan').job.result.data.jobs;
-  assert.deepStrictEqual(plan.map((p) => [p.id, p.action]), [[j.id, 'timed_out']]);
+  assert.deepStrictEqual(plan.map((p) => [p.id, p.state]), [[j.id, 'timed_out']]);
   assert.deepStrictEqual(s.call('sweep', 'pc-a', {}).jobs, { timedOut: 1, cancelled: 0 });
   const t = status(s, j.id);
   assert.strictEqual(t.state, 'timed_out');

@@ -63,8 +63,9 @@ test('a PC job: offered until started, heartbeats, reported item by item, the su
     { jobId: 'nope', runner: 'pc-b/77', state: 'ok', result: { ran: true } },
     { jobId: JID(), runner: 'pc-b/77', state: 'ok', result: { ran: true } }
   ] } }).job;
-  assert.deepStrictEqual(rep.reported.map((x) => [x.jobId, x.ok, x.code || null]), [[id, true, null], ['nope', false, 'bad_request'], [rep.reported[2].jobId, false, 'not_found']]);
-  assert.deepStrictEqual(rep.errors.map((e) => [e.list, e.index, e.code, e.field]), [['reports', 1, 'bad_request', 'jobId'], ['reports', 2, 'not_found', null]]);
+  // A report that does not parse is in `errors` (with its index); one the server refuses in `reported`.
+  assert.deepStrictEqual(rep.reported.map((x) => [x.jobId, x.ok, x.code || null]), [[id, true, null], [rep.reported[1].jobId, false, 'not_found']]);
+  assert.deepStrictEqual(rep.errors.map((e) => [e.list, e.index, e.code, e.field]), [['reports', 1, 'bad_request', 'jobId']]);
   const done = s.call('job.status', 'pc-a', { jobId: id }).job;
   assert.deepStrictEqual([done.state, done.result.truncated, Buffer.byteLength(done.result.output), done.result.output.endsWith('END')], ['ok', true, 65536, true]);
   assert.deepStrictEqual(done.timeline.map((e) => [e.state, e.by]), [['queued', 'pc-a/s-pc-a'], ['running', 'pc-b/77'], ['ok', 'pc-b/77']]);
@@ -216,7 +217,7 @@ test('the sweep: a silent executor → timed_out with the reason, twice the limi
   s.setNow(N0 + 180000);
   s.call('poll', 'pc-b', { job: { running: [slow.id] } });
   const plan = s.call('job.submit', 'pc-a', { jobId: JID(), target: '@server', command: '_debug_sweep_plan', submitter: sub('pc-a') });
-  assert.deepStrictEqual(plan.job.result.data.jobs.map((p) => [p.id, p.action, p.reason]), [[dead.id, 'timed_out', 'no heartbeat for 180 s (executor gone)']]);
+  assert.deepStrictEqual(plan.job.result.data.jobs.map((p) => [p.id, p.state, p.reason]), [[dead.id, 'timed_out', 'no heartbeat for 180 s (executor gone)']]);
   assert.deepStrictEqual(s.call('sweep', 'pc-a', {}).jobs, { timedOut: 1, cancelled: 0 });
   const st = s.call('job.status', 'pc-a', { jobId: dead.id }).job;
   assert.deepStrictEqual([st.state, st.reason, st.timeline[st.timeline.length - 1].by], ['timed_out', 'no heartbeat for 180 s (executor gone)', 'server']);
@@ -261,31 +262,34 @@ test('a poll without `job` touches no job tab; with it, its cost is flat in the 
 });
 
 
-test('@server built-ins answer inside the submit: queued → running → ok by server', () => {
-  const s = makeServer();
+test('@server built-ins answer inside the submit: queued → running → ok by server, never joined', () => {
+  const s = withExecutor();
   const id = 'mail-' + N0 + '-0000abcd';
   s.call('send', 'pc-a', { mail: { id, to: 'pc-b', subject: 'secret subject', body: 'secret body' } });
-  const run = (pc, command, args) => s.call('job.submit', pc, { jobId: JID(), target: '@server', command, args: args || {}, submitter: sub(pc), force: true });
+  const run = (pc, command, args) => s.call('job.submit', pc, { jobId: JID(), target: '@server', command, args: args || {}, submitter: sub(pc) });
   const r = run('pc-a', '_debug_roster');
-  assert.deepStrictEqual([r.deduped, r.job.state, r.job.runner, r.job.result.ran], [false, 'ok', 'server', true]);
+  assert.deepStrictEqual([r.deduped, r.job.state, r.job.runner, r.job.result.ran, r.job.result.exit], [false, 'ok', 'server', true, 0]);
   assert.deepStrictEqual(r.job.timeline.map((e) => [e.state, e.by]), [['queued', 'pc-a/s-pc-a'], ['running', 'server'], ['ok', 'server']]);
-  assert.deepStrictEqual(r.job.result.data.pcs.map((p) => p.label), ['pc-a', 'pc-b', 'pc-c']);
-  const mine = run('pc-b', '_debug_mail', { id }).job.result.data;
-  assert.strictEqual(mine.mails[0].body, 'secret body');
-  const other = run('pc-c', '_debug_mail', { id }).job.result.data;
-  assert.deepStrictEqual([other.found, other.mails[0].state, other.mails[0].body, other.mails[0].subject], [true, 'new', undefined, undefined], 'another PC sees the state, not the text');
+  const pcs = r.job.result.data.pcs;
+  assert.deepStrictEqual(pcs.map((p) => [p.label, p.bound, p.revoked, p.executor && p.executor.commands]), [['pc-a', false, false, null], ['pc-b', false, false, ['test']], ['pc-c', false, false, null]]);
+  assert.strictEqual(r.job.result.data.requireCredentials, false);
+  assert.strictEqual(run('pc-b', '_debug_mail', { id }).job.result.data.mails[0].body, 'secret body');
+  const other = run('pc-c', '_debug_mail', { id }).job;
+  assert.deepStrictEqual([other.state, other.result.data, other.reason], ['failed', null, 'no mail ' + id + ' that pc-c sent or received'], 'only the caller\'s own mail');
   assert.strictEqual(run('pc-a', '_debug_mail', { id: "x'; DROP" }).error.reason, 'bad_argument');
   assert.ok(Array.isArray(run('pc-a', '_debug_alerts').job.result.data.alerts));
-  assert.deepStrictEqual(run('pc-a', '_debug_jobs', { state: 'ok' }).job.result.data.jobs.map((j) => j.command), ['_debug_alerts', '_debug_roster'], 'the caller\'s ended probes, newest first');
+  const dj = run('pc-a', '_debug_jobs', { state: 'ok' }).job.result.data;
+  assert.deepStrictEqual(dj.jobs.map((j) => j.command), ['_debug_alerts', '_debug_roster'], 'the caller\'s ended jobs, newest first');
+  assert.deepStrictEqual([dj.counts.ok, dj.counts.failed], [3, 1], 'counts of every job');
   assert.strictEqual(run('pc-a', '_debug_jobs', { state: 'done' }).error.field, 'args.state');
   const sw = run('pc-a', 'sweep').job;
   assert.deepStrictEqual([sw.state, sw.result.data.jobs], ['ok', { timedOut: 0, cancelled: 0 }]);
-  assert.strictEqual(typeof run('pc-a', 'prune').job.result.data.pruned, 'number');
+  assert.strictEqual(typeof run('pc-a', 'prune').job.result.data.events, 'number');
   assert.strictEqual(run('pc-a', 'no-such').error.reason, 'not_whitelisted');
-  // Without force, the same probe within the window is joined (dedup applies to @server too).
-  const a = s.call('job.submit', 'pc-a', { jobId: JID(), target: '@server', command: '_debug_alerts', submitter: sub('pc-a') });
-  const b = s.call('job.submit', 'pc-a', { jobId: JID(), target: '@server', command: '_debug_alerts', submitter: sub('pc-a') });
-  assert.deepStrictEqual([b.deduped, b.job.id], [true, a.job.id]);
+  // Never joined: each submit runs (a probe answers what is true now).
+  const a = run('pc-a', '_debug_alerts');
+  const b = run('pc-a', '_debug_alerts');
+  assert.deepStrictEqual([b.deduped, b.job.id === a.job.id], [false, false]);
   assert.deepStrictEqual(s.call('poll', 'pc-a', { job: {} }).job.finished, [], 'a probe answered in its submit is not told again');
 });
 
