@@ -318,7 +318,7 @@ function jobStep_(j, state, at, by, reason) {
 // Ends a job: endedAt, the timeline entry, every submitting or joined PC owed the finish.
 function jobEnd_(j, state, now, by, reason, result) {
   jobStep_(j, state, now, by, reason);
-  j.endedAt = now;
+  j.endedAt = j.timeline[j.timeline.length - 1].at; // never before the previous entry
   j.reason = reason === undefined ? null : reason;
   if (result !== undefined) j.result = result;
   j._.awaiting = false;
