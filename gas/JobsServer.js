@@ -13,7 +13,8 @@
 
 const SERVER_RUN_MAX_MS = 330000;     // a team function's time limit: under Apps Script's 6 minutes
 const SERVER_RUN_SILENT_MS = 390000;  // a worker run silent this long was killed (6 min + 30 s)
-const CHUNK = { START_DEADLINE: 0.7, MAX_FAILURES: 3, FAILURE_EXPIRY_MS: 3 * 24 * 3600000, RESULT_MAX_CHARS: 45000 };
+const CHUNK = { START_DEADLINE: 0.7, MAX_FAILURES: 3, FAILURE_EXPIRY_MS: 3 * 24 * 3600000, RESULT_MAX_CHARS: 45000,
+  KEEP_MS: 30 * 24 * 3600000 }; // a chunk result not written for 30 days is dropped by the sweep
 const WORKER_RUNNER = 'server/worker';
 
 const BUILTIN_JOBS = {
@@ -320,13 +321,17 @@ function readChunks_(key) {
   return out;
 }
 
-// Saves one input's outcome and heartbeats the job, in one short lock.
+// Saves one input's outcome and heartbeats the job, in one short lock. The row is found
+// again by its fingerprint under the lock (the sweep may have compacted the tab).
 function saveChunk_(key, fp, rec, jobId) {
   return withLock_(function () {
     const sh = tab_('JobChunks');
     const row = [key, fp, rec.input, rec.state, String(rec.failures), rec.lastFailureAt === null ? '' : String(rec.lastFailureAt),
       String(pcmailNow_()), rec.result === null ? '' : JSON.stringify(rec.result)];
-    if (rec.row) writeText_(sh, rec.row, 1, [row]); else rec.row = appendText_(sh, [row]);
+    const rows = findRows_(sh, 2, [fp]);
+    const mine = rows.length ? readRowsAt_(sh, rows, 1) : {};
+    const at = rows.filter(function (r) { return mine[r][0] === key; })[0];
+    if (at) writeText_(sh, at, 1, [row]); else appendText_(sh, [row]);
     const loc = workerJob_(jobId);
     if (!loc || loc.job.state !== 'running' || loc.job.runner !== WORKER_RUNNER) return { gone: true };
     loc.job.heartbeatAt = pcmailNow_();
@@ -403,6 +408,23 @@ function runChunked_(picked, entry, ctx, runStart) {
     return { state: 'failed', reason: counts.skipped + ' input(s) dropped after ' + CHUNK.MAX_FAILURES + ' failures, retried after 3 days: ' + dropped.join(', '), result: result };
   }
   return { state: 'ok', reason: null, result: result };
+}
+
+// The sweep's chunk step (one short lock): results not written for 30 days go (an input
+// not seen for a month is gone or changed; a live failure counter is at most 3 days old).
+function chunkSweep_(now) {
+  return withLock_(function () {
+    const sh = tab_('JobChunks');
+    const n = sh.getLastRow() - 1;
+    if (n < 1) return 0;
+    const nc = TABS.JobChunks.length;
+    const rows = readText_(sh, 2, 1, n, nc);
+    const kept = rows.filter(function (r) { return r[0] !== '' && Number(r[6]) >= now - CHUNK.KEEP_MS; });
+    if (kept.length === n) return 0;
+    if (kept.length) writeText_(sh, 2, 1, kept);
+    deleteRowsSafe_(sh, 2 + kept.length, n - kept.length);
+    return n - kept.length;
+  });
 }
 
 // ---- entry points --------------------------------------------------------------------------

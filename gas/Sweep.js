@@ -39,9 +39,10 @@ function runSweep_(now) {
     const pruned = pruneEvents_(now);
     const purged = purgeArchive_(now);
     const jobsPurged = jobPurgeArchive_(now);
+    const chunksDropped = chunkSweep_(now); // JobsServer.js
     withLock_(function () { ensureHeadroom_(tab_('Mail')); ensureHeadroom_(tab_('Events')); });
     postAlerts_(started, now);
-    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails and ' + jobsPurged + ' archived jobs');
+    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails, ' + jobsPurged + ' archived jobs, ' + chunksDropped + ' chunk results');
     return { expired: expired, alerts: alerts, leases: leases.counts, jobs: jobs };
   } finally {
     PropertiesService.getScriptProperties().deleteProperty('SWEEP_LEASE_UNTIL');

@@ -222,3 +222,31 @@ test('installJobsWorker makes exactly one 1-minute trigger; setup adds it only w
   const r = submitServer(s, 'pc-a', 'toolong');
   assert.deepStrictEqual([r.ok, r.error.field], [false, 'JOBS_WHITELIST.toolong.timeLimitMs']);
 });
+
+test('chunk results: the sweep drops those not written for 30 days, even while a run updates others', () => {
+  const s = makeServer();
+  const docs = [{ id: 'a' }, { id: 'b' }, { id: 'c' }];
+  let failB = false;
+  chunked(s, 'idx', docs, { fail: (input) => failB && input.id === 'b' });
+  submitServer(s, 'pc-a', 'idx', { folder: 'old' });
+  work(s); // rows 2-4: idx|old, written now
+  s.advance(31 * DAY);
+  failB = true;
+  const j = submitServer(s, 'pc-a', 'idx', { folder: 'new' }).job;
+  assert.strictEqual(work(s).state, 'running', 'b failed once: another run');
+  assert.strictEqual(s.fakes.sheet('JobChunks').getLastRow(), 7);
+  // The next run: while it processes b (whose row it read as row 6), the sweep drops rows 2-4.
+  failB = false;
+  const entry = s.ctx.__get('JOBS_WHITELIST').idx;
+  const process = entry.process;
+  entry.process = function (input, args, ctx) {
+    if (input.id === 'b') assert.deepStrictEqual(s.call('sweep', 'pc-a', {}).ok, true);
+    return process(input, args, ctx);
+  };
+  s.advance(MIN);
+  assert.strictEqual(work(s).state, 'ok');
+  assert.strictEqual(status(s, j.id).result.data, 'A,B,C');
+  const rows = s.fakes.sheet('JobChunks').dump().slice(1).map((r) => [r[0], r[2], r[3], r[4]]);
+  assert.deepStrictEqual(rows, [['idx|new', 'a', 'ok', '0'], ['idx|new', 'b', 'ok', '1'], ['idx|new', 'c', 'ok', '0']],
+    'the old rows are gone and b was updated where it is now, not where it was');
+});
