@@ -42,7 +42,7 @@ function teamSpec_(name) {
   if (!Object.prototype.hasOwnProperty.call(JOBS_WHITELIST, name)) return null;
   const e = JOBS_WHITELIST[name];
   const spec = { name: name, args: e.args || [], subject: e.subject || null, timeLimitMs: e.timeLimitMs,
-    artifacts: e.artifacts || [], readOnly: e.readOnly === true, chunked: e.chunked === true, verify: false,
+    artifacts: e.artifacts || [], readOnly: e.readOnly === true, chunked: e.chunked === true, verify: typeof e.verify === 'function',
     description: e.description || '' };
   checkJobSpec_(spec, 'JOBS_WHITELIST.' + name);
   if (spec.timeLimitMs > SERVER_RUN_MAX_MS) throw badField_('JOBS_WHITELIST.' + name + '.timeLimitMs', 'a team function runs at most 330 s (Apps Script stops a run at 6 minutes): make it chunked');
@@ -275,7 +275,15 @@ function runJobsWorker_() {
   const ctx = workerCtx_(job, logs, extra);
   let outcome;
   try {
-    outcome = picked.spec.chunked ? runChunked_(picked, entry, ctx, t0) : runPlain_(entry, job, ctx);
+    const reused = job.force || typeof entry.existing !== 'function' ? [] : (entry.existing(job.args, ctx) || []).map(String);
+    if (reused.length) { // pitfall 2: what it would make exists already; not run again unless forced
+      const result = emptyResult_(false);
+      result.reused = reused;
+      outcome = { state: 'ok', reason: 'answered from existing artifacts (submit with force to run again)', result: result };
+    } else {
+      outcome = picked.spec.chunked ? runChunked_(picked, entry, ctx, t0) : runPlain_(entry, job, ctx);
+      if (outcome.state === 'ok' && !outcome.again && typeof entry.verify === 'function') verifyOutcome_(entry, job, ctx, outcome);
+    }
   } catch (err) {
     outcome = { state: 'failed', reason: 'the team function threw: ' + ((err && err.message) || err), result: emptyResult_(true) };
     outcome.result.exit = 1;
@@ -290,6 +298,24 @@ function runJobsWorker_() {
   r.artifacts = extra.artifacts;
   const after = workerFinish_(picked, outcome);
   return { ran: job.id, state: after ? after.state : null, again: !!outcome.again };
+}
+
+// The declared verify step: a read-only check of what the run made (e.g. a value only an
+// intermediate result has, looked for in the final artifact). Its outcome is in the result.
+function verifyOutcome_(entry, job, ctx, outcome) {
+  let v;
+  try {
+    const r = entry.verify(outcome.result.data, job.args, ctx);
+    v = { ok: !!(r && r.ok), exit: null, output: String((r && r.output) || '') };
+  } catch (err) {
+    v = { ok: false, exit: null, output: String((err && err.message) || err) };
+  }
+  v.output = tailUtf8_(v.output, JOB.OUTPUT_MAX_BYTES).text;
+  outcome.result.verify = v;
+  if (!v.ok) {
+    outcome.state = 'failed';
+    outcome.reason = 'verify failed' + (v.output ? ': ' + v.output : '');
+  }
 }
 
 function runPlain_(entry, job, ctx) {

@@ -19,6 +19,10 @@
 //     inputs: function (args, ctx) { return [{id, mtime}…]; },  // fingerprinted by id + mtime
 //     process: function (input, args, ctx) { return result; }, // one input; throw = a failure
 //     combine: function (resultsById, args) { return data; }   // optional
+//     // optional for both:
+//     existing: function (args, ctx) { return [names…]; },      // what it would make exists:
+//                                            // answered with those names, not run (unless force)
+//     verify: function (data, args, ctx) { return {ok, output}; } // read-only check after the run
 //   }
 // ctx: job (the Job), now(), log(text) (→ result.output), readBack(text) (what a write read
 // back), artifact(name), heartbeat() (false: cancelled or timed out, stop).

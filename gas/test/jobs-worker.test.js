@@ -250,3 +250,32 @@ test('chunk results: the sweep drops those not written for 30 days, even while a
   assert.deepStrictEqual(rows, [['idx|new', 'a', 'ok', '0'], ['idx|new', 'b', 'ok', '1'], ['idx|new', 'c', 'ok', '0']],
     'the old rows are gone and b was updated where it is now, not where it was');
 });
+
+test('existing artifacts answer without running (unless force); a verify step decides ok or failed', () => {
+  const s = makeServer();
+  const made = new Set();
+  let runs = 0;
+  register(s, 'render', {
+    args: [{ name: 'doc', type: 'string', required: true }], subject: 'doc', timeLimitMs: 60000, artifacts: ['out/{command}-{subject}.pdf'],
+    existing: function (args) { const n = 'out/render-' + args.doc + '.pdf'; return made.has(n) ? [n] : []; },
+    run: function (args, ctx) { runs++; made.add('out/render-' + args.doc + '.pdf'); ctx.artifact('out/render-' + args.doc + '.pdf'); return { part: 'X-' + args.doc }; },
+    verify: function (data, args) { return { ok: made.has('out/render-' + args.doc + '.pdf') && data.part === 'X-' + args.doc, output: 'found ' + data.part }; }
+  });
+  const first = submitServer(s, 'pc-a', 'render', { doc: 'd1' }).job;
+  work(s);
+  const f = status(s, first.id);
+  assert.deepStrictEqual([f.state, f.result.ran, f.result.verify, runs], ['ok', true, { ok: true, exit: null, output: 'found X-d1' }, 1]);
+  s.advance(10 * MIN); // past the dedup window
+  const again = submitServer(s, 'pc-a', 'render', { doc: 'd1' }).job;
+  work(s);
+  const a = status(s, again.id);
+  assert.deepStrictEqual([a.state, a.result.ran, a.result.reused, runs], ['ok', false, ['out/render-d1.pdf'], 1], 'not run again: its artifact exists');
+  const forced = submitServer(s, 'pc-a', 'render', { doc: 'd1' }, { force: true }).job;
+  work(s);
+  assert.deepStrictEqual([status(s, forced.id).result.ran, runs], [true, 2]);
+  s.ctx.__get('JOBS_WHITELIST').render.verify = function () { return { ok: false, output: 'X-d2 not in the PDF' }; };
+  const bad = submitServer(s, 'pc-a', 'render', { doc: 'd2' }).job;
+  work(s);
+  const b = status(s, bad.id);
+  assert.deepStrictEqual([b.state, b.reason, b.result.verify.ok], ['failed', 'verify failed: X-d2 not in the PDF', false]);
+});
