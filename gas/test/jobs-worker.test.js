@@ -63,6 +63,7 @@ test('a team function is queued by the submit and run by the worker; intake neve
   assert.deepStrictEqual(s.call('poll', 'pc-a', { job: {} }).job.finished.map((j) => j.id), [r.job.id], 'the submitter is told in its poll');
   assert.strictEqual(work(s).ran, null, 'nothing left to run');
   assert.ok(s.fakes.lock.maxHoldMs < 2000, 'no long script-lock hold: ' + s.fakes.lock.maxHoldMs);
+  assert.strictEqual(s.fakes.lock.pendingAtRelease, 0, 'every write flushed before its lock was released');
 });
 
 test('one subject at a time: a second job on the same subject waits for the lease, another subject runs', () => {
