@@ -356,7 +356,7 @@ function jobStart_(j, runner, startedAt, now) {
     j._.awaiting = false;
     return true;
   }
-  if (j.state === 'running' && j.runner === runner && j._.runSentAt === startedAt) return false;
+  if (j.state === 'running' && j.runner === runner && j._.runSentAt === startedAt && !j._.awaiting) return false;
   if (j.state === 'running' && j._.chunked && !j.cancelRequested) {
     j._.run = (j._.run || 1) + 1;
     jobStep_(j, 'running', at, by, 'run ' + j._.run);
@@ -715,7 +715,12 @@ function pollJob_(pc, p, now) {
 function jobSweepPlan_(jobs, now) {
   const plan = [];
   jobs.forEach(function (j) {
-    if (j.state === 'running') {
+    if (j.state === 'running' && j._.awaiting) {
+      // A chunked team function between runs: the worker trigger runs every minute.
+      if (j.heartbeatAt + SERVER_AWAIT_MAX_MS <= now) {
+        plan.push({ job: j, state: 'timed_out', reason: 'no worker run for 6 h (is the jobs worker trigger installed? run installJobsWorker)' });
+      }
+    } else if (j.state === 'running') {
       const worker = j.target === '@server' && !j._.builtin;
       const silentMs = worker ? SERVER_RUN_SILENT_MS : JOB.NO_HEARTBEAT_MS;
       const runStart = j.runStartedAt !== null ? j.runStartedAt : j.startedAt !== null ? j.startedAt : j.submittedAt;

@@ -13,6 +13,7 @@
 
 const SERVER_RUN_MAX_MS = 330000;     // a team function's time limit: under Apps Script's 6 minutes
 const SERVER_RUN_SILENT_MS = 390000;  // a worker run silent this long was killed (6 min + 30 s)
+const SERVER_AWAIT_MAX_MS = 6 * 3600000; // a chunked job waiting this long for its next run has no worker
 const CHUNK = { START_DEADLINE: 0.7, MAX_FAILURES: 3, FAILURE_EXPIRY_MS: 3 * 24 * 3600000, RESULT_MAX_CHARS: 45000,
   KEEP_MS: 30 * 24 * 3600000 }; // a chunk result not written for 30 days is dropped by the sweep
 const WORKER_RUNNER = 'server/worker';

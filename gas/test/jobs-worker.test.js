@@ -280,3 +280,20 @@ test('existing artifacts answer without running (unless force); a verify step de
   const b = status(s, bad.id);
   assert.deepStrictEqual([b.state, b.reason, b.result.verify.ok], ['failed', 'verify failed: X-d2 not in the PDF', false]);
 });
+
+test('a chunked job whose next run never comes (no worker trigger) is timed out after 6 h', () => {
+  const s = makeServer();
+  const docs = [];
+  for (let i = 0; i < 10; i++) docs.push({ id: 'd' + i });
+  chunked(s, 'digest', docs);
+  const j = submitServer(s, 'pc-a', 'digest', { folder: 'x' }).job;
+  work(s);
+  s.advance(5 * 60 * MIN);
+  s.call('sweep', 'pc-a', {});
+  assert.strictEqual(status(s, j.id).state, 'running');
+  s.advance(60 * MIN);
+  s.call('sweep', 'pc-a', {});
+  const t = status(s, j.id);
+  assert.deepStrictEqual([t.state, t.result.chunks.done], ['timed_out', 6]);
+  assert.match(t.reason, /no worker run for 6 h/);
+});
