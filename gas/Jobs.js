@@ -405,12 +405,8 @@ function jobSpecFor_(a, credentialsRequired) {
   }
   const wl = readWhitelist_(a.target);
   if (!wl) throw jobRefused_('no_executor', a.target + ' never published a whitelist (is its executor running?)');
-  let spec = wl.commands.filter(function (c) { return c.name === a.command; })[0];
-  if (spec) { // a checkout argument without its own values takes the PC's published checkouts
-    spec = Object.assign({}, spec, { args: spec.args.map(function (x) {
-      return x.type === 'checkout' && !x.values ? Object.assign({}, x, { values: wl.checkouts }) : x;
-    }) });
-  }
+  // A checkout argument takes only its own `values` (the PC fills them), as in crates/core.
+  const spec = wl.commands.filter(function (c) { return c.name === a.command; })[0];
   if (!spec) throw jobRefused_('not_whitelisted', a.command + ' is not whitelisted on ' + a.target + ' (' + wl.commands.map(function (c) { return c.name; }).join(', ') + ')');
   const args = checkJobArgs_(spec, a.args);
   if (!submitterAllowed_(wl.allowedSubmitters, a.submitter.pc, credentialsRequired)) {
