@@ -431,7 +431,7 @@ function dedupCandidate_(key, now, windowMs) {
     const j = rowToJob_(vals[row]);
     if (!fits(j)) return;
     const rank = jobEnded_(j.state) ? j.endedAt : Infinity;
-    if (!best || rank > best.rank) best = { rank: rank, loc: { where: 'Jobs', row: row, job: j } };
+    if (!best || rank >= best.rank) best = { rank: rank, loc: { where: 'Jobs', row: row, job: j } }; // the newest
   });
   if (best) return best.loc;
   if (!windowMs) return null;
@@ -469,7 +469,8 @@ function jobSubmitLocked_(req, now) {
     const dup = dedupCandidate_(key, now, a.dedupWindowMs);
     if (dup) {
       dup.job.joined += 1;
-      if (dup.job._.subs.indexOf(a.submitter.pc) < 0 && !jobEnded_(dup.job.state)) dup.job._.subs.push(a.submitter.pc);
+      // The joining PC may see the job and, unless it already ended (then this answer tells it), hears of its end.
+      if (dup.job._.subs.indexOf(a.submitter.pc) < 0) dup.job._.subs.push(a.submitter.pc);
       jobSave_([dup]);
       try { CacheService.getScriptCache().put(JOB_ALIAS_KEY + a.jobId, dup.job.id + '|' + key0, JOB_ALIAS_S); } catch (e) { /* a retry joins again */ }
       return { answer: { deduped: true, job: jobView_(dup.job, true) } };

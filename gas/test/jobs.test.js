@@ -325,3 +325,14 @@ test('job text survives the sheet: formulas and numbers stay text, a 64 KiB outp
   assert.deepStrictEqual(sh.getRange(1, 1, sh.getLastRow(), 13).getFormulas().flat().filter(Boolean), []);
   assert.ok(sh.dump()[1].every((v) => typeof v === 'string' && v.length <= 50000), 'every cell is text under 50,000 characters');
 });
+
+test('a PC that joins an ended job may see it and is not told again', () => {
+  const s = withExecutor();
+  const j = submit(s, 'pc-a').job;
+  s.call('job.report', 'pc-b', { jobId: j.id, runner: 'pc-b/1', state: 'ok', result: { ran: false } });
+  const late = submit(s, 'pc-c');
+  assert.deepStrictEqual([late.deduped, late.job.id, late.job.state], [true, j.id, 'ok']);
+  assert.strictEqual(s.call('job.status', 'pc-c', { jobId: j.id }).ok, true);
+  assert.deepStrictEqual(s.call('poll', 'pc-c', { job: {} }).job.finished, []);
+  assert.deepStrictEqual(s.call('poll', 'pc-a', { job: {} }).job.finished.map((x) => x.id), [j.id]);
+});
