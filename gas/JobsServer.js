@@ -456,10 +456,17 @@ function chunkSweep_(now) {
 
 // ---- entry points --------------------------------------------------------------------------
 
-// Time-trigger target (every minute, installJobsWorker). Never throws.
+// Time-trigger target (every minute, installJobsWorker). Never throws. Like the sweep it
+// runs only when the trigger's (HEAD) build is the one the web app serves: the web app
+// checked the job's args against its JOBS_WHITELIST, so the worker must run that one.
 function jobsWorkerTrigger() {
   resetExec_();
   try {
+    const served = prop_('DEPLOYED_BUILD');
+    if (served && served !== PCMAIL_BUILD) {
+      console.warn('jobs worker: the trigger runs build ' + PCMAIL_BUILD + ' but the web app serves ' + served + ': nothing run (the sweep raises stale_deploy)');
+      return { ran: null, stale: true };
+    }
     const r = runJobsWorker_();
     if (r.ran) console.log('jobs worker: ' + JSON.stringify(r));
     return r;

@@ -297,3 +297,16 @@ test('a chunked job whose next run never comes (no worker trigger) is timed out 
   assert.deepStrictEqual([t.state, t.result.chunks.done], ['timed_out', 6]);
   assert.match(t.reason, /no worker run for 6 h/);
 });
+
+test('the worker runs nothing while the trigger\'s build differs from the deployed one', () => {
+  const s = makeServer();
+  register(s, 'noop', { args: [], timeLimitMs: 60000, run: function () { return 1; } });
+  const j = submitServer(s, 'pc-a', 'noop').job;
+  s.fakes.scriptProps.DEPLOYED_BUILD = 'build-of-the-deployment';
+  s.fakes.cacheStore.clear();
+  assert.strictEqual(work(s).stale, true);
+  assert.strictEqual(status(s, j.id).state, 'queued'); // that request recorded the served build again
+  s.fakes.cacheStore.clear();
+  assert.strictEqual(work(s).ran, j.id);
+  assert.strictEqual(status(s, j.id).state, 'ok');
+});
