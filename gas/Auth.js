@@ -18,6 +18,8 @@ function opClass_(req) {
   switch (req.op) {
     case 'send': case 'poll': case 'mark': case 'status': case 'rotate': return 'pc';
     case 'lease.claim': case 'lease.release': case 'lease.list': case 'lease.check': return 'pc';
+    // Jobs: each op checks who may see or change the job (submitter's, joined or target PC).
+    case 'job.submit': case 'job.status': case 'job.list': case 'job.cancel': case 'job.start': case 'job.report': return 'pc';
     case 'hello': case 'roster.get': case 'sweep': case 'alerts': return 'any';
     case 'join': return 'join';
     // A PC's own entry (its hostname, an old PC's claim) is its business; a takeover is the admin's.

@@ -24,12 +24,15 @@ function handlers_() {
     'roster.enrol': opEnrol_, 'join': opJoin_, 'roster.revoke': opRevoke_, 'rotate': opRotate_,
     'roster.requireCredentials': opRequireCredentials_, 'roster.log': opAuditLog_,
     'lease.claim': opLeaseClaim_, 'lease.release': opLeaseRelease_, 'lease.list': opLeaseList_,
-    'lease.check': opLeaseCheck_
+    'lease.check': opLeaseCheck_,
+    'job.submit': opJobSubmit_, 'job.status': opJobStatus_, 'job.list': opJobList_, 'job.cancel': opJobCancel_,
+    'job.start': opJobStart_, 'job.report': opJobReport_
   };
 }
 
-// hello reads one property; alerts reads a tab only the sweep writes; the sweep locks per band.
-const UNLOCKED_OPS = { hello: true, alerts: true, sweep: true };
+// hello reads one property; alerts reads a tab only the sweep writes; the sweep locks per band;
+// job.submit locks twice around a built-in's run (a probe, the sweep), never during it.
+const UNLOCKED_OPS = { hello: true, alerts: true, sweep: true, 'job.submit': true };
 
 function handleBody_(body) {
   resetExec_();
@@ -102,8 +105,10 @@ function installTriggers() {
   return ScriptApp.getProjectTriggers().filter(function (t) { return t.getHandlerFunction() === 'sweepTrigger'; }).length;
 }
 
-// Run once from the editor: creates the tabs with text-formatted headers.
+// Run once from the editor: creates the tabs with text-formatted headers, the sweep trigger
+// and, when JobsWhitelist.js registers team functions, the jobs worker trigger.
 function setup() {
   Object.keys(TABS).forEach(function (name) { tab_(name); });
+  if (Object.keys(JOBS_WHITELIST).length) installJobsWorker();
   return installTriggers();
 }

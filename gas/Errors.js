@@ -15,6 +15,7 @@ function errorBody_(code, message, extra) {
     if (extra.field !== undefined) err.field = extra.field;
     if (extra.candidates !== undefined) err.candidates = extra.candidates;
     if (extra.lease !== undefined) err.lease = extra.lease; // held / stale / forbidden on a lease
+    if (extra.reason !== undefined) err.reason = extra.reason; // job_refused
   }
   return { ok: false, error: err };
 }

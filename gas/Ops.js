@@ -12,7 +12,8 @@ function opHello_(req) {
 // credentials = per-PC credentials, join codes, revoke, rotate, the audit log (Auth.js).
 // leases = lease.* and the poll's `lease` argument (Leases.js).
 // received-updates = poll.receivedSince: the feed of mail the caller received.
-const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates'];
+// jobs = job.* and the poll's `job` argument (Jobs.js, JobsServer.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -199,6 +200,7 @@ function opPoll_(req, now) {
   });
   const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
   const lease = a.lease ? pollLease_(req.pc, a.lease, now) : null;
+  const job = a.job ? pollJob_(req.pc, a.job, now) : null; // a poll without `job` touches no job tab
   const tail = eventsTail_();
   if (events.length) commitChanges_(changed, events, found.mine.span, tail);
   // The Events prune keeps what either of this PC's cursors has not passed.
@@ -212,6 +214,7 @@ function opPoll_(req, now) {
   };
   if (upd.cursorReset) out.cursorReset = true;
   if (lease) out.lease = lease;
+  if (job) out.job = job;
   if (a.receivedSince !== null) { // feature received-updates: only for a caller that asks
     const rec = updatesFor_(req.pc, a.receivedSince, LIMITS.UPDATES_MAX, tail, EV.r);
     out.receivedUpdates = rec.updates;

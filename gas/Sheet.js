@@ -16,10 +16,18 @@ const TABS = {
   Leases: ['resource', 'fence', 'state', 'mode', 'holderPc', 'holderSession', 'holderName', 'claimId', 'grantedAt',
     'heartbeatAt', 'ttlExpiresAt', 'endedAt', 'repo', 'description', 'files', 'timeline'],
   LeaseCounters: ['key', 'value'], // "version", "fence:<resource>"
-  LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event']
+  LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event'],
+  // Jobs.js (issue 13): live jobs (queued, running, ended and not yet told to every
+  // submitter); q = the target while it waits for its executor, cx = the target while a
+  // cancel is requested, tell = " pc pc " owed the finish; the job is JSON over j1..j4.
+  Jobs: ['id', 'q', 'cx', 'tell', 'target', 'state', 'dedupKey', 'submittedAt', 'endedAt', 'j1', 'j2', 'j3', 'j4'],
+  JobWhitelists: ['target', 'hash', 'at', 'w1', 'w2', 'w3', 'w4'], // each PC's published CommandSpecs
+  // JobsServer.js: a chunked team function's per-input results, keyed by (command, subject)
+  JobChunks: ['key', 'fp', 'input', 'state', 'failures', 'lastFailureAt', 'at', 'result']
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;
+TABS.JobsArchive = TABS.Jobs; // ended jobs told to everyone, moved by the sweep
 
 const GRID_GROW_ROWS = 1000; // rows added at a time when a tab's grid is full
 

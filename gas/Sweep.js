@@ -32,14 +32,18 @@ function runSweep_(now) {
     });
     // Leases: stale, TTL expiry, the stale_lease alerts (Leases.js), in one short lock.
     const leases = withLock_(function () { return leaseSweep_(now); });
+    // Jobs (Jobs.js): silent runs timed out, week-old queued jobs cancelled, told ones archived.
+    const jobs = withLock_(function () { return jobSweep_(now); });
     const alerts = alertPass_(after, now, leases.want);
     const expired = bandPass_(snap, now, started);
     const pruned = pruneEvents_(now);
     const purged = purgeArchive_(now);
+    const jobsPurged = jobPurgeArchive_(now);
+    const chunksDropped = chunkSweep_(now); // JobsServer.js
     withLock_(function () { ensureHeadroom_(tab_('Mail')); ensureHeadroom_(tab_('Events')); });
     postAlerts_(started, now);
-    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails');
-    return { expired: expired, alerts: alerts, leases: leases.counts };
+    console.log('sweep: pruned ' + pruned + ' events, purged ' + purged + ' archived mails, ' + jobsPurged + ' archived jobs, ' + chunksDropped + ' chunk results');
+    return { expired: expired, alerts: alerts, leases: leases.counts, jobs: jobs };
   } finally {
     PropertiesService.getScriptProperties().deleteProperty('SWEEP_LEASE_UNTIL');
   }

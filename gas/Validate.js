@@ -10,7 +10,9 @@ const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll
   'status', 'sweep', 'alerts',
   // issue 14 (Auth.js)
   'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log',
-  'lease.claim', 'lease.release', 'lease.list', 'lease.check'];
+  'lease.claim', 'lease.release', 'lease.list', 'lease.check',
+  // issue 13 (Jobs.js)
+  'job.submit', 'job.status', 'job.list', 'job.cancel', 'job.start', 'job.report'];
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;
@@ -153,9 +155,10 @@ function parseArgs_(op, a) {
       const waitMs = optInt_(a, 'waitMs') || 0;
       if (waitMs < 0 || waitMs > LIMITS.WAIT_MAX) throw badField_('waitMs', 'waitMs must be 0..' + LIMITS.WAIT_MAX);
       const lease = has_(a, 'lease') ? parsePollLease_(a.lease) : null; // Leases.js
+      const job = has_(a, 'job') ? parsePollJob_(a.job) : null; // Jobs.js
       const receivedSince = optInt_(a, 'receivedSince');
       if (receivedSince !== null && receivedSince < 0) throw badField_('receivedSince', 'receivedSince must be >= 0');
-      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince };
+      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince, job: job };
     }
     case 'mark': {
       if (!has_(a, 'marks')) throw badField_('marks', 'missing "marks"');
@@ -176,7 +179,7 @@ function parseArgs_(op, a) {
     case 'lease.list': return parseLeaseList_(a);
     case 'lease.check': return parseLeaseCheck_(a);
     default:
-      return parseCredArgs_(op, a) || {};
+      return parseJobArgs_(op, a) || parseCredArgs_(op, a) || {};
   }
 }
 

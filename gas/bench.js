@@ -8,7 +8,7 @@
 // 90% archived (final), 10% live (delivered/seen) spread over five PCs, one Events row
 // per mail. The request's mail is interleaved row by row with another PC's.
 // Run: node gas/bench.js
-const { makeServer, seedMails, N0 } = require('./lib/testkit');
+const { makeServer, seedMails, seedFinishedJobs, N0 } = require('./lib/testkit');
 const { DEFAULT_COST } = require('./lib/fakes');
 
 const LABELS = ['pc-a', 'pc-b', 'pc-c', 'pc-d', 'pc-e'];
@@ -85,6 +85,57 @@ function sweep(live) {
 }
 results.push(['sweep, 10k live mails', sweep(10000)]);
 
+// ---- jobs (issue 13) ----
+// The poll's `job` part of an executor (take + one heartbeat, one queued job offered) with
+// 100 vs 10,000 finished jobs: after the sweep has archived them (the steady state: the
+// sweep runs every 10 minutes), and before it (all still in the live tab).
+const TEST_SPEC = { name: 'test', subject: 'checkout', timeLimitMs: 600000, args: [{ name: 'checkout', type: 'checkout', required: true, values: ['app'] },
+  { name: 'crate', type: 'string' }] };
+let jseq = 0;
+const jid = () => 'job-' + N0 + '-' + (++jseq).toString(16).padStart(8, '0');
+function jobPoll(finished, swept) {
+  const s = makeServer({ labels: LABELS });
+  s.call('poll', 'pc-b', { job: { whitelist: { hash: 'h', commands: [TEST_SPEC], allowedSubmitters: ['pc-a'] }, take: true } });
+  seedFinishedJobs(s, finished);
+  if (swept) s.call('sweep', 'pc-a');
+  const sub = { pc: 'pc-a', session: 's', name: null };
+  const run = s.call('job.submit', 'pc-a', { jobId: jid(), target: 'pc-b', command: 'test', args: { checkout: 'app', crate: 'run' }, submitter: sub }).job;
+  s.call('job.start', 'pc-b', { jobId: run.id, runner: 'pc-b/1', startedAt: N0 });
+  s.call('job.submit', 'pc-a', { jobId: jid(), target: 'pc-b', command: 'test', args: { checkout: 'app', crate: 'queued' }, submitter: sub });
+  s.call('poll', 'pc-b', { job: { take: true } }); // the Properties view cached again
+  s.fakes.resetCounters();
+  const r = s.call('poll', 'pc-b', { job: { take: true, running: [run.id] } });
+  if (r.job.offered.length !== 1) throw new Error('expected one offered job');
+  const c = s.fakes.snapshotCounters();
+  return Object.assign({}, { rangeCalls: c.total.rangeCalls, getValues: c.total.getValuesCalls, setValues: c.total.setValuesCalls, formats: c.total.formatCalls,
+    textFinders: c.total.textFinderCalls, cellsRead: c.total.cellsRead, cellsWritten: c.total.cellsWritten, props: c.services.propsCalls,
+    locks: c.lockAcquisitions, lockHoldMs: Math.round(c.maxLockHoldMs), totalMs: Math.round(c.simMs), scanned: c.total.textFinderCellsScanned });
+}
+function pollNoJob() {
+  const s = makeServer({ labels: LABELS });
+  seedFinishedJobs(s, 100);
+  s.call('poll', 'pc-b', {});
+  return measure(s, () => s.call('poll', 'pc-b', {}));
+}
+function probe(command, finished) {
+  const s = makeServer({ labels: LABELS });
+  seedFinishedJobs(s, finished);
+  s.call('sweep', 'pc-a');
+  return measure(s, () => s.call('job.submit', 'pc-a', { jobId: jid(), target: '@server', command, submitter: { pc: 'pc-a', session: 's', name: null } }));
+}
+const jobRows = [];
+const flat = {};
+for (const swept of [true, false]) {
+  for (const n of [100, 10000]) {
+    const r = jobPoll(n, swept);
+    flat[swept + ':' + n] = r;
+    jobRows.push([`poll + job part, ${n} finished, ${swept ? 'archived by the sweep' : 'not yet swept'}`, r]);
+  }
+}
+jobRows.push(['poll without job (mail only)', pollNoJob()]);
+jobRows.push(['submit @server _debug_roster', probe('_debug_roster', 100)]);
+jobRows.push(['submit @server _debug_sweep_plan, 10k finished', probe('_debug_sweep_plan', 10000)]);
+
 const cols = ['rangeCalls', 'getValues', 'setValues', 'formats', 'textFinders', 'cellsRead', 'cellsWritten', 'props', 'locks', 'lockHoldMs', 'totalMs'];
 function table(rows) {
   const head = ['case'].concat(cols);
@@ -101,3 +152,13 @@ console.log('script-lock hold in simulated time; totalMs = all simulated service
 const bad = results.filter(([name, r]) => !name.startsWith('sweep') && !name.startsWith('send') && (r.rangeCalls > 6 || r.lockHoldMs >= 2000));
 console.log(bad.length ? 'OVER TARGET (<= 6 range calls, < 2 s lock hold): ' + bad.map((b) => b[0]).join('; ') : 'poll/confirm/mark: all <= 6 range calls and < 2 s estimated lock hold');
 if (bad.length) process.exitCode = 1;
+
+console.log('\njobs (issue 13): the poll\'s job part and @server probes; scanned = cells TextFinder scanned inside Sheets');
+cols.push('scanned');
+console.log(table(jobRows.map(([n, r]) => [n, Object.assign({ scanned: r.scanned === undefined ? '-' : r.scanned }, r)])));
+const ratio = (k) => (flat['true:10000'][k] / flat['true:100'][k]);
+const steady = ['rangeCalls', 'cellsRead', 'cellsWritten'].map((k) => k + ' ' + ratio(k).toFixed(2) + 'x');
+console.log('10,000 vs 100 finished (archived): ' + steady.join(', ') + ' (target: within 1.3x)');
+const probeMs = jobRows.filter(([n]) => n.startsWith('submit @server')).map(([, r]) => r.totalMs);
+console.log('probe answered in the submit itself: ' + Math.max.apply(null, probeMs) + ' ms simulated (an Apps Script PC polls every 120 s)');
+if (['rangeCalls', 'cellsRead', 'cellsWritten'].some((k) => ratio(k) > 1.3)) { console.log('OVER TARGET: the poll\'s job part is not flat'); process.exitCode = 1; }

@@ -39,7 +39,7 @@ function loadGas(fakes, opts) {
   return ctx;
 }
 
-const ENTRY_POINTS = ['doPost', 'doGet', 'sweepTrigger', 'setup'];
+const ENTRY_POINTS = ['doPost', 'doGet', 'sweepTrigger', 'setup', 'jobsWorkerTrigger'];
 
 // Runs doPost with a body string and returns {text, json, mime}.
 function post(ctx, body) {

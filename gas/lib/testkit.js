@@ -48,4 +48,24 @@ function seedMails(srv, specs) {
   as.seedRows(as.getLastRow() + 1, arch);
 }
 
-module.exports = { makeServer, seedMails, mailId, N0, TOKEN, post };
+// Writes `n` jobs that ended ok and were told to their submitter (pc-a) straight into the
+// Jobs tab in the server's row layout (the next sweep archives them): fast job history.
+function seedFinishedJobs(srv, n, target) {
+  const { ctx, fakes } = srv;
+  ctx.tab_('Jobs');
+  const rows = [];
+  for (let i = 0; i < n; i++) {
+    const at = N0 - 86400000 + i;
+    const j = { id: 'job-' + at + '-' + i.toString(16).padStart(8, '0'), target: target || 'pc-b', command: 'test', args: { checkout: 'app', crate: 'c' + i },
+      subject: 'app', submitter: { pc: 'pc-a', session: 's-pc-a', name: null }, force: false, rerunOf: null, state: 'ok', submittedAt: at,
+      startedAt: at, runner: 'pc-b/1', heartbeatAt: at, endedAt: at + 1, runStartedAt: at, timeLimitMs: 600000, cancelRequested: false, joined: 0,
+      result: { ran: true, exit: 0, durationMs: 1, output: 'ok', truncated: false, artifacts: [], reused: [], readBack: null, verify: null, chunks: null, data: null },
+      reason: null, timeline: [{ at: at, state: 'queued', by: 'pc-a/s', reason: null }],
+      _: { dedupKey: 'k' + i, subs: ['pc-a'], tell: [], chunked: false, readOnly: false, run: 1, awaiting: false } };
+    rows.push(ctx.jobToRow_(j));
+  }
+  const sh = fakes.sheet('Jobs');
+  sh.seedRows(sh.getLastRow() + 1, rows);
+}
+
+module.exports = { makeServer, seedMails, seedFinishedJobs, mailId, N0, TOKEN, post };

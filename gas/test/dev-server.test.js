@@ -87,3 +87,28 @@ test('dev server: env fault every Nth request', async () => {
     await stop(s);
   }
 });
+
+test('dev server: a job over HTTP, across a restart, and a probe answered in its submit', async () => {
+  const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pcmail-gas-')), 'state.json');
+  let s = await start(['--db-file', db]);
+  const jobId = 'job-1767225600000-0000000a';
+  try {
+    await rpc(s.base, 'roster.set', 'pc-a', { label: 'pc-a', hostname: 'A' });
+    await rpc(s.base, 'roster.set', 'pc-b', { label: 'pc-b', hostname: 'B' });
+    const wl = { hash: 'h1', commands: [{ name: 'test', timeLimitMs: 60000, args: [{ name: 'n', type: 'int', required: true }] }], allowedSubmitters: ['pc-a'] };
+    assert.strictEqual((await rpc(s.base, 'poll', 'pc-b', { job: { whitelist: wl, take: true } })).job.whitelistHash, 'h1');
+    const sub = await rpc(s.base, 'job.submit', 'pc-a', { jobId, target: 'pc-b', command: 'test', args: { n: '3' }, submitter: { pc: 'pc-a', session: 's1' } });
+    assert.deepStrictEqual([sub.ok, sub.job.state, sub.job.args.n], [true, 'queued', 3]);
+    const probe = await rpc(s.base, 'job.submit', 'pc-a', { jobId: 'job-1767225600000-0000000b', target: '@server', command: '_debug_jobs', submitter: { pc: 'pc-a', session: 's1' } });
+    assert.deepStrictEqual([probe.job.state, probe.job.result.data.jobs.map((j) => j.id)], ['ok', ['job-1767225600000-0000000b', jobId]]);
+  } finally { await stop(s); }
+  s = await start(['--db-file', db]);
+  try {
+    const p = await rpc(s.base, 'poll', 'pc-b', { job: { take: true } });
+    assert.deepStrictEqual(p.job.offered.map((j) => j.id), [jobId], 'the queued job survived the restart');
+    assert.strictEqual((await rpc(s.base, 'job.start', 'pc-b', { jobId, runner: 'pc-b/1', startedAt: 1 })).job.state, 'running');
+    await rpc(s.base, 'poll', 'pc-b', { job: { reports: [{ jobId, runner: 'pc-b/1', state: 'ok', result: { ran: true, exit: 0, output: 'fine' } }] } });
+    const told = await rpc(s.base, 'poll', 'pc-a', { job: {} });
+    assert.deepStrictEqual(told.job.finished.map((j) => [j.id, j.state, j.result.output]), [[jobId, 'ok', 'fine']]);
+  } finally { await stop(s); }
+});

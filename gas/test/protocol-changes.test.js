@@ -18,7 +18,7 @@ test('hello lists exactly the features of pcmail_core::protocol::FEATURES', () =
   const list = /pub const FEATURES: &\[&str\] = &\[([^\]]*)\];/.exec(src);
   assert.ok(list, 'FEATURES not found in protocol.rs');
   const rust = list[1].split(',').map((s) => s.trim()).filter(Boolean).map((k) => consts[k]);
-  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates']);
+  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs']);
   const s = makeServer();
   assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust);
 });
@@ -157,4 +157,19 @@ test('received-updates: only a caller that asks gets the second feed', () => {
   assert.ok(!('receivedUpdates' in plain) && !('receivedCursor' in plain), JSON.stringify(plain));
   const asked = s.call('poll', 'pc-b', { receivedSince: 0 });
   assert.deepStrictEqual(asked.receivedUpdates.map((u) => u.state), ['delivered']);
+});
+
+test('jobs: the built-ins, limits and sweep reasons are those of crates/core job.rs', () => {
+  const src = fs.readFileSync(path.join(__dirname, '../../crates/core/src/job.rs'), 'utf8');
+  const rustBuiltins = [...src.matchAll(/probe\("([a-z_]+)"/g)].map((m) => m[1]);
+  const s = makeServer();
+  assert.deepStrictEqual(Object.keys(s.ctx.__get('BUILTIN_JOBS')), rustBuiltins);
+  const str = (name) => new RegExp('pub const ' + name + ': &str = "([^"]+)";').exec(src)[1];
+  const num = (name) => Number(new RegExp('pub const ' + name + ': [A-Za-z0-9]+ = ([0-9_ *]+);').exec(src)[1].replace(/_/g, '').split('*').reduce((a, b) => a * Number(b), 1));
+  const JOB = s.ctx.__get('JOB');
+  assert.deepStrictEqual([JOB.DEDUP_DEFAULT_MS, JOB.DEDUP_MAX_MS, JOB.QUEUED_MAX_MS, JOB.ARGS_MAX, JOB.STRING_DEFAULT_MAX, JOB.STRING_HARD_MAX, JOB.COMMANDS_MAX, JOB.OFFER_MAX, JOB.POLL_ITEMS_MAX],
+    [num('DEDUP_WINDOW_DEFAULT_MS'), num('DEDUP_WINDOW_MAX_MS'), num('QUEUED_MAX_AGE_MS'), num('ARGS_MAX'), num('STRING_MAX_LEN_DEFAULT'), num('STRING_MAX_LEN_CAP'), num('COMMANDS_MAX'), num('OFFERED_MAX'), num('POLL_ITEMS_MAX')]);
+  const reasons = [str('REASON_NO_HEARTBEAT'), str('REASON_PAST_LIMIT'), str('REASON_NEVER_STARTED')];
+  const gasSrc = fs.readFileSync(path.join(__dirname, '../Jobs.js'), 'utf8');
+  reasons.forEach((r) => assert.ok(gasSrc.includes("'" + r + "'"), r));
 });
