@@ -40,6 +40,7 @@ pub fn op_class(op: &Op, pc: &str) -> OpClass {
             OpClass::Pc
         }
         Op::LeaseClaim(_) | Op::LeaseRelease(_) | Op::LeaseList(_) | Op::LeaseCheck { .. } => OpClass::Pc,
+        Op::NameTake { .. } | Op::Who => OpClass::Pc,
         Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
         Op::RosterSet { .. }
         | Op::RosterRemove { .. }

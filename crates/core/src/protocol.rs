@@ -7,6 +7,7 @@ use crate::lease::{parse_check, parse_claim, parse_list, parse_poll_lease, parse
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
+use crate::sessions::{parse_poll_sessions, parse_take, LiveSession};
 use crate::{Millis, PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 
@@ -51,6 +52,11 @@ pub enum Op {
     LeaseRelease(Release),
     LeaseList(ListArgs),
     LeaseCheck { resource: String, fence: i64 },
+    /// A session of the caller's PC takes a name (feature `sessions`);
+    /// `live`: the PC's live sessions now, applied first (as a poll's).
+    NameTake { name: String, session: String, live: Option<Vec<LiveSession>> },
+    /// Every live session on every PC, with its name.
+    Who,
 }
 
 impl Op {
@@ -76,13 +82,22 @@ impl Op {
             Op::LeaseRelease(_) => "lease.release",
             Op::LeaseList(_) => "lease.list",
             Op::LeaseCheck { .. } => "lease.check",
+            Op::NameTake { .. } => "name.take",
+            Op::Who => "who",
         }
     }
 
     /// The `args` object of this op, as a client sends it.
     pub fn args_json(&self) -> Value {
         match self {
-            Op::Hello | Op::RosterGet | Op::Sweep => json!({}),
+            Op::Hello | Op::RosterGet | Op::Sweep | Op::Who => json!({}),
+            Op::NameTake { name, session, live } => {
+                let mut v = json!({"name": name, "session": session});
+                if let Some(l) = live {
+                    v["live"] = json!(l);
+                }
+                v
+            }
             Op::RosterSet { label, hostname, number, claim, replace } => {
                 let mut v = json!({"label": label, "hostname": hostname});
                 if let Some(n) = number {
@@ -108,6 +123,9 @@ impl Op {
                 }
                 if let Some(r) = p.received_since {
                     v["receivedSince"] = json!(r);
+                }
+                if let Some(s) = &p.sessions {
+                    v["sessions"] = json!({"live": s});
                 }
                 v
             }
@@ -171,17 +189,22 @@ pub struct PollArgs {
     /// The cursor of the received-mail feed (feature `received-updates`);
     /// None: the caller does not ask for it (older clients).
     pub received_since: Option<i64>,
+    /// This PC's live sessions (feature `sessions`): None from a client
+    /// that does not report them (its sessions and names are left as they were).
+    pub sessions: Option<Vec<LiveSession>>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None, received_since: None }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None, received_since: None, sessions: None }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES, FEATURE_SESSIONS];
+/// The poll's `sessions` argument, `name.take`, `who`, and mail to a name (issue 11).
+pub const FEATURE_SESSIONS: &str = "sessions";
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
@@ -354,7 +377,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             if received_since.is_some_and(|r| r < 0) {
                 return Err(ProtoError::field("receivedSince", "receivedSince must be >= 0"));
             }
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since })
+            let sessions = match args.get("sessions") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(parse_poll_sessions(v)?),
+            };
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since, sessions })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
@@ -418,6 +445,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         "lease.claim" => Op::LeaseClaim(parse_claim(args)?),
         "lease.release" => Op::LeaseRelease(parse_release(args)?),
         "lease.list" => Op::LeaseList(parse_list(args)?),
+        "name.take" => {
+            let (name, session, live) = parse_take(args)?;
+            Op::NameTake { name, session, live }
+        }
+        "who" => Op::Who,
         "lease.check" => {
             let (resource, fence) = parse_check(args)?;
             Op::LeaseCheck { resource, fence }

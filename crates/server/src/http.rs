@@ -382,6 +382,8 @@ async fn long_poll(
             // Only to hear of leases lost or changed since the first pass (nothing renewed twice).
             lease: args.lease.as_ref().map(|l| PollLease { renew: vec![], release: vec![], known: l.known }),
             received_since: args.received_since,
+            // The report was applied by the first pass; the names come again.
+            sessions: args.sessions.clone(),
         }),
     };
     loop {

@@ -8,6 +8,7 @@ mod mark;
 mod poll;
 mod roster;
 mod send;
+pub(crate) mod sessions;
 mod status;
 
 use crate::engine::{Ctx, OpError, OpResult};
@@ -17,7 +18,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 pub(crate) fn is_read_only(op: &Op) -> bool {
-    matches!(op, Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. })
+    matches!(op, Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. } | Op::Who)
 }
 
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {
@@ -83,6 +84,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
         Op::LeaseCheck { resource, fence } => {
             require_on_roster(ctx)?;
             lease::check(ctx, resource, *fence)
+        }
+        Op::NameTake { name, session, live } => {
+            require_on_roster(ctx)?;
+            sessions::take(ctx, name, session, live.as_deref())
+        }
+        Op::Who => {
+            require_on_roster(ctx)?;
+            sessions::who(ctx)
         }
     }
 }
