@@ -10,6 +10,7 @@ mod error;
 pub mod features;
 pub mod leases;
 pub mod handoffs;
+pub mod sessions;
 
 pub use error::{exit_of_client, ApiError, Exit};
 

@@ -8,6 +8,7 @@ mod lease_cmd;
 mod handoff_cmd;
 mod print;
 mod service_cmd;
+mod session_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -229,6 +230,18 @@ enum Cmd {
         #[arg(long)]
         git: bool,
     },
+    /// This session takes a name (ani, vasya): mail to the name comes to it. Names and PC labels
+    /// share one namespace; a name held by a live session is refused (exit 5, with the holder);
+    /// it moves from an ended session, with its unseen mail. Run it from a Claude Code session
+    /// (or set PCMAIL_SESSION).
+    Name {
+        name: String,
+        /// The session taking it [default: the Claude Code session above this command].
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Every live session on every PC: name, PC, repo, branch, idle time, leases held (from the server).
+    Who,
     /// Leases: hold a resource across PCs, see who holds what (`pcmail lease --help`).
     Lease {
         #[command(subcommand)]
@@ -703,6 +716,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Doctor { fix } => print::doctor(json, fix),
         Cmd::Hooks { action, git: true, .. } => git_hooks(&action, json),
         Cmd::Lease { action } => lease_cmd::run(action, json),
+        Cmd::Name { name, session } => session_cmd::name(name, session, json),
+        Cmd::Who => session_cmd::who(json),
         Cmd::Hooks { action, settings, git: false } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {

@@ -9,6 +9,7 @@ pub mod leases;
 pub mod notify;
 pub mod ops;
 pub mod pusher;
+pub mod sessions;
 pub mod sync;
 pub mod creds;
 pub mod token;

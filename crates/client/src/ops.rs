@@ -73,9 +73,9 @@ impl Client {
                 _ => {}
             }
         }
-        let mut pcs = match self.refresh_roster() {
-            Ok(p) => p,
-            Err(_) => cached,
+        let (mut pcs, reached) = match self.refresh_roster() {
+            Ok(p) => (p, true),
+            Err(_) => (cached, false),
         };
         // This PC is on the roster from its first command, not its first poll.
         if !pcs.iter().any(|p| p.label == me) && self.register_self().is_ok() {
@@ -85,6 +85,10 @@ impl Client {
             Resolution::Exact(l) => Ok(l),
             Resolution::Broadcast if pcs.iter().any(|p| p.label != me) => Ok("*".into()),
             Resolution::Broadcast => Err(ClientError::NobodyElse),
+            // Spelled as a label but no PC: maybe a session's name (issue 11),
+            // which only the server knows. It checks exactly and answers
+            // `unknown_recipient` with candidates (names and labels) if not.
+            Resolution::Unknown { .. } if reached && pcmail_core::roster::is_valid_label(query) => Ok(query.to_string()),
             Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
         }
     }
