@@ -594,6 +594,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Status { ids, wait_for, timeout } => {
             let mut client = open()?;
+            let mut waiting = vec![];
             let (mails, missing) = match wait_for {
                 Some(w) => {
                     let args = pcmail_api::WaitForArgs { ids, state: w.state(), timeout_secs: Some(timeout) };
@@ -601,10 +602,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 None => {
                     let r = pcmail_api::status(&mut client, &pcmail_api::IdsArgs { ids })?;
+                    waiting = r.waiting;
                     (r.mails, r.missing)
                 }
             };
-            print::timelines(&mails, json);
+            if json && !waiting.is_empty() {
+                // Mail to a name nobody live holds: its object says why it waits.
+                let mut v = serde_json::to_value(&mails)?;
+                for m in v.as_array_mut().into_iter().flatten() {
+                    if let Some((_, note)) = waiting.iter().find(|(id, _)| m["id"] == serde_json::json!(id)) {
+                        m["waiting"] = serde_json::json!(note);
+                    }
+                }
+                println!("{v}");
+            } else {
+                print::timelines(&mails, json);
+                for (id, note) in &waiting {
+                    println!("pcmail: {id}: {note}");
+                }
+            }
             if !missing.is_empty() {
                 anyhow::bail!(ClientError::NotFound(missing.join(", ")));
             }

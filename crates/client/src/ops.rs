@@ -263,7 +263,22 @@ impl Client {
 
     /// The server's timeline for mail ids (refreshes the local sent cache).
     pub fn status(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>), ClientError> {
+        self.status_noting_waits(ids).map(|(m, missing, _)| (m, missing))
+    }
+
+    /// `status`, and for mail to a name nobody live holds, why it waits
+    /// (id → the server's note; issue 11).
+    pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>, Vec<(String, String)>), ClientError> {
         let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
+        let waiting: Vec<(String, String)> = resp
+            .get("mails")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| Some((m.get("id")?.as_str()?.to_string(), m.get("waiting")?.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
         let now = self.now();
         self.record_server_clock(&resp, now);
         let mails: Vec<Mail> = resp
@@ -279,7 +294,7 @@ impl Client {
             // The same timeline in the store, for mail sent or received here.
             let _ = self.store.apply_status_timeline(m);
         }
-        Ok((mails, missing))
+        Ok((mails, missing, waiting))
     }
 
     /// Waits until every copy of `id` reached `wanted` (or a final state).
