@@ -242,6 +242,14 @@ enum Cmd {
     },
     /// Every live session on every PC: name, PC, repo, branch, idle time, leases held (from the server).
     Who,
+    /// For Claude Code's Monitor tool: prints one framed line per new mail for this session as it
+    /// arrives (woken by the poller's store change; reads only the PC store), marks it seen for
+    /// the session; ends on SIGTERM/SIGINT or EOF of a piped stdin.
+    Watch {
+        /// The session [default: PCMAIL_SESSION, else the Claude Code session above this command].
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// Leases: hold a resource across PCs, see who holds what (`pcmail lease --help`).
     Lease {
         #[command(subcommand)]
@@ -734,6 +742,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Lease { action } => lease_cmd::run(action, json),
         Cmd::Name { name, session } => session_cmd::name(name, session, json),
         Cmd::Who => session_cmd::who(json),
+        Cmd::Watch { session } => session_cmd::watch(session),
         Cmd::Hooks { action, settings, git: false } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {

@@ -80,3 +80,78 @@ pub fn who_text(w: &WhoAnswer) -> String {
     }
     out
 }
+
+/// Set by SIGTERM / SIGINT, or EOF on a piped stdin: `watch` ends cleanly.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(unix)]
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `pcmail watch`: one framed line per new mail for this session, as it
+/// arrives (crates/local/src/watch.rs). Reads only the PC store.
+pub fn watch(session: Option<String>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let paths = pcmail_client::config::Paths::from_env()?;
+    let session = match session.or_else(|| std::env::var("PCMAIL_SESSION").ok().filter(|s| !s.trim().is_empty())) {
+        Some(s) => s,
+        None => session_above(&paths).ok_or_else(|| {
+            pcmail_api::ApiError::Usage(
+                "no Claude Code session above this command (the hook records sessions on SessionStart): run it from a session's Monitor tool, or pass --session".into(),
+            )
+        })?,
+    };
+    #[cfg(unix)]
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    // EOF on a piped stdin ends it (the agent closed it). A terminal or
+    // /dev/null is not watched: the Monitor tool may give either.
+    if stdin_is_pipe() {
+        std::thread::spawn(|| {
+            let mut buf = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while let Ok(n) = std::io::Read::read(&mut stdin, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+            }
+            STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let stdout = std::io::stdout();
+    let r = pcmail_client::watch::run(&paths, &session, &STOP, |line| {
+        let mut o = stdout.lock();
+        writeln!(o, "{line}")?;
+        o.flush()
+    });
+    match r {
+        Ok(()) => Ok(()),
+        // The reader went away (a closed pipe): nothing more to say to it.
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("{e}")),
+    }
+}
+
+fn stdin_is_pipe() -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata("/dev/stdin").map(|m| m.file_type().is_fifo() || m.file_type().is_socket()).unwrap_or(false)
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
+/// The current session of the Claude Code process above this command, from
+/// the registry in the PC store (as `pcmail name` and `pcmail lease claim` find it).
+fn session_above(paths: &pcmail_client::config::Paths) -> Option<String> {
+    let store = pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_secs(2)).ok()??;
+    let c = pcmail_client::process::claude_ancestor()?;
+    pcmail_store::leases::session_of_process(store.conn(), c.pid, c.start).ok().flatten().map(|r| r.session)
+}

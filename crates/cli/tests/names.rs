@@ -167,3 +167,85 @@ fn names_take_collide_move_and_mail_to_a_name_reaches_its_session_only() {
     let w = a.json(&["who"]);
     assert_eq!(w["sessions"].as_array().unwrap().iter().find(|s| s["name"] == "ani").unwrap()["pc"], "pc-c", "{w}");
 }
+
+/// Issue 11 §2: `pcmail watch` prints mail sent on another PC without any
+/// prompt, within a second on `serve` (the receiving daemon long-polls and
+/// watch wakes on the store change), never twice; the hook then only counts it.
+#[test]
+fn watch_prints_new_mail_for_its_session_once_and_the_hook_then_counts_it() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    let b = Pc::new(&server, "pc-b");
+    a.ok(&["sync"]);
+    b.ok(&["sync"]);
+    let session = Session::start(&b, "sess-watch-4444");
+    let mut daemon = b.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut watch = b
+        .cmd(&["watch"])
+        .env("PCMAIL_CLAUDE_PID", session.pid())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let header = rx.recv_timeout(Duration::from_secs(20)).expect("watch prints its header");
+    assert!(header.starts_with("pcmail watch: new mail for this session (pc-b)"), "{header}");
+
+    let mut lines = vec![];
+    for (i, body) in ["first: <b>the build is green</b>", "second: please rebase"].iter().enumerate() {
+        let sent_at = Instant::now();
+        let id = a.send(&["pc-b", "--body", body]);
+        // Wait on the line (a deadline, not a timed assertion): it must come.
+        let line = loop {
+            let l = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("mail {i} never reached watch"));
+            if l.contains(&id) {
+                break l;
+            }
+            lines.push(l);
+        };
+        eprintln!("watch: mail {i} printed {:?} after send returned", sent_at.elapsed());
+        assert!(line.starts_with("<pcmail-mail ") && line.ends_with("</pcmail-mail>"), "one framed line: {line}");
+        assert!(line.contains("from=\"pc-a\""), "{line}");
+        lines.push(line);
+    }
+    // Neutralised like the hook's: the sender's markup cannot forge the frame.
+    assert!(lines.iter().any(|l| l.contains("‹b›the build is green‹/b›")), "{lines:?}");
+    // Never twice: nothing more arrives while the store keeps changing (the
+    // daemon pushing watch's seen marks, its polls).
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(1500)) {
+        lines.push(l);
+    }
+    assert_eq!(lines.len(), 2, "each mail exactly once: {lines:?}");
+    // The hook of the same session: what watch printed is counted, not shown again.
+    let ctx = session.hook(&b, "UserPromptSubmit");
+    assert!(!ctx.contains("<pcmail-mail"), "{ctx}");
+    assert!(ctx.contains("2 open mail for pc-b already shown earlier in this session"), "{ctx}");
+
+    // EOF on stdin ends it cleanly.
+    drop(watch.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = watch.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "watch did not end on EOF");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    reader.join().unwrap();
+    daemon.kill().unwrap();
+    let _ = daemon.wait();
+}
