@@ -18,6 +18,7 @@ function opClass_(req) {
   switch (req.op) {
     case 'send': case 'poll': case 'mark': case 'status': case 'rotate': return 'pc';
     case 'lease.claim': case 'lease.release': case 'lease.list': case 'lease.check': return 'pc';
+    case 'name.take': case 'who': return 'pc';
     case 'hello': case 'roster.get': case 'sweep': case 'alerts': return 'any';
     case 'join': return 'join';
     // A PC's own entry (its hostname, an old PC's claim) is its business; a takeover is the admin's.

@@ -24,7 +24,8 @@ function handlers_() {
     'roster.enrol': opEnrol_, 'join': opJoin_, 'roster.revoke': opRevoke_, 'rotate': opRotate_,
     'roster.requireCredentials': opRequireCredentials_, 'roster.log': opAuditLog_,
     'lease.claim': opLeaseClaim_, 'lease.release': opLeaseRelease_, 'lease.list': opLeaseList_,
-    'lease.check': opLeaseCheck_
+    'lease.check': opLeaseCheck_,
+    'name.take': opNameTake_, 'who': opWho_
   };
 }
 

@@ -16,7 +16,14 @@ const TABS = {
   Leases: ['resource', 'fence', 'state', 'mode', 'holderPc', 'holderSession', 'holderName', 'claimId', 'grantedAt',
     'heartbeatAt', 'ttlExpiresAt', 'endedAt', 'repo', 'description', 'files', 'timeline'],
   LeaseCounters: ['key', 'value'], // "version", "fence:<resource>"
-  LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event']
+  LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event'],
+  // Sessions.js (issue 11 §1): live sessions as each PC last reported them, names, their
+  // moves, where mail to a name was delivered, and the mail a PC must withdraw.
+  Sessions: ['pc', 'session', 'repo', 'branch', 'cwd', 'idleMs', 'leases', 'reportedAt'],
+  Names: ['name', 'pc', 'session', 'since'],
+  NameEvents: ['seq', 'name', 'at', 'pc', 'session', 'prevPc', 'prevSession', 'requeued'],
+  NameMail: ['id', 'pc'],
+  NameWithdraw: ['pc', 'id']
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;

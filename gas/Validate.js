@@ -10,7 +10,8 @@ const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll
   'status', 'sweep', 'alerts',
   // issue 14 (Auth.js)
   'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log',
-  'lease.claim', 'lease.release', 'lease.list', 'lease.check'];
+  'lease.claim', 'lease.release', 'lease.list', 'lease.check',
+  'name.take', 'who']; // issue 11 (Sessions.js)
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;
@@ -155,7 +156,9 @@ function parseArgs_(op, a) {
       const lease = has_(a, 'lease') ? parsePollLease_(a.lease) : null; // Leases.js
       const receivedSince = optInt_(a, 'receivedSince');
       if (receivedSince !== null && receivedSince < 0) throw badField_('receivedSince', 'receivedSince must be >= 0');
-      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince };
+      const sessions = has_(a, 'sessions') ? parsePollSessions_(a.sessions) : null; // Sessions.js
+      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince,
+        sessions: sessions };
     }
     case 'mark': {
       if (!has_(a, 'marks')) throw badField_('marks', 'missing "marks"');
@@ -175,6 +178,8 @@ function parseArgs_(op, a) {
     case 'lease.release': return parseLeaseRelease_(a);
     case 'lease.list': return parseLeaseList_(a);
     case 'lease.check': return parseLeaseCheck_(a);
+    case 'name.take': return parseNameTake_(a);
+    case 'who': return {};
     default:
       return parseCredArgs_(op, a) || {};
   }

@@ -19,11 +19,8 @@ test('hello lists exactly the features of pcmail_core::protocol::FEATURES', () =
   assert.ok(list, 'FEATURES not found in protocol.rs');
   const rust = list[1].split(',').map((s) => s.trim()).filter(Boolean).map((k) => consts[k]);
   assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'sessions']);
-  // Issue 11 §1 (`sessions`: name.take, who, mail to a name) is on pcmail serve only so far: gas
-  // must not claim it until gas/Sessions.js exists and the names-* vectors run on gas too.
-  const NOT_YET_ON_GAS = ['sessions'];
   const s = makeServer();
-  assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust.filter((f) => !NOT_YET_ON_GAS.includes(f)));
+  assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust);
 });
 
 test('mark text and markId follow the Rust rules, not JS trim or UTF-8 length', () => {

@@ -18,9 +18,9 @@ pub const BRANCH_MAX_CHARS: usize = 250;
 pub const CWD_MAX_CHARS: usize = 1_000;
 /// Most lease resources listed per session.
 pub const LEASES_MAX: usize = 100;
-/// A PC's report counts while it polled this recently: a PC that stopped
-/// polling has no live sessions (its daemon polls every few seconds and a
-/// long poll waits at most 25 s).
+/// A PC's report counts while it is this recent (each poll renews it): a PC
+/// that stopped polling has no live sessions (its daemon polls every few
+/// seconds and a long poll waits at most 25 s).
 pub const REPORT_FRESH_MS: Millis = 3 * 60_000;
 
 /// The one rule for a name, on the CLI and both servers: a label's spelling

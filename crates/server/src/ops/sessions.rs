@@ -2,9 +2,9 @@
 //! the live sessions a poll reports, `name.take`, `who`, and how mail to a
 //! name finds the PC holding it (and leaves the one that held it before).
 //!
-//! A PC's sessions count as live while its report is fresh (it polled within
-//! `REPORT_FRESH_MS`); a name's mail goes out only while its holder is live,
-//! otherwise it waits on the server.
+//! A PC's sessions count as live while its report is fresh (made within
+//! `REPORT_FRESH_MS`: every poll of a PC that reports sessions renews it); a
+//! name's mail goes out only while its holder is live, otherwise it waits.
 
 use super::{fields, roster, StoredMail, MAIL_COLUMNS};
 use crate::engine::{Ctx, OpError, OpResult};
@@ -36,13 +36,12 @@ pub(crate) fn holder(ctx: &Ctx<'_>, name: &str) -> OpResult<Option<NameHolder>> 
 }
 
 /// Whether `session` of `pc` is live: in the PC's last report, and that
-/// report fresh (the caller's own report, applied in this op, always is).
+/// report fresh (the caller's own report always counts).
 pub(crate) fn is_live(ctx: &Ctx<'_>, pc: &str, session: &str) -> OpResult<bool> {
     Ok(ctx
         .tx
         .prepare_cached(
-            "SELECT 1 FROM live_session l JOIN pc p ON p.label = l.pc \
-             WHERE l.pc = ?1 AND l.session = ?2 AND (l.pc = ?3 OR p.last_poll_at >= ?4)",
+            "SELECT 1 FROM live_session l WHERE l.pc = ?1 AND l.session = ?2 AND (l.pc = ?3 OR l.reported_at >= ?4)",
         )?
         .query_row(params![pc, session, ctx.pc, ctx.now - REPORT_FRESH_MS], |_| Ok(()))
         .optional()?
@@ -254,8 +253,7 @@ pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     let mut st = ctx.tx.prepare_cached(
         "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
                 (SELECT group_concat(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
-         FROM live_session l JOIN pc p ON p.label = l.pc \
-         WHERE p.last_poll_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session",
+         FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session",
     )?;
     let now = ctx.now;
     let rows = st.query_map(params![fresh, ctx.pc], |r| {
