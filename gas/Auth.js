@@ -20,6 +20,7 @@ function opClass_(req) {
     case 'lease.claim': case 'lease.release': case 'lease.list': case 'lease.check': return 'pc';
     // Jobs: each op checks who may see or change the job (submitter's, joined or target PC).
     case 'job.submit': case 'job.status': case 'job.list': case 'job.cancel': case 'job.start': case 'job.report': return 'pc';
+    case 'name.take': case 'who': return 'pc';
     case 'hello': case 'roster.get': case 'sweep': case 'alerts': return 'any';
     case 'join': return 'join';
     // A PC's own entry (its hostname, an old PC's claim) is its business; a takeover is the admin's.

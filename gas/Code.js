@@ -26,7 +26,8 @@ function handlers_() {
     'lease.claim': opLeaseClaim_, 'lease.release': opLeaseRelease_, 'lease.list': opLeaseList_,
     'lease.check': opLeaseCheck_,
     'job.submit': opJobSubmit_, 'job.status': opJobStatus_, 'job.list': opJobList_, 'job.cancel': opJobCancel_,
-    'job.start': opJobStart_, 'job.report': opJobReport_
+    'job.start': opJobStart_, 'job.report': opJobReport_,
+    'name.take': opNameTake_, 'who': opWho_
   };
 }
 

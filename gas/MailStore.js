@@ -16,12 +16,15 @@ function rowToMail_(r) {
     auto: r[7] === 'true', hop: Number(r[8] || 0), createdAt: Number(r[9]),
     broadcastOf: r[10] || null, state: r[11], timeline: r[12] ? JSON.parse(r[12]) : [],
     updatedAt: Number(r[13] || 0), subject: r[15] || '', body: r[16] || '',
+    // Mail to a name re-queued after the name moved (Sessions.js): delivered, with q set.
+    requeued: r[11] === 'delivered' && r[14] !== '',
     expiresIn: r[17] ? Number(r[17]) : null // absent in rows older than the column
   };
 }
 
 function mutRow_(m) {
-  return [m.state, JSON.stringify(m.timeline), String(m.updatedAt), m.state === 'new' ? m.to : ''];
+  return [m.state, JSON.stringify(m.timeline), String(m.updatedAt),
+    m.state === 'new' || (m.requeued && m.state === 'delivered') ? m.to : ''];
 }
 
 function mailToRow_(m) {
@@ -95,17 +98,19 @@ function locateMap_(ids) {
 // two rows (a sweep band cut short, see Sweep.js) counts once: the first row.
 // Returns {locs: {id: loc}, list: [loc] in sheet order, span: {lo, vals}, cut}.
 function mineLive_(label, ids, limit) {
+  // `label` may be a list: the caller's label and the names its live sessions hold.
+  const qs = [].concat(label);
   const sh = tab_('Mail');
   const last = sh.getLastRow();
   let pendingRows = [];
   const idRows = [];
   if (last >= 2) {
     if (!ids.length) {
-      if (limit > 0) pendingRows = findRows_(sh, MCOL.q, [label]);
+      if (limit > 0) pendingRows = findRows_(sh, MCOL.q, qs);
     } else {
       const want = {};
       ids.forEach(function (id) { want[id] = true; });
-      const texts = Object.keys(want).concat(limit > 0 ? [label] : []).map(escapeRe_);
+      const texts = Object.keys(want).concat(limit > 0 ? qs : []).map(escapeRe_);
       const range = sh.getRange(2, 1, last - 1, MCOL.q);
       for (let i = 0; i < texts.length; i += FIND_BATCH) {
         range.createTextFinder('^(?:' + texts.slice(i, i + FIND_BATCH).join('|') + ')$')
@@ -174,8 +179,9 @@ function appendMails_(mails) {
 
 // The caller's mail still `new`, oldest first, at most `limit`.
 function pendingOf_(mine, label, limit) {
+  const qs = [].concat(label);
   const mails = mine.list.map(function (l) { return l.mail; })
-    .filter(function (m) { return m.state === 'new' && m.to === label; });
+    .filter(function (m) { return (m.state === 'new' || m.requeued) && qs.indexOf(m.to) >= 0; });
   const take = mails.slice(0, limit);
   take.sort(function (a, b) { return a.createdAt - b.createdAt; });
   return { mails: take, more: mails.length > limit || mine.cut };

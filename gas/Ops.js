@@ -13,13 +13,19 @@ function opHello_(req) {
 // leases = lease.* and the poll's `lease` argument (Leases.js).
 // received-updates = poll.receivedSince: the feed of mail the caller received.
 // jobs = job.* and the poll's `job` argument (Jobs.js, JobsServer.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs'];
+// sessions = the poll's sessions report, name.take, who, mail to a name (Sessions.js).
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs', 'sessions'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
 }
 
 function opRosterSet_(req, now) {
+  // A new label may not be spelled as a name (one namespace, Sessions.js).
+  if (!readRoster_().some(function (p) { return p.label === req.args.label; })) {
+    const h = sessHolder_(sessStore_(now), req.args.label);
+    if (h) throw pcErr_('conflict', JSON.stringify(req.args.label) + ' is a session name (held by ' + h.pc + '/' + h.session + '); names and labels share one namespace: pick another label');
+  }
   const claim = req.args.claim ? { cred: req.cred, replace: req.args.replace } : null;
   const r = rosterSet_(req.args.label, req.args.hostname, req.args.number, claim);
   if (r.changed && req.caller === 'admin') audit_(req, now, 'roster.set', req.args.label, 'number ' + r.pc.number + ' hostname ' + r.pc.hostname);
@@ -64,8 +70,12 @@ function opSend_(req, now) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
   if (mail.to !== '*' && !pcs.some(function (p) { return p.label === mail.to; })) {
-    throw pcErr_('unknown_recipient', JSON.stringify(mail.to) + ' is not a roster label',
-      { candidates: candidates_(pcs, mail.to) });
+    // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
+    const st = sessStore_(now);
+    if (!sessHolder_(st, mail.to)) {
+      throw pcErr_('unknown_recipient', JSON.stringify(mail.to) + ' is not an exact roster label or name',
+        { candidates: candidates_(pcs, mail.to).concat(nameCandidates_(st, mail.to)) });
+    }
   }
   if (mail.hop >= LIMITS.HOP_LIMIT) throw pcErr_('hop_limit', 'hop ' + mail.hop + ' reaches the limit of ' + LIMITS.HOP_LIMIT);
   let original = null; // the mail this reply finishes, if the sender is its recipient
@@ -115,7 +125,8 @@ function opSend_(req, now) {
 
 // Applies marks in order to already located mail; returns results (request order, each
 // with its index; a malformed mark keeps its own bad_request), changed locs, events.
-function applyMarks_(marks, locs, pc, now, changed, events) {
+// `names` ({st, delivered}, Sessions.js): mail to a name the caller holds is its own too.
+function applyMarks_(marks, locs, pc, now, changed, events, names) {
   return marks.map(function (mk, index) {
     if (mk.bad) return mk.bad;
     const failed = function (code, message) {
@@ -124,7 +135,7 @@ function applyMarks_(marks, locs, pc, now, changed, events) {
     const loc = locs[mk.id];
     if (!loc) return failed('not_found', 'no such mail');
     const m = loc.mail;
-    if (m.to !== pc) return failed('forbidden', 'only the recipient PC may mark a mail');
+    if (m.to !== pc && !(names && sessReceives_(names.st, m, pc, names.delivered))) return failed('forbidden', 'only the recipient PC may mark a mail');
     const target = { seen: 'seen', ack: 'done', fail: 'failed' }[mk.op];
     const note = mk.op === 'ack' ? 'ack' : mk.op === 'fail' ? mk.reason : null;
     const at = Math.min(mk.at, now); // never in the server's future
@@ -173,7 +184,8 @@ function opMark_(req, now) {
   const found = locateForCaller_(req.pc, markIds_(req.args.marks), 0);
   const changed = {};
   const events = [];
-  const results = applyMarks_(req.args.marks, found.locs, req.pc, now, changed, events);
+  const names = { st: sessStore_(now), delivered: nameMailRead_() };
+  const results = applyMarks_(req.args.marks, found.locs, req.pc, now, changed, events, names);
   if (events.length) commitChanges_(changed, events, found.mine.span);
   return { results: results };
 }
@@ -184,28 +196,44 @@ function opPoll_(req, now) {
   const me = rosterMember_(pcs, req.pc);
   const confirm = a.confirm;
   const ids = confirm.concat(markIds_(a.marks));
-  const found = locateForCaller_(req.pc, ids, a.limit);
+  // The sessions report first: mail to a name goes out only while its holder is live.
+  const st = sessStore_(now);
+  if (a.sessions) sessReport_(st, req.pc, a.sessions);
+  const delivered = nameMailRead_();
+  const deliveredBefore = Object.keys(delivered).length;
+  let deliveredDirty = false;
+  const found = locateForCaller_([req.pc].concat(liveNamesOf_(st, req.pc)), ids, a.limit);
   const locs = found.locs;
   const changed = {};
   const events = [];
   const confirmed = [];
   confirm.forEach(function (id) {
     const loc = locs[id];
-    if (!loc || loc.mail.to !== req.pc) return;
+    if (!loc) return;
+    if (loc.mail.to !== req.pc) {
+      // Mail to a name this PC holds: it is here now.
+      if (!sessReceives_(st, loc.mail, req.pc, delivered) || loc.where !== 'Mail') return;
+      delivered[id] = req.pc;
+      deliveredDirty = true;
+      if (loc.mail.requeued) { loc.mail.requeued = false; changed[id] = loc; }
+    }
     if (transition_(loc.mail, 'delivered', now, req.pc, null, now)) {
       changed[id] = loc;
       events.push(eventOf_(loc.mail));
     }
     confirmed.push(id);
   });
-  const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events);
+  const marks = applyMarks_(a.marks, locs, req.pc, now, changed, events, { st: st, delivered: delivered });
   const lease = a.lease ? pollLease_(req.pc, a.lease, now) : null;
   const job = a.job ? pollJob_(req.pc, a.job, now) : null; // a poll without `job` touches no job tab
   const tail = eventsTail_();
-  if (events.length) commitChanges_(changed, events, found.mine.span, tail);
+  if (events.length || Object.keys(changed).length) commitChanges_(changed, events, found.mine.span, tail);
+  if (deliveredDirty) nameMailWrite_(delivered, deliveredBefore);
+  const sessions = a.sessions ? sessPollAnswer_(st, req.pc) : null;
+  sessCommit_(st);
   // The Events prune keeps what either of this PC's cursors has not passed.
   heartbeat_(me, now, a.receivedSince === null ? a.since : Math.min(a.since, a.receivedSince));
-  const pending = pendingOf_(found.mine, req.pc, a.limit);
+  const pending = pendingOf_(found.mine, [req.pc].concat(liveNamesOf_(st, req.pc)), a.limit);
   const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
   const out = {
     mail: pending.mails.map(mailView_), confirmed: confirmed, marks: marks,
@@ -215,6 +243,7 @@ function opPoll_(req, now) {
   if (upd.cursorReset) out.cursorReset = true;
   if (lease) out.lease = lease;
   if (job) out.job = job;
+  if (sessions) out.sessions = sessions;
   if (a.receivedSince !== null) { // feature received-updates: only for a caller that asks
     const rec = updatesFor_(req.pc, a.receivedSince, LIMITS.UPDATES_MAX, tail, EV.r);
     out.receivedUpdates = rec.updates;
@@ -235,7 +264,7 @@ function creationOrder_(mails, pcs) {
   });
 }
 
-function opStatus_(req) {
+function opStatus_(req, now) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
   const ids = req.args.ids;
@@ -250,12 +279,21 @@ function opStatus_(req) {
   }
   const mails = [];
   const missing = [];
-  const mine = function (m) { return m.from === req.pc || m.to === req.pc; };
+  const st = sessStore_(now);
+  const delivered = nameMailRead_();
+  const mine = function (m) { return m.from === req.pc || m.to === req.pc || sessReceives_(st, m, req.pc, delivered); };
+  // Mail to a name nobody live holds: the sender hears that it waits.
+  const view = function (m) {
+    const v = mailView_(m);
+    const w = sessWaiting_(st, m, req.pc);
+    if (w) v.waiting = w;
+    return v;
+  };
   ids.forEach(function (id) {
     if (!isValidAnyId_(id)) missing.push(id); // not a mail id: missing, like an unknown one
     else if (direct[id]) {
       // Only mail this PC sent or received (issue 14); anyone else's is missing, like an unknown id.
-      if (mine(direct[id].mail)) mails.push(mailView_(direct[id].mail)); else missing.push(id);
+      if (mine(direct[id].mail)) mails.push(view(direct[id].mail)); else missing.push(id);
     } else if (copies[id] && copies[id].some(mine)) {
       creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailView_(m)); });
     } else missing.push(id);

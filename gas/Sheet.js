@@ -23,7 +23,14 @@ const TABS = {
   Jobs: ['id', 'q', 'cx', 'tell', 'target', 'state', 'dedupKey', 'submittedAt', 'endedAt', 'j1', 'j2', 'j3', 'j4'],
   JobWhitelists: ['target', 'hash', 'at', 'w1', 'w2', 'w3', 'w4'], // each PC's published CommandSpecs
   // JobsServer.js: a chunked team function's per-input results, keyed by (command, subject)
-  JobChunks: ['key', 'fp', 'input', 'state', 'failures', 'lastFailureAt', 'at', 'result']
+  JobChunks: ['key', 'fp', 'input', 'state', 'failures', 'lastFailureAt', 'at', 'result'],
+  // Sessions.js (issue 11 §1): live sessions as each PC last reported them, names, their
+  // moves, where mail to a name was delivered, and the mail a PC must withdraw.
+  Sessions: ['pc', 'session', 'repo', 'branch', 'cwd', 'idleMs', 'leases', 'reportedAt'],
+  Names: ['name', 'pc', 'session', 'since'],
+  NameEvents: ['seq', 'name', 'at', 'pc', 'session', 'prevPc', 'prevSession', 'requeued'],
+  NameMail: ['id', 'pc'],
+  NameWithdraw: ['pc', 'id']
 };
 // Archive has the Mail layout: a final mail moves there unchanged.
 TABS.Archive = TABS.Mail;

@@ -12,7 +12,8 @@ const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll
   'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log',
   'lease.claim', 'lease.release', 'lease.list', 'lease.check',
   // issue 13 (Jobs.js)
-  'job.submit', 'job.status', 'job.list', 'job.cancel', 'job.start', 'job.report'];
+  'job.submit', 'job.status', 'job.list', 'job.cancel', 'job.start', 'job.report',
+  'name.take', 'who']; // issue 11 (Sessions.js)
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;
@@ -158,7 +159,9 @@ function parseArgs_(op, a) {
       const job = has_(a, 'job') ? parsePollJob_(a.job) : null; // Jobs.js
       const receivedSince = optInt_(a, 'receivedSince');
       if (receivedSince !== null && receivedSince < 0) throw badField_('receivedSince', 'receivedSince must be >= 0');
-      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince, job: job };
+      const sessions = has_(a, 'sessions') ? parsePollSessions_(a.sessions) : null; // Sessions.js
+      return { confirm: confirm, marks: marks, limit: limit, since: since, waitMs: waitMs, lease: lease, receivedSince: receivedSince,
+        job: job, sessions: sessions };
     }
     case 'mark': {
       if (!has_(a, 'marks')) throw badField_('marks', 'missing "marks"');
@@ -178,6 +181,8 @@ function parseArgs_(op, a) {
     case 'lease.release': return parseLeaseRelease_(a);
     case 'lease.list': return parseLeaseList_(a);
     case 'lease.check': return parseLeaseCheck_(a);
+    case 'name.take': return parseNameTake_(a);
+    case 'who': return {};
     default:
       return parseJobArgs_(op, a) || parseCredArgs_(op, a) || {};
   }

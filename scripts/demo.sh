@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # pcmail's main job on its embedded default: two simulated PCs exchange mail
-# through the in-process server (no Google account, no network, no token).
+# through the in-process server (no Google account, no network, no token);
+# then scripts/demo-sessions.sh walks two named sessions through names, leases,
+# handoffs, rollups, memory and `pcmail watch`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi
@@ -12,4 +14,6 @@ if ! command -v cargo >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
     . "$HOME/.cargo/env"
   fi
 fi
-exec cargo run --quiet -p pcmail-cli -- demo "$@"
+cargo run --quiet -p pcmail-cli -- demo "$@"
+# Part two (issue 11): two named sessions, ani and vasya, through every layer.
+exec bash scripts/demo-sessions.sh

@@ -18,7 +18,7 @@ test('hello lists exactly the features of pcmail_core::protocol::FEATURES', () =
   const list = /pub const FEATURES: &\[&str\] = &\[([^\]]*)\];/.exec(src);
   assert.ok(list, 'FEATURES not found in protocol.rs');
   const rust = list[1].split(',').map((s) => s.trim()).filter(Boolean).map((k) => consts[k]);
-  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs']);
+  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs', 'sessions']);
   const s = makeServer();
   assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust);
 });

@@ -20,8 +20,8 @@ const inspector = require.resolve('@modelcontextprotocol/inspector/package.json'
 
 const TOOLS = ['ack', 'alerts', 'fail', 'handoff_close', 'handoff_list', 'handoff_new', 'handoff_pickup',
   'handoff_rollup', 'handoff_show', 'inbox', 'lease_check', 'lease_claim', 'lease_list',
-  'lease_release', 'lease_takeover', 'memory_add', 'memory_search', 'memory_show', 'read', 'reply', 'roster',
-  'roster_add', 'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for'];
+  'lease_release', 'lease_takeover', 'memory_add', 'memory_search', 'memory_show', 'name', 'read', 'reply', 'roster',
+  'roster_add', 'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for', 'who'];
 
 let dir;
 const home = (pc) => path.join(dir, pc);
@@ -197,6 +197,8 @@ test('bad arguments: a structured usage error (exit 2, as the CLI) naming the ar
     ['memory_add', { topic: 't', text: 'x' }, 'kind'],
     ['memory_show', { topic: [5] }, 'topic'],
     ['memory_search', {}, 'words'],
+    ['name', {}, 'name'],
+    ['who', { all: [1] }, 'all'],
   ];
   assert.deepEqual([...new Set(cases.map((c) => c[0]))].sort(), TOOLS, 'every tool is covered');
   for (const [tool, args, field] of cases) {

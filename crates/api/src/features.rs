@@ -14,6 +14,8 @@ pub enum Group {
     Mail,
     /// `lease.*` (issue 10).
     Leases,
+    /// `name.take`, `who` and mail to a name (issue 11).
+    Sessions,
 }
 
 impl Group {
@@ -22,6 +24,7 @@ impl Group {
         match self {
             Group::Mail => None,
             Group::Leases => Some("leases"),
+            Group::Sessions => Some("sessions"),
         }
     }
 }

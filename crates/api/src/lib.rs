@@ -10,6 +10,7 @@ mod error;
 pub mod features;
 pub mod leases;
 pub mod handoffs;
+pub mod sessions;
 
 pub use error::{exit_of_client, ApiError, Exit};
 
@@ -117,6 +118,9 @@ pub struct StatusResult {
     pub mails: Vec<Mail>,
     /// Ids the server does not know (the CLI exits 7 after printing the rest).
     pub missing: Vec<String>,
+    /// Mail to a name no live session holds: why it waits (id, note).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -362,8 +366,8 @@ pub fn status(client: &mut Client, args: &IdsArgs) -> Result<StatusResult> {
     if args.ids.is_empty() {
         return Err(ApiError::Usage("status needs at least one mail id".into()));
     }
-    let (mails, missing) = client.status(&args.ids)?;
-    Ok(StatusResult { mails, missing })
+    let (mails, missing, waiting) = client.status_noting_waits(&args.ids)?;
+    Ok(StatusResult { mails, missing, waiting })
 }
 
 /// `wait_for`: blocks until every copy of every id reached `state` (or a final state); `timeout` after `timeout_secs`.

@@ -27,13 +27,14 @@ fn main() -> Result<()> {
         Some("seen") => bench_seen(),
         Some("prune") => bench_prune(),
         Some("jobs") => jobs::bench_jobs(),
+        Some("who") => bench_who(),
         Some("serve-child") => {
             let db = args.get(2).context("serve-child DB")?;
             let mut opts = ServeOptions::new(db, TOKEN);
             opts.listen = "127.0.0.1:0".parse()?;
             pcmail_server::serve_blocking(opts)
         }
-        _ => bail!("usage: pcmail-bench server | seen | prune | jobs"),
+        _ => bail!("usage: pcmail-bench server | seen | prune | jobs | who"),
     }
 }
 
@@ -472,5 +473,68 @@ fn bench_prune() -> Result<()> {
         p(0.99),
         p(1.0)
     );
+    Ok(())
+}
+
+/// Issue 11 §1: `who` with 50 live sessions on 10 PCs on `pcmail serve`: the
+/// op over HTTP (keep-alive), and the whole `pcmail who` process (when the
+/// `pcmail` binary sits beside this one, or `PCMAIL_BIN`), in one run.
+fn bench_who() -> Result<()> {
+    let rounds = env_num("PCMAIL_BENCH_ROUNDS", 200);
+    let dir = tempfile::tempdir()?;
+    let server = ServerChild::start(&dir.path().join("serve.db"))?;
+    let http = client();
+    let call = |pc: &str, op: &str, args: Value| -> Result<Value> {
+        let v: Value = http.post(&server.url).json(&json!({"v":1,"op":op,"pc":pc,"token":TOKEN,"args":args})).send()?.json()?;
+        anyhow::ensure!(v["ok"] == json!(true), "{op}: {v}");
+        Ok(v)
+    };
+    for p in 0..10 {
+        let pc = format!("pc-{p:02}");
+        call(&pc, "roster.set", json!({"label": pc, "hostname": format!("HOST-{p:02}")}))?;
+        let live: Vec<Value> = (0..5)
+            .map(|s| json!({"session": format!("{pc}-session-{s}"), "repo": "github.com/kim/app", "branch": format!("feature-{s}"),
+                "cwd": "/home/kim/app", "idleMs": s * 60_000, "leases": if s == 0 { json!(["db-migrations"]) } else { json!([]) }}))
+            .collect();
+        call(&pc, "poll", json!({"sessions": {"live": live}}))?;
+        call(&pc, "name.take", json!({"name": format!("name-{p:02}"), "session": format!("{pc}-session-0")}))?;
+    }
+    let n = call("pc-00", "who", json!({}))?["sessions"].as_array().map(Vec::len).unwrap_or(0);
+    anyhow::ensure!(n == 50, "who lists {n} sessions, not 50");
+    let mut op_ms = vec![];
+    for _ in 0..rounds {
+        let t = Instant::now();
+        call("pc-00", "who", json!({}))?;
+        op_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!("pcmail-bench who: 50 live sessions on 10 PCs, pcmail serve on loopback");
+    println!("  who op over HTTP ({rounds} calls): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", pct(&op_ms, 0.5), pct(&op_ms, 0.99), pct(&op_ms, 1.0));
+    let pcmail = match std::env::var_os("PCMAIL_BIN") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe()?.with_file_name("pcmail"),
+    };
+    if !pcmail.exists() {
+        println!("  (no pcmail binary at {}: the whole-process figure needs PCMAIL_BIN)", pcmail.display());
+        return Ok(());
+    }
+    let home = dir.path().join("home");
+    let run = |args: &[&str]| -> Result<std::process::Output> {
+        Ok(Command::new(&pcmail).args(args).env("PCMAIL_HOME", &home).env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", "c".repeat(64)).env_remove("DBUS_SESSION_BUS_ADDRESS").stdin(Stdio::null()).output()?)
+    };
+    anyhow::ensure!(run(&["init", "--label", "pc-00", "--server", &server.url, "--replace"])?.status.success(), "init");
+    let mut cli_ms = vec![];
+    let mut true_ms = vec![];
+    for _ in 0..rounds.min(60) {
+        let t = Instant::now();
+        let out = run(&["who"])?;
+        cli_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).lines().count() >= 51, "pcmail who failed");
+        let t = Instant::now();
+        Command::new("/bin/true").status()?;
+        true_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!("  `pcmail who`, whole process ({} runs): p50 {:.1} ms, p99 {:.1} ms (target <= 50 ms); /bin/true p50 {:.1} ms",
+        cli_ms.len(), pct(&cli_ms, 0.5), pct(&cli_ms, 0.99), pct(&true_ms, 0.5));
     Ok(())
 }

@@ -8,6 +8,7 @@ mod lease_cmd;
 mod handoff_cmd;
 mod print;
 mod service_cmd;
+mod session_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -246,6 +247,26 @@ enum Cmd {
         /// existing pre-commit hook is chained). `git commit --no-verify` skips it.
         #[arg(long)]
         git: bool,
+    },
+    /// This session takes a name (ani, vasya): mail to the name comes to it. Names and PC labels
+    /// share one namespace; a name held by a live session is refused (exit 5, with the holder);
+    /// it moves from an ended session, with its unseen mail. Run it from a Claude Code session
+    /// (or set PCMAIL_SESSION).
+    Name {
+        name: String,
+        /// The session taking it [default: the Claude Code session above this command].
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Every live session on every PC: name, PC, repo, branch, idle time, leases held (from the server).
+    Who,
+    /// For Claude Code's Monitor tool: prints one framed line per new mail for this session as it
+    /// arrives (woken by the poller's store change; reads only the PC store), marks it seen for
+    /// the session; ends on SIGTERM/SIGINT or EOF of a piped stdin.
+    Watch {
+        /// The session [default: PCMAIL_SESSION, else the Claude Code session above this command].
+        #[arg(long)]
+        session: Option<String>,
     },
     /// Leases: hold a resource across PCs, see who holds what (`pcmail lease --help`).
     Lease {
@@ -618,6 +639,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Status { ids, wait_for, timeout } => {
             let mut client = open()?;
+            let mut waiting = vec![];
             let (mails, missing) = match wait_for {
                 Some(w) => {
                     let args = pcmail_api::WaitForArgs { ids, state: w.state(), timeout_secs: Some(timeout) };
@@ -625,10 +647,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 None => {
                     let r = pcmail_api::status(&mut client, &pcmail_api::IdsArgs { ids })?;
+                    waiting = r.waiting;
                     (r.mails, r.missing)
                 }
             };
-            print::timelines(&mails, json);
+            if json && !waiting.is_empty() {
+                // Mail to a name nobody live holds: its object says why it waits.
+                let mut v = serde_json::to_value(&mails)?;
+                for m in v.as_array_mut().into_iter().flatten() {
+                    if let Some((_, note)) = waiting.iter().find(|(id, _)| m["id"] == serde_json::json!(id)) {
+                        m["waiting"] = serde_json::json!(note);
+                    }
+                }
+                println!("{v}");
+            } else {
+                print::timelines(&mails, json);
+                for (id, note) in &waiting {
+                    println!("pcmail: {id}: {note}");
+                }
+            }
             if !missing.is_empty() {
                 anyhow::bail!(ClientError::NotFound(missing.join(", ")));
             }
@@ -743,6 +780,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Doctor { fix } => print::doctor(json, fix),
         Cmd::Hooks { action, git: true, .. } => git_hooks(&action, json),
         Cmd::Lease { action } => lease_cmd::run(action, json),
+        Cmd::Name { name, session } => session_cmd::name(name, session, json),
+        Cmd::Who => session_cmd::who(json),
+        Cmd::Watch { session } => session_cmd::watch(session),
         Cmd::Hooks { action, settings, git: false } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {

@@ -15,11 +15,11 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
-const TOOLS: [&str; 28] = [
+const TOOLS: [&str; 30] = [
     "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup", "handoff_show",
     "inbox", "lease_check", "lease_claim", "lease_list", "lease_release", "lease_takeover", "memory_add", "memory_search",
-    "memory_show", "read", "reply", "roster", "roster_add", "roster_remove", "send",
-    "sent", "status", "sync", "wait_for",
+    "memory_show", "name", "read", "reply", "roster", "roster_add", "roster_remove", "send",
+    "sent", "status", "sync", "wait_for", "who",
 ];
 
 struct Mcp {
@@ -159,6 +159,9 @@ fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing()
         ("memory_add", json!({"kind": "rumour", "topic": "t", "text": "x"}), "kind"),
         ("memory_show", json!({"topic": 5}), "topic"),
         ("memory_search", json!({"words": "x"}), "words"),
+        ("name", json!({}), "name"),
+        ("name", json!({"name": "ani", "as": "x"}), "as"),
+        ("who", json!({"all": true}), "all"),
     ];
     let mut tools_seen: Vec<&str> = cases.iter().map(|c| c.0).collect();
     tools_seen.sort();

@@ -4,12 +4,13 @@
 
 // Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
 // under their old paths so every user of `pcmail_client::config::…` compiles.
-pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn};
+pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn, watch};
 pub mod leases;
 pub mod notify;
 pub mod pin;
 pub mod ops;
 pub mod pusher;
+pub mod sessions;
 pub mod sync;
 pub mod creds;
 pub mod token;

@@ -73,9 +73,9 @@ impl Client {
                 _ => {}
             }
         }
-        let mut pcs = match self.refresh_roster() {
-            Ok(p) => p,
-            Err(_) => cached,
+        let (mut pcs, reached) = match self.refresh_roster() {
+            Ok(p) => (p, true),
+            Err(_) => (cached, false),
         };
         // This PC is on the roster from its first command, not its first poll.
         if !pcs.iter().any(|p| p.label == me) && self.register_self().is_ok() {
@@ -85,6 +85,10 @@ impl Client {
             Resolution::Exact(l) => Ok(l),
             Resolution::Broadcast if pcs.iter().any(|p| p.label != me) => Ok("*".into()),
             Resolution::Broadcast => Err(ClientError::NobodyElse),
+            // Spelled as a label but no PC: maybe a session's name (issue 11),
+            // which only the server knows. It checks exactly and answers
+            // `unknown_recipient` with candidates (names and labels) if not.
+            Resolution::Unknown { .. } if reached && pcmail_core::roster::is_valid_label(query) => Ok(query.to_string()),
             Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
         }
     }
@@ -259,7 +263,22 @@ impl Client {
 
     /// The server's timeline for mail ids (refreshes the local sent cache).
     pub fn status(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>), ClientError> {
+        self.status_noting_waits(ids).map(|(m, missing, _)| (m, missing))
+    }
+
+    /// `status`, and for mail to a name nobody live holds, why it waits
+    /// (id → the server's note; issue 11).
+    pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>, Vec<(String, String)>), ClientError> {
         let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
+        let waiting: Vec<(String, String)> = resp
+            .get("mails")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| Some((m.get("id")?.as_str()?.to_string(), m.get("waiting")?.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
         let now = self.now();
         self.record_server_clock(&resp, now);
         let mails: Vec<Mail> = resp
@@ -275,7 +294,7 @@ impl Client {
             // The same timeline in the store, for mail sent or received here.
             let _ = self.store.apply_status_timeline(m);
         }
-        Ok((mails, missing))
+        Ok((mails, missing, waiting))
     }
 
     /// Waits until every copy of `id` reached `wanted` (or a final state).

@@ -37,6 +37,8 @@ pub struct CycleReport {
     pub roster_refreshed: bool,
     /// The server had pruned updates past this PC's cursor (states re-read).
     pub cursor_reset: bool,
+    /// Mail to a name that moved to another PC, dropped from this store.
+    pub withdrawn: usize,
     /// Mail that wants a notification (claimed: nobody else will notify it).
     #[serde(skip)]
     pub to_notify: Vec<InboxMail>,
@@ -91,6 +93,8 @@ impl Client {
             } else {
                 (None, vec![])
             };
+            // This PC's live sessions ride every poll too (feature `sessions`).
+            let sessions = Some(self.live_sessions(now)?);
             let idle = confirm.is_empty() && due.is_empty() && lease_releases.is_empty();
             let args = PollArgs {
                 confirm: confirm.clone(),
@@ -101,6 +105,7 @@ impl Client {
                 lease,
                 received_since: Some(received_since),
                 job: None,
+                sessions,
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -123,6 +128,8 @@ impl Client {
                 self.apply_lease_answer(&resp, &lease_releases, now)?;
             }
 
+            // Names first: mail to a name is stored for the session holding it.
+            report.withdrawn += self.apply_sessions_answer(&resp)?;
             let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();
             let fetched = mails.len();
             for raw in &mails {
@@ -198,7 +205,11 @@ impl Client {
         let me = self.config.label.clone();
         let mail: Result<Mail, String> = serde_json::from_value::<Mail>(raw.clone())
             .map_err(|e| format!("malformed mail: {e}"))
-            .and_then(|m| validate_incoming(&m, &me).map(|()| m));
+            .and_then(|m| {
+                // Mail to a name this PC holds is checked as addressed to it.
+                let to = if m.to != me && self.store.holds_name(&m.to).unwrap_or(false) { m.to.clone() } else { me.clone() };
+                validate_incoming(&m, &to).map(|()| m)
+            });
         match mail {
             Ok(m) => match self.store.write(|tx| inbox::insert_received(tx, &m, now)) {
                 Ok(true) => report.stored.push(m.id.clone()),

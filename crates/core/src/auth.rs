@@ -45,6 +45,7 @@ pub fn op_class(op: &Op, pc: &str) -> OpClass {
         Op::JobSubmit(_) | Op::JobStatus { .. } | Op::JobList(_) | Op::JobCancel(_) | Op::JobStart(_) | Op::JobReport(_) => {
             OpClass::Pc
         }
+        Op::NameTake { .. } | Op::Who => OpClass::Pc,
         Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
         Op::RosterSet { .. }
         | Op::RosterRemove { .. }

@@ -11,6 +11,7 @@ pub mod present;
 pub mod protocol;
 pub mod roster;
 pub mod rules;
+pub mod sessions;
 pub mod state;
 
 pub use error::{ErrorCode, ProtoError};

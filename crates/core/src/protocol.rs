@@ -8,6 +8,7 @@ use crate::lease::{parse_check, parse_claim, parse_list, parse_poll_lease, parse
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
+use crate::sessions::{parse_poll_sessions, parse_take, LiveSession};
 use crate::{Millis, PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 
@@ -59,6 +60,11 @@ pub enum Op {
     JobCancel(CancelArgs),
     JobStart(StartArgs),
     JobReport(ReportArgs),
+    /// A session of the caller's PC takes a name (feature `sessions`);
+    /// `live`: the PC's live sessions now, applied first (as a poll's).
+    NameTake { name: String, session: String, live: Option<Vec<LiveSession>> },
+    /// Every live session on every PC, with its name.
+    Who,
 }
 
 impl Op {
@@ -90,13 +96,22 @@ impl Op {
             Op::JobCancel(_) => "job.cancel",
             Op::JobStart(_) => "job.start",
             Op::JobReport(_) => "job.report",
+            Op::NameTake { .. } => "name.take",
+            Op::Who => "who",
         }
     }
 
     /// The `args` object of this op, as a client sends it.
     pub fn args_json(&self) -> Value {
         match self {
-            Op::Hello | Op::RosterGet | Op::Sweep => json!({}),
+            Op::Hello | Op::RosterGet | Op::Sweep | Op::Who => json!({}),
+            Op::NameTake { name, session, live } => {
+                let mut v = json!({"name": name, "session": session});
+                if let Some(l) = live {
+                    v["live"] = json!(l);
+                }
+                v
+            }
             Op::RosterSet { label, hostname, number, claim, replace } => {
                 let mut v = json!({"label": label, "hostname": hostname});
                 if let Some(n) = number {
@@ -125,6 +140,9 @@ impl Op {
                 }
                 if let Some(j) = &p.job {
                     v["job"] = j.to_json();
+                }
+                if let Some(s) = &p.sessions {
+                    v["sessions"] = json!({"live": s});
                 }
                 v
             }
@@ -197,17 +215,32 @@ pub struct PollArgs {
     /// Jobs taken, heartbeats, reports, the whitelist (feature `jobs`);
     /// None: this poll changes no job and hears of none.
     pub job: Option<PollJob>,
+    /// This PC's live sessions (feature `sessions`): None from a client
+    /// that does not report them (its sessions and names are left as they were).
+    pub sessions: Option<Vec<LiveSession>>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None, received_since: None, job: None }
+        PollArgs {
+            confirm: vec![],
+            marks: vec![],
+            limit: limits::POLL_LIMIT_DEFAULT,
+            since: 0,
+            wait_ms: 0,
+            lease: None,
+            received_since: None,
+            job: None,
+            sessions: None,
+        }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES, FEATURE_JOBS];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES, FEATURE_JOBS, FEATURE_SESSIONS];
+/// The poll's `sessions` argument, `name.take`, `who`, and mail to a name (issue 11).
+pub const FEATURE_SESSIONS: &str = "sessions";
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
@@ -386,7 +419,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(parse_poll_job(v)?),
             };
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since, job })
+            let sessions = match args.get("sessions") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(parse_poll_sessions(v)?),
+            };
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since, job, sessions })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
@@ -450,6 +487,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         "lease.claim" => Op::LeaseClaim(parse_claim(args)?),
         "lease.release" => Op::LeaseRelease(parse_release(args)?),
         "lease.list" => Op::LeaseList(parse_list(args)?),
+        "name.take" => {
+            let (name, session, live) = parse_take(args)?;
+            Op::NameTake { name, session, live }
+        }
+        "who" => Op::Who,
         "lease.check" => {
             let (resource, fence) = parse_check(args)?;
             Op::LeaseCheck { resource, fence }

@@ -12,6 +12,7 @@ pub mod locks;
 pub mod process;
 pub mod repo;
 pub mod spawn;
+pub mod watch;
 
 use pcmail_core::Millis;
 

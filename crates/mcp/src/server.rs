@@ -137,7 +137,7 @@ impl PcmailMcp {
     }
 
     /// Bad arguments answer the usage error without opening anything.
-    async fn with_client<A, T, F>(&self, group: Group, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
+    pub(crate) async fn with_client<A, T, F>(&self, group: Group, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
     where
         A: Send + 'static,
         T: Serialize + Send + 'static,
@@ -152,7 +152,7 @@ impl PcmailMcp {
 
     /// The mail tools and the handoff/memory tools (crate::handoff_tools).
     fn all_tools() -> ToolRouter<Self> {
-        Self::tool_router() + Self::handoff_tool_router()
+        Self::tool_router() + Self::handoff_tool_router() + Self::session_tool_router()
     }
 
     /// Runs `op` on the PC's files only (no server, no token).

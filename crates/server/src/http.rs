@@ -454,6 +454,8 @@ async fn long_poll(
             received_since: args.received_since,
             // Only to hear of jobs offered, cancelled or finished since the first pass.
             job: args.job.as_ref().map(|j| PollJob { take: j.take, ..Default::default() }),
+            // The report was applied by the first pass; the names come again.
+            sessions: args.sessions.clone(),
         }),
     };
     loop {

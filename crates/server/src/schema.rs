@@ -328,6 +328,51 @@ const MIGRATIONS: &[&str] = &[
         published_at       INTEGER NOT NULL
     );
     "#,
+    // 10 (issue 11 §1, "sessions and names"):
+    // the live sessions each PC reported on its last poll (its whole list
+    // replaces the last one), names (one namespace with labels) and their
+    // moves, and for mail to a name: the PC it was delivered to, the mail
+    // re-queued when the name moved to another PC, and the ids that PC is told
+    // to withdraw (once, by its next poll).
+    r#"
+    CREATE TABLE live_session (
+        pc          TEXT NOT NULL,
+        session     TEXT NOT NULL,
+        repo        TEXT,
+        branch      TEXT,
+        cwd         TEXT,
+        idle_ms     INTEGER NOT NULL,
+        leases      TEXT NOT NULL,
+        reported_at INTEGER NOT NULL,
+        PRIMARY KEY (pc, session)
+    ) WITHOUT ROWID;
+    CREATE TABLE name (
+        name    TEXT PRIMARY KEY,
+        pc      TEXT NOT NULL,
+        session TEXT NOT NULL,
+        since   INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX name_by_pc ON name (pc, session);
+    CREATE TABLE name_event (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        name         TEXT NOT NULL,
+        at           INTEGER NOT NULL,
+        pc           TEXT NOT NULL,
+        session      TEXT NOT NULL,
+        prev_pc      TEXT,
+        prev_session TEXT,
+        requeued     INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX name_event_by_name ON name_event (name, seq);
+    ALTER TABLE mail ADD COLUMN name_pc TEXT;
+    ALTER TABLE mail ADD COLUMN requeued INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX mail_requeued ON mail (recipient, seq) WHERE requeued = 1;
+    CREATE TABLE name_withdraw (
+        pc      TEXT NOT NULL,
+        mail_id TEXT NOT NULL,
+        PRIMARY KEY (pc, mail_id)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub fn schema_version() -> usize {

@@ -162,7 +162,15 @@ pub fn pair_view(
     let total: i64 = tx
         .prepare_cached("SELECT count(*) FROM inbox WHERE hook_rank = ?1 AND status = ?2")?
         .query_row(params![rank as i64, status.as_str()], |r| r.get(0))?;
-    view.waiting = (total as usize).saturating_sub(expired + shown);
+    // Mail to a name another session holds is not this session's (issue 11):
+    // a read of the small partial index of mail to names.
+    let others: i64 = tx
+        .prepare_cached(
+            "SELECT count(*) FROM inbox INDEXED BY inbox_named WHERE hook_rank = ?1 AND status = ?2
+               AND to_session IS NOT NULL AND to_session <> ?3 AND (expires_at IS NULL OR expires_at > ?4)",
+        )?
+        .query_row(params![rank as i64, status.as_str(), session, now], |r| r.get(0))?;
+    view.waiting = (total as usize).saturating_sub(expired + shown + others as usize);
     if limit == 0 || view.waiting == 0 {
         return Ok(view);
     }
@@ -171,6 +179,7 @@ pub fn pair_view(
          FROM inbox i INDEXED BY inbox_hook
          WHERE hook_rank = ?1 AND status = ?2 AND (expires_at IS NULL OR expires_at > ?3)
            AND NOT EXISTS (SELECT 1 FROM presented p WHERE p.session = ?4 AND p.id = i.id)
+           AND (to_session IS NULL OR to_session = ?4)
          ORDER BY created_at DESC, id DESC LIMIT ?5",
     )?;
     let mut q = st.query(params![rank as i64, status.as_str(), now, session, limit as i64, body_chars as i64])?;

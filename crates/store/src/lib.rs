@@ -17,6 +17,8 @@ pub mod leases;
 // Issue 11 (handoffs and memory): the memory index and the Stop reminder's record.
 pub mod memory;
 pub mod reminders;
+// Issue 11 §1: names held by this PC's sessions; mail to a name for its session only.
+pub mod names;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

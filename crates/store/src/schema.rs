@@ -281,6 +281,20 @@ const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL,
         transcript_bytes INTEGER NOT NULL
     ) WITHOUT ROWID;
+    "#,    // 7: issue 11 §1 (sessions and names): the names this PC's sessions hold
+    // (as the server last said), and for mail to a name the session it is for:
+    // the hook and `watch` show it to that session only. Stamped on insert.
+    r#"
+    CREATE TABLE IF NOT EXISTS names (
+        name TEXT PRIMARY KEY,
+        session TEXT NOT NULL
+    ) WITHOUT ROWID;
+    ALTER TABLE inbox ADD COLUMN to_session TEXT;
+    CREATE INDEX IF NOT EXISTS inbox_named ON inbox(hook_rank, status, to_session) WHERE to_session IS NOT NULL;
+    CREATE TRIGGER IF NOT EXISTS inbox_to_name AFTER INSERT ON inbox
+        WHEN EXISTS (SELECT 1 FROM names WHERE name = NEW.to_pc) BEGIN
+        UPDATE inbox SET to_session = (SELECT session FROM names WHERE name = NEW.to_pc) WHERE id = NEW.id;
+    END;
     "#,
 ];
 

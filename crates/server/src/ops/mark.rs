@@ -26,7 +26,7 @@ pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[MarkItem]) -> OpResult<Vec
             results.push(failed("not_found", "no such mail"));
             continue;
         };
-        if mail.recipient != ctx.pc {
+        if mail.recipient != ctx.pc && !super::sessions::receives(ctx, &mail)? {
             results.push(failed("forbidden", "only the recipient PC may mark a mail"));
             continue;
         }

@@ -9,6 +9,7 @@ mod mark;
 mod poll;
 mod roster;
 mod send;
+pub(crate) mod sessions;
 mod status;
 
 use crate::engine::{Ctx, OpError, OpResult};
@@ -20,7 +21,14 @@ use serde_json::{json, Map, Value};
 pub(crate) fn is_read_only(op: &Op) -> bool {
     matches!(
         op,
-        Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. } | Op::JobStatus { .. } | Op::JobList(_)
+        Op::Hello
+            | Op::RosterGet
+            | Op::Status { .. }
+            | Op::Alerts { .. }
+            | Op::AuditLog { .. }
+            | Op::JobStatus { .. }
+            | Op::JobList(_)
+            | Op::Who
     )
 }
 
@@ -111,6 +119,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
         Op::JobReport(a) => {
             require_on_roster(ctx)?;
             job::report(ctx, a)
+        }
+        Op::NameTake { name, session, live } => {
+            require_on_roster(ctx)?;
+            sessions::take(ctx, name, session, live.as_deref())
+        }
+        Op::Who => {
+            require_on_roster(ctx)?;
+            sessions::who(ctx)
         }
     }
 }

@@ -19,7 +19,11 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
         // Unknown or someone else's: left out, never an error.
         let Some(mail) = load_mail(ctx, id)? else { continue };
         if mail.recipient != ctx.pc {
-            continue;
+            // Mail to a name this PC holds: it is here now.
+            if !super::sessions::receives(ctx, &mail)? {
+                continue;
+            }
+            super::sessions::confirmed_here(ctx, &mail)?;
         }
         let (now, pc) = (ctx.now, ctx.pc.to_string());
         transition(ctx, &mail, State::Delivered, now, &pc, None)?;
@@ -31,6 +35,11 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
         None => None,
     };
 
+    // The report first: mail to a name goes out only while its holder is live.
+    let sessions = match &args.sessions {
+        Some(live) => Some(super::sessions::poll_sessions(ctx, live)?),
+        None => None,
+    };
     let (mail, more_mail) = new_mail_for(ctx, args.limit)?;
     let (updates, more_updates) = updates_for(ctx, args.since)?;
     let cursor = updates.last().and_then(|u| u["seq"].as_i64()).unwrap_or(args.since);
@@ -44,6 +53,9 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
     // Jobs (feature `jobs`): only a poll that carries `job` takes, reports or hears of any.
     if let Some(j) = &args.job {
         out.insert("job".into(), super::job::poll_job(ctx, j)?);
+    }
+    if let Some(s) = sessions {
+        out.insert("sessions".into(), s);
     }
     // Only a caller that asks gets the second feed: an older client sees the answer it knows.
     if let Some(since) = args.received_since {
@@ -61,13 +73,20 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
 fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
     // `state = 'new'` is written out literally so the partial index applies.
-    let sql = format!("SELECT {MAIL_COLUMNS} FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
+    let sql = format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![ctx.pc, limit as i64 + 1], StoredMail::from_row)?;
+    let rows = stmt.query_map(params![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
+    let mut all = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    // Mail to the names this PC's live sessions hold, in the same order.
+    let named = super::sessions::name_mail_for(ctx, limit)?;
+    if !named.is_empty() {
+        all.extend(named);
+        all.sort_by_key(|(seq, _)| *seq);
+    }
     let mut out = Vec::new();
-    for m in rows {
-        let m = m?;
-        // A mail still `new` has exactly one timeline entry: its creation.
+    for (_, m) in all {
+        // A mail still `new` has exactly one timeline entry: its creation
+        // (a re-queued one is sent with it too: the PC records delivery itself).
         let created = json!({"state": "new", "at": m.created_at, "by": m.sender, "note": null});
         out.push(m.to_json(vec![created]));
     }

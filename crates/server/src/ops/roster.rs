@@ -56,6 +56,9 @@ pub(crate) fn set(
     }
     let pcs = load_all(ctx)?;
     let current = pcs.iter().find(|p| p.label == label);
+    if current.is_none() {
+        super::sessions::refuse_label_equal_to_name(ctx, label)?;
+    }
     if let Some(other) = pcs.iter().find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname)) {
         return Err(OpError::proto(
             ErrorCode::Conflict,

@@ -136,8 +136,15 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
     let pcs = roster::load_all(ctx)
         .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
     let broadcast = mail.to == "*";
-    if !broadcast && !pcs.iter().any(|p| p.label == mail.to) {
-        let candidates = roster_candidates(&pcs, &mail.to);
+    // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
+    let name_holder = if broadcast || pcs.iter().any(|p| p.label == mail.to) {
+        None
+    } else {
+        super::sessions::holder(ctx, &mail.to)?
+    };
+    if !broadcast && name_holder.is_none() && !pcs.iter().any(|p| p.label == mail.to) {
+        let mut candidates = roster_candidates(&pcs, &mail.to);
+        candidates.extend(name_candidates(&super::sessions::all_names(ctx)?, &mail.to));
         return Err(OpError::Proto(
             ProtoError::new(ErrorCode::UnknownRecipient, format!("{:?} is not an exact roster label; nothing was sent", mail.to))
                 .with_candidates(candidates),
@@ -210,6 +217,14 @@ fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
     pcmail_core::roster::candidates(pcs, to)
 }
 
+/// Names that look like `to` (they share the labels' namespace): the same
+/// closeness as labels, by treating each name as a PC with that label.
+fn name_candidates(names: &[String], to: &str) -> Vec<String> {
+    let as_pcs: Vec<pcmail_core::Pc> =
+        names.iter().enumerate().map(|(i, n)| pcmail_core::Pc { number: i as i64 + 1, label: n.clone(), hostname: n.clone() }).collect();
+    pcmail_core::roster::candidates(&as_pcs, to)
+}
+
 /// The expiry by the server's clock: `expiresIn` counts from now.
 fn expires_at(ctx: &Ctx<'_>, m: &OutgoingMail) -> Option<i64> {
     m.expires_in.map(|d| ctx.now.saturating_add(d)).or(m.expires_at)
@@ -241,5 +256,9 @@ fn insert_mail(ctx: &mut Ctx<'_>, m: &OutgoingMail, id: &str, recipient: &str, b
         ])?;
     record_event(ctx, id, ctx.pc, State::New, ctx.now, ctx.pc, None)?;
     ctx.touched.push(recipient.to_string());
+    // Mail to a name wakes the long poll of the PC holding it.
+    if let Some(h) = super::sessions::holder(ctx, recipient)? {
+        ctx.touched.push(h.pc);
+    }
     Ok(())
 }

@@ -17,12 +17,17 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
             continue;
         }
         if let Some(m) = load_mail(ctx, id)? {
-            if m.sender != ctx.pc && m.recipient != ctx.pc {
+            if m.sender != ctx.pc && m.recipient != ctx.pc && !super::sessions::receives(ctx, &m)? {
                 missing.push(id.clone());
                 continue;
             }
             let t = timeline(ctx, &m.id)?;
-            mails.push(m.to_json(t));
+            let mut v = m.to_json(t);
+            // Mail to a name nobody live holds: the sender hears that it waits.
+            if let Some(note) = super::sessions::waiting_note(ctx, &m)? {
+                v["waiting"] = json!(note);
+            }
+            mails.push(v);
             continue;
         }
         let copies = copy_ids(ctx, id)?;

@@ -1,0 +1,110 @@
+//! Sessions and names on the PC (issue 11 §1): the live sessions the poll
+//! reports (from the session registry the hook keeps), the names the answer
+//! says this PC holds, mail withdrawn because its name moved away, and the
+//! `name.take` and `who` ops.
+
+use crate::transport::CallError;
+use crate::{Client, ClientError};
+use pcmail_core::protocol::Op;
+use pcmail_core::sessions::{LiveSession, PollSessionsAnswer, TakeAnswer, WhoAnswer};
+use pcmail_core::Millis;
+use pcmail_local::process::ProcId;
+use pcmail_store::leases as sl;
+use serde_json::Value;
+
+/// A session without a recorded process (not under Claude Code) counts as
+/// live this long after its last prompt.
+pub const NO_PROCESS_LIVE_MS: Millis = 30 * 60_000;
+
+impl Client {
+    /// This PC's live sessions: registry rows not ended whose Claude Code
+    /// process still runs (the newest id of each process: `/clear` and
+    /// `--resume` give a process a new one), with idle time and leases held.
+    pub fn live_sessions(&self, now: Millis) -> Result<Vec<LiveSession>, ClientError> {
+        let rows = sl::sessions_list(self.store.conn(), 1_000)?;
+        let leases = self.store.leases_mine()?;
+        let mut seen_procs: Vec<(i64, Option<i64>)> = vec![];
+        let mut out = vec![];
+        // Newest first: the first row of a process is its current session.
+        for r in rows.into_iter().filter(|r| r.ended_at.is_none()) {
+            let last = r.last_prompt_at.unwrap_or(r.started_at).max(r.started_at);
+            match r.pid {
+                Some(pid) => {
+                    if seen_procs.contains(&(pid, r.pid_start)) || !(ProcId { pid, start: r.pid_start }).alive() {
+                        continue;
+                    }
+                    seen_procs.push((pid, r.pid_start));
+                }
+                None if now - last > NO_PROCESS_LIVE_MS => continue,
+                None => {}
+            }
+            let mut held: Vec<String> = leases
+                .iter()
+                .filter(|l| l.session == r.session && l.release_queued_at.is_none() && l.fence.is_some_and(|f| f > 0))
+                .map(|l| l.resource.clone())
+                .collect();
+            held.sort();
+            held.dedup();
+            out.push(LiveSession {
+                session: r.session,
+                repo: r.repo,
+                branch: r.branch,
+                cwd: r.cwd,
+                idle_ms: (now - last).max(0),
+                leases: held,
+            });
+            if out.len() == pcmail_core::sessions::SESSIONS_MAX {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies the poll's `sessions` answer: the names held here, and mail
+    /// to drop because its name moved to another PC. Returns how many were withdrawn.
+    pub(crate) fn apply_sessions_answer(&mut self, resp: &Value) -> Result<usize, ClientError> {
+        let Some(a) = resp.get("sessions").and_then(|v| serde_json::from_value::<PollSessionsAnswer>(v.clone()).ok()) else {
+            return Ok(0);
+        };
+        let held: Vec<(String, String)> = a.names.iter().map(|h| (h.name.clone(), h.session.clone())).collect();
+        self.store.names_replace(&held)?;
+        Ok(self.store.withdraw(&a.withdrawn)?)
+    }
+
+    /// `name.take` for `session` of this PC, with this PC's live sessions.
+    pub fn name_take(&mut self, name: &str, session: &str) -> Result<TakeAnswer, ClientError> {
+        pcmail_core::sessions::check_name("name", name).map_err(|e| ClientError::Invalid(e.message))?;
+        let now = self.now();
+        let mut live = self.live_sessions(now)?;
+        // The session asking is live: it is running this command.
+        if !live.iter().any(|s| s.session == session) {
+            live.push(LiveSession { session: session.to_string(), ..Default::default() });
+        }
+        let op = Op::NameTake { name: name.to_string(), session: session.to_string(), live: Some(live) };
+        let v = self.call_registered_op(&op)?;
+        let a: TakeAnswer = serde_json::from_value(v).map_err(|e| ClientError::Invalid(format!("name.take: unexpected answer: {e}")))?;
+        // The names this PC holds now, before the next poll says so.
+        let mut held = self.store.names()?;
+        held.retain(|(n, _)| n != name);
+        held.push((name.to_string(), session.to_string()));
+        self.store.names_replace(&held)?;
+        Ok(a)
+    }
+
+    /// `who`: every live session on every PC, from the server.
+    pub fn who(&mut self) -> Result<WhoAnswer, ClientError> {
+        let v = self.call_registered_op(&Op::Who)?;
+        serde_json::from_value(v).map_err(|e| ClientError::Invalid(format!("who: unexpected answer: {e}")))
+    }
+
+    /// An op; a PC the server does not know yet registers itself first.
+    fn call_registered_op(&mut self, op: &Op) -> Result<Value, ClientError> {
+        match self.transport.call(op) {
+            Err(CallError::Server(p)) if p.code == pcmail_core::ErrorCode::UnknownPc => {
+                self.register_self()?;
+                Ok(self.transport.call(op)?)
+            }
+            other => Ok(other?),
+        }
+    }
+}
