@@ -7,6 +7,8 @@ pub mod config;
 pub mod githook;
 pub mod handoff_hook;
 pub mod hook;
+pub mod jobconf;
+pub mod jobrun;
 pub mod leases;
 pub mod locks;
 pub mod process;
