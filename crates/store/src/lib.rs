@@ -17,6 +17,8 @@ pub mod leases;
 // Issue 11 (handoffs and memory): the memory index and the Stop reminder's record.
 pub mod memory;
 pub mod reminders;
+// Issue 13 (jobs): runs this PC executes, queued reports, jobs its sessions submitted.
+pub mod jobs;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

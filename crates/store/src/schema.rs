@@ -282,6 +282,45 @@ const MIGRATIONS: &[&str] = &[
         transcript_bytes INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 7: issue 13 (jobs), the PC side. `job_runs`: jobs this PC executes,
+    // written before the process starts (with its ids once it runs), so a
+    // restarted executor finds a run its predecessor left and reports it.
+    // `job_reports`: reports queued until the server takes them (idempotent).
+    // `jobs_mine`: jobs sessions of this PC submitted or joined, and whether
+    // the hook has told the session that the job ended.
+    r#"
+    CREATE TABLE IF NOT EXISTS job_runs (
+        job_id TEXT PRIMARY KEY,
+        runner TEXT NOT NULL,
+        command TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        read_only INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        owner_pid INTEGER NOT NULL,
+        owner_start INTEGER,
+        pid INTEGER,
+        pid_start INTEGER,
+        started_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS job_reports (
+        job_id TEXT PRIMARY KEY,
+        report TEXT NOT NULL,
+        queued_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS jobs_mine (
+        job_id TEXT PRIMARY KEY,
+        session TEXT NOT NULL,
+        target TEXT NOT NULL,
+        command TEXT NOT NULL,
+        submitted_at INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        job TEXT,
+        ended_at INTEGER,
+        told_at INTEGER
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;
