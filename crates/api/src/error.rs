@@ -28,6 +28,8 @@ pub enum Exit {
     /// Not enrolled / revoked (DESIGN.md): this PC's credential is refused (not enrolled,
     /// revoked, a bad join code, the admin secret needed), or its label belongs to another installation.
     NotEnrolled = 12,
+    /// A job the target will not run (`job_refused`: not whitelisted, bad argument, submitter not allowed).
+    JobRefused = 13,
     /// `pcmail map --check`: the code map is stale.
     MapStale = 15,
 }
@@ -48,6 +50,7 @@ impl Exit {
             Exit::LeaseHeld => "held",
             Exit::LeaseStale => "stale",
             Exit::NotEnrolled => "not_enrolled",
+            Exit::JobRefused => "job_refused",
             Exit::MapStale => "map_stale",
         }
     }
@@ -102,6 +105,7 @@ pub fn exit_of_client(c: &ClientError) -> Exit {
             ErrorCode::NotFound => Exit::NotFound,
             ErrorCode::Held => Exit::LeaseHeld,
             ErrorCode::Stale => Exit::LeaseStale,
+            ErrorCode::JobRefused => Exit::JobRefused,
             c if c.is_transient() => Exit::Unreachable,
             _ => Exit::Refused,
         },
@@ -193,6 +197,7 @@ mod tests {
             (server(ErrorCode::LoopRefused), 5, "refused"),
             (server(ErrorCode::Held), 10, "held"),
             (server(ErrorCode::Stale), 11, "stale"),
+            (server(ErrorCode::JobRefused), 13, "job_refused"),
             (server(ErrorCode::HopLimit), 5, "refused"),
             (server(ErrorCode::Unauthorized), 5, "refused"),
             (ApiError::Unsupported { feature: "leases".into() }, 5, "unsupported"),

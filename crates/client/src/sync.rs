@@ -100,6 +100,7 @@ impl Client {
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
                 lease,
                 received_since: Some(received_since),
+                job: None,
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {

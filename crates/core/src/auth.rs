@@ -40,6 +40,11 @@ pub fn op_class(op: &Op, pc: &str) -> OpClass {
             OpClass::Pc
         }
         Op::LeaseClaim(_) | Op::LeaseRelease(_) | Op::LeaseList(_) | Op::LeaseCheck { .. } => OpClass::Pc,
+        // Jobs act as the envelope's PC: the server decides what that PC may
+        // see or do (its submits, its joins, the jobs targeted at it).
+        Op::JobSubmit(_) | Op::JobStatus { .. } | Op::JobList(_) | Op::JobCancel(_) | Op::JobStart(_) | Op::JobReport(_) => {
+            OpClass::Pc
+        }
         Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
         Op::RosterSet { .. }
         | Op::RosterRemove { .. }

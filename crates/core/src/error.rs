@@ -42,10 +42,13 @@ pub enum ErrorCode {
     Held,
     /// A lease's holder stopped renewing it: taking it needs evidence.
     Stale,
+    /// A job the target will not run (issue 13): `error.reason` says why
+    /// (`no_executor`, `not_whitelisted`, `bad_argument` + `field`, `submitter_not_allowed`).
+    JobRefused,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -73,6 +76,7 @@ impl ErrorCode {
         ErrorCode::JoinCodeUsed,
         ErrorCode::Held,
         ErrorCode::Stale,
+        ErrorCode::JobRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -104,6 +108,7 @@ impl ErrorCode {
             ErrorCode::JoinCodeUsed => "join_code_used",
             ErrorCode::Held => "held",
             ErrorCode::Stale => "stale",
+            ErrorCode::JobRefused => "job_refused",
         }
     }
 
@@ -136,11 +141,13 @@ pub struct ProtoError {
     /// The lease in the way, for `held` and `stale` (its holder, description,
     /// since when, last heartbeat).
     pub lease: Option<Value>,
+    /// Why a job was refused (`job_refused`): a word from `core::job::REFUSED_*`.
+    pub reason: Option<String>,
 }
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None }
+        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None, reason: None }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -149,10 +156,15 @@ impl ProtoError {
             field: Some(field.to_string()),
             candidates: None,
             lease: None,
+            reason: None,
         }
     }
     pub fn with_lease(mut self, lease: Value) -> Self {
         self.lease = Some(lease);
+        self
+    }
+    pub fn with_reason(mut self, reason: &str) -> Self {
+        self.reason = Some(reason.to_string());
         self
     }
     pub fn with_candidates(mut self, c: Vec<String>) -> Self {
@@ -172,6 +184,9 @@ impl ProtoError {
         if let Some(l) = &self.lease {
             e["lease"] = l.clone();
         }
+        if let Some(r) = &self.reason {
+            e["reason"] = json!(r);
+        }
         json!({"ok": false, "error": e})
     }
 
@@ -188,6 +203,7 @@ impl ProtoError {
                 a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
             }),
             lease: e.get("lease").filter(|l| l.is_object()).cloned(),
+            reason: e.get("reason").and_then(Value::as_str).map(str::to_string),
         })
     }
 }

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod error;
 pub mod ids;
+pub mod job;
 pub mod lease;
 pub mod model;
 pub mod present;

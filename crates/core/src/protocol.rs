@@ -3,6 +3,7 @@
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::ids::{is_valid_any_id, is_valid_mail_id};
+use crate::job::{parse_cancel, parse_job_id, parse_poll_job, parse_report, parse_start, parse_submit, CancelArgs, PollJob, ReportArgs, StartArgs, SubmitArgs};
 use crate::lease::{parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release};
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
@@ -51,6 +52,13 @@ pub enum Op {
     LeaseRelease(Release),
     LeaseList(ListArgs),
     LeaseCheck { resource: String, fence: i64 },
+    /// Jobs (issue 13).
+    JobSubmit(SubmitArgs),
+    JobStatus { job_id: String },
+    JobList(crate::job::ListArgs),
+    JobCancel(CancelArgs),
+    JobStart(StartArgs),
+    JobReport(ReportArgs),
 }
 
 impl Op {
@@ -76,6 +84,12 @@ impl Op {
             Op::LeaseRelease(_) => "lease.release",
             Op::LeaseList(_) => "lease.list",
             Op::LeaseCheck { .. } => "lease.check",
+            Op::JobSubmit(_) => "job.submit",
+            Op::JobStatus { .. } => "job.status",
+            Op::JobList(_) => "job.list",
+            Op::JobCancel(_) => "job.cancel",
+            Op::JobStart(_) => "job.start",
+            Op::JobReport(_) => "job.report",
         }
     }
 
@@ -109,6 +123,9 @@ impl Op {
                 if let Some(r) = p.received_since {
                     v["receivedSince"] = json!(r);
                 }
+                if let Some(j) = &p.job {
+                    v["job"] = j.to_json();
+                }
                 v
             }
             Op::Mark { marks } => json!({"marks": good_marks(marks)}),
@@ -126,6 +143,12 @@ impl Op {
             Op::LeaseRelease(r) => json!(r),
             Op::LeaseList(l) => json!(l),
             Op::LeaseCheck { resource, fence } => json!({"resource": resource, "fence": fence}),
+            Op::JobSubmit(a) => json!(a),
+            Op::JobStatus { job_id } => json!({"jobId": job_id}),
+            Op::JobList(a) => json!(a),
+            Op::JobCancel(a) => json!(a),
+            Op::JobStart(a) => json!(a),
+            Op::JobReport(a) => json!(a),
         }
     }
 }
@@ -171,17 +194,20 @@ pub struct PollArgs {
     /// The cursor of the received-mail feed (feature `received-updates`);
     /// None: the caller does not ask for it (older clients).
     pub received_since: Option<i64>,
+    /// Jobs taken, heartbeats, reports, the whitelist (feature `jobs`);
+    /// None: this poll changes no job and hears of none.
+    pub job: Option<PollJob>,
 }
 
 impl Default for PollArgs {
     fn default() -> Self {
-        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None, received_since: None }
+        PollArgs { confirm: vec![], marks: vec![], limit: limits::POLL_LIMIT_DEFAULT, since: 0, wait_ms: 0, lease: None, received_since: None, job: None }
     }
 }
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES];
+pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES, FEATURE_JOBS];
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
 pub const FEATURE_MARK_RESULTS: &str = "mark-results";
 /// `mail.expiresIn`: expiry as a duration measured by the server's clock.
@@ -196,6 +222,8 @@ pub const FEATURE_LEASES: &str = "leases";
 /// (`receivedUpdates`, `receivedCursor`), so a receiving PC records the
 /// server's own times and a server-side `expired`.
 pub const FEATURE_RECEIVED_UPDATES: &str = "received-updates";
+/// `job.*` ops and the poll's `job` argument (issue 13).
+pub const FEATURE_JOBS: &str = "jobs";
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
 /// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
@@ -354,7 +382,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             if received_since.is_some_and(|r| r < 0) {
                 return Err(ProtoError::field("receivedSince", "receivedSince must be >= 0"));
             }
-            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since })
+            let job = match args.get("job") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(parse_poll_job(v)?),
+            };
+            Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since, job })
         }
         "mark" => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
@@ -422,6 +454,12 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             let (resource, fence) = parse_check(args)?;
             Op::LeaseCheck { resource, fence }
         }
+        "job.submit" => Op::JobSubmit(parse_submit(args)?),
+        "job.status" => Op::JobStatus { job_id: parse_job_id(args)? },
+        "job.list" => Op::JobList(crate::job::parse_list(args)?),
+        "job.cancel" => Op::JobCancel(parse_cancel(args)?),
+        "job.start" => Op::JobStart(parse_start(args)?),
+        "job.report" => Op::JobReport(parse_report(args)?),
         other => {
             return Err(ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {other:?}")));
         }

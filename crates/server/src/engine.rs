@@ -89,6 +89,8 @@ pub(crate) struct Ctx<'a> {
     /// Labels whose long-polls should wake after commit (new mail for them,
     /// or a state change of mail they sent).
     pub touched: Vec<String>,
+    /// How long final mail and ended jobs are kept (the `prune` built-in).
+    pub retention_ms: Millis,
 }
 
 /// Called after a commit with the labels that have something new.
@@ -141,6 +143,10 @@ impl Engine {
         &self.config
     }
 
+    fn retention_ms(&self) -> Millis {
+        self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS)
+    }
+
     /// Installs the hook the HTTP layer uses to wake long-polls.
     pub fn set_change_listener(&self, listener: Option<ChangeListener>) {
         *self.listener.write().unwrap_or_else(|e| e.into_inner()) = listener;
@@ -184,7 +190,7 @@ impl Engine {
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
         let out = self.with_tx(TransactionBehavior::Immediate, |tx| {
-            let mut ctx = Ctx { tx, now, pc: "server", cred: None, caller: Caller::Admin, touched: Vec::new() };
+            let mut ctx = Ctx { tx, now, pc: "server", cred: None, caller: Caller::Admin, touched: Vec::new(), retention_ms: self.retention_ms() };
             ops::dispatch(&mut ctx, &Op::Sweep)
         });
         match out {
@@ -198,7 +204,8 @@ impl Engine {
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
                 let caller = crate::auth::authenticate(tx, &self.config, req)?;
-                let mut ctx = Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new() };
+                let retention_ms = self.retention_ms();
+                let mut ctx = Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new(), retention_ms };
                 let fields = ops::dispatch(&mut ctx, &req.op)?;
                 Ok((fields, ctx.touched))
             })
@@ -236,8 +243,12 @@ impl Engine {
                     Ok(crate::prune::prune_band(tx, cutoff, crate::prune::BAND_ROWS, crate::prune::BAND_BUDGET)?)
                 })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            total += n;
-            if n == 0 {
+            // Ended jobs past the same window, in the same bands.
+            let jobs = self
+                .with_tx(TransactionBehavior::Immediate, |tx| Ok(crate::ops::job::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            total += n + jobs;
+            if n == 0 && jobs == 0 {
                 break;
             }
             // Keep the log short so no commit (a poll's included) pays for a
@@ -288,7 +299,7 @@ impl Engine {
     pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
-        for table in ["meta", "pc", "mail", "broadcast", "event", "alert", "join_code", "audit", "lease", "lease_fence", "lease_event", "lease_lost"] {
+        for table in ["meta", "pc", "mail", "broadcast", "event", "alert", "join_code", "audit", "lease", "lease_fence", "lease_event", "lease_lost", "job", "job_event", "job_submit", "job_watch", "job_executor"] {
             let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
             let n = stmt.column_count();
             let mut rows = stmt.query([])?;

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use pcmail_core::model::limits;
+use pcmail_core::job::PollJob;
 use pcmail_core::lease::PollLease;
 use pcmail_core::protocol::{parse_request_bytes, Op, PollArgs, Request};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
@@ -311,6 +312,7 @@ async fn api(State(state): State<AppState>, body: Body) -> Json<Value> {
                 later["confirmed"] = first["confirmed"].clone();
                 later["marks"] = first["marks"].clone();
                 merge_lease(&first, &mut later);
+                merge_job(&first, &mut later);
                 return Json(later);
             }
         }
@@ -334,6 +336,22 @@ fn nothing_to_return(resp: &Value) -> bool {
         && resp["lease"]["lost"].as_array().is_none_or(|a| a.is_empty())
         && resp["lease"].get("list").is_none()
         && resp.get("receivedUpdates").and_then(Value::as_array).is_none_or(|a| a.is_empty())
+        // A job offered, a cancel to act on, a job that finished: answer now.
+        && ["offered", "cancel", "finished"].iter().all(|k| resp["job"][*k].as_array().is_none_or(|a| a.is_empty()))
+}
+
+/// The long poll's later pass carried no whitelist, heartbeats or reports:
+/// what the first pass did with them is reported from it.
+fn merge_job(first: &Value, later: &mut Value) {
+    let Some(f) = first.get("job") else { return };
+    match later.get_mut("job") {
+        Some(l) => {
+            for k in ["whitelistHash", "reported", "errors"] {
+                l[k] = f[k].clone();
+            }
+        }
+        None => later["job"] = f.clone(),
+    }
 }
 
 /// The long poll's later pass saw only what changed since the first: the
@@ -382,6 +400,8 @@ async fn long_poll(
             // Only to hear of leases lost or changed since the first pass (nothing renewed twice).
             lease: args.lease.as_ref().map(|l| PollLease { renew: vec![], release: vec![], known: l.known }),
             received_since: args.received_since,
+            // Only to hear of jobs offered, cancelled or finished since the first pass.
+            job: args.job.as_ref().map(|j| PollJob { take: j.take, ..Default::default() }),
         }),
     };
     loop {

@@ -232,6 +232,102 @@ const MIGRATIONS: &[&str] = &[
     UPDATE event SET recipient = (SELECT recipient FROM mail WHERE mail.id = event.mail_id);
     CREATE INDEX event_received_feed ON event (recipient, seq) WHERE state <> 'new';
     "#,
+    // 9: jobs (issue 13, feature `jobs`). Every read of the poll goes through
+    // a partial index of live rows (queued, running, ended-not-yet-told), so
+    // its cost stays flat however many jobs have finished.
+    r#"
+    CREATE TABLE job (
+        seq              INTEGER PRIMARY KEY,
+        id               TEXT NOT NULL UNIQUE,
+        target           TEXT NOT NULL,          -- a PC label or '@server'
+        command          TEXT NOT NULL,
+        args             TEXT NOT NULL,          -- JSON: the checked, typed arguments
+        subject          TEXT NOT NULL,
+        dedup_key        TEXT NOT NULL,          -- core::job::dedup_key(target, command, args)
+        submitter_pc     TEXT NOT NULL,
+        submitter_session TEXT NOT NULL,
+        submitter_name   TEXT,
+        force            INTEGER NOT NULL,
+        rerun_of         TEXT,
+        state            TEXT NOT NULL,          -- queued | running | ok | failed | timed_out | cancelled
+        submitted_at     INTEGER NOT NULL,
+        started_at       INTEGER,
+        run_started_at   INTEGER,                -- this run's start (a chunked job has several)
+        run_sent_at      INTEGER,                -- this run's startedAt as the executor sent it (idempotent start)
+        runs             INTEGER NOT NULL DEFAULT 0,
+        runner           TEXT,
+        heartbeat_at     INTEGER,
+        ended_at         INTEGER,
+        time_limit_ms    INTEGER NOT NULL,
+        chunked          INTEGER NOT NULL DEFAULT 0,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        joined           INTEGER NOT NULL DEFAULT 0,
+        result           TEXT,                   -- JSON Result
+        reason           TEXT,
+        last_at          INTEGER NOT NULL        -- `at` of the newest timeline entry (clamping)
+    );
+    -- Poll: queued jobs offered to their target, oldest first.
+    CREATE INDEX job_queued ON job (target, seq) WHERE state = 'queued';
+    -- Poll: running jobs of a target (cancel requests); sweep: heartbeats and time limits.
+    CREATE INDEX job_running ON job (target, seq) WHERE state = 'running';
+    CREATE INDEX job_heartbeat ON job (heartbeat_at) WHERE state = 'running';
+    -- Sweep: queued jobs never started.
+    CREATE INDEX job_queued_age ON job (submitted_at) WHERE state = 'queued';
+    -- Dedup: the live job with the same key, or the newest that ended ok/failed.
+    CREATE INDEX job_live_by_key ON job (dedup_key) WHERE state IN ('queued', 'running');
+    CREATE INDEX job_ended_by_key ON job (dedup_key, ended_at) WHERE state IN ('ok', 'failed');
+    -- job.list: jobs targeted at a PC, newest first; retention: ended jobs oldest first.
+    CREATE INDEX job_by_target ON job (target, seq);
+    CREATE INDEX job_ended ON job (ended_at) WHERE ended_at IS NOT NULL;
+
+    -- The timeline of every job, in order.
+    CREATE TABLE job_event (
+        seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        at     INTEGER NOT NULL,
+        state  TEXT NOT NULL,
+        by     TEXT NOT NULL,
+        reason TEXT
+    );
+    CREATE INDEX job_event_by_job ON job_event (job_id, seq);
+
+    -- Every jobId a submit used: the job's own, and each deduped submit's
+    -- (pointing at the job it joined), with the SHA-256 of what was sent, so
+    -- a retried submit is answered the same and a reused id is duplicate_id.
+    CREATE TABLE job_submit (
+        id         TEXT PRIMARY KEY,
+        job_id     TEXT NOT NULL,
+        submit_key TEXT NOT NULL,
+        pc         TEXT NOT NULL,
+        at         INTEGER NOT NULL
+    );
+    CREATE INDEX job_submit_by_job ON job_submit (job_id);
+
+    -- Who hears of a job's end: its submitter's PC and every joined PC, one
+    -- row per (job, PC). `tell` = 1 from the job's end until a poll of that
+    -- PC carried it in `finished` (told once).
+    CREATE TABLE job_watch (
+        job_id    TEXT NOT NULL,
+        pc        TEXT NOT NULL,
+        session   TEXT NOT NULL,
+        name      TEXT,
+        joined_at INTEGER NOT NULL,
+        tell      INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (job_id, pc)
+    ) WITHOUT ROWID;
+    CREATE INDEX job_watch_by_pc ON job_watch (pc, job_id);
+    CREATE INDEX job_watch_tell ON job_watch (pc, job_id) WHERE tell = 1;
+
+    -- Each PC executor's published whitelist (the poll's job.whitelist).
+    CREATE TABLE job_executor (
+        pc                 TEXT PRIMARY KEY,
+        hash               TEXT NOT NULL,
+        commands           TEXT NOT NULL,    -- JSON [CommandSpec]
+        allowed_submitters TEXT,             -- JSON [label], NULL = the default
+        checkouts          TEXT NOT NULL,    -- JSON [name]
+        published_at       INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub fn schema_version() -> usize {

@@ -58,6 +58,8 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
 
     // 5. Leases: stale, TTL expiry (alerts below).
     let leases = crate::ops::lease::refresh(ctx)?;
+    // 6. Jobs: running without a heartbeat or past twice the limit; queued for 7 days.
+    let (jobs_timed_out, jobs_cancelled) = crate::ops::job::sweep(ctx)?;
 
     let conditions = current_conditions(ctx)?;
     let (mut opened, mut updated, mut resolved) = (0, 0, 0);
@@ -112,7 +114,30 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         "expired": expired,
         "alerts": {"opened": opened, "updated": updated, "resolved": resolved},
         "leases": {"stale": leases.stale, "expired": leases.expired},
+        "jobs": {"timedOut": jobs_timed_out, "cancelled": jobs_cancelled},
     })))
+}
+
+/// What the next sweep would do, and why, without doing it (`_debug_sweep_plan`):
+/// jobs first, then mail to expire, then the alert conditions that hold now.
+pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
+    let jobs: Vec<Value> = crate::ops::job::due(ctx)?
+        .into_iter()
+        .map(|(id, state, reason)| json!({"id": id, "state": state.as_str(), "reason": reason}))
+        .collect();
+    let expire: Vec<Value> = ctx
+        .tx
+        .prepare_cached(
+            "SELECT id, expires_at FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
+             AND expires_at <= ?1 ORDER BY seq",
+        )?
+        .query_map([ctx.now], |r| Ok(json!({"id": r.get::<_, String>(0)?, "expiresAt": r.get::<_, i64>(1)?, "reason": "past its expiry"})))?
+        .collect::<rusqlite::Result<_>>()?;
+    let alerts: Vec<Value> = current_conditions(ctx)?
+        .into_iter()
+        .map(|c| json!({"kind": c.kind.as_str(), "subject": c.subject, "pc": c.pc, "message": c.message}))
+        .collect();
+    Ok(json!({"jobs": jobs, "expire": expire, "alerts": alerts}))
 }
 
 fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {

@@ -3,6 +3,7 @@
 
 mod creds;
 pub mod import;
+pub(crate) mod job;
 pub(crate) mod lease;
 mod mark;
 mod poll;
@@ -17,7 +18,10 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 pub(crate) fn is_read_only(op: &Op) -> bool {
-    matches!(op, Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. })
+    matches!(
+        op,
+        Op::Hello | Op::RosterGet | Op::Status { .. } | Op::Alerts { .. } | Op::AuditLog { .. } | Op::JobStatus { .. } | Op::JobList(_)
+    )
 }
 
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {
@@ -83,6 +87,30 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
         Op::LeaseCheck { resource, fence } => {
             require_on_roster(ctx)?;
             lease::check(ctx, resource, *fence)
+        }
+        Op::JobSubmit(a) => {
+            require_on_roster(ctx)?;
+            job::submit(ctx, a)
+        }
+        Op::JobStatus { job_id } => {
+            require_on_roster(ctx)?;
+            job::status(ctx, job_id)
+        }
+        Op::JobList(a) => {
+            require_on_roster(ctx)?;
+            job::list(ctx, a)
+        }
+        Op::JobCancel(a) => {
+            require_on_roster(ctx)?;
+            job::cancel(ctx, a)
+        }
+        Op::JobStart(a) => {
+            require_on_roster(ctx)?;
+            job::start(ctx, a)
+        }
+        Op::JobReport(a) => {
+            require_on_roster(ctx)?;
+            job::report(ctx, a)
         }
     }
 }

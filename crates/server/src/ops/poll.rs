@@ -41,6 +41,10 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
     if let Some(l) = lease {
         out.insert("lease".into(), l);
     }
+    // Jobs (feature `jobs`): only a poll that carries `job` takes, reports or hears of any.
+    if let Some(j) = &args.job {
+        out.insert("job".into(), super::job::poll_job(ctx, j)?);
+    }
     // Only a caller that asks gets the second feed: an older client sees the answer it knows.
     if let Some(since) = args.received_since {
         let (received, more_received) = received_updates_for(ctx, since)?;
