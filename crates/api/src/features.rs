@@ -14,6 +14,8 @@ pub enum Group {
     Mail,
     /// `lease.*` (issue 10).
     Leases,
+    /// `job.*` (issue 13).
+    Jobs,
 }
 
 impl Group {
@@ -22,6 +24,7 @@ impl Group {
         match self {
             Group::Mail => None,
             Group::Leases => Some("leases"),
+            Group::Jobs => Some("jobs"),
         }
     }
 }

@@ -91,7 +91,13 @@ impl Client {
             } else {
                 (None, vec![])
             };
-            let idle = confirm.is_empty() && due.is_empty() && lease_releases.is_empty();
+            // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
+            let job = if round == 0 { self.job_poll_arg(now)? } else { None };
+            let idle = confirm.is_empty()
+                && due.is_empty()
+                && lease_releases.is_empty()
+                && job.as_ref().is_none_or(|j| j.reports.is_empty() && j.whitelist.is_none());
+            let wait_ms = self.job_wait_ms(wait_ms);
             let args = PollArgs {
                 confirm: confirm.clone(),
                 marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
@@ -100,7 +106,7 @@ impl Client {
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
                 lease,
                 received_since: Some(received_since),
-                job: None,
+                job: job.clone(),
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -121,6 +127,7 @@ impl Client {
             self.apply_mark_results(&resp, &due, now, report)?;
             if round == 0 {
                 self.apply_lease_answer(&resp, &lease_releases, now)?;
+                self.apply_job_answer(&resp, job.as_ref(), now)?;
             }
 
             let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();

@@ -6,6 +6,7 @@
 
 pub mod args;
 mod handoff_tools;
+mod job_tools;
 pub mod install;
 pub mod server;
 

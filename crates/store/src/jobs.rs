@@ -179,30 +179,36 @@ impl Store {
     pub fn job_mine_record(&mut self, j: &MyJob) -> Result<()> {
         self.conn.execute(
             &format!(
-                "INSERT INTO jobs_mine ({MINE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)
-                 ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, job = excluded.job,
-                    ended_at = COALESCE(jobs_mine.ended_at, excluded.ended_at)"
+                "INSERT INTO jobs_mine ({MINE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(job_id, session) DO UPDATE SET state = excluded.state, job = excluded.job,
+                    ended_at = COALESCE(jobs_mine.ended_at, excluded.ended_at),
+                    told_at = COALESCE(jobs_mine.told_at, excluded.told_at)"
             ),
-            params![j.job_id, j.session, j.target, j.command, j.submitted_at, j.state, j.job, j.ended_at],
+            params![j.job_id, j.session, j.target, j.command, j.submitted_at, j.state, j.job, j.ended_at, j.told_at],
         )?;
         Ok(())
     }
 
-    /// The server says a job of this PC ended (`finished` in the poll): the
-    /// session that submitted it is told once by the hook.
+    /// The server says a job of this PC ended (`finished` in the poll): each
+    /// session that submitted or joined it is told once by the hook.
     pub fn job_mine_finished(&mut self, job_id: &str, target: &str, command: &str, state: &str, job: &str, now: Millis) -> Result<()> {
         if !is_final(state) {
             return Ok(());
         }
-        self.conn.execute(
-            &format!(
-                "INSERT INTO jobs_mine ({MINE_COLS}) VALUES (?1, '', ?2, ?3, ?4, ?5, ?6, ?4, NULL)
-                 ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, job = excluded.job,
-                    ended_at = COALESCE(jobs_mine.ended_at, excluded.ended_at)"
-            ),
-            params![job_id, target, command, now, state, job],
-        )?;
-        Ok(())
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE jobs_mine SET state = ?2, job = ?3, ended_at = COALESCE(ended_at, ?4) WHERE job_id = ?1",
+                params![job_id, state, job, now],
+            )?;
+            if n == 0 {
+                // Submitted from elsewhere on this PC without a record: told to whoever asks next.
+                tx.execute(
+                    &format!("INSERT INTO jobs_mine ({MINE_COLS}) VALUES (?1, '', ?2, ?3, ?4, ?5, ?6, ?4, NULL)"),
+                    params![job_id, target, command, now, state, job],
+                )?;
+            }
+            Ok(())
+        })
     }
 
     pub fn jobs_mine(&self, limit: usize) -> Result<Vec<MyJob>> {
@@ -221,7 +227,7 @@ pub fn finished_take_untold(tx: &rusqlite::Transaction, session: &str, now: Mill
     ))?;
     let rows: Vec<MyJob> = st.query_map(params![session, limit as i64], mine_of)?.collect::<std::result::Result<_, _>>()?;
     for r in &rows {
-        tx.execute("UPDATE jobs_mine SET told_at = ?2 WHERE job_id = ?1", params![r.job_id, now])?;
+        tx.execute("UPDATE jobs_mine SET told_at = ?3 WHERE job_id = ?1 AND session = ?2", params![r.job_id, r.session, now])?;
     }
     Ok(rows)
 }

@@ -286,8 +286,8 @@ const MIGRATIONS: &[&str] = &[
     // written before the process starts (with its ids once it runs), so a
     // restarted executor finds a run its predecessor left and reports it.
     // `job_reports`: reports queued until the server takes them (idempotent).
-    // `jobs_mine`: jobs sessions of this PC submitted or joined, and whether
-    // the hook has told the session that the job ended.
+    // `jobs_mine`: jobs sessions of this PC submitted or joined (one row per
+    // session: a joined job is told to each), and whether the hook has told it.
     r#"
     CREATE TABLE IF NOT EXISTS job_runs (
         job_id TEXT PRIMARY KEY,
@@ -310,7 +310,7 @@ const MIGRATIONS: &[&str] = &[
         last_error TEXT
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS jobs_mine (
-        job_id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
         session TEXT NOT NULL,
         target TEXT NOT NULL,
         command TEXT NOT NULL,
@@ -318,7 +318,8 @@ const MIGRATIONS: &[&str] = &[
         state TEXT NOT NULL,
         job TEXT,
         ended_at INTEGER,
-        told_at INTEGER
+        told_at INTEGER,
+        PRIMARY KEY (job_id, session)
     ) WITHOUT ROWID;
     "#,
 ];
