@@ -54,7 +54,7 @@ const COMMANDS: &str = r#"
 # Counts its runs, writes its artifact, then waits on the FIFO `gate` (when it exists).
 [[jobs.commands]]
 name = "build"
-argv = ["sh", "-c", "echo $$ > pid; echo run >> runs.txt; mkdir -p out; echo made > out/build-$1-$PCMAIL_JOB_TS.log; if [ -p gate ]; then read line < gate; fi; echo built $1", "build", "{checkout}"]
+argv = ["sh", "-c", "echo $$ > pid; echo run >> runs.txt; mkdir -p out; echo made > \"$PCMAIL_JOB_ARTIFACTS\"; if [ -p gate ]; then read line < gate; fi; echo built in $1", "build", "{checkout}"]
 subject = "checkout"
 time_limit_secs = 300
 artifacts = ["out/{command}-{subject}-{ts}.log"]
@@ -87,7 +87,7 @@ cwd = "{c}"
 [[jobs.commands.args]]
 name = "s"
 type = "string"
-max_len = 100
+max_len = 1000
 [[jobs.commands.args]]
 name = "n"
 type = "int"
@@ -352,7 +352,7 @@ fn arguments_never_reach_a_shell_nor_leave_the_checkout() {
     let refused: Vec<(&str, String)> = vec![
         ("s", "a\u{1}b".into()),
         ("s", "a\nb".into()),
-        ("s", "x".repeat(101)),
+        ("s", "x".repeat(1001)),
         ("n", "11".into()),
         ("n", "3; touch MARKER".into()),
         ("b", "yes".into()),
