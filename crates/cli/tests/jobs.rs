@@ -69,6 +69,13 @@ argv = ["sh", "-c", "echo run >> count.txt; if [ -p gate ]; then read line < gat
 cwd = "app"
 time_limit_secs = 300
 
+# Blocks on `gate` past its 1 s time limit.
+[[jobs.commands]]
+name = "slow"
+argv = ["sh", "-c", "echo $$ > slow.pid; read line < gate"]
+cwd = "app"
+time_limit_secs = 1
+
 # A probe: prints its argument.
 [[jobs.commands]]
 name = "probe"
@@ -123,7 +130,7 @@ fn setup() -> Setup {
     text.push_str(&jobs);
     std::fs::write(&cfg, text).unwrap();
     let wl = b.ok(&["job", "whitelist"]);
-    assert!(wl.contains("4 command(s)"), "{wl}");
+    assert!(wl.contains("5 command(s)"), "{wl}");
     let mut s = Setup { _server: server, a, b, app, lib, daemon: None };
     s.start_daemon();
     // The whitelist reaches the server with the daemon's first poll.
@@ -417,4 +424,73 @@ fn unknown_targets_and_commands_are_refused_with_their_exit_codes() {
     assert_eq!(code, 13, "a required argument missing: {r}");
     let out = s.a.run(&["job", "run", "pc-b", "probe", "word"]);
     assert_eq!(out.status.code(), Some(2), "NAME=VALUE");
+}
+
+/// A running job is cancelled on request (its executor kills it at its next
+/// poll) and killed at its time limit (`timed_out`, exit 14 with `--wait`).
+#[test]
+fn a_running_job_is_cancelled_on_request_and_killed_at_its_time_limit() {
+    let s = setup();
+    let gate = s.app.path().join("gate");
+    mkfifo(&gate);
+    let (_, r) = s.submit(&["count"], "c");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    wait_until("the job running", Duration::from_secs(20), || s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1);
+    let out = s.a.ok(&["job", "cancel", &id]);
+    assert!(out.contains("cancel requested"), "{out}");
+    wait_until("the job cancelled", Duration::from_secs(20), || s.state(&id) == "cancelled");
+    let job = s.status(&id);
+    assert_eq!(job["result"]["ran"], true, "{job}");
+    assert!(job["result"]["output"].as_str().unwrap().contains("cancelled"), "{job}");
+
+    let (code, r) = s.submit(&["slow", "--wait", "--timeout", "30s"], "c");
+    assert_eq!(code, 14, "{r}");
+    assert_eq!(r["job"]["state"], "timed_out");
+    assert!(r["job"]["reason"].as_str().unwrap().contains("time limit"), "{r}");
+    let pid: i64 = std::fs::read_to_string(s.app.path().join("slow.pid")).unwrap().trim().parse().unwrap();
+    wait_until("the timed-out process gone", Duration::from_secs(10), || !alive(pid));
+}
+
+/// A server without the `jobs` feature: exit 5 at once, saying so.
+#[test]
+fn a_server_without_jobs_is_exit_5_at_once() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/api", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut r = BufReader::new(stream);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            let answer = r#"{"ok":false,"error":{"code":"unknown_op","message":"unknown op"}}"#;
+            let mut w = r.into_inner();
+            let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}", answer.len());
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let pc = |args: &[&str]| {
+        std::process::Command::new(exe())
+            .args(args)
+            .env("PCMAIL_HOME", home.path())
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", random_credential())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .output()
+            .unwrap()
+    };
+    let out = pc(&["init", "--label", "pc-a", "--server", &url, "--offline"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = pc(&["job", "run", "@server", "_debug_roster"]);
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("this server does not support jobs"), "{}", String::from_utf8_lossy(&out.stderr));
 }
