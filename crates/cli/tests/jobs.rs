@@ -76,6 +76,17 @@ argv = ["sh", "-c", "echo $$ > slow.pid; read line < gate"]
 cwd = "app"
 time_limit_secs = 1
 
+# Chunked: one process per file of `in/` (about 0.4 s each; `bad` fails),
+# more than its 1 s time limit's 0.7 s start deadline in all.
+[[jobs.commands]]
+name = "chunk"
+argv = ["sh", "-c", "echo $1 >> ran.txt; case $1 in *bad*) exit 1;; esac; sleep 0.4", "chunk", "{input}"]
+cwd = "lib"
+chunked = true
+inputs = "in"
+time_limit_secs = 1
+input_time_limit_secs = 1
+
 # A probe: prints its argument.
 [[jobs.commands]]
 name = "probe"
@@ -130,7 +141,7 @@ fn setup() -> Setup {
     text.push_str(&jobs);
     std::fs::write(&cfg, text).unwrap();
     let wl = b.ok(&["job", "whitelist"]);
-    assert!(wl.contains("5 command(s)"), "{wl}");
+    assert!(wl.contains("6 command(s)"), "{wl}");
     let mut s = Setup { _server: server, a, b, app, lib, daemon: None };
     s.start_daemon();
     // The whitelist reaches the server with the daemon's first poll.
@@ -493,4 +504,39 @@ fn a_server_without_jobs_is_exit_5_at_once() {
     let out = pc(&["job", "run", "@server", "_debug_roster"]);
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("this server does not support jobs"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 13 point 5: a chunked job whose work is longer than its time limit
+/// finishes over several runs; a new input reuses every other input's result;
+/// a failing input is dropped after 3 failures (its expiry after 3 days is
+/// proven with a fake clock in pcmail_local::chunks).
+#[test]
+fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
+    let s = setup();
+    let inputs = s.lib.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    for f in ["a", "b", "bad", "c"] {
+        std::fs::write(inputs.join(f), f).unwrap();
+    }
+    let ran = || std::fs::read_to_string(s.lib.path().join("ran.txt")).unwrap_or_default().lines().map(str::to_string).collect::<Vec<_>>();
+    let (_, r) = s.submit(&["chunk", "--wait", "--timeout", "60s"], "ch");
+    let job = &r["job"];
+    assert_eq!(job["state"], "failed", "{r}");
+    assert_eq!(job["result"]["chunks"], serde_json::json!({"done": 3, "total": 4, "failed": 1, "skipped": 0}), "{r}");
+    let id = job["id"].as_str().unwrap();
+    let runs = s.status(id)["timeline"].as_array().unwrap().iter().filter(|t| t["state"] == "running").count();
+    assert!(runs >= 2, "more work than one run's time limit: {runs} run(s)");
+    assert_eq!(ran(), ["in/a", "in/b", "in/bad", "in/c"], "each input once");
+
+    // One new input: only it (and the failing one) run; the others' results are kept.
+    std::fs::write(inputs.join("d"), "d").unwrap();
+    let (_, r) = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
+    assert_eq!(r["job"]["result"]["chunks"]["done"], 4, "{r}");
+    assert_eq!(ran()[4..], ["in/bad", "in/d"]);
+    // The third failure drops it: the next job runs nothing.
+    let _ = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
+    assert_eq!(ran().len(), 7);
+    let (_, r) = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
+    assert_eq!(ran().len(), 7, "dropped after 3 failures");
+    assert_eq!(r["job"]["result"]["chunks"], serde_json::json!({"done": 4, "total": 5, "failed": 0, "skipped": 1}), "{r}");
 }

@@ -433,6 +433,9 @@ impl Work {
     }
 
     fn execute(&self) -> ReportArgs {
+        if let Some(dir) = self.plan.inputs.clone() {
+            return self.execute_chunked(&dir);
+        }
         let home = &self.paths.home;
         let _ = pcmail_fsmode::create_private_dir_all(&home.join("jobs"));
         let log = jobrun::log_path(home, &self.job.id, "run");
@@ -496,6 +499,129 @@ impl Work {
                 }
             }
         }
+        ReportArgs { job_id: self.job.id.clone(), runner: self.runner.clone(), state, result, reason }
+    }
+}
+
+impl Work {
+    /// A chunked job: one process per input still to do, until the run's
+    /// start deadline (70 % of the time limit); then the next run (a new
+    /// `job.start`, "run N") at once, until every input is done or dropped
+    /// after N failures. Progress is kept per input fingerprint in the store,
+    /// so a new or changed input never discards the others' results.
+    fn execute_chunked(&self, dir: &str) -> ReportArgs {
+        use pcmail_local::chunks::{self, InputState, Todo};
+        let home = &self.paths.home;
+        let log = jobrun::log_path(home, &self.job.id, "run");
+        let limit = self.spec.time_limit_ms.max(1);
+        let input_limit = Duration::from_millis(self.plan.input_limit_ms.clamp(1, limit) as u64);
+        let (command, subject) = (self.job.command.clone(), self.plan.subject.clone());
+        let mut store = match pcmail_store::Store::open(&self.paths.store()) {
+            Ok(s) => s,
+            Err(e) => {
+                let result = JobResult { ran: false, output: e.to_string(), ..Default::default() };
+                return ReportArgs { job_id: self.job.id.clone(), runner: self.runner.clone(), state: JobState::Failed, result, reason: Some("cannot open the store".into()) };
+            }
+        };
+        let state_of = |store: &pcmail_store::Store| -> Vec<InputState> {
+            store
+                .chunk_rows(&command, &subject)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| InputState { fingerprint: r.fingerprint, input: r.input, ok: r.ok, failures: r.failures, last_failure_at: r.last_failure_at })
+                .collect()
+        };
+        let t0 = Instant::now();
+        let mut run_started = (self.clock)();
+        let mut runs = 1;
+        let mut exits = vec![];
+        let mut cancelled = false;
+        let inputs = loop {
+            let inputs = chunks::list_inputs(&self.plan.cwd.join(dir), dir);
+            let states = state_of(&store);
+            let todo: Vec<&(String, String)> = inputs
+                .iter()
+                .filter(|(_, fp)| chunks::todo(states.iter().find(|s| &s.fingerprint == fp), (self.clock)()) == Todo::Run)
+                .collect();
+            let deadline = chunks::start_deadline(run_started, limit);
+            let mut left = false;
+            for (n, (input, fp)) in todo.iter().enumerate() {
+                // Never a new input past the deadline (each run does at least one: no spinning).
+                if n > 0 && (self.clock)() >= deadline {
+                    left = true;
+                    break;
+                }
+                if self.cancel.load(Ordering::Relaxed) {
+                    cancelled = true;
+                    break;
+                }
+                let argv: Vec<String> = self.plan.argv.iter().map(|a| a.replace(jobconf::INPUT_SLOT, input)).collect();
+                let env = vec![
+                    ("PCMAIL_JOB_ID".to_string(), self.job.id.clone()),
+                    ("PCMAIL_JOB_TS".to_string(), self.job.submitted_at.to_string()),
+                    ("PCMAIL_JOB_SUBJECT".to_string(), subject.clone()),
+                    ("PCMAIL_JOB_INPUT".to_string(), input.clone()),
+                ];
+                let store_path = self.paths.store();
+                let id = self.job.id.clone();
+                let mut on_start = |s: jobrun::Started| {
+                    if let Ok(mut st) = pcmail_store::Store::open(&store_path) {
+                        let _ = st.job_run_started(&id, s.pid, pcmail_local::process::start_time(s.pid));
+                    }
+                };
+                let out = jobrun::run(&argv, &self.plan.cwd, &env, &log, input_limit, &self.cancel, &mut on_start);
+                if out.ending == Ending::Cancelled {
+                    cancelled = true;
+                    break;
+                }
+                let ok = out.ending == Ending::Exited(Some(0));
+                exits.push(out.ending);
+                let prev = states.iter().find(|s| &s.fingerprint == fp);
+                let st = chunks::record(prev, fp, input, ok, (self.clock)());
+                let row = pcmail_store::jobs::ChunkRow { fingerprint: st.fingerprint, input: st.input, ok: st.ok, failures: st.failures, last_failure_at: st.last_failure_at };
+                let _ = store.chunk_put(&command, &subject, &row, (self.clock)());
+            }
+            if cancelled || !left {
+                break inputs;
+            }
+            // The next run, at once: acknowledged by the server first, like the first.
+            runs += 1;
+            run_started = (self.clock)();
+            let start = StartArgs { job_id: self.job.id.clone(), runner: self.runner.clone(), started_at: run_started };
+            let acknowledged = crate::make_transport(&self.paths, &self.config, self.clock).map(|t| t.call(&Op::JobStart(start)).is_ok());
+            if !matches!(acknowledged, Ok(true)) {
+                break inputs;
+            }
+        };
+        let counts = chunks::counts(&inputs, &state_of(&store), (self.clock)());
+        let (output, truncated) = jobrun::tail(&log, jobrun::OUTPUT_MAX);
+        let result = JobResult {
+            ran: !exits.is_empty(),
+            exit: None,
+            duration_ms: t0.elapsed().as_millis() as i64,
+            output,
+            truncated,
+            chunks: Some(counts),
+            ..Default::default()
+        };
+        let (state, reason) = if cancelled {
+            (JobState::Cancelled, Some("cancelled on request".to_string()))
+        } else if counts.done == counts.total {
+            (JobState::Ok, Some(format!("{} input(s) done in {runs} run(s)", counts.done)))
+        } else {
+            (
+                JobState::Failed,
+                Some(format!(
+                    "{} of {} input(s) done in {runs} run(s); {} failing, {} dropped after {} failures (retried {} days after the last)",
+                    counts.done,
+                    counts.total,
+                    counts.failed,
+                    counts.skipped,
+                    cj::CHUNK_FAILURES_MAX,
+                    cj::CHUNK_FAILURE_EXPIRY_MS / 86_400_000
+                )),
+            )
+        };
         ReportArgs { job_id: self.job.id.clone(), runner: self.runner.clone(), state, result, reason }
     }
 }

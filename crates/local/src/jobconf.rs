@@ -11,7 +11,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Placeholders every template may use besides the command's arguments.
-pub const BUILTINS: &[&str] = &["command", "subject", "ts", "job"];
+pub const BUILTINS: &[&str] = &["command", "subject", "ts", "job", "input"];
+
+/// Where a chunked command's current input goes in its argv until the run
+/// fills it in (arguments can hold no control character, so no value is it).
+pub const INPUT_SLOT: &str = "\u{1}input\u{1}";
 
 /// Default time limit of a command (10 minutes).
 pub const DEFAULT_TIME_LIMIT_SECS: u64 = 600;
@@ -65,9 +69,16 @@ pub struct CommandConfig {
     /// A probe: no artifacts check, no per-subject lock.
     #[serde(default)]
     pub read_only: bool,
-    /// Resumes over several runs (not run by this PC yet: refused at check).
+    /// Resumes over several runs: one process per input (`{input}` in argv),
+    /// progress kept per input (see README "Jobs").
     #[serde(default)]
     pub chunked: bool,
+    /// A chunked command's inputs: the files directly in this folder (relative to the checkout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
+    /// A chunked command's budget per input (default: 30 % of the time limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_time_limit_secs: Option<u64>,
     #[serde(default)]
     pub description: String,
 }
@@ -204,7 +215,15 @@ impl CommandConfig {
             }
         }
         if self.chunked {
-            return Err(err(format!("command {n}: chunked commands are not run by this pcmail yet")));
+            match &self.inputs {
+                Some(d) if d == "." || is_inside(d) => {}
+                _ => return Err(err(format!("command {n}: a chunked command needs `inputs`, a folder inside its checkout"))),
+            }
+            if !self.argv.iter().any(|a| placeholders(a).contains(&"input")) {
+                return Err(err(format!("command {n}: a chunked command runs once per input: put {{input}} in its argv")));
+            }
+        } else if self.argv.iter().chain(self.verify.iter().flatten()).chain(self.read_back.iter().flatten()).any(|a| placeholders(a).contains(&"input")) {
+            return Err(err(format!("command {n}: {{input}} is only for chunked commands")));
         }
         if self.time_limit_secs == 0 || self.time_limit_secs > 24 * 3600 {
             return Err(err(format!("command {n}: time_limit_secs must be 1 … 86400")));
@@ -270,6 +289,10 @@ pub struct Plan {
     /// The artifacts of this very job (`{ts}` = its submit time).
     pub artifacts: Vec<String>,
     pub subject: String,
+    /// A chunked command's inputs folder (relative to `cwd`).
+    pub inputs: Option<String>,
+    /// A chunked command's budget per input.
+    pub input_limit_ms: i64,
 }
 
 /// The text of a checked argument value inside an argv element.
@@ -317,6 +340,7 @@ impl JobsConfig {
         names.insert("ts".into(), ts.to_string());
         names.insert("job".into(), job_id.to_string());
         let mut in_argv = names.clone();
+        in_argv.insert("input".into(), INPUT_SLOT.into());
         for a in &c.args {
             let Some(v) = args.get(&a.name) else { continue };
             let text = value_text(v);
@@ -373,6 +397,8 @@ impl JobsConfig {
             artifact_patterns,
             artifacts,
             subject,
+            inputs: c.chunked.then(|| c.inputs.clone()).flatten(),
+            input_limit_ms: c.input_time_limit_secs.map(|x| x as i64 * 1000).unwrap_or(c.time_limit_secs as i64 * 300),
         })
     }
 }

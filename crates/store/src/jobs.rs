@@ -218,6 +218,43 @@ impl Store {
     }
 }
 
+/// One input's progress of a chunked command (see pcmail_local::chunks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkRow {
+    pub fingerprint: String,
+    pub input: String,
+    pub ok: bool,
+    pub failures: u32,
+    pub last_failure_at: Option<Millis>,
+}
+
+impl Store {
+    pub fn chunk_rows(&self, command: &str, subject: &str) -> Result<Vec<ChunkRow>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT fingerprint, input, ok, failures, last_failure_at FROM job_chunks WHERE command = ?1 AND subject = ?2",
+        )?;
+        let rows = st.query_map(params![command, subject], |r| {
+            Ok(ChunkRow {
+                fingerprint: r.get(0)?,
+                input: r.get(1)?,
+                ok: r.get::<_, i64>(2)? != 0,
+                failures: r.get::<_, i64>(3)? as u32,
+                last_failure_at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    pub fn chunk_put(&mut self, command: &str, subject: &str, c: &ChunkRow, now: Millis) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO job_chunks (command, subject, fingerprint, input, ok, failures, last_failure_at, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![command, subject, c.fingerprint, c.input, c.ok as i64, c.failures as i64, c.last_failure_at, now],
+        )?;
+        Ok(())
+    }
+}
+
 /// Ended jobs of `session` (or of no known session) not told yet, marked
 /// told in the same transaction: each is told once.
 pub fn finished_take_untold(tx: &rusqlite::Transaction, session: &str, now: Millis, limit: usize) -> Result<Vec<MyJob>> {

@@ -321,6 +321,17 @@ const MIGRATIONS: &[&str] = &[
         told_at INTEGER,
         PRIMARY KEY (job_id, session)
     ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS job_chunks (
+        command TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        input TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        failures INTEGER NOT NULL,
+        last_failure_at INTEGER,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (command, subject, fingerprint)
+    ) WITHOUT ROWID;
     "#,
 ];
 
