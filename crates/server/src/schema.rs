@@ -314,7 +314,7 @@ const MIGRATIONS: &[&str] = &[
         joined_at INTEGER NOT NULL,
         tell      INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (job_id, pc)
-    ) WITHOUT ROWID;
+    );
     CREATE INDEX job_watch_by_pc ON job_watch (pc, job_id);
     CREATE INDEX job_watch_tell ON job_watch (pc, job_id) WHERE tell = 1;
 
