@@ -732,7 +732,7 @@ impl Client {
             if start.elapsed() >= timeout {
                 return Ok((job, false));
             }
-            let step = if quota_bound { crate::ops::wait_interval(true, attempt) } else { Duration::from_millis(100) };
+            let step = if quota_bound { crate::ops::wait_interval(true, attempt) } else { Duration::from_millis(50) };
             std::thread::sleep(step.min(timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1))));
             attempt += 1;
         }

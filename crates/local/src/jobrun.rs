@@ -114,7 +114,8 @@ pub fn run(
             let _ = child.wait();
             return out(Ending::TimedOut, Some(format!("pcmail: killed at its time limit ({} s)\n", limit.as_secs())));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // Short jobs (probes) are answered fast; long ones are looked at every 20 ms.
+        std::thread::sleep(Duration::from_millis(if t0.elapsed() < Duration::from_millis(200) { 2 } else { 20 }));
     }
 }
 
