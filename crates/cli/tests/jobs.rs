@@ -76,16 +76,16 @@ argv = ["sh", "-c", "echo $$ > slow.pid; read line < gate"]
 cwd = "app"
 time_limit_secs = 1
 
-# Chunked: one process per file of `in/` (about 0.4 s each; `bad` fails),
-# more than its 1 s time limit's 0.7 s start deadline in all.
+# Chunked: one process per file of `in/` (0.8 s each; `bad` fails at once),
+# more than its 2 s time limit's 1.4 s start deadline in all.
 [[jobs.commands]]
 name = "chunk"
-argv = ["sh", "-c", "echo $1 >> ran.txt; case $1 in *bad*) exit 1;; esac; sleep 0.4", "chunk", "{input}"]
+argv = ["sh", "-c", "echo $1 >> ran.txt; case $1 in *bad*) exit 1;; esac; sleep 0.8", "chunk", "{input}"]
 cwd = "lib"
 chunked = true
 inputs = "in"
-time_limit_secs = 1
-input_time_limit_secs = 1
+time_limit_secs = 2
+input_time_limit_secs = 2
 
 # A probe: prints its argument.
 [[jobs.commands]]
