@@ -1,6 +1,9 @@
 //! pcmail benchmarks. `pcmail-bench server`: a real `pcmail serve`-equivalent
 //! server in a child process on a pre-seeded database, loaded over loopback
-//! HTTP with keep-alive clients from this process.
+//! HTTP with keep-alive clients from this process. `pcmail-bench jobs`: the
+//! job queue (jobs.rs).
+
+mod jobs;
 
 use anyhow::{bail, Context, Result};
 use pcmail_core::{Kind, Mail, State, TimelineEntry};
@@ -23,13 +26,14 @@ fn main() -> Result<()> {
         Some("server") => bench_server(),
         Some("seen") => bench_seen(),
         Some("prune") => bench_prune(),
+        Some("jobs") => jobs::bench_jobs(),
         Some("serve-child") => {
             let db = args.get(2).context("serve-child DB")?;
             let mut opts = ServeOptions::new(db, TOKEN);
             opts.listen = "127.0.0.1:0".parse()?;
             pcmail_server::serve_blocking(opts)
         }
-        _ => bail!("usage: pcmail-bench server | seen | prune"),
+        _ => bail!("usage: pcmail-bench server | seen | prune | jobs"),
     }
 }
 

@@ -32,9 +32,25 @@ fn failing_requests_leave_every_row_as_it_was() {
     let e = engine();
     assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": true}), T0)["ok"], json!(true));
     assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000b", "to": "*", "body": "all"}), T0)["ok"], json!(true));
+    // Jobs (issue 13): pc-b publishes a whitelist, pc-a queues one job.
+    let wl = json!({"hash": "h", "allowedSubmitters": ["pc-a"], "checkouts": ["app"], "commands": [{"name": "test",
+        "timeLimitMs": 60000, "args": [{"name": "checkout", "type": "checkout", "required": true, "values": ["app"]}]}]});
+    assert_eq!(e.handle_value(&req("poll", "pc-b", json!({"job": {"whitelist": wl}})), T0)["ok"], json!(true));
+    let job = |id: &str, pc: &str, args: Value| {
+        req("job.submit", pc, json!({"jobId": id, "target": "pc-b", "command": "test", "args": args, "submitter": {"pc": pc, "session": "s"}}))
+    };
+    assert_eq!(e.handle_value(&job("job-1-0000000a", "pc-a", json!({"checkout": "app"})), T0)["ok"], json!(true));
     let before = e.dump_rows().unwrap();
     assert!(before.len() > 5);
     let failing: Vec<(Value, &str)> = vec![
+        (job("job-1-0000000b", "pc-a", json!({"checkout": "../app"})), "job_refused"),
+        (job("job-1-0000000b", "pc-a", json!({"checkout": "app", "x": "\u{0}"})), "job_refused"),
+        (job("job-1-0000000b", "pc-c", json!({"checkout": "app"})), "job_refused"),
+        (job("job-1-0000000a", "pc-a", json!({"checkout": "app", "extra": 1})), "duplicate_id"),
+        (req("job.start", "pc-c", json!({"jobId": "job-1-0000000a", "runner": "pc-c/1", "startedAt": T0})), "forbidden"),
+        (req("job.report", "pc-b", json!({"jobId": "job-1-0000000a", "runner": "pc-b/1", "state": "ok", "result": {"ran": true}})), "conflict"),
+        (req("job.cancel", "pc-c", json!({"jobId": "job-1-0000000a", "by": "pc-c"})), "forbidden"),
+        (req("job.status", "pc-a", json!({"jobId": "job-1-0000ffff"})), "not_found"),
         (req("send", "pc-zz", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x"}})), "unknown_pc"),
         (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc", "body": "x"}})), "unknown_recipient"),
         (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "hop": 3}})), "hop_limit"),
