@@ -19,7 +19,7 @@ const inspector = require.resolve('@modelcontextprotocol/inspector/package.json'
   .replace(/package\.json$/, 'clients/launcher/build/index.js');
 
 const TOOLS = ['ack', 'alerts', 'fail', 'handoff_close', 'handoff_list', 'handoff_new', 'handoff_pickup',
-  'handoff_rollup', 'handoff_show', 'inbox', 'lease_check', 'lease_claim', 'lease_list',
+  'handoff_rollup', 'handoff_show', 'inbox', 'job_cancel', 'job_list', 'job_run', 'job_status', 'lease_check', 'lease_claim', 'lease_list',
   'lease_release', 'lease_takeover', 'memory_add', 'memory_search', 'memory_show', 'name', 'read', 'reply', 'roster',
   'roster_add', 'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for', 'who'];
 
@@ -187,6 +187,10 @@ test('bad arguments: a structured usage error (exit 2, as the CLI) naming the ar
     ['lease_release', {}, 'resource'],
     ['lease_list', { all: [1] }, 'all'],
     ['lease_check', { resource: 'r' }, 'fence'],
+    ['job_run', { target: 'pc-b' }, 'command'],
+    ['job_status', {}, 'job_id'],
+    ['job_list', { mine: [1] }, 'mine'],
+    ['job_cancel', { reason: 'r' }, 'job_id'],
     ['lease_takeover', { resource: 'r' }, 'reason'],
     ['handoff_new', { goal: 'g' }, 'slug'],
     ['handoff_list', { every: true }, 'every'],

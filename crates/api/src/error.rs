@@ -28,8 +28,11 @@ pub enum Exit {
     /// Not enrolled / revoked (DESIGN.md): this PC's credential is refused (not enrolled,
     /// revoked, a bad join code, the admin secret needed), or its label belongs to another installation.
     NotEnrolled = 12,
-    /// A job the target will not run (`job_refused`: not whitelisted, bad argument, submitter not allowed).
+    /// A job was refused: not whitelisted, a bad argument, the submitter not
+    /// allowed, or (by its executor) the artifacts of an earlier run exist.
     JobRefused = 13,
+    /// A job ended `timed_out` (its own time limit, or its executor went silent).
+    JobTimedOut = 14,
     /// `pcmail map --check`: the code map is stale.
     MapStale = 15,
 }
@@ -51,6 +54,7 @@ impl Exit {
             Exit::LeaseStale => "stale",
             Exit::NotEnrolled => "not_enrolled",
             Exit::JobRefused => "job_refused",
+            Exit::JobTimedOut => "timed_out",
             Exit::MapStale => "map_stale",
         }
     }

@@ -16,6 +16,8 @@ pub enum Group {
     Leases,
     /// `name.take`, `who` and mail to a name (issue 11).
     Sessions,
+    /// `job.*` (issue 13).
+    Jobs,
 }
 
 impl Group {
@@ -25,6 +27,7 @@ impl Group {
             Group::Mail => None,
             Group::Leases => Some("leases"),
             Group::Sessions => Some("sessions"),
+            Group::Jobs => Some("jobs"),
         }
     }
 }

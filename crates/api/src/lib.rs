@@ -8,6 +8,7 @@
 
 mod error;
 pub mod features;
+pub mod jobs;
 pub mod leases;
 pub mod handoffs;
 pub mod sessions;

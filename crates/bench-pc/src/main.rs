@@ -7,6 +7,7 @@
 //! (`pcmail-hook`) with 1,000 leases in the cache, beside /bin/true.
 //! `pcmail-bench-pc handoffs [runs]` — issue 11: SessionStart with 200
 //! handoffs, a rollup and 500 memory entries; `pcmail handoff new` (src/handoffs.rs).
+//! `pcmail-bench-pc jobs [runs]` — issue 13: submit → running on a long-polling PC (src/jobs.rs).
 //! `pcmail-bench-pc soak [secs]` — 8 hook loops, the daemon and 4 senders on
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
@@ -18,6 +19,7 @@
 //! dynamically linked build) on the same case, interleaved.
 
 mod handoffs;
+mod jobs;
 
 use anyhow::{bail, Context, Result};
 use pcmail_core::{Kind, Mail, State};
@@ -51,7 +53,8 @@ fn main() -> Result<()> {
         Some("soak") => soak(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60)),
         Some("lease") => lease_bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
         Some("handoffs") => handoffs::bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200)),
-        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds] | lease [runs] | handoffs [runs]"),
+        Some("jobs") => jobs::bench(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(50)),
+        _ => bail!("usage: pcmail-bench-pc hook [runs] [other-hook-binary] | soak [seconds] | lease [runs] | handoffs [runs] | jobs [runs]"),
     }
 }
 

@@ -5,6 +5,7 @@ mod demo;
 mod roster_cmd;
 mod exit;
 mod lease_cmd;
+mod job_cmd;
 mod handoff_cmd;
 mod print;
 mod service_cmd;
@@ -272,6 +273,11 @@ enum Cmd {
     Lease {
         #[command(subcommand)]
         action: lease_cmd::LeaseCmd,
+    },
+    /// Jobs: run whitelisted commands on another PC or the server (`pcmail job --help`).
+    Job {
+        #[command(subcommand)]
+        action: job_cmd::JobCmd,
     },
     /// The Claude Code hook itself (same code as `pcmail-hook`): reads the hook event JSON on stdin,
     /// prints the context to add or nothing, exit 0 always. No options; `PCMAIL_HOME` [default: the
@@ -783,6 +789,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Name { name, session } => session_cmd::name(name, session, json),
         Cmd::Who => session_cmd::who(json),
         Cmd::Watch { session } => session_cmd::watch(session),
+        Cmd::Job { action } => job_cmd::run(action, json),
         Cmd::Hooks { action, settings, git: false } => {
             let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
             match action.as_str() {
@@ -982,6 +989,8 @@ fn daemon() -> anyhow::Result<()> {
         );
     }
     let mut client = Client::open(p)?;
+    // The daemon executes jobs this PC's [jobs] whitelists (workers beside the poll loop).
+    client.enable_executor();
     let interval = client.config.poll_interval();
     let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
     let chans = notify::channels(&client.config);

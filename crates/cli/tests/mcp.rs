@@ -15,11 +15,11 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
-const TOOLS: [&str; 30] = [
+const TOOLS: [&str; 34] = [
     "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup", "handoff_show",
-    "inbox", "lease_check", "lease_claim", "lease_list", "lease_release", "lease_takeover", "memory_add", "memory_search",
-    "memory_show", "name", "read", "reply", "roster", "roster_add", "roster_remove", "send",
-    "sent", "status", "sync", "wait_for", "who",
+    "inbox", "job_cancel", "job_list", "job_run", "job_status", "lease_check", "lease_claim", "lease_list", "lease_release",
+    "lease_takeover", "memory_add", "memory_search", "memory_show", "name", "read", "reply", "roster", "roster_add",
+    "roster_remove", "send", "sent", "status", "sync", "wait_for", "who",
 ];
 
 struct Mcp {
@@ -149,6 +149,10 @@ fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing()
         ("lease_release", json!({}), "resource"),
         ("lease_list", json!({"all": "yes"}), "all"),
         ("lease_check", json!({"resource": "r"}), "fence"),
+        ("job_run", json!({"target": "pc-b"}), "command"),
+        ("job_status", json!({}), "job_id"),
+        ("job_list", json!({"mine": [1]}), "mine"),
+        ("job_cancel", json!({"reason": "r"}), "job_id"),
         ("lease_takeover", json!({"resource": "r"}), "reason"),
         ("handoff_new", json!({"goal": "g"}), "slug"),
         ("handoff_list", json!({"every": true}), "every"),

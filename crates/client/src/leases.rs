@@ -402,11 +402,13 @@ impl Client {
     /// The pause before the next poll: while this PC holds leases, at most
     /// one heartbeat period, on every transport.
     pub fn poll_pause(&self, interval: Duration) -> Duration {
-        if self.store.holds_leases().unwrap_or(false) {
+        let pause = if self.store.holds_leases().unwrap_or(false) {
             interval.min(Duration::from_millis(HEARTBEAT_MS as u64))
         } else {
             interval
-        }
+        };
+        // Jobs running here: their heartbeats ride the poll too.
+        self.job_pause(pause)
     }
 }
 

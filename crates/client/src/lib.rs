@@ -5,6 +5,7 @@
 // Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
 // under their old paths so every user of `pcmail_client::config::…` compiles.
 pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn, watch};
+pub mod jobs;
 pub mod leases;
 pub mod notify;
 pub mod pin;
@@ -84,6 +85,8 @@ pub struct Client {
     pub store: Store,
     pub transport: Box<dyn Transport>,
     pub clock: fn() -> Millis,
+    /// Set on the poller that executes jobs (the daemon, the tray's poller).
+    pub executor: Option<jobs::Executor>,
 }
 
 impl Client {
@@ -92,13 +95,13 @@ impl Client {
         let config = Config::load(&paths)?;
         let transport = make_transport(&paths, &config, system_now)?;
         let store = Store::open(&paths.store())?;
-        Ok(Client { paths, config, store, transport, clock: system_now })
+        Ok(Client { paths, config, store, transport, clock: system_now, executor: None })
     }
 
     /// For tests and the tray: everything given.
     pub fn with(paths: Paths, config: Config, transport: Box<dyn Transport>, clock: fn() -> Millis) -> Result<Client, ClientError> {
         let store = Store::open(&paths.store())?;
-        Ok(Client { paths, config, store, transport, clock })
+        Ok(Client { paths, config, store, transport, clock, executor: None })
     }
 
     pub fn me(&self) -> &str {

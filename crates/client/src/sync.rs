@@ -95,7 +95,13 @@ impl Client {
             };
             // This PC's live sessions ride every poll too (feature `sessions`).
             let sessions = Some(self.live_sessions(now)?);
-            let idle = confirm.is_empty() && due.is_empty() && lease_releases.is_empty();
+            // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
+            let job = if round == 0 { self.job_poll_arg(now)? } else { None };
+            let idle = confirm.is_empty()
+                && due.is_empty()
+                && lease_releases.is_empty()
+                && job.as_ref().is_none_or(|j| j.reports.is_empty() && j.whitelist.is_none());
+            let wait_ms = self.job_wait_ms(wait_ms);
             let args = PollArgs {
                 confirm: confirm.clone(),
                 marks: due.iter().map(|p| Ok(p.mark.clone())).collect(),
@@ -104,7 +110,7 @@ impl Client {
                 wait_ms: if round == 0 && idle && self.transport.long_poll() { wait_ms } else { 0 },
                 lease,
                 received_since: Some(received_since),
-                job: None,
+                job: job.clone(),
                 sessions,
             };
             let resp = match self.transport.call(&Op::Poll(args)) {
@@ -126,6 +132,7 @@ impl Client {
             self.apply_mark_results(&resp, &due, now, report)?;
             if round == 0 {
                 self.apply_lease_answer(&resp, &lease_releases, now)?;
+                self.apply_job_answer(&resp, job.as_ref(), now)?;
             }
 
             // Names first: mail to a name is stored for the session holding it.

@@ -50,6 +50,7 @@ fn config(label: &str) -> Config {
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),
+        jobs: Default::default(),
     }
 }
 

@@ -41,6 +41,7 @@ fn config(label: &str, db: &Path) -> Config {
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),
+        jobs: Default::default(),
     }
 }
 

@@ -141,6 +141,9 @@ pub struct Config {
     /// `[handoffs]`: the Stop hook's handoff reminder (issue 11).
     #[serde(default, skip_serializing_if = "HandoffSettings::is_default")]
     pub handoffs: HandoffSettings,
+    /// `[jobs]`: the commands other sessions may run on this PC (issue 13).
+    #[serde(default, skip_serializing_if = "crate::jobconf::JobsConfig::is_empty")]
+    pub jobs: crate::jobconf::JobsConfig,
 }
 
 /// `[handoffs]` in config.toml.
@@ -215,6 +218,7 @@ impl Config {
             retention_days: None,
             subject_tags: None,
             handoffs: HandoffSettings::default(),
+            jobs: Default::default(),
         }
     }
 

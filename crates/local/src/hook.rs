@@ -197,6 +197,9 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             Registry::Record(row) => sl::session_record(tx, row)?,
         }
         let lost = sl::lost_take_untold(tx, session, now)?;
+        // Jobs this session submitted that ended: told once (issue 13).
+        let finished = pcmail_store::jobs::finished_take_untold(tx, session, now, FINISHED_JOBS_SHOWN)?;
+        let finished_more = pcmail_store::jobs::finished_untold_count(tx, session)?;
         let viewed_at = hookview::meta_i64(tx, meta::INBOX_VIEWED_AT)?.unwrap_or(0);
         let room = if limit > 0 {
             Some(limit.saturating_sub(hookview::may_wait_shown_since(tx, session, viewed_at)?))
@@ -255,9 +258,9 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         }
         let last_poll = hookview::meta_i64(tx, meta::LAST_POLL_OK_AT)?.unwrap_or(0);
         let last_spawn = hookview::meta_i64(tx, meta::LAST_SPAWN_AT)?.unwrap_or(0);
-        Ok::<_, StoreError>((p, last_poll, last_spawn, lost))
+        Ok::<_, StoreError>((p, last_poll, last_spawn, lost, finished, finished_more))
     })?;
-    let (p, last_poll, last_spawn, lost) = p;
+    let (p, last_poll, last_spawn, lost, finished, finished_more) = p;
 
     let spawn_poller =
         now - last_poll > STALE_POLL_MS && now - last_spawn > RESPAWN_GAP_MS && !locks::poller_alive(paths);
@@ -275,6 +278,18 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     };
     for l in &lost {
         let line = lease_view::lost_line(l);
+        if text.chars().count() + 1 + line.chars().count() <= pcmail_core::present::TOTAL_CHARS {
+            push(&mut text, &line);
+        }
+    }
+    for j in &finished {
+        let line = job_line(j);
+        if text.chars().count() + 1 + line.chars().count() <= pcmail_core::present::TOTAL_CHARS {
+            push(&mut text, &line);
+        }
+    }
+    if finished_more > 0 {
+        let line = format!("pcmail: {finished_more} more job(s) of yours ended (`pcmail job list --mine`)");
         if text.chars().count() + 1 + line.chars().count() <= pcmail_core::present::TOTAL_CHARS {
             push(&mut text, &line);
         }
@@ -313,6 +328,45 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         .to_string()
     });
     Ok(HookRun { output, shown: p.shown, spawn_poller })
+}
+
+/// Ended jobs told per hook run; the rest become a count.
+const FINISHED_JOBS_SHOWN: usize = 3;
+
+/// One line for a job of this session that ended: its outcome, never its
+/// output (the executor's text is neutralised and cut short).
+pub fn job_line(j: &pcmail_store::jobs::MyJob) -> String {
+    use pcmail_core::present::{neutralise, truncate_chars};
+    let v: serde_json::Value = j.job.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
+    let result = &v["result"];
+    let mut detail = vec![];
+    if let Some(e) = result["exit"].as_i64() {
+        detail.push(format!("exit {e}"));
+    }
+    if result["ran"] == serde_json::json!(false) {
+        detail.push("not run".into());
+    }
+    let list = |k: &str| result[k].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+    let reused = list("reused");
+    if !reused.is_empty() {
+        detail.push(format!("reused {}", truncate_chars(&neutralise(&reused), 100)));
+    }
+    let artifacts = list("artifacts");
+    if !artifacts.is_empty() {
+        detail.push(format!("artifacts {}", truncate_chars(&neutralise(&artifacts), 100)));
+    }
+    if let Some(r) = v["reason"].as_str() {
+        detail.push(truncate_chars(&neutralise(r), 120));
+    }
+    format!(
+        "pcmail: job {} ({} on {}) ended {}{} — `pcmail job status {}`",
+        j.job_id,
+        truncate_chars(&neutralise(&j.command), 40),
+        truncate_chars(&neutralise(&j.target), 40),
+        j.state,
+        if detail.is_empty() { String::new() } else { format!(": {}", detail.join("; ")) },
+        j.job_id
+    )
 }
 
 /// What this hook run records in the session registry.

@@ -4,9 +4,12 @@
 //! are built on it.
 
 pub mod config;
+pub mod chunks;
 pub mod githook;
 pub mod handoff_hook;
 pub mod hook;
+pub mod jobconf;
+pub mod jobrun;
 pub mod leases;
 pub mod locks;
 pub mod process;

@@ -7,6 +7,7 @@
 pub mod args;
 mod handoff_tools;
 mod session_tools;
+mod job_tools;
 pub mod install;
 pub mod server;
 

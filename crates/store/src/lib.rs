@@ -19,6 +19,8 @@ pub mod memory;
 pub mod reminders;
 // Issue 11 §1: names held by this PC's sessions; mail to a name for its session only.
 pub mod names;
+// Issue 13 (jobs): runs this PC executes, queued reports, jobs its sessions submitted.
+pub mod jobs;
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};

@@ -281,7 +281,8 @@ const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL,
         transcript_bytes INTEGER NOT NULL
     ) WITHOUT ROWID;
-    "#,    // 7: issue 11 §1 (sessions and names): the names this PC's sessions hold
+    "#,
+    // 7: issue 11 §1 (sessions and names): the names this PC's sessions hold
     // (as the server last said), and for mail to a name the session it is for:
     // the hook and `watch` show it to that session only. Stamped on insert.
     r#"
@@ -295,6 +296,57 @@ const MIGRATIONS: &[&str] = &[
         WHEN EXISTS (SELECT 1 FROM names WHERE name = NEW.to_pc) BEGIN
         UPDATE inbox SET to_session = (SELECT session FROM names WHERE name = NEW.to_pc) WHERE id = NEW.id;
     END;
+    "#,
+    // 8: issue 13 (jobs), the PC side. `job_runs`: jobs this PC executes,
+    // written before the process starts (with its ids once it runs), so a
+    // restarted executor finds a run its predecessor left and reports it.
+    // `job_reports`: reports queued until the server takes them (idempotent).
+    // `jobs_mine`: jobs sessions of this PC submitted or joined (one row per
+    // session: a joined job is told to each), and whether the hook has told it.
+    r#"
+    CREATE TABLE IF NOT EXISTS job_runs (
+        job_id TEXT PRIMARY KEY,
+        runner TEXT NOT NULL,
+        command TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        read_only INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        owner_pid INTEGER NOT NULL,
+        owner_start INTEGER,
+        pid INTEGER,
+        pid_start INTEGER,
+        started_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS job_reports (
+        job_id TEXT PRIMARY KEY,
+        report TEXT NOT NULL,
+        queued_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS jobs_mine (
+        job_id TEXT NOT NULL,
+        session TEXT NOT NULL,
+        target TEXT NOT NULL,
+        command TEXT NOT NULL,
+        submitted_at INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        job TEXT,
+        ended_at INTEGER,
+        told_at INTEGER,
+        PRIMARY KEY (job_id, session)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS job_chunks (
+        command TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        input TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        failures INTEGER NOT NULL,
+        last_failure_at INTEGER,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (command, subject, fingerprint)
+    ) WITHOUT ROWID;
     "#,
 ];
 

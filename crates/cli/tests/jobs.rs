@@ -1,0 +1,542 @@
+//! Jobs end to end (issue 13), real processes against `pcmail serve`: pc-a
+//! submits, pc-b's daemon executes what its `[jobs]` config whitelists.
+//! Long work blocks on a FIFO the test opens; nothing sleeps for it.
+#![cfg(unix)]
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "{what} did not happen within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let st = std::process::Command::new("mkfifo").arg(p).status().unwrap();
+    assert!(st.success());
+}
+
+/// Opens the FIFO for writing (blocks until the job reads it) and lets it go.
+fn release(fifo: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+    f.write_all(b"go\n").unwrap();
+}
+
+/// pc-b executes: its config gets a `[jobs]` section with checkouts `app`
+/// and `lib` (temp dirs) and the commands below; pc-a may submit.
+struct Setup {
+    _server: Server,
+    a: Pc,
+    b: Pc,
+    app: tempfile::TempDir,
+    lib: tempfile::TempDir,
+    daemon: Option<Child>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+const COMMANDS: &str = r#"
+# Counts its runs, writes its artifact, then waits on the FIFO `gate` (when it exists).
+[[jobs.commands]]
+name = "build"
+argv = ["sh", "-c", "echo $$ > pid; echo run >> runs.txt; mkdir -p out; echo made > \"$PCMAIL_JOB_ARTIFACTS\"; if [ -p gate ]; then read line < gate; fi; echo built in $1", "build", "{checkout}"]
+subject = "checkout"
+time_limit_secs = 300
+artifacts = ["out/{command}-{subject}-{ts}.log"]
+[[jobs.commands.args]]
+name = "checkout"
+type = "checkout"
+
+# Counts its runs; blocks on `gate` when it exists. No artifacts (dedup test).
+[[jobs.commands]]
+name = "count"
+argv = ["sh", "-c", "echo run >> count.txt; if [ -p gate ]; then read line < gate; fi; echo counted"]
+cwd = "app"
+time_limit_secs = 300
+
+# Blocks on `gate` past its 1 s time limit.
+[[jobs.commands]]
+name = "slow"
+argv = ["sh", "-c", "echo $$ > slow.pid; read line < gate"]
+cwd = "app"
+time_limit_secs = 1
+
+# Chunked: one process per file of `in/` (0.8 s each; `bad` fails at once),
+# more than its 2 s time limit's 1.4 s start deadline in all.
+[[jobs.commands]]
+name = "chunk"
+argv = ["sh", "-c", "echo $1 >> ran.txt; case $1 in *bad*) exit 1;; esac; sleep 0.8", "chunk", "{input}"]
+cwd = "lib"
+chunked = true
+inputs = "in"
+time_limit_secs = 2
+input_time_limit_secs = 2
+
+# A probe: prints its argument.
+[[jobs.commands]]
+name = "probe"
+argv = ["echo", "probe:{word}"]
+cwd = "app"
+read_only = true
+[[jobs.commands.args]]
+name = "word"
+type = "string"
+
+# Every typed argument, each printed as one bracketed argv element.
+[[jobs.commands]]
+name = "show"
+argv = ["sh", "-c", "for a in \"$@\"; do printf '[%s]\\n' \"$a\"; done", "show", "{s}", "{n}", "{b}", "{e}", "{p}", "{c}"]
+cwd = "{c}"
+[[jobs.commands.args]]
+name = "s"
+type = "string"
+max_len = 1000
+[[jobs.commands.args]]
+name = "n"
+type = "int"
+min = 0
+max = 10
+[[jobs.commands.args]]
+name = "b"
+type = "bool"
+[[jobs.commands.args]]
+name = "e"
+type = "enum"
+values = ["red", "green"]
+[[jobs.commands.args]]
+name = "p"
+type = "path"
+[[jobs.commands.args]]
+name = "c"
+type = "checkout"
+"#;
+
+fn setup() -> Setup {
+    let server = Server::start(Kind::Rust);
+    let (a, b) = pair(&server);
+    let app = tempfile::tempdir().unwrap();
+    let lib = tempfile::tempdir().unwrap();
+    let jobs = format!(
+        "\n[jobs]\nallowed_submitters = [\"pc-a\"]\n\n[jobs.checkouts]\napp = {:?}\nlib = {:?}\n{COMMANDS}",
+        app.path().display().to_string(),
+        lib.path().display().to_string()
+    );
+    let cfg = b.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&jobs);
+    std::fs::write(&cfg, text).unwrap();
+    let wl = b.ok(&["job", "whitelist"]);
+    assert!(wl.contains("6 command(s)"), "{wl}");
+    let mut s = Setup { _server: server, a, b, app, lib, daemon: None };
+    s.start_daemon();
+    // The whitelist reaches the server with the daemon's first poll.
+    wait_until("pc-b's whitelist on the server", Duration::from_secs(20), || {
+        let out = s.a.run(&["--json", "job", "run", "pc-b", "probe", "word=ready", "--wait", "--timeout", "20s"]);
+        out.status.success()
+    });
+    s
+}
+
+impl Setup {
+    fn start_daemon(&mut self) {
+        let d = self.b.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        self.daemon = Some(d);
+    }
+
+    fn kill9_daemon(&mut self) {
+        let mut d = self.daemon.take().unwrap();
+        // SAFETY: a signal to a child this test started.
+        unsafe { libc::kill(d.id() as libc::pid_t, libc::SIGKILL) };
+        let _ = d.wait();
+    }
+
+    fn status(&self, id: &str) -> Value {
+        let out = self.a.run(&["--json", "job", "status", id]);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))["job"].clone()
+    }
+
+    fn state(&self, id: &str) -> String {
+        self.status(id)["state"].as_str().unwrap().to_string()
+    }
+
+    /// `job run … --json` as pc-a: (exit code, answer).
+    fn submit(&self, args: &[&str], session: &str) -> (i32, Value) {
+        let mut a = vec!["--json", "job", "run", "pc-b"];
+        a.extend_from_slice(args);
+        let out = self.a.cmd(&a).env("PCMAIL_SESSION", session).output().unwrap();
+        let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), if v.is_null() { Value::String(String::from_utf8_lossy(&out.stderr).into()) } else { v })
+    }
+
+    fn lines(&self, dir: &Path, file: &str) -> usize {
+        std::fs::read_to_string(dir.join(file)).map(|t| t.lines().count()).unwrap_or(0)
+    }
+}
+
+fn alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        let state = s.rsplit(')').next().unwrap_or("").split_whitespace().next().unwrap_or("");
+        state != "Z" && state != "X"
+    })
+}
+
+/// Issue 13 points 1 and 2: kill -9 the executor mid-job → the job ends
+/// `timed_out` with a record and the submitter's `status` says so (exit 14);
+/// the run's orphaned process is killed. A plain re-run of the job that died
+/// after writing its artifact is refused and names it; a first submit whose
+/// artifact exists answers with it without running; `--force` runs.
+#[test]
+fn a_killed_executor_is_reported_timed_out_and_its_artifacts_are_not_made_twice() {
+    let mut s = setup();
+    let gate = s.app.path().join("gate");
+    mkfifo(&gate);
+    let (code, r) = s.submit(&["build", "checkout=app"], "s1");
+    assert_eq!(code, 0, "{r}");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    wait_until("the job running with its artifact written", Duration::from_secs(20), || {
+        s.state(&id) == "running" && s.lines(s.app.path(), "runs.txt") == 1
+    });
+    let pid: i64 = std::fs::read_to_string(s.app.path().join("pid")).unwrap().trim().parse().unwrap();
+    assert!(alive(pid));
+    s.kill9_daemon();
+    assert!(alive(pid), "the job's own process group outlives a killed daemon");
+    s.start_daemon();
+    wait_until("the job reported after the restart", Duration::from_secs(20), || s.state(&id) == "timed_out");
+    let job = s.status(&id);
+    assert!(job["reason"].as_str().unwrap().contains("interrupted"), "{job}");
+    assert_eq!(job["result"]["ran"], true);
+    assert!(job["timeline"].as_array().unwrap().iter().any(|t| t["state"] == "timed_out"), "{job}");
+    wait_until("the orphaned process killed", Duration::from_secs(10), || !alive(pid));
+    // The submitter's status says so, with exit 14.
+    let out = s.a.run(&["job", "status", &id]);
+    assert_eq!(out.status.code(), Some(14));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("timed_out"));
+
+    // A re-run: refused by the executor, naming the artifact the dead run left.
+    let _ = std::fs::remove_file(&gate);
+    let (code, r) = s.submit(&["build", "checkout=app", "--rerun-of", &id, "--wait", "--timeout", "30s"], "s1");
+    assert_eq!(code, 13, "{r}");
+    assert_eq!(r["job"]["state"], "failed");
+    assert_eq!(r["job"]["result"]["ran"], false);
+    let reused = r["job"]["result"]["reused"][0].as_str().unwrap().to_string();
+    assert!(reused.starts_with("out/build-app-"), "{r}");
+    assert!(r["job"]["reason"].as_str().unwrap().contains(&reused), "{r}");
+    assert_eq!(s.lines(s.app.path(), "runs.txt"), 1, "not run again");
+
+    // A first submit whose artifact already exists: answered with it, not run.
+    std::fs::create_dir_all(s.lib.path().join("out")).unwrap();
+    std::fs::write(s.lib.path().join("out/build-lib-123.log"), "old").unwrap();
+    let (code, r) = s.submit(&["build", "checkout=lib", "--wait", "--timeout", "30s"], "s1");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!((r["job"]["state"].as_str(), r["job"]["result"]["ran"].as_bool()), (Some("ok"), Some(false)), "{r}");
+    assert_eq!(r["job"]["result"]["reused"], serde_json::json!(["out/build-lib-123.log"]));
+    assert_eq!(s.lines(s.lib.path(), "runs.txt"), 0);
+
+    // --force runs it anyway.
+    let (code, r) = s.submit(&["build", "checkout=lib", "--force", "--wait", "--timeout", "30s"], "s1");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["job"]["result"]["ran"], true);
+    assert_eq!(s.lines(s.lib.path(), "runs.txt"), 1);
+    assert_eq!(r["job"]["result"]["artifacts"].as_array().unwrap().len(), 1, "{r}");
+}
+
+/// Issue 13 point 3: while a job blocked on a FIFO runs, a probe job on the
+/// same PC and mail both complete; then the FIFO releases the job. The
+/// submitting session's hook is told once that its job ended.
+#[test]
+fn the_poll_loop_goes_on_while_a_job_runs() {
+    let s = setup();
+    let gate = s.app.path().join("gate");
+    mkfifo(&gate);
+    let (_, r) = s.submit(&["count"], "waiting-session");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    wait_until("the job running", Duration::from_secs(20), || s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1);
+
+    let (code, p) = s.submit(&["probe", "word=alive", "--wait", "--timeout", "20s"], "other");
+    assert_eq!(code, 0, "{p}");
+    assert!(p["job"]["result"]["output"].as_str().unwrap().contains("probe:alive"), "{p}");
+    let mail = s.a.send(&["pc-b", "--body", "during the job"]);
+    wait_until("mail delivered during the job", Duration::from_secs(20), || s.a.state_of(&mail) == "delivered");
+    assert_eq!(s.state(&id), "running", "the long job is still running");
+
+    release(&gate);
+    wait_until("the job done", Duration::from_secs(20), || s.state(&id) == "ok");
+    let job = s.status(&id);
+    assert!(job["result"]["output"].as_str().unwrap().contains("counted"), "{job}");
+
+    // The submitter's poll hears that it ended; its session is told once.
+    wait_until("pc-a told", Duration::from_secs(20), || {
+        s.a.ok(&["sync"]);
+        let c = rusqlite::Connection::open(s.a.store()).unwrap();
+        c.query_row("SELECT ended_at FROM jobs_mine WHERE job_id = ?1", [&id], |r| r.get::<_, Option<i64>>(0)).unwrap().is_some()
+    });
+    let ctx = s.a.hook("waiting-session", "UserPromptSubmit");
+    assert!(ctx.contains(&format!("pcmail: job {id} (count on pc-b) ended ok")), "{ctx}");
+    let again = s.a.hook("waiting-session", "UserPromptSubmit");
+    assert!(!again.contains(&id), "told once: {again}");
+}
+
+/// Issue 13 point 4: 8 sessions submit the same job at once → one run and 8
+/// identical answers; `--force` → a second run.
+#[test]
+fn eight_sessions_submitting_the_same_job_get_one_run() {
+    let s = setup();
+    let gate = s.app.path().join("gate");
+    mkfifo(&gate);
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let mut c = s.a.cmd(&["--json", "job", "run", "pc-b", "count", "--wait", "--timeout", "60s"]);
+            c.env("PCMAIL_SESSION", format!("session-{i}")).stdout(Stdio::piped()).stderr(Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    // All 8 submitted (one job, 7 joined) before the job may end.
+    let id = loop {
+        let list = s.a.json(&["job", "list", "--mine"]);
+        let counts: Vec<&Value> = list["jobs"].as_array().unwrap().iter().filter(|j| j["command"] == "count").collect();
+        if let Some(j) = counts.first().filter(|j| j["joined"] == 7) {
+            assert_eq!(counts.len(), 1, "one job: {list}");
+            break j["id"].as_str().unwrap().to_string();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    release(&gate);
+    let answers: Vec<Value> = handles
+        .into_iter()
+        .map(|h| {
+            let out = h.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            serde_json::from_slice(&out.stdout).unwrap()
+        })
+        .collect();
+    assert_eq!(answers.iter().filter(|a| a["deduped"] == false).count(), 1);
+    for a in &answers {
+        assert_eq!(a["job"]["id"], id.as_str());
+        assert_eq!(a["job"]["state"], "ok");
+        assert_eq!(a["job"]["result"], answers[0]["job"]["result"], "the same result for every session");
+    }
+    assert_eq!(s.lines(s.app.path(), "count.txt"), 1, "one run");
+    let _ = std::fs::remove_file(&gate);
+    // Within the dedup window a plain submit joins the ended job; --force runs again.
+    let (code, r) = s.submit(&["count", "--wait"], "late");
+    assert_eq!((code, r["deduped"].as_bool()), (0, Some(true)), "{r}");
+    assert_eq!(s.lines(s.app.path(), "count.txt"), 1);
+    let (code, r) = s.submit(&["count", "--force", "--wait", "--timeout", "30s"], "late");
+    assert_eq!((code, r["deduped"].as_bool()), (0, Some(false)), "{r}");
+    assert_eq!(s.lines(s.app.path(), "count.txt"), 2, "--force ran it again");
+}
+
+/// Security: shell metacharacters reach the command as one argv element
+/// each, verbatim, and run nothing; traversal, absolute paths, control
+/// characters and oversized values are refused at submit (exit 13, the
+/// field named) in every typed argument; nothing leaves the checkout.
+#[test]
+fn arguments_never_reach_a_shell_nor_leave_the_checkout() {
+    let s = setup();
+    let marker = s.app.path().join("MARKER");
+    let nasty = format!("x; touch {0} && $(touch {0}) `touch {0}` | tee {0} > {0} & echo pwned", marker.display());
+    let ok_args = |sv: &str| {
+        vec![format!("s={sv}"), "n=3".into(), "b=true".into(), "e=red".into(), "p=src/main.rs".into(), "c=app".into()]
+    };
+    let run = |args: Vec<String>| {
+        let mut a: Vec<&str> = vec!["show"];
+        a.extend(args.iter().map(String::as_str));
+        a.extend(["--wait", "--timeout", "30s"]);
+        s.submit(&a, "sec")
+    };
+    let (code, r) = run(ok_args(&nasty));
+    assert_eq!(code, 0, "{r}");
+    let out = r["job"]["result"]["output"].as_str().unwrap();
+    assert!(out.contains(&format!("[{nasty}]\n")), "one element, verbatim: {out}");
+    assert!(out.contains("[3]\n[true]\n[red]\n[src/main.rs]\n"), "{out}");
+    assert!(out.contains(&format!("[{}]", s.app.path().display())), "the checkout's directory: {out}");
+    assert!(!marker.exists(), "nothing ran through a shell");
+
+    let refused: Vec<(&str, String)> = vec![
+        ("s", "a\u{1}b".into()),
+        ("s", "a\nb".into()),
+        ("s", "x".repeat(1001)),
+        ("n", "11".into()),
+        ("n", "3; touch MARKER".into()),
+        ("b", "yes".into()),
+        ("e", "blue".into()),
+        ("p", "../escape".into()),
+        ("p", "src/../../escape".into()),
+        ("p", "/etc/passwd".into()),
+        ("p", "a\tb".into()),
+        ("p", "y".repeat(5000)),
+        ("c", "../app".into()),
+        ("c", "/tmp".into()),
+    ];
+    for (name, bad) in refused {
+        let mut args = ok_args("fine");
+        args.retain(|a| !a.starts_with(&format!("{name}=")));
+        args.push(format!("{name}={bad}"));
+        let (code, r) = run(args);
+        assert_eq!(code, 13, "{name}={bad:?}: {r}");
+        let text = r.to_string();
+        assert!(text.contains(&format!("args.{name}")) || text.contains(name), "{name}: the field is named: {text}");
+    }
+    // NUL cannot be passed through argv: it is refused by the server through the protocol.
+    let resp = s._server.call_as(&s.a, "job.submit", serde_json::json!({
+        "jobId": "job-1-0000abcd", "target": "pc-b", "command": "show",
+        "args": {"s": "a\u{0}b", "n": 1, "b": true, "e": "red", "p": "x", "c": "app"},
+        "submitter": {"pc": "pc-a", "session": "sec"}}));
+    assert_eq!(resp["ok"], false, "{resp}");
+    assert!(resp.to_string().contains("args.s"), "{resp}");
+    assert!(!marker.exists());
+    let escaped: Vec<PathBuf> = ["escape", "../escape"].iter().map(|p| s.app.path().join(p)).collect();
+    assert!(escaped.iter().all(|p| !p.exists()));
+
+    // The PC checks again before running: a job queued under the old
+    // whitelist, for a submitter the PC no longer allows, is refused there.
+    let mut s = s;
+    s.kill9_daemon();
+    let cfg = s.b.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("allowed_submitters = [\"pc-a\"]", "allowed_submitters = [\"pc-z\"]");
+    std::fs::write(&cfg, text).unwrap();
+    let (code, r) = s.submit(&["probe", "word=late"], "sec");
+    assert_eq!(code, 0, "queued under the whitelist the server holds: {r}");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    s.start_daemon();
+    wait_until("the job refused", Duration::from_secs(20), || s.state(&id) == "failed");
+    let job = s.status(&id);
+    assert_eq!(job["result"]["ran"], false, "{job}");
+    assert!(job["reason"].as_str().unwrap().contains("submitter_not_allowed"), "{job}");
+    let out = s.a.run(&["job", "run", "pc-b", "probe", "word=later"]);
+    assert_eq!(out.status.code(), Some(13), "the new whitelist is published: refused at submit");
+}
+
+/// An unknown target is exit 4 with candidates; the whitelist's refusals are exit 13.
+#[test]
+fn unknown_targets_and_commands_are_refused_with_their_exit_codes() {
+    let s = setup();
+    let out = s.a.run(&["job", "run", "pc-bb", "probe", "word=x"]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pc-b"));
+    let (code, r) = s.submit(&["nope"], "x");
+    assert_eq!(code, 13, "{r}");
+    let (code, r) = s.submit(&["probe"], "x");
+    assert_eq!(code, 13, "a required argument missing: {r}");
+    let out = s.a.run(&["job", "run", "pc-b", "probe", "word"]);
+    assert_eq!(out.status.code(), Some(2), "NAME=VALUE");
+}
+
+/// A running job is cancelled on request (its executor kills it at its next
+/// poll) and killed at its time limit (`timed_out`, exit 14 with `--wait`).
+#[test]
+fn a_running_job_is_cancelled_on_request_and_killed_at_its_time_limit() {
+    let s = setup();
+    let gate = s.app.path().join("gate");
+    mkfifo(&gate);
+    let (_, r) = s.submit(&["count"], "c");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    wait_until("the job running", Duration::from_secs(20), || s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1);
+    let out = s.a.ok(&["job", "cancel", &id]);
+    assert!(out.contains("cancel requested"), "{out}");
+    wait_until("the job cancelled", Duration::from_secs(20), || s.state(&id) == "cancelled");
+    let job = s.status(&id);
+    assert_eq!(job["result"]["ran"], true, "{job}");
+    assert!(job["result"]["output"].as_str().unwrap().contains("cancelled"), "{job}");
+
+    let (code, r) = s.submit(&["slow", "--wait", "--timeout", "30s"], "c");
+    assert_eq!(code, 14, "{r}");
+    assert_eq!(r["job"]["state"], "timed_out");
+    assert!(r["job"]["reason"].as_str().unwrap().contains("time limit"), "{r}");
+    let pid: i64 = std::fs::read_to_string(s.app.path().join("slow.pid")).unwrap().trim().parse().unwrap();
+    wait_until("the timed-out process gone", Duration::from_secs(10), || !alive(pid));
+}
+
+/// A server without the `jobs` feature: exit 5 at once, saying so.
+#[test]
+fn a_server_without_jobs_is_exit_5_at_once() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/api", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut r = BufReader::new(stream);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            let answer = r#"{"ok":false,"error":{"code":"unknown_op","message":"unknown op"}}"#;
+            let mut w = r.into_inner();
+            let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}", answer.len());
+        }
+    });
+    let home = tempfile::tempdir().unwrap();
+    let pc = |args: &[&str]| {
+        std::process::Command::new(exe())
+            .args(args)
+            .env("PCMAIL_HOME", home.path())
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", random_credential())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .output()
+            .unwrap()
+    };
+    let out = pc(&["init", "--label", "pc-a", "--server", &url, "--offline"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = pc(&["job", "run", "@server", "_debug_roster"]);
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("this server does not support jobs"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 13 point 5: a chunked job whose work is longer than its time limit
+/// finishes over several runs; a new input reuses every other input's result;
+/// a failing input is dropped after 3 failures (its expiry after 3 days is
+/// proven with a fake clock in pcmail_local::chunks).
+#[test]
+fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
+    let s = setup();
+    let inputs = s.lib.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    for f in ["a", "b", "bad", "c"] {
+        std::fs::write(inputs.join(f), f).unwrap();
+    }
+    let ran = || std::fs::read_to_string(s.lib.path().join("ran.txt")).unwrap_or_default().lines().map(str::to_string).collect::<Vec<_>>();
+    let (_, r) = s.submit(&["chunk", "--wait", "--timeout", "60s"], "ch");
+    let job = &r["job"];
+    assert_eq!(job["state"], "failed", "{r}");
+    assert_eq!(job["result"]["chunks"], serde_json::json!({"done": 3, "total": 4, "failed": 1, "skipped": 0}), "{r}");
+    let id = job["id"].as_str().unwrap();
+    let runs = s.status(id)["timeline"].as_array().unwrap().iter().filter(|t| t["state"] == "running").count();
+    assert!(runs >= 2, "more work than one run's time limit: {runs} run(s)");
+    assert_eq!(ran(), ["in/a", "in/b", "in/bad", "in/c"], "each input once");
+
+    // One new input: only it (and the failing one) run; the others' results are kept.
+    std::fs::write(inputs.join("d"), "d").unwrap();
+    let (_, r) = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
+    assert_eq!(r["job"]["result"]["chunks"]["done"], 4, "{r}");
+    assert_eq!(ran()[4..], ["in/bad", "in/d"]);
+    // The third failure drops it: the next job runs nothing.
+    let _ = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
+    assert_eq!(ran().len(), 7);
+    let (_, r) = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
+    assert_eq!(ran().len(), 7, "dropped after 3 failures");
+    assert_eq!(r["job"]["result"]["chunks"], serde_json::json!({"done": 4, "total": 5, "failed": 0, "skipped": 1}), "{r}");
+}
