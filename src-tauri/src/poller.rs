@@ -58,7 +58,12 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
                 state.remote.lease_heartbeat(now);
                 if client.is_none() {
                     match Client::open(state.paths.clone()) {
-                        Ok(c) => client = Some(c),
+                        Ok(mut c) => {
+                            // The tray's poller runs jobs this PC's [jobs] whitelists, as the daemon does
+                            // (it polls only when no daemon holds the lock).
+                            c.enable_executor();
+                            client = Some(c)
+                        }
                         Err(e) => tracing::warn!("cannot open the client: {e}"),
                     }
                 }
