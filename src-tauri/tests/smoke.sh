@@ -119,6 +119,9 @@ if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
   echo "smoke: measuring idle (tray only, no window: the app's normal state) over ${IDLE_SECONDS:-30} s"
   sleep 5
   python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" "${IDLE_SECONDS:-30}" | tee "$WORK/idle.txt" || fail "idle over target"
+  # where the memory goes: smaps_rollup and the largest mappings by library
+  APP_ONLY="$(pgrep -s "$APP_PID" -x pcmail-tray | head -1 || true)"
+  [[ -n "$APP_ONLY" ]] && python3 "$ROOT/src-tauri/tests/smaps_by_lib.py" "$APP_ONLY" 14
 fi
 
 # another PC sends a decision request
