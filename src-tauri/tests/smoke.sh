@@ -153,6 +153,13 @@ NOTIFIED=$(field notified)
 echo "smoke: notifications tried: $NOTIFIED"
 if [[ -z "$DAEMON_PID" ]]; then
   [[ "$NOTIFIED" == *mail-* ]] || fail "no notification was tried for the decision request"
+  # its title's kind badge and its buttons in the user's language (LC_ALL, LC_MESSAGES, LANG)
+  SHOWN=$(python3 -c 'import json,sys; print(" | ".join(json.load(open(sys.argv[1]))["shown"][sys.argv[2]]))' "$STATE" "$MENU")
+  LOCALE="${LC_ALL:-${LC_MESSAGES:-${LANG:-}}}"
+  if [[ "$LOCALE" == ja* ]]; then WANT="pcmail: [判断依頼] sender-a から | 開く | 完了にする | 返信…"
+  else WANT="pcmail: [decision request] from sender-a | Open | Ack | Reply…"; fi
+  [[ "$SHOWN" == "$WANT" ]] || fail "the notification showed '$SHOWN', expected '$WANT'"
+  echo "smoke: the notification: $SHOWN"
 fi
 
 
