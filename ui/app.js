@@ -207,11 +207,29 @@
     return c;
   }
 
+  // The kind as a badge in the user's language (the backend reads LANG /
+  // LC_MESSAGES: Status.lang), as `pcmail inbox` shows it.
+  const KIND_BADGE = {
+    en: { decision: 'decision request', request: 'work request' },
+    ja: { decision: '判断依頼', request: '作業依頼' },
+  };
+  function kindBadge(kind, lang) {
+    const t = KIND_BADGE[lang] || KIND_BADGE.en;
+    return t[kind] || null;
+  }
+  /** A subject shown beside its badge: the seed's tags come out (the badge says the same). */
+  function subjectWithoutTags(subject) {
+    const s = subject || '';
+    if (!s.includes('[判断依頼]') && !s.includes('[作業依頼]')) return s.trim();
+    return s.split('[判断依頼]').join('').split('[作業依頼]').join('').replace(/  +/g, ' ').trim();
+  }
+  function lang() { return (S.status && S.status.lang) || 'en'; }
+
   function kindTag(m) {
     const k = kindOf(m);
     const frag = document.createDocumentFragment();
-    if (k === 'decision') frag.appendChild(el('span', 'tag tag-decision', 'decision'));
-    if (k === 'request') frag.appendChild(el('span', 'tag tag-request', 'request'));
+    if (k === 'decision') frag.appendChild(el('span', 'tag tag-decision', kindBadge('decision', lang())));
+    if (k === 'request') frag.appendChild(el('span', 'tag tag-request', kindBadge('request', lang())));
     if (m.urgent) frag.appendChild(el('span', 'tag tag-urgent', 'urgent'));
     if (m.inReplyTo) frag.appendChild(el('span', 'tag tag-reply', 'reply'));
     return frag;
@@ -235,7 +253,7 @@
     line1.appendChild(el('span', 'grow'));
     line1.appendChild(chip);
     const line2 = el('div', 'line2');
-    line2.appendChild(el('span', 'subject', m.subject || '(no subject)'));
+    line2.appendChild(el('span', 'subject', subjectWithoutTags(m.subject) || '(no subject)'));
     line2.appendChild(el('span', 'preview', m.preview || ''));
     line2.appendChild(el('span', 'when muted', fmtAge(Math.max(0, now - (m.createdAt || now))).trim()));
     r.appendChild(line1);
@@ -298,7 +316,7 @@
     const b = box === 'inbox' ? slaBadge(m, now) : null;
     if (b) tags.appendChild(b);
     head.appendChild(tags);
-    head.appendChild(el('h1', 'subject', m.subject || '(no subject)'));
+    head.appendChild(el('h1', 'subject', subjectWithoutTags(m.subject) || '(no subject)'));
     const meta = el('p', 'meta muted');
     meta.appendChild(el('span', null, (box === 'inbox' ? 'from ' + m.from : 'to ' + m.to)));
     meta.appendChild(el('span', 'sep', '·'));
@@ -367,6 +385,11 @@
     if (k.urgent) add(k.urgent, 'urgent', 'attention');
     $('#tab-inbox-count').textContent = k.unread ? String(k.unread) : '';
     $('#tab-alerts-count').textContent = k.alerts ? String(k.alerts) : '';
+    // A lease of mine gone stale or lost: said on the Leases tab, as the tray's title does.
+    const l = st.leases || {};
+    const tl = $('#tab-leases-count');
+    tl.textContent = l.lost ? 'lost' : l.stale ? 'stale' : (l.mine ? String(l.mine) : '');
+    tl.dataset.trouble = (l.lost || l.stale) ? 'true' : 'false';
     S.paused = !!st.paused;
     const pb = $('#pause-btn');
     pb.setAttribute('aria-pressed', S.paused ? 'true' : 'false');
@@ -378,7 +401,13 @@
   let inboxList, sentList;
 
   async function loadStatus() {
-    try { S.status = await invoke('get_state'); renderStatus(); } catch (e) { toast(e); }
+    try {
+      const before = lang();
+      S.status = await invoke('get_state');
+      renderStatus();
+      // the first status brings the user's language: badges drawn before it are redrawn
+      if (lang() !== before) { inboxList.render(); sentList.render(); }
+    } catch (e) { toast(e); }
   }
 
   async function loadInbox() {
@@ -436,6 +465,77 @@
     } catch (e) { toast(e); }
   }
 
+  async function loadLeases() {
+    try {
+      const r = await invoke('list_leases', {});
+      const now = r.now || Date.now();
+      $('#leases-cache').textContent = r.cacheAt ? 'as of ' + fmtAge(Math.max(0, now - r.cacheAt)).trim() + ' ago' : 'not fetched yet';
+      const lost = $('#leases-lost');
+      clear(lost);
+      for (const x of r.lost || []) {
+        const li = el('li', 'lease lease-lost');
+        li.dataset.resource = x.resource;
+        const top = el('div', 'line1');
+        top.appendChild(el('span', 'tag tag-lost', 'lost'));
+        top.appendChild(el('span', 'lease-res mono', x.resource));
+        top.appendChild(el('span', 'grow'));
+        top.appendChild(el('span', 'muted small', fmtTime(x.at)));
+        li.appendChild(top);
+        li.appendChild(el('div', 'lease-desc', x.line));
+        lost.appendChild(li);
+      }
+      const ul = $('#leases-list');
+      clear(ul);
+      for (const x of r.leases || []) {
+        const li = el('li', 'lease' + (x.mine ? ' mine' : '') + (x.stale ? ' stale' : ''));
+        li.dataset.resource = x.resource;
+        li.dataset.state = x.state;
+        const top = el('div', 'line1');
+        top.appendChild(el('span', 'lease-res mono', x.resource));
+        top.appendChild(el('span', 'tag tag-mode', x.mode));
+        if (x.stale) top.appendChild(el('span', 'tag tag-stale', 'stale'));
+        if (x.state === 'unconfirmed' || x.state === 'releasing') top.appendChild(el('span', 'tag tag-' + x.state, x.state));
+        top.appendChild(el('span', 'from', (x.mine ? 'mine · ' : '') + x.holder));
+        top.appendChild(el('span', 'grow'));
+        const hb = el('span', 'lease-hb muted small', x.heartbeatAgeMs == null ? 'no heartbeat yet' : 'heartbeat ' + fmtAge(x.heartbeatAgeMs).trim() + ' ago');
+        if (x.heartbeatAt) hb.title = fmtTime(x.heartbeatAt);
+        top.appendChild(hb);
+        if (x.mine && x.state !== 'releasing') {
+          const b = el('button', 'btn small release-btn', 'Release');
+          b.type = 'button';
+          b.title = 'pcmail lease release ' + x.resource;
+          b.addEventListener('click', () => doRelease(x.resource, b));
+          top.appendChild(b);
+        }
+        li.appendChild(top);
+        li.appendChild(el('div', 'lease-desc', x.description || ''));
+        const meta = el('div', 'lease-meta muted small');
+        meta.appendChild(el('span', 'mono', x.repo || ''));
+        if (x.files && x.files.length) {
+          meta.appendChild(el('span', 'sep', '·'));
+          meta.appendChild(el('span', 'mono lease-files', x.files.join(' ')));
+        }
+        if (x.grantedAt) {
+          meta.appendChild(el('span', 'sep', '·'));
+          meta.appendChild(el('span', null, 'since ' + fmtTime(x.grantedAt)));
+        }
+        li.appendChild(meta);
+        ul.appendChild(li);
+      }
+      $('#leases-empty').hidden = (r.leases || []).length + (r.lost || []).length > 0;
+    } catch (e) { toast(e); }
+  }
+
+  async function doRelease(resource, btn) {
+    if (btn) btn.disabled = true;
+    try {
+      const r = await invoke('release_lease', { resource });
+      toast(r && r.queued ? 'Release queued: it goes with the next poll.' : 'Released ' + resource + '.');
+      await loadLeases();
+      loadStatus();
+    } catch (e) { toast(e); if (btn) btn.disabled = false; }
+  }
+
   async function loadSettings() {
     try {
       const s = await invoke('get_settings', {});
@@ -471,6 +571,7 @@
       if (S.view === 'inbox') await loadInbox();
       else if (S.view === 'sent') await loadSent();
       else if (S.view === 'alerts') await loadAlerts();
+      else if (S.view === 'leases') await loadLeases();
     }, 30);
   }
 
@@ -581,6 +682,7 @@
     if (view === 'inbox') loadInbox();
     if (view === 'sent') loadSent();
     if (view === 'alerts') loadAlerts();
+    if (view === 'leases') loadLeases();
     if (view === 'settings') loadSettings();
   }
 
@@ -640,6 +742,7 @@
       if (document.visibilityState !== 'visible') return;
       renderStatus();
       if (S.view === 'inbox') inboxList.render();
+      if (S.view === 'leases') loadLeases();
     }, 60 * 1000);
 
     loadStatus();
@@ -649,7 +752,7 @@
     if (m) { history.replaceState(null, '', location.pathname); openMail(m[1]); }
   }
 
-  window.pcmailUi = { invoke, sortQueue, sla, group, kindOf, fmtAge, timelineSorted, openMail, show, refresh: refreshSoon };
+  window.pcmailUi = { invoke, sortQueue, sla, group, kindOf, kindBadge, subjectWithoutTags, fmtAge, timelineSorted, openMail, show, refresh: refreshSoon };
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();
 })();

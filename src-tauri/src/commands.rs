@@ -4,7 +4,7 @@
 use crate::state::AppState;
 use pcmail_client::config::{Config, ServerConfig};
 use pcmail_client::token;
-use pcmail_tray::{MailView, SentView, Status, TrayError};
+use pcmail_tray::{LeaseReleased, LeasesView, MailView, SentView, Status, TrayError};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -114,6 +114,23 @@ pub struct Alerts {
 #[tauri::command]
 pub async fn list_alerts(st: S<'_>) -> R<Alerts> {
     Ok(Alerts { alerts: st.controller.lock().unwrap().alerts()? })
+}
+
+/// The Leases view: who holds what (the lease cache the poller keeps),
+/// this PC's own marked, and the leases it lost in the last hour.
+#[tauri::command]
+pub async fn list_leases(st: S<'_>) -> R<LeasesView> {
+    Ok(st.controller.lock().unwrap().leases(now())?)
+}
+
+/// Release for a lease of this PC: `pcmail lease release` (pcmail_api),
+/// to the server now or queued for the next poll.
+#[tauri::command]
+pub async fn release_lease(st: S<'_>, resource: String) -> R<LeaseReleased> {
+    let st2: Arc<AppState> = st.inner().clone();
+    let r = st2.controller.lock().unwrap().release_lease(&st2.remote, &resource)?;
+    st2.refresh_now.store(true, Ordering::Relaxed);
+    Ok(r)
 }
 
 #[derive(Serialize)]

@@ -79,6 +79,8 @@ fn main() {
             commands::list_sent,
             commands::get_sent,
             commands::list_alerts,
+            commands::list_leases,
+            commands::release_lease,
             commands::poll_now,
             commands::set_paused,
             commands::get_settings,
@@ -86,12 +88,15 @@ fn main() {
         ])
         .setup(move |app| {
             let store = Store::open(&paths.store())?;
-            let controller = Controller::new(store, cfg.label.clone(), interval_ms(&cfg));
+            let mut controller = Controller::new(store, cfg.label.clone(), interval_ms(&cfg));
+            // kind badges and notification buttons in the user's language (LANG / LC_MESSAGES)
+            let lang = pcmail_client::config::user_lang();
+            controller.set_lang(lang);
             let (poke_tx, poke_rx) = mpsc::channel();
             let st = Arc::new(AppState {
                 paths: paths.clone(),
                 controller: Mutex::new(controller),
-                ui: TauriUi::new(app.handle().clone()),
+                ui: TauriUi::new(app.handle().clone(), lang),
                 remote: pcmail_tray::ClientRemote::new(paths.clone()),
                 poke: Mutex::new(poke_tx),
                 interval_ms: AtomicI64::new(interval_ms(&cfg)),

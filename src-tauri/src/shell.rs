@@ -4,7 +4,7 @@
 //! file, so the Xvfb smoke test can read what the tray shows.
 
 use pcmail_tray::icon::{compose, SIZE};
-use pcmail_tray::{menu_item_id, Badge, MenuDecision, NoteAction, TrayNotification, TrayUi};
+use pcmail_tray::{menu_item_id, Badge, Lang, MenuDecision, NoteAction, TrayNotification, TrayUi};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
@@ -30,6 +30,8 @@ pub struct TestState {
     pub server_ids: std::collections::BTreeMap<String, u32>,
     /// mail id → the buttons its notification carried
     pub actions: std::collections::BTreeMap<String, Vec<String>>,
+    /// mail id → the notification's title and its buttons' labels (the user's language)
+    pub shown: std::collections::BTreeMap<String, Vec<String>>,
     /// `<key>:<id> → <outcome>` for every notification button / menu item used
     pub acted: Vec<String>,
     /// the open decision requests the tray menu lists
@@ -46,12 +48,14 @@ pub struct TauriUi {
     /// when the list changes; the fixed items below stay).
     menu: Mutex<Option<Menu<Wry>>>,
     decision_items: Mutex<Vec<MenuItemKind<Wry>>>,
+    /// The language of the menu's decision items.
+    lang: Lang,
 }
 
 impl TauriUi {
-    pub fn new(app: AppHandle) -> TauriUi {
+    pub fn new(app: AppHandle, lang: Lang) -> TauriUi {
         let test_path = std::env::var_os("PCMAIL_TRAY_TEST_STATE").filter(|p| !p.is_empty()).map(PathBuf::from);
-        TauriUi { app, test_path, test: Mutex::new(TestState::default()), menu: Mutex::new(None), decision_items: Mutex::new(vec![]) }
+        TauriUi { app, test_path, test: Mutex::new(TestState::default()), menu: Mutex::new(None), decision_items: Mutex::new(vec![]), lang }
     }
 
     /// The tray menu, once built (the decision requests go at its top).
@@ -129,9 +133,9 @@ fn show_window_at(app: &AppHandle, open: Option<&str>) -> bool {
 #[cfg(all(unix, not(target_os = "macos")))]
 fn show_notification(app: &AppHandle, n: &TrayNotification) -> Result<Option<u32>, String> {
     let mut note = notify_rust::Notification::new();
-    note.appname("pcmail").summary(&n.title).body(&n.body).action("default", "Open");
-    for a in &n.actions {
-        note.action(a.key(), a.label());
+    note.appname("pcmail").summary(&n.title).body(&n.body).action("default", NoteAction::Open.label_in(n.lang));
+    for (key, label) in n.buttons() {
+        note.action(key, label);
     }
     let handle = note.show().map_err(|e| e.to_string())?;
     let (app, id) = (app.clone(), n.id.clone());
@@ -154,16 +158,19 @@ fn show_notification(app: &AppHandle, n: &TrayNotification) -> Result<Option<u32
 
 /// The decision requests' part of the tray menu: a heading, one submenu per
 /// request (its subject and sender) with Open and Ack, a separator.
-fn decision_items(app: &AppHandle, decisions: &[MenuDecision]) -> tauri::Result<Vec<MenuItemKind<Wry>>> {
+fn decision_items(app: &AppHandle, decisions: &[MenuDecision], lang: Lang) -> tauri::Result<Vec<MenuItemKind<Wry>>> {
     let mut items: Vec<MenuItemKind<Wry>> = vec![];
     if decisions.is_empty() {
         return Ok(items);
     }
-    let heading = format!("Decision requests ({})", decisions.len());
+    let heading = match lang {
+        Lang::En => format!("Decision requests ({})", decisions.len()),
+        Lang::Ja => format!("判断依頼 ({})", decisions.len()),
+    };
     items.push(MenuItem::with_id(app, "decisions", heading, false, None::<&str>)?.kind());
     for d in decisions {
-        let open = MenuItem::with_id(app, menu_item_id(NoteAction::Open, &d.id), "Open", true, None::<&str>)?;
-        let ack = MenuItem::with_id(app, menu_item_id(NoteAction::Ack, &d.id), "Ack", true, None::<&str>)?;
+        let open = MenuItem::with_id(app, menu_item_id(NoteAction::Open, &d.id), NoteAction::Open.label_in(lang), true, None::<&str>)?;
+        let ack = MenuItem::with_id(app, menu_item_id(NoteAction::Ack, &d.id), NoteAction::Ack.label_in(lang), true, None::<&str>)?;
         // GTK reads "_" as a mnemonic marker: double it so the subject shows as sent
         items.push(Submenu::with_items(app, d.label.replace('_', "__"), true, &[&open, &ack])?.kind());
     }
@@ -213,7 +220,10 @@ impl TrayUi for TauriUi {
         let id = n.id.clone();
         let server_id = r.as_ref().ok().copied().flatten();
         let actions: Vec<String> = n.actions.iter().map(|a| a.key().to_string()).collect();
+        let mut shown = vec![n.title.clone()];
+        shown.extend(n.buttons().into_iter().map(|(_, label)| label.to_string()));
         self.record(|s| {
+            s.shown.insert(id.clone(), shown);
             if let Some(sid) = server_id {
                 s.server_ids.insert(id.clone(), sid);
             }
@@ -247,7 +257,7 @@ impl TrayUi for TauriUi {
             for item in old.drain(..) {
                 let _ = menu.remove(&item);
             }
-            match decision_items(&self.app, decisions) {
+            match decision_items(&self.app, decisions, self.lang) {
                 Ok(items) => {
                     for (i, item) in items.iter().enumerate() {
                         if let Err(e) = menu.insert(item, i) {

@@ -119,6 +119,9 @@ if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
   echo "smoke: measuring idle (tray only, no window: the app's normal state) over ${IDLE_SECONDS:-30} s"
   sleep 5
   python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" "${IDLE_SECONDS:-30}" | tee "$WORK/idle.txt" || fail "idle over target"
+  # where the memory goes: smaps_rollup and the largest mappings by library
+  APP_ONLY="$(pgrep -s "$APP_PID" -x pcmail-tray | head -1 || true)"
+  [[ -n "$APP_ONLY" ]] && python3 "$ROOT/src-tauri/tests/smaps_by_lib.py" "$APP_ONLY" 14
 fi
 
 # another PC sends a decision request
@@ -150,6 +153,13 @@ NOTIFIED=$(field notified)
 echo "smoke: notifications tried: $NOTIFIED"
 if [[ -z "$DAEMON_PID" ]]; then
   [[ "$NOTIFIED" == *mail-* ]] || fail "no notification was tried for the decision request"
+  # its title's kind badge and its buttons in the user's language (LC_ALL, LC_MESSAGES, LANG)
+  SHOWN=$(python3 -c 'import json,sys; print(" | ".join(json.load(open(sys.argv[1]))["shown"][sys.argv[2]]))' "$STATE" "$MENU")
+  LOCALE="${LC_ALL:-${LC_MESSAGES:-${LANG:-}}}"
+  if [[ "$LOCALE" == ja* ]]; then WANT="pcmail: [判断依頼] sender-a から | 開く | 完了にする | 返信…"
+  else WANT="pcmail: [decision request] from sender-a | Open | Ack | Reply…"; fi
+  [[ "$SHOWN" == "$WANT" ]] || fail "the notification showed '$SHOWN', expected '$WANT'"
+  echo "smoke: the notification: $SHOWN"
 fi
 
 

@@ -12,6 +12,10 @@ function installFakeBackend(seed) {
     alerts: seed.alerts || [],
     paused: false,
     connection: seed.connection || { state: 'online', lastPollAt: Date.now() - 12000, lastError: null, poller: 'app' },
+    lang: seed.lang || 'en',
+    leases: seed.leases || [],
+    lost: seed.lost || [],
+    cacheAt: seed.cacheAt || Date.now() - 20000,
     settings: seed.settings || { server: { mode: 'serve', url: 'http://127.0.0.1:7878/api' }, pcLabel: 'pc-b', pollIntervalSec: 120, autostart: true, hasToken: true },
   };
   const calls = [];
@@ -38,7 +42,11 @@ function installFakeBackend(seed) {
     get_state: () => {
       const c = counts();
       const badge = db.connection.state !== 'online' ? 'offline' : (c.decisions || c.urgent) ? 'attention' : c.unread ? 'unread' : 'none';
-      return { pc: db.pc, connection: db.connection, paused: db.paused, counts: c, badge, title: c.unread ? String(c.unread) : '', now: Date.now() };
+      const mine = db.leases.filter((l) => l.mine);
+      const leases = { mine: mine.length, stale: mine.filter((l) => l.stale).length, lost: db.lost.length };
+      const note = leases.lost ? 'lease lost' : leases.stale ? 'lease stale' : '';
+      const title = [c.unread ? String(c.unread) : '', note].filter(Boolean).join(' · ');
+      return { pc: db.pc, connection: db.connection, paused: db.paused, counts: c, badge, title, now: Date.now(), lang: db.lang, leases };
     },
     list_inbox: ({ scope }) => {
       const list = db.mails.filter((m) => scope === 'all' || !FINAL.includes(m.state)).map(summary);
@@ -76,6 +84,13 @@ function installFakeBackend(seed) {
     list_sent: () => ({ mails: db.sent.map((m) => Object.assign({ preview: (m.body || '').slice(0, 160) }, m, { body: undefined })) }),
     get_sent: ({ id }) => db.sent.find((m) => m.id === id) || err('not_found', 'no such mail'),
     list_alerts: () => ({ alerts: db.alerts }),
+    list_leases: () => ({ leases: db.leases.map((l) => Object.assign({}, l)), lost: db.lost, cacheAt: db.cacheAt, now: Date.now() }),
+    release_lease: ({ resource }) => {
+      const l = db.leases.find((x) => x.resource === resource && x.mine);
+      if (!l) return err('not_found', 'no such mail ' + JSON.stringify('lease ' + resource + ' (this PC holds no such lease)'));
+      db.leases = db.leases.filter((x) => x !== l);
+      return { released: true, queued: false };
+    },
     poll_now: () => ({ started: true }),
     set_paused: ({ paused }) => { db.paused = !!paused; return { paused: db.paused }; },
     get_settings: () => db.settings,

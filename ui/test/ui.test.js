@@ -287,7 +287,7 @@ test('a window opened with #open=<id> (a notification click) opens that mail', a
   const page = await ctx.newPage();
   await page.addInitScript(installFakeBackend, sampleSeed());
   await page.goto(UI + '#open=mail-1-00000002');
-  await page.waitForFunction(() => (document.querySelector('#inbox-detail h1') || {}).textContent === '[作業依頼] rerun the nightly import');
+  await page.waitForFunction(() => (document.querySelector('#inbox-detail h1') || {}).textContent === 'rerun the nightly import');
   assert.equal(await page.$eval('#inbox-detail .tags .chip', (c) => c.dataset.state), 'seen');
   assert.equal(await page.$eval('#inbox-list .row.selected', (r) => r.dataset.id), 'mail-1-00000002');
   await page.close();
@@ -312,5 +312,73 @@ test('a received mail the server expired shows the server\'s record: expired, by
   const at = await page.$eval('#inbox-detail .tl[data-state="expired"] time', (t) => Date.parse(t.dateTime));
   assert.equal(at, expiredAt);
   assert.ok(!(await page.evaluate(() => window.__calls)).some((c) => c.cmd === 'ack'), 'opening it acks nothing');
+  await page.close();
+});
+
+test('kind badges in the user\'s language: English by default, Japanese with lang ja; the subject tag is not shown twice', async () => {
+  const en = await openPage(sampleSeed());
+  await en.waitForSelector('#inbox-list .row[data-id="mail-1-00000003"] .tag-decision');
+  assert.equal(await en.$eval('#inbox-list .row[data-id="mail-1-00000003"] .tag-decision', (t) => t.textContent), 'decision request');
+  assert.equal(await en.$eval('#inbox-list .row[data-id="mail-1-00000002"] .tag-request', (t) => t.textContent), 'work request');
+  assert.equal(await en.$eval('#inbox-list .row[data-id="mail-1-00000003"] .subject', (t) => t.textContent), 'ship 0.4 with the known flaky test?');
+  await en.close();
+
+  const seed = sampleSeed();
+  seed.lang = 'ja';
+  const ja = await openPage(seed);
+  await ja.waitForFunction(() => (document.querySelector('#inbox-list .row[data-id="mail-1-00000003"] .tag-decision') || {}).textContent === '判断依頼');
+  assert.equal(await ja.$eval('#inbox-list .row[data-id="mail-1-00000002"] .tag-request', (t) => t.textContent), '作業依頼');
+  await ja.click('#inbox-list .row[data-id="mail-1-00000003"]');
+  await ja.waitForSelector('#inbox-detail .tags .tag-decision');
+  assert.equal(await ja.$eval('#inbox-detail .tags .tag-decision', (t) => t.textContent), '判断依頼');
+  assert.equal(await ja.textContent('#inbox-detail h1'), 'ship 0.4 with the known flaky test?');
+  assert.deepEqual(ja.errors, []);
+  await ja.close();
+});
+
+test('Leases view: who holds what, heartbeat age, stale badge, lost lease, Release for my own only (screenshot)', async () => {
+  const seed = sampleSeed();
+  const now = Date.now();
+  const lease = (o) => Object.assign({ repo: 'github.com/acme/shop', mode: 'exclusive', fence: 1, grantedAt: now - 50 * MIN,
+    heartbeatAt: now - 20 * 1000, heartbeatAgeMs: 20 * 1000, stale: false, mine: false, state: 'held', files: [] }, o);
+  seed.leases = [
+    lease({ resource: 'staging-deploy', holder: 'pc-b/ani', holderPc: 'pc-b', mine: true, fence: 14, description: 'deploying 0.4 to staging',
+      files: ['deploy/**', 'infra/staging.tf'], heartbeatAgeMs: 12 * 1000, heartbeatAt: now - 12 * 1000 }),
+    lease({ resource: 'billing-refactor', holder: 'pc-b/3f2a9c1e', holderPc: 'pc-b', mine: true, fence: 9, description: 'moving invoices to the new ledger',
+      files: ['src/billing/**'], stale: true, state: 'stale', heartbeatAgeMs: 4 * MIN + 10000, heartbeatAt: now - 4 * MIN - 10000 }),
+    lease({ resource: 'gpu-0', holder: 'kim-laptop/train', holderPc: 'kim-laptop', mode: 'exclusive', fence: 3, description: 'fine-tuning run 7',
+      repo: 'github.com/acme/ml', heartbeatAgeMs: 25 * 1000 }),
+    lease({ resource: 'search-index', holder: 'build-box/ci', holderPc: 'build-box', mode: 'shared', fence: 2, description: 'nightly reindex',
+      files: ['search/**'], stale: true, state: 'stale', heartbeatAgeMs: 47 * MIN, heartbeatAt: now - 47 * MIN }),
+  ];
+  seed.lost = [{ resource: 'api-v2', at: now - 6 * MIN, event: 'taken_over', takenBy: 'kim-laptop/ani', reason: 'holder silent since 13:10',
+    line: 'lease api-v2 was taken over by kim-laptop/ani: holder silent since 13:10' }];
+  const page = await openPage(seed);
+  // a lease of mine was lost: the tab says so before it is opened
+  await page.waitForFunction(() => document.getElementById('tab-leases-count').textContent === 'lost');
+  await page.click('.tab[data-view="leases"]');
+  await page.waitForSelector('#leases-list .lease');
+  const rows = await page.$$eval('#leases-list .lease', (ls) => ls.map((l) => ({
+    res: l.dataset.resource, holder: l.querySelector('.from').textContent, stale: !!l.querySelector('.tag-stale'),
+    hb: l.querySelector('.lease-hb').textContent, release: !!l.querySelector('.release-btn'),
+  })));
+  assert.deepEqual(rows.map((r) => [r.res, r.holder, r.stale, r.release]), [
+    ['staging-deploy', 'mine · pc-b/ani', false, true],
+    ['billing-refactor', 'mine · pc-b/3f2a9c1e', true, true],
+    ['gpu-0', 'kim-laptop/train', false, false],
+    ['search-index', 'build-box/ci', true, false],
+  ]);
+  assert.equal(rows[0].hb, 'heartbeat 12 s ago');
+  assert.equal(rows[1].hb, 'heartbeat 4 min ago');
+  assert.match(await page.textContent('#leases-list .lease[data-resource="staging-deploy"] .lease-meta'), /github\.com\/acme\/shop·deploy\/\*\* infra\/staging\.tf·since /);
+  assert.equal(await page.textContent('#leases-lost .lease-desc'), 'lease api-v2 was taken over by kim-laptop/ani: holder silent since 13:10');
+  await page.screenshot({ path: path.join(SHOTS, 'leases.png') });
+
+  await page.click('#leases-list .lease[data-resource="staging-deploy"] .release-btn');
+  await page.waitForFunction(() => !document.querySelector('#leases-list .lease[data-resource="staging-deploy"]'));
+  const calls = (await page.evaluate(() => window.__calls)).filter((c) => c.cmd === 'release_lease');
+  assert.deepEqual(calls.map((c) => c.args), [{ resource: 'staging-deploy' }]);
+  assert.match(await page.textContent('#toast'), /Released staging-deploy/);
+  assert.deepEqual(page.errors, []);
   await page.close();
 });

@@ -8,7 +8,7 @@ use crate::{Client, ClientError};
 use pcmail_core::ids::is_valid_any_id;
 use pcmail_core::model::limits;
 use pcmail_core::protocol::{Op, PollArgs};
-use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, ReceivedUpdate, Update};
+use pcmail_core::{ErrorCode, Mail, MarkOp, MarkResult, Millis, Pc, ReceivedUpdate, State, Update};
 use pcmail_store::{inbox, marks, meta, InboxMail};
 use serde_json::Value;
 
@@ -39,6 +39,9 @@ pub struct CycleReport {
     pub cursor_reset: bool,
     /// Mail to a name that moved to another PC, dropped from this store.
     pub withdrawn: usize,
+    /// The same for the received-mail feed (gas `receivedCursorReset`): the
+    /// state of this PC's open received mail was re-read with `status`.
+    pub received_cursor_reset: bool,
     /// Mail that wants a notification (claimed: nobody else will notify it).
     #[serde(skip)]
     pub to_notify: Vec<InboxMail>,
@@ -165,6 +168,9 @@ impl Client {
                 self.store.apply_received_updates(&received)?;
                 report.received_updates += received.len();
                 let reset = resp.get("receivedCursorReset").and_then(Value::as_bool) == Some(true);
+                // Entries between the pruned point and here may be lost: the
+                // open received mail is re-read after the rounds.
+                report.received_cursor_reset |= reset;
                 if rc > received_since || reset {
                     self.store.meta_set_i64(meta::RECEIVED_CURSOR, rc)?;
                 }
@@ -201,6 +207,9 @@ impl Client {
         self.flush_outbox(report, true)?;
         if report.cursor_reset {
             self.refresh_open_sent()?;
+        }
+        if report.received_cursor_reset {
+            self.refresh_open_received()?;
         }
         Ok(())
     }
@@ -367,6 +376,22 @@ impl Client {
     pub fn refresh_open_sent(&mut self) -> Result<(), ClientError> {
         let open: Vec<String> =
             self.store.sent_list(10_000)?.into_iter().filter(|m| !m.state.is_final() && m.queued.is_none()).map(|m| m.id).collect();
+        for chunk in open.chunks(limits::STATUS_IDS_MAX) {
+            self.status(chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Re-reads the server's state of every open mail this PC received
+    /// (`status`; its timeline goes to the store), after the received feed
+    /// was pruned past this PC's cursor.
+    pub fn refresh_open_received(&mut self) -> Result<(), ClientError> {
+        let open: Vec<String> = self
+            .store
+            .inbox_list(&[State::New, State::Delivered, State::Seen], 10_000)?
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
         for chunk in open.chunks(limits::STATUS_IDS_MAX) {
             self.status(chunk)?;
         }

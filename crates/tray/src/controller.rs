@@ -2,9 +2,13 @@
 
 use crate::notify::{deliver, Clock, Delivery};
 use crate::poll::{Remote, ReplyError};
-use crate::ui::{Badge, MenuDecision, NoteAction, TrayNotification, TrayUi};
-use crate::view::{mail_view, sent_view, ConnState, Connection, Counts, MailView, SentView, Status};
+use crate::ui::{Badge, Lang, MenuDecision, NoteAction, TrayNotification, TrayUi};
+use crate::view::{
+    mail_view, sent_view, ConnState, Connection, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView, SentView, Status,
+};
+use pcmail_core::lease::STALE_AFTER_MS;
 use pcmail_core::{Kind, MarkOp, Millis, State};
+use pcmail_store::leases::{self as sl, LostLease};
 use pcmail_store::{inbox, marks, meta, Store, StoreError};
 use std::collections::HashSet;
 
@@ -18,6 +22,11 @@ const MENU_SUBJECT_CHARS: usize = 48;
 pub const OFFLINE_AFTER_FAILURES: i64 = 3;
 /// No successful poll for this long while polls fail: offline.
 pub const OFFLINE_AFTER_MS: Millis = 10 * 60_000;
+/// A lease of this PC that the server ended stays noted in the tray's
+/// title and tooltip (and listed in the Leases view) this long.
+pub const LEASE_LOST_NOTE_MS: Millis = 60 * 60_000;
+/// Lost leases the Leases view lists at most.
+const LOST_LIST_MAX: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrayError {
@@ -69,6 +78,7 @@ pub struct Controller {
     shown_tooltip: Option<String>,
     shown_decisions: Option<Vec<MenuDecision>>,
     last_version: Option<i64>,
+    lang: Lang,
 }
 
 impl Controller {
@@ -85,7 +95,17 @@ impl Controller {
             shown_tooltip: None,
             shown_decisions: None,
             last_version: None,
+            lang: Lang::En,
         }
+    }
+
+    /// The language of kind badges and notification buttons (the shell
+    /// reads `LC_ALL`/`LC_MESSAGES`/`LANG`: `pcmail_client::config::user_lang`).
+    pub fn set_lang(&mut self, lang: Lang) {
+        self.lang = lang;
+    }
+    pub fn lang(&self) -> Lang {
+        self.lang
     }
 
     pub fn store(&self) -> &Store {
@@ -175,19 +195,209 @@ impl Controller {
         }
     }
 
+    /// The title with a lease of this PC that went stale or was lost noted
+    /// after the count (`2 · lease lost`): the thing to look at, in a word.
+    pub fn title_with_leases(c: &Counts, l: &LeaseCounts) -> String {
+        let note = if l.lost > 0 {
+            "lease lost"
+        } else if l.stale > 0 {
+            "lease stale"
+        } else {
+            return Self::title_for(c);
+        };
+        match Self::title_for(c) {
+            t if t.is_empty() => note.to_string(),
+            t => format!("{t} · {note}"),
+        }
+    }
+
     pub fn status(&self, now: Millis) -> Result<Status> {
         let connection = self.connection(now)?;
         let counts = self.counts(now)?;
+        let leases = self.lease_counts(now)?;
         let badge = Self::badge_for(connection.state, &counts);
         Ok(Status {
             pc: self.pc.clone(),
             paused: self.paused,
             badge: badge.name(),
-            title: Self::title_for(&counts),
+            title: Self::title_with_leases(&counts, &leases),
             connection,
             counts,
             now,
+            lang: match self.lang {
+                Lang::Ja => "ja",
+                Lang::En => "en",
+            },
+            leases,
         })
+    }
+
+    // ---- leases ---------------------------------------------------------------
+
+    fn server_offset(&self) -> Result<Millis> {
+        Ok(self.store.meta_i64(meta::SERVER_OFFSET_MS)?.unwrap_or(0))
+    }
+
+    /// Leases of this PC the server ended since `since` (this PC's clock), newest first.
+    fn lost_since(&self, since: Millis) -> Result<Vec<LostLease>> {
+        let mut st = self
+            .store
+            .conn()
+            .prepare_cached(
+                "SELECT resource, fence, at, taken_by, reason, event FROM lease_lost WHERE at >= ?1 ORDER BY at DESC, resource LIMIT ?2",
+            )
+            .map_err(StoreError::from)?;
+        let rows = st
+            .query_map([since, LOST_LIST_MAX as i64], |r| {
+                Ok(LostLease {
+                    resource: r.get(0)?,
+                    fence: r.get(1)?,
+                    at: r.get(2)?,
+                    taken_by: r.get(3)?,
+                    reason: r.get(4)?,
+                    event: r.get(5)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<std::result::Result<Vec<_>, _>>())
+            .map_err(StoreError::from)?;
+        Ok(rows)
+    }
+
+    /// Who holds what: the server's list as the poller last cached it, with
+    /// this PC's own leases marked (Release), plus those of this PC the server
+    /// does not list (claimed offline, being released), and the leases this
+    /// PC lost in the last hour. Read from the store only: no network.
+    pub fn leases(&self, now: Millis) -> Result<LeasesView> {
+        let offset = self.server_offset()?;
+        let mine = self.store.leases_mine()?;
+        let mut out: Vec<LeaseView> = vec![];
+        for l in self.store.lease_cache()? {
+            let my_row = mine.iter().find(|m| m.resource == l.resource && m.fence == Some(l.fence));
+            let is_mine = l.holder_pc == self.pc;
+            // The server's heartbeat time, in this PC's clock.
+            let heartbeat_at = l.heartbeat_at - offset;
+            let stale = l.stale || my_row.is_some_and(|m| my_stale(m, now));
+            let releasing = my_row.is_some_and(|m| m.release_queued_at.is_some());
+            out.push(LeaseView {
+                holder: holder_label(&l.holder_pc, l.holder_name.as_deref(), &l.holder_session),
+                resource: l.resource,
+                repo: l.repo,
+                mode: l.mode,
+                holder_pc: l.holder_pc,
+                description: l.description,
+                files: l.files,
+                fence: Some(l.fence),
+                granted_at: Some(l.granted_at - offset),
+                heartbeat_at: Some(heartbeat_at),
+                heartbeat_age_ms: Some((now - heartbeat_at).max(0)),
+                stale,
+                mine: is_mine,
+                state: if releasing {
+                    "releasing"
+                } else if stale {
+                    "stale"
+                } else {
+                    "held"
+                },
+            });
+        }
+        for m in &mine {
+            if out.iter().any(|v| v.resource == m.resource && v.fence.is_some() && v.fence == m.fence) {
+                continue;
+            }
+            if m.fence.is_some_and(|f| f < 0) {
+                continue; // refused on reconnect: listed under lost
+            }
+            let stale = my_stale(m, now);
+            let heartbeat_at = m.heartbeat_at;
+            out.push(LeaseView {
+                resource: m.resource.clone(),
+                repo: m.repo.clone(),
+                mode: m.mode.clone(),
+                holder: holder_label(&self.pc, None, &m.session),
+                holder_pc: self.pc.clone(),
+                description: m.description.clone(),
+                files: m.files.clone(),
+                fence: m.fence,
+                granted_at: Some(m.claimed_at),
+                heartbeat_at,
+                heartbeat_age_ms: heartbeat_at.map(|h| (now - h).max(0)),
+                stale,
+                mine: true,
+                state: if m.release_queued_at.is_some() {
+                    "releasing"
+                } else if m.fence.is_none() {
+                    "unconfirmed"
+                } else if stale {
+                    "stale"
+                } else {
+                    "held"
+                },
+            });
+        }
+        // Mine first, then by resource.
+        out.sort_by(|a, b| b.mine.cmp(&a.mine).then_with(|| a.resource.cmp(&b.resource)).then_with(|| a.fence.cmp(&b.fence)));
+        let lost = self
+            .lost_since(now - LEASE_LOST_NOTE_MS)?
+            .into_iter()
+            .map(|l| LostLeaseView {
+                line: lost_line(&l),
+                resource: l.resource,
+                at: l.at,
+                event: l.event,
+                taken_by: l.taken_by,
+                reason: l.reason,
+            })
+            .collect();
+        Ok(LeasesView { leases: out, lost, cache_at: sl::cache_at(self.store.conn())?, now })
+    }
+
+    /// This PC's leases at a glance, for the title and tooltip.
+    pub fn lease_counts(&self, now: Millis) -> Result<LeaseCounts> {
+        let mine = self.store.leases_mine()?;
+        let cached_stale: Vec<(String, i64)> = self
+            .store
+            .lease_cache()?
+            .into_iter()
+            .filter(|l| l.stale && l.holder_pc == self.pc)
+            .map(|l| (l.resource, l.fence))
+            .collect();
+        let live: Vec<_> = mine.iter().filter(|m| !m.fence.is_some_and(|f| f < 0)).collect();
+        let stale = live
+            .iter()
+            .filter(|m| my_stale(m, now) || cached_stale.iter().any(|(r, f)| *r == m.resource && Some(*f) == m.fence))
+            .count() as i64;
+        let lost = self.lost_since(now - LEASE_LOST_NOTE_MS)?.len() as i64;
+        Ok(LeaseCounts { mine: live.len() as i64, stale, lost })
+    }
+
+    /// The tooltip's lease part: each stale lease of mine and each lost one, named.
+    fn lease_notes(&self, now: Millis) -> Result<Vec<String>> {
+        let mut notes = vec![];
+        for l in self.leases(now)?.leases.iter().filter(|l| l.mine && l.stale) {
+            let age = l.heartbeat_age_ms.map(|a| format!(" (no heartbeat for {})", pcmail_core::present::age(a))).unwrap_or_default();
+            notes.push(format!("lease {} stale{age}", l.resource));
+        }
+        for l in self.lost_since(now - LEASE_LOST_NOTE_MS)? {
+            let what = match l.event.as_str() {
+                "taken_over" => format!("taken over by {}", l.taken_by.as_deref().map(pcmail_core::present::neutralise).unwrap_or_else(|| "another session".into())),
+                "expired" => "expired".to_string(),
+                _ => "released elsewhere".to_string(),
+            };
+            notes.push(format!("lease {} lost: {what}", l.resource));
+        }
+        Ok(notes)
+    }
+
+    /// Release for a lease of this PC, from the window: the function `pcmail
+    /// lease release` runs (`Remote::lease_release`). A lease another PC holds
+    /// is refused here (the server would refuse it too).
+    pub fn release_lease(&self, remote: &dyn Remote, resource: &str) -> Result<crate::poll::LeaseReleased> {
+        let ours = self.store.leases_mine()?.iter().any(|m| m.resource == resource);
+        if !ours {
+            return Err(TrayError::NotFound(format!("lease {resource} (this PC holds no such lease)")));
+        }
+        remote.lease_release(resource).map_err(|message| TrayError::Remote { code: "lease_release".into(), message })
     }
 
     fn pending_ids(&self) -> Result<HashSet<String>> {
@@ -286,7 +496,11 @@ impl Controller {
             ui.set_badge(&badge);
             self.shown_badge = Some(badge);
         }
-        let tip = tooltip(&st);
+        let mut tip = tooltip(&st);
+        for note in self.lease_notes(now)? {
+            tip.push_str(" · ");
+            tip.push_str(&note);
+        }
         if self.shown_tooltip.as_deref() != Some(tip.as_str()) {
             ui.set_tooltip(&tip);
             self.shown_tooltip = Some(tip);
@@ -309,7 +523,7 @@ impl Controller {
         if self.paused {
             return vec![];
         }
-        claimed.iter().map(TrayNotification::for_mail).collect()
+        claimed.iter().map(|m| TrayNotification::for_mail_in(m, self.lang)).collect()
     }
 
     /// `refresh` then the notifications within their budget. The app runs the
@@ -432,9 +646,11 @@ impl Controller {
 }
 
 /// One menu line: the subject (or the body's start) on one line, cut, and
-/// the sender. Mail is untrusted: control characters go.
+/// the sender. The seed's subject tag goes (the menu's heading names the
+/// kind in the user's language). Mail is untrusted: control characters go.
 fn menu_label(subject: &str, body: &str, from: &str) -> String {
-    let text = if subject.trim().is_empty() { body } else { subject };
+    let subject = pcmail_core::present::subject_without_tags(subject);
+    let text = if subject.trim().is_empty() { body } else { subject.as_str() };
     let one_line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let one_line = one_line.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut cut: String = one_line.chars().take(MENU_SUBJECT_CHARS).collect();
@@ -467,4 +683,41 @@ fn tooltip(st: &Status) -> String {
         s.push_str(" · notifications paused");
     }
     s
+}
+
+/// A lease of this PC is stale when the server has answered no heartbeat
+/// for it for 6·H: its holder lives but nobody renews it (no poller runs),
+/// or the server stopped answering. TTL leases are not renewed (they end
+/// at their time); one being released or never granted is not stale.
+fn my_stale(m: &pcmail_store::leases::MyLease, now: Millis) -> bool {
+    m.fence.is_some_and(|f| f > 0)
+        && m.ttl_expires_at.is_none()
+        && m.release_queued_at.is_none()
+        && now - m.heartbeat_at.unwrap_or(m.claimed_at) > STALE_AFTER_MS
+}
+
+/// The line a session is told about a lease it lost (the hook's wording).
+fn lost_line(l: &LostLease) -> String {
+    let reason = l
+        .reason
+        .as_deref()
+        .map(|r| format!(": {}", pcmail_core::present::truncate_chars(&pcmail_core::present::neutralise(r), 120)))
+        .unwrap_or_default();
+    match l.event.as_str() {
+        "taken_over" => format!(
+            "lease {} was taken over by {}{reason}",
+            l.resource,
+            l.taken_by.as_deref().map(pcmail_core::present::neutralise).unwrap_or_else(|| "another session".into())
+        ),
+        "expired" => format!("lease {} expired{reason}", l.resource),
+        _ => format!("lease {} was released{reason}", l.resource),
+    }
+}
+
+/// `pc/name`, else `pc/` and the session id's first 8 characters (as `pcmail lease list`).
+fn holder_label(pc: &str, name: Option<&str>, session: &str) -> String {
+    match name {
+        Some(n) if !n.is_empty() => format!("{pc}/{n}"),
+        _ => format!("{pc}/{}", session.chars().take(8).collect::<String>()),
+    }
 }

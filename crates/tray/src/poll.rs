@@ -28,6 +28,21 @@ pub trait Remote: Send + Sync {
     /// Lease heartbeats (issue 10): before each cycle, release the leases
     /// whose process exited; the renewals ride the cycle's poll.
     fn lease_heartbeat(&self, _now: Millis) {}
+    /// Releases this PC's lease of `resource` the way `pcmail lease release`
+    /// does (`pcmail_api::lease_release`: to the server now, else queued for
+    /// the next poll).
+    fn lease_release(&self, resource: &str) -> Result<LeaseReleased, String> {
+        Err(format!("cannot release lease {resource} here"))
+    }
+}
+
+/// What a release from the window did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LeaseReleased {
+    /// The server ended the lease now (false: it was no longer held there).
+    pub released: bool,
+    /// The server was unreachable: the release goes with the next poll.
+    pub queued: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

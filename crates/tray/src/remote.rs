@@ -2,7 +2,7 @@
 //! a call into the client crate (reply with the CLI's rules, flush marks,
 //! one cycle, the "is a poller alive" check).
 
-use crate::poll::{Remote, ReplyError};
+use crate::poll::{LeaseReleased, Remote, ReplyError};
 use pcmail_client::{config::Paths, locks, Client};
 
 /// `Remote` over `pcmail-client`: one `Client` for the window's operations
@@ -63,6 +63,14 @@ impl Remote for ClientRemote {
     /// Called once per loop turn while this app is the poller, before its
     /// cycle: queues the release of every lease whose process exited (the
     /// cycle then sends it; the renewals of the live ones ride that poll).
+    fn lease_release(&self, resource: &str) -> Result<LeaseReleased, String> {
+        let args = pcmail_api::leases::LeaseReleaseArgs { resource: resource.to_string(), reason: Some("released from the tray".into()) };
+        let done = self.with(|c| pcmail_api::leases::lease_release(c, &args).map_err(|e| e.to_string()))?;
+        Ok(LeaseReleased {
+            released: done.released.iter().any(|d| d.released),
+            queued: done.released.iter().any(|d| d.queued),
+        })
+    }
     fn lease_heartbeat(&self, now: i64) {
         let _ = self.with(|c| c.lease_liveness(now).map(|_| ()).map_err(|e| e.to_string()));
     }

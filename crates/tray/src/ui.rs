@@ -1,5 +1,6 @@
 //! The integration trait: what the controller asks of the GUI side.
 
+pub use pcmail_core::present::Lang;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -54,11 +55,19 @@ impl NoteAction {
             NoteAction::Reply => "reply",
         }
     }
+    /// The button's label in English.
     pub fn label(self) -> &'static str {
-        match self {
-            NoteAction::Open => "Open",
-            NoteAction::Ack => "Ack",
-            NoteAction::Reply => "Reply…",
+        self.label_in(Lang::En)
+    }
+    /// The button's label in the user's language (`LANG`/`LC_MESSAGES`).
+    pub fn label_in(self, lang: Lang) -> &'static str {
+        match (self, lang) {
+            (NoteAction::Open, Lang::En) => "Open",
+            (NoteAction::Ack, Lang::En) => "Ack",
+            (NoteAction::Reply, Lang::En) => "Reply…",
+            (NoteAction::Open, Lang::Ja) => "開く",
+            (NoteAction::Ack, Lang::Ja) => "完了にする",
+            (NoteAction::Reply, Lang::Ja) => "返信…",
         }
     }
     /// The action a notification server reported; `default` is a click on the
@@ -86,16 +95,47 @@ impl NoteAction {
     }
 }
 
-/// A notification with its buttons (`Deref`s to the text).
+/// A notification with its buttons (`Deref`s to the text). `lang` is the
+/// language of its title's kind badge and of its buttons' labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrayNotification {
     pub note: Notification,
     pub actions: Vec<NoteAction>,
+    pub lang: Lang,
 }
 
 impl TrayNotification {
+    /// In English.
     pub fn for_mail(m: &pcmail_store::InboxMail) -> TrayNotification {
-        TrayNotification { note: Notification::for_mail(m), actions: NoteAction::for_mail(m) }
+        TrayNotification::for_mail_in(m, Lang::En)
+    }
+    /// The title says the kind as the badge in `lang` (`[判断依頼]` or
+    /// `[decision request]`, as `pcmail inbox` shows it); the body is the
+    /// subject without the seed's tags (the badge says it already).
+    pub fn for_mail_in(m: &pcmail_store::InboxMail, lang: Lang) -> TrayNotification {
+        let mut note = Notification::for_mail(m);
+        let badge = pcmail_core::present::kind_badge(m.effective_kind(), lang);
+        let urgent = match (m.urgent, lang) {
+            (false, _) => "",
+            (true, Lang::En) => "URGENT ",
+            (true, Lang::Ja) => "至急 ",
+        };
+        let from = pcmail_core::present::neutralise(&m.from);
+        note.title = match (badge, lang) {
+            (Some(b), Lang::En) => format!("pcmail: {urgent}{b} from {from}"),
+            (Some(b), Lang::Ja) => format!("pcmail: {urgent}{b} {from} から"),
+            (None, Lang::En) => format!("pcmail: {urgent}mail from {from}"),
+            (None, Lang::Ja) => format!("pcmail: {urgent}{from} からのメール"),
+        };
+        let subject = pcmail_core::present::subject_without_tags(&m.subject);
+        if !subject.is_empty() {
+            note.body = pcmail_core::present::truncate_chars(&pcmail_core::present::neutralise(&subject), 160);
+        }
+        TrayNotification { note, actions: NoteAction::for_mail(m), lang }
+    }
+    /// The buttons as (key, label in this notification's language).
+    pub fn buttons(&self) -> Vec<(&'static str, &'static str)> {
+        self.actions.iter().map(|a| (a.key(), a.label_in(self.lang))).collect()
     }
 }
 

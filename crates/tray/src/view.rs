@@ -47,6 +47,71 @@ pub struct Status {
     pub title: String,
     pub counts: Counts,
     pub now: Millis,
+    /// The user's language for kind badges and labels: "ja" or "en".
+    pub lang: &'static str,
+    /// This PC's leases: held, stale, lost lately.
+    pub leases: LeaseCounts,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LeaseCounts {
+    /// Leases this PC holds (or claimed offline, or is releasing).
+    pub mine: i64,
+    /// Of those, stale: no heartbeat the server answered for 6·H (3 min).
+    pub stale: i64,
+    /// Leases of this PC the server ended (taken over, expired) in the last hour.
+    pub lost: i64,
+}
+
+/// One lease in the Leases view: the server's list (the PC's guard cache)
+/// plus this PC's own leases the server has not listed (claimed offline,
+/// being released).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseView {
+    pub resource: String,
+    pub repo: String,
+    /// "exclusive" or "shared".
+    pub mode: String,
+    /// `pc/name` (or `pc/` and the session's first 8 characters).
+    pub holder: String,
+    pub holder_pc: String,
+    pub description: String,
+    pub files: Vec<String>,
+    pub fence: Option<i64>,
+    pub granted_at: Option<Millis>,
+    /// The last heartbeat, in this PC's clock.
+    pub heartbeat_at: Option<Millis>,
+    pub heartbeat_age_ms: Option<Millis>,
+    pub stale: bool,
+    /// Held by this PC: the window offers Release.
+    pub mine: bool,
+    /// "held", "stale", "unconfirmed" (claimed while the server was
+    /// unreachable) or "releasing" (the release waits for the next poll).
+    pub state: &'static str,
+}
+
+/// A lease this PC lost (the server ended it: taken over, expired, released elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LostLeaseView {
+    pub resource: String,
+    pub at: Millis,
+    pub event: String,
+    pub taken_by: Option<String>,
+    pub reason: Option<String>,
+    /// The line the session was told (`pcmail: lease … was taken over by …`).
+    pub line: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeasesView {
+    pub leases: Vec<LeaseView>,
+    pub lost: Vec<LostLeaseView>,
+    /// When the server last confirmed the list (this PC's clock), if ever.
+    pub cache_at: Option<Millis>,
+    pub now: Millis,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -5,8 +5,10 @@ use pcmail_core::{Alert, AlertKind, Kind, Mail, Millis, State, TimelineEntry};
 use pcmail_store::{meta, Store};
 use pcmail_tray::{
     deliver, menu_item_id, next_step, ActionOutcome, Badge, Clock, ConnState, Controller, MenuDecision, NoteAction,
-    PollStep, Remote, ReplyError, TrayNotification, TrayUi, MENU_DECISIONS_MAX, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
+    Lang, LeaseReleased, PollStep, Remote, ReplyError, TrayNotification, TrayUi, LEASE_LOST_NOTE_MS, MENU_DECISIONS_MAX,
+    NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
 };
+use pcmail_store::leases::{CachedLease, LostLease, MyLease};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,11 +36,23 @@ struct FakeUi<'a> {
     fail: RefCell<Vec<String>>,
     /// the buttons each notification carried
     actions: RefCell<HashMap<String, Vec<NoteAction>>>,
+    /// the last tooltip (kept apart from the events most tests compare)
+    tooltip: RefCell<String>,
+    /// the last notification of each id
+    notes: RefCell<HashMap<String, TrayNotification>>,
 }
 
 impl<'a> FakeUi<'a> {
     fn new(clock: &'a FakeClock) -> Self {
-        FakeUi { clock, events: RefCell::new(vec![]), took: RefCell::new(HashMap::new()), fail: RefCell::new(vec![]), actions: RefCell::new(HashMap::new()) }
+        FakeUi {
+            clock,
+            events: RefCell::new(vec![]),
+            took: RefCell::new(HashMap::new()),
+            fail: RefCell::new(vec![]),
+            actions: RefCell::new(HashMap::new()),
+            tooltip: RefCell::new(String::new()),
+            notes: RefCell::new(HashMap::new()),
+        }
     }
     fn take(&self) -> Vec<Ev> {
         std::mem::take(&mut *self.events.borrow_mut())
@@ -59,9 +73,13 @@ impl TrayUi for FakeUi<'_> {
     fn set_badge(&self, b: &Badge) {
         self.events.borrow_mut().push(Ev::Badge(b.clone()));
     }
+    fn set_tooltip(&self, t: &str) {
+        *self.tooltip.borrow_mut() = t.to_string();
+    }
     fn notify(&self, n: &TrayNotification, timeout: Duration) -> Result<(), String> {
         self.events.borrow_mut().push(Ev::Notify(n.id.clone(), timeout));
         self.actions.borrow_mut().insert(n.id.clone(), n.actions.clone());
+        self.notes.borrow_mut().insert(n.id.clone(), n.clone());
         let took = *self.took.borrow().get(&n.id).unwrap_or(&100);
         self.clock.advance(took.min(timeout.as_millis() as Millis + 1));
         if self.fail.borrow().contains(&n.id) {
@@ -291,6 +309,7 @@ fn budget_5s_each_20s_in_all() {
         .map(|n| TrayNotification {
             note: pcmail_tray::Notification { id: id(n), title: "t".into(), body: "b".into() },
             actions: vec![],
+            lang: Lang::En,
         })
         .collect();
     // 1 is quick, 2 hangs (the shell gives up after 5 s), 3 fails, the rest take 4 s each
@@ -658,7 +677,7 @@ fn the_tray_menu_lists_open_decision_requests_up_to_five_each_with_open_and_ack(
     let ids: Vec<String> = menus[0].iter().map(|d| d.id.clone()).collect();
     assert_eq!(MENU_DECISIONS_MAX, 5);
     assert_eq!(ids, vec![id(7), id(6), id(5), id(4), id(3)], "newest five decision requests, no work request or note");
-    assert_eq!(menus[0][0].label, "[判断依頼] tagged with a newline — pc-a", "one line, with the sender");
+    assert_eq!(menus[0][0].label, "tagged with a newline — pc-a", "one line, with the sender, the tag left to the heading");
     // nothing changed: the menu is not rebuilt
     c.refresh(&ui, T0 + 1).unwrap();
     assert!(!ui.take().iter().any(|e| matches!(e, Ev::Decisions(_))));
@@ -681,4 +700,224 @@ fn the_tray_menu_lists_open_decision_requests_up_to_five_each_with_open_and_ack(
         ui.take().into_iter().filter_map(|e| if let Ev::Decisions(d) = e { Some(d) } else { None }).collect();
     let ids: Vec<String> = menus[0].iter().map(|d| d.id.clone()).collect();
     assert_eq!(ids, vec![id(6), id(5), id(4), id(3), id(2)]);
+}
+
+// ---- issue 16: the kind badge and the buttons in the user's language --------
+
+#[test]
+fn notification_title_badge_and_buttons_follow_the_users_language() {
+    let env = Env::new();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    env.deliver(
+        &[mail(&id(1), Kind::Decision, false, "[判断依頼] ship 0.4?"), mail(&id(2), Kind::Request, true, "rotate the keys")],
+        T0,
+    );
+    let mut ja = env.controller();
+    ja.set_lang(Lang::Ja);
+    ja.refresh_and_notify(&ui, &clock).unwrap();
+    let notes = ui.notes.borrow().clone();
+    let d = &notes[&id(1)];
+    assert_eq!(d.title, "pcmail: [判断依頼] pc-a から");
+    assert_eq!(d.body, "ship 0.4?", "the tag is not shown twice");
+    assert_eq!(d.buttons(), vec![("open", "開く"), ("ack", "完了にする"), ("reply", "返信…")]);
+    assert_eq!(notes[&id(2)].title, "pcmail: 至急 [作業依頼] pc-a から");
+    assert_eq!(ja.status(T0).unwrap().lang, "ja");
+
+    // English (LANG=C, en_US…): the same mail, English badge and labels
+    let env = Env::new();
+    env.deliver(&[mail(&id(1), Kind::Decision, false, "[判断依頼] ship 0.4?")], T0);
+    let ui = FakeUi::new(&clock);
+    let mut en = env.controller();
+    en.refresh_and_notify(&ui, &clock).unwrap();
+    let d = ui.notes.borrow()[&id(1)].clone();
+    assert_eq!(d.title, "pcmail: [decision request] from pc-a");
+    assert_eq!(d.buttons(), vec![("open", "Open"), ("ack", "Ack"), ("reply", "Reply…")]);
+    assert_eq!(en.status(T0).unwrap().lang, "en");
+    // the language comes from the locale variables in POSIX order
+    assert_eq!(Lang::from_locale(None, Some("ja_JP.UTF-8"), Some("en_US.UTF-8")), Lang::Ja);
+    assert_eq!(Lang::from_locale(Some("C"), Some("ja_JP.UTF-8"), None), Lang::En);
+}
+
+// ---- issue 10 point 8: the Leases view and a lease of mine gone stale or lost ----
+
+fn cached(resource: &str, fence: i64, pc: &str, name: Option<&str>, heartbeat_at: Millis, stale: bool) -> CachedLease {
+    CachedLease {
+        resource: resource.into(),
+        fence,
+        repo: "github.com/o/r".into(),
+        mode: "exclusive".into(),
+        holder_pc: pc.into(),
+        holder_session: "0123456789abcdef".into(),
+        holder_name: name.map(str::to_string),
+        description: format!("working on {resource}"),
+        files: vec![format!("{resource}/**")],
+        granted_at: T0 - 30 * MIN,
+        heartbeat_at,
+        stale,
+        json: String::new(),
+    }
+}
+
+fn my_lease(resource: &str, fence: Option<i64>, heartbeat_at: Option<Millis>) -> MyLease {
+    MyLease {
+        claim_id: format!("claim-{resource}"),
+        resource: resource.into(),
+        repo: "github.com/o/r".into(),
+        description: format!("working on {resource}"),
+        files: vec![format!("{resource}/**")],
+        mode: "exclusive".into(),
+        session: "0123456789abcdef".into(),
+        pid: Some(1),
+        pid_start: None,
+        ttl_expires_at: None,
+        fence,
+        state: if fence.is_some() { "held".into() } else { "unconfirmed".into() },
+        claimed_at: T0 - 30 * MIN,
+        heartbeat_at,
+        release_reason: None,
+        release_queued_at: None,
+    }
+}
+
+#[test]
+fn leases_view_shows_who_holds_what_mine_first_with_heartbeat_age_and_stale() {
+    let env = Env::new();
+    let c = env.controller();
+    let mut s = env.poller();
+    s.lease_mine_put(&my_lease("deploy", Some(7), Some(T0 - MIN))).unwrap();
+    s.lease_mine_put(&my_lease("gpu-0", None, None)).unwrap(); // claimed while offline
+    s.lease_cache_replace(
+        &[cached("api", 3, "pc-a", Some("ani"), T0 - 5 * MIN, true), cached("deploy", 7, "pc-b", None, T0 - MIN, false)],
+        12,
+        T0 - MIN,
+    )
+    .unwrap();
+
+    let v = c.leases(T0).unwrap();
+    let rows: Vec<(&str, &str, bool, bool, &str)> =
+        v.leases.iter().map(|l| (l.resource.as_str(), l.holder.as_str(), l.mine, l.stale, l.state)).collect();
+    assert_eq!(
+        rows,
+        [
+            ("deploy", "pc-b/01234567", true, false, "held"),
+            ("gpu-0", "pc-b/01234567", true, false, "unconfirmed"),
+            ("api", "pc-a/ani", false, true, "stale"),
+        ]
+    );
+    let api = &v.leases[2];
+    assert_eq!((api.heartbeat_age_ms, api.repo.as_str(), api.files.clone()), (Some(5 * MIN), "github.com/o/r", vec!["api/**".to_string()]));
+    assert_eq!(v.leases[0].heartbeat_age_ms, Some(MIN));
+    assert_eq!(v.cache_at, Some(T0 - MIN));
+    assert!(v.lost.is_empty());
+    let st = c.status(T0).unwrap();
+    assert_eq!((st.leases.mine, st.leases.stale, st.leases.lost), (2, 0, 0));
+    assert_eq!(st.title, "", "another PC's stale lease is not mine to worry about");
+}
+
+#[test]
+fn a_lease_of_mine_gone_stale_is_noted_in_the_title_and_tooltip() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    env.deliver(&[mail(&id(1), Kind::Note, false, "hi")], T0);
+    env.poller().lease_mine_put(&my_lease("deploy", Some(7), Some(T0))).unwrap();
+    c.refresh(&ui, T0 + 2 * MIN).unwrap();
+    assert!(ui.take_but_menu().contains(&Ev::Title("1".into())), "renewed 2 min ago: fine");
+    assert!(!ui.tooltip.borrow().contains("lease"), "{}", ui.tooltip.borrow());
+
+    // no heartbeat answered for more than 6·H (3 min): stale
+    c.refresh(&ui, T0 + 4 * MIN).unwrap();
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("1 · lease stale".into())]);
+    assert!(ui.tooltip.borrow().contains("lease deploy stale (no heartbeat for 4m)"), "{}", ui.tooltip.borrow());
+    let v = c.leases(T0 + 4 * MIN).unwrap();
+    assert_eq!((v.leases[0].stale, v.leases[0].state), (true, "stale"));
+
+    // the poller's next heartbeat is answered: the note goes
+    env.poller().lease_renewed("deploy", 7, T0 + 4 * MIN + 500).unwrap();
+    c.refresh(&ui, T0 + 4 * MIN + 1000).unwrap();
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("1".into())]);
+    assert!(!ui.tooltip.borrow().contains("lease"));
+
+    // the server lists it stale (e.g. its heartbeats stopped reaching it): noted too
+    env.poller().lease_cache_replace(&[cached("deploy", 7, "pc-b", None, T0, true)], 2, T0 + 5 * MIN).unwrap();
+    c.refresh(&ui, T0 + 5 * MIN).unwrap();
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("1 · lease stale".into())]);
+}
+
+#[test]
+fn a_lease_of_mine_lost_is_noted_for_an_hour_and_listed() {
+    let env = Env::new();
+    let mut c = env.controller();
+    let clock = FakeClock::at(T0);
+    let ui = FakeUi::new(&clock);
+    let mut s = env.poller();
+    s.lease_mine_put(&my_lease("deploy", Some(7), Some(T0))).unwrap();
+    c.refresh(&ui, T0).unwrap();
+    assert!(ui.take_but_menu().contains(&Ev::Title("".into())));
+
+    // the poll says another session took it over
+    s.lease_lost(&LostLease {
+        resource: "deploy".into(),
+        fence: 7,
+        at: T0 + MIN,
+        taken_by: Some("pc-a/ani".into()),
+        reason: Some("holder silent since noon".into()),
+        event: "taken_over".into(),
+    })
+    .unwrap();
+    c.refresh(&ui, T0 + 2 * MIN).unwrap();
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("lease lost".into())]);
+    assert!(ui.tooltip.borrow().contains("lease deploy lost: taken over by pc-a/ani"), "{}", ui.tooltip.borrow());
+    let v = c.leases(T0 + 2 * MIN).unwrap();
+    assert!(v.leases.is_empty(), "no longer held");
+    assert_eq!(v.lost.len(), 1);
+    assert_eq!(v.lost[0].line, "lease deploy was taken over by pc-a/ani: holder silent since noon");
+    let st = c.status(T0 + 2 * MIN).unwrap();
+    assert_eq!((st.leases.mine, st.leases.lost), (0, 1));
+
+    // an hour later it is history
+    c.refresh(&ui, T0 + MIN + LEASE_LOST_NOTE_MS + 1).unwrap();
+    assert_eq!(ui.take_but_menu(), vec![Ev::Title("".into())]);
+    assert!(c.leases(T0 + MIN + LEASE_LOST_NOTE_MS + 1).unwrap().lost.is_empty());
+}
+
+#[derive(Default)]
+struct LeaseRemote {
+    released: std::sync::Mutex<Vec<String>>,
+}
+
+impl Remote for LeaseRemote {
+    fn sync_once(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn other_poller_alive(&self) -> bool {
+        false
+    }
+    fn ack(&self, _: &str) -> Result<(), String> {
+        Err("no".into())
+    }
+    fn reply(&self, _: &str, _: &str) -> Result<String, ReplyError> {
+        Err(ReplyError::NotFound)
+    }
+    fn lease_release(&self, resource: &str) -> Result<LeaseReleased, String> {
+        self.released.lock().unwrap().push(resource.to_string());
+        Ok(LeaseReleased { released: true, queued: false })
+    }
+}
+
+#[test]
+fn release_goes_to_the_remote_for_my_own_lease_only() {
+    let env = Env::new();
+    let c = env.controller();
+    let mut s = env.poller();
+    s.lease_mine_put(&my_lease("deploy", Some(7), Some(T0))).unwrap();
+    s.lease_cache_replace(&[cached("api", 3, "pc-a", Some("ani"), T0, false), cached("deploy", 7, "pc-b", None, T0, false)], 3, T0)
+        .unwrap();
+    let r = LeaseRemote::default();
+    assert_eq!(c.release_lease(&r, "deploy").unwrap(), LeaseReleased { released: true, queued: false });
+    let e = c.release_lease(&r, "api").unwrap_err();
+    assert_eq!(e.code(), "not_found", "another PC's lease: {e}");
+    assert_eq!(*r.released.lock().unwrap(), vec!["deploy".to_string()]);
 }

@@ -57,7 +57,7 @@ fn decision_request_from_another_pc_seen_and_answered_through_the_client() {
     assert_eq!((st.counts.unread, st.counts.decisions, st.badge, st.title.as_str()), (1, 1, "attention", "1"));
     let notes = ctl.notifications_for(&report.to_notify);
     assert_eq!(notes.len(), 1);
-    assert!(notes[0].title.contains("decision request from pc-a"), "{}", notes[0].title);
+    assert!(notes[0].title.contains("[decision request] from pc-a"), "{}", notes[0].title);
 
     // open in the window: seen locally, then the client's flush sends the mark
     let remote = ClientRemote::new(pb.clone());
@@ -144,4 +144,58 @@ fn ack_on_a_notification_is_done_on_the_server_through_the_clis_ack() {
     assert_eq!(mails[0].timeline.last().unwrap().by, "pc-b", "acked as `pcmail ack` on pc-b does");
     // a second Ack sends nothing
     assert_eq!(ctl.notification_action(&ui, &remote, &id, "ack").unwrap(), pcmail_tray::ActionOutcome::AlreadyFinished);
+}
+
+/// Issue 10 point 8: Release in the Leases view for a lease of this PC goes
+/// through `pcmail_api::leases::lease_release` (what `pcmail lease release`
+/// runs): the server ends it, and the next poll empties the view.
+#[test]
+fn release_from_the_leases_view_ends_the_lease_on_the_server() {
+    use pcmail_client::leases::{ClaimOutcome, ClaimRequest};
+    use pcmail_core::lease::{ListArgs, Mode};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("server.db");
+    let pb = pc(dir.path(), "pc-b", &db);
+    let mut b = Client::open(pb.clone()).unwrap();
+    b.sync_once(0).unwrap();
+    let me = pcmail_client::process::ProcId::of(std::process::id() as i64);
+    let out = b
+        .lease_claim(&ClaimRequest {
+            resource: "staging-deploy".into(),
+            repo: "github.com/o/r".into(),
+            description: "deploying 0.4".into(),
+            files: vec!["deploy/**".into()],
+            mode: Mode::Exclusive,
+            session: "sess-0001".into(),
+            name: Some("ani".into()),
+            follow: me,
+            ttl_ms: None,
+            takeover: None,
+        })
+        .unwrap();
+    assert!(matches!(out, ClaimOutcome::Granted { .. }), "{out:?}");
+    b.sync_once(0).unwrap(); // the poll fills the lease cache the view reads
+
+    let ctl = Controller::new(Store::open(&pb.store()).unwrap(), "pc-b", 2_000);
+    let now = pcmail_client::system_now();
+    let v = ctl.leases(now).unwrap();
+    assert_eq!(v.leases.len(), 1, "{v:?}");
+    let l = &v.leases[0];
+    assert_eq!((l.resource.as_str(), l.holder.as_str(), l.mine, l.stale, l.state), ("staging-deploy", "pc-b/ani", true, false, "held"));
+
+    let remote = ClientRemote::new(pb.clone());
+    let r = ctl.release_lease(&remote, "staging-deploy").unwrap();
+    assert!(r.released && !r.queued, "{r:?}");
+    let live: Vec<_> = b
+        .lease_list(ListArgs { resource: Some("staging-deploy".into()), ..Default::default() })
+        .unwrap()
+        .leases
+        .into_iter()
+        .filter(|l| l.state.is_live())
+        .collect();
+    assert!(live.is_empty(), "the server lists no holder: {live:?}");
+    b.sync_once(0).unwrap();
+    assert!(ctl.leases(pcmail_client::system_now()).unwrap().leases.is_empty());
+    // a second release: this PC holds no such lease
+    assert_eq!(ctl.release_lease(&remote, "staging-deploy").unwrap_err().code(), "not_found");
 }
