@@ -51,6 +51,8 @@ fn config() -> Config {
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),
+        tls_fingerprint: None,
+        jobs: Default::default(),
     }
 }
 
