@@ -9,6 +9,9 @@
 mod error;
 pub mod features;
 pub mod leases;
+pub mod lease_checks;
+pub mod admin;
+pub mod codemap;
 pub mod handoffs;
 
 pub use error::{exit_of_client, ApiError, Exit};

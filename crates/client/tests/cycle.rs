@@ -49,6 +49,7 @@ fn config(label: &str) -> Config {
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),
+        leases: Default::default(),
     }
 }
 

@@ -32,6 +32,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),
+        leases: Default::default(),
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
     };
     let t = Embedded::open(db, label, clock).unwrap();

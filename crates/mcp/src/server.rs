@@ -137,7 +137,7 @@ impl PcmailMcp {
     }
 
     /// Bad arguments answer the usage error without opening anything.
-    async fn with_client<A, T, F>(&self, group: Group, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
+    pub(crate) async fn with_client<A, T, F>(&self, group: Group, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
     where
         A: Send + 'static,
         T: Serialize + Send + 'static,
@@ -150,9 +150,10 @@ impl PcmailMcp {
         Ok(to_result(self.run_client(group, move |c| op(c, a)).await?))
     }
 
-    /// The mail tools and the handoff/memory tools (crate::handoff_tools).
+    /// The mail tools, the handoff/memory tools (crate::handoff_tools), and
+    /// the code map and admin tools (crate::admin_tools).
     fn all_tools() -> ToolRouter<Self> {
-        Self::tool_router() + Self::handoff_tool_router()
+        Self::tool_router() + Self::handoff_tool_router() + Self::admin_tool_router()
     }
 
     /// Runs `op` on the PC's files only (no server, no token).

@@ -24,6 +24,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         retention_days: None,
         subject_tags: None,
         handoffs: Default::default(),
+        leases: Default::default(),
     }
     .save(&paths)
     .unwrap();
