@@ -21,8 +21,13 @@ pub fn covers(pattern: &str, path: &str) -> bool {
     if pat.is_empty() {
         return false;
     }
-    if !pat.contains(['*', '?']) {
+    let Some(wild) = pat.find(['*', '?']) else {
         return path == pat || path.strip_prefix(pat).is_some_and(|rest| rest.starts_with('/'));
+    };
+    // What comes before the first wildcard is matched literally from the
+    // start: most patterns of a big cache are refused here, without splitting.
+    if !path.starts_with(&pat[..wild]) {
+        return false;
     }
     let p: Vec<&str> = pat.split('/').collect();
     let f: Vec<&str> = path.split('/').collect();
@@ -292,6 +297,10 @@ mod tests {
             ("Cargo.toml", "Cargo.toml", true),
             ("Cargo.toml", "crates/x/Cargo.toml", false),
             ("src/ma?n.rs", "src/main.rs", true),
+            ("crates/m5/**", "crates/m50/x.rs", false),
+            ("crates/m5*/**", "crates/m50/x.rs", true),
+            ("crates/m5/**", "src/main.rs", false),
+            ("./src/*.rs", "src/main.rs", true),
             ("", "x", false),
         ] {
             assert_eq!(covers(p, f), want, "{p} ~ {f}");
