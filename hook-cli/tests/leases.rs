@@ -218,6 +218,51 @@ fn an_old_lease_view_adds_one_line_of_context() {
     assert!(o["additionalContext"].as_str().unwrap().contains("lease view is"), "{v}");
 }
 
+
+/// Gemini CLI's `BeforeTool` on its file tools (`write_file`, `replace`),
+/// with the payload its hooks reference documents: the same guard as Claude
+/// Code's Edit/Write, answered in Gemini's shape (top-level `decision` and
+/// `reason`; `hookSpecificOutput.permissionDecision` means nothing there).
+#[test]
+fn gemini_before_tool_on_write_file_and_replace_goes_through_the_same_guard() {
+    let f = Fixture::new();
+    let gemini = |tool: &str, tool_input: Value| {
+        f.hook(json!({
+            "session_id": "gemini-7",
+            "transcript_path": "/home/kim/.gemini/tmp/abc/chats/session.json",
+            "cwd": f.repo,
+            "hook_event_name": "BeforeTool",
+            "timestamp": "2026-11-30T09:00:00.000Z",
+            "tool_name": tool,
+            "tool_input": tool_input,
+        }))
+    };
+    let login = f.repo.join("src/auth/login.rs");
+    for (tool, input) in [
+        ("replace", json!({"file_path": login, "old_string": "fn a() {}", "new_string": "fn b() {}"})),
+        ("write_file", json!({"file_path": f.repo.join("src/auth/new.rs"), "content": "x"})),
+    ] {
+        let v = gemini(tool, input).unwrap_or_else(|| panic!("{tool}: denied"));
+        assert_eq!(v["decision"], "deny", "{v}");
+        let why = v["reason"].as_str().unwrap();
+        assert!(why.contains("`auth`") && why.contains("pc-b/ani") && why.contains("pcmail send pc-b"), "{why}");
+        assert_eq!(v.get("hookSpecificOutput"), None, "{v}");
+    }
+    // Outside the lease, under the shared one, a tool that does not write: no decision.
+    for (tool, input) in [
+        ("replace", json!({"file_path": f.repo.join("src/main.rs"), "old_string": "a", "new_string": "b"})),
+        ("write_file", json!({"file_path": f.repo.join("docs/a.md"), "content": "x"})),
+        ("read_file", json!({"path": login})),
+        ("run_shell_command", json!({"command": "echo > src/auth/login.rs"})),
+    ] {
+        assert_eq!(gemini(tool, input.clone()), None, "{tool} {input}");
+    }
+    // An old lease view: a note for the user (Gemini's BeforeTool has no context field).
+    f.store().meta_set_i64(sl::LEASE_CACHE_AT, 1).unwrap();
+    let v = gemini("replace", json!({"file_path": f.repo.join("src/main.rs")})).expect("a note");
+    assert!(v["systemMessage"].as_str().unwrap().contains("lease view is"), "{v}");
+    assert_eq!(v.get("decision"), None);
+}
 #[test]
 fn session_end_queues_the_release_unless_the_process_goes_on() {
     let f = Fixture::new();

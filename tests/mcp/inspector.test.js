@@ -19,9 +19,10 @@ const inspector = require.resolve('@modelcontextprotocol/inspector/package.json'
   .replace(/package\.json$/, 'clients/launcher/build/index.js');
 
 const TOOLS = ['ack', 'alerts', 'fail', 'handoff_close', 'handoff_list', 'handoff_new', 'handoff_pickup',
-  'handoff_rollup', 'handoff_show', 'inbox', 'job_cancel', 'job_list', 'job_run', 'job_status', 'lease_check', 'lease_claim', 'lease_list',
-  'lease_release', 'lease_takeover', 'memory_add', 'memory_search', 'memory_show', 'name', 'read', 'reply', 'roster',
-  'roster_add', 'roster_remove', 'send', 'sent', 'status', 'sync', 'wait_for', 'who'];
+  'handoff_rollup', 'handoff_show', 'inbox', 'job_cancel', 'job_list', 'job_run', 'job_status', 'lease_check',
+  'lease_claim', 'lease_list', 'lease_release', 'lease_takeover', 'map', 'map_check', 'memory_add', 'memory_search',
+  'memory_show', 'name', 'read', 'reply', 'roster', 'roster_add', 'roster_enrol', 'roster_log', 'roster_remove',
+  'roster_require_credentials', 'roster_revoke', 'send', 'sent', 'status', 'sync', 'token_rotate', 'wait_for', 'who'];
 
 let dir;
 const home = (pc) => path.join(dir, pc);
@@ -144,6 +145,44 @@ test('tools/call: every tool, across two PCs', () => {
   assert.equal(ok('pc-b', 'lease_check', { resource: 'staging-deploy', fence }).current, false);
 });
 
+test('the code map and the admin tools: map, map_check, and the credential commands on the embedded default', () => {
+  const repoDir = path.join(dir, 'maprepo');
+  fs.mkdirSync(repoDir);
+  fs.writeFileSync(path.join(repoDir, 'lib.rs'), '/// Hi.\npub fn hi() {}\n');
+  let e = call('pc-a', 'map_check', { repo: repoDir }).result.structuredContent.error;
+  assert.deepEqual([e.code, e.exit], ['map_stale', 15]);
+  const m = ok('pc-a', 'map', { repo: repoDir });
+  assert.equal(m.files, 1);
+  assert.equal(ok('pc-a', 'map_check', { repo: repoDir }).files, 1);
+  assert.deepEqual(JSON.parse(pcmail('pc-a', ['--json', 'map', '--repo', repoDir, '--check'])),
+    ok('pc-a', 'map_check', { repo: repoDir }), 'the same report as the CLI');
+
+  // The embedded default has no join codes: roster_enrol adds the PC directly, as `roster add` does.
+  assert.ok(ok('pc-a', 'roster_enrol', { label: 'pc-e', hostname: 'host-e' }).version > 0);
+  assert.ok(ok('pc-a', 'roster').pcs.some((p) => p.label === 'pc-e'));
+  e = call('pc-a', 'roster_enrol', { label: 'pc-f' }).result.structuredContent.error;
+  assert.deepEqual([e.code, e.exit], ['usage', 2], JSON.stringify(e));
+  // The credential commands answer as the CLI does on the same PC (exit codes included).
+  for (const [tool, args, cli] of [
+    ['roster_revoke', { label: 'pc-e' }, ['roster', 'revoke', 'pc-e']],
+    ['roster_log', { limit: 5 }, ['roster', 'log', '--limit', '5']],
+    ['roster_require_credentials', { on: false }, ['roster', 'require-credentials', '--off']],
+    ['token_rotate', {}, ['token', 'rotate']],
+  ]) {
+    const r = call('pc-a', tool, args);
+    const c = spawnSync(bin, ['--json', ...cli], { env: { ...process.env, PCMAIL_HOME: home('pc-a') }, encoding: 'utf8' });
+    if (r.result.isError) {
+      assert.equal(r.result.structuredContent.error.exit, c.status, `${tool}: ${JSON.stringify(r.result)} vs ${c.stderr}`);
+    } else {
+      assert.equal(c.status, 0, c.stderr);
+      // The CLI ran second: a revoke or a switch it repeats says `changed: false`; `now` is the server's clock.
+      const same = (v) => { const o = { ...v }; delete o.changed; delete o.now; return o; };
+      assert.deepEqual(same(r.result.structuredContent), same(JSON.parse(c.stdout)), tool);
+    }
+  }
+  ok('pc-a', 'roster_remove', { label: 'pc-e' });
+});
+
 test('tool errors carry the CLI exit codes: candidates for an unknown address, the rule for a refusal', () => {
   pcmail('pc-a', ['roster', 'add', 'kim-laptop', '--hostname', 'kl']);
   let r = call('pc-a', 'send', { to: 'kim', body: 'x' });
@@ -203,6 +242,13 @@ test('bad arguments: a structured usage error (exit 2, as the CLI) naming the ar
     ['memory_search', {}, 'words'],
     ['name', {}, 'name'],
     ['who', { all: [1] }, 'all'],
+    ['map', { llms_budget: [1] }, 'llms_budget'],
+    ['map_check', { repo: [7] }, 'repo'],
+    ['roster_enrol', { hostname: 'h' }, 'label'],
+    ['roster_revoke', {}, 'label'],
+    ['roster_log', { limit: -1 }, 'limit'],
+    ['roster_require_credentials', { on: [false] }, 'on'],
+    ['token_rotate', { force: true }, 'force'],
   ];
   assert.deepEqual([...new Set(cases.map((c) => c[0]))].sort(), TOOLS, 'every tool is covered');
   for (const [tool, args, field] of cases) {

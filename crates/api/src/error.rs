@@ -76,6 +76,13 @@ pub enum ApiError {
     /// No such item that is not a mail (a handoff, a memory topic): exit 7.
     #[error("{0}")]
     Missing(String),
+    /// The resource itself is still in use (a `[[leases.checks]]` command
+    /// answered busy): the takeover is refused, exit 10 as for a held lease.
+    #[error("{0}")]
+    Busy(String),
+    /// `map --check`: the code map is out of date (exit 15).
+    #[error("{0}")]
+    MapStale(String),
 }
 
 impl From<StoreError> for ApiError {
@@ -129,6 +136,8 @@ impl ApiError {
             ApiError::Unsupported { .. } => Exit::Refused,
             ApiError::Local(_) => Exit::Local,
             ApiError::Missing(_) => Exit::NotFound,
+            ApiError::Busy(_) => Exit::LeaseHeld,
+            ApiError::MapStale(_) => Exit::MapStale,
         }
     }
 
@@ -211,6 +220,8 @@ mod tests {
             (ClientError::Timeout { id: "m".into(), wanted: "seen".into(), state: "new".into() }.into(), 8, "timeout"),
             (ClientError::Config(ConfigError::NoHome).into(), 9, "local"),
             (ApiError::Missing("no handoff \"x\"".into()), 7, "not_found"),
+            (ApiError::Busy("gpu-0 is in use".into()), 10, "held"),
+            (ApiError::MapStale("the code map is stale".into()), 15, "map_stale"),
         ];
         for (e, exit, code) in cases {
             assert_eq!(e.exit() as i32, exit, "{e}");

@@ -3,9 +3,9 @@
 //! it is decided here, once, for both front ends.
 
 use crate::{optional_not_null, ApiError, Result};
-use pcmail_client::leases::{ClaimOutcome, ClaimRequest, ReleaseDone};
+use pcmail_client::leases::{holder_label, ClaimOutcome, ClaimRequest, ReleaseDone};
 use pcmail_client::{Client, ClientError};
-use pcmail_core::lease::{CheckAnswer, Lease, ListArgs, Mode, Takeover};
+use pcmail_core::lease::{CheckAnswer, Evidence, Lease, ListArgs, Mode, Takeover};
 use pcmail_local::process::{self, ProcId};
 use pcmail_store::leases::{self as sl, MyLease};
 use schemars::JsonSchema;
@@ -188,14 +188,19 @@ pub struct LeaseTakeoverArgs {
     pub name: Option<String>,
 }
 
-/// `lease takeover`: takes a lease someone else holds, only with evidence
+/// `lease takeover`: takes a resource someone else holds, only with evidence
 /// (the holder's process is gone on this PC; its session ended; or `force`).
+/// Held by several `shared` holders, every one of them must accept the same
+/// evidence (the server checks each; this says first which one would not).
+/// A `[[leases.checks]]` command matching the resource runs first: exit 0
+/// (busy) refuses the takeover before the server is asked.
 pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<LeaseClaimResult> {
     if a.reason.trim().is_empty() {
         return Err(ApiError::Usage("a takeover needs --reason".into()));
     }
     let list = client.lease_list(ListArgs { resource: Some(a.resource.clone()), ..Default::default() }).map_err(unsupported)?;
-    let current = list.leases.into_iter().find(|l| l.state.is_live() && l.mode == Mode::Exclusive).or(None);
+    // The takeover claims exclusively: every live lease of the resource is in the way.
+    let current: Vec<Lease> = list.leases.into_iter().filter(|l| l.state.is_live()).collect();
     let mut args = LeaseClaimArgs {
         resource: a.resource.clone(),
         description: a.description.clone().unwrap_or_default(),
@@ -205,23 +210,66 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
         name: a.name.clone(),
         ..Default::default()
     };
-    let takeover = match &current {
+    let takeover = match current.first() {
         None => None,
-        Some(l) => {
+        Some(first) => {
             if a.description.is_none() {
-                args.description = l.description.clone();
+                args.description = first.description.clone();
             }
             if a.files.is_none() {
-                args.files = l.files.clone();
+                let mut files: Vec<String> = current.iter().flat_map(|l| l.files.iter().cloned()).collect();
+                files.dedup();
+                args.files = files;
             }
-            args.repo = Some(l.repo.clone());
-            let (evidence, detail) = client.takeover_evidence(l, a.force).map_err(unsupported)?;
-            Some(Takeover { evidence, reason: a.reason.clone(), detail })
+            args.repo = Some(first.repo.clone());
+            let holders = current.iter().map(|l| holder_label(&l.holder)).collect::<Vec<_>>().join(", ");
+            let check = match client.config.leases.check_for(&a.resource) {
+                Some(c) => Some(crate::lease_checks::run(c, &a.resource, &holders)?),
+                None => None,
+            };
+            let (evidence, detail) = common_evidence(client, &current, a.force)?;
+            let detail = [detail, check.map(|c| c.detail)].into_iter().flatten().collect::<Vec<_>>().join("; ");
+            Some(Takeover { evidence, reason: a.reason.clone(), detail: (!detail.is_empty()).then_some(detail) })
         }
     };
     let (req, follows) = request(client, &args, takeover)?;
     let outcome = client.lease_claim(&req).map_err(unsupported)?;
     Ok(LeaseClaimResult { outcome, follows })
+}
+
+/// One piece of evidence every current holder accepts: `force` when asked;
+/// else each holder's own (process gone on this PC, session ended across
+/// PCs), which must agree, or `session_ended` when every lease is stale.
+fn common_evidence(client: &Client, current: &[Lease], force: bool) -> Result<(Evidence, Option<String>)> {
+    let mut each = vec![];
+    for l in current {
+        let (e, d) = client.takeover_evidence(l, force).map_err(|e| match e {
+            // Name the holder when several hold it.
+            ClientError::Invalid(m) if current.len() > 1 => {
+                ClientError::Invalid(format!("{m} (one of {} holders; every one must be gone)", current.len()))
+            }
+            e => e,
+        })?;
+        each.push((e, d));
+    }
+    let first = each[0].0;
+    let details = each.iter().filter_map(|(_, d)| d.clone()).collect::<Vec<_>>().join("; ");
+    let details = (!details.is_empty()).then_some(details);
+    if each.iter().all(|(e, _)| *e == first) {
+        return Ok((first, details));
+    }
+    // Some holders on this PC (process gone), some elsewhere (session ended):
+    // one kind of evidence for all only when all are stale.
+    if current.iter().all(|l| l.stale) {
+        return Ok((Evidence::SessionEnded, details));
+    }
+    let fresh: Vec<String> = current.iter().filter(|l| !l.stale).map(|l| holder_label(&l.holder)).collect();
+    Err(ApiError::Usage(format!(
+        "the holders of {} need different evidence (a process gone on this PC, a session ended elsewhere) and {} \
+         still renews: wait until its lease is stale (3 minutes), or --force with a reason",
+        current[0].resource,
+        fresh.join(", ")
+    )))
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]

@@ -10,6 +10,9 @@ mod error;
 pub mod features;
 pub mod jobs;
 pub mod leases;
+pub mod lease_checks;
+pub mod admin;
+pub mod codemap;
 pub mod handoffs;
 pub mod sessions;
 

@@ -4,7 +4,8 @@
 //! fsyncs with strace), and one session prompting again and again.
 //! `pcmail-bench-pc lease [runs]` — `pcmail lease claim` and `release` as
 //! whole processes on the embedded default, and the PreToolUse lease guard
-//! (`pcmail-hook`) with 1,000 leases in the cache, beside /bin/true.
+//! (`pcmail-hook`; Gemini's BeforeTool too) with 1,000 leases in the cache,
+//! interleaved with /bin/true and the UserPromptSubmit hook on the same store.
 //! `pcmail-bench-pc handoffs [runs]` — issue 11: SessionStart with 200
 //! handoffs, a rollup and 500 memory entries; `pcmail handoff new` (src/handoffs.rs).
 //! `pcmail-bench-pc jobs [runs]` — issue 13: submit → running on a long-polling PC (src/jobs.rs).
@@ -620,34 +621,75 @@ fn lease_bench(runs: usize) -> Result<()> {
         .into_bytes()
     };
     let (allow_in, deny_in) = (edit("src/main.rs"), edit("crates/m999/src/lib.rs"));
-    let (mut allowed, mut denied, mut truth2) = (vec![], vec![], vec![]);
-    let guard = |input: &[u8]| -> Result<Sample> {
+    // Gemini CLI's BeforeTool on `replace`: the same guard, Gemini's answer shape.
+    let gemini_in = serde_json::json!({"session_id": "bench-g", "hook_event_name": "BeforeTool", "cwd": repo,
+        "timestamp": "2026-11-30T09:00:00.000Z", "tool_name": "replace",
+        "tool_input": {"file_path": repo.join("crates/m999/src/lib.rs"), "old_string": "a", "new_string": "b"}})
+    .to_string()
+    .into_bytes();
+    // The per-prompt hook on the same PC store, one session prompting again and again.
+    let prompt_in = serde_json::json!({"session_id": "bench-p", "hook_event_name": "UserPromptSubmit", "cwd": repo, "prompt": "go"})
+        .to_string()
+        .into_bytes();
+    let hook_run = |input: &[u8]| -> Result<Sample> {
         let mut c = Command::new(&hook);
         c.env("PCMAIL_HOME", &home).env("PCMAIL_CLAUDE_PID", "0");
         run_measured(&mut c, input)
     };
-    let first_deny = guard(&deny_in)?;
-    if !String::from_utf8_lossy(&first_deny.out).contains("\"deny\"") || !guard(&allow_in)?.out.is_empty() {
+    let first_deny = hook_run(&deny_in)?;
+    if !String::from_utf8_lossy(&first_deny.out).contains("\"deny\"")
+        || !hook_run(&allow_in)?.out.is_empty()
+        || !String::from_utf8_lossy(&hook_run(&gemini_in)?.out).contains("\"decision\":\"deny\"")
+    {
         bail!("the guard did not decide as expected");
     }
-    for _ in 0..runs {
-        allowed.push(guard(&allow_in)?);
-        denied.push(guard(&deny_in)?);
-        truth2.push(run_measured(&mut Command::new("/bin/true"), b"")?);
+    hook_run(&prompt_in)?; // the session is in the registry: the prompts that follow take the usual path
+    // Interleaved, the order rotating every run, so every figure is taken side by side.
+    let mut series: Vec<(&str, Vec<Sample>)> = vec![
+        ("PreToolUse guard, 1,000 leases: no decision", vec![]),
+        ("PreToolUse guard, 1,000 leases: deny (<= 3 ms)", vec![]),
+        ("Gemini BeforeTool guard, 1,000 leases: deny", vec![]),
+        ("UserPromptSubmit hook, same store", vec![]),
+        ("/bin/true (same loop)", vec![]),
+    ];
+    for i in 0..runs {
+        for k in 0..series.len() {
+            let j = (i + k) % series.len();
+            let sample = match j {
+                0 => hook_run(&allow_in)?,
+                1 => hook_run(&deny_in)?,
+                2 => hook_run(&gemini_in)?,
+                3 => hook_run(&prompt_in)?,
+                _ => run_measured(&mut Command::new("/bin/true"), b"")?,
+            };
+            series[j].1.push(sample);
+        }
     }
-    println!("pcmail lease, {runs} runs each, whole processes, embedded default (wall median / p90, CPU median):");
+    println!("pcmail lease, {runs} runs each, whole processes, embedded default (wall median / p90 / p99, CPU median):");
     let row = |name: &str, v: &[Sample]| {
         let mut w: Vec<Duration> = v.iter().map(|s| s.wall).collect();
         w.sort();
         let cpu: Vec<Duration> = v.iter().map(|s| s.cpu).collect();
-        println!("  {name:<46} {:>7.2} ms  {:>7.2} ms  cpu {:>6.2} ms", ms(pct(&w, 0.5)), ms(pct(&w, 0.9)), ms(median(&cpu)));
+        println!(
+            "  {name:<48} {:>7.2} ms  {:>7.2} ms  {:>7.2} ms  cpu {:>6.2} ms",
+            ms(pct(&w, 0.5)),
+            ms(pct(&w, 0.9)),
+            ms(pct(&w, 0.99)),
+            ms(median(&cpu))
+        );
     };
     row("pcmail lease claim (target <= 10 ms)", &claim);
     row("pcmail lease release (target <= 10 ms)", &release);
     row("/bin/true (same loop)", &truth);
-    row("PreToolUse guard, 1,000 leases: no decision", &allowed);
-    row("PreToolUse guard, 1,000 leases: deny (<= 3 ms)", &denied);
-    row("/bin/true (same loop)", &truth2);
+    for (name, v) in &series {
+        row(name, v);
+    }
+    let med = |v: &[Sample]| ms(median(&v.iter().map(|s| s.wall).collect::<Vec<_>>()));
+    println!(
+        "  guard (deny) / /bin/true: {:.2}x; guard (deny) / UserPromptSubmit hook: {:.2}x",
+        med(&series[1].1) / med(&series[4].1),
+        med(&series[1].1) / med(&series[3].1)
+    );
     println!("  mclaude (seed 001), claim+release as a whole process: 147-168 ms");
     Ok(())
 }

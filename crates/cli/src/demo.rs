@@ -23,6 +23,7 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
         subject_tags: None,
         handoffs: Default::default(),
         jobs: Default::default(),
+        leases: Default::default(),
     };
     config.save(&paths)?;
     let t = transport::Embedded::open(server_db, label, system_now)?;

@@ -438,11 +438,7 @@ fn run_hook() {
     }
 }
 
-fn print_map_report(r: &pcmail_codemap::Report, check: bool, json: bool) {
-    if json {
-        println!("{}", serde_json::to_string(r).unwrap_or_default());
-        return;
-    }
+fn print_map_report(r: &pcmail_codemap::Report, check: bool) {
     let rel = |p: &std::path::Path| p.strip_prefix(&r.repo).unwrap_or(p).display().to_string();
     println!(
         "Code map: {} file{} ({} parsed, {} from the cache), {} failed to parse; skipped {} binary, {} over 1 MiB.",
@@ -589,9 +585,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!(ClientError::Invalid("rotate is for a PC's credential; change the serve secret with `pcmail token set --serve`".into()));
             }
             let mut client = open()?;
-            roster_cmd::require_credentials_feature(&client)?;
-            pcmail_client::creds::rotate(&mut client)?;
-            println!("pcmail: this PC has a new credential (in the OS keyring); the old one no longer works");
+            let r = pcmail_api::admin::token_rotate(&mut client)?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("pcmail: this PC has a new credential (in the OS keyring); the old one no longer works");
+            }
             Ok(())
         }
         Cmd::Token { action, serve } => {
@@ -824,35 +823,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
         Cmd::Demo => demo::run(json),
         Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
-            let repo = match repo {
-                Some(r) => r,
-                None => {
-                    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-                    pcmail_codemap_check::find_repo_root(&cwd).unwrap_or(cwd)
-                }
+            // One pcmail-api function for this and the MCP tools `map` / `map_check`.
+            let args = pcmail_api::codemap::MapArgs {
+                repo: repo.map(|r| r.to_string_lossy().into_owned()),
+                map_file: Some(map_file),
+                llms_file: Some(llms_file),
+                llms_budget: Some(llms_budget),
+                full,
             };
-            let opts = pcmail_codemap::Options { repo, map_file, llms_file, llms_budget };
-            // The cache is an optimisation: without a store the run is a full one.
-            let mut store = if full {
-                None
+            let paths = paths()?;
+            let r = if check { pcmail_api::codemap::map_check(&paths, &args)? } else { pcmail_api::codemap::map(&paths, &args)? };
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
             } else {
-                match paths().and_then(|p| Ok(pcmail_store::Store::open(&p.store())?)) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        eprintln!("pcmail: no cache for the code map ({e:#}); parsing every file");
-                        None
-                    }
+                if let Some(n) = &r.note {
+                    eprintln!("pcmail: {n}");
                 }
-            };
-            let report = if check {
-                match pcmail_codemap::check(&opts, store.as_mut())? {
-                    Ok(r) => r,
-                    Err(stale) => anyhow::bail!(stale),
-                }
-            } else {
-                pcmail_codemap::map(&opts, store.as_mut())?
-            };
-            print_map_report(&report, check, json);
+                print_map_report(&r.report, check);
+            }
             Ok(())
         }
         Cmd::Mcp { action } => mcp(action),

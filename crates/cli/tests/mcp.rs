@@ -15,11 +15,13 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
-const TOOLS: [&str; 34] = [
-    "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup", "handoff_show",
-    "inbox", "job_cancel", "job_list", "job_run", "job_status", "lease_check", "lease_claim", "lease_list", "lease_release",
-    "lease_takeover", "memory_add", "memory_search", "memory_show", "name", "read", "reply", "roster", "roster_add",
-    "roster_remove", "send", "sent", "status", "sync", "wait_for", "who",
+const TOOLS: [&str; 41] = [
+    "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup",
+    "handoff_show", "inbox", "job_cancel", "job_list", "job_run", "job_status", "lease_check", "lease_claim",
+    "lease_list", "lease_release", "lease_takeover", "map", "map_check", "memory_add", "memory_search", "memory_show",
+    "name", "read", "reply", "roster", "roster_add", "roster_enrol", "roster_log", "roster_remove",
+    "roster_require_credentials", "roster_revoke", "send", "sent", "status", "sync", "token_rotate", "wait_for",
+    "who",
 ];
 
 struct Mcp {
@@ -166,6 +168,13 @@ fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing()
         ("name", json!({}), "name"),
         ("name", json!({"name": "ani", "as": "x"}), "as"),
         ("who", json!({"all": true}), "all"),
+        ("map", json!({"llms_budget": "big"}), "llms_budget"),
+        ("map_check", json!({"repo": 7}), "repo"),
+        ("roster_enrol", json!({"hostname": "h"}), "label"),
+        ("roster_revoke", json!({}), "label"),
+        ("roster_log", json!({"limit": -1}), "limit"),
+        ("roster_require_credentials", json!({"on": "off"}), "on"),
+        ("token_rotate", json!({"force": true}), "force"),
     ];
     let mut tools_seen: Vec<&str> = cases.iter().map(|c| c.0).collect();
     tools_seen.sort();
@@ -180,6 +189,78 @@ fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing()
         assert!(e["message"].as_str().unwrap().contains(field), "{tool}: {e}");
     }
     assert!(a.json(&["sent"]).as_array().unwrap().is_empty(), "nothing was sent");
+}
+
+/// The admin's credential commands (issue 14) through both front ends, on
+/// a server with per-PC credentials and the admin secret.
+#[test]
+fn credential_admin_same_result_through_cli_and_mcp() {
+    let (_s, a, _b) = rust_pair();
+    let mcp = Mcp::start(&a);
+    // roster add → a one-time join code: the same shape (the codes are random).
+    let c = a.json(&["roster", "add", "pc-x", "--expires", "2h"]);
+    let m = mcp.ok("roster_enrol", json!({"label": "pc-y", "expires": "2h"}));
+    assert_eq!(c.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
+    assert_eq!((c["label"].as_str(), m["label"].as_str()), (Some("pc-x"), Some("pc-y")));
+    assert_eq!(c["server"], m["server"]);
+    assert_eq!(c["code"].as_str().unwrap().len(), m["code"].as_str().unwrap().len());
+    assert_ne!(c["code"], m["code"]);
+    // With a number: a plain roster entry both ways.
+    let c = a.json(&["roster", "add", "pc-n1", "--hostname", "h1", "--number", "61"]);
+    let m = mcp.ok("roster_enrol", json!({"label": "pc-n2", "hostname": "h2", "number": 62}));
+    assert_eq!(c.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
+    // A bad expiry: exit 2 both ways.
+    same_error(&a, &mcp, &["roster", "add", "pc-z", "--expires", "90d"], "roster_enrol", json!({"label": "pc-z", "expires": "90d"}));
+    // revoke: the first says changed, the repeat (either way) that it already was.
+    // (A join code puts no one on the roster until it is used: revoke a PC added directly.)
+    assert_eq!(a.json(&["roster", "revoke", "pc-n1"])["changed"], true);
+    // The server's answers carry its clock (`now`): the rest is the same.
+    let same = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("now");
+        v
+    };
+    let m = mcp.ok("roster_revoke", json!({"label": "pc-n1"}));
+    assert_eq!(same(m.clone()), same(a.json(&["roster", "revoke", "pc-n1"])));
+    assert_eq!(m["changed"], false);
+    // The audit log: the same entries.
+    let m = mcp.ok("roster_log", json!({"limit": 20}));
+    assert_eq!(same(m.clone()), same(a.json(&["roster", "log", "--limit", "20"])));
+    let actions: Vec<&str> = m["entries"].as_array().unwrap().iter().filter_map(|e| e["action"].as_str()).collect();
+    assert!(actions.iter().any(|x| x.contains("revoke")), "{m}");
+    // require-credentials --off is idempotent: the same answer.
+    let m = mcp.ok("roster_require_credentials", json!({"on": false}));
+    assert_eq!(same(m), same(a.json(&["roster", "require-credentials", "--off"])));
+    // token rotate: this PC's credential comes from PCMAIL_CREDENTIAL, refused (exit 2) both ways.
+    let e = same_error(&a, &mcp, &["token", "rotate"], "token_rotate", json!({}));
+    assert_eq!(e["code"], "usage");
+}
+
+/// The code map (issue 15) through both front ends: the same report, and a
+/// stale map is exit 15 both ways.
+#[test]
+fn map_and_map_check_same_result_through_cli_and_mcp() {
+    let (_s, a, _b) = rust_pair();
+    let mcp = Mcp::start(&a);
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path().to_str().unwrap();
+    std::fs::write(repo.path().join("lib.rs"), "/// Hi.\npub fn hi() {}\n").unwrap();
+    let e = same_error(&a, &mcp, &["map", "--repo", r, "--check"], "map_check", json!({"repo": r}));
+    assert_eq!((e["code"].as_str(), e["exit"].as_i64()), (Some("map_stale"), Some(15)));
+    let m = mcp.ok("map", json!({"repo": r}));
+    assert_eq!(m["files"], 1);
+    assert!(!m["changed"].as_array().unwrap().is_empty(), "written: {m}");
+    // Fresh now: the CLI's --check and the tool give the same report.
+    assert_eq!(mcp.ok("map_check", json!({"repo": r})), a.json(&["map", "--repo", r, "--check"]));
+    // A second `map` writes nothing, both ways alike.
+    let m = mcp.ok("map", json!({"repo": r}));
+    assert_eq!(m, a.json(&["map", "--repo", r]));
+    assert_eq!(m["changed"], json!([]));
+    std::fs::write(repo.path().join("lib.rs"), "pub fn bye() {}\n").unwrap();
+    same_error(&a, &mcp, &["map", "--repo", r, "--check"], "map_check", json!({"repo": r}));
+    // Not a folder: exit 2 both ways.
+    let nope = repo.path().join("nope");
+    let nope = nope.to_str().unwrap();
+    same_error(&a, &mcp, &["map", "--repo", nope], "map", json!({"repo": nope}));
 }
 
 #[test]

@@ -321,13 +321,23 @@ impl Client {
                     let mut marked = l.clone();
                     marked.fence = Some(-1);
                     self.store.lease_mine_put(&marked)?;
+                    // A server without leases never had it to lose: say that,
+                    // not "taken over" (DESIGN.md "Features, not guesses").
+                    let (reason, event) = if p.code == ErrorCode::UnknownOp {
+                        (
+                            format!("claimed while offline; the server has no leases: {}", p.message),
+                            pcmail_local::leases::LOST_UNSUPPORTED,
+                        )
+                    } else {
+                        (format!("claimed while offline, refused on reconnect: {}", p.message), "taken_over")
+                    };
                     self.store.lease_lost(&LostLease {
                         resource: l.resource.clone(),
                         fence: -1,
                         at: now,
                         taken_by: holder.as_ref().map(|h| holder_label(&h.holder)),
-                        reason: Some(format!("claimed while offline, refused on reconnect: {}", p.message)),
-                        event: "taken_over".into(),
+                        reason: Some(reason),
+                        event: event.into(),
                     })?;
                 }
                 Err(e) => return Err(e.into()),

@@ -51,6 +51,7 @@ fn config(label: &str) -> Config {
         subject_tags: None,
         handoffs: Default::default(),
         jobs: Default::default(),
+        leases: Default::default(),
     }
 }
 

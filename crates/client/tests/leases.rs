@@ -42,14 +42,17 @@ fn config(label: &str, db: &Path) -> Config {
         subject_tags: None,
         handoffs: Default::default(),
         jobs: Default::default(),
+        leases: Default::default(),
     }
 }
 
-/// Counts requests; can be switched off like a pulled cable.
+/// Counts requests; can be switched off like a pulled cable, or answer
+/// `lease.*` as a server without the `leases` feature does (`unknown_op`).
 struct Counting {
     inner: Embedded,
     calls: Arc<AtomicUsize>,
     offline: Arc<AtomicBool>,
+    no_leases: Arc<AtomicBool>,
 }
 
 impl Transport for Counting {
@@ -58,6 +61,10 @@ impl Transport for Counting {
             return Err(CallError::Transient("connection refused or no route".into()));
         }
         self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.no_leases.load(Ordering::SeqCst) && op.name().starts_with("lease.") {
+            let msg = format!("unknown op {:?}", op.name());
+            return Err(CallError::Server(pcmail_core::ProtoError::new(pcmail_core::ErrorCode::UnknownOp, msg)));
+        }
         self.inner.call(op)
     }
     fn long_poll(&self) -> bool {
@@ -72,6 +79,7 @@ struct Pc {
     client: Client,
     calls: Arc<AtomicUsize>,
     offline: Arc<AtomicBool>,
+    no_leases: Arc<AtomicBool>,
     paths: Paths,
 }
 
@@ -83,10 +91,16 @@ fn pc(root: &Path, label: &str) -> Pc {
     cfg.save(&paths).unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let offline = Arc::new(AtomicBool::new(false));
-    let t = Counting { inner: Embedded::open(&db, label, clock).unwrap(), calls: calls.clone(), offline: offline.clone() };
+    let no_leases = Arc::new(AtomicBool::new(false));
+    let t = Counting {
+        inner: Embedded::open(&db, label, clock).unwrap(),
+        calls: calls.clone(),
+        offline: offline.clone(),
+        no_leases: no_leases.clone(),
+    };
     let mut client = Client::with(paths.clone(), cfg, Box::new(t), clock).unwrap();
     client.sync_once(0).unwrap();
-    Pc { client, calls, offline, paths }
+    Pc { client, calls, offline, no_leases, paths }
 }
 
 fn claim(resource: &str, session: &str, follow: Option<ProcId>) -> ClaimRequest {
@@ -222,4 +236,28 @@ fn offline_a_claim_is_kept_unconfirmed_and_claimed_on_reconnect() {
     assert_eq!(mine.len(), 1);
     assert!(mine[0].fence.is_some_and(|f| f > 0), "{mine:?}");
     assert_eq!(live(&mut b.client, "docs")[0].holder.pc, "pc-a");
+}
+
+/// Issue 10 point 3: a lease claimed offline against a server that turns out
+/// to have no leases at all is not "taken over" or "lost" to someone: the
+/// session is told once that the server has no leases.
+#[test]
+fn an_unconfirmed_claim_against_a_server_without_leases_says_so_not_lost() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = pc(root.path(), "pc-a");
+    let input = hook::HookInput { session_id: "sess-a".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
+    hook::dispatch(&a.paths, &input, clock()).unwrap();
+    a.offline.store(true, Ordering::SeqCst);
+    a.no_leases.store(true, Ordering::SeqCst);
+    let me = ProcId::of(std::process::id() as i64).unwrap();
+    let ClaimOutcome::Unconfirmed { .. } = a.client.lease_claim(&claim("docs", "sess-a", Some(me))).unwrap() else { panic!() };
+    // Back online: the server answers lease.claim with unknown_op.
+    a.offline.store(false, Ordering::SeqCst);
+    a.client.sync_once(0).unwrap();
+    assert!(a.client.store.leases_mine().unwrap().is_empty(), "not kept as held or unconfirmed");
+    let out = hook::dispatch(&a.paths, &input, clock()).unwrap().output.expect("one line");
+    assert!(out.contains("lease docs is not held: the server has no leases"), "{out}");
+    assert!(!out.contains("taken over") && !out.contains("lost"), "{out}");
+    assert_eq!(hook::dispatch(&a.paths, &input, clock()).unwrap().output, None, "once");
 }

@@ -53,6 +53,7 @@ fn config() -> Config {
         handoffs: Default::default(),
         tls_fingerprint: None,
         jobs: Default::default(),
+        leases: Default::default(),
     }
 }
 

@@ -34,6 +34,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
         subject_tags: None,
         handoffs: Default::default(),
         jobs: Default::default(),
+        leases: Default::default(),
         hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
     };
     let t = Embedded::open(db, label, clock).unwrap();

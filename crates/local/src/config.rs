@@ -144,6 +144,43 @@ pub struct Config {
     /// `[jobs]`: the commands other sessions may run on this PC (issue 13).
     #[serde(default, skip_serializing_if = "crate::jobconf::JobsConfig::is_empty")]
     pub jobs: crate::jobconf::JobsConfig,
+    /// `[leases]`: checks that run before a takeover (issue 10 point 2).
+    #[serde(default, skip_serializing_if = "LeaseSettings::is_empty")]
+    pub leases: LeaseSettings,
+}
+
+/// `[leases]` in config.toml.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseSettings {
+    /// `[[leases.checks]]`: before `pcmail lease takeover` asks the server,
+    /// the first check whose pattern matches the resource runs; exit 0 means
+    /// the resource is still busy and the takeover is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<LeaseCheck>,
+}
+
+impl LeaseSettings {
+    fn is_empty(&self) -> bool {
+        self.checks.is_empty()
+    }
+    /// The check for `resource`: the first whose pattern matches it.
+    pub fn check_for(&self, resource: &str) -> Option<&LeaseCheck> {
+        self.checks.iter().find(|c| crate::leases::resource_matches(&c.pattern, resource))
+    }
+}
+
+/// One resource kind's busy check: `pattern = "gpu-*"`, `argv = ["sh", "-c",
+/// "nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q ."]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseCheck {
+    /// The resource names it checks: `*` any characters (also `/` and `:`), `?` one.
+    pub pattern: String,
+    /// The command and its arguments (no shell unless you name one); it gets
+    /// PCMAIL_LEASE_RESOURCE and PCMAIL_LEASE_HOLDER in its environment.
+    pub argv: Vec<String>,
+    /// Seconds it may run before the takeover is refused as unverified (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
 }
 
 /// `[handoffs]` in config.toml.
@@ -219,6 +256,7 @@ impl Config {
             subject_tags: None,
             handoffs: HandoffSettings::default(),
             jobs: Default::default(),
+            leases: LeaseSettings::default(),
         }
     }
 

@@ -407,8 +407,10 @@ fn server_offset(store: &Store) -> Millis {
     store.meta_i64(meta::SERVER_OFFSET_MS).ok().flatten().unwrap_or(0)
 }
 
-/// The tools whose edits the lease guard checks.
-pub const GUARDED_TOOLS: [&str; 4] = ["Edit", "Write", "MultiEdit", "NotebookEdit"];
+/// The tools whose edits the lease guard checks: Claude Code's (Codex CLI
+/// sends the same names), and Gemini CLI's file-writing tools (`write_file`,
+/// `replace`: its tools reference), which take `file_path` too.
+pub const GUARDED_TOOLS: [&str; 6] = ["Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "replace"];
 
 /// PreToolUse: denies an edit of a file under another session's exclusive
 /// lease in the same repo, from the local cache only. Otherwise no decision
@@ -424,25 +426,43 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
         let Some(cwd) = input.cwd.as_deref() else { return Ok(None) };
         path = Path::new(cwd).join(path);
     }
-    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+    // The cheap refusals first: outside any repo, no store to open.
     let Some((info, rel)) = repo::repo_relative(&path) else { return Ok(None) };
-    let leases = sl::cache_exclusive_in_repo(store.conn(), &info.id)?;
-    let out = |key: &str, text: String| {
-        let mut o = json!({ "hookEventName": "PreToolUse" });
-        o[key] = Value::String(text);
-        if key == "permissionDecisionReason" {
-            o["permissionDecision"] = json!("deny");
-        }
-        json!({ "hookSpecificOutput": o }).to_string()
-    };
+    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+    // Only the leases covering this file are read whole; the config and the
+    // session's own leases only when one does.
+    let leases = lease_view::covering_exclusive(store.conn(), &info.id, &rel)?;
     if !leases.is_empty() {
         let config = Config::load(paths)?;
         let me = Me::load(store.conn(), &config.label, &input.session_id);
         if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-            return Ok(Some(out("permissionDecisionReason", lease_view::refusal(l, &rel, now + server_offset(&store)))));
+            return Ok(Some(guard_output(input.event, GuardSays::Deny(lease_view::refusal(l, &rel, now + server_offset(&store))))));
         }
     }
-    Ok(lease_view::cache_age_line(store.conn(), now).map(|line| out("additionalContext", line)))
+    Ok(lease_view::cache_age_line(store.conn(), now).map(|line| guard_output(input.event, GuardSays::Context(line))))
+}
+
+/// What the guard has to say: a refusal, or a line of context.
+pub enum GuardSays {
+    Deny(String),
+    Context(String),
+}
+
+/// The guard's answer in the agent's own shape: Claude Code's
+/// `hookSpecificOutput.permissionDecision`; Gemini CLI's `BeforeTool` reads
+/// a top-level `decision`/`reason` (the reason goes to the model as the
+/// tool's error) and has no context for a tool call, so the note about an
+/// old lease view goes to the user as its `systemMessage`.
+pub fn guard_output(event: Event, says: GuardSays) -> String {
+    match (event, says) {
+        (Event::BeforeTool, GuardSays::Deny(reason)) => json!({ "decision": "deny", "reason": reason }),
+        (Event::BeforeTool, GuardSays::Context(line)) => json!({ "systemMessage": line }),
+        (_, GuardSays::Deny(reason)) => json!({ "hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason } }),
+        (_, GuardSays::Context(line)) => json!({ "hookSpecificOutput": {
+            "hookEventName": "PreToolUse", "additionalContext": line } }),
+    }
+    .to_string()
 }
 
 /// SessionEnd: records the end; unless the reason is `clear` or `resume`

@@ -21,12 +21,23 @@ pub fn covers(pattern: &str, path: &str) -> bool {
     if pat.is_empty() {
         return false;
     }
-    if !pat.contains(['*', '?']) {
+    let Some(wild) = pat.find(['*', '?']) else {
         return path == pat || path.strip_prefix(pat).is_some_and(|rest| rest.starts_with('/'));
+    };
+    // What comes before the first wildcard is matched literally from the
+    // start: most patterns of a big cache are refused here, without splitting.
+    if !path.starts_with(&pat[..wild]) {
+        return false;
     }
     let p: Vec<&str> = pat.split('/').collect();
     let f: Vec<&str> = path.split('/').collect();
     match_segments(&p, &f)
+}
+
+/// Whether a resource name matches a `[[leases.checks]]` pattern: `*` any
+/// characters (`/` and `:` too: `gpu-*` matches `gpu-a:2`), `?` one.
+pub fn resource_matches(pattern: &str, resource: &str) -> bool {
+    match_name(pattern.as_bytes(), resource.as_bytes())
 }
 
 fn match_segments(p: &[&str], f: &[&str]) -> bool {
@@ -96,6 +107,62 @@ impl Me<'_> {
     }
 }
 
+/// Whether any pattern of a lease's `files` (the cache's JSON array) covers
+/// `rel`; read without allocating when no pattern has a JSON escape.
+pub fn files_cover(files_json: &str, rel: &str) -> bool {
+    match serde_json::from_str::<Vec<&str>>(files_json) {
+        Ok(globs) => globs.iter().any(|g| covers(g, rel)),
+        Err(_) => serde_json::from_str::<Vec<String>>(files_json).is_ok_and(|globs| globs.iter().any(|g| covers(g, rel))),
+    }
+}
+
+/// The exclusive leases of `repo` with a pattern covering `rel`, from the
+/// guard cache: one pass over (resource, fence, files) of the repo's rows,
+/// and only a covering row is read whole (the PreToolUse hot path, with
+/// 1,000 leases in the cache).
+pub fn covering_exclusive(conn: &Connection, repo: &str, rel: &str) -> rusqlite::Result<Vec<CachedLease>> {
+    let mut keys: Vec<(String, i64)> = vec![];
+    {
+        let mut st = conn.prepare("SELECT resource, fence, files FROM lease_cache WHERE repo = ?1 AND mode = 'exclusive'")?;
+        let mut rows = st.query([repo])?;
+        while let Some(r) = rows.next()? {
+            if files_cover(r.get_ref(2)?.as_str().unwrap_or("[]"), rel) {
+                keys.push((r.get(0)?, r.get(1)?));
+            }
+        }
+    }
+    if keys.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut st = conn.prepare(
+        "SELECT holder_pc, holder_session, holder_name, description, files, granted_at, heartbeat_at, stale
+         FROM lease_cache WHERE resource = ?1 AND fence = ?2",
+    )?;
+    let mut out = vec![];
+    for (resource, fence) in keys {
+        let l = st.query_row(rusqlite::params![resource, fence], |r| {
+            let files: String = r.get(4)?;
+            Ok(CachedLease {
+                resource: resource.clone(),
+                fence,
+                repo: repo.to_string(),
+                mode: "exclusive".to_string(),
+                holder_pc: r.get(0)?,
+                holder_session: r.get(1)?,
+                holder_name: r.get(2)?,
+                description: r.get(3)?,
+                files: serde_json::from_str(&files).unwrap_or_default(),
+                granted_at: r.get(5)?,
+                heartbeat_at: r.get(6)?,
+                stale: r.get(7)?,
+                json: String::new(),
+            })
+        })?;
+        out.push(l);
+    }
+    Ok(out)
+}
+
 /// The first exclusive lease of another session in `repo` covering `rel`.
 pub fn blocking<'a>(leases: &'a [CachedLease], me: &Me, rel: &str) -> Option<(&'a CachedLease, &'a str)> {
     leases.iter().filter(|l| l.mode == "exclusive" && !me.holds(l)).find_map(|l| {
@@ -137,6 +204,10 @@ pub fn cache_age_line(conn: &Connection, now: Millis) -> Option<String> {
     })
 }
 
+/// A lost lease's event when the server turned out to have no leases at all
+/// (a claim kept unconfirmed offline, answered `unknown_op` on reconnect).
+pub const LOST_UNSUPPORTED: &str = "unsupported";
+
 /// The one line a session gets about a lease it lost.
 pub fn lost_line(l: &LostLease) -> String {
     let reason = l.reason.as_deref().map(|r| format!(": {}", truncate_chars(&neutralise(r), 120))).unwrap_or_default();
@@ -148,6 +219,11 @@ pub fn lost_line(l: &LostLease) -> String {
             hhmm(l.at)
         ),
         "expired" => format!("pcmail: lease {} expired at {}{reason}", l.resource, hhmm(l.at)),
+        LOST_UNSUPPORTED => format!(
+            "pcmail: lease {} is not held: the server has no leases (no `leases` in its features), so nothing guards it \
+             across PCs; redeploy gas/ or update pcmail serve",
+            l.resource
+        ),
         _ => format!("pcmail: lease {} was released at {}{reason}", l.resource, hhmm(l.at)),
     }
 }
@@ -221,9 +297,28 @@ mod tests {
             ("Cargo.toml", "Cargo.toml", true),
             ("Cargo.toml", "crates/x/Cargo.toml", false),
             ("src/ma?n.rs", "src/main.rs", true),
+            ("crates/m5/**", "crates/m50/x.rs", false),
+            ("crates/m5*/**", "crates/m50/x.rs", true),
+            ("crates/m5/**", "src/main.rs", false),
+            ("./src/*.rs", "src/main.rs", true),
             ("", "x", false),
         ] {
             assert_eq!(covers(p, f), want, "{p} ~ {f}");
+        }
+    }
+
+    #[test]
+    fn check_patterns_match_whole_resource_names() {
+        for (p, r, want) in [
+            ("gpu-*", "gpu-0", true),
+            ("gpu-*", "gpu-a:2", true),
+            ("gpu-*", "gpus", false),
+            ("gpu-*", "my-gpu-0", false),
+            ("deploy/*", "deploy/staging", true),
+            ("gpu-?", "gpu-10", false),
+            ("staging-deploy", "staging-deploy", true),
+        ] {
+            assert_eq!(resource_matches(p, r), want, "{p} ~ {r}");
         }
     }
 

@@ -4,6 +4,7 @@
 //!
 //! Nothing but the protocol goes to stdout; logs go to stderr.
 
+mod admin_tools;
 pub mod args;
 mod handoff_tools;
 mod session_tools;

@@ -150,9 +150,15 @@ impl PcmailMcp {
         Ok(to_result(self.run_client(group, move |c| op(c, a)).await?))
     }
 
-    /// The mail tools, the handoff/memory tools (crate::handoff_tools) and the job tools (crate::job_tools).
+    /// The mail tools, the handoff/memory tools (crate::handoff_tools), the session tools
+    /// (crate::session_tools), the job tools (crate::job_tools), and the code map and admin
+    /// tools (crate::admin_tools).
     fn all_tools() -> ToolRouter<Self> {
-        Self::tool_router() + Self::handoff_tool_router() + Self::session_tool_router() + Self::job_tool_router()
+        Self::tool_router()
+            + Self::handoff_tool_router()
+            + Self::session_tool_router()
+            + Self::job_tool_router()
+            + Self::admin_tool_router()
     }
 
     /// Runs `op` on the PC's files only (no server, no token).

@@ -26,6 +26,7 @@ fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
         subject_tags: None,
         handoffs: Default::default(),
         jobs: Default::default(),
+        leases: Default::default(),
     }
     .save(&paths)
     .unwrap();
