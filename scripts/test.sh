@@ -26,6 +26,11 @@ echo "== real Claude Code against a scripted fake Messages API (tests/claude-cod
 # API on loopback. Runs the debug pcmail the Rust section built.
 cargo build -p pcmail-cli 2>&1 | tail -1
 (cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
+echo "== the sessions demo (scripts/demo-sessions.sh: names, a lease conflict, a handoff, watch)"
+# Fails the run if any step of the walk-through fails (set -e inside); ~3 s after the build.
+bash scripts/demo-sessions.sh > "$LOG/demo-out" 2>&1 || { cat "$LOG/demo-out"; exit 1; }
+tail -3 "$LOG/demo-out"; echo "demo: 1 passed" | tee "$LOG/demo"
+
 echo "== MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"
 # `npm install` (it installs the locked versions): npm 11 leaves vite's
 # Windows-only optional dependency out of the lockfile, and `npm ci` then refuses it.
@@ -61,5 +66,6 @@ rust_pass=$(grep -Eo '[0-9]+ passed' "$LOG/rust" | tail -1 | grep -Eo '[0-9]+' |
 smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' || echo 0)
 deb_pass=$(grep -Eo '^deb: [0-9]+ passed' "$LOG/deb" | grep -Eo '[0-9]+' || echo 0)
 windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass ))
+demo_pass=$(grep -Eo '^demo: [0-9]+ passed' "$LOG/demo" | grep -Eo '[0-9]+' || echo 0)
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass + demo_pass ))
 echo "all: $total passed, 0 failed"
