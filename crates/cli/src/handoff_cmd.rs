@@ -85,11 +85,13 @@ pub enum HandoffCmd {
         /// YYYY-MM-DD (end of that day, UTC), "YYYY-MM-DD HH:MM" (UTC), an RFC 3339 time, or now.
         #[arg(long)]
         through: String,
+        /// A short name for the file: `<YYYY-MM-DD_HH-MM>_<session8>_rollup_<slug>.md`.
         #[arg(long)]
         slug: String,
         /// The body; or --file, or stdin.
         #[arg(long, short)]
         body: Option<String>,
+        /// Read the body from this file.
         #[arg(long, short)]
         file: Option<PathBuf>,
         /// Mail a one-line notice to this address (no value: every PC on the roster).

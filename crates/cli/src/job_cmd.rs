@@ -16,7 +16,9 @@ pub enum JobCmd {
     /// checkout=app crate=core`. Exit 13: refused; with --wait, 14: it ended timed_out, 8: the wait
     /// ran out. A submit identical to a queued, running or just-ended job joins it (exit 0, says so).
     Run {
+        /// Who runs it: a PC label (its `[jobs]` whitelist), or `@server` (the server's probes and maintenance).
         target: String,
+        /// The command's name in the target's whitelist (`pcmail job whitelist` on that PC lists them).
         command: String,
         /// The command's arguments as NAME=VALUE (each value is one argument, never a shell word).
         args: Vec<String>,
@@ -37,7 +39,10 @@ pub enum JobCmd {
         name: Option<String>,
     },
     /// A job with its timeline and result (exit 14 when it ended timed_out).
-    Status { job_id: String },
+    Status {
+        /// The job's id (`job run` prints it).
+        job_id: String,
+    },
     /// Jobs this PC may see, newest first.
     List {
         /// Only jobs this PC submitted or joined.
@@ -49,12 +54,15 @@ pub enum JobCmd {
         /// Only jobs for this target.
         #[arg(long)]
         target: Option<String>,
+        /// At most this many (the server's default: 100, at most 500).
         #[arg(long)]
         limit: Option<usize>,
     },
     /// Cancel a job: a queued one at once, a running one at its executor's next poll.
     Cancel {
+        /// The job's id.
         job_id: String,
+        /// Why, kept on the job's timeline.
         #[arg(long)]
         reason: Option<String>,
     },

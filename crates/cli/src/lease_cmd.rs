@@ -14,6 +14,7 @@ use serde_json::json;
 pub enum LeaseCmd {
     /// Hold a resource (exit 10: someone holds it; 11: its holder went silent: `takeover`).
     Claim {
+        /// The resource: like a PC label plus `/` and `:` (`staging-deploy`, `module/auth`, `gpu-host-a:2`).
         resource: String,
         /// Why, for whoever finds it held.
         #[arg(long, short = 'd', default_value = "")]
@@ -39,7 +40,9 @@ pub enum LeaseCmd {
     },
     /// Release this PC's lease of a resource (queued for the poller when the server is unreachable).
     Release {
+        /// The resource this PC holds.
         resource: String,
+        /// Why, kept on the lease's timeline.
         #[arg(long)]
         reason: Option<String>,
     },
@@ -57,30 +60,41 @@ pub enum LeaseCmd {
         /// Each lease's timeline.
         #[arg(long)]
         timeline: bool,
+        /// Only this resource.
         resource: Option<String>,
     },
     /// Exit 0 only while FENCE is the resource's current fencing token (asks the server; unreachable: exit 6).
     Check {
+        /// The resource.
         resource: String,
+        /// The fencing token your claim was granted (`lease claim` prints it).
         #[arg(long)]
         fence: i64,
     },
     /// Take a lease someone else holds, with evidence: its process is gone (same PC), its session
     /// ended (stale lease, its PC still polls), or --force when its PC is silent too. Recorded.
     Takeover {
+        /// The resource to take.
         resource: String,
+        /// Why (recorded on the lease's timeline; the old holder is told it).
         #[arg(long, required = true)]
         reason: String,
+        /// The holder's PC is silent too: take a stale lease on your word, recorded as `force`.
         #[arg(long)]
         force: bool,
+        /// What you will do with it [default: the old lease's description].
         #[arg(long, short = 'd')]
         description: Option<String>,
+        /// Repo-relative globs the new lease covers (repeat or comma-separate) [default: the old lease's].
         #[arg(long, short = 'f', value_delimiter = ',')]
         files: Option<Vec<String>>,
+        /// Follow this process (the lease ends when it exits) instead of the Claude Code process above.
         #[arg(long, conflicts_with = "ttl")]
         pid: Option<i64>,
+        /// A lease without a process that ends after this long (30m, 2h).
         #[arg(long)]
         ttl: Option<String>,
+        /// A name for the holder shown to others.
         #[arg(long)]
         name: Option<String>,
     },

@@ -155,9 +155,15 @@ enum Cmd {
         limit: usize,
     },
     /// Show a mail and mark it seen.
-    Read { id: String },
+    Read {
+        /// The mail's id.
+        id: String,
+    },
     /// Mark a mail done without a reply.
-    Ack { id: String },
+    Ack {
+        /// The mail's id.
+        id: String,
+    },
     /// Answer a mail (exit 3 when it is itself a reply).
     Reply {
         /// The id of the mail in this PC's inbox you answer.
@@ -174,7 +180,9 @@ enum Cmd {
     },
     /// Mark a mail failed with a reason.
     Fail {
+        /// The mail's id.
         id: String,
+        /// Why it cannot be done (the sender sees it on the timeline).
         #[arg(long, required = true)]
         reason: String,
     },
@@ -185,6 +193,7 @@ enum Cmd {
     },
     /// Alerts from the server's sweep.
     Alerts {
+        /// Also the alerts that resolved.
         #[arg(long)]
         all: bool,
     },
@@ -254,6 +263,7 @@ enum Cmd {
     /// it moves from an ended session, with its unseen mail. Run it from a Claude Code session
     /// (or set PCMAIL_SESSION).
     Name {
+        /// The name: lower-case a-z 0-9 . _ - like a PC label, and not one.
         name: String,
         /// The session taking it [default: the Claude Code session above this command].
         #[arg(long)]
@@ -375,9 +385,12 @@ enum RosterCmd {
     /// Admin: a one-time join code for a new PC (`pcmail init --join CODE` on it). With
     /// --hostname the PC is on the roster at once; on a server without credentials it is added.
     Add {
+        /// The new PC's label (lower-case a-z 0-9 . _ -).
         label: String,
+        /// The PC's hostname (needed to add it directly on the embedded default; optional for a join code).
         #[arg(long)]
         hostname: Option<String>,
+        /// Its roster number (adds it directly instead of making a join code) [default: the next free one].
         #[arg(long)]
         number: Option<i64>,
         /// How long the join code lives (30m, 2h, 3d; at most 30 days).
@@ -385,9 +398,15 @@ enum RosterCmd {
         expires: String,
     },
     /// Admin: take a PC off the roster (its mail is kept).
-    Remove { label: String },
+    Remove {
+        /// The PC's label.
+        label: String,
+    },
     /// Admin: end a PC's access at once; its mail waits for a PC re-enrolled under that label.
-    Revoke { label: String },
+    Revoke {
+        /// The PC's label.
+        label: String,
+    },
     /// Admin: stop accepting the shared token for PC operations (after every PC has its credential).
     RequireCredentials {
         /// Accept the shared token again.
