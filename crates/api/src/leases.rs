@@ -150,12 +150,18 @@ fn request(client: &Client, a: &LeaseClaimArgs, takeover: Option<Takeover>) -> R
         files: a.files.clone(),
         mode: a.mode.into(),
         session: follow.session.clone(),
-        name: a.name.clone(),
+        // Without --name, the name this session holds (issue 11), so others see `ani`, not an id.
+        name: a.name.clone().or_else(|| held_name(client, &follow.session)),
         follow: proc,
         ttl_ms: ttl,
         takeover,
     };
     Ok((req, follow))
+}
+
+/// The name `session` holds on this PC, as the server's last poll said.
+fn held_name(client: &Client, session: &str) -> Option<String> {
+    client.store.names().ok()?.into_iter().find(|(_, s)| s == session).map(|(name, _)| name)
 }
 
 /// `lease claim`: granted (exit 0), held (exit 10), stale (exit 11),

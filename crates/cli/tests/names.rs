@@ -124,6 +124,18 @@ fn names_take_collide_move_and_mail_to_a_name_reaches_its_session_only() {
     let table = a.ok(&["who"]);
     assert!(table.lines().next().unwrap().starts_with("NAME") && table.contains("ani") && table.contains("pc-b"), "{table}");
 
+    // A lease claimed from the session holding `ani` names it without --name; the other session's does not.
+    let (code, out, err) = text(&ani.run(&b, &["--json", "lease", "claim", "module/auth", "-d", "refactor"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = text(&other.run(&b, &["--json", "lease", "claim", "gpu-1", "-d", "train"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let leases = a.json(&["lease", "list"]);
+    let holder = |r: &str| {
+        leases["leases"].as_array().unwrap().iter().find(|l| l["resource"] == r).unwrap_or_else(|| panic!("{r} in {leases}"))["holder"].clone()
+    };
+    assert_eq!(holder("module/auth")["name"], "ani", "{leases}");
+    assert_eq!(holder("gpu-1")["name"], Value::Null, "{leases}");
+
     // Mail to the name: shown to the session holding it, never to the other one.
     let first = a.send(&["ani", "--subject", "cmake", "--body", "did you change the libsodium link?"]);
     b.ok(&["sync"]);
