@@ -10,21 +10,7 @@ use pcmail_core::{Kind, Mail, MarkOp};
 
 fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow::Result<Client> {
     let paths = Paths::at(dir.join(label));
-    let config = Config {
-        label: label.into(),
-        server: ServerConfig::Embedded { db: Some(server_db.to_path_buf()) },
-        poll_interval_secs: 0,
-        notify_webhook: None,
-        native_notifications: false,
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-        installation: None,
-        tls_fingerprint: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        jobs: Default::default(),
-        leases: Default::default(),
-    };
+    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(server_db.to_path_buf()) }) };
     config.save(&paths)?;
     let t = transport::Embedded::open(server_db, label, system_now)?;
     let mut c = Client::with(paths, config, Box::new(t), system_now)?;

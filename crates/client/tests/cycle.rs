@@ -38,21 +38,7 @@ impl Transport for Scripted {
 }
 
 fn config(label: &str) -> Config {
-    Config {
-        label: label.into(),
-        server: ServerConfig::Http { url: "http://127.0.0.1:9/api".into() },
-        poll_interval_secs: 0,
-        notify_webhook: None,
-        native_notifications: false,
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-        installation: None,
-        tls_fingerprint: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        jobs: Default::default(),
-        leases: Default::default(),
-    }
+    Config { native_notifications: false, ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
 }
 
 fn mail(id: &str, to: &str, kind: &str, body: Value) -> Value {

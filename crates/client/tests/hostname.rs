@@ -16,21 +16,7 @@ fn clock() -> Millis {
 }
 
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    let config = Config {
-        label: label.into(),
-        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
-        poll_interval_secs: 0,
-        notify_webhook: None,
-        native_notifications: false,
-        installation: None,
-        tls_fingerprint: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        jobs: Default::default(),
-        leases: Default::default(),
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-    };
+    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) };
     Client::with(Paths::at(home), config, Box::new(Embedded::open(db, label, clock).unwrap()), clock).unwrap()
 }
 

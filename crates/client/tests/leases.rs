@@ -29,21 +29,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn config(label: &str, db: &Path) -> Config {
-    Config {
-        label: label.into(),
-        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
-        poll_interval_secs: 0,
-        notify_webhook: None,
-        native_notifications: false,
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-        installation: None,
-        tls_fingerprint: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        jobs: Default::default(),
-        leases: Default::default(),
-    }
+    Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) }
 }
 
 /// Counts requests; can be switched off like a pulled cable, or answer

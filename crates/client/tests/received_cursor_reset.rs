@@ -40,21 +40,7 @@ impl Transport for Scripted {
 }
 
 fn config() -> Config {
-    Config {
-        label: "pc-b".into(),
-        server: ServerConfig::Http { url: "http://127.0.0.1:9/api".into() },
-        poll_interval_secs: 0,
-        notify_webhook: None,
-        native_notifications: false,
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-        installation: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        tls_fingerprint: None,
-        jobs: Default::default(),
-        leases: Default::default(),
-    }
+    Config { native_notifications: false, ..Config::new("pc-b", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
 }
 
 const OPEN: &str = "mail-1-0000000a";

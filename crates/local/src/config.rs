@@ -242,10 +242,13 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Config {
-    pub fn default_for_this_pc() -> Config {
+    /// A config with every setting at the default a config.toml holding
+    /// only `label` and `server` would give: tests and the demo start from
+    /// it and change the one or two settings they need.
+    pub fn new(label: &str, server: ServerConfig) -> Config {
         Config {
-            label: pcmail_core::roster::label_from_hostname(&hostname()),
-            server: ServerConfig::default(),
+            label: label.to_string(),
+            server,
             poll_interval_secs: 0,
             notify_webhook: None,
             native_notifications: true,
@@ -258,6 +261,10 @@ impl Config {
             jobs: Default::default(),
             leases: LeaseSettings::default(),
         }
+    }
+
+    pub fn default_for_this_pc() -> Config {
+        Config::new(&pcmail_core::roster::label_from_hostname(&hostname()), ServerConfig::default())
     }
 
     /// Reads the config, or the defaults for this PC when there is none yet.
@@ -335,4 +342,17 @@ pub fn hostname() -> String {
 
 pub fn is_same_path(a: &Path, b: &Path) -> bool {
     a.canonicalize().ok() == b.canonicalize().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Config::new` must give what a config.toml holding only the label
+    /// and the server gives, or tests built on it drift from real PCs.
+    #[test]
+    fn new_matches_a_config_file_with_only_label_and_server() {
+        let parsed: Config = toml::from_str("label = \"pc-a\"\n[server]\nkind = \"http\"\nurl = \"http://127.0.0.1:9/api\"\n").unwrap();
+        assert_eq!(Config::new("pc-a", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }), parsed);
+    }
 }

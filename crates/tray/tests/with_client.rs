@@ -13,21 +13,7 @@ use pcmail_tray::{ClientRemote, Controller, Remote, ReplyError};
 
 fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
     let paths = Paths::at(dir.join(label));
-    Config {
-        label: label.into(),
-        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
-        poll_interval_secs: 2,
-        notify_webhook: None,
-        native_notifications: false,
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-        installation: None,
-        tls_fingerprint: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        jobs: Default::default(),
-        leases: Default::default(),
-    }
+    Config { poll_interval_secs: 2, native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) }
     .save(&paths)
     .unwrap();
     paths
