@@ -9,6 +9,7 @@ pub mod lease;
 pub mod model;
 pub mod present;
 pub mod protocol;
+pub mod repo_id;
 pub mod roster;
 pub mod rules;
 pub mod sessions;

@@ -40,104 +40,51 @@ impl Repo {
     }
 }
 
-/// The repo's identity: `origin`'s URL normalised, else the root commit (the
-/// first line of HEAD's reflog when it records the first commit), else
-/// `path:` and the canonical root (a repo with neither is only this checkout).
+/// The repo's identity: `origin`'s URL normalised, else the root commit,
+/// else `path:` and the canonical root (a repo with neither is only this
+/// checkout). The rules are `pcmail_core::repo_id`'s, as for leases.
 pub fn identity(root: &Path) -> String {
     if let Some(dirs) = pcmail_codemap_check::git_dirs(root) {
-        if let Some(url) = std::fs::read_to_string(dirs.common_dir.join("config")).ok().and_then(|c| origin_url(&c)) {
-            return normalise_url(&url);
-        }
-        if let Some(c) = root_commit_from_reflog(&dirs.common_dir.join("logs/HEAD")) {
-            return c;
+        if let Some(id) = id_from_git(root, &dirs.common_dir) {
+            return id;
         }
     }
     let canon = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     format!("path:{}", canon.display())
 }
 
-/// `url` of `[remote "origin"]` in a git config file.
-pub fn origin_url(config: &str) -> Option<String> {
-    let mut in_origin = false;
-    for line in config.lines() {
-        let l = line.trim();
-        if l.starts_with('[') {
-            let inner = l.trim_start_matches('[').trim_end_matches(']').trim();
-            in_origin = inner == "remote \"origin\"";
-            continue;
-        }
-        if in_origin {
-            if let Some((k, v)) = l.split_once('=') {
-                if k.trim().eq_ignore_ascii_case("url") {
-                    let v = v.trim().trim_matches('"');
-                    if !v.is_empty() {
-                        return Some(v.to_string());
-                    }
-                }
-            }
-        }
-    }
-    None
+/// A work tree's id from its git common dir: the normalised origin, else the
+/// root commit (None for a repo with neither, e.g. no commit yet).
+pub fn id_from_git(root: &Path, common_dir: &Path) -> Option<String> {
+    std::fs::read_to_string(common_dir.join("config"))
+        .ok()
+        .and_then(|c| pcmail_core::repo_id::origin_url(&c))
+        .map(|u| pcmail_core::repo_id::normalise_origin(&u))
+        .filter(|u| !u.is_empty())
+        .or_else(|| root_commit(root, common_dir))
 }
 
-/// `git@github.com:Owner/Name.git`, `https://user@github.com/Owner/Name/` and
-/// `ssh://git@github.com:22/Owner/Name` all become `github.com/Owner/Name`:
-/// no scheme, no user, no port, host lower-cased, no `.git`, no trailing `/`.
-pub fn normalise_url(url: &str) -> String {
-    let u = url.trim();
-    let (rest, scp_like) = match u.split_once("://") {
-        Some((_, r)) => (r, false),
-        None => (u, true),
-    };
-    let rest = rest.rsplit_once('@').map(|(_, r)| r).unwrap_or(rest);
-    let (host, path) = if scp_like && !rest.starts_with('/') {
-        match rest.split_once(':') {
-            Some((h, p)) => (h, p),
-            None => ("", rest),
-        }
-    } else {
-        match rest.split_once('/') {
-            Some((h, p)) => (h, p),
-            None => (rest, ""),
-        }
-    };
-    let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
-    let path = path.trim_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path).trim_end_matches('/');
-    if host.is_empty() {
-        path.to_string()
-    } else if path.is_empty() {
-        host
-    } else {
-        format!("{host}/{path}")
+/// The root commit: from HEAD's reflog when it starts with the first commit
+/// (no process), else `git rev-list --max-parents=0 HEAD` (a clone's reflog
+/// starts at the clone; several roots: the oldest listed, which is stable).
+fn root_commit(root: &Path, common_dir: &Path) -> Option<String> {
+    let reflog = std::fs::read_to_string(common_dir.join("logs/HEAD")).unwrap_or_default();
+    if let Some(c) = reflog.lines().next().and_then(pcmail_core::repo_id::root_commit_from_reflog) {
+        return Some(c);
     }
-}
-
-fn root_commit_from_reflog(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let first = text.lines().next()?;
-    let mut it = first.split(' ');
-    let (old, new) = (it.next()?, it.next()?);
-    let hex = |s: &str| (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
-    (hex(old) && hex(new) && old.bytes().all(|b| b == b'0')).then(|| new.to_ascii_lowercase())
+    let out = std::process::Command::new("git")
+        .args(["rev-list", "--max-parents=0", "HEAD"])
+        .current_dir(root)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().last().map(str::trim).filter(|h| h.len() >= 40).map(str::to_string)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn origin_urls_normalise_to_one_form() {
-        for u in [
-            "git@github.com:Owner/Name.git",
-            "https://github.com/Owner/Name",
-            "https://user:tok@GitHub.com/Owner/Name.git/",
-            "ssh://git@github.com:22/Owner/Name.git",
-        ] {
-            assert_eq!(normalise_url(u), "github.com/Owner/Name", "{u}");
-        }
-        assert_eq!(normalise_url("/srv/git/x.git"), "srv/git/x");
-    }
 
     #[test]
     fn identity_prefers_origin_then_root_commit_then_path() {

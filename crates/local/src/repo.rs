@@ -1,5 +1,6 @@
 //! Which repo a directory or file is in, as leases name it: the normalised
-//! origin URL, else the root commit's hash (DESIGN.md "Repos"). Read from the
+//! origin URL, else the root commit's hash (DESIGN.md "Repos", the rule in
+//! `pcmail_handoff::repo::id_from_git`). Read from the
 //! `.git` files; only a repo without an origin costs a `git` process.
 
 use std::path::{Path, PathBuf};
@@ -52,73 +53,8 @@ pub fn identify(dir: &Path) -> Option<RepoInfo> {
     let branch = std::fs::read_to_string(gitdir.join("HEAD"))
         .ok()
         .and_then(|h| h.trim().strip_prefix("ref: refs/heads/").map(str::to_string));
-    let id = std::fs::read_to_string(common.join("config"))
-        .ok()
-        .and_then(|c| origin_url(&c))
-        .map(|u| normalise_origin(&u))
-        .filter(|u| !u.is_empty())
-        .or_else(|| root_commit(&root))?;
+    let id = pcmail_handoff::repo::id_from_git(&root, &common)?;
     Some(RepoInfo { root, id, branch })
-}
-
-/// The `url` of `[remote "origin"]` in a git config file.
-pub fn origin_url(config: &str) -> Option<String> {
-    let mut in_origin = false;
-    for line in config.lines() {
-        let l = line.trim();
-        if l.starts_with('[') {
-            let compact: String = l.chars().filter(|c| !c.is_whitespace()).collect();
-            in_origin = compact == "[remote\"origin\"]";
-            continue;
-        }
-        if in_origin {
-            if let Some((k, v)) = l.split_once('=') {
-                if k.trim() == "url" {
-                    return Some(v.trim().trim_matches('"').to_string());
-                }
-            }
-        }
-    }
-    None
-}
-
-/// One spelling per repo: `https://github.com/O/R.git`, `git@github.com:O/R`
-/// and `ssh://git@github.com/O/R/` all give `github.com/O/R` (host lowercase,
-/// no user, port, scheme or `.git`).
-pub fn normalise_origin(url: &str) -> String {
-    let u = url.trim();
-    let (host, path) = if let Some((_, rest)) = u.split_once("://") {
-        if u.starts_with("file://") {
-            return strip_git(rest.trim_end_matches('/')).to_string();
-        }
-        let (hostpart, path) = rest.split_once('/').unwrap_or((rest, ""));
-        (hostpart.to_string(), path.to_string())
-    } else if let Some((hostpart, path)) = u.split_once(':').filter(|(h, _)| !h.contains('/') && h.len() > 1) {
-        // scp-like `user@host:path` (a one-letter "host" is a Windows drive).
-        (hostpart.to_string(), path.to_string())
-    } else {
-        return strip_git(u.trim_end_matches(['/', '\\'])).to_string();
-    };
-    let host = host.rsplit('@').next().unwrap_or(&host);
-    let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
-    let path = strip_git(path.trim_matches('/'));
-    format!("{host}/{path}")
-}
-
-fn strip_git(s: &str) -> &str {
-    s.strip_suffix(".git").unwrap_or(s).trim_end_matches('/')
-}
-
-fn root_commit(root: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["rev-list", "--max-parents=0", "HEAD"])
-        .current_dir(root)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // Several roots (merged histories): the last listed, the oldest, is stable.
-    text.lines().last().map(str::trim).filter(|h| h.len() >= 40).map(str::to_string)
 }
 
 /// A path as leases name files: relative to its repo's top folder with `/`
@@ -165,30 +101,4 @@ fn resolve_partly(abs: &Path) -> Option<PathBuf> {
         }
     }
     Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origin_spellings_normalise_to_one() {
-        for u in [
-            "https://github.com/Owner/Repo.git",
-            "git@github.com:Owner/Repo.git",
-            "ssh://git@GitHub.com:22/Owner/Repo/",
-            "https://user:pw@github.com/Owner/Repo",
-        ] {
-            assert_eq!(normalise_origin(u), "github.com/Owner/Repo", "{u}");
-        }
-        assert_eq!(normalise_origin("/srv/git/proj.git"), "/srv/git/proj");
-        assert_eq!(normalise_origin("file:///srv/git/proj.git"), "/srv/git/proj");
-    }
-
-    #[test]
-    fn origin_is_read_from_the_config() {
-        let c = "[core]\n\tbare = false\n[remote \"upstream\"]\n\turl = https://x/y\n[remote \"origin\"]\n\turl = git@h.com:a/b.git\n";
-        assert_eq!(origin_url(c).as_deref(), Some("git@h.com:a/b.git"));
-        assert_eq!(origin_url("[core]\n"), None);
-    }
 }
