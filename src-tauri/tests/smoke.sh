@@ -13,6 +13,8 @@
 # right of the screen with the decision request's notification (dunst, "(A)":
 # it has actions); WITH_DAEMON=1 starts a `pcmail daemon` for
 # tray-b first: the app must use it (no second poller) and still show the mail.
+# At the end a job runs through the tray: tray-b whitelists `hello` (echo),
+# sender-a runs `pcmail job run tray-b hello --wait`: ok, its output, run by the app.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
