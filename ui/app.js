@@ -536,6 +536,141 @@
     } catch (e) { toast(e); if (btn) btn.disabled = false; }
   }
 
+  // ---- Sessions and Jobs: asked from the server each time ----------------------
+
+  /** "offline — …" for a live view that has only an older answer (or none). */
+  function freshness(r, asofSel, noteSel, listSel) {
+    const now = r.now || Date.now();
+    $(asofSel).textContent = r.live ? 'live' : (r.asOf ? 'as of ' + fmtAge(Math.max(0, now - r.asOf)).trim() + ' ago' : '');
+    const note = $(noteSel);
+    if (r.live) { note.hidden = true; note.textContent = ''; }
+    else {
+      const why = r.errorCode === 'unreachable' ? 'Offline: the server did not answer' : 'The server did not answer';
+      const then = r.asOf ? '. Shown as it was at ' + fmtTime(r.asOf) + ', not live.' : '. Nothing to show yet.';
+      note.textContent = why + (r.error ? ' (' + r.error + ')' : '') + then;
+      note.hidden = false;
+    }
+    $(listSel).classList.toggle('not-live', !r.live);
+  }
+
+  async function loadSessions() {
+    try {
+      const r = await invoke('list_sessions', {});
+      freshness(r, '#sessions-asof', '#sessions-offline', '#sessions-list');
+      const ul = $('#sessions-list');
+      clear(ul);
+      for (const x of r.sessions || []) {
+        const li = el('li', 'lease session' + (x.mine ? ' mine' : ''));
+        li.dataset.session = x.session;
+        li.dataset.pc = x.pc;
+        const top = el('div', 'line1');
+        top.appendChild(el('span', 'sess-name', x.name || x.session.slice(0, 8)));
+        top.appendChild(el('span', 'from', (x.mine ? 'mine · ' : '') + x.pc));
+        if (x.branch) top.appendChild(el('span', 'tag tag-mode', x.branch));
+        const idle = el('span', 'sess-idle muted small', 'idle ' + fmtAge(Math.max(0, x.idleMs || 0)).trim());
+        top.appendChild(idle);
+        li.appendChild(top);
+        const meta = el('div', 'lease-meta muted small');
+        meta.appendChild(el('span', 'mono', x.repo || x.cwd || ''));
+        meta.appendChild(el('span', 'sep', '·'));
+        meta.appendChild(el('span', 'mono', x.session));
+        if (x.leases && x.leases.length) {
+          meta.appendChild(el('span', 'sep', '·'));
+          meta.appendChild(el('span', 'sess-leases', 'leases: ' + x.leases.join(', ')));
+        }
+        li.appendChild(meta);
+        ul.appendChild(li);
+      }
+      const n = (r.sessions || []).length;
+      $('#sessions-empty').hidden = n > 0 || !r.live;
+      const idle = $('#sessions-idle-names');
+      const names = (r.idleNames || []).map((x) => x.name + ' (last on ' + x.pc + ')');
+      idle.textContent = names.length ? 'Names without a live session: ' + names.join(', ') : '';
+      idle.hidden = names.length === 0;
+      $('#tab-sessions-count').textContent = r.live && n ? String(n) : (r.live ? '' : 'offline');
+    } catch (e) { toast(e); }
+  }
+
+  const expandedJobs = new Set();
+
+  function jobDetail(x) {
+    const d = el('div', 'job-detail');
+    const facts = el('div', 'lease-meta muted small');
+    const add = (t, cls) => { if (facts.childNodes.length) facts.appendChild(el('span', 'sep', '·')); facts.appendChild(el('span', cls || null, t)); };
+    add(x.exit == null ? 'no exit code' : 'exit ' + x.exit, 'job-exit');
+    add('submitted ' + fmtTime(x.submittedAt) + ' by ' + x.submitter);
+    if (x.startedAt) add('started ' + fmtTime(x.startedAt));
+    if (x.endedAt) add('ended ' + fmtTime(x.endedAt));
+    if (x.joined) add(x.joined + ' joined');
+    d.appendChild(facts);
+    if (x.reason) d.appendChild(el('div', 'lease-desc job-reason', 'reason: ' + x.reason));
+    if (x.artifacts && x.artifacts.length) d.appendChild(el('div', 'mono small job-artifacts', 'artifacts: ' + x.artifacts.join(' ')));
+    if (x.reused && x.reused.length) d.appendChild(el('div', 'mono small job-reused', 'reused: ' + x.reused.join(' ')));
+    const out = el('pre', 'job-output', x.outputTail || '(no output)');
+    d.appendChild(out);
+    if (x.outputTruncated) d.appendChild(el('div', 'muted small', 'the output’s last ' + (x.outputTail || '').length + ' characters'));
+    return d;
+  }
+
+  async function loadJobs() {
+    try {
+      const r = await invoke('list_jobs', {});
+      freshness(r, '#jobs-asof', '#jobs-offline', '#jobs-list');
+      const now = r.now || Date.now();
+      const ul = $('#jobs-list');
+      clear(ul);
+      for (const x of r.jobs || []) {
+        const li = el('li', 'lease job' + (x.submittedHere ? ' mine' : '') + (expandedJobs.has(x.id) ? ' expanded' : ''));
+        li.dataset.id = x.id;
+        li.dataset.state = x.state;
+        const top = el('div', 'line1');
+        top.appendChild(stateChip(x.state));
+        top.appendChild(el('span', 'job-cmd mono', [x.command].concat(x.args || []).join(' ')));
+        top.appendChild(el('span', 'from', (x.runsHere ? 'runs here' : '→ ' + x.target)));
+        if (x.cancelRequested) top.appendChild(el('span', 'tag tag-stale', 'cancel requested'));
+        const dur = x.durationMs == null ? (x.state === 'queued' ? 'queued ' + fmtAge(Math.max(0, now - x.submittedAt)).trim() : '') : fmtAge(x.durationMs).trim();
+        top.appendChild(el('span', 'job-dur muted small', dur));
+        if (x.canCancel && r.live) {
+          const b = el('button', 'btn small cancel-btn', 'Cancel');
+          b.type = 'button';
+          b.title = 'pcmail job cancel ' + x.id;
+          b.addEventListener('click', (ev) => { ev.stopPropagation(); doCancel(x.id, b); });
+          top.appendChild(b);
+        }
+        li.appendChild(top);
+        const meta = el('div', 'lease-meta muted small');
+        meta.appendChild(el('span', 'mono', x.id));
+        meta.appendChild(el('span', 'sep', '·'));
+        meta.appendChild(el('span', 'job-runner', x.runner ? 'runner ' + x.runner : 'no runner yet'));
+        if (!x.runsHere) { meta.appendChild(el('span', 'sep', '·')); meta.appendChild(el('span', null, 'target ' + x.target)); }
+        if (!x.submittedHere) { meta.appendChild(el('span', 'sep', '·')); meta.appendChild(el('span', null, 'from ' + x.submitter)); }
+        li.appendChild(meta);
+        if (expandedJobs.has(x.id)) li.appendChild(jobDetail(x));
+        li.addEventListener('click', () => {
+          if (expandedJobs.has(x.id)) expandedJobs.delete(x.id); else expandedJobs.add(x.id);
+          const open = expandedJobs.has(x.id);
+          li.classList.toggle('expanded', open);
+          const old = $('.job-detail', li);
+          if (old) li.removeChild(old);
+          if (open) li.appendChild(jobDetail(x));
+        });
+        ul.appendChild(li);
+      }
+      $('#jobs-empty').hidden = (r.jobs || []).length > 0 || !r.live;
+      const active = (r.jobs || []).filter((x) => x.state === 'queued' || x.state === 'running').length;
+      $('#tab-jobs-count').textContent = r.live ? (active ? String(active) : '') : 'offline';
+    } catch (e) { toast(e); }
+  }
+
+  async function doCancel(id, btn) {
+    if (btn) btn.disabled = true;
+    try {
+      const j = await invoke('cancel_job', { id });
+      toast(j && j.state === 'cancelled' ? 'Cancelled ' + id + '.' : 'Cancel sent: its executor stops it at its next poll.');
+      await loadJobs();
+    } catch (e) { toast(e); if (btn) btn.disabled = false; }
+  }
+
   async function loadSettings() {
     try {
       const s = await invoke('get_settings', {});
@@ -572,6 +707,8 @@
       else if (S.view === 'sent') await loadSent();
       else if (S.view === 'alerts') await loadAlerts();
       else if (S.view === 'leases') await loadLeases();
+      else if (S.view === 'sessions') await loadSessions();
+      else if (S.view === 'jobs') await loadJobs();
     }, 30);
   }
 
@@ -683,6 +820,8 @@
     if (view === 'sent') loadSent();
     if (view === 'alerts') loadAlerts();
     if (view === 'leases') loadLeases();
+    if (view === 'sessions') loadSessions();
+    if (view === 'jobs') loadJobs();
     if (view === 'settings') loadSettings();
   }
 

@@ -4,7 +4,7 @@
 use crate::state::AppState;
 use pcmail_client::config::{Config, ServerConfig};
 use pcmail_client::token;
-use pcmail_tray::{LeaseReleased, LeasesView, MailView, SentView, Status, TrayError};
+use pcmail_tray::{JobView, JobsView, LeaseReleased, LeasesView, MailView, Remote, SentView, SessionsView, Status, TrayError};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -131,6 +131,37 @@ pub async fn release_lease(st: S<'_>, resource: String) -> R<LeaseReleased> {
     let r = st2.controller.lock().unwrap().release_lease(&st2.remote, &resource)?;
     st2.refresh_now.store(true, Ordering::Relaxed);
     Ok(r)
+}
+
+/// A call to the server off the async runtime's threads (the client blocks),
+/// and outside the controller's lock (the store watch keeps its 250 ms).
+async fn on_server<T: Send + 'static>(st: &Arc<AppState>, f: impl FnOnce(&AppState) -> T + Send + 'static) -> R<T> {
+    let st2 = st.clone();
+    tauri::async_runtime::spawn_blocking(move || f(&st2)).await.map_err(|e| err("error", e))
+}
+
+/// The Sessions view: every live session on every PC (`pcmail who`, asked
+/// now); offline, the last answer marked not live.
+#[tauri::command]
+pub async fn list_sessions(st: S<'_>) -> R<SessionsView> {
+    let answer = on_server(st.inner(), |s| s.remote.who()).await?;
+    Ok(st.controller.lock().unwrap().sessions_from(answer, now()))
+}
+
+/// The Jobs view: what this PC submitted and what it runs (`pcmail job list`).
+#[tauri::command]
+pub async fn list_jobs(st: S<'_>) -> R<JobsView> {
+    let answer = on_server(st.inner(), |s| s.remote.jobs()).await?;
+    Ok(st.controller.lock().unwrap().jobs_from(answer, now())?)
+}
+
+/// Cancel for a queued or running job this PC submitted (`pcmail job cancel`).
+#[tauri::command]
+pub async fn cancel_job(st: S<'_>, id: String) -> R<JobView> {
+    st.controller.lock().unwrap().check_cancel(&id)?;
+    let id2 = id.clone();
+    let job = on_server(st.inner(), move |s| s.remote.job_cancel(&id2)).await?.map_err(|f| err(&f.code, f.message))?;
+    Ok(st.controller.lock().unwrap().after_cancel(job, now())?)
 }
 
 #[derive(Serialize)]

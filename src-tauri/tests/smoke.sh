@@ -13,6 +13,8 @@
 # right of the screen with the decision request's notification (dunst, "(A)":
 # it has actions); WITH_DAEMON=1 starts a `pcmail daemon` for
 # tray-b first: the app must use it (no second poller) and still show the mail.
+# At the end a job runs through the tray: tray-b whitelists `hello` (echo),
+# sender-a runs `pcmail job run tray-b hello --wait`: ok, its output, run by the app.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -59,6 +61,30 @@ done
 PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not sync"
+# tray-b runs jobs (issue 13): one trivial whitelisted command, sender-a may submit
+mkdir -p "$WORK/b/checkout"
+cat >>"$WORK/b/config.toml" <<TOML
+
+[jobs]
+allowed_submitters = ["sender-a"]
+
+[jobs.checkouts]
+smoke = "$WORK/b/checkout"
+
+[[jobs.commands]]
+name = "hello"
+description = "echo a greeting (the smoke test's job)"
+argv = ["echo", "hello from the tray:", "{who}"]
+cwd = "smoke"
+read_only = true
+time_limit_secs = 30
+
+[[jobs.commands.args]]
+name = "who"
+type = "string"
+pattern = "^[a-z0-9-]+\$"
+max_len = 32
+TOML
 
 if [[ "${WITH_DAEMON:-}" == 1 ]]; then
   PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" daemon >"$WORK/daemon.log" 2>&1 &
@@ -242,6 +268,30 @@ if [[ -n "$CLICKED" ]]; then
   [[ "$(field title)" == "" ]] || fail "after Ack the tray title is '$(field title)'"
   echo "smoke: Ack on the notification → $ID3 done on the server (sender's status), no window, title cleared"
 fi
+# A job run through the tray (issue 13): the app's poller is tray-b's job
+# executor (`enable_executor`, as the daemon's). sender-a submits and waits;
+# the job must end ok with the command's output, run by the app's own process
+# (its runner is `tray-b/<pid>`), and be in the list the Jobs view shows
+# (`pcmail job list` on tray-b: the same pcmail_api::jobs::job_list).
+for _ in $(seq 1 100); do [[ -n "$(sq "select value from meta where key='job_whitelist_hash'")" ]] && break; sleep 0.1; done
+[[ -n "$(sq "select value from meta where key='job_whitelist_hash'")" ]] || fail "tray-b never published its job whitelist"
+JOB_AT=$(ms)
+PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" timeout 60 "$PCMAIL_BIN" job run tray-b hello who=smoke --wait --timeout 45s --json >"$WORK/job.json" 2>"$WORK/job.err" \
+  || { cat "$WORK/job.err" "$WORK/job.json"; fail "pcmail job run tray-b hello --wait: exit $?"; }
+JOB_MS=$(( $(ms) - JOB_AT ))
+jq_job() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["job"]; print(eval(sys.argv[2], {"j": j}))' "$WORK/job.json" "$1"; }
+JOB_ID=$(jq_job 'j["id"]')
+[[ "$(jq_job 'j["state"]')" == ok ]] || { cat "$WORK/job.json"; fail "the job ended $(jq_job 'j["state"]'), not ok"; }
+[[ "$(jq_job 'j["result"]["exit"]')" == 0 ]] || fail "the job's exit code is $(jq_job 'j["result"]["exit"]')"
+[[ "$(jq_job 'j["result"]["output"].strip()')" == "hello from the tray: smoke" ]] || fail "the job's output is '$(jq_job 'j["result"]["output"]')'"
+RUNNER=$(jq_job 'j["runner"]')
+if [[ -n "$DAEMON_PID" ]]; then EXECUTOR="$DAEMON_PID"; else EXECUTOR="$(pgrep -s "$APP_PID" -x pcmail-tray | head -1 || true)"; fi
+[[ "$RUNNER" == "tray-b/$EXECUTOR" ]] || fail "the job ran as $RUNNER, not tray-b/$EXECUTOR (the ${DAEMON_PID:+daemon}${DAEMON_PID:-app})"
+PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" job list --json >"$WORK/jobs-b.json" || fail "job list on tray-b failed"
+python3 -c 'import json,sys; js=json.load(open(sys.argv[1]))["jobs"]; j=[x for x in js if x["id"]==sys.argv[2]]; sys.exit(0 if j and j[0]["state"]=="ok" and j[0]["target"]=="tray-b" else 1)' "$WORK/jobs-b.json" "$JOB_ID" \
+  || { cat "$WORK/jobs-b.json"; fail "tray-b's job list (the Jobs view's) lacks $JOB_ID ok"; }
+echo "smoke: job $JOB_ID (hello on tray-b) ran by $RUNNER: ok, exit 0, '$(jq_job 'j["result"]["output"].strip()')'; submit → ended seen by --wait in ${JOB_MS} ms; listed ok on tray-b"
+
 if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
   echo "smoke: idle with the window open (for information; the window is closed in normal use)"
   python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" 10 | tee "$WORK/idle-open.txt" || true

@@ -16,6 +16,12 @@ function installFakeBackend(seed) {
     leases: seed.leases || [],
     lost: seed.lost || [],
     cacheAt: seed.cacheAt || Date.now() - 20000,
+    // Sessions and Jobs come from the server: `online: false` answers as the
+    // controller does offline (the last answer, not live, as of its time).
+    server: Object.assign({ online: true, error: 'connection refused (127.0.0.1:7878)', lastAt: null }, seed.server || {}),
+    sessions: seed.sessions || [],
+    idleNames: seed.idleNames || [],
+    jobs: seed.jobs || [],
     settings: seed.settings || { server: { mode: 'serve', url: 'http://127.0.0.1:7878/api' }, pcLabel: 'pc-b', pollIntervalSec: 120, autostart: true, hasToken: true },
   };
   const calls = [];
@@ -38,6 +44,13 @@ function installFakeBackend(seed) {
     };
   };
   const err = (code, message) => { const e = { code, message }; return Promise.reject(e); };
+  // A live view's answer: now, or offline the last one marked not live.
+  const live = (rows) => {
+    const now = Date.now();
+    if (db.server.online) { db.server.lastAt = now; return Object.assign(rows(), { live: true, asOf: now, errorCode: null, error: null, now }); }
+    const old = db.server.lastAt ? rows() : { sessions: [], idleNames: [], jobs: [] };
+    return Object.assign(old, { live: false, asOf: db.server.lastAt, errorCode: 'unreachable', error: db.server.error, now });
+  };
   const handlers = {
     get_state: () => {
       const c = counts();
@@ -90,6 +103,18 @@ function installFakeBackend(seed) {
       if (!l) return err('not_found', 'no such mail ' + JSON.stringify('lease ' + resource + ' (this PC holds no such lease)'));
       db.leases = db.leases.filter((x) => x !== l);
       return { released: true, queued: false };
+    },
+    list_sessions: () => live(() => ({ sessions: db.sessions.map((x) => Object.assign({}, x)), idleNames: db.idleNames })),
+    list_jobs: () => live(() => ({ jobs: db.jobs.map((x) => Object.assign({}, x)) })),
+    cancel_job: ({ id }) => {
+      const j = db.jobs.find((x) => x.id === id);
+      if (!j) return err('not_found', 'no such mail "job ' + id + '"');
+      if (!db.server.online) return err('unreachable', db.server.error);
+      if (!j.submittedHere) return err('forbidden', 'job ' + id + ' was submitted by ' + j.submitter + ', not this PC');
+      if (j.state !== 'queued' && j.state !== 'running') return err('ended', 'job ' + id + ' already ended ' + j.state);
+      if (j.state === 'queued') { j.state = 'cancelled'; j.endedAt = Date.now(); j.reason = 'cancelled from the tray'; } else j.cancelRequested = true;
+      j.canCancel = false;
+      return Object.assign({}, j);
     },
     poll_now: () => ({ started: true }),
     set_paused: ({ paused }) => { db.paused = !!paused; return { paused: db.paused }; },

@@ -382,3 +382,148 @@ test('Leases view: who holds what, heartbeat age, stale badge, lost lease, Relea
   assert.deepEqual(page.errors, []);
   await page.close();
 });
+
+test('Sessions view: every live session on every PC, mine marked, re-asked at each poll, offline says so (screenshot)', async () => {
+  const seed = sampleSeed();
+  const sess = (o) => Object.assign({ repo: 'github.com/acme/shop', branch: 'main', cwd: '/home/me/src/shop', idleMs: 30 * 1000, leases: [], mine: false, name: null }, o);
+  // in the controller's order: this PC's first, then by PC and name
+  seed.sessions = [
+    sess({ pc: 'pc-b', session: '3f2a9c1e-77aa-4b1c-9d0e-5a6b7c8d9e0f', name: 'ani', mine: true, idleMs: 12 * 1000, leases: ['staging-deploy'], branch: 'release/0.4' }),
+    sess({ pc: 'pc-b', session: '9c1e3f2a-1b2c-4d5e-8f90-a1b2c3d4e5f6', mine: true, idleMs: 47 * MIN, repo: 'github.com/acme/infra', branch: 'tf-upgrade' }),
+    sess({ pc: 'build-box', session: 'b0b0cafe-0000-4000-8000-000000000001', name: 'ci', idleMs: 3 * MIN, leases: ['search-index'] }),
+    sess({ pc: 'kim-laptop', session: 'aa11bb22-cc33-4d44-8e55-ff6677889900', name: 'train', idleMs: 2 * H + 5 * MIN, repo: 'github.com/acme/ml', branch: 'run-7', leases: ['gpu-0'] }),
+  ];
+  seed.idleNames = [{ name: 'nastya', pc: 'kim-laptop', since: Date.now() - 5 * H }];
+  const page = await openPage(seed);
+  await page.click('.tab[data-view="sessions"]');
+  await page.waitForSelector('#sessions-list .session');
+  const rows = await page.$$eval('#sessions-list .session', (ls) => ls.map((l) => [
+    l.querySelector('.sess-name').textContent, l.querySelector('.from').textContent, l.classList.contains('mine'),
+    l.querySelector('.sess-idle').textContent, (l.querySelector('.sess-leases') || { textContent: '' }).textContent]));
+  assert.deepEqual(rows, [
+    ['ani', 'mine · pc-b', true, 'idle 12 s', 'leases: staging-deploy'],
+    ['9c1e3f2a', 'mine · pc-b', true, 'idle 47 min', ''],
+    ['ci', 'build-box', false, 'idle 3 min', 'leases: search-index'],
+    ['train', 'kim-laptop', false, 'idle 2 h 5 min', 'leases: gpu-0'],
+  ]);
+  assert.match(await page.textContent('#sessions-list .session[data-pc="kim-laptop"] .lease-meta'), /github\.com\/acme\/ml·aa11bb22-cc33/);
+  assert.equal(await page.textContent('#sessions-asof'), 'live');
+  assert.equal(await page.textContent('#tab-sessions-count'), '4');
+  assert.match(await page.textContent('#sessions-idle-names'), /nastya \(last on kim-laptop\)/);
+  assert.ok(await page.isHidden('#sessions-offline'));
+  await page.screenshot({ path: path.join(SHOTS, 'who.png') });
+
+  // the poller's refresh (`changed`) asks the server again: a session ended meanwhile
+  const asked = async () => (await page.evaluate(() => window.__calls)).filter((c) => c.cmd === 'list_sessions').length;
+  assert.equal(await asked(), 1);
+  await page.evaluate(() => { window.__db.sessions.pop(); window.__emit('changed', { version: 9 }); });
+  await page.waitForFunction(() => document.querySelectorAll('#sessions-list .session').length === 3);
+  assert.equal(await asked(), 2);
+
+  // offline: it says so, the rows are the last answer greyed, never shown as live
+  await page.evaluate(() => { window.__db.server.online = false; window.__emit('changed', { version: 10 }); });
+  await page.waitForSelector('#sessions-offline:not([hidden])');
+  assert.match(await page.textContent('#sessions-offline'), /^Offline: the server did not answer \(connection refused \(127\.0\.0\.1:7878\)\)\. Shown as it was at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, not live\.$/);
+  assert.ok(await page.$eval('#sessions-list', (u) => u.classList.contains('not-live')));
+  assert.match(await page.textContent('#sessions-asof'), /^as of \d+ s ago$/);
+  assert.equal(await page.textContent('#tab-sessions-count'), 'offline');
+  // back online: live again
+  await page.evaluate(() => { window.__db.server.online = true; window.__emit('changed', { version: 11 }); });
+  await page.waitForSelector('#sessions-offline[hidden]', { state: 'attached' });
+  assert.ok(!(await page.$eval('#sessions-list', (u) => u.classList.contains('not-live'))));
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
+test('Sessions view offline before any answer: nothing shown as live, it says why', async () => {
+  const seed = sampleSeed();
+  seed.sessions = [{ pc: 'pc-a', session: 'x', name: 'ani', idleMs: 1000, leases: [], mine: false }];
+  seed.server = { online: false };
+  const page = await openPage(seed);
+  await page.click('.tab[data-view="sessions"]');
+  await page.waitForSelector('#sessions-offline:not([hidden])');
+  assert.match(await page.textContent('#sessions-offline'), /^Offline: .*Nothing to show yet\.$/);
+  assert.equal(await page.$$eval('#sessions-list .session', (l) => l.length), 0);
+  assert.ok(await page.isHidden('#sessions-empty'), '"no live session" would be a claim about now');
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});
+
+test('Jobs view: submitted and executed jobs, state names, output tail on expand, Cancel for mine only (screenshot)', async () => {
+  const seed = sampleSeed();
+  const now = Date.now();
+  const job = (o) => Object.assign({ args: [], runner: null, submitter: 'pc-b/ani', submittedHere: true, runsHere: false, submittedAt: now - 10 * MIN,
+    startedAt: null, endedAt: null, durationMs: null, exit: null, outputTail: '', outputTruncated: false, artifacts: [], reused: [], reason: null,
+    cancelRequested: false, canCancel: false, joined: 0 }, o);
+  seed.jobs = [
+    job({ id: 'job-1764500000000-0000000a', target: 'build-box', command: 'test', args: ['checkout=shop', 'crate=billing'], state: 'running',
+      runner: 'build-box/48211', startedAt: now - 95 * 1000, durationMs: 95 * 1000, canCancel: true }),
+    job({ id: 'job-1764500000000-0000000b', target: 'build-box', command: 'bench', args: ['checkout=shop'], state: 'queued', submittedAt: now - 40 * 1000, canCancel: true }),
+    job({ id: 'job-1764500000000-0000000c', target: 'pc-b', command: 'lint', args: ['checkout=web'], state: 'running', submitter: 'kim-laptop/train',
+      submittedHere: false, runsHere: true, runner: 'pc-b/3121', startedAt: now - 20 * 1000, durationMs: 20 * 1000 }),
+    job({ id: 'job-1764500000000-0000000d', target: 'build-box', command: 'test', args: ['checkout=shop', 'crate=core'], state: 'ok', runner: 'build-box/48199',
+      startedAt: now - 9 * MIN, endedAt: now - 7 * MIN, durationMs: 121 * 1000, exit: 0, joined: 2,
+      outputTail: 'running 214 tests\n...\ntest result: ok. 214 passed; 0 failed; 0 ignored\n<script>window.__pwned = 1</script>\n',
+      artifacts: ['target/pcmail/test-shop-1764499400000.log'] }),
+    job({ id: 'job-1764500000000-0000000e', target: 'pc-b', command: 'convert', args: ['checkout=docs'], state: 'failed', submitter: 'kim-laptop/train',
+      submittedHere: false, runsHere: true, runner: 'pc-b/3007', exit: 2, durationMs: 4200, reason: 'exit 2', outputTail: 'convert: docs/in/07.md: bad front matter\n' }),
+    job({ id: 'job-1764500000000-0000000f', target: 'build-box', command: 'test', args: ['checkout=shop', 'crate=api'], state: 'timed_out', runner: 'build-box/47001',
+      durationMs: 900 * 1000, reason: 'time limit 15 min passed: killed', outputTail: '…\ntest api::slow ... ' }),
+  ];
+  const page = await openPage(seed);
+  await page.click('.tab[data-view="jobs"]');
+  await page.waitForSelector('#jobs-list .job');
+  const rows = await page.$$eval('#jobs-list .job', (ls) => ls.map((l) => [
+    l.dataset.state, l.querySelector('.job-cmd').textContent, l.querySelector('.from').textContent, !!l.querySelector('.cancel-btn'),
+    l.querySelector('.job-dur').textContent]));
+  assert.deepEqual(rows, [
+    ['running', 'test checkout=shop crate=billing', '→ build-box', true, '1 min'],
+    ['queued', 'bench checkout=shop', '→ build-box', true, 'queued 40 s'],
+    ['running', 'lint checkout=web', 'runs here', false, '20 s'],
+    ['ok', 'test checkout=shop crate=core', '→ build-box', false, '2 min'],
+    ['failed', 'convert checkout=docs', 'runs here', false, '4 s'],
+    ['timed_out', 'test checkout=shop crate=api', '→ build-box', false, '15 min'],
+  ]);
+  assert.equal(await page.textContent('#tab-jobs-count'), '3', 'queued or running');
+  assert.match(await page.textContent('#jobs-list .job[data-id$="0c"] .lease-meta'), /runner pc-b\/3121·from kim-laptop\/train/);
+
+  // expand: exit code, output tail (text, never run), artifacts
+  await page.click('#jobs-list .job[data-id$="0d"] .job-cmd');
+  await page.waitForSelector('#jobs-list .job[data-id$="0d"] .job-detail');
+  assert.equal(await page.textContent('#jobs-list .job[data-id$="0d"] .job-exit'), 'exit 0');
+  assert.match(await page.textContent('#jobs-list .job[data-id$="0d"] .job-output'), /test result: ok\. 214 passed.*\n<script>window\.__pwned = 1<\/script>/s);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(await page.textContent('#jobs-list .job[data-id$="0d"] .job-artifacts'), 'artifacts: target/pcmail/test-shop-1764499400000.log');
+  await page.click('#jobs-list .job[data-id$="0e"] .job-cmd');
+  await page.waitForSelector('#jobs-list .job[data-id$="0e"] .job-detail');
+  assert.equal(await page.textContent('#jobs-list .job[data-id$="0e"] .job-exit'), 'exit 2');
+  assert.equal(await page.textContent('#jobs-list .job[data-id$="0e"] .job-reason'), 'reason: exit 2');
+  await page.screenshot({ path: path.join(SHOTS, 'jobs.png') });
+  // a second click folds it
+  await page.click('#jobs-list .job[data-id$="0e"] .job-cmd');
+  await page.waitForFunction(() => !document.querySelector('#jobs-list .job[data-id$="0e"] .job-detail'));
+
+  // Cancel my queued job: cancel_job with its id, the row says cancelled; the
+  // expanded one stays expanded across the reload
+  await page.click('#jobs-list .job[data-id$="0b"] .cancel-btn');
+  await page.waitForSelector('#jobs-list .job[data-id$="0b"][data-state="cancelled"]');
+  assert.ok(!(await page.$('#jobs-list .job[data-id$="0b"] .job-detail')), 'the Cancel click does not expand the row');
+  assert.ok(await page.$('#jobs-list .job[data-id$="0d"] .job-detail'));
+  assert.match(await page.textContent('#toast'), /Cancelled job-1764500000000-0000000b/);
+  // my running one: the executor is asked to stop
+  await page.click('#jobs-list .job[data-id$="0a"] .cancel-btn');
+  await page.waitForSelector('#jobs-list .job[data-id$="0a"] .tag-stale');
+  assert.equal(await page.textContent('#jobs-list .job[data-id$="0a"] .tag-stale'), 'cancel requested');
+  const calls = (await page.evaluate(() => window.__calls)).filter((c) => c.cmd === 'cancel_job');
+  assert.deepEqual(calls.map((c) => c.args), [{ id: 'job-1764500000000-0000000b' }, { id: 'job-1764500000000-0000000a' }]);
+
+  // offline: it says so, no Cancel offered, the rows greyed
+  await page.evaluate(() => { window.__db.server.online = false; window.__emit('changed', { version: 3 }); });
+  await page.waitForSelector('#jobs-offline:not([hidden])');
+  assert.match(await page.textContent('#jobs-offline'), /^Offline: the server did not answer/);
+  assert.equal(await page.$$eval('#jobs-list .cancel-btn', (b) => b.length), 0);
+  assert.ok(await page.$eval('#jobs-list', (u) => u.classList.contains('not-live')));
+  assert.equal(await page.textContent('#tab-jobs-count'), 'offline');
+  assert.deepEqual(page.errors, []);
+  await page.close();
+});

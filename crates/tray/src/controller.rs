@@ -79,6 +79,8 @@ pub struct Controller {
     shown_decisions: Option<Vec<MenuDecision>>,
     last_version: Option<i64>,
     lang: Lang,
+    /// The Sessions and Jobs views' last answers from the server.
+    pub(crate) live: crate::live::LastAnswers,
 }
 
 impl Controller {
@@ -96,6 +98,7 @@ impl Controller {
             shown_decisions: None,
             last_version: None,
             lang: Lang::En,
+            live: Default::default(),
         }
     }
 
@@ -466,8 +469,8 @@ impl Controller {
     }
 
     /// A cheap fingerprint of what the window shows (inbox, sent, alerts,
-    /// connection): the poller commits its poll times every cycle, and the
-    /// window is only told when something it shows moved.
+    /// connection, the last poll): the poller also commits its attempt times,
+    /// and the window is only told when something it shows moved.
     pub fn signature(&self, now: Millis) -> Result<String> {
         let q = |sql: &str| -> Result<String> {
             Ok(self.store.conn().query_row(sql, [], |r| {
@@ -477,7 +480,12 @@ impl Controller {
         let inbox = q("SELECT count(*), max(status_at), max(received_at + coalesce(confirmed_at, 0)) FROM inbox")?;
         let sent = q("SELECT count(*), max(state_at), sum(length(timeline)) FROM sent")?;
         let st = self.status(now)?;
-        Ok(format!("{inbox}|{sent}|{}|{}|{:?}|{:?}", st.counts.alerts, st.counts.unread, st.connection.state, st.connection.last_error))
+        // The last poll's time too: each poll moves the header's "polled … ago",
+        // and the Sessions and Jobs views ask the server again at each poll.
+        Ok(format!(
+            "{inbox}|{sent}|{}|{}|{:?}|{:?}|{:?}",
+            st.counts.alerts, st.counts.unread, st.connection.state, st.connection.last_error, st.connection.last_poll_at
+        ))
     }
 
     /// Brings the tray in line with the store: title, badge and tooltip (only

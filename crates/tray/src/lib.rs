@@ -14,6 +14,7 @@
 pub mod autostart;
 pub mod controller;
 pub mod icon;
+pub mod live;
 pub mod notify;
 pub mod poll;
 pub mod remote;
@@ -22,7 +23,8 @@ pub mod view;
 
 pub use controller::{ActionOutcome, Controller, TrayError, LEASE_LOST_NOTE_MS, MENU_DECISIONS_MAX};
 pub use notify::{deliver, Clock, Delivery, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS};
-pub use poll::{next_step, LeaseReleased, PollStep, Remote, ReplyError};
+pub use live::{Freshness, IdleNameView, JobView, JobsView, SessionView, SessionsView, OUTPUT_TAIL_CHARS};
+pub use poll::{next_step, LeaseReleased, PollStep, Remote, RemoteFailure, ReplyError};
 pub use remote::ClientRemote;
 pub use ui::{menu_item_id, parse_menu_item_id, Badge, Lang, MenuDecision, NoteAction, Notification, TrayNotification, TrayUi};
 pub use view::{Connection, ConnState, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView, SentView, Status};

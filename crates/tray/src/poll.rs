@@ -2,6 +2,8 @@
 //! `pcmail-client` in the app, a fake in the tests. Plus the poll loop's
 //! decision (whose turn, when), kept pure so it is tested.
 
+use pcmail_core::job::Job;
+use pcmail_core::sessions::WhoAnswer;
 use pcmail_core::Millis;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,42 @@ pub trait Remote: Send + Sync {
     /// the next poll).
     fn lease_release(&self, resource: &str) -> Result<LeaseReleased, String> {
         Err(format!("cannot release lease {resource} here"))
+    }
+    /// Every live session on every PC, as `pcmail who` asks the server
+    /// (`pcmail_api::sessions::who`).
+    fn who(&self) -> Result<WhoAnswer, RemoteFailure> {
+        Err(RemoteFailure::unsupported("sessions"))
+    }
+    /// The jobs this PC submitted or joined and those it runs as executor,
+    /// newest first, as `pcmail job list` asks (`pcmail_api::jobs::job_list`).
+    fn jobs(&self) -> Result<Vec<Job>, RemoteFailure> {
+        Err(RemoteFailure::unsupported("jobs"))
+    }
+    /// Cancels a job as `pcmail job cancel` does (`pcmail_api::jobs::job_cancel`).
+    fn job_cancel(&self, job_id: &str) -> Result<Job, RemoteFailure> {
+        Err(RemoteFailure { code: "unsupported".into(), message: format!("cannot cancel {job_id} here") })
+    }
+}
+
+/// Why a call to the server did not answer: `code` is the CLI's (the
+/// `pcmail_api::ApiError::code`): `unreachable` when the server could not be
+/// reached (the views then say "offline"), `unsupported`, `not_found`, …
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteFailure {
+    pub code: String,
+    pub message: String,
+}
+
+impl RemoteFailure {
+    pub fn offline(message: impl Into<String>) -> RemoteFailure {
+        RemoteFailure { code: "unreachable".into(), message: message.into() }
+    }
+    pub fn unsupported(feature: &str) -> RemoteFailure {
+        RemoteFailure { code: "unsupported".into(), message: format!("this server does not support {feature}") }
+    }
+    /// The server could not be reached (as opposed to: it answered no).
+    pub fn is_offline(&self) -> bool {
+        self.code == "unreachable"
     }
 }
 

@@ -2,7 +2,9 @@
 //! a call into the client crate (reply with the CLI's rules, flush marks,
 //! one cycle, the "is a poller alive" check).
 
-use crate::poll::{LeaseReleased, Remote, ReplyError};
+use crate::poll::{LeaseReleased, Remote, RemoteFailure, ReplyError};
+use pcmail_core::job::Job;
+use pcmail_core::sessions::WhoAnswer;
 use pcmail_client::{config::Paths, locks, Client};
 
 /// `Remote` over `pcmail-client`: one `Client` for the window's operations
@@ -74,5 +76,32 @@ impl Remote for ClientRemote {
     fn lease_heartbeat(&self, now: i64) {
         let _ = self.with(|c| c.lease_liveness(now).map(|_| ()).map_err(|e| e.to_string()));
     }
+    fn who(&self) -> Result<WhoAnswer, RemoteFailure> {
+        self.api(|c| pcmail_api::sessions::who(c, &pcmail_api::sessions::WhoArgs {}))
+    }
+    fn jobs(&self) -> Result<Vec<Job>, RemoteFailure> {
+        // Not `mine`: the server then lists the jobs this PC watches
+        // (submitted or joined) and those targeted at it.
+        let args = pcmail_api::jobs::JobListArgs { mine: false, state: None, target: None, limit: Some(JOBS_LISTED) };
+        self.api(|c| pcmail_api::jobs::job_list(c, &args)).map(|r| r.jobs)
+    }
+    fn job_cancel(&self, job_id: &str) -> Result<Job, RemoteFailure> {
+        let args = pcmail_api::jobs::JobCancelArgs { job_id: job_id.to_string(), reason: Some("cancelled from the tray".into()) };
+        self.api(|c| pcmail_api::jobs::job_cancel(c, &args)).map(|r| r.job)
+    }
 }
 
+/// Jobs the Jobs view lists at most (the newest).
+pub const JOBS_LISTED: usize = 100;
+
+impl ClientRemote {
+    /// A `pcmail_api` function on the window's client; its error keeps the
+    /// CLI's code (`unreachable` = offline).
+    fn api<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, pcmail_api::ApiError>) -> Result<T, RemoteFailure> {
+        let mut g = self.ops.lock().unwrap();
+        if g.is_none() {
+            *g = Some(Client::open(self.paths.clone()).map_err(|e| RemoteFailure { code: "config".into(), message: e.to_string() })?);
+        }
+        f(g.as_mut().unwrap()).map_err(|e| RemoteFailure { code: e.code().to_string(), message: e.to_string() })
+    }
+}

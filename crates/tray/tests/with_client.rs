@@ -186,3 +186,79 @@ fn release_from_the_leases_view_ends_the_lease_on_the_server() {
     // a second release: this PC holds no such lease
     assert_eq!(ctl.release_lease(&remote, "staging-deploy").unwrap_err().code(), "not_found");
 }
+
+/// The Sessions and Jobs views through `ClientRemote` (= `pcmail_api::sessions::who`,
+/// `jobs::job_list`, `jobs::job_cancel`) against a real engine: pc-a executes
+/// a whitelisted command, pc-b submits a job to it and cancels it from the
+/// Jobs view before pc-a polls; pc-a's `job status` says cancelled.
+#[test]
+fn sessions_and_jobs_views_and_cancel_through_the_clis_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("server.db");
+    let (pa, pb) = (pc(dir.path(), "pc-a", &db), pc(dir.path(), "pc-b", &db));
+    let work = dir.path().join("checkout");
+    std::fs::create_dir_all(&work).unwrap();
+    let mut cfg = std::fs::read_to_string(pa.config()).unwrap();
+    cfg.push_str(&format!(
+        "\n[jobs]\nallowed_submitters = [\"pc-b\"]\n[jobs.checkouts]\nw = {:?}\n[[jobs.commands]]\nname = \"hello\"\nargv = [\"echo\", \"hi\"]\ncwd = \"w\"\nread_only = true\ntime_limit_secs = 30\n",
+        work.display().to_string()
+    ));
+    std::fs::write(pa.config(), cfg).unwrap();
+    let mut a = Client::open(pa.clone()).unwrap();
+    a.enable_executor();
+    a.sync_once(0).unwrap(); // registers
+    a.sync_once(0).unwrap(); // publishes its whitelist
+    let mut b = Client::open(pb.clone()).unwrap();
+    b.sync_once(0).unwrap();
+
+    let remote = ClientRemote::new(pb.clone());
+    let mut ctl = Controller::new(Store::open(&pb.store()).unwrap(), "pc-b", 2_000);
+    let now = pcmail_client::system_now();
+    let v = ctl.sessions(&remote, now);
+    assert!(v.freshness.live, "who answered: {:?}", v.freshness.error);
+
+    let run = pcmail_api::jobs::job_run(
+        &mut b,
+        &pcmail_api::jobs::JobRunArgs { target: "pc-a".into(), command: "hello".into(), ..Default::default() },
+    )
+    .unwrap();
+    let id = run.job.id.clone();
+    let v = ctl.jobs(&remote, now).unwrap();
+    assert!(v.freshness.live, "{:?}", v.freshness.error);
+    let row = v.jobs.iter().find(|j| j.id == id).expect("the submitted job is listed");
+    assert_eq!((row.state, row.target.as_str(), row.submitted_here, row.can_cancel), ("queued", "pc-a", true, true));
+    // pc-a sees it as the job it runs
+    let mut ctl_a = Controller::new(Store::open(&pa.store()).unwrap(), "pc-a", 2_000);
+    let va = ctl_a.jobs(&ClientRemote::new(pa.clone()), now).unwrap();
+    let row_a = va.jobs.iter().find(|j| j.id == id).expect("listed on its executor");
+    assert_eq!((row_a.runs_here, row_a.submitted_here, row_a.can_cancel), (true, false, false));
+
+    let cancelled = ctl.cancel_job(&remote, &id, now).unwrap();
+    assert_eq!(cancelled.state, "cancelled");
+    let st = pcmail_api::jobs::job_status(&mut a, &pcmail_api::jobs::JobIdArgs { job_id: id.clone() }).unwrap();
+    assert_eq!(st.job.state.as_str(), "cancelled");
+    assert!(st.job.timeline.unwrap().iter().any(|e| e.by.starts_with("pc-b/")), "cancelled by pc-b");
+    // a job pc-b did not submit: refused before the server is asked
+    assert_eq!(ctl_a.cancel_job(&ClientRemote::new(pa.clone()), &id, now).unwrap_err().code(), "forbidden");
+}
+
+/// A server that does not answer: the views say offline (`unreachable`), not "nothing".
+#[test]
+fn the_live_views_say_offline_when_the_server_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::at(dir.path().join("pc-b"));
+    // a port nobody listens on (bound, then released)
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cfg = Config::load(&paths).unwrap_or_else(|_| panic!("default config"));
+    cfg.label = "pc-b".into();
+    cfg.server = ServerConfig::Http { url: format!("http://127.0.0.1:{port}/api") };
+    cfg.save(&paths).unwrap();
+    std::env::set_var("PCMAIL_TOKEN", "t"); // this test's process only (nextest runs each test alone)
+    let remote = ClientRemote::new(paths.clone());
+    let mut ctl = Controller::new(Store::open(&paths.store()).unwrap(), "pc-b", 2_000);
+    let v = ctl.sessions(&remote, 1_000);
+    assert!(!v.freshness.live);
+    assert_eq!(v.freshness.error_code.as_deref(), Some("unreachable"), "{:?}", v.freshness.error);
+    let j = ctl.jobs(&remote, 1_000).unwrap();
+    assert_eq!((j.freshness.live, j.freshness.error_code.as_deref()), (false, Some("unreachable")));
+}
