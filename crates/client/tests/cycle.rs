@@ -2,40 +2,20 @@
 //! don't know an op, notifications once per id, and the hook's writes.
 
 use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::transport::{CallError, Embedded, Transport};
+use pcmail_client::transport::{CallError, Embedded};
 use pcmail_client::{hook, Client};
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Kind, MarkOp, Millis, ProtoError, State};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 
 static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
 fn clock() -> Millis {
     NOW.load(Ordering::SeqCst)
 }
 
-type Answer = Box<dyn FnMut(&Op) -> Result<Value, CallError> + Send>;
-
-/// A server that answers from a script and records every request.
-#[derive(Clone, Default)]
-struct Scripted {
-    calls: Arc<Mutex<Vec<Op>>>,
-    answer: Arc<Mutex<Option<Answer>>>,
-}
-
-impl Transport for Scripted {
-    fn call(&self, op: &Op) -> Result<Value, CallError> {
-        self.calls.lock().unwrap().push(op.clone());
-        (self.answer.lock().unwrap().as_mut().unwrap())(op)
-    }
-    fn long_poll(&self) -> bool {
-        false
-    }
-    fn describe(&self) -> String {
-        "scripted".into()
-    }
-}
+mod common;
+use common::Scripted;
 
 fn config(label: &str) -> Config {
     Config { native_notifications: false, ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
@@ -49,7 +29,7 @@ fn mail(id: &str, to: &str, kind: &str, body: Value) -> Value {
 #[test]
 fn a_malformed_mail_is_quarantined_and_failed_while_the_rest_is_stored() {
     let dir = tempfile::tempdir().unwrap();
-    let t = Scripted::default();
+    let t = Scripted { name: "scripted", ..Default::default() };
     let mut served = false;
     *t.answer.lock().unwrap() = Some(Box::new(move |op| match op {
         Op::Poll(_) if !served => {
@@ -89,7 +69,7 @@ fn a_malformed_mail_is_quarantined_and_failed_while_the_rest_is_stored() {
 #[test]
 fn an_op_the_server_does_not_know_backs_off_an_hour_and_is_dropped_after_five_tries() {
     let dir = tempfile::tempdir().unwrap();
-    let t = Scripted::default();
+    let t = Scripted { name: "scripted", ..Default::default() };
     *t.answer.lock().unwrap() = Some(Box::new(|op| match op {
         Op::Mark { .. } => Err(CallError::Server(ProtoError::new(ErrorCode::UnknownOp, "unknown op \"mark\""))),
         Op::Poll(_) => Ok(json!({"ok": true, "now": 0, "mail": [mail("mail-1-0000000a", "pc-b", "note", json!("x"))],
@@ -122,7 +102,7 @@ fn an_op_the_server_does_not_know_backs_off_an_hour_and_is_dropped_after_five_tr
 #[test]
 fn a_poll_answer_without_mark_results_is_treated_as_an_old_server() {
     let dir = tempfile::tempdir().unwrap();
-    let t = Scripted::default();
+    let t = Scripted { name: "scripted", ..Default::default() };
     *t.answer.lock().unwrap() = Some(Box::new(|op| match op {
         Op::Poll(_) => Ok(json!({"ok": true, "now": 0, "mail": [], "confirmed": [], "updates": [], "cursor": 0})),
         Op::Mark { .. } => Err(CallError::Transient("down".into())),

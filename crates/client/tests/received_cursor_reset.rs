@@ -5,39 +5,20 @@
 //! Against a scripted server that records every request.
 
 use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::transport::{CallError, Transport};
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Millis, State};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
 fn clock() -> Millis {
     NOW.load(Ordering::SeqCst)
 }
 
-type Answer = Box<dyn FnMut(&Op) -> Result<Value, CallError> + Send>;
-
-#[derive(Clone, Default)]
-struct Scripted {
-    calls: Arc<Mutex<Vec<Op>>>,
-    answer: Arc<Mutex<Option<Answer>>>,
-}
-
-impl Transport for Scripted {
-    fn call(&self, op: &Op) -> Result<Value, CallError> {
-        self.calls.lock().unwrap().push(op.clone());
-        (self.answer.lock().unwrap().as_mut().unwrap())(op)
-    }
-    fn long_poll(&self) -> bool {
-        false
-    }
-    fn describe(&self) -> String {
-        "scripted gas".into()
-    }
-}
+mod common;
+use common::Scripted;
 
 fn config() -> Config {
     Config { native_notifications: false, ..Config::new("pc-b", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
@@ -57,7 +38,7 @@ fn mail(id: &str, state: &str, timeline: Value) -> Value {
 /// answers `receivedCursorReset` (gas pruned the feed) with no entries,
 /// while on the server the open one expired meanwhile.
 fn script(reset: bool) -> (Scripted, Arc<AtomicBool>) {
-    let t = Scripted::default();
+    let t = Scripted { name: "scripted gas", ..Default::default() };
     let pruned = Arc::new(AtomicBool::new(false));
     let p = pruned.clone();
     *t.answer.lock().unwrap() = Some(Box::new(move |op| match op {
