@@ -24,14 +24,15 @@ TEST_USER="pcmail-deb-$$"
 cleanup() {
   if [[ -n "$APP_PID" ]]; then kill -- "-$APP_PID" 2>/dev/null || true; sleep 0.3; kill -9 -- "-$APP_PID" 2>/dev/null || true; fi
   wait 2>/dev/null || true
-  dpkg -s "$PKG" >/dev/null 2>&1 && dpkg -r "$PKG" >/dev/null 2>&1 || true
+  dpkg-query -W "$PKG" >/dev/null 2>&1 && dpkg --purge "$PKG" >/dev/null 2>&1 || true
   [[ -n "$USER_MADE" ]] && userdel "$TEST_USER" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 fail() { echo "deb: FAIL: $*"; echo "--- app log"; tail -30 "$WORK/app.log" 2>/dev/null || true; exit 1; }
 
-dpkg -s "$PKG" >/dev/null 2>&1 && fail "$PKG is already installed here: not touching it"
+installed() { dpkg-query -W -f='${Status}' "$PKG" 2>/dev/null | grep -q 'install ok installed'; }
+installed && fail "$PKG is already installed here: not touching it"
 echo "deb: $(basename "$DEB") ($(du -h "$DEB" | cut -f1)), package $PKG, depends: $(dpkg-deb -f "$DEB" Depends)"
 dpkg -i "$DEB" >"$WORK/dpkg-i.log" 2>&1 || { cat "$WORK/dpkg-i.log"; fail "dpkg -i failed"; }
 dpkg -L "$PKG" | sort >"$WORK/files"
@@ -51,10 +52,11 @@ HOME_DIR="$WORK/home"
 useradd --system --no-create-home --home-dir "$HOME_DIR" --shell /usr/sbin/nologin "$TEST_USER" || fail "useradd $TEST_USER"
 USER_MADE=1
 chmod 755 "$WORK"
-mkdir -p "$HOME_DIR" && chown "$TEST_USER:" "$HOME_DIR"
+# its own runtime dir, as a login session has (the tray icon's image goes there, not to a shared /tmp dir)
+mkdir -p "$HOME_DIR/.run" && chmod 700 "$HOME_DIR/.run" && chown -R "$TEST_USER:" "$HOME_DIR"
 STATE="$HOME_DIR/state.json"
 (cd "$HOME_DIR" && exec setpriv --reuid "$TEST_USER" --regid "$TEST_USER" --init-groups \
-  env -i PATH=/usr/bin:/bin HOME="$HOME_DIR" USER="$TEST_USER" PCMAIL_HOME="$HOME_DIR/.pcmail" \
+  env -i PATH=/usr/bin:/bin HOME="$HOME_DIR" USER="$TEST_USER" XDG_RUNTIME_DIR="$HOME_DIR/.run" PCMAIL_HOME="$HOME_DIR/.pcmail" \
     PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
   setsid xvfb-run -a dbus-run-session -- "$BIN") >"$WORK/app.log" 2>&1 &
 APP_PID=$!
@@ -76,7 +78,7 @@ APP_PID=""
 
 # removed cleanly: the package is gone and so is every file it installed
 dpkg -r "$PKG" >"$WORK/dpkg-r.log" 2>&1 || { cat "$WORK/dpkg-r.log"; fail "dpkg -r failed"; }
-dpkg -s "$PKG" 2>/dev/null | grep -q '^Status: install' && fail "$PKG still installed"
+installed && fail "$PKG still installed"
 left=0
 while read -r f; do
   [[ -f "$f" || -L "$f" ]] && { echo "deb: left behind: $f"; left=$((left + 1)); }
@@ -84,4 +86,7 @@ done <"$WORK/files"
 [[ "$left" == 0 ]] || fail "$left files left after dpkg -r"
 [[ -e "$AUTOSTART" ]] && fail "the start-at-login entry $AUTOSTART is left after dpkg -r"
 echo "deb: dpkg -r removed $PKG, its $(grep -c . "$WORK/files") paths and the user's start-at-login entry"
+# purge: dpkg forgets the package (dpkg -r keeps its record while it has a postrm)
+dpkg --purge "$PKG" >"$WORK/dpkg-purge.log" 2>&1 || { cat "$WORK/dpkg-purge.log"; fail "dpkg --purge failed"; }
+dpkg-query -W "$PKG" >/dev/null 2>&1 && fail "dpkg still knows $PKG after --purge"
 echo "deb: 1 passed, 0 failed"
