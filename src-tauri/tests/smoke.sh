@@ -13,7 +13,7 @@
 # right of the screen with the decision request's notification (dunst, "(A)":
 # it has actions; NOTIFICATION_DAEMON=/usr/lib/notification-daemon/notification-daemon
 # uses GNOME's, which draws the buttons, and SCREENSHOT_CROP=WxH+X+Y the part
-# saved, default 640x200+640+0); WITH_DAEMON=1 starts a `pcmail daemon` for
+# saved, default 640x200+640+0; SCREENSHOT_WAIT=seconds before it, 0.5); WITH_DAEMON=1 starts a `pcmail daemon` for
 # tray-b first: the app must use it (no second poller) and still show the mail.
 set -euo pipefail
 
@@ -162,6 +162,15 @@ if [[ -z "$DAEMON_PID" ]]; then
   else WANT="pcmail: [decision request] from sender-a | Open | Ack | Reply…"; fi
   [[ "$SHOWN" == "$WANT" ]] || fail "the notification showed '$SHOWN', expected '$WANT'"
   echo "smoke: the notification: $SHOWN"
+  # the screen with the decision request's notification, as soon as the
+  # notification server has it (GNOME's notification-daemon closes its bubble
+  # after ~5 s)
+  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
+    for _ in $(seq 1 50); do [[ "$(field serverIds)" == *"$MENU"* ]] && break; sleep 0.1; done
+    sleep "${SCREENSHOT_WAIT:-0.5}"
+    DISPLAY="$(cat "$WORK/session.display")" XAUTHORITY="$(cat "$WORK/session.xauth")" \
+      import -window root -crop "${SCREENSHOT_CROP:-640x200+640+0}" +repage "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
+  fi
 fi
 
 
@@ -186,10 +195,6 @@ elif in_session gdbus call --session --dest org.freedesktop.Notifications --obje
   SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID") \
     || fail "the notification for $ID did not reach the notification server"
   sleep 0.5
-  # the screen with the decision request's notification (before any window opens)
-  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
-    in_session import -window root -crop "${SCREENSHOT_CROP:-640x200+640+0}" +repage "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
-  fi
   in_session gdbus emit --session --object-path /org/freedesktop/Notifications \
     --signal org.freedesktop.Notifications.ActionInvoked "uint32 $SID" "'default'" >/dev/null
   seen_and_cleared "$ID" "notification click"
