@@ -51,7 +51,7 @@ echo "== tray app installed from its .deb (src-tauri/tests/deb.sh)"
 if [[ "${PCMAIL_TEST_DEB:-1}" == 0 ]]; then
   echo "deb: skipped (PCMAIL_TEST_DEB=0)" | tee "$LOG/deb"
 elif [[ "$(id -u)" != 0 ]]; then
-  echo "deb: skipped (not root: dpkg -i needs root; PCMAIL_TEST_DEB=0 says so quietly)" | tee "$LOG/deb"
+  echo "deb: skipped (not root: dpkg -i needs root)" | tee "$LOG/deb"
 else
   # Tauri refuses to bundle a frontendDist (ui/) holding node_modules, which the UI section installed.
   rm -rf ui/node_modules
