@@ -11,7 +11,9 @@
 # src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir; SCREENSHOT=file.png
 # saves the real window under Xvfb; SCREENSHOT_NOTIFICATION=file.png the top
 # right of the screen with the decision request's notification (dunst, "(A)":
-# it has actions); WITH_DAEMON=1 starts a `pcmail daemon` for
+# it has actions; NOTIFICATION_DAEMON=/usr/lib/notification-daemon/notification-daemon
+# uses GNOME's, which draws the buttons, and SCREENSHOT_CROP=WxH+X+Y the part
+# saved, default 640x200+640+0; SCREENSHOT_WAIT=seconds before it, 0.5); WITH_DAEMON=1 starts a `pcmail daemon` for
 # tray-b first: the app must use it (no second poller) and still show the mail.
 # At the end a job runs through the tray: tray-b whitelists `hello` (echo),
 # sender-a runs `pcmail job run tray-b hello --wait`: ok, its output, run by the app.
@@ -99,9 +101,9 @@ STATE="$WORK/tray-state.json"
 export XDG_CONFIG_HOME="$WORK/xdg"
 PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" PCMAIL_TRAY_TEST_STATE="$STATE" WEBKIT_DISABLE_COMPOSITING_MODE=1 NO_AT_BRIDGE=1 \
   setsid xvfb-run -a dbus-run-session -- sh -c 'echo "$DISPLAY" >"$0.display"; echo "$DBUS_SESSION_BUS_ADDRESS" >"$0.bus"; echo "$XAUTHORITY" >"$0.xauth"
-      if command -v dunst >/dev/null; then dunst >"$0.dunst.log" 2>&1 & fi
+      if command -v "$2" >/dev/null; then "$2" >"$0.notifyd.log" 2>&1 & fi
       exec "$1"' \
-    "$WORK/session" "$TRAY_BIN" >"$WORK/app.log" 2>&1 &
+    "$WORK/session" "$TRAY_BIN" "${NOTIFICATION_DAEMON:-dunst}" >"$WORK/app.log" 2>&1 &
 APP_PID=$!
 
 field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get(sys.argv[2], ""))' "$STATE" "$1" 2>/dev/null || true; }
@@ -186,6 +188,15 @@ if [[ -z "$DAEMON_PID" ]]; then
   else WANT="pcmail: [decision request] from sender-a | Open | Ack | Reply…"; fi
   [[ "$SHOWN" == "$WANT" ]] || fail "the notification showed '$SHOWN', expected '$WANT'"
   echo "smoke: the notification: $SHOWN"
+  # the screen with the decision request's notification, as soon as the
+  # notification server has it (GNOME's notification-daemon closes its bubble
+  # after ~5 s)
+  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
+    for _ in $(seq 1 50); do [[ "$(field serverIds)" == *"$MENU"* ]] && break; sleep 0.1; done
+    sleep "${SCREENSHOT_WAIT:-0.5}"
+    DISPLAY="$(cat "$WORK/session.display")" XAUTHORITY="$(cat "$WORK/session.xauth")" \
+      import -window root -crop "${SCREENSHOT_CROP:-640x200+640+0}" +repage "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
+  fi
 fi
 
 
@@ -210,10 +221,6 @@ elif in_session gdbus call --session --dest org.freedesktop.Notifications --obje
   SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverIds"][sys.argv[2]])' "$STATE" "$ID") \
     || fail "the notification for $ID did not reach the notification server"
   sleep 0.5
-  # the screen with the decision request's notification (before any window opens)
-  if [[ -n "${SCREENSHOT_NOTIFICATION:-}" ]] && command -v import >/dev/null; then
-    in_session import -window root -crop 640x200+640+0 "$SCREENSHOT_NOTIFICATION" && echo "smoke: screenshot $SCREENSHOT_NOTIFICATION"
-  fi
   in_session gdbus emit --session --object-path /org/freedesktop/Notifications \
     --signal org.freedesktop.Notifications.ActionInvoked "uint32 $SID" "'default'" >/dev/null
   seen_and_cleared "$ID" "notification click"
