@@ -30,6 +30,17 @@ function jobRefused_(reason, message, field) {
   return pcErr_('job_refused', message, extra);
 }
 
+// crates/core/src/job.rs revoked_target_reason / check_target_not_revoked: a revoked PC
+// runs no jobs; a submit to it is refused, its queued jobs are cancelled at revocation.
+function revokedTargetReason_(target) {
+  return target + ' was revoked by the admin: it runs no jobs until it is enrolled again ' +
+    '(the admin runs `pcmail roster add ' + target + '` for a join code, then `pcmail init --join CODE` on that PC)';
+}
+
+function checkTargetNotRevoked_(target, revoked) {
+  if (revoked) throw jobRefused_('target_revoked', revokedTargetReason_(target) + '; nothing was queued');
+}
+
 // `path`: relative, / separators, no .. segment, no leading / or drive letter.
 function pathProblem_(v) {
   if (v === '') return 'must not be empty';

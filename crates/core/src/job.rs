@@ -76,6 +76,8 @@ pub const REFUSED_NO_EXECUTOR: &str = "no_executor";
 pub const REFUSED_NOT_WHITELISTED: &str = "not_whitelisted";
 pub const REFUSED_BAD_ARGUMENT: &str = "bad_argument";
 pub const REFUSED_SUBMITTER_NOT_ALLOWED: &str = "submitter_not_allowed";
+/// The target PC was revoked by the admin (issue 13).
+pub const REFUSED_TARGET_REVOKED: &str = "target_revoked";
 
 // ---- types ----
 
@@ -767,6 +769,27 @@ fn check_arg(a: &ArgSpec, v: &Value) -> Result<ArgValue, ProtoError> {
     }
 }
 
+/// Why a revoked PC runs no jobs, and how it comes back: the refusal's
+/// message at submit, and the reason of a queued job cancelled at revocation.
+pub fn revoked_target_reason(target: &str) -> String {
+    format!(
+        "{target} was revoked by the admin: it runs no jobs until it is enrolled again \
+         (the admin runs `pcmail roster add {target}` for a join code, then `pcmail init --join CODE` on that PC)"
+    )
+}
+
+/// The rule for a job to a revoked PC, on both servers: refused at submit
+/// (`job_refused`, reason `target_revoked`), never queued to wait for a PC
+/// that cannot poll.
+pub fn check_target_not_revoked(target: &str, revoked: bool) -> Result<(), ProtoError> {
+    if revoked {
+        Err(ProtoError::new(ErrorCode::JobRefused, format!("{}; nothing was queued", revoked_target_reason(target)))
+            .with_reason(REFUSED_TARGET_REVOKED))
+    } else {
+        Ok(())
+    }
+}
+
 /// Who may submit to a PC executor: the PC's `allowedSubmitters` when it set
 /// them; by default (None) nobody, except when the server requires per-PC
 /// credentials (then a label proves who submits, and every roster PC may).
@@ -1427,5 +1450,15 @@ mod tests {
         v["target"] = json!("@server");
         v["command"] = json!("_debug_roster");
         assert!(parse_submit(v.as_object().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_revoked_target_is_refused_with_how_to_re_enrol() {
+        assert!(check_target_not_revoked("pc-b", false).is_ok());
+        let e = check_target_not_revoked("pc-b", true).unwrap_err();
+        assert_eq!(e.code, ErrorCode::JobRefused);
+        assert_eq!(e.reason.as_deref(), Some(REFUSED_TARGET_REVOKED));
+        assert!(e.message.contains("pc-b was revoked"), "{}", e.message);
+        assert!(e.message.contains("pcmail roster add pc-b"), "{}", e.message);
     }
 }
