@@ -80,13 +80,17 @@ function artifactProblem_(p) {
   return pathProblem_(plain);
 }
 
+// crates/core/src/job.rs pc_builtins: the read-only probes every PC executor publishes
+// besides its owner's commands (the one exception to the label spelling in a whitelist).
+const PC_PROBES = ['_debug_pc', '_debug_sessions', '_debug_leases', '_debug_jobs'];
+
 // check_spec (crates/core job.rs): bad_request with the field inside the spec, prefixed.
 // `builtin` lets a name start with _ (the server's own).
 function checkJobSpec_(spec, prefix, builtin) {
   checkSpecShape_(spec, prefix || 'spec');
   const f = function (k) { return prefix ? prefix + '.' + k : k; };
   const bad = function (k, msg) { return badField_(f(k), msg); };
-  const name = builtin && spec.name[0] === '_' ? spec.name.slice(1) : spec.name;
+  const name = (builtin || PC_PROBES.indexOf(spec.name) >= 0) && spec.name[0] === '_' ? spec.name.slice(1) : spec.name;
   if (!isValidLabel_(name)) throw bad('name', 'command name ' + JSON.stringify(spec.name) + ' must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)');
   const args = spec.args || [];
   if (args.length > JOB.ARGS_MAX) throw bad('args', 'at most ' + JOB.ARGS_MAX + ' arguments');

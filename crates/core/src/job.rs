@@ -550,7 +550,8 @@ fn spec_err(field: String, message: impl Into<String>) -> ProtoError {
 /// the server when it stores a whitelist). Errors are `bad_request` with the
 /// field inside the spec (`args[1].pattern`, `timeLimitMs` …).
 pub fn check_spec(spec: &CommandSpec) -> Result<(), ProtoError> {
-    if !is_valid_command_name(&spec.name) {
+    // A PC's built-in probes are the one exception to the label spelling.
+    if !is_valid_command_name(&spec.name) && pc_builtin(&spec.name).is_none() {
         return Err(spec_err("name".into(), format!("command name {:?} must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)", spec.name)));
     }
     check_spec_body(spec)
@@ -879,6 +880,40 @@ pub fn server_builtins() -> Vec<CommandSpec> {
 /// The spec of a built-in, by name.
 pub fn server_builtin(name: &str) -> Option<CommandSpec> {
     server_builtins().into_iter().find(|c| c.name == name)
+}
+
+/// Most items a PC probe lists (sessions, leases, jobs): its answer stays
+/// small, like any job's bounded output.
+pub const PC_PROBE_ITEMS_MAX: usize = 100;
+
+/// The read-only probes every PC executor has besides its owner's commands
+/// (issue 13 point 6): published with its whitelist, run in-process by the
+/// executor (no command, no shell), under the same submitter rule
+/// (`submitter_allowed`). Their names start with `_`, which no owner's
+/// command may, so they never collide.
+pub fn pc_builtins() -> Vec<CommandSpec> {
+    let probe = |name: &str, description: &str| CommandSpec {
+        name: name.into(),
+        args: vec![],
+        subject: None,
+        time_limit_ms: 60_000,
+        artifacts: vec![],
+        read_only: true,
+        chunked: false,
+        verify: false,
+        description: description.into(),
+    };
+    vec![
+        probe("_debug_pc", "this PC: label, version, server kind, poller state, last poll, pending marks, store size"),
+        probe("_debug_sessions", "this PC's live sessions: id prefix, name, repo, branch, idle time"),
+        probe("_debug_leases", "the leases in this PC's cache, with their stale flags, and the ones its sessions hold"),
+        probe("_debug_jobs", "the jobs running on this PC and its queued reports"),
+    ]
+}
+
+/// The spec of a PC probe, by name.
+pub fn pc_builtin(name: &str) -> Option<CommandSpec> {
+    pc_builtins().into_iter().find(|c| c.name == name)
 }
 
 // ---- parsing of the ops' arguments (both servers' Rust side; gas mirrors it) ----
@@ -1460,5 +1495,16 @@ mod tests {
         assert_eq!(e.reason.as_deref(), Some(REFUSED_TARGET_REVOKED));
         assert!(e.message.contains("pc-b was revoked"), "{}", e.message);
         assert!(e.message.contains("pcmail roster add pc-b"), "{}", e.message);
+    }
+
+    #[test]
+    fn pc_probes_pass_the_spec_check_and_no_other_underscore_name_does() {
+        for p in pc_builtins() {
+            check_spec(&p).unwrap();
+            assert!(p.read_only && p.args.is_empty(), "{}", p.name);
+        }
+        let mut other = pc_builtin("_debug_pc").unwrap();
+        other.name = "_debug_shell".into();
+        assert!(check_spec(&other).is_err());
     }
 }
