@@ -90,7 +90,9 @@ function checkJobSpec_(spec, prefix, builtin) {
   checkSpecShape_(spec, prefix || 'spec');
   const f = function (k) { return prefix ? prefix + '.' + k : k; };
   const bad = function (k, msg) { return badField_(f(k), msg); };
-  const name = (builtin || PC_PROBES.indexOf(spec.name) >= 0) && spec.name[0] === '_' ? spec.name.slice(1) : spec.name;
+  // A PC's built-in probes, as core defines them (read-only, no args, no artifacts), may start with _.
+  const pcProbe = PC_PROBES.indexOf(spec.name) >= 0 && spec.readOnly === true && !(spec.args || []).length && !(spec.artifacts || []).length;
+  const name = (builtin || pcProbe) && spec.name[0] === '_' ? spec.name.slice(1) : spec.name;
   if (!isValidLabel_(name)) throw bad('name', 'command name ' + JSON.stringify(spec.name) + ' must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)');
   const args = spec.args || [];
   if (args.length > JOB.ARGS_MAX) throw bad('args', 'at most ' + JOB.ARGS_MAX + ' arguments');

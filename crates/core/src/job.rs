@@ -550,8 +550,10 @@ fn spec_err(field: String, message: impl Into<String>) -> ProtoError {
 /// the server when it stores a whitelist). Errors are `bad_request` with the
 /// field inside the spec (`args[1].pattern`, `timeLimitMs` …).
 pub fn check_spec(spec: &CommandSpec) -> Result<(), ProtoError> {
-    // A PC's built-in probes are the one exception to the label spelling.
-    if !is_valid_command_name(&spec.name) && pc_builtin(&spec.name).is_none() {
+    // A PC's built-in probes are the one exception to the label spelling:
+    // as core defines them (read-only, no args, no artifacts).
+    let pc_probe = pc_builtin(&spec.name).is_some() && spec.read_only && spec.args.is_empty() && spec.artifacts.is_empty();
+    if !is_valid_command_name(&spec.name) && !pc_probe {
         return Err(spec_err("name".into(), format!("command name {:?} must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)", spec.name)));
     }
     check_spec_body(spec)
@@ -892,7 +894,7 @@ pub const PC_PROBE_ITEMS_MAX: usize = 100;
 /// (`submitter_allowed`). Their names start with `_`, which no owner's
 /// command may, so they never collide.
 pub fn pc_builtins() -> Vec<CommandSpec> {
-    let probe = |name: &str, description: &str| CommandSpec {
+    let pc_probe = |name: &str, description: &str| CommandSpec {
         name: name.into(),
         args: vec![],
         subject: None,
@@ -904,10 +906,10 @@ pub fn pc_builtins() -> Vec<CommandSpec> {
         description: description.into(),
     };
     vec![
-        probe("_debug_pc", "this PC: label, version, server kind, poller state, last poll, pending marks, store size"),
-        probe("_debug_sessions", "this PC's live sessions: id prefix, name, repo, branch, idle time"),
-        probe("_debug_leases", "the leases in this PC's cache, with their stale flags, and the ones its sessions hold"),
-        probe("_debug_jobs", "the jobs running on this PC and its queued reports"),
+        pc_probe("_debug_pc", "this PC: label, version, server kind, poller state, last poll, pending marks, store size"),
+        pc_probe("_debug_sessions", "this PC's live sessions: id prefix, name, repo, branch, idle time"),
+        pc_probe("_debug_leases", "the leases in this PC's cache, with their stale flags, and the ones its sessions hold"),
+        pc_probe("_debug_jobs", "the jobs running on this PC and its queued reports"),
     ]
 }
 
@@ -1506,5 +1508,9 @@ mod tests {
         let mut other = pc_builtin("_debug_pc").unwrap();
         other.name = "_debug_shell".into();
         assert!(check_spec(&other).is_err());
+        // A probe's name on a spec that is not read-only, or takes args, is refused.
+        let mut writes = pc_builtin("_debug_pc").unwrap();
+        writes.read_only = false;
+        assert!(check_spec(&writes).is_err());
     }
 }
