@@ -221,8 +221,9 @@ function opRevoke_(req, now) {
   const changed = !PropertiesService.getScriptProperties().getProperty(REVOKED_PREFIX + label);
   if (changed) setProp_(REVOKED_PREFIX + label, String(now));
   dropUnusedJoinCodes_(label); // a revoke must not leave a way back in
+  const jobsCancelled = changed ? jobCancelQueuedForRevoked_(label, now) : 0; // Jobs.js
   if (changed) audit_(req, now, 'revoke', label, null);
-  return { revoked: true, changed: changed };
+  return { revoked: true, changed: changed, jobsCancelled: jobsCancelled };
 }
 
 function opRotate_(req, now) {

@@ -20,26 +20,45 @@ function eventsTail_() {
   const first = Math.max(2, last - EVENTS_TAIL_ROWS + 1);
   const rows = last >= 2 ? readText_(sh, first, 1, last - first + 1, EV_NCOL) : [];
   const keys = {};
-  rows.forEach(function (r) { keys[r[EV.id] + '|' + r[EV.state]] = true; });
+  rows.forEach(function (r) { keys[eventKey_(r[EV.id], r[EV.state], r[EV.by], r[EV.r])] = true; });
   return { sheet: sh, rows: rows, firstRow: first, lastRow: Math.max(last, 1),
     lastSeq: rows.length ? Number(rows[rows.length - 1][EV.seq]) : 0, keys: keys };
 }
 
+// An event's identity for the repeat check: a state is reached once, except `delivered`
+// of mail to a name, recorded again (by the server, for the PC it is withdrawn from;
+// by the PC it moves to) when the name moves (Sessions.js).
+function eventKey_(id, state, by, r) {
+  return id + '|' + state + '|' + by + '|' + r;
+}
+
 // Appends the events not already in the tail; returns how many were written.
+// The received feed's PC (col r) is `e.pc` when the caller knows it, else the PC a mail
+// to a name was delivered to (NameMail, read only when needed), else the mail's `to`.
 function appendEvents_(evs, tail) {
   if (!evs.length) return 0;
   tail = tail || eventsTail_();
-  const fresh = evs.filter(function (e) {
-    const k = e.id + '|' + e.state;
+  let nameMail = null;
+  const feedPc = function (e) {
+    if (e.state === 'new') return '';
+    if (e.pc !== undefined) return e.pc;
+    if (nameMail === null) nameMail = nameMailRead_();
+    return nameMail[e.id] || e.to;
+  };
+  const fresh = evs.map(function (e) {
+    return { e: e, r: feedPc(e) };
+  }).filter(function (x) {
+    const k = eventKey_(x.e.id, x.e.state, x.e.by, x.r);
     if (tail.keys[k]) return false;
     tail.keys[k] = true;
     return true;
   });
   if (!fresh.length) return 0;
-  const rows = fresh.map(function (e, i) {
+  const rows = fresh.map(function (x, i) {
+    const e = x.e;
     const change = e.state !== 'new';
     return [String(tail.lastSeq + 1 + i), e.from, e.id, e.state, String(e.at), e.by, change ? e.from : '',
-      change ? e.to : '', change && e.note !== null && e.note !== undefined ? String(e.note) : ''];
+      x.r, change && e.note !== null && e.note !== undefined ? String(e.note) : ''];
   });
   writeText_(tail.sheet, tail.lastRow + 1, 1, rows);
   tail.rows = tail.rows.concat(rows);

@@ -460,6 +460,8 @@ function jobSubmitLocked_(req, now) {
     if (stored !== key0) throw pcErr_('duplicate_id', 'job id ' + a.jobId + ' was used for another submit; make a fresh id');
     return { answer: { deduped: mine.job.id !== a.jobId, job: jobView_(mine.job, true) } };
   }
+  // A revoked PC cannot poll: its jobs would only wait (issue 13).
+  if (a.target !== '@server') checkTargetNotRevoked_(a.target, !!prop_(REVOKED_PREFIX + a.target));
   const credentialsRequired = requireCredentialsOn_();
   const found = jobSpecFor_(a, credentialsRequired);
   const spec = found.spec;
@@ -738,6 +740,25 @@ function jobSweepPlan_(jobs, now) {
 // Times out silent runs, cancels week-old queued jobs, and moves ended jobs told to every
 // submitter to JobsArchive (archive rows first, so a sweep cut short loses nothing; the
 // live copy left behind is dropped by the next sweep, which finds it archived).
+// roster.revoke: the PC's queued jobs are cancelled with why and how it comes back
+// (ops/job.rs cancel_queued_for_revoked); its running ones time out as any silent executor's.
+function jobCancelQueuedForRevoked_(label, now) {
+  const sh = tab_('Jobs');
+  const rows = findRows_(sh, JCOL.q, [label]);
+  if (!rows.length) return 0;
+  const vals = readRowsAt_(sh, rows, JOB_NCOL);
+  const reason = revokedTargetReason_(label);
+  const locs = [];
+  rows.forEach(function (row) {
+    const j = rowToJob_(vals[row]);
+    if (j.target !== label || j.state !== 'queued') return;
+    jobEnd_(j, 'cancelled', now, 'server', reason);
+    locs.push({ where: 'Jobs', row: row, job: j });
+  });
+  jobSave_(locs);
+  return locs.length;
+}
+
 function jobSweep_(now) {
   const sh = tab_('Jobs');
   const n = sh.getLastRow() - 1;

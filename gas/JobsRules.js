@@ -30,6 +30,17 @@ function jobRefused_(reason, message, field) {
   return pcErr_('job_refused', message, extra);
 }
 
+// crates/core/src/job.rs revoked_target_reason / check_target_not_revoked: a revoked PC
+// runs no jobs; a submit to it is refused, its queued jobs are cancelled at revocation.
+function revokedTargetReason_(target) {
+  return target + ' was revoked by the admin: it runs no jobs until it is enrolled again ' +
+    '(the admin runs `pcmail roster add ' + target + '` for a join code, then `pcmail init --join CODE` on that PC)';
+}
+
+function checkTargetNotRevoked_(target, revoked) {
+  if (revoked) throw jobRefused_('target_revoked', revokedTargetReason_(target) + '; nothing was queued');
+}
+
 // `path`: relative, / separators, no .. segment, no leading / or drive letter.
 function pathProblem_(v) {
   if (v === '') return 'must not be empty';
@@ -69,13 +80,19 @@ function artifactProblem_(p) {
   return pathProblem_(plain);
 }
 
+// crates/core/src/job.rs pc_builtins: the read-only probes every PC executor publishes
+// besides its owner's commands (the one exception to the label spelling in a whitelist).
+const PC_PROBES = ['_debug_pc', '_debug_sessions', '_debug_leases', '_debug_jobs'];
+
 // check_spec (crates/core job.rs): bad_request with the field inside the spec, prefixed.
 // `builtin` lets a name start with _ (the server's own).
 function checkJobSpec_(spec, prefix, builtin) {
   checkSpecShape_(spec, prefix || 'spec');
   const f = function (k) { return prefix ? prefix + '.' + k : k; };
   const bad = function (k, msg) { return badField_(f(k), msg); };
-  const name = builtin && spec.name[0] === '_' ? spec.name.slice(1) : spec.name;
+  // A PC's built-in probes, as core defines them (read-only, no args, no artifacts), may start with _.
+  const pcProbe = PC_PROBES.indexOf(spec.name) >= 0 && spec.readOnly === true && !(spec.args || []).length && !(spec.artifacts || []).length;
+  const name = (builtin || pcProbe) && spec.name[0] === '_' ? spec.name.slice(1) : spec.name;
   if (!isValidLabel_(name)) throw bad('name', 'command name ' + JSON.stringify(spec.name) + ' must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)');
   const args = spec.args || [];
   if (args.length > JOB.ARGS_MAX) throw bad('args', 'at most ' + JOB.ARGS_MAX + ' arguments');

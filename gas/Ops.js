@@ -142,7 +142,9 @@ function applyMarks_(marks, locs, pc, now, changed, events, names) {
     const did = transition_(m, target, at, mk.by, note, now);
     if (did) {
       changed[m.id] = loc;
-      events.push(eventOf_(m));
+      const ev = eventOf_(m);
+      if (names) ev.pc = names.delivered[m.id] || m.to; // mail to a name: the PC it was delivered to
+      events.push(ev);
     }
     return { index: index, markId: mk.markId, id: mk.id, ok: true, state: m.state, changed: did };
   });
@@ -215,11 +217,22 @@ function opPoll_(req, now) {
       if (!sessReceives_(st, loc.mail, req.pc, delivered) || loc.where !== 'Mail') return;
       delivered[id] = req.pc;
       deliveredDirty = true;
-      if (loc.mail.requeued) { loc.mail.requeued = false; changed[id] = loc; }
+      if (loc.mail.requeued) {
+        // Re-queued after its name moved here: delivered again, here (ops/sessions.rs confirmed_here).
+        loc.mail.requeued = false;
+        changed[id] = loc;
+        loc.mail.timeline.push({ state: 'delivered', at: Math.max(now, lastAt_(loc.mail)), by: req.pc, note: redeliveredNote_(loc.mail.to) });
+        loc.mail.updatedAt = now;
+        const ev = eventOf_(loc.mail);
+        ev.pc = req.pc;
+        events.push(ev);
+      }
     }
     if (transition_(loc.mail, 'delivered', now, req.pc, null, now)) {
       changed[id] = loc;
-      events.push(eventOf_(loc.mail));
+      const ev = eventOf_(loc.mail);
+      ev.pc = req.pc;
+      events.push(ev);
     }
     confirmed.push(id);
   });

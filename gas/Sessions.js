@@ -200,6 +200,32 @@ function sessWaiting_(st, m, caller) {
     '); it goes out when a session takes the name or that one comes back';
 }
 
+// crates/core/src/sessions.rs withdrawn_note / redelivered_note: the notes of the
+// `delivered` entries a move of a name adds to its unseen mail's timeline.
+function withdrawnNote_(name, toPc) {
+  return 'withdrawn: the name ' + name + ' moved to ' + toPc;
+}
+
+function redeliveredNote_(name) {
+  return 'delivered again: the name ' + name + ' moved here';
+}
+
+// crates/core/src/sessions.rs recipient_text: how alert text names a recipient; `at` is
+// null for a label, or {pc, session, live} for a name.
+function recipientText_(to, at) {
+  if (!at) return to;
+  return at.live ? 'the name ' + to + ' (held by ' + at.pc + '/' + at.session + ')'
+    : 'the name ' + to + ' (no live session holds it; last held by ' + at.pc + '/' + at.session + ')';
+}
+
+// Where each name is, for the sweep's alert text: name → {pc, session, live}.
+function nameWhereabouts_(now) {
+  const st = sessStore_(now);
+  const out = {};
+  st.names.forEach(function (n) { out[n.name] = { pc: n.pc, session: n.session, live: sessIsLive_(st, n.pc, n.session, null) }; });
+  return out;
+}
+
 // ---- ops --------------------------------------------------------------------------------
 
 function opNameTake_(req, now) {
@@ -234,7 +260,19 @@ function opNameTake_(req, now) {
     }) : [];
     if (locs.length) {
       const before = Object.keys(delivered).length;
-      locs.forEach(function (l) { l.mail.requeued = true; delete delivered[l.mail.id]; });
+      // The old PC's received feed (and the timeline) say it left: still `delivered`,
+      // withdrawn from that PC by the server (ops/sessions.rs take).
+      const note = withdrawnNote_(a.name, req.pc);
+      const events = locs.map(function (l) {
+        l.mail.requeued = true;
+        delete delivered[l.mail.id];
+        l.mail.timeline.push({ state: 'delivered', at: Math.max(now, lastAt_(l.mail)), by: 'server', note: note });
+        l.mail.updatedAt = now;
+        const ev = eventOf_(l.mail);
+        ev.pc = prev.pc;
+        return ev;
+      });
+      appendEvents_(events);
       saveMut_(locs);
       nameMailWrite_(delivered, before);
       appendText_(tab_('NameWithdraw'), locs.map(function (l) { return [prev.pc, l.mail.id]; }));

@@ -196,6 +196,15 @@ function deliveredAt_(m) {
 // What should be alerting now, keyed "<subject>|<kind>".
 function wantedAlerts_(mails, pcs, now) {
   const want = {};
+  // Mail to a name: the text names the name and the PC holding it (Sessions.js recipientText_).
+  const labels = {};
+  pcs.forEach(function (p) { labels[p.label] = true; });
+  let names = null;
+  const whereIs = function (to) {
+    if (labels[to]) return null;
+    if (names === null) names = nameWhereabouts_(now);
+    return names[to] || null;
+  };
   const H = 60 * LIMITS.MIN;
   function add(kind, subject, pc, message) {
     want[subject + '|' + kind] = { kind: kind, subject: subject, pc: pc, message: message };
@@ -204,12 +213,16 @@ function wantedAlerts_(mails, pcs, now) {
     if (m.state === 'delivered') {
       const age = now - deliveredAt_(m);
       if (age > (m.urgent ? 2 * H : 6 * H)) {
-        add('unseen', m.id, m.to, 'pcmail: ' + (m.urgent ? 'urgent ' : '') + 'mail ' + m.id + ' from ' + m.from + ' to ' +
-          m.to + ' was delivered ' + ago_(age) + ' ago and nobody has read it');
+        const at = whereIs(m.to);
+        add('unseen', m.id, at ? at.pc : m.to, 'pcmail: ' + (m.urgent ? 'urgent ' : '') + 'mail ' + m.id + ' from ' + m.from + ' to ' +
+          recipientText_(m.to, at) + ' was delivered ' + ago_(age) + ' ago and nobody has read it');
       }
     } else if (m.state === 'new' && now - m.createdAt > 30 * LIMITS.MIN) {
-      add('undelivered', m.id, m.to, 'pcmail: mail ' + m.id + ' from ' + m.from + ' to ' + m.to + ' is not delivered after ' +
-        ago_(now - m.createdAt) + ' (is the poller on ' + m.to + ' running?)');
+      const at = whereIs(m.to);
+      const hint = !at ? 'is the poller on ' + m.to + ' running?' : at.live ? 'is the poller on ' + at.pc + ' running?'
+        : 'it waits until a session takes ' + m.to;
+      add('undelivered', m.id, at ? at.pc : m.to, 'pcmail: mail ' + m.id + ' from ' + m.from + ' to ' + recipientText_(m.to, at) +
+        ' is not delivered after ' + ago_(now - m.createdAt) + ' (' + hint + ')');
     }
   });
   pcs.forEach(function (p) {

@@ -45,9 +45,19 @@ pub struct Actor {
 
 pub fn actor(paths: &Paths) -> Result<Actor> {
     let label = Config::load(paths)?.label;
-    let session = session::current();
+    // Inside Claude Code: the session the hook recorded for the process above.
+    let session = session::current_with(|| registry_session(paths));
     let by = pcmail_core::rules::actor(&label, Some(&session.id));
     Ok(Actor { session, by })
+}
+
+/// The registry's session of the Claude Code process above this command
+/// (as `pcmail name` and `lease claim` find it); None outside Claude Code or
+/// before the hook recorded it.
+fn registry_session(paths: &Paths) -> Option<String> {
+    let claude = pcmail_local::process::claude_ancestor()?;
+    let store = pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_millis(500)).ok().flatten()?;
+    pcmail_store::leases::session_of_process(store.conn(), claude.pid, claude.start).ok().flatten().map(|r| r.session)
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]

@@ -141,7 +141,9 @@ fn setup() -> Setup {
     text.push_str(&jobs);
     std::fs::write(&cfg, text).unwrap();
     let wl = b.ok(&["job", "whitelist"]);
-    assert!(wl.contains("6 command(s)"), "{wl}");
+    // The owner's 6 commands and the 4 built-in probes every PC executor has.
+    assert!(wl.contains("10 command(s)"), "{wl}");
+    assert!(wl.contains("_debug_sessions"), "{wl}");
     let mut s = Setup { _server: server, a, b, app, lib, daemon: None };
     s.start_daemon();
     // The whitelist reaches the server with the daemon's first poll.
@@ -539,4 +541,49 @@ fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
     let (_, r) = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
     assert_eq!(ran().len(), 7, "dropped after 3 failures");
     assert_eq!(r["job"]["result"]["chunks"], serde_json::json!({"done": 4, "total": 5, "failed": 0, "skipped": 1}), "{r}");
+}
+
+/// Issue 13 point 6: every PC executor has built-in read-only probes,
+/// published with its whitelist and answered by its daemon in-process (no
+/// command runs), under the same submitter rule as its owner's commands.
+#[test]
+fn a_pc_probe_answers_from_the_executor_and_a_submitter_not_allowed_is_refused() {
+    let s = setup();
+    // A live session on pc-b, as the hook records it (no process: live while recently prompted).
+    let _ = s.b.hook("sess-probe-12345678", "UserPromptSubmit");
+
+    let (code, r) = s.submit(&["_debug_pc", "--wait", "--timeout", "20s"], "x");
+    assert_eq!(code, 0, "{r}");
+    let job = if r.get("job").is_some() { r["job"].clone() } else { r.clone() };
+    assert_eq!(job["state"], "ok", "{r}");
+    let data = &job["result"]["data"];
+    assert_eq!(data["label"], "pc-b", "{r}");
+    assert_eq!(data["server"], "serve", "{r}");
+    assert!(data["version"].as_str().is_some_and(|v| !v.is_empty()), "{r}");
+    assert!(data["poller"]["lastPollOkAt"].as_i64().is_some(), "the daemon has polled: {r}");
+    assert!(data["storeBytes"].as_u64().unwrap() > 0, "{r}");
+    assert!(job["result"]["output"].as_str().unwrap().contains("\"label\": \"pc-b\""), "bounded text output too: {r}");
+
+    let (code, r) = s.submit(&["_debug_sessions", "--wait", "--timeout", "20s"], "x");
+    assert_eq!(code, 0, "{r}");
+    let job = if r.get("job").is_some() { r["job"].clone() } else { r.clone() };
+    let sessions = job["result"]["data"]["sessions"].as_array().unwrap().clone();
+    assert!(sessions.iter().any(|x| x["session"] == "sess-pro"), "the id prefix only: {job}");
+    assert!(sessions.iter().all(|x| x.get("cwd").is_none()), "no cwd: {job}");
+
+    for probe in ["_debug_leases", "_debug_jobs"] {
+        let (code, r) = s.submit(&[probe, "--wait", "--timeout", "20s"], "x");
+        assert_eq!(code, 0, "{probe}: {r}");
+    }
+
+    // No process ran for any probe: the `count` command's file was never made.
+    assert_eq!(s.lines(s.app.path(), "count.txt"), 0);
+
+    // pc-c is on the roster but not in pc-b's allowed_submitters: refused at submit (exit 13).
+    let c = Pc::new(&s._server, "pc-c");
+    c.ok(&["sync"]);
+    let out = c.run(&["--json", "job", "run", "pc-b", "_debug_sessions"]);
+    assert_eq!(out.status.code(), Some(13), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("submitter_not_allowed") || text.contains("does not run jobs from pc-c"), "{text}");
 }

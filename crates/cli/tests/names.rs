@@ -261,3 +261,38 @@ fn watch_prints_new_mail_for_its_session_once_and_the_hook_then_counts_it() {
     daemon.kill().unwrap();
     let _ = daemon.wait();
 }
+
+/// `pcmail handoff new` run inside a Claude Code session names the file with
+/// the session the hook recorded for that Claude Code process (the PC's
+/// registry), not a random id, even with no session id in its environment.
+#[test]
+fn handoff_new_inside_a_session_names_the_file_with_the_registry_session() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    a.ok(&["sync"]);
+    let repo = tempfile::tempdir().unwrap();
+    assert!(Command::new("git").args(["init", "-q"]).arg(repo.path()).status().unwrap().success());
+    let s = Session::start(&a, "5e55101d-0b0e-4c1a-9d2e-1234567890ab");
+
+    let handoff = |claude_pid: &str| {
+        let out = a
+            .cmd(&["--json", "handoff", "new", "--slug", "reg-test", "--goal", "g", "--state", "working", "--next", "n"])
+            .current_dir(repo.path())
+            .env("PCMAIL_CLAUDE_PID", claude_pid)
+            .env_remove("PCMAIL_SESSION")
+            .env_remove("CLAUDE_SESSION_ID")
+            .env_remove("CLAUDE_CODE_SESSION_ID")
+            .output()
+            .unwrap();
+        let (code, stdout, stderr) = text(&out);
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let v = handoff(&s.pid());
+    assert_eq!(v["session"], serde_json::json!({"id": "5e55101d-0b0e-4c1a-9d2e-1234567890ab", "source": "registry"}), "{v}");
+    assert!(v["name"].as_str().unwrap().ends_with("_5e55101d_reg-test"), "{v}");
+
+    // Outside Claude Code (no process above it): a random id for this one command.
+    let v = handoff("0");
+    assert_eq!(v["session"]["source"], "random", "{v}");
+}

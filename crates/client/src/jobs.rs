@@ -69,8 +69,10 @@ impl Executor {
 
 /// This PC's whitelist as published: every command checked (this PC's
 /// rules, then core's `check_spec`). An invalid `[jobs]` publishes nothing.
+/// Its built-in read-only probes (`pcmail_core::job::pc_builtins`) follow the
+/// owner's commands: a PC with `[jobs]` commands or `allowed_submitters` has them.
 pub fn whitelist_of(jobs: &JobsConfig) -> Result<Option<Whitelist>, String> {
-    if jobs.commands.is_empty() {
+    if jobs.commands.is_empty() && jobs.allowed_submitters.is_none() {
         return Ok(None);
     }
     jobs.check().map_err(|e| e.to_string())?;
@@ -83,6 +85,7 @@ pub fn whitelist_of(jobs: &JobsConfig) -> Result<Option<Whitelist>, String> {
         })?;
         commands.push(spec);
     }
+    commands.extend(cj::pc_builtins());
     let checkouts: Vec<String> = jobs.checkouts.keys().cloned().collect();
     let allowed = jobs.allowed_submitters.clone();
     let hash = cj::whitelist_hash(&commands, allowed.as_deref(), &checkouts);
@@ -221,13 +224,18 @@ impl Client {
                     format!("{} may not submit jobs to this PC ([jobs] allowed_submitters)", job.submitter.pc),
                 ));
             }
+            // A built-in probe has no argv: it runs in this process.
+            if cj::pc_builtin(&job.command).is_some() {
+                return Ok((spec, None));
+            }
             let plan = jobs
                 .plan(&job.command, &args_json(&args), &job.id, job.submitted_at)
                 .map_err(|e| refusal(cj::REFUSED_BAD_ARGUMENT, e.to_string()))?;
-            Ok((spec, plan))
+            Ok((spec, Some(plan)))
         })();
         let (spec, plan) = match checked {
-            Ok(x) => x,
+            Ok((spec, Some(plan))) => (spec, plan),
+            Ok((_, None)) => return self.run_probe(ex, job, &runner, now),
             Err((state, result, reason)) => return self.queue_report(&job.id, &runner, state, result, Some(reason), now),
         };
         // Heavy work holds its subject: a second job on it waits (offered again).
@@ -307,6 +315,35 @@ impl Client {
             w.push(h);
         }
         Ok(())
+    }
+
+    /// A built-in probe (`_debug_pc` …): started like any job (it runs only
+    /// once the server acknowledged `job.start`), answered from this process
+    /// at once (no command, no shell), its data bounded.
+    fn run_probe(&mut self, ex: &Executor, job: Job, runner: &str, now: Millis) -> Result<(), ClientError> {
+        let start = StartArgs { job_id: job.id.clone(), runner: runner.to_string(), started_at: now };
+        match self.transport.call(&Op::JobStart(start)) {
+            Ok(_) => {}
+            Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let began = Instant::now();
+        let (state, data, reason) = match probes::run(self, ex, &job.command, now) {
+            Ok(data) => (JobState::Ok, data, None),
+            Err(e) => (JobState::Failed, json!({"error": e.to_string()}), Some(format!("probe {}: {e}", job.command))),
+        };
+        let text = serde_json::to_string_pretty(&data).unwrap_or_default();
+        let (output, truncated) = cj::cap_output(&text);
+        let result = JobResult {
+            ran: true,
+            exit: Some(if state == JobState::Ok { 0 } else { 1 }),
+            duration_ms: began.elapsed().as_millis() as Millis,
+            output,
+            truncated,
+            data: Some(data),
+            ..Default::default()
+        };
+        self.queue_report(&job.id, runner, state, result, reason, now)
     }
 
     /// Queues a report and tries to send it at once.
@@ -745,5 +782,118 @@ pub fn describe_whitelist(jobs: &JobsConfig) -> Value {
         Ok(Some(w)) => json!({"ok": true, "whitelist": w}),
         Ok(None) => json!({"ok": true, "whitelist": null}),
         Err(e) => json!({"ok": false, "error": e}),
+    }
+}
+
+/// The PC's built-in probes (`pcmail_core::job::pc_builtins`): read-only
+/// views of this PC's store and registry, each list at most
+/// `PC_PROBE_ITEMS_MAX` items. Session ids are cut to 8 characters and no
+/// cwd is given: the whole id and the paths stay on the PC.
+mod probes {
+    use super::{Executor, JobRun};
+    use crate::{Client, ClientError};
+    use pcmail_core::job::PC_PROBE_ITEMS_MAX;
+    use pcmail_core::Millis;
+    use pcmail_local::config::ServerConfig;
+    use pcmail_store::meta;
+    use serde_json::{json, Value};
+
+    fn prefix(id: &str) -> String {
+        id.chars().take(8).collect()
+    }
+
+    pub(super) fn run(c: &mut Client, ex: &Executor, command: &str, now: Millis) -> Result<Value, ClientError> {
+        match command {
+            "_debug_pc" => pc(c, ex),
+            "_debug_sessions" => sessions(c, now),
+            "_debug_leases" => leases(c),
+            "_debug_jobs" => jobs(c, ex),
+            other => Err(ClientError::Invalid(format!("{other} is not a probe of this PC"))),
+        }
+    }
+
+    fn pc(c: &mut Client, ex: &Executor) -> Result<Value, ClientError> {
+        let kind = match &c.config.server {
+            ServerConfig::Embedded { .. } => "embedded",
+            ServerConfig::Http { .. } => "serve",
+            ServerConfig::AppsScript { .. } => "apps_script",
+        };
+        let store = c.paths.store();
+        let size = |p: std::path::PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = store.clone().into_os_string();
+        wal.push("-wal");
+        Ok(json!({
+            "label": c.me(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "server": kind,
+            "poller": {
+                "executor": true,
+                "runningJobs": ex.running_ids().len(),
+                "lastPollOkAt": c.store.meta_i64(meta::LAST_POLL_OK_AT)?,
+                "lastPollAttemptAt": c.store.meta_i64(meta::LAST_POLL_ATTEMPT_AT)?,
+                "lastPollError": c.store.meta_get(meta::LAST_POLL_ERROR)?,
+                "consecutiveFailures": c.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0),
+            },
+            "pendingMarks": c.store.pending_mark_count()?,
+            "outbox": c.store.outbox_all()?.len(),
+            "storeBytes": size(store.clone()) + size(wal.into()),
+        }))
+    }
+
+    fn sessions(c: &mut Client, now: Millis) -> Result<Value, ClientError> {
+        let names = c.store.names()?;
+        let live = c.live_sessions(now)?;
+        let total = live.len();
+        let items: Vec<Value> = live
+            .into_iter()
+            .take(PC_PROBE_ITEMS_MAX)
+            .map(|s| {
+                let name = names.iter().find(|(_, sess)| *sess == s.session).map(|(n, _)| n.clone());
+                json!({"session": prefix(&s.session), "name": name, "repo": s.repo, "branch": s.branch,
+                       "idleMs": s.idle_ms, "leases": s.leases.len()})
+            })
+            .collect();
+        Ok(json!({"sessions": items, "total": total}))
+    }
+
+    fn leases(c: &mut Client) -> Result<Value, ClientError> {
+        let cache = c.store.lease_cache()?;
+        let total = cache.len();
+        let items: Vec<Value> = cache
+            .into_iter()
+            .take(PC_PROBE_ITEMS_MAX)
+            .map(|l| {
+                json!({"resource": l.resource, "fence": l.fence, "mode": l.mode, "holderPc": l.holder_pc,
+                       "holderSession": prefix(&l.holder_session), "holderName": l.holder_name,
+                       "heartbeatAt": l.heartbeat_at, "stale": l.stale})
+            })
+            .collect();
+        let mine = c.store.leases_mine()?;
+        let held: Vec<Value> = mine
+            .iter()
+            .take(PC_PROBE_ITEMS_MAX)
+            .map(|l| json!({"resource": l.resource, "session": prefix(&l.session), "confirmed": l.fence.is_some(),
+                            "releaseQueued": l.release_queued_at.is_some()}))
+            .collect();
+        Ok(json!({"cache": items, "cacheTotal": total, "heldHere": held, "heldHereTotal": mine.len()}))
+    }
+
+    fn jobs(c: &mut Client, ex: &Executor) -> Result<Value, ClientError> {
+        let runs: Vec<JobRun> = c.store.job_runs()?;
+        let running: Vec<Value> = runs
+            .iter()
+            .take(PC_PROBE_ITEMS_MAX)
+            .map(|r| json!({"jobId": r.job_id, "command": r.command, "subject": r.subject, "readOnly": r.read_only,
+                            "startedAt": r.started_at, "inThisProcess": ex.running_ids().contains(&r.job_id)}))
+            .collect();
+        let reports = c.store.job_reports(PC_PROBE_ITEMS_MAX)?;
+        let queued: Vec<Value> = reports
+            .iter()
+            .map(|q| {
+                let state = serde_json::from_str::<Value>(&q.report).ok().and_then(|v| v.get("state").cloned());
+                json!({"jobId": q.job_id, "state": state, "queuedAt": q.queued_at, "attempts": q.attempts})
+            })
+            .collect();
+        Ok(json!({"running": running, "reportsQueued": queued}))
     }
 }

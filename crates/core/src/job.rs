@@ -76,6 +76,8 @@ pub const REFUSED_NO_EXECUTOR: &str = "no_executor";
 pub const REFUSED_NOT_WHITELISTED: &str = "not_whitelisted";
 pub const REFUSED_BAD_ARGUMENT: &str = "bad_argument";
 pub const REFUSED_SUBMITTER_NOT_ALLOWED: &str = "submitter_not_allowed";
+/// The target PC was revoked by the admin (issue 13).
+pub const REFUSED_TARGET_REVOKED: &str = "target_revoked";
 
 // ---- types ----
 
@@ -548,7 +550,10 @@ fn spec_err(field: String, message: impl Into<String>) -> ProtoError {
 /// the server when it stores a whitelist). Errors are `bad_request` with the
 /// field inside the spec (`args[1].pattern`, `timeLimitMs` …).
 pub fn check_spec(spec: &CommandSpec) -> Result<(), ProtoError> {
-    if !is_valid_command_name(&spec.name) {
+    // A PC's built-in probes are the one exception to the label spelling:
+    // as core defines them (read-only, no args, no artifacts).
+    let pc_probe = pc_builtin(&spec.name).is_some() && spec.read_only && spec.args.is_empty() && spec.artifacts.is_empty();
+    if !is_valid_command_name(&spec.name) && !pc_probe {
         return Err(spec_err("name".into(), format!("command name {:?} must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)", spec.name)));
     }
     check_spec_body(spec)
@@ -767,6 +772,27 @@ fn check_arg(a: &ArgSpec, v: &Value) -> Result<ArgValue, ProtoError> {
     }
 }
 
+/// Why a revoked PC runs no jobs, and how it comes back: the refusal's
+/// message at submit, and the reason of a queued job cancelled at revocation.
+pub fn revoked_target_reason(target: &str) -> String {
+    format!(
+        "{target} was revoked by the admin: it runs no jobs until it is enrolled again \
+         (the admin runs `pcmail roster add {target}` for a join code, then `pcmail init --join CODE` on that PC)"
+    )
+}
+
+/// The rule for a job to a revoked PC, on both servers: refused at submit
+/// (`job_refused`, reason `target_revoked`), never queued to wait for a PC
+/// that cannot poll.
+pub fn check_target_not_revoked(target: &str, revoked: bool) -> Result<(), ProtoError> {
+    if revoked {
+        Err(ProtoError::new(ErrorCode::JobRefused, format!("{}; nothing was queued", revoked_target_reason(target)))
+            .with_reason(REFUSED_TARGET_REVOKED))
+    } else {
+        Ok(())
+    }
+}
+
 /// Who may submit to a PC executor: the PC's `allowedSubmitters` when it set
 /// them; by default (None) nobody, except when the server requires per-PC
 /// credentials (then a label proves who submits, and every roster PC may).
@@ -856,6 +882,40 @@ pub fn server_builtins() -> Vec<CommandSpec> {
 /// The spec of a built-in, by name.
 pub fn server_builtin(name: &str) -> Option<CommandSpec> {
     server_builtins().into_iter().find(|c| c.name == name)
+}
+
+/// Most items a PC probe lists (sessions, leases, jobs): its answer stays
+/// small, like any job's bounded output.
+pub const PC_PROBE_ITEMS_MAX: usize = 100;
+
+/// The read-only probes every PC executor has besides its owner's commands
+/// (issue 13 point 6): published with its whitelist, run in-process by the
+/// executor (no command, no shell), under the same submitter rule
+/// (`submitter_allowed`). Their names start with `_`, which no owner's
+/// command may, so they never collide.
+pub fn pc_builtins() -> Vec<CommandSpec> {
+    let pc_probe = |name: &str, description: &str| CommandSpec {
+        name: name.into(),
+        args: vec![],
+        subject: None,
+        time_limit_ms: 60_000,
+        artifacts: vec![],
+        read_only: true,
+        chunked: false,
+        verify: false,
+        description: description.into(),
+    };
+    vec![
+        pc_probe("_debug_pc", "this PC: label, version, server kind, poller state, last poll, pending marks, store size"),
+        pc_probe("_debug_sessions", "this PC's live sessions: id prefix, name, repo, branch, idle time"),
+        pc_probe("_debug_leases", "the leases in this PC's cache, with their stale flags, and the ones its sessions hold"),
+        pc_probe("_debug_jobs", "the jobs running on this PC and its queued reports"),
+    ]
+}
+
+/// The spec of a PC probe, by name.
+pub fn pc_builtin(name: &str) -> Option<CommandSpec> {
+    pc_builtins().into_iter().find(|c| c.name == name)
 }
 
 // ---- parsing of the ops' arguments (both servers' Rust side; gas mirrors it) ----
@@ -1427,5 +1487,30 @@ mod tests {
         v["target"] = json!("@server");
         v["command"] = json!("_debug_roster");
         assert!(parse_submit(v.as_object().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_revoked_target_is_refused_with_how_to_re_enrol() {
+        assert!(check_target_not_revoked("pc-b", false).is_ok());
+        let e = check_target_not_revoked("pc-b", true).unwrap_err();
+        assert_eq!(e.code, ErrorCode::JobRefused);
+        assert_eq!(e.reason.as_deref(), Some(REFUSED_TARGET_REVOKED));
+        assert!(e.message.contains("pc-b was revoked"), "{}", e.message);
+        assert!(e.message.contains("pcmail roster add pc-b"), "{}", e.message);
+    }
+
+    #[test]
+    fn pc_probes_pass_the_spec_check_and_no_other_underscore_name_does() {
+        for p in pc_builtins() {
+            check_spec(&p).unwrap();
+            assert!(p.read_only && p.args.is_empty(), "{}", p.name);
+        }
+        let mut other = pc_builtin("_debug_pc").unwrap();
+        other.name = "_debug_shell".into();
+        assert!(check_spec(&other).is_err());
+        // A probe's name on a spec that is not read-only, or takes args, is refused.
+        let mut writes = pc_builtin("_debug_pc").unwrap();
+        writes.read_only = false;
+        assert!(check_spec(&writes).is_err());
     }
 }

@@ -206,6 +206,60 @@ pub fn idle_text(ms: Millis) -> String {
     }
 }
 
+/// The note of the timeline entry (`delivered`, by `server`) that tells the
+/// PC a mail to `name` was delivered to that it left: the name moved to `to_pc`.
+pub fn withdrawn_note(name: &str, to_pc: &str) -> String {
+    format!("withdrawn: the name {name} moved to {to_pc}")
+}
+
+/// The note of the `delivered` entry when mail re-queued after its name
+/// moved reaches the PC the name moved to.
+pub fn redelivered_note(name: &str) -> String {
+    format!("delivered again: the name {name} moved here")
+}
+
+/// Where mail addressed to a name is, for alert and webhook text: the name
+/// is never presented as a PC label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecipientAt<'a> {
+    /// Mail to a PC label.
+    Label,
+    /// Mail to a name: its holder, and whether that session is live.
+    Name { pc: &'a str, session: &'a str, live: bool },
+}
+
+/// The recipient as alert text names it: the label, or the name with the PC
+/// holding it ("ani (held by pc-b/t1)") or that no live session holds it.
+pub fn recipient_text(to: &str, at: &RecipientAt<'_>) -> String {
+    match at {
+        RecipientAt::Label => to.to_string(),
+        RecipientAt::Name { pc, session, live: true } => format!("the name {to} (held by {pc}/{session})"),
+        RecipientAt::Name { pc, session, live: false } => {
+            format!("the name {to} (no live session holds it; last held by {pc}/{session})")
+        }
+    }
+}
+
+/// The `unseen` alert's message (both servers word it so).
+pub fn unseen_alert_message(id: &str, from: &str, to: &str, at: &RecipientAt<'_>, urgent: bool, ago: &str) -> String {
+    format!(
+        "pcmail: {}mail {id} from {from} to {} was delivered {ago} ago and nobody has read it",
+        if urgent { "urgent " } else { "" },
+        recipient_text(to, at)
+    )
+}
+
+/// The `undelivered` alert's message: the poller to check is the label's,
+/// or the PC holding the name; with no live holder, the mail waits for one.
+pub fn undelivered_alert_message(id: &str, from: &str, to: &str, at: &RecipientAt<'_>, ago: &str) -> String {
+    let hint = match at {
+        RecipientAt::Label => format!("is the poller on {to} running?"),
+        RecipientAt::Name { pc, live: true, .. } => format!("is the poller on {pc} running?"),
+        RecipientAt::Name { live: false, .. } => format!("it waits until a session takes {to}"),
+    };
+    format!("pcmail: mail {id} from {from} to {} is not delivered after {ago} ({hint})", recipient_text(to, at))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +295,20 @@ mod tests {
         assert_eq!(idle_text(4 * 60_000), "4m");
         assert_eq!(idle_text(3 * 3_600_000 + 5 * 60_000), "3h05m");
         assert_eq!(idle_text(3 * 86_400_000), "3d");
+    }
+
+    #[test]
+    fn alert_text_names_the_name_and_its_pc_never_the_name_as_a_pc() {
+        let label = unseen_alert_message("m1", "pc-a", "pc-b", &RecipientAt::Label, false, "6h 01m");
+        assert_eq!(label, "pcmail: mail m1 from pc-a to pc-b was delivered 6h 01m ago and nobody has read it");
+        let live = RecipientAt::Name { pc: "pc-b", session: "t1", live: true };
+        let text = unseen_alert_message("m1", "pc-a", "ani", &live, true, "2h 01m");
+        assert!(text.contains("to the name ani (held by pc-b/t1)"), "{text}");
+        let gone = RecipientAt::Name { pc: "pc-b", session: "t1", live: false };
+        let text = undelivered_alert_message("m2", "pc-a", "ani", &gone, "31m");
+        assert!(text.contains("no live session holds it"), "{text}");
+        assert!(!text.contains("poller on ani"), "{text}");
+        let text = undelivered_alert_message("m2", "pc-a", "ani", &live, "31m");
+        assert!(text.ends_with("(is the poller on pc-b running?)"), "{text}");
     }
 }

@@ -1,9 +1,10 @@
-//! Which session a command runs in. One function, so that it can be pointed
-//! at the PC's session registry (issue 11 §1, the Claude Code process found
-//! among the CLI's ancestors) when that exists. Today: `PCMAIL_SESSION`, else
-//! a session id the environment carries (`CLAUDE_SESSION_ID`, which a
-//! SessionStart hook can export through `CLAUDE_ENV_FILE`), else a random id
-//! for this one command — so two writers never share a name either way.
+//! Which session a command runs in. `PCMAIL_SESSION` (an explicit choice),
+//! else the session the PC's registry has for the Claude Code process above
+//! the command (issue 11 §1: the hook recorded it; the caller looks it up and
+//! passes it in, since this crate reads no store), else a session id the
+//! environment carries (`CLAUDE_SESSION_ID`, which a SessionStart hook can
+//! export through `CLAUDE_ENV_FILE`), else a random id for this one command —
+//! so two writers never share a name either way.
 
 /// Where the session id came from (shown with `--json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -11,6 +12,8 @@
 pub enum SessionSource {
     /// `PCMAIL_SESSION`.
     Env,
+    /// The PC's session registry: the Claude Code process above the command.
+    Registry,
     /// `CLAUDE_SESSION_ID` / `CLAUDE_CODE_SESSION_ID`.
     Claude,
     /// Made up for this command.
@@ -23,16 +26,26 @@ pub struct SessionId {
     pub source: SessionSource,
 }
 
-/// The session this process acts for.
+/// The session this process acts for, without the registry.
 pub fn current() -> SessionId {
-    current_from(|k| std::env::var(k).ok())
+    current_with(|| None)
 }
 
-/// [`current`] over any environment (tests).
-pub fn current_from(env: impl Fn(&str) -> Option<String>) -> SessionId {
+/// The session this process acts for; `registry` gives the registry's
+/// session of the Claude Code process above (asked only when
+/// `PCMAIL_SESSION` is not set).
+pub fn current_with(registry: impl FnOnce() -> Option<String>) -> SessionId {
+    current_from(|k| std::env::var(k).ok(), registry)
+}
+
+/// [`current_with`] over any environment (tests).
+pub fn current_from(env: impl Fn(&str) -> Option<String>, registry: impl FnOnce() -> Option<String>) -> SessionId {
     let get = |k: &str| env(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
     if let Some(id) = get("PCMAIL_SESSION") {
         return SessionId { id, source: SessionSource::Env };
+    }
+    if let Some(id) = registry().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()) {
+        return SessionId { id, source: SessionSource::Registry };
     }
     if let Some(id) = get("CLAUDE_SESSION_ID").or_else(|| get("CLAUDE_CODE_SESSION_ID")) {
         return SessionId { id, source: SessionSource::Claude };
@@ -51,12 +64,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn env_first_then_claude_then_random() {
-        let s = current_from(|k| (k == "PCMAIL_SESSION").then(|| " ani ".to_string()));
+    fn env_first_then_the_registry_then_claude_then_random() {
+        let s = current_from(|k| (k == "PCMAIL_SESSION").then(|| " ani ".to_string()), || Some("reg".into()));
         assert_eq!(s, SessionId { id: "ani".into(), source: SessionSource::Env });
-        let s = current_from(|k| (k == "CLAUDE_SESSION_ID").then(|| "373d1618-x".to_string()));
+        let claude_env = |k: &str| (k == "CLAUDE_SESSION_ID").then(|| "373d1618-x".to_string());
+        let s = current_from(claude_env, || Some("5e55101d-reg".into()));
+        assert_eq!(s, SessionId { id: "5e55101d-reg".into(), source: SessionSource::Registry });
+        let s = current_from(claude_env, || None);
         assert_eq!(s.source, SessionSource::Claude);
-        let (a, b) = (current_from(|_| None), current_from(|_| Some(" ".into())));
+        let (a, b) = (current_from(|_| None, || None), current_from(|_| Some(" ".into()), || Some(" ".into())));
         assert_eq!(a.source, SessionSource::Random);
         assert_eq!(a.id.len(), 16);
         assert_ne!(a.id, b.id);

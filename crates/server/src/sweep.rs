@@ -5,6 +5,7 @@
 use crate::engine::{Ctx, OpResult};
 use crate::ops::{fields, transition, StoredMail, MAIL_COLUMNS};
 use pcmail_core::model::limits;
+use pcmail_core::sessions::{self, NameHolder};
 use pcmail_core::{AlertKind, Millis, State};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -140,6 +141,13 @@ pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
     Ok(json!({"jobs": jobs, "expire": expire, "alerts": alerts}))
 }
 
+fn recipient_at(holder: &Option<(NameHolder, bool)>) -> sessions::RecipientAt<'_> {
+    match holder {
+        Some((h, live)) => sessions::RecipientAt::Name { pc: &h.pc, session: &h.session, live: *live },
+        None => sessions::RecipientAt::Label,
+    }
+}
+
 fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let now = ctx.now;
     let mut out = Vec::new();
@@ -151,19 +159,18 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let rows = stmt.query_map([now - limits::UNSEEN_URGENT_MS], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, bool>(3)?, r.get::<_, i64>(4)?))
     })?;
-    for row in rows {
-        let (id, from, to, urgent, delivered_at) = row?;
+    let unseen = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    for (id, from, to, urgent, delivered_at) in unseen {
         let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
         if now - delivered_at > limit {
+            // Mail to a name: the text names the name and the PC holding it.
+            let holder = crate::ops::sessions::holder_live(ctx, &to)?;
+            let at = recipient_at(&holder);
             out.push(Condition {
                 kind: AlertKind::Unseen,
-                message: format!(
-                    "pcmail: {}mail {id} from {from} to {to} was delivered {} ago and nobody has read it",
-                    if urgent { "urgent " } else { "" },
-                    ago(now - delivered_at)
-                ),
+                message: sessions::unseen_alert_message(&id, &from, &to, &at, urgent, &ago(now - delivered_at)),
                 subject: id,
-                pc: to,
+                pc: holder.as_ref().map_or(to.clone(), |(h, _)| h.pc.clone()),
             });
         }
     }
@@ -174,16 +181,15 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let rows = stmt.query_map([now - limits::UNDELIVERED_MS], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
     })?;
-    for row in rows {
-        let (id, from, to, created_at) = row?;
+    let undelivered = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    for (id, from, to, created_at) in undelivered {
+        let holder = crate::ops::sessions::holder_live(ctx, &to)?;
+        let at = recipient_at(&holder);
         out.push(Condition {
             kind: AlertKind::Undelivered,
-            message: format!(
-                "pcmail: mail {id} from {from} to {to} is not delivered after {} (is the poller on {to} running?)",
-                ago(now - created_at)
-            ),
+            message: sessions::undelivered_alert_message(&id, &from, &to, &at, &ago(now - created_at)),
             subject: id,
-            pc: to,
+            pc: holder.as_ref().map_or(to.clone(), |(h, _)| h.pc.clone()),
         });
     }
     // 4. a PC that has polled before but not for more than 10 min.

@@ -177,10 +177,11 @@ pub(crate) fn revoke(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Val
     ctx.tx
         .prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?
         .execute([label])?;
+    let jobs_cancelled = if changed { super::job::cancel_queued_for_revoked(ctx, label)? } else { 0 };
     if changed {
         audit(ctx, "revoke", label, None)?;
     }
-    Ok(fields(json!({"revoked": true, "changed": changed})))
+    Ok(fields(json!({"revoked": true, "changed": changed, "jobsCancelled": jobs_cancelled})))
 }
 
 /// `rotate`: the PC's credential becomes `new_cred` (its client stored it

@@ -242,6 +242,17 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
         return Ok(fields(json!({"deduped": job_id != a.job_id, "job": to_json(ctx, &j, true)?})));
     }
 
+    // A revoked PC cannot poll: its jobs would only wait (issue 13).
+    if !server {
+        let revoked: bool = ctx
+            .tx
+            .prepare_cached("SELECT revoked_at IS NOT NULL FROM pc WHERE label = ?1")?
+            .query_row([&a.target], |r| r.get(0))
+            .optional()?
+            .unwrap_or(false);
+        cj::check_target_not_revoked(&a.target, revoked).map_err(OpError::Proto)?;
+    }
+
     // The command and its arguments, against the target's published whitelist.
     let spec: CommandSpec = if server {
         cj::server_builtin(&a.command).ok_or_else(|| {
@@ -687,6 +698,26 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
 
 fn to_text<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// `roster.revoke`: the PC's queued jobs are cancelled, with why and how it
+/// comes back, so their submitters' `status` says so. (Its running jobs end
+/// `timed_out` when their heartbeat stops, as any silent executor's.)
+pub(crate) fn cancel_queued_for_revoked(ctx: &mut Ctx<'_>, label: &str) -> OpResult<usize> {
+    let ids: Vec<String> = {
+        let mut st = ctx.tx.prepare_cached("SELECT id FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq")?;
+        let ids = st.query_map([label], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+        ids
+    };
+    let reason = cj::revoked_target_reason(label);
+    let mut n = 0;
+    for id in ids {
+        let Some(j) = load(ctx, &id)? else { continue };
+        if end_job(ctx, &j, JobState::Cancelled, cj::SERVER_ACTOR, Some(&reason), None)? {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 // ---- sweep ----

@@ -278,9 +278,22 @@ pub(crate) fn transition(
     record_event(ctx, &mail.id, &mail.sender, next, at, by, note)?;
     ctx.touched.push(mail.sender.clone());
     // The recipient's long poll wakes too: its received-updates feed has news
-    // (a server-side expiry, a mark made through another connection).
-    ctx.touched.push(mail.recipient.clone());
+    // (a server-side expiry, a mark made through another connection). For mail
+    // to a name, the recipient is the PC it was delivered to.
+    let feed_pc = received_feed_pc(ctx, &mail.id)?.unwrap_or_else(|| mail.recipient.clone());
+    ctx.touched.push(feed_pc);
     Ok((next, true))
+}
+
+/// The PC whose received-updates feed hears of `mail_id`: the PC a mail to a
+/// name was delivered to (None for mail to a label, or not delivered yet).
+pub(crate) fn received_feed_pc(ctx: &Ctx<'_>, mail_id: &str) -> OpResult<Option<String>> {
+    Ok(ctx
+        .tx
+        .prepare_cached("SELECT name_pc FROM mail WHERE id = ?1")?
+        .query_row([mail_id], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
 }
 
 pub(crate) fn record_event(
@@ -292,13 +305,29 @@ pub(crate) fn record_event(
     by: &str,
     note: Option<&str>,
 ) -> OpResult<()> {
+    record_event_for(ctx, mail_id, sender, state, at, by, note, None)
+}
+
+/// `record_event` with the received feed's PC given (`None`: the mail row's:
+/// its label, or for mail to a name the PC it was delivered to; the mail row
+/// is always written first). The received-updates feed reads that column.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn record_event_for(
+    ctx: &Ctx<'_>,
+    mail_id: &str,
+    sender: &str,
+    state: State,
+    at: Millis,
+    by: &str,
+    note: Option<&str>,
+    feed_pc: Option<&str>,
+) -> OpResult<()> {
     ctx.tx
-        // The recipient is the mail row's (it is always written first): the received-updates feed reads it.
         .prepare_cached(
             "INSERT INTO event (mail_id, sender, state, at, by, note, recipient) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT recipient FROM mail WHERE id = ?1))",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, (SELECT COALESCE(name_pc, recipient) FROM mail WHERE id = ?1)))",
         )?
-        .execute(params![mail_id, sender, state.as_str(), at, by, note])?;
+        .execute(params![mail_id, sender, state.as_str(), at, by, note, feed_pc])?;
     Ok(())
 }
 

@@ -35,6 +35,13 @@ pub(crate) fn holder(ctx: &Ctx<'_>, name: &str) -> OpResult<Option<NameHolder>> 
         .optional()?)
 }
 
+/// The holder of `name` and whether it is live; None for a PC label.
+pub(crate) fn holder_live(ctx: &Ctx<'_>, name: &str) -> OpResult<Option<(NameHolder, bool)>> {
+    let Some(h) = holder(ctx, name)? else { return Ok(None) };
+    let live = is_live(ctx, &h.pc, &h.session)?;
+    Ok(Some((h, live)))
+}
+
 /// Whether `session` of `pc` is live: in the PC's last report, and that
 /// report fresh (the caller's own report always counts).
 pub(crate) fn is_live(ctx: &Ctx<'_>, pc: &str, session: &str) -> OpResult<bool> {
@@ -70,11 +77,25 @@ pub(crate) fn receives(ctx: &Ctx<'_>, mail: &StoredMail) -> OpResult<bool> {
     Ok(name_pc.as_deref() == Some(ctx.pc))
 }
 
-/// A confirm of mail to a name by the PC holding it: it is there now.
-pub(crate) fn confirmed_here(ctx: &Ctx<'_>, mail: &StoredMail) -> OpResult<()> {
+/// A confirm of mail to a name by the PC holding it: it is there now. Mail
+/// re-queued after the name moved is delivered again, here: a timeline entry
+/// (so this PC's received feed has it) with the server's time.
+pub(crate) fn confirmed_here(ctx: &mut Ctx<'_>, mail: &StoredMail) -> OpResult<()> {
+    let requeued: bool =
+        ctx.tx.prepare_cached("SELECT requeued FROM mail WHERE id = ?1")?.query_row([&mail.id], |r| r.get(0))?;
     ctx.tx
         .prepare_cached("UPDATE mail SET name_pc = ?2, requeued = 0 WHERE id = ?1")?
         .execute(params![mail.id, ctx.pc])?;
+    if requeued && mail.state == pcmail_core::State::Delivered {
+        let at = ctx.now.max(mail.last_at);
+        ctx.tx
+            .prepare_cached("UPDATE mail SET delivered_at = ?2, last_at = ?2 WHERE id = ?1")?
+            .execute(params![mail.id, at])?;
+        let note = pcmail_core::sessions::redelivered_note(&mail.recipient);
+        let pc = ctx.pc.to_string();
+        super::record_event(ctx, &mail.id, &mail.sender, pcmail_core::State::Delivered, at, &pc, Some(&note))?;
+        ctx.touched.push(mail.sender.clone());
+    }
     Ok(())
 }
 
@@ -220,11 +241,24 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
             let ids = st.query_map(params![name, p.pc], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
             ids
         };
+        let note = pcmail_core::sessions::withdrawn_note(name, ctx.pc);
         for id in &ids {
             ctx.tx.prepare_cached("UPDATE mail SET name_pc = NULL, requeued = 1 WHERE id = ?1")?.execute([id])?;
             ctx.tx
                 .prepare_cached("INSERT OR IGNORE INTO name_withdraw (pc, mail_id) VALUES (?1, ?2)")?
                 .execute(params![p.pc, id])?;
+            // The old PC's received feed (and the timeline) say it left: still
+            // `delivered` on the server, withdrawn from that PC by the server.
+            let (sender, last_at): (String, Millis) = ctx
+                .tx
+                .prepare_cached("SELECT sender, last_at FROM mail WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let at = ctx.now.max(last_at);
+            ctx.tx
+                .prepare_cached("UPDATE mail SET delivered_at = ?2, last_at = ?2 WHERE id = ?1")?
+                .execute(params![id, at])?;
+            super::record_event_for(ctx, id, &sender, pcmail_core::State::Delivered, at, "server", Some(&note), Some(&p.pc))?;
+            ctx.touched.push(sender);
         }
         requeued = ids.len();
         ctx.touched.push(p.pc.clone());
