@@ -375,3 +375,120 @@ fn pre_commit_respects_core_hooks_path() {
     assert_eq!(done.hook, f.repo.canonicalize().unwrap().join(".githooks/pre-commit"));
     assert!(!commit(&f.repo, "src/auth/login.rs").status.success());
 }
+
+/// The guard file the poller writes beside the store (the same function):
+/// with it the guard decides without the store, which is then never opened
+/// for an edit of another PC's lease, nor made.
+fn guard_file(f: &Fixture, leases: &[CachedLease], at: i64) {
+    pcmail_local::leases::write_guard_file(&f.home, leases, at, 0).unwrap();
+}
+
+#[test]
+fn the_guard_file_denies_and_stays_silent_without_the_store() {
+    let f = Fixture::new();
+    guard_file(&f, &[lease("auth", 7, "exclusive", &["src/auth/**"]), lease("docs", 2, "shared", &["docs/**"])], NOW);
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(f.home.join(format!("store.db{ext}")));
+    }
+    let r = &f.repo;
+    let login = r.join("src/auth/login.rs");
+    let why = denied(&f.pre_tool("s1", "Edit", json!({"file_path": login, "old_string": "a", "new_string": "b"})))
+        .expect("denied from the file");
+    assert!(why.contains("src/auth/login.rs") && why.contains("`auth`") && why.contains("pc-b/ani"), "{why}");
+    assert!(why.contains("pcmail send pc-b") && why.contains("refactoring the login flow"), "{why}");
+    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": r.join("src/auth/new/deep.rs"), "content": "x"}))).is_some());
+    let dotdot = r.join("src/other/../auth/login.rs");
+    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": dotdot}))).is_some());
+    let edits = json!({"file_path": login, "edits": [{"old_string": "a", "new_string": "b"}]});
+    assert!(denied(&f.pre_tool("s1", "MultiEdit", edits)).is_some());
+    let nb = json!({"notebook_path": r.join("src/auth/n.ipynb"), "new_source": "x", "cell_id": "c1"});
+    assert!(denied(&f.pre_tool("s1", "NotebookEdit", nb)).is_some());
+    std::os::unix::fs::symlink(r.join("src/auth"), f.outside.join("link")).unwrap();
+    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": f.outside.join("link/login.rs")}))).is_some());
+    for (tool, input) in [
+        ("Edit", json!({"file_path": r.join("src/main.rs")})),
+        ("Write", json!({"file_path": r.join("src/authz.rs"), "content": "x"})),
+        ("Edit", json!({"file_path": r.join("docs/a.md")})),
+        ("Write", json!({"file_path": f.outside.join("x.rs"), "content": "x"})),
+        ("Read", json!({"file_path": login})),
+    ] {
+        assert_eq!(f.pre_tool("s1", tool, input.clone()), None, "{tool} {input}");
+    }
+    // Gemini CLI's BeforeTool goes through the same file.
+    let v = f
+        .hook(json!({"session_id": "g", "cwd": r, "hook_event_name": "BeforeTool", "tool_name": "replace",
+            "tool_input": {"file_path": login}}))
+        .expect("denied");
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert!(!f.home.join("store.db").exists(), "the guard neither opened nor made a store");
+
+    // An old lease view, from the file's time.
+    guard_file(&f, &[], 1);
+    let v = f.pre_tool("s1", "Edit", json!({"file_path": r.join("src/main.rs")})).expect("a context line");
+    assert!(v["hookSpecificOutput"]["additionalContext"].as_str().unwrap().contains("lease view is"), "{v}");
+}
+
+#[test]
+fn the_guard_file_decides_over_the_store_and_a_bad_one_falls_back_to_it() {
+    let f = Fixture::new();
+    let login = f.repo.join("src/auth/login.rs");
+    // The poller's file says the lease ended (the store's copy is older): no decision.
+    guard_file(&f, &[], NOW);
+    assert_eq!(f.pre_tool("s1", "Edit", json!({"file_path": login})), None);
+    // A file the guard can't read, or not in its format: the store decides (it holds `auth`).
+    for bad in ["", "garbage\n", "pcmail guard-leases 1\n{\"at\":\n"] {
+        std::fs::write(f.home.join("guard-leases"), bad).unwrap();
+        assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": login}))).is_some(), "{bad:?}");
+    }
+    std::fs::remove_file(f.home.join("guard-leases")).unwrap();
+    std::fs::create_dir(f.home.join("guard-leases")).unwrap(); // unreadable as a file
+    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": login}))).is_some());
+    std::fs::remove_dir(f.home.join("guard-leases")).unwrap();
+    // A damaged line (no tabs): the store decides, never a denial from the file.
+    guard_file(&f, &[lease("auth", 7, "exclusive", &["src/auth/**"])], NOW);
+    let text = std::fs::read_to_string(f.home.join("guard-leases")).unwrap();
+    std::fs::write(f.home.join("guard-leases"), text.replace('\t', " ")).unwrap();
+    f.store().lease_cache_replace(&[], 6, NOW).unwrap();
+    assert_eq!(f.pre_tool("s1", "Edit", json!({"file_path": login})), None);
+}
+
+#[test]
+fn the_guard_file_lets_a_session_edit_under_its_own_lease_also_after_clear() {
+    let f = Fixture::new();
+    let mut mine = lease("auth", 7, "exclusive", &["src/auth/**"]);
+    mine.holder_pc = "pc-a".into();
+    mine.holder_session = "s-old".into();
+    guard_file(&f, &[mine], NOW);
+    let mut s = f.store();
+    s.lease_cache_replace(&[], 6, NOW).unwrap(); // the file, not the store's cache, holds the lease
+    s.lease_mine_put(&MyLease {
+        claim_id: "c1".into(),
+        resource: "auth".into(),
+        repo: "github.com/o/r".into(),
+        description: "d".into(),
+        files: vec!["src/auth/**".into()],
+        mode: "exclusive".into(),
+        session: "s-old".into(),
+        pid: Some(4242),
+        pid_start: Some(1),
+        ttl_expires_at: None,
+        fence: Some(7),
+        state: sl::MINE_HELD.into(),
+        claimed_at: NOW,
+        heartbeat_at: None,
+        release_reason: None,
+        release_queued_at: None,
+    })
+    .unwrap();
+    s.write(|tx| {
+        sl::session_record(
+            tx,
+            &sl::SessionRow { session: "s-new".into(), pid: Some(4242), pid_start: Some(1), started_at: NOW, ..Default::default() },
+        )
+    })
+    .unwrap();
+    let login = f.repo.join("src/auth/login.rs");
+    assert_eq!(f.pre_tool("s-old", "Edit", json!({"file_path": login})), None, "the holder");
+    assert_eq!(f.pre_tool("s-new", "Edit", json!({"file_path": login})), None, "its own lease after /clear");
+    assert!(denied(&f.pre_tool("s-other", "Edit", json!({"file_path": login}))).is_some(), "another session on this PC");
+}

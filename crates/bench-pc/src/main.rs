@@ -614,6 +614,15 @@ fn lease_bench(runs: usize) -> Result<()> {
         .collect();
     store.lease_cache_replace(&leases, 1, i64::MAX / 2)?;
     drop(store);
+    // The same PC without the guard file (the store decides, as before the
+    // file existed), beside the one the poller's file serves.
+    let store_home = dir.path().join("home-store-only");
+    std::fs::create_dir_all(&store_home)?;
+    for f in ["config.toml", "store.db"] {
+        std::fs::copy(home.join(f), store_home.join(f))?;
+    }
+    // What the poller writes after each poll, with the same function.
+    pcmail_local::leases::write_guard_file(&home, &leases, i64::MAX / 2, 0)?;
     let edit = |file: &str| {
         serde_json::json!({"session_id": "bench", "hook_event_name": "PreToolUse", "cwd": repo, "tool_name": "Edit",
             "tool_input": {"file_path": repo.join(file), "old_string": "a", "new_string": "b"}})
@@ -631,15 +640,19 @@ fn lease_bench(runs: usize) -> Result<()> {
     let prompt_in = serde_json::json!({"session_id": "bench-p", "hook_event_name": "UserPromptSubmit", "cwd": repo, "prompt": "go"})
         .to_string()
         .into_bytes();
-    let hook_run = |input: &[u8]| -> Result<Sample> {
+    let hook_in = |home: &Path, input: &[u8]| -> Result<Sample> {
         let mut c = Command::new(&hook);
-        c.env("PCMAIL_HOME", &home).env("PCMAIL_CLAUDE_PID", "0");
+        c.env("PCMAIL_HOME", home).env("PCMAIL_CLAUDE_PID", "0");
         run_measured(&mut c, input)
     };
+    let hook_run = |input: &[u8]| hook_in(&home, input);
+    let store_run = |input: &[u8]| hook_in(&store_home, input);
     let first_deny = hook_run(&deny_in)?;
     if !String::from_utf8_lossy(&first_deny.out).contains("\"deny\"")
         || !hook_run(&allow_in)?.out.is_empty()
         || !String::from_utf8_lossy(&hook_run(&gemini_in)?.out).contains("\"decision\":\"deny\"")
+        || !String::from_utf8_lossy(&store_run(&deny_in)?.out).contains("\"deny\"")
+        || !store_run(&allow_in)?.out.is_empty()
     {
         bail!("the guard did not decide as expected");
     }
@@ -651,6 +664,8 @@ fn lease_bench(runs: usize) -> Result<()> {
         ("Gemini BeforeTool guard, 1,000 leases: deny", vec![]),
         ("UserPromptSubmit hook, same store", vec![]),
         ("/bin/true (same loop)", vec![]),
+        ("guard without the guard file (store): no decision", vec![]),
+        ("guard without the guard file (store): deny", vec![]),
     ];
     for i in 0..runs {
         for k in 0..series.len() {
@@ -660,7 +675,9 @@ fn lease_bench(runs: usize) -> Result<()> {
                 1 => hook_run(&deny_in)?,
                 2 => hook_run(&gemini_in)?,
                 3 => hook_run(&prompt_in)?,
-                _ => run_measured(&mut Command::new("/bin/true"), b"")?,
+                4 => run_measured(&mut Command::new("/bin/true"), b"")?,
+                5 => store_run(&allow_in)?,
+                _ => store_run(&deny_in)?,
             };
             series[j].1.push(sample);
         }
@@ -689,6 +706,11 @@ fn lease_bench(runs: usize) -> Result<()> {
         "  guard (deny) / /bin/true: {:.2}x; guard (deny) / UserPromptSubmit hook: {:.2}x",
         med(&series[1].1) / med(&series[4].1),
         med(&series[1].1) / med(&series[3].1)
+    );
+    println!(
+        "  guard file / store: no decision {:.2}x, deny {:.2}x",
+        med(&series[0].1) / med(&series[5].1),
+        med(&series[1].1) / med(&series[6].1)
     );
     println!("  mclaude (seed 001), claim+release as a whole process: 147-168 ms");
     Ok(())

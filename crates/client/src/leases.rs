@@ -399,14 +399,29 @@ impl Client {
                 event: lost.event.as_str().to_string(),
             })?;
         }
-        match &a.list {
+        let live = match &a.list {
             Some(list) => {
                 let live: Vec<CachedLease> = list.iter().filter(|l| l.state.is_live()).map(cached).collect();
                 self.store.lease_cache_replace(&live, a.version, now)?;
+                live
             }
-            None => self.store.lease_cache_confirmed(now)?,
-        }
+            None => {
+                self.store.lease_cache_confirmed(now)?;
+                self.store.lease_cache()?
+            }
+        };
+        self.write_guard_file(&live, now);
         Ok(())
+    }
+
+    /// The PreToolUse guard's file beside the store, rewritten after every
+    /// poll (its time is the cache's). Best effort: when it can't be written
+    /// it is removed, so the guard reads the store instead of an old file.
+    fn write_guard_file(&self, cache: &[CachedLease], now: Millis) {
+        let home = &self.paths.home;
+        if pcmail_local::leases::write_guard_file(home, cache, now, self.server_offset()).is_err() {
+            let _ = std::fs::remove_file(pcmail_local::leases::guard_file(home));
+        }
     }
 
     /// The pause before the next poll: while this PC holds leases, at most

@@ -247,3 +247,73 @@ fn an_unconfirmed_claim_against_a_server_without_leases_says_so_not_lost() {
     assert!(!out.contains("taken over") && !out.contains("lost"), "{out}");
     assert_eq!(hook::dispatch(&a.paths, &input, clock()).unwrap().output, None, "once");
 }
+
+/// The PreToolUse guard's file: written by a poll beside the store (0600),
+/// rewritten when the lease ends and on every poll (its time is the cache's);
+/// the guard denies from it alone, in a home with no store at all, and
+/// never from a damaged file.
+#[test]
+fn a_poll_writes_the_guard_file_and_the_guard_denies_from_it_without_a_store() {
+    use hook::HookInput;
+    use pcmail_local::leases::{guard_file, GuardFile};
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut a = pc(root.path(), "pc-a");
+    let mut b = pc(root.path(), "pc-b");
+    let me = ProcId::of(std::process::id() as i64);
+    assert!(matches!(a.client.lease_claim(&claim("staging-deploy", "s1", me)).unwrap(), ClaimOutcome::Granted { .. }));
+    NOW.fetch_add(1_000, Ordering::SeqCst);
+    b.client.sync_once(0).unwrap();
+    let file = guard_file(&b.paths.home);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    let g = GuardFile::read(&b.paths.home).expect("the poll wrote the guard file");
+    assert_eq!(g.at, clock(), "the cache's time");
+    let held = g.covering_exclusive("github.com/o/r", "deploy/run.sh").unwrap();
+    assert_eq!((held.len(), held[0].holder_pc.as_str(), held[0].resource.as_str()), (1, "pc-a", "staging-deploy"));
+    assert!(g.covering_exclusive("github.com/o/r", "src/main.rs").unwrap().is_empty());
+    assert!(g.covering_exclusive("github.com/o/other", "deploy/run.sh").unwrap().is_empty());
+
+    // A home with pc-b's config and only that file: no store.db.
+    let repo = root.path().join("repo");
+    std::fs::create_dir_all(repo.join("deploy")).unwrap();
+    let git = |args: &[&str]| assert!(std::process::Command::new("git").args(args).current_dir(&repo).output().unwrap().status.success());
+    git(&["init", "-q"]);
+    git(&["remote", "add", "origin", "git@github.com:o/r.git"]);
+    let bare = Paths::at(root.path().join("guard-only"));
+    std::fs::create_dir_all(&bare.home).unwrap();
+    config("pc-b", &root.path().join("server.db")).save(&bare).unwrap();
+    let edit = |file: &str| HookInput {
+        session_id: "s9".into(),
+        event: hook::Event::PreToolUse,
+        cwd: Some(repo.to_string_lossy().into()),
+        tool_name: Some("Edit".into()),
+        file_path: Some(repo.join(file).to_string_lossy().into()),
+        ..Default::default()
+    };
+    let guard = |paths: &Paths, file: &str| hook::guard(paths, &edit(file), clock()).unwrap();
+    std::fs::copy(&file, guard_file(&bare.home)).unwrap();
+    let said = guard(&bare, "deploy/run.sh").expect("denied from the file");
+    assert!(said.contains("\"deny\"") && said.contains("staging-deploy") && said.contains("pc-a"), "{said}");
+    assert_eq!(guard(&bare, "src/main.rs"), None);
+    assert!(!bare.store().exists(), "no store was opened or made");
+
+    // A damaged or foreign file never denies: the store decides (none here: no decision).
+    std::fs::write(guard_file(&bare.home), std::fs::read_to_string(&file).unwrap().replace('\t', " ")).unwrap();
+    assert_eq!(guard(&bare, "deploy/run.sh"), None);
+    std::fs::write(guard_file(&bare.home), "garbage\n").unwrap();
+    assert_eq!(guard(&bare, "deploy/run.sh"), None);
+
+    // The lease ends: pc-b's next poll rewrites the file without it.
+    a.client.lease_release("staging-deploy", None, None).unwrap();
+    NOW.fetch_add(1_000, Ordering::SeqCst);
+    b.client.sync_once(0).unwrap();
+    let g = GuardFile::read(&b.paths.home).unwrap();
+    assert!(g.covering_exclusive("github.com/o/r", "deploy/run.sh").unwrap().is_empty(), "the ended lease is gone");
+    assert_eq!(g.at, clock());
+    std::fs::copy(&file, guard_file(&bare.home)).unwrap();
+    assert_eq!(guard(&bare, "deploy/run.sh"), None);
+}

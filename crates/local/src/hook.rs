@@ -428,6 +428,30 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
     }
     // The cheap refusals first: outside any repo, no store to open.
     let Some((info, rel)) = repo::repo_relative(&path) else { return Ok(None) };
+    // The guard file the poller writes: an edit no lease covers opens no
+    // SQLite and reads no config. No file (no poll since this version, or a
+    // failed write, which removes it), an unreadable or a damaged one: the
+    // store below decides, as it did before the file existed.
+    if let Some(file) = lease_view::GuardFile::read(&paths.home) {
+        if let Some(leases) = file.covering_exclusive(&info.id, &rel) {
+            if !leases.is_empty() {
+                let config = Config::load(paths)?;
+                // The session's own fences live in the store: opened only when
+                // a covering lease is this PC's under another session id.
+                let own = if leases.iter().any(|l| l.holder_pc == config.label && l.holder_session != input.session_id) {
+                    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+                    sl::fences_of_session(store.conn(), &input.session_id).unwrap_or_default()
+                } else {
+                    vec![]
+                };
+                let me = Me { pc: &config.label, session: &input.session_id, own };
+                if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
+                    return Ok(Some(guard_output(input.event, GuardSays::Deny(lease_view::refusal(l, &rel, now + file.offset)))));
+                }
+            }
+            return Ok(lease_view::age_line(file.at, now).map(|line| guard_output(input.event, GuardSays::Context(line))));
+        }
+    }
     let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
     // Only the leases covering this file are read whole; the config and the
     // session's own leases only when one does.

@@ -7,6 +7,7 @@ use pcmail_core::present::{neutralise, truncate_chars};
 use pcmail_core::Millis;
 use pcmail_store::leases::{self as sl, CachedLease, LostLease};
 use rusqlite::Connection;
+use std::path::{Path, PathBuf};
 
 /// The heartbeat period H (issue 10, the seed's 30 s).
 pub const HEARTBEAT_MS: Millis = 30_000;
@@ -163,6 +164,133 @@ pub fn covering_exclusive(conn: &Connection, repo: &str, rel: &str) -> rusqlite:
     Ok(out)
 }
 
+/// The guard file's name in the PC's home: what the PreToolUse guard needs
+/// from the lease cache (the exclusive leases, the cache's time and the
+/// server's clock offset), written by the poller after each poll so an edit
+/// is checked without opening SQLite.
+pub const GUARD_FILE: &str = "guard-leases";
+/// The file's first line: a reader that doesn't find it uses the store.
+const GUARD_MAGIC: &str = "pcmail guard-leases 1";
+
+pub fn guard_file(home: &Path) -> PathBuf {
+    home.join(GUARD_FILE)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct GuardHead {
+    /// When the server last confirmed the cache (local ms).
+    at: Millis,
+    /// The server's clock minus this PC's.
+    offset: Millis,
+}
+
+/// Writes the guard file atomically (a private temp file renamed over it):
+/// one line per exclusive lease, `repo<TAB>files<TAB>lease`, each field
+/// JSON (which escapes every control character, so no field holds a tab or
+/// a newline), so the guard compares the repo and matches the globs of a
+/// line without parsing the rest.
+pub fn write_guard_file(home: &Path, leases: &[CachedLease], cache_at: Millis, server_offset: Millis) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let mut text = String::with_capacity(64 + leases.len() * 256);
+    text.push_str(GUARD_MAGIC);
+    text.push('\n');
+    text.push_str(&serde_json::to_string(&GuardHead { at: cache_at, offset: server_offset })?);
+    text.push('\n');
+    for l in leases.iter().filter(|l| l.mode == "exclusive") {
+        text.push_str(&serde_json::to_string(&l.repo)?);
+        text.push('\t');
+        text.push_str(&serde_json::to_string(&l.files)?);
+        text.push('\t');
+        text.push_str(&serde_json::to_string(l)?);
+        text.push('\n');
+    }
+    let tmp = home.join(format!("{GUARD_FILE}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    pcmail_fsmode::write_private(&tmp, text.as_bytes())?;
+    std::fs::rename(&tmp, guard_file(home)).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// A lease line of the guard file: `CachedLease` as it serialises
+/// (camelCase; its `json`, the server's whole object, is left out).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GuardLease {
+    resource: String,
+    fence: i64,
+    repo: String,
+    mode: String,
+    holder_pc: String,
+    holder_session: String,
+    holder_name: Option<String>,
+    description: String,
+    files: Vec<String>,
+    granted_at: Millis,
+    heartbeat_at: Millis,
+    stale: bool,
+}
+
+impl From<GuardLease> for CachedLease {
+    fn from(l: GuardLease) -> CachedLease {
+        CachedLease {
+            resource: l.resource,
+            fence: l.fence,
+            repo: l.repo,
+            mode: l.mode,
+            holder_pc: l.holder_pc,
+            holder_session: l.holder_session,
+            holder_name: l.holder_name,
+            description: l.description,
+            files: l.files,
+            granted_at: l.granted_at,
+            heartbeat_at: l.heartbeat_at,
+            stale: l.stale,
+            json: String::new(),
+        }
+    }
+}
+
+/// The guard file as read by the guard.
+pub struct GuardFile {
+    text: String,
+    /// When the server last confirmed the cache (local ms).
+    pub at: Millis,
+    /// The server's clock minus this PC's.
+    pub offset: Millis,
+}
+
+impl GuardFile {
+    /// None when there is no file, it can't be read or it is not in this
+    /// format: the caller then reads the store (never a denial from it).
+    pub fn read(home: &Path) -> Option<GuardFile> {
+        let text = std::fs::read_to_string(guard_file(home)).ok()?;
+        let rest = text.strip_prefix(GUARD_MAGIC)?.strip_prefix('\n')?;
+        let head: GuardHead = serde_json::from_str(rest.split_once('\n')?.0).ok()?;
+        Some(GuardFile { at: head.at, offset: head.offset, text })
+    }
+
+    /// The exclusive leases of `repo` with a pattern covering `rel` (the
+    /// same `files_cover` as the store's `covering_exclusive`); only a
+    /// covering line is parsed whole. None when a line is damaged: the
+    /// caller then reads the store.
+    pub fn covering_exclusive(&self, repo: &str, rel: &str) -> Option<Vec<CachedLease>> {
+        let want = serde_json::to_string(repo).ok()?;
+        let mut out = vec![];
+        for line in self.text.lines().skip(2) {
+            let (r, rest) = line.split_once('\t')?;
+            if r != want {
+                continue;
+            }
+            let (files, lease) = rest.split_once('\t')?;
+            if files_cover(files, rel) {
+                out.push(serde_json::from_str::<GuardLease>(lease).ok()?.into());
+            }
+        }
+        Some(out)
+    }
+}
+
 /// The first exclusive lease of another session in `repo` covering `rel`.
 pub fn blocking<'a>(leases: &'a [CachedLease], me: &Me, rel: &str) -> Option<(&'a CachedLease, &'a str)> {
     leases.iter().filter(|l| l.mode == "exclusive" && !me.holds(l)).find_map(|l| {
@@ -195,7 +323,11 @@ pub fn refusal(l: &CachedLease, rel: &str, now: Millis) -> String {
 /// The context line when the lease view may be old (the poller has not
 /// refreshed it for 10 minutes); None while it is fresh.
 pub fn cache_age_line(conn: &Connection, now: Millis) -> Option<String> {
-    let at = sl::cache_at(conn).ok().flatten()?;
+    age_line(sl::cache_at(conn).ok().flatten()?, now)
+}
+
+/// The same line from the cache's time (the guard file's, or the store's).
+pub fn age_line(at: Millis, now: Millis) -> Option<String> {
     (now - at > CACHE_OLD_MS).then(|| {
         format!(
             "pcmail: the lease view is {} old (no poll since); a lease taken meanwhile is not guarded. `pcmail sync` refreshes it.",
