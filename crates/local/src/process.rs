@@ -401,13 +401,15 @@ mod win_tests {
     fn descendants_are_found_after_their_parent_exited_but_not_through_a_reused_pid() {
         let mut outer = waiting_cmd(true);
         let o = ProcId::of(outer.id() as i64).unwrap();
-        let inner = until("the inner cmd.exe started", || descendants(o.pid, o.start).first().copied());
+        let is_cmd = |p: &ProcId| parent_and_name(p.pid).is_some_and(|(_, n)| n.eq_ignore_ascii_case("cmd.exe"));
+        let inner = until("the inner cmd.exe started", || descendants(o.pid, o.start).into_iter().find(is_cmd));
         assert!(inner.alive());
         outer.kill().unwrap();
         outer.wait().unwrap();
         until("the outer cmd.exe is gone", || (!o.alive()).then_some(()));
         assert!(inner.alive(), "Windows does not kill the child with its parent");
-        assert_eq!(descendants(o.pid, o.start), vec![inner], "found by the dead parent's PID");
+        let after = descendants(o.pid, o.start);
+        assert!(after.contains(&inner), "found by the dead parent's PID: {after:?}, snapshot: {:?}", win::snapshot().iter().map(|e| (e.pid, e.ppid, e.exe.clone())).collect::<Vec<_>>());
         // Had the PID belonged to a process started after the inner one, the
         // inner one could not be its child.
         let later = inner.start.map(|s| s + 1);
