@@ -717,10 +717,10 @@ def main():
     print(f"# Windows suite under Wine ({subprocess.run(['wine', '--version'], capture_output=True, text=True).stdout.strip()}); "
           f"hook binary: {'pcmail-hook.exe' if USE_HOOK_EXE else 'pcmail.exe hook'}", flush=True)
     try:
-        for s in (windows_unit_tests, definition_of_done_on_the_embedded_default, windows_and_linux_mail_each_other,
+        for s in (definition_of_done_on_the_embedded_default, windows_and_linux_mail_each_other,
                   hook_without_network_and_with_a_corrupt_store, hook_starts_a_detached_poller_that_outlives_it,
                   one_daemon_per_user, hooks_install_writes_a_command_that_runs, service_as_a_task_scheduler_task,
-                  leases_follow_windows_processes, jobs_kill_their_whole_tree):
+                  leases_follow_windows_processes, jobs_kill_their_whole_tree, windows_unit_tests):
             only = os.environ.get("WIN_ONLY")  # a debugging aid: run the scenarios whose name contains one of its comma-separated words (+ the one they need)
             if only and not any(o in s.__name__ for o in only.split(",")) and s is not windows_and_linux_mail_each_other:
                 continue
