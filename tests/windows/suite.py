@@ -25,6 +25,7 @@ P = argparse.ArgumentParser()
 P.add_argument("--exe-dir", required=True, help="Unix path of the Windows folder holding pcmail.exe (and the shim)")
 P.add_argument("--linux-pcmail", required=True)
 P.add_argument("--prefix", required=True, help="WINEPREFIX")
+P.add_argument("--unit-tests", help="Unix path of pcmail-local's lib test exe for Windows (its win_tests run under Wine)")
 ARGS = P.parse_args()
 
 PREFIX = ARGS.prefix
@@ -324,6 +325,14 @@ def windows_and_linux_mail_each_other():
     STATE["lin"], STATE["win"] = lin, win
 
 
+def stop_wineserver():
+    """Ends the prefix's wineserver and every Wine process it serves, and waits for it."""
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env.update(WINEPREFIX=PREFIX, WINEDEBUG="-all")
+    subprocess.run(["wineserver", "-k"], env=env, capture_output=True, timeout=60)
+    subprocess.run(["wineserver", "-w"], env=env, capture_output=True, timeout=60)
+
+
 def hook_without_network_and_with_a_corrupt_store():
     """the hook with no network (a network namespace with nothing in it) and with a corrupt store: silent"""
     lin, win = STATE["lin"], STATE["win"]
@@ -331,8 +340,14 @@ def hook_without_network_and_with_a_corrupt_store():
     win.ok(["sync"])
     win.set_meta("last_poll_ok_at", 0)  # stale: the hook may start a poller, which must not hurt
     if os.geteuid() == 0 and shutil.which("unshare"):
+        # Wine makes sockets in the wineserver, so the one serving the hook
+        # must be started inside the empty namespace (else the hook's poller
+        # would have the network), and ended after it (else it would serve
+        # every later process with no network).
+        stop_wineserver()
         ctx = win.hook("offline-session", prefix=("unshare", "--net"))
         check("with no network at all the hook shows stored mail", mail in ctx, ctx)
+        stop_wineserver()
     else:
         print("# not root: the no-network namespace part needs CAP_SYS_ADMIN (CI runs as root)")
     broken = WinPc("win-broken", USER_DIR_WIN + "\\pcmail broken")
@@ -473,21 +488,250 @@ def service_as_a_task_scheduler_task():
     check("uninstall again: nothing to remove, exit 0", r.returncode == 0 and b"was not installed" in r.stdout, r)
 
 
+def windows_unit_tests():
+    """pcmail-local's Windows unit tests under Wine: process identity (PID + start time, parents, descendants) and the job's Job Object"""
+    if not ARGS.unit_tests:
+        check("the unit test exe was built", False, "run.sh passes --unit-tests")
+        return
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "PCMAIL_CLAUDE_PID")}
+    env.update(WINEPREFIX=PREFIX, WINEDEBUG="-all", LC_ALL="C.UTF-8")
+    r = subprocess.run(["wine", ARGS.unit_tests, "win_tests", "--test-threads=2"], capture_output=True, env=env, timeout=300, cwd=WORK)
+    out = r.stdout.decode(errors="replace")
+    ran = [l for l in out.splitlines() if l.startswith("test ") and " ... " in l]
+    for line in ran:
+        name, verdict = line[5:].split(" ... ", 1)
+        if verdict.startswith("ignored"):
+            continue
+        check(f"unit: {name}", verdict.startswith("ok"), out[out.find("failures:"):] if "failures:" in out else out[-3000:])
+    check("the Windows unit tests ran and passed", r.returncode == 0 and len(ran) >= 7, (r.returncode, out[-2000:], r.stderr.decode(errors="replace")[-2000:]))
+
+
+class WinProcess:
+    """A Windows program under Wine whose stdout lines are collected as they come."""
+
+    def __init__(self, exe, args, env):
+        self.p = subprocess.Popen(["wine", os.path.join(ARGS.exe_dir, exe), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  stdin=subprocess.DEVNULL, env=env, cwd=WORK)
+        self.lines = []
+        threading.Thread(target=lambda: [self.lines.append(l.decode(errors="replace").rstrip("\r\n")) for l in self.p.stdout], daemon=True).start()
+
+    def line(self, prefix, seconds=60):
+        """The first line starting with prefix (waits for it)."""
+        wait_until(f"a line {prefix!r}", lambda: any(l.startswith(prefix) for l in self.lines), seconds)
+        return next((l for l in self.lines if l.startswith(prefix)), "")
+
+    def between(self, first, last):
+        i = self.lines.index(first)
+        j = self.lines.index(last, i + 1)
+        return "\n".join(self.lines[i + 1:j])
+
+
+def taskkill(win_pid, env):
+    """kill -9 the Windows way: TerminateProcess through Wine's taskkill /F."""
+    return subprocess.run(["wine", "taskkill", "/F", "/PID", str(win_pid)], capture_output=True, env=env, timeout=60, cwd=WORK).returncode == 0
+
+
+def wine_processes(name):
+    """Windows processes whose command line holds name, as Linux ps sees Wine's processes (Wine's tasklist prints nothing)."""
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [l for l in ps.splitlines() if name in l and not l.startswith(("wine ", "timeout "))]
+
+
+def start_daemon(pc):
+    env = wine_env(pc.home, pc.token)
+    p = subprocess.Popen(["wine", os.path.join(ARGS.exe_dir, "pcmail.exe"), "daemon"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, env=env, cwd=WORK)
+    line = p.stderr.readline().decode()
+    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+    STATE.setdefault("daemons", []).append(p)
+    return p, line
+
+
+def leases_follow_windows_processes():
+    """leases follow Windows processes (PID + start time; a claude.exe two levels up; the parent) and a killed holder's lease is released by the daemon within one heartbeat period"""
+    lin, win = STATE["lin"], STATE["win"]
+    env = {k: v for k, v in wine_env(win.home, win.token).items() if k not in ("PCMAIL_CLAUDE_PID", "PCMAIL_SESSION")}
+    pcmail = EXE_DIR_WIN + "\\pcmail.exe"
+    heartbeat_s = 30  # pcmail_core::lease::HEARTBEAT_MS
+
+    def live():
+        return {l["resource"]: l for l in lin.json(["lease", "list"])["leases"]}
+
+    # --pid: a process that just waits.
+    sleeper = WinProcess("helper.exe", ["sleep"], env)
+    s_pid = int(sleeper.line("pid ").split()[1])
+    r = win.run(["--json", "lease", "claim", "win/gpu:0", "-d", "follows --pid", "--pid", str(s_pid)])
+    claim = json.loads(r.stdout or b"null")
+    check("lease claim --pid PID follows that Windows process", r.returncode == 0 and claim["outcome"] == "granted"
+          and claim["follows"]["how"] == "pid" and claim["follows"]["pid"] == s_pid, (r, claim))
+    # Claude Code → its shell → pcmail.exe: the lease follows claude.exe, found two ancestors up.
+    claude = WinProcess("claude.exe", ["run", EXE_DIR_WIN + "\\bash.exe", "run", pcmail, "--json", "lease", "claim", "win/module", "-d", "follows claude.exe"], env)
+    wait_until("the shell's pcmail.exe ended", lambda: any(" exit " in l for l in claude.lines), 60)
+    starts = [l for l in claude.lines if l.endswith(" started")]
+    c_pid, b_pid = int(starts[0].split()[2]), int(starts[1].split()[2])
+    b_exit = next(l for l in claude.lines if " exit " in l)
+    claim = json.loads(claude.between(starts[1], b_exit) or "null")
+    check("from a Claude Code session the lease follows claude.exe (two ancestors up, through its shell)",
+          b_exit.endswith("exit 0") and claim["outcome"] == "granted" and claim["follows"]["how"] == "claude" and claim["follows"]["pid"] == c_pid,
+          claude.lines)
+    # No Claude Code, no --pid: the lease follows the caller's parent, and says so.
+    parent = WinProcess("helper.exe", ["run", pcmail, "--json", "lease", "claim", "win/parent", "-d", "follows the parent"], env)
+    wait_until("its pcmail.exe ended", lambda: any(" exit " in l for l in parent.lines))
+    p_start = next(l for l in parent.lines if l.endswith(" started"))
+    p_exit = next(l for l in parent.lines if " exit " in l)
+    p_pid = int(p_start.split()[2])
+    claim = json.loads(parent.between(p_start, p_exit) or "null")
+    check("outside Claude Code the lease follows the parent process (parent_pid on Windows)",
+          claim["outcome"] == "granted" and claim["follows"]["how"] == "parent" and claim["follows"]["pid"] == p_pid and claim["follows"].get("note"),
+          (parent.lines,))
+    leases = live()
+    check("the Linux PC sees the three leases", {"win/gpu:0", "win/module", "win/parent"} <= set(leases), leases)
+
+    write_jobs_config(win)  # before the daemon starts, so its first poll publishes the whitelist
+    daemon, line = start_daemon(win)
+    check("the Windows daemon runs (it renews and releases leases)", "daemon for win-pc" in line, line)
+    check("taskkill /F claude.exe", taskkill(c_pid, env))
+    killed = time.monotonic()
+    released = wait_until("claude.exe's lease released", lambda: "win/module" not in live(), heartbeat_s)
+    took = time.monotonic() - killed
+    check(f"claude.exe's lease released within one heartbeat period ({took:.1f} s ≤ {heartbeat_s} s)", released and took <= heartbeat_s, took)
+    print(f"# lease released {took:.1f} s after its claude.exe was killed (the daemon's liveness check runs every 3 s)")
+    leases = live()
+    check("the leases of processes still alive stay (their start time reads the same at every check)",
+          "win/gpu:0" in leases and "win/parent" in leases, leases)
+    check("taskkill /F the --pid process and the parent", taskkill(s_pid, env) and taskkill(p_pid, env))
+    killed = time.monotonic()
+    wait_until("both leases released", lambda: not ({"win/gpu:0", "win/parent"} & set(live())), heartbeat_s)
+    took = time.monotonic() - killed
+    check(f"theirs too within one heartbeat period ({took:.1f} s)", took <= heartbeat_s, took)
+    r = win.run(["lease", "claim", "win/dead", "--pid", str(s_pid)])
+    check("--pid of a dead process is refused (no start time for it)", r.returncode != 0 and b"no such process" in r.stderr, r)
+    taskkill(b_pid, env)
+    for w in (sleeper, claude, parent):
+        try:
+            w.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            w.p.kill()
+
+
+JOBS_CONFIG = r"""
+[jobs]
+allowed_submitters = ["linux-pc"]
+
+[jobs.checkouts]
+app = '{app}'
+
+# Starts a child that would outlive it, then waits: killed at its 2 s limit.
+[[jobs.commands]]
+name = "tree"
+argv = ['{helper}', "tree", "pids.txt", "stay"]
+cwd = "app"
+time_limit_secs = 2
+
+# The same with a long limit: its daemon is killed mid-job.
+[[jobs.commands]]
+name = "tree-long"
+argv = ['{helper}', "tree", "long-pids.txt", "stay"]
+cwd = "app"
+time_limit_secs = 120
+
+# Starts a child that would outlive it, then exits 0 at once.
+[[jobs.commands]]
+name = "tree-exit"
+argv = ['{helper}', "tree", "exit-pids.txt", "exit"]
+cwd = "app"
+time_limit_secs = 60
+"""
+
+
+def write_jobs_config(pc):
+    """The Windows PC's [jobs] (once); returns the checkout's Windows path."""
+    app = USER_DIR_WIN + "\\job checkout"
+    if not STATE.get("jobs_config"):
+        os.makedirs(unix(app), exist_ok=True)
+        with open(unix(pc.home + "\\config.toml"), "a", encoding="utf-8") as f:
+            f.write(JOBS_CONFIG.format(app=app, helper=EXE_DIR_WIN + "\\helper.exe"))
+        STATE["jobs_config"] = True
+    return app
+
+
+def jobs_kill_their_whole_tree():
+    """a job's whole process tree ends with it (Job Object): at its time limit (timed_out), and when its own process exits"""
+    lin, win = STATE["lin"], STATE["win"]
+    app = write_jobs_config(win)
+    wl = win.ok(["job", "whitelist"])
+    check("the Windows PC's whitelist has the three commands", "3 command(s)" in wl, wl)
+    if not STATE.get("daemons") or STATE["daemons"][-1].poll() is not None:
+        start_daemon(win)
+    before = set(wine_processes("helper.exe"))
+
+    def run_job(name):
+        out = {}
+
+        def submitted():
+            r = lin.run(["--json", "job", "run", "win-pc", name, "--wait", "--timeout", "60s"])
+            out["r"] = r
+            return r.returncode != 13  # 13: refused (the whitelist has not reached the server yet)
+        wait_until(f"job {name} accepted", submitted, 60)
+        return out["r"]
+
+    r = run_job("tree-exit")
+    ans = json.loads(r.stdout or b"null") or {}
+    check("a job whose process exits at once ends ok", r.returncode == 0 and ans.get("job", {}).get("state") == "ok", (r.returncode, r.stdout, r.stderr))
+    text = open(unix(app + "\\exit-pids.txt")).read().split()
+    print(f"# tree-exit: leader {text[0]}, the child it left {text[1]}")
+    wait_until("the child its process left running is gone", lambda: not (set(wine_processes("helper.exe")) - before), 20)
+
+    r = run_job("tree")
+    ans = json.loads(r.stdout or b"null") or {}
+    job = ans.get("job", {})
+    check("a job past its time limit ends timed_out (exit 14)", r.returncode == 14 and job.get("state") == "timed_out", (r.returncode, r.stdout, r.stderr))
+    text = open(unix(app + "\\pids.txt")).read().split()
+    print(f"# tree: leader {text[0]}, its child {text[1]}")
+    gone = wait_until("neither the job's process nor its child remains", lambda: not (set(wine_processes("helper.exe")) - before), 20)
+    check("the job's process and the child that would outlive it are both gone", gone, wine_processes("helper.exe"))
+
+    # The daemon killed mid-job: its Job Object handle closes with it, and
+    # KILL_ON_JOB_CLOSE ends the job's processes; the next daemon reports the run.
+    r = lin.run(["--json", "job", "run", "win-pc", "tree-long"])
+    job_id = (json.loads(r.stdout or b"null") or {}).get("job", {}).get("id")
+    check("tree-long accepted", r.returncode == 0 and job_id, (r.returncode, r.stdout, r.stderr))
+    wait_until("tree-long's processes started", lambda: os.path.exists(unix(app + "\\long-pids.txt")), 60)
+    check("tree-long's process and its child run", len(set(wine_processes("helper.exe")) - before) >= 2, wine_processes("helper.exe"))
+    daemon = STATE["daemons"].pop()
+    daemon.kill()
+    daemon.wait()
+    gone = wait_until("the job's processes end with their killed daemon", lambda: not (set(wine_processes("helper.exe")) - before), 20)
+    check("a daemon killed mid-job leaves no orphan: its Job Object took the job's processes with it", gone, wine_processes("helper.exe"))
+    start_daemon(win)
+
+    def status():
+        r = lin.run(["--json", "job", "status", job_id])
+        return (json.loads(r.stdout or b"null") or {}).get("job", {})
+    wait_until("the next daemon reports the interrupted run", lambda: status().get("state") == "timed_out", 60)
+    job = status()
+    check("the run is reported timed_out, interrupted", job.get("state") == "timed_out" and "interrupted" in (job.get("reason") or ""), job)
+
+
 def main():
     print(f"# Windows suite under Wine ({subprocess.run(['wine', '--version'], capture_output=True, text=True).stdout.strip()}); "
           f"hook binary: {'pcmail-hook.exe' if USE_HOOK_EXE else 'pcmail.exe hook'}", flush=True)
     try:
         for s in (definition_of_done_on_the_embedded_default, windows_and_linux_mail_each_other,
                   hook_without_network_and_with_a_corrupt_store, hook_starts_a_detached_poller_that_outlives_it,
-                  one_daemon_per_user, hooks_install_writes_a_command_that_runs, service_as_a_task_scheduler_task):
-            only = os.environ.get("WIN_ONLY")  # a debugging aid: run the scenarios whose name contains it (+ the one they need)
-            if only and only not in s.__name__ and s is not windows_and_linux_mail_each_other:
+                  one_daemon_per_user, hooks_install_writes_a_command_that_runs, service_as_a_task_scheduler_task,
+                  leases_follow_windows_processes, jobs_kill_their_whole_tree, windows_unit_tests):
+            only = os.environ.get("WIN_ONLY")  # a debugging aid: run the scenarios whose name contains one of its comma-separated words (+ the one they need)
+            if only and not any(o in s.__name__ for o in only.split(",")) and s is not windows_and_linux_mail_each_other:
                 continue
-            if s is not definition_of_done_on_the_embedded_default and "win" not in STATE and s is not windows_and_linux_mail_each_other:
+            if s not in (windows_unit_tests, definition_of_done_on_the_embedded_default, windows_and_linux_mail_each_other) and "win" not in STATE:
                 check(f"{s.__name__} (needs the Windows ⇄ Linux scenario)", False, "skipped: an earlier scenario failed")
                 continue
             scenario(s)
     finally:
+        for d in STATE.get("daemons", []):
+            d.kill()
+            d.wait()
         if "serve" in STATE:
             STATE["serve"].kill()
             STATE["serve"].wait()

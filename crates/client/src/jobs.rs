@@ -383,13 +383,7 @@ impl Client {
             if !orphan {
                 continue;
             }
-            let mut killed = false;
-            if let Some(pid) = r.pid {
-                if (ProcId { pid, start: r.pid_start }).alive() {
-                    jobrun::kill_group(pid);
-                    killed = true;
-                }
-            }
+            let killed = r.pid.is_some_and(|pid| jobrun::kill_orphan(pid, r.pid_start));
             let log = jobrun::log_path(&self.paths.home, &r.job_id, "run");
             let (output, truncated) = jobrun::tail(&log, jobrun::OUTPUT_MAX);
             let result = JobResult { ran: r.pid.is_some(), output, truncated, duration_ms: (now - r.started_at).max(0), ..Default::default() };

@@ -1,8 +1,8 @@
 //! Runs one job's process (issue 13): the argv as given (no shell), in its
-//! checkout, in a process group of its own so the whole tree can be killed
-//! at the time limit or on a cancel. stdout and stderr go to one log file,
-//! so what it printed survives a killed executor; the result keeps its last
-//! 64 KiB.
+//! checkout, in a group of its own so the whole tree can be killed at the
+//! time limit or on a cancel: a process group on Unix, a Job Object on
+//! Windows. stdout and stderr go to one log file, so what it printed
+//! survives a killed executor; the result keeps its last 64 KiB.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -87,29 +87,33 @@ pub fn run(
         Err(e) => return out(Ending::NotStarted, Some(format!("pcmail: cannot start {program:?} in {}: {e}\n", cwd.display()))),
     };
     let pid = child.id() as i64;
+    let group = match Group::adopt(&mut child) {
+        Ok(g) => g,
+        Err(e) => return out(Ending::NotStarted, Some(format!("pcmail: cannot start {program:?}: {e}\n"))),
+    };
     on_start(Started { pid, pgid: pid });
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
                 // The leader exited: whatever it left running in its group goes too.
-                kill_group(pid);
+                group.kill();
                 return out(Ending::Exited(status.code()), None);
             }
             Ok(None) => {}
             Err(e) => {
-                kill_group(pid);
+                group.kill();
                 let _ = child.wait();
                 return out(Ending::Exited(None), Some(format!("pcmail: lost the process: {e}\n")));
             }
         }
         if cancel.load(Ordering::Relaxed) {
-            kill_group(pid);
+            group.kill();
             let _ = child.kill();
             let _ = child.wait();
             return out(Ending::Cancelled, Some("pcmail: cancelled\n".into()));
         }
         if t0.elapsed() >= limit {
-            kill_group(pid);
+            group.kill();
             let _ = child.kill();
             let _ = child.wait();
             return out(Ending::TimedOut, Some(format!("pcmail: killed at its time limit ({} s)\n", limit.as_secs())));
@@ -132,10 +136,22 @@ fn own_group(cmd: &mut Command) {
     cmd.process_group(0);
 }
 
-#[cfg(not(unix))]
-fn own_group(_cmd: &mut Command) {}
+/// The job's group on Unix: its process group, made at spawn.
+#[cfg(unix)]
+struct Group(i64);
 
-/// Kills a job's whole process group (Unix); elsewhere the process alone.
+#[cfg(unix)]
+impl Group {
+    fn adopt(child: &mut std::process::Child) -> Result<Group, String> {
+        Ok(Group(child.id() as i64))
+    }
+
+    fn kill(&self) {
+        kill_group(self.0);
+    }
+}
+
+/// Kills a job's whole process group (Unix).
 #[cfg(unix)]
 pub fn kill_group(pgid: i64) {
     if pgid > 1 {
@@ -146,9 +162,252 @@ pub fn kill_group(pgid: i64) {
     }
 }
 
-#[cfg(not(unix))]
+/// Ends what a run left behind when its executor is gone (a daemon killed
+/// mid-job, found by the next one): the group, when its leader (`pid` with
+/// the recorded start time) still runs. Says whether anything was killed.
+#[cfg(unix)]
+pub fn kill_orphan(pid: i64, start: Option<i64>) -> bool {
+    if (crate::process::ProcId { pid, start }).alive() {
+        kill_group(pid);
+        return true;
+    }
+    false
+}
+
+#[cfg(windows)]
+fn own_group(cmd: &mut Command) {
+    use std::os::windows::process::CommandExt;
+    // Suspended until it is in its Job Object, so nothing it starts escapes.
+    cmd.creation_flags(win::CREATE_SUSPENDED);
+}
+
+#[cfg(windows)]
+use win::Group;
+
+/// Kills a process and every descendant it started (Windows, without the
+/// Job Object: the run's executor is gone), found by parent PID.
+#[cfg(windows)]
 pub fn kill_group(pid: i64) {
-    let _ = Command::new("taskkill").args(["/F", "/T", "/PID", &pid.to_string()]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    win::kill_tree(pid, crate::process::start_time(pid));
+}
+
+/// Ends what a run left behind when its executor is gone. The Job Object
+/// was closed with the old daemon, which on Windows already killed the
+/// whole job (KILL_ON_JOB_CLOSE); this catches what that missed (a job
+/// object that could not be made), even when the leader itself has exited.
+#[cfg(windows)]
+pub fn kill_orphan(pid: i64, start: Option<i64>) -> bool {
+    win::kill_tree(pid, start)
+}
+
+#[cfg(windows)]
+mod win {
+    use crate::process::{descendants, start_time, ProcId};
+    use std::ffi::c_void;
+    use std::os::windows::io::AsRawHandle;
+
+    pub const CREATE_SUSPENDED: u32 = 0x4;
+    const JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: u32 = 0x2000;
+    const JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS: i32 = 9;
+    const TH32CS_SNAPTHREAD: u32 = 4;
+    const THREAD_SUSPEND_RESUME: u32 = 0x2;
+    const PROCESS_TERMINATE: u32 = 0x1;
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct BasicLimits {
+        per_process_user_time: i64,
+        per_job_user_time: i64,
+        limit_flags: u32,
+        minimum_working_set: usize,
+        maximum_working_set: usize,
+        active_process_limit: u32,
+        affinity: usize,
+        priority_class: u32,
+        scheduling_class: u32,
+    }
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct IoCounters {
+        counts: [u64; 6],
+    }
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct ExtendedLimits {
+        basic: BasicLimits,
+        io: IoCounters,
+        process_memory_limit: usize,
+        job_memory_limit: usize,
+        peak_process_memory_used: usize,
+        peak_job_memory_used: usize,
+    }
+
+    #[repr(C)]
+    struct ThreadEntry32 {
+        size: u32,
+        usage: u32,
+        tid: u32,
+        owner_pid: u32,
+        base_pri: i32,
+        delta_pri: i32,
+        flags: u32,
+    }
+
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn CreateJobObjectW(attrs: *mut c_void, name: *const u16) -> *mut c_void;
+        fn SetInformationJobObject(job: *mut c_void, class: i32, info: *mut c_void, len: u32) -> i32;
+        fn AssignProcessToJobObject(job: *mut c_void, process: *mut c_void) -> i32;
+        fn TerminateJobObject(job: *mut c_void, code: u32) -> i32;
+        fn CloseHandle(h: *mut c_void) -> i32;
+        fn CreateToolhelp32Snapshot(flags: u32, pid: u32) -> *mut c_void;
+        fn Thread32First(h: *mut c_void, e: *mut ThreadEntry32) -> i32;
+        fn Thread32Next(h: *mut c_void, e: *mut ThreadEntry32) -> i32;
+        fn OpenThread(access: u32, inherit: i32, tid: u32) -> *mut c_void;
+        fn ResumeThread(h: *mut c_void) -> u32;
+        fn OpenProcess(access: u32, inherit: i32, pid: u32) -> *mut c_void;
+        fn TerminateProcess(h: *mut c_void, code: u32) -> i32;
+    }
+
+    /// A run's Job Object (KILL_ON_JOB_CLOSE: closing it, or this process
+    /// dying, kills everything in it), or, when none could be made (an old
+    /// Windows that refuses nested jobs), the leader for a tree kill.
+    pub struct Group {
+        job: Option<*mut c_void>,
+        pid: i64,
+        start: Option<i64>,
+    }
+
+    impl Group {
+        /// Puts the child (spawned suspended) in a new Job Object, then lets
+        /// it run: every process it starts is born in the job.
+        pub fn adopt(child: &mut std::process::Child) -> Result<Group, String> {
+            let pid = child.id() as i64;
+            let job = new_job();
+            // SAFETY: the child's handle is valid while `child` lives.
+            let job = job.filter(|&j| unsafe { AssignProcessToJobObject(j, child.as_raw_handle() as *mut c_void) } != 0 || {
+                unsafe { CloseHandle(j) };
+                false
+            });
+            if !resume(child.id()) {
+                let group = Group { job, pid, start: None };
+                group.kill();
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("it could not be resumed after its Job Object was made".into());
+            }
+            // Read once it runs (Wine has no real creation time before).
+            Ok(Group { job, pid, start: start_time(pid) })
+        }
+
+        pub fn kill(&self) {
+            match self.job {
+                // SAFETY: a job handle this group owns.
+                Some(j) => unsafe {
+                    TerminateJobObject(j, 1);
+                },
+                None => {
+                    kill_tree(self.pid, self.start);
+                }
+            }
+        }
+    }
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            if let Some(j) = self.job.take() {
+                // SAFETY: closed once; KILL_ON_JOB_CLOSE ends what is left.
+                unsafe { CloseHandle(j) };
+            }
+        }
+    }
+
+    fn new_job() -> Option<*mut c_void> {
+        // SAFETY: a new unnamed job object with a correctly sized limit structure.
+        unsafe {
+            let j = CreateJobObjectW(std::ptr::null_mut(), std::ptr::null());
+            if j.is_null() {
+                return None;
+            }
+            let mut limits = ExtendedLimits::default();
+            limits.basic.limit_flags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+            let ok = SetInformationJobObject(
+                j,
+                JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS,
+                &mut limits as *mut ExtendedLimits as *mut c_void,
+                std::mem::size_of::<ExtendedLimits>() as u32,
+            );
+            if ok == 0 {
+                CloseHandle(j);
+                return None;
+            }
+            Some(j)
+        }
+    }
+
+    /// Resumes the threads of a process started suspended (its one thread).
+    fn resume(pid: u32) -> bool {
+        let mut resumed = false;
+        // SAFETY: a thread snapshot walked with a correctly sized entry; every handle closed.
+        unsafe {
+            let snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
+            if snap.is_null() || snap as isize == -1 {
+                return false;
+            }
+            let mut e: ThreadEntry32 = std::mem::zeroed();
+            e.size = std::mem::size_of::<ThreadEntry32>() as u32;
+            let mut more = Thread32First(snap, &mut e) != 0;
+            while more {
+                if e.owner_pid == pid {
+                    let t = OpenThread(THREAD_SUSPEND_RESUME, 0, e.tid);
+                    if !t.is_null() {
+                        resumed |= ResumeThread(t) != u32::MAX;
+                        CloseHandle(t);
+                    }
+                }
+                more = Thread32Next(snap, &mut e) != 0;
+            }
+            CloseHandle(snap);
+        }
+        resumed
+    }
+
+    /// Terminates `pid` (when it is still the process that started at
+    /// `start`) and its descendants; again until none is left, so a child
+    /// started during the kill goes too. Says whether any was killed.
+    pub fn kill_tree(pid: i64, start: Option<i64>) -> bool {
+        let mut killed = false;
+        for _ in 0..5 {
+            let mut victims = descendants(pid, start);
+            let leader = ProcId { pid, start };
+            if start.is_some() && leader.alive() {
+                victims.insert(0, leader);
+            }
+            if victims.is_empty() {
+                break;
+            }
+            for v in victims {
+                killed |= terminate(v);
+            }
+        }
+        killed
+    }
+
+    fn terminate(p: ProcId) -> bool {
+        // SAFETY: a handle opened, checked and closed here.
+        unsafe {
+            let h = OpenProcess(PROCESS_TERMINATE, 0, p.pid as u32);
+            if h.is_null() {
+                return false;
+            }
+            // Still the same process (not a reused PID) at the moment of the kill.
+            let ok = p.alive() && TerminateProcess(h, 1) != 0;
+            CloseHandle(h);
+            ok
+        }
+    }
 }
 
 fn append(log: &Path, text: &str) -> std::io::Result<()> {
@@ -233,5 +492,139 @@ mod tests {
         std::fs::write(&p, &text).unwrap();
         let (t, cut) = tail(&p, OUTPUT_MAX);
         assert!(cut && t.ends_with("END") && t.len() == OUTPUT_MAX);
+    }
+}
+
+/// Run under Wine by tests/windows/run.sh (the lib's test exe, filtered on
+/// `win_tests`). The job's processes are this test exe itself, started on
+/// one of the `#[ignore]`d helpers below: `spawner_*` starts a `sleeper`
+/// (the grandchild that would outlive its parent) and writes both PIDs.
+#[cfg(all(test, windows))]
+mod win_tests {
+    use super::*;
+    use crate::process::{descendants, ProcId};
+
+    fn me() -> String {
+        std::env::current_exe().unwrap().to_string_lossy().into_owned()
+    }
+
+    fn helper(name: &str) -> Vec<String> {
+        vec![me(), "--ignored".into(), "--exact".into(), format!("jobrun::win_tests::{name}"), "--test-threads=1".into()]
+    }
+
+    #[test]
+    #[ignore = "a job's process in the tests below"]
+    fn sleeper() {
+        std::thread::sleep(Duration::from_secs(120));
+    }
+
+    fn spawn_sleeper_and_note_pids() {
+        let child = Command::new(me()).args(&helper("sleeper")[1..]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::fs::write("pids.txt", format!("{} {}", std::process::id(), child.id())).unwrap();
+        std::mem::forget(child);
+    }
+
+    #[test]
+    #[ignore = "a job's process in the tests below"]
+    fn spawner_stay() {
+        spawn_sleeper_and_note_pids();
+        std::thread::sleep(Duration::from_secs(120));
+    }
+
+    #[test]
+    #[ignore = "a job's process in the tests below"]
+    fn spawner_exit() {
+        spawn_sleeper_and_note_pids();
+    }
+
+    /// The two PIDs the spawner wrote, with their start times, once written.
+    fn noted(dir: &Path) -> Option<(ProcId, ProcId)> {
+        let text = std::fs::read_to_string(dir.join("pids.txt")).ok()?;
+        let mut it = text.split_whitespace().filter_map(|p| p.parse::<i64>().ok());
+        let (a, b) = (it.next()?, it.next()?);
+        Some((ProcId { pid: a, start: None }, ProcId { pid: b, start: None }))
+    }
+
+    fn gone(p: i64) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while crate::process::start_time(p).is_some() {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    #[test]
+    fn the_time_limit_kills_the_whole_job() {
+        let d = tempfile::tempdir().unwrap();
+        let never = AtomicBool::new(false);
+        let mut leader = 0;
+        let r = run(&helper("spawner_stay"), d.path(), &[], &d.path().join("a.log"), Duration::from_secs(3), &never, &mut |p| leader = p.pid);
+        assert_eq!(r.ending, Ending::TimedOut, "{}", r.output);
+        let (l, g) = noted(d.path()).expect("the spawner ran and wrote both PIDs");
+        assert_eq!(l.pid, leader);
+        assert!(gone(l.pid), "the job's own process {} still runs", l.pid);
+        assert!(gone(g.pid), "the grandchild {} outlived the time limit", g.pid);
+    }
+
+    #[test]
+    fn what_the_leader_left_running_goes_when_it_exits() {
+        let d = tempfile::tempdir().unwrap();
+        let never = AtomicBool::new(false);
+        let r = run(&helper("spawner_exit"), d.path(), &[], &d.path().join("a.log"), Duration::from_secs(60), &never, &mut |_| {});
+        assert_eq!(r.ending, Ending::Exited(Some(0)), "{}", r.output);
+        let (_, g) = noted(d.path()).expect("the spawner wrote both PIDs");
+        assert!(gone(g.pid), "the grandchild {} outlived its job", g.pid);
+    }
+
+    #[test]
+    fn a_cancel_ends_the_job() {
+        let d = tempfile::tempdir().unwrap();
+        let cancel = AtomicBool::new(false);
+        let flag = &cancel;
+        let dir = d.path().to_path_buf();
+        let r = std::thread::scope(|s| {
+            s.spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while noted(&dir).is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                flag.store(true, Ordering::Relaxed);
+            });
+            run(&helper("spawner_stay"), d.path(), &[], &d.path().join("a.log"), Duration::from_secs(60), &cancel, &mut |_| {})
+        });
+        assert_eq!(r.ending, Ending::Cancelled, "{}", r.output);
+        let (l, g) = noted(d.path()).unwrap();
+        assert!(gone(l.pid) && gone(g.pid), "cancelled, yet {l:?} or {g:?} runs");
+    }
+
+    /// The fallback for an orphan found after a restart (no Job Object any
+    /// more): its descendants by parent PID, even with the leader gone.
+    #[test]
+    fn an_orphaned_tree_is_killed_by_parent_pid() {
+        let d = tempfile::tempdir().unwrap();
+        let mut leader = Command::new(me()).args(&helper("spawner_stay")[1..]).current_dir(d.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while noted(d.path()).is_none() {
+            assert!(Instant::now() < deadline, "the spawner did not start its sleeper");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (l, g) = noted(d.path()).unwrap();
+        let start = crate::process::start_time(l.pid);
+        // The leader dies first, as when a job's own process is gone.
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        assert!(gone(l.pid));
+        assert!(!gone_now(g.pid), "the sleeper outlives its parent on Windows");
+        assert_eq!(descendants(l.pid, start).iter().map(|p| p.pid).collect::<Vec<_>>(), vec![g.pid]);
+        assert!(kill_orphan(l.pid, start), "something was killed");
+        assert!(gone(g.pid), "the orphaned sleeper {} still runs", g.pid);
+        assert!(!kill_orphan(l.pid, start), "nothing left the second time");
+    }
+
+    fn gone_now(p: i64) -> bool {
+        crate::process::start_time(p).is_none()
     }
 }

@@ -154,6 +154,7 @@ mod win {
         fn GetProcessTimes(h: *mut c_void, c: *mut FileTime, e: *mut FileTime, k: *mut FileTime, u: *mut FileTime) -> i32;
         fn GetExitCodeProcess(h: *mut c_void, code: *mut u32) -> i32;
         fn CloseHandle(h: *mut c_void) -> i32;
+        fn GetSystemTimeAsFileTime(t: *mut FileTime);
         fn CreateToolhelp32Snapshot(flags: u32, pid: u32) -> *mut c_void;
         fn Process32FirstW(h: *mut c_void, e: *mut ProcessEntry32W) -> i32;
         fn Process32NextW(h: *mut c_void, e: *mut ProcessEntry32W) -> i32;
@@ -162,7 +163,31 @@ mod win {
     const STILL_ACTIVE: u32 = 259;
     const TH32CS_SNAPPROCESS: u32 = 2;
 
+    /// The creation time, once it is a real one. Wine reports a placeholder
+    /// (0x5555…, its server's fill for memory not yet written, years in the
+    /// future) for a process that has not finished starting: a start time
+    /// read then would never match a later one and the process would look
+    /// dead. So a value later than now is read again for up to 1 s; a
+    /// process that never finishes starting counts as not running.
     pub fn start_time(pid: i64) -> Option<i64> {
+        for _ in 0..200 {
+            let created = created_if_running(pid)?;
+            if created > 0 && created <= now() + 10_000_000 {
+                return Some(created);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        None
+    }
+
+    fn now() -> i64 {
+        let mut t = FileTime::default();
+        // SAFETY: writes one FILETIME.
+        unsafe { GetSystemTimeAsFileTime(&mut t) };
+        ((t.high as i64) << 32) | t.low as i64
+    }
+
+    fn created_if_running(pid: i64) -> Option<i64> {
         // SAFETY: plain Win32 calls on a handle this function opens and closes.
         unsafe {
             let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid as u32);
@@ -180,28 +205,77 @@ mod win {
     }
 
     pub fn parent_and_name(pid: i64) -> Option<(i64, String)> {
+        snapshot().into_iter().find(|e| e.pid == pid).map(|e| (e.ppid, e.exe))
+    }
+
+    /// One process of a snapshot: PID, parent PID (which Windows never
+    /// rewrites, so it may name a process that has exited) and exe name.
+    pub struct Entry {
+        pub pid: i64,
+        pub ppid: i64,
+        pub exe: String,
+    }
+
+    /// Every process, from one Toolhelp snapshot.
+    pub fn snapshot() -> Vec<Entry> {
+        let mut all = vec![];
         // SAFETY: a process snapshot walked with a correctly sized entry, then closed.
         unsafe {
             let snap = CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0);
             if snap.is_null() || snap as isize == -1 {
-                return None;
+                return all;
             }
             let mut e: ProcessEntry32W = std::mem::zeroed();
             e.size = std::mem::size_of::<ProcessEntry32W>() as u32;
-            let mut found = None;
             let mut more = Process32FirstW(snap, &mut e) != 0;
             while more {
-                if e.pid as i64 == pid {
-                    let len = e.exe.iter().position(|&c| c == 0).unwrap_or(e.exe.len());
-                    found = Some((e.ppid as i64, String::from_utf16_lossy(&e.exe[..len])));
-                    break;
-                }
+                let len = e.exe.iter().position(|&c| c == 0).unwrap_or(e.exe.len());
+                all.push(Entry { pid: e.pid as i64, ppid: e.ppid as i64, exe: String::from_utf16_lossy(&e.exe[..len]) });
                 more = Process32NextW(snap, &mut e) != 0;
             }
             CloseHandle(snap);
-            found
+        }
+        all
+    }
+}
+
+/// The live descendants of a process, found by parent PID in one snapshot,
+/// whether or not the process itself still runs (Windows keeps a dead
+/// parent's PID in its children, and does not reparent them). A PID is only
+/// followed down to processes started after it (`start`), and not to the
+/// children of a later process that reused a dead parent's PID, so a reused
+/// PID never pulls in a stranger's processes.
+#[cfg(windows)]
+pub fn descendants(pid: i64, start: Option<i64>) -> Vec<ProcId> {
+    let procs = win::snapshot().into_iter().map(|e| {
+        let s = start_time(e.pid);
+        (e, s)
+    });
+    let procs: Vec<_> = procs.collect();
+    let holder_now = |p: i64| procs.iter().find(|(e, _)| e.pid == p).and_then(|(_, s)| *s);
+    let mut found: Vec<ProcId> = vec![];
+    let mut frontier = vec![(pid, start)];
+    while let Some((parent, parent_start)) = frontier.pop() {
+        let holder = holder_now(parent);
+        for (e, s) in &procs {
+            let Some(s) = *s else { continue };
+            if e.ppid != parent || e.pid == parent || e.pid == pid || found.iter().any(|f| f.pid == e.pid) {
+                continue;
+            }
+            if parent_start.is_some_and(|ps| s < ps) {
+                continue; // older than the parent: the PID's earlier owner's child
+            }
+            if let (Some(h), Some(ps)) = (holder, parent_start) {
+                if h != ps && s >= h {
+                    continue; // a child of the process that reused the PID
+                }
+            }
+            let child = ProcId { pid: e.pid, start: Some(s) };
+            found.push(child);
+            frontier.push((child.pid, child.start));
         }
     }
+    found
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -236,5 +310,111 @@ mod tests {
     fn the_parent_is_found() {
         // SAFETY: getppid has no preconditions.
         assert_eq!(parent_pid(), Some(unsafe { libc::getppid() } as i64));
+    }
+}
+
+/// Run under Wine by tests/windows/run.sh (the lib's test exe, filtered on
+/// `win_tests`): real Windows processes, no fakes.
+#[cfg(all(test, windows))]
+mod win_tests {
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// cmd.exe reading a pipe this test holds open: a process that waits.
+    /// `nested`: an outer cmd.exe whose child, an inner one, does the reading.
+    fn waiting_cmd(nested: bool) -> Child {
+        let mut c = Command::new("cmd.exe");
+        if nested {
+            c.args(["/c", "cmd.exe"]);
+        }
+        c.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+    }
+
+    fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{what}: not within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_process_is_its_pid_and_start_time() {
+        let me = ProcId::of(std::process::id() as i64).expect("this process exists");
+        assert!(me.start.is_some_and(|s| s > 0), "a FILETIME: {me:?}");
+        assert!(me.alive());
+        assert_eq!(ProcId::of(me.pid), Some(me), "the start time is stable across calls");
+        assert!(!ProcId { pid: me.pid, start: me.start.map(|s| s + 1) }.alive(), "another start time is another process");
+        // Read at once after the spawn (Wine: before the child finished
+        // starting), the start time must be the one every later read gives.
+        let mut fresh: Vec<(Child, ProcId)> = (0..4)
+            .map(|_| {
+                let ch = waiting_cmd(false);
+                let p = ProcId::of(ch.id() as i64).expect("the child runs");
+                (ch, p)
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        for (_, p) in &fresh {
+            assert_eq!(ProcId::of(p.pid), Some(*p), "the start time read at spawn is the real one");
+        }
+        for (ch, _) in fresh.iter_mut() {
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
+        let mut child = waiting_cmd(false);
+        let c = ProcId::of(child.id() as i64).expect("the child runs");
+        assert_ne!(c.start, me.start, "a different process, a different start time");
+        assert_eq!(ProcId::of(c.pid), Some(c));
+        assert!(c.alive());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The handle std holds is closed by now; Wine may keep the process
+        // object for an instant, so give it a moment.
+        until("the killed process is gone", || (!c.alive()).then_some(()));
+        assert_eq!(start_time(c.pid), None, "no start time for a dead PID");
+        assert_eq!(start_time(0x7ffffff0), None, "nor for a PID that never ran");
+    }
+
+    #[test]
+    fn parents_and_ancestors_come_from_the_snapshot() {
+        let me = std::process::id() as i64;
+        let mut child = waiting_cmd(false);
+        let (ppid, name) = parent_and_name(child.id() as i64).expect("the child is in the snapshot");
+        assert_eq!(ppid, me, "its parent is this process");
+        assert!(name.eq_ignore_ascii_case("cmd.exe"), "{name}");
+        // PCMAIL_CLAUDE_PID names the Claude Code process (the suite tests
+        // the real walk up through a claude.exe); a dead one is none.
+        std::env::set_var("PCMAIL_CLAUDE_PID", child.id().to_string());
+        let found = claude_ancestor();
+        std::env::remove_var("PCMAIL_CLAUDE_PID");
+        assert_eq!(found, ProcId::of(child.id() as i64));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn descendants_are_found_after_their_parent_exited_but_not_through_a_reused_pid() {
+        let mut outer = waiting_cmd(true);
+        let o = ProcId::of(outer.id() as i64).unwrap();
+        let is_cmd = |p: &ProcId| parent_and_name(p.pid).is_some_and(|(_, n)| n.eq_ignore_ascii_case("cmd.exe"));
+        let inner = until("the inner cmd.exe started", || descendants(o.pid, o.start).into_iter().find(is_cmd));
+        assert!(inner.alive());
+        outer.kill().unwrap();
+        outer.wait().unwrap();
+        until("the outer cmd.exe is gone", || (!o.alive()).then_some(()));
+        assert!(inner.alive(), "Windows does not kill the child with its parent");
+        let after = descendants(o.pid, o.start);
+        assert!(after.contains(&inner), "found by the dead parent's PID: {after:?}, snapshot: {:?}", win::snapshot().iter().map(|e| (e.pid, e.ppid, e.exe.clone())).collect::<Vec<_>>());
+        // Had the PID belonged to a process started after the inner one, the
+        // inner one could not be its child.
+        let later = inner.start.map(|s| s + 1);
+        assert!(descendants(o.pid, later).is_empty(), "a later owner of the PID has no such child");
+        drop(outer.stdin.take()); // EOF: the inner cmd.exe ends
+        until("the inner cmd.exe ends at EOF", || (!inner.alive()).then_some(()));
     }
 }
