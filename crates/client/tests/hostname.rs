@@ -3,9 +3,7 @@
 //! same machine follows the documented rule (`<hostname>.<label>`) and says
 //! so, naming the label that holds the real one.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::sync::roster_hostname;
-use pcmail_client::transport::Embedded;
 use pcmail_client::Client;
 use pcmail_core::Millis;
 use pcmail_store::meta;
@@ -15,9 +13,10 @@ fn clock() -> Millis {
     1_800_000_000_000
 }
 
+mod common;
+
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) };
-    Client::with(Paths::at(home), config, Box::new(Embedded::open(db, label, clock).unwrap()), clock).unwrap()
+    common::embedded_pc(home, db, label, clock)
 }
 
 #[test]

@@ -2,9 +2,7 @@
 //! client refuses what the server would refuse (one rule, in pcmail-core),
 //! sanitises actors, and a mark the server refuses is dropped with a record.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
-use pcmail_client::transport::Embedded;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::{MarkOp, Millis, State};
 use proptest::prelude::*;
@@ -16,10 +14,10 @@ fn clock() -> Millis {
     NOW.fetch_add(10, Ordering::SeqCst)
 }
 
+mod common;
+
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) };
-    let t = Embedded::open(db, label, clock).unwrap();
-    Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
+    common::embedded_pc(home, db, label, clock)
 }
 
 struct Two {

@@ -4,9 +4,7 @@
 //! timeline `status` answers. Real server engine on a SQLite file, real PC
 //! stores, a clock this test moves.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::{Draft, Expires};
-use pcmail_client::transport::Embedded;
 use pcmail_client::Client;
 use pcmail_core::{MarkOp, Millis, State};
 use serde_json::json;
@@ -21,10 +19,10 @@ fn advance(ms: Millis) -> Millis {
     NOW.fetch_add(ms, Ordering::SeqCst) + ms
 }
 
+mod common;
+
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) };
-    let t = Embedded::open(db, label, clock).unwrap();
-    Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
+    common::embedded_pc(home, db, label, clock)
 }
 
 fn sweep(db: &Path, now: Millis) -> serde_json::Value {

@@ -4,9 +4,7 @@
 //! server's time. Real server engine on a SQLite file, real PC stores, a
 //! clock this test moves; the session is registered as the hook records one.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::{Draft, Expires};
-use pcmail_client::transport::Embedded;
 use pcmail_client::Client;
 use pcmail_core::{Millis, State};
 use pcmail_store::leases::{self as sl, SessionRow};
@@ -22,24 +20,10 @@ fn advance(ms: Millis) -> Millis {
     NOW.fetch_add(ms, Ordering::SeqCst) + ms
 }
 
+mod common;
+
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    let config = Config {
-        label: label.into(),
-        server: ServerConfig::Embedded { db: Some(db.to_path_buf()) },
-        poll_interval_secs: 0,
-        notify_webhook: None,
-        native_notifications: false,
-        installation: None,
-        tls_fingerprint: None,
-        retention_days: None,
-        subject_tags: None,
-        handoffs: Default::default(),
-        jobs: Default::default(),
-        leases: Default::default(),
-        hook_session_mail_limit: pcmail_client::config::DEFAULT_HOOK_SESSION_MAIL_LIMIT,
-    };
-    let t = Embedded::open(db, label, clock).unwrap();
-    Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
+    common::embedded_pc(home, db, label, clock)
 }
 
 #[test]

@@ -1,10 +1,23 @@
-//! A server that answers from a script and records every request (the poll
-//! cycle's tests drive the client against it).
+//! What the client's tests share: a PC on an embedded server file, and a
+//! server that answers from a script and records every request.
+#![allow(dead_code)] // each test file uses its part
 
-use pcmail_client::transport::{CallError, Transport};
+use pcmail_client::config::{Config, Paths, ServerConfig};
+use pcmail_client::transport::{CallError, Embedded, Transport};
+use pcmail_client::Client;
 use pcmail_core::protocol::Op;
+use pcmail_core::Millis;
 use serde_json::Value;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+/// A PC (no desktop notifications) whose PCMAIL_HOME is `home`, on the
+/// server engine in `db`, with the test's clock.
+pub fn embedded_pc(home: &Path, db: &Path, label: &str, clock: fn() -> Millis) -> Client {
+    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) };
+    let t = Embedded::open(db, label, clock).unwrap();
+    Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
+}
 
 pub type Answer = Box<dyn FnMut(&Op) -> Result<Value, CallError> + Send>;
 
