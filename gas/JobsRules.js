@@ -158,8 +158,9 @@ function checkJobArgs_(spec, args) {
   Object.keys(args).forEach(function (k) {
     if (spec.args.some(function (a) { return a.name === k; })) return;
     const shown = Array.from(k).slice(0, 40).join('');
-    throw jobRefused_('bad_argument', JSON.stringify(shown) + ' is not an argument of ' + spec.name + ' (it takes: ' +
-      spec.args.map(function (a) { return a.name; }).join(', ') + ')', isArgName_(k) ? 'args.' + shown : 'args');
+    const names = spec.args.map(function (a) { return a.name; }).join(', ');
+    throw jobRefused_('bad_argument', JSON.stringify(shown) + ' is not an argument of ' + spec.name +
+      (names ? ' (it takes: ' + names + ')' : ' (it takes none)'), isArgName_(k) ? 'args.' + shown : 'args');
   });
   const out = {};
   spec.args.forEach(function (a) {

@@ -683,8 +683,11 @@ pub fn subject_of(spec: &CommandSpec, args: &BTreeMap<String, ArgValue>) -> Stri
 pub fn check_args(spec: &CommandSpec, args: &Map<String, Value>) -> Result<BTreeMap<String, ArgValue>, ProtoError> {
     if let Some(k) = args.keys().find(|k| !spec.args.iter().any(|a| &a.name == *k)) {
         let shown: String = k.chars().take(40).collect();
-        let mut e = bad_argument(&shown, format!("{:?} is not an argument of {} (it takes: {})", shown, spec.name,
-            spec.args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")));
+        let takes = match spec.args.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ") {
+            none if none.is_empty() => "it takes none".to_string(),
+            names => format!("it takes: {names}"),
+        };
+        let mut e = bad_argument(&shown, format!("{:?} is not an argument of {} ({takes})", shown, spec.name));
         if !is_valid_arg_name(k) {
             e.field = Some("args".into());
         }
@@ -1357,6 +1360,11 @@ mod tests {
         let jobs = server_builtin("_debug_jobs").unwrap();
         assert!(check_args(&jobs, &args(json!({"state": "timed_out"}))).is_ok());
         assert!(check_args(&jobs, &args(json!({"state": "done"}))).is_err());
+        let unknown = check_args(&jobs, &args(json!({"x": 1}))).unwrap_err();
+        assert!(unknown.message.contains("(it takes: state"), "{}", unknown.message);
+        let pc = pc_builtins().into_iter().find(|s| s.name == "_debug_pc").unwrap();
+        let none = check_args(&pc, &args(json!({"x": 1}))).unwrap_err();
+        assert!(none.message.ends_with("(it takes none)"), "{}", none.message);
     }
 
     #[test]
