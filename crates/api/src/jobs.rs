@@ -192,6 +192,12 @@ pub struct JobCancelArgs {
 /// executor at its next poll (the job says `cancelRequested` until then).
 pub fn job_cancel(client: &mut Client, a: &JobCancelArgs) -> Result<JobResultOne> {
     let session = caller_session(client);
-    let job = client.job_cancel(&a.job_id, &session, a.reason.clone()).map_err(unsupported)?;
+    job_cancel_as(client, a, &session)
+}
+
+/// `job_cancel` by a caller that is not a session (the tray: `tray`), so
+/// the timeline names it rather than the process that started it.
+pub fn job_cancel_as(client: &mut Client, a: &JobCancelArgs, session: &str) -> Result<JobResultOne> {
+    let job = client.job_cancel(&a.job_id, session, a.reason.clone()).map_err(unsupported)?;
     Ok(JobResultOne { job })
 }

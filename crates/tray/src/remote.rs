@@ -87,9 +87,13 @@ impl Remote for ClientRemote {
     }
     fn job_cancel(&self, job_id: &str) -> Result<Job, RemoteFailure> {
         let args = pcmail_api::jobs::JobCancelArgs { job_id: job_id.to_string(), reason: Some("cancelled from the tray".into()) };
-        self.api(|c| pcmail_api::jobs::job_cancel(c, &args)).map(|r| r.job)
+        self.api(|c| pcmail_api::jobs::job_cancel_as(c, &args, TRAY_SESSION)).map(|r| r.job)
     }
 }
+
+/// Who a Cancel from the tray is on the job's timeline (`pc/tray`): the tray
+/// is no Claude Code session, and its parent process names nothing.
+pub const TRAY_SESSION: &str = "tray";
 
 /// Jobs the Jobs view lists at most (the newest).
 pub const JOBS_LISTED: usize = 100;

@@ -237,7 +237,8 @@ fn sessions_and_jobs_views_and_cancel_through_the_clis_functions() {
     assert_eq!(cancelled.state, "cancelled");
     let st = pcmail_api::jobs::job_status(&mut a, &pcmail_api::jobs::JobIdArgs { job_id: id.clone() }).unwrap();
     assert_eq!(st.job.state.as_str(), "cancelled");
-    assert!(st.job.timeline.unwrap().iter().any(|e| e.by.starts_with("pc-b/")), "cancelled by pc-b");
+    let timeline = st.job.timeline.unwrap();
+    assert!(timeline.iter().any(|e| e.by == "pc-b/tray"), "cancelled by pc-b's tray: {timeline:?}");
     // a job pc-b did not submit: refused before the server is asked
     assert_eq!(ctl_a.cancel_job(&ClientRemote::new(pa.clone()), &id, now).unwrap_err().code(), "forbidden");
 }
