@@ -8,7 +8,7 @@
 use crate::controller::{Controller, Result, TrayError};
 use crate::poll::{Remote, RemoteFailure};
 use pcmail_core::job::{Job, JobState};
-use pcmail_core::sessions::WhoAnswer;
+use pcmail_core::sessions::{WhoAnswer, WhoSession};
 use pcmail_core::Millis;
 use pcmail_store::meta;
 use serde::Serialize;
@@ -50,20 +50,13 @@ impl Freshness {
     }
 }
 
-/// One live session in the Sessions view.
+/// One live session in the Sessions view: `who`'s row (its fields at the
+/// top level of the JSON the window reads) and whether it is this PC's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionView {
-    pub pc: String,
-    pub session: String,
-    pub name: Option<String>,
-    pub repo: Option<String>,
-    pub branch: Option<String>,
-    pub cwd: Option<String>,
-    /// Since its last prompt, as the server computed it when it answered.
-    pub idle_ms: Millis,
-    /// Resources of the leases it holds.
-    pub leases: Vec<String>,
+    #[serde(flatten)]
+    pub who: WhoSession,
     /// A session of this PC.
     pub mine: bool,
 }
@@ -163,22 +156,13 @@ impl Controller {
             .map(|a| {
                 a.sessions
                     .iter()
-                    .map(|s| SessionView {
-                        mine: s.pc == me,
-                        pc: s.pc.clone(),
-                        session: s.session.clone(),
-                        name: s.name.clone(),
-                        repo: s.repo.clone(),
-                        branch: s.branch.clone(),
-                        cwd: s.cwd.clone(),
-                        idle_ms: s.idle_ms,
-                        leases: s.leases.clone(),
-                    })
+                    .map(|s| SessionView { mine: s.pc == me, who: s.clone() })
                     .collect()
             })
             .unwrap_or_default();
         sessions.sort_by(|a, b| {
-            b.mine.cmp(&a.mine).then_with(|| a.pc.cmp(&b.pc)).then_with(|| a.name.cmp(&b.name)).then_with(|| a.session.cmp(&b.session))
+            let (x, y) = (&a.who, &b.who);
+            b.mine.cmp(&a.mine).then_with(|| x.pc.cmp(&y.pc)).then_with(|| x.name.cmp(&y.name)).then_with(|| x.session.cmp(&y.session))
         });
         let idle_names = who
             .map(|a| a.idle_names.iter().map(|n| IdleNameView { name: n.name.clone(), pc: n.pc.clone(), since: n.since }).collect())

@@ -130,11 +130,11 @@ fn sessions_lists_every_pc_mine_first_and_offline_says_so() {
         idle_names: vec![NameHolder { name: "nastya".into(), pc: "pc-a".into(), session: "old".into(), since: T0 - 60 * MIN }],
     }));
     let v = c.sessions(&server, T0 + 1000);
-    let rows: Vec<(&str, Option<&str>, bool)> = v.sessions.iter().map(|s| (s.pc.as_str(), s.name.as_deref(), s.mine)).collect();
+    let rows: Vec<(&str, Option<&str>, bool)> = v.sessions.iter().map(|s| (s.who.pc.as_str(), s.who.name.as_deref(), s.mine)).collect();
     assert_eq!(rows, [("pc-b", Some("vasya"), true), ("pc-a", Some("ani"), false), ("pc-c", None, false)]);
     assert_eq!((v.freshness.live, v.freshness.as_of, v.freshness.error.as_deref()), (true, Some(T0 + 1000), None));
-    assert_eq!((v.sessions[1].idle_ms, v.sessions[1].leases.clone()), (2 * MIN, vec!["deploy".to_string()]));
-    assert_eq!(v.sessions[1].repo.as_deref(), Some("github.com/o/app"));
+    assert_eq!((v.sessions[1].who.idle_ms, v.sessions[1].who.leases.clone()), (2 * MIN, vec!["deploy".to_string()]));
+    assert_eq!(v.sessions[1].who.repo.as_deref(), Some("github.com/o/app"));
     assert_eq!(v.idle_names.len(), 1);
     assert_eq!(v.idle_names[0].name, "nastya");
 
