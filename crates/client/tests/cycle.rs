@@ -5,17 +5,13 @@ use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::transport::{CallError, Embedded};
 use pcmail_client::{hook, Client};
 use pcmail_core::protocol::Op;
-use pcmail_core::{ErrorCode, Kind, MarkOp, Millis, ProtoError, State};
+use pcmail_core::{ErrorCode, Kind, MarkOp, ProtoError, State};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicI64, Ordering};
 
-static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
-fn clock() -> Millis {
-    NOW.load(Ordering::SeqCst)
-}
+
 
 mod common;
-use common::Scripted;
+use common::{advance, clock, Scripted};
 
 fn config(label: &str) -> Config {
     Config { native_notifications: false, ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
@@ -85,11 +81,11 @@ fn an_op_the_server_does_not_know_backs_off_an_hour_and_is_dropped_after_five_tr
     let marks_sent = || t.calls.lock().unwrap().iter().filter(|o| matches!(o, Op::Mark { .. })).count();
     assert_eq!(marks_sent(), 1);
     // Within the hour nothing is retried.
-    NOW.fetch_add(30 * 60_000, Ordering::SeqCst);
+    advance(30 * 60_000);
     c.flush_marks().unwrap();
     assert_eq!(marks_sent(), 1, "backs off for an hour");
     for _ in 0..4 {
-        NOW.fetch_add(61 * 60_000, Ordering::SeqCst);
+        advance(61 * 60_000);
         c.flush_marks().unwrap();
     }
     assert_eq!(marks_sent(), 5);
@@ -146,7 +142,7 @@ fn hook_acks_replies_to_my_mail_once_shown() {
         .send(pcmail_client::ops::Draft { to: "pc-b".into(), kind: Kind::Request, body: "please run it".into(), ..Default::default() })
         .unwrap();
     b.sync_once(0).unwrap();
-    NOW.fetch_add(1000, Ordering::SeqCst);
+    advance(1000);
     let reply = b.reply(&q.ids[0], "ran it: green".into(), false).unwrap();
     a.sync_once(0).unwrap();
     let input = hook::HookInput { session_id: "sess-1".into(), event: hook::Event::UserPromptSubmit, cwd: None, ..Default::default() };

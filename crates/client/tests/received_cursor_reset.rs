@@ -9,16 +9,12 @@ use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Millis, State};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
-fn clock() -> Millis {
-    NOW.load(Ordering::SeqCst)
-}
 
 mod common;
-use common::Scripted;
+use common::{advance, clock, Scripted};
 
 fn config() -> Config {
     Config { native_notifications: false, ..Config::new("pc-b", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
@@ -92,7 +88,7 @@ fn cycle_twice(dir: &std::path::Path, reset: bool) -> (Client, Scripted, pcmail_
     assert!(status_calls(&t).is_empty());
     pruned.store(true, Ordering::SeqCst);
     c.mark(DONE, pcmail_core::MarkOp::Ack, None, None).unwrap();
-    NOW.fetch_add(60_000, Ordering::SeqCst);
+    advance(60_000);
     let r = c.sync_once(0).unwrap();
     (c, t, r)
 }

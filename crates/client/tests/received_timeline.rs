@@ -9,17 +9,10 @@ use pcmail_client::Client;
 use pcmail_core::{MarkOp, Millis, State};
 use serde_json::json;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
 
-static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
-fn clock() -> Millis {
-    NOW.load(Ordering::SeqCst)
-}
-fn advance(ms: Millis) -> Millis {
-    NOW.fetch_add(ms, Ordering::SeqCst) + ms
-}
 
 mod common;
+use common::{advance, clock};
 
 fn pc(home: &Path, db: &Path, label: &str) -> Client {
     common::embedded_pc(home, db, label, clock)

@@ -9,7 +9,20 @@ use pcmail_core::protocol::Op;
 use pcmail_core::Millis;
 use serde_json::Value;
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// The test's clock: it moves only when the test moves it.
+pub static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
+
+pub fn clock() -> Millis {
+    NOW.load(Ordering::SeqCst)
+}
+
+/// Moves the clock on by `ms` and answers the new time.
+pub fn advance(ms: Millis) -> Millis {
+    NOW.fetch_add(ms, Ordering::SeqCst) + ms
+}
 
 /// A PC (no desktop notifications) whose PCMAIL_HOME is `home`, on the
 /// server engine in `db`, with the test's clock.
