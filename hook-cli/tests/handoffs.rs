@@ -69,7 +69,11 @@ impl Pc {
     }
 
     fn reminded(&self) -> i64 {
-        Store::open(&self.home.join("store.db")).unwrap().conn().query_row("SELECT count(*) FROM stop_reminders", [], |r| r.get(0)).unwrap()
+        Store::open(&self.home.join("store.db"))
+            .unwrap()
+            .conn()
+            .query_row("SELECT count(*) FROM stop_reminders", [], |r| r.get(0))
+            .unwrap()
     }
 }
 
@@ -110,12 +114,19 @@ fn no_reminder_for_short_work_a_written_handoff_outside_a_repo_or_when_off() {
     assert_eq!(pc.stop(S1, &pc.transcript(S1, 900 * 1024), false), None);
     // The session wrote its handoff (the name carries its first 8 characters).
     let repo = Repo::at(&pc.repo);
-    let s = Sections { goal: Some("g".into()), done: None, failed: None, state: Some("working".into()), next: Some("n".into()) };
+    let s = Sections {
+        goal: Some("g".into()),
+        done: None,
+        failed: None,
+        state: Some("working".into()),
+        next: Some("n".into()),
+    };
     let at = Utc.with_ymd_and_hms(2026, 4, 9, 14, 0, 0).unwrap();
     handoffs::new_handoff(&repo, "done-work", &Author { session: S1, by: "pc-b/9f2c4e1a", at }, &s).unwrap();
     assert_eq!(pc.stop(S1, &pc.transcript(S1, 1500 * 1024), false), None);
     // No repo around the session's directory.
-    let out = pc.run(&json!({"session_id": S2, "transcript_path": pc.transcript(S2, 1500 * 1024), "cwd": pc.dir.path(),
+    let out = pc
+        .run(&json!({"session_id": S2, "transcript_path": pc.transcript(S2, 1500 * 1024), "cwd": pc.dir.path(),
         "hook_event_name": "Stop", "stop_hook_active": false}));
     assert_eq!(out, None);
     assert_eq!(pc.reminded(), 0);
@@ -133,8 +144,15 @@ fn session_start_adds_handoffs_and_memory_after_the_mail_within_the_budget() {
     let repo = Repo::at(&pc.repo);
     let t = |d| Utc.with_ymd_and_hms(2026, 4, d, 9, 0, 0).unwrap();
     for d in 1..=5 {
-        let s = Sections { goal: Some(format!("goal {d}")), done: None, failed: None, state: Some("working".into()), next: Some(format!("next {d}")) };
-        handoffs::new_handoff(&repo, &format!("task-{d}"), &Author { session: "s", by: "pc-a/s", at: t(d) }, &s).unwrap();
+        let s = Sections {
+            goal: Some(format!("goal {d}")),
+            done: None,
+            failed: None,
+            state: Some("working".into()),
+            next: Some(format!("next {d}")),
+        };
+        handoffs::new_handoff(&repo, &format!("task-{d}"), &Author { session: "s", by: "pc-a/s", at: t(d) }, &s)
+            .unwrap();
     }
     handoffs::rollup(&repo, "spring", &Author { session: "r", by: "pc-a/r", at: t(3) }, t(3), "first three").unwrap();
     memory::add(&repo, MemKind::Gotcha, "db/wal", "checkpoint only from the poller", None, "pc-a/s", t(5)).unwrap();
@@ -145,9 +163,18 @@ fn session_start_adds_handoffs_and_memory_after_the_mail_within_the_budget() {
     };
     let text = start("a");
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("pcmail handoffs: latest rollup 2026-04-03_09-00_r_rollup_spring (through 2026-04-03 09:00); 2 ACTIVE"), "{text}");
+    assert!(
+        lines[0].starts_with(
+            "pcmail handoffs: latest rollup 2026-04-03_09-00_r_rollup_spring (through 2026-04-03 09:00); 2 ACTIVE"
+        ),
+        "{text}"
+    );
     assert!(lines[1].starts_with("- 2026-04-05_09-00_s_task-5: goal 5 → next: next 5"), "{text}");
-    assert!(lines[3].starts_with("pcmail memory: 1 entries (1 gotchas)") && lines[4] == "- [db/wal] checkpoint only from the poller", "{text}");
+    assert!(
+        lines[3].starts_with("pcmail memory: 1 entries (1 gotchas)")
+            && lines[4] == "- [db/wal] checkpoint only from the poller",
+        "{text}"
+    );
 
     // With mail filling its part, the handoff part shrinks and the whole stays in budget.
     let mut s = Store::open(&pc.home.join("store.db")).unwrap();
@@ -165,5 +192,8 @@ fn session_start_adds_handoffs_and_memory_after_the_mail_within_the_budget() {
     assert!(full.contains("<pcmail-mail"), "{full}");
     assert!(full.chars().count() <= pcmail_core::present::TOTAL_CHARS, "{}", full.chars().count());
     let tail = &full[full.rfind("</pcmail-mail>").unwrap()..];
-    assert!(tail.contains("pcmail") && (tail.contains("pcmail handoff list") || tail.contains("- 2026-04-05")), "{full}");
+    assert!(
+        tail.contains("pcmail") && (tail.contains("pcmail handoff list") || tail.contains("- 2026-04-05")),
+        "{full}"
+    );
 }

@@ -72,7 +72,11 @@ impl Pc {
     }
 
     fn prompt(&self, session: &str) -> String {
-        self.run_raw(json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "hi"}).to_string().as_bytes())
+        self.run_raw(
+            json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "hi"})
+                .to_string()
+                .as_bytes(),
+        )
     }
 
     fn count(&self, sql: &str) -> i64 {
@@ -190,7 +194,10 @@ fn the_same_session_gets_a_count_line_for_mail_it_was_shown() {
     pc.receive("m", &[("note", false)]);
     assert_eq!(shown_ids(&pc.prompt("s1")), ["m-0000"]);
     let again = pc.prompt("s1");
-    assert_eq!(again, "pcmail: 1 open mail for pc-b already shown earlier in this session (not repeated): pcmail inbox");
+    assert_eq!(
+        again,
+        "pcmail: 1 open mail for pc-b already shown earlier in this session (not repeated): pcmail inbox"
+    );
     // Once acked it is no longer open: nothing to say.
     pc.store().write(|tx| inbox::advance(tx, "m-0000", pcmail_core::State::Done, NOW, "t", None).map(|_| ())).unwrap();
     assert_eq!(pc.prompt("s1"), "");

@@ -135,9 +135,12 @@ fn pre_tool_use_denies_edits_under_another_sessions_exclusive_lease_only() {
     assert!(why.contains("src/auth/login.rs") && why.contains("`auth`") && why.contains("pc-b/ani"), "{why}");
     assert!(why.contains("pcmail send pc-b"), "{why}");
     // Write of a new file in a new folder under the lease; `..` in the path.
-    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": r.join("src/auth/new/deep.rs"), "content": "x"}))).is_some());
+    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": r.join("src/auth/new/deep.rs"), "content": "x"})))
+        .is_some());
     let dotdot = r.join("src/other/../auth/login.rs");
-    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": dotdot, "old_string": "a", "new_string": "b"}))).is_some());
+    assert!(
+        denied(&f.pre_tool("s1", "Edit", json!({"file_path": dotdot, "old_string": "a", "new_string": "b"}))).is_some()
+    );
     // MultiEdit and NotebookEdit (notebook_path).
     let edits = json!({"file_path": login, "edits": [{"old_string": "a", "new_string": "b"}]});
     assert!(denied(&f.pre_tool("s1", "MultiEdit", edits)).is_some());
@@ -146,7 +149,8 @@ fn pre_tool_use_denies_edits_under_another_sessions_exclusive_lease_only() {
     // A symlink from outside the repo into the leased folder: the target counts.
     std::os::unix::fs::symlink(r.join("src/auth"), f.outside.join("link")).unwrap();
     let via_link = f.outside.join("link/login.rs");
-    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": via_link, "old_string": "a", "new_string": "b"}))).is_some());
+    assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": via_link, "old_string": "a", "new_string": "b"})))
+        .is_some());
 
     // No decision at all (never "allow"): outside the lease, under a shared
     // lease, outside any repo, another tool (the holder itself: the next test).
@@ -198,13 +202,22 @@ fn a_session_edits_under_its_own_lease_also_after_clear() {
     s.write(|tx| {
         sl::session_record(
             tx,
-            &sl::SessionRow { session: "s-new".into(), pid: Some(4242), pid_start: Some(1), started_at: NOW, ..Default::default() },
+            &sl::SessionRow {
+                session: "s-new".into(),
+                pid: Some(4242),
+                pid_start: Some(1),
+                started_at: NOW,
+                ..Default::default()
+            },
         )
     })
     .unwrap();
     let login = f.repo.join("src/auth/login.rs");
     assert_eq!(f.pre_tool("s-new", "Edit", json!({"file_path": login})), None, "its own lease");
-    assert!(denied(&f.pre_tool("s-other", "Edit", json!({"file_path": login}))).is_some(), "another session on this PC");
+    assert!(
+        denied(&f.pre_tool("s-other", "Edit", json!({"file_path": login}))).is_some(),
+        "another session on this PC"
+    );
 }
 
 #[test]
@@ -217,7 +230,6 @@ fn an_old_lease_view_adds_one_line_of_context() {
     assert_eq!(o.get("permissionDecision"), None);
     assert!(o["additionalContext"].as_str().unwrap().contains("lease view is"), "{v}");
 }
-
 
 /// Gemini CLI's `BeforeTool` on its file tools (`write_file`, `replace`),
 /// with the payload its hooks reference documents: the same guard as Claude
@@ -312,7 +324,8 @@ fn session_start_lists_leases_others_hold_in_this_repo() {
     assert_eq!(row.repo.as_deref(), Some("github.com/o/r"));
     assert_eq!(row.branch.as_deref(), Some("main"));
     // Outside the repo: nothing.
-    let none = f.hook(json!({"session_id": "s3", "cwd": f.outside, "hook_event_name": "SessionStart", "source": "startup"}));
+    let none =
+        f.hook(json!({"session_id": "s3", "cwd": f.outside, "hook_event_name": "SessionStart", "source": "startup"}));
     assert_eq!(none, None);
 }
 
@@ -396,7 +409,8 @@ fn the_guard_file_denies_and_stays_silent_without_the_store() {
         .expect("denied from the file");
     assert!(why.contains("src/auth/login.rs") && why.contains("`auth`") && why.contains("pc-b/ani"), "{why}");
     assert!(why.contains("pcmail send pc-b") && why.contains("refactoring the login flow"), "{why}");
-    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": r.join("src/auth/new/deep.rs"), "content": "x"}))).is_some());
+    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": r.join("src/auth/new/deep.rs"), "content": "x"})))
+        .is_some());
     let dotdot = r.join("src/other/../auth/login.rs");
     assert!(denied(&f.pre_tool("s1", "Edit", json!({"file_path": dotdot}))).is_some());
     let edits = json!({"file_path": login, "edits": [{"old_string": "a", "new_string": "b"}]});
@@ -483,12 +497,21 @@ fn the_guard_file_lets_a_session_edit_under_its_own_lease_also_after_clear() {
     s.write(|tx| {
         sl::session_record(
             tx,
-            &sl::SessionRow { session: "s-new".into(), pid: Some(4242), pid_start: Some(1), started_at: NOW, ..Default::default() },
+            &sl::SessionRow {
+                session: "s-new".into(),
+                pid: Some(4242),
+                pid_start: Some(1),
+                started_at: NOW,
+                ..Default::default()
+            },
         )
     })
     .unwrap();
     let login = f.repo.join("src/auth/login.rs");
     assert_eq!(f.pre_tool("s-old", "Edit", json!({"file_path": login})), None, "the holder");
     assert_eq!(f.pre_tool("s-new", "Edit", json!({"file_path": login})), None, "its own lease after /clear");
-    assert!(denied(&f.pre_tool("s-other", "Edit", json!({"file_path": login}))).is_some(), "another session on this PC");
+    assert!(
+        denied(&f.pre_tool("s-other", "Edit", json!({"file_path": login}))).is_some(),
+        "another session on this PC"
+    );
 }

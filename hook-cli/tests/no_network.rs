@@ -8,7 +8,19 @@ const FORBIDDEN: &[&str] =
 fn pcmail_hook_depends_on_no_network_crate() {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let out = std::process::Command::new(env!("CARGO"))
-        .args(["tree", "-p", "pcmail-hook", "-e", "normal", "--prefix", "none", "--format", "{p}", "--manifest-path", manifest])
+        .args([
+            "tree",
+            "-p",
+            "pcmail-hook",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--manifest-path",
+            manifest,
+        ])
         .output()
         .expect("cargo tree runs");
     assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));

@@ -4,7 +4,9 @@
 use crate::state::AppState;
 use pcmail_client::config::{Config, ServerConfig};
 use pcmail_client::token;
-use pcmail_tray::{JobView, JobsView, LeaseReleased, LeasesView, MailView, Remote, SentView, SessionsView, Status, TrayError};
+use pcmail_tray::{
+    JobView, JobsView, LeaseReleased, LeasesView, MailView, Remote, SentView, SessionsView, Status, TrayError,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

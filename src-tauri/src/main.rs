@@ -68,7 +68,8 @@ fn main() {
         .plugin(tauri_plugin_notification::init());
     // Start at login: Linux writes its XDG entry itself (autostart.rs)
     #[cfg(not(target_os = "linux"))]
-    let builder = builder.plugin(tauri_plugin_autostart::init(tauri_plugin_autostart::MacosLauncher::LaunchAgent, None));
+    let builder =
+        builder.plugin(tauri_plugin_autostart::init(tauri_plugin_autostart::MacosLauncher::LaunchAgent, None));
     builder
         .invoke_handler(tauri::generate_handler![
             commands::get_state,
@@ -117,7 +118,14 @@ fn main() {
             let quit = MenuItem::with_id(app, "quit", "Quit", true, None::<&str>)?;
             let menu = Menu::with_items(
                 app,
-                &[&open, &poll, &PredefinedMenuItem::separator(app)?, &pause, &PredefinedMenuItem::separator(app)?, &quit],
+                &[
+                    &open,
+                    &poll,
+                    &PredefinedMenuItem::separator(app)?,
+                    &pause,
+                    &PredefinedMenuItem::separator(app)?,
+                    &quit,
+                ],
             )?;
             *st.pause_item.lock().unwrap() = Some(pause.clone());
             st.ui.set_menu(menu.clone());
@@ -156,7 +164,12 @@ fn main() {
             std::thread::Builder::new().name("pcmail-watch".into()).spawn(move || poller::watch(st_w))?;
             let st_p = st.clone();
             std::thread::Builder::new().name("pcmail-poller".into()).spawn(move || poller::run(st_p, poke_rx))?;
-            tracing::info!("pcmail tray for {:?} ({}), store {}", cfg.label, cfg.server.describe(), paths.store().display());
+            tracing::info!(
+                "pcmail tray for {:?} ({}), store {}",
+                cfg.label,
+                cfg.server.describe(),
+                paths.store().display()
+            );
             Ok(())
         })
         .build(tauri::generate_context!())

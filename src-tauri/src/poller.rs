@@ -78,13 +78,25 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
                             let notes = state.controller.lock().unwrap().notifications_for(&report.to_notify);
                             if !notes.is_empty() {
                                 let d = deliver(&notes, &state.ui, &clock);
-                                tracing::info!("notifications: {} shown, {} failed, {} skipped", d.shown.len(), d.failed.len(), d.skipped.len());
+                                tracing::info!(
+                                    "notifications: {} shown, {} failed, {} skipped",
+                                    d.shown.len(),
+                                    d.failed.len(),
+                                    d.skipped.len()
+                                );
                             }
                             // webhook channel, as the daemon does (native went through the tray above)
                             if let Some(url) = c.config.notify_webhook.clone() {
-                                let items: Vec<_> = report.to_notify.iter().map(pcmail_tray::Notification::for_mail).collect();
-                                let hook: Arc<dyn pcmail_client::notify::Notifier> = Arc::new(pcmail_client::notify::Webhook { url });
-                                pcmail_client::notify::deliver(&[hook], &items, pcmail_client::notify::PER_NOTIFICATION, pcmail_client::notify::TOTAL);
+                                let items: Vec<_> =
+                                    report.to_notify.iter().map(pcmail_tray::Notification::for_mail).collect();
+                                let hook: Arc<dyn pcmail_client::notify::Notifier> =
+                                    Arc::new(pcmail_client::notify::Webhook { url });
+                                pcmail_client::notify::deliver(
+                                    &[hook],
+                                    &items,
+                                    pcmail_client::notify::PER_NOTIFICATION,
+                                    pcmail_client::notify::TOTAL,
+                                );
                             }
                         }
                         Err(e) => {
@@ -129,9 +141,9 @@ pub fn watch(state: Arc<AppState>) {
             let mut c = state.controller.lock().unwrap();
             let now = clock.now_ms();
             match c.store_changed() {
-                Ok(v) if v.is_some() || forced => c
-                    .refresh(&state.ui, now)
-                    .and_then(|notes| Ok((v.unwrap_or(0), notes, c.signature(now)?))),
+                Ok(v) if v.is_some() || forced => {
+                    c.refresh(&state.ui, now).and_then(|notes| Ok((v.unwrap_or(0), notes, c.signature(now)?)))
+                }
                 Ok(_) => {
                     std::thread::sleep(Duration::from_millis(250));
                     continue;

@@ -13,7 +13,6 @@ use tauri::image::Image;
 use tauri::menu::{IsMenuItem, Menu, MenuItem, MenuItemKind, PredefinedMenuItem, Submenu};
 use tauri::{AppHandle, Emitter, Manager, Wry};
 
-
 pub const TRAY_ID: &str = "main";
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -55,7 +54,14 @@ pub struct TauriUi {
 impl TauriUi {
     pub fn new(app: AppHandle, lang: Lang) -> TauriUi {
         let test_path = std::env::var_os("PCMAIL_TRAY_TEST_STATE").filter(|p| !p.is_empty()).map(PathBuf::from);
-        TauriUi { app, test_path, test: Mutex::new(TestState::default()), menu: Mutex::new(None), decision_items: Mutex::new(vec![]), lang }
+        TauriUi {
+            app,
+            test_path,
+            test: Mutex::new(TestState::default()),
+            menu: Mutex::new(None),
+            decision_items: Mutex::new(vec![]),
+            lang,
+        }
     }
 
     /// The tray menu, once built (the decision requests go at its top).
@@ -73,7 +79,13 @@ impl TauriUi {
             Err(e) => tracing::warn!("{key} on {id}: {e}"),
         }
         st.refresh_now.store(true, std::sync::atomic::Ordering::Relaxed);
-        let line = format!("{key}:{id}:{}", match outcome { Ok(o) => format!("{o:?}"), Err(e) => format!("error {}", e.code()) });
+        let line = format!(
+            "{key}:{id}:{}",
+            match outcome {
+                Ok(o) => format!("{o:?}"),
+                Err(e) => format!("error {}", e.code()),
+            }
+        );
         self.record(|s| s.acted.push(line));
     }
 
@@ -169,8 +181,20 @@ fn decision_items(app: &AppHandle, decisions: &[MenuDecision], lang: Lang) -> ta
     };
     items.push(MenuItem::with_id(app, "decisions", heading, false, None::<&str>)?.kind());
     for d in decisions {
-        let open = MenuItem::with_id(app, menu_item_id(NoteAction::Open, &d.id), NoteAction::Open.label_in(lang), true, None::<&str>)?;
-        let ack = MenuItem::with_id(app, menu_item_id(NoteAction::Ack, &d.id), NoteAction::Ack.label_in(lang), true, None::<&str>)?;
+        let open = MenuItem::with_id(
+            app,
+            menu_item_id(NoteAction::Open, &d.id),
+            NoteAction::Open.label_in(lang),
+            true,
+            None::<&str>,
+        )?;
+        let ack = MenuItem::with_id(
+            app,
+            menu_item_id(NoteAction::Ack, &d.id),
+            NoteAction::Ack.label_in(lang),
+            true,
+            None::<&str>,
+        )?;
         // GTK reads "_" as a mnemonic marker: double it so the subject shows as sent
         items.push(Submenu::with_items(app, d.label.replace('_', "__"), true, &[&open, &ack])?.kind());
     }

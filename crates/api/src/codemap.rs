@@ -33,7 +33,8 @@ fn options(a: &MapArgs) -> Result<Options> {
     let repo = match &a.repo {
         Some(r) => PathBuf::from(r),
         None => {
-            let cwd = std::env::current_dir().map_err(|e| ApiError::Local(format!("cannot read the current directory: {e}")))?;
+            let cwd = std::env::current_dir()
+                .map_err(|e| ApiError::Local(format!("cannot read the current directory: {e}")))?;
             pcmail_codemap_check::find_repo_root(&cwd).unwrap_or(cwd)
         }
     };

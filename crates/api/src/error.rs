@@ -239,7 +239,11 @@ mod tests {
         assert_eq!(server(ErrorCode::HopLimit).to_json()["rule"], "hop_limit");
         let e: ApiError = ClientError::ReplyToReply { id: "m".into() }.into();
         assert_eq!(e.to_json()["rule"], "reply_to_reply");
-        let e: ApiError = ClientError::Unresolved { query: "kim".into(), candidates: vec!["kim-laptop".into(), "kim-desktop".into()] }.into();
+        let e: ApiError = ClientError::Unresolved {
+            query: "kim".into(),
+            candidates: vec!["kim-laptop".into(), "kim-desktop".into()],
+        }
+        .into();
         assert_eq!(e.to_json()["candidates"], json!(["kim-laptop", "kim-desktop"]));
         let e = ApiError::Unsupported { feature: "leases".into() };
         assert!(e.to_string().contains("this server does not support leases: redeploy gas/ or update pcmail serve"));

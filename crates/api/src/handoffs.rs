@@ -32,7 +32,9 @@ impl From<HandoffError> for ApiError {
 pub fn find_repo(repo: Option<&str>) -> Result<Repo> {
     let dir = match repo {
         Some(r) => PathBuf::from(r),
-        None => std::env::current_dir().map_err(|e| ApiError::Local(format!("cannot read the current directory: {e}")))?,
+        None => {
+            std::env::current_dir().map_err(|e| ApiError::Local(format!("cannot read the current directory: {e}")))?
+        }
     };
     Ok(Repo::find(&dir)?)
 }
@@ -56,7 +58,8 @@ pub fn actor(paths: &Paths) -> Result<Actor> {
 /// before the hook recorded it.
 fn registry_session(paths: &Paths) -> Option<String> {
     let claude = pcmail_local::process::claude_ancestor()?;
-    let store = pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_millis(500)).ok().flatten()?;
+    let store =
+        pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_millis(500)).ok().flatten()?;
     pcmail_store::leases::session_of_process(store.conn(), claude.pid, claude.start).ok().flatten().map(|r| r.session)
 }
 
@@ -118,7 +121,8 @@ pub fn handoff_new(paths: &Paths, args: &HandoffNewArgs, now: DateTime<Utc>) -> 
     let repo = find_repo(args.repo.as_deref())?;
     let a = actor(paths)?;
     let sections = args.sections();
-    let created = handoffs::new_handoff(&repo, &args.slug, &Author { session: &a.session.id, by: &a.by, at: now }, &sections)?;
+    let created =
+        handoffs::new_handoff(&repo, &args.slug, &Author { session: &a.session.id, by: &a.by, at: now }, &sections)?;
     let announced = match &args.announce {
         Some(to) => {
             let goal = handoffs::first_line(&sections.goal);
@@ -135,7 +139,14 @@ pub fn announce(paths: &Paths, to: &str, line: &str) -> Result<SendOutcome> {
     let body = pcmail_handoff::index::one_line(line);
     crate::send_only(
         &mut client,
-        &SendArgs { to: to.to_string(), kind: MailKind::Note, subject: Some("handoff".into()), body, auto: true, ..Default::default() },
+        &SendArgs {
+            to: to.to_string(),
+            kind: MailKind::Note,
+            subject: Some("handoff".into()),
+            body,
+            auto: true,
+            ..Default::default()
+        },
     )
 }
 
@@ -239,9 +250,17 @@ pub fn handoff_rollup(paths: &Paths, args: &HandoffRollupArgs, now: DateTime<Utc
     let repo = find_repo(args.repo.as_deref())?;
     let through = pcmail_handoff::names::parse_date(&args.through, now)?;
     let a = actor(paths)?;
-    let rollup = handoffs::rollup(&repo, &args.slug, &Author { session: &a.session.id, by: &a.by, at: now }, through, &args.body)?;
+    let rollup = handoffs::rollup(
+        &repo,
+        &args.slug,
+        &Author { session: &a.session.id, by: &a.by, at: now },
+        through,
+        &args.body,
+    )?;
     let announced = match &args.announce {
-        Some(to) => Some(announce(paths, to, &format!("rollup {} covers {} handoffs", rollup.name, rollup.covers.len()))?),
+        Some(to) => {
+            Some(announce(paths, to, &format!("rollup {} covers {} handoffs", rollup.name, rollup.covers.len()))?)
+        }
         None => None,
     };
     Ok(HandoffRollupResult { rollup, announced })

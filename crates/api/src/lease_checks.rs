@@ -38,7 +38,11 @@ pub fn run(check: &LeaseCheck, resource: &str, holder: &str) -> Result<CheckPass
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| ApiError::Local(format!("the lease check `{shown}` for {resource} could not start: {e}; the takeover is not made")))?;
+        .map_err(|e| {
+            ApiError::Local(format!(
+                "the lease check `{shown}` for {resource} could not start: {e}; the takeover is not made"
+            ))
+        })?;
     // Read both pipes on threads so a chatty check can't fill one and stall.
     let drain = |p: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -95,21 +99,31 @@ mod tests {
 
     #[test]
     fn exit_zero_is_busy_and_refuses() {
-        let e = run(&check("echo \"pid 4242 on $PCMAIL_LEASE_RESOURCE\"; exit 0", None), "gpu-0", "pc-b/ani").unwrap_err();
+        let e =
+            run(&check("echo \"pid 4242 on $PCMAIL_LEASE_RESOURCE\"; exit 0", None), "gpu-0", "pc-b/ani").unwrap_err();
         assert_eq!((e.exit() as i32, e.code()), (10, "held"));
         let m = e.to_string();
-        assert!(m.contains("gpu-0 is still in use") && m.contains("pid 4242 on gpu-0") && m.contains("pc-b/ani"), "{m}");
+        assert!(
+            m.contains("gpu-0 is still in use") && m.contains("pid 4242 on gpu-0") && m.contains("pc-b/ani"),
+            "{m}"
+        );
     }
 
     #[test]
     fn another_exit_lets_the_takeover_go_on_and_says_why() {
-        let ok = run(&check("echo \"free: $PCMAIL_LEASE_HOLDER gone\" >&2; exit 1", None), "gpu-0", "pc-b/ani").unwrap();
-        assert!(ok.detail.contains("exited 1 (not busy)") && ok.detail.contains("free: pc-b/ani gone"), "{}", ok.detail);
+        let ok =
+            run(&check("echo \"free: $PCMAIL_LEASE_HOLDER gone\" >&2; exit 1", None), "gpu-0", "pc-b/ani").unwrap();
+        assert!(
+            ok.detail.contains("exited 1 (not busy)") && ok.detail.contains("free: pc-b/ani gone"),
+            "{}",
+            ok.detail
+        );
     }
 
     #[test]
     fn a_check_that_cannot_run_or_hangs_refuses_as_unverified() {
-        let missing = LeaseCheck { pattern: "*".into(), argv: vec!["/nonexistent/pcmail-check".into()], timeout_secs: None };
+        let missing =
+            LeaseCheck { pattern: "*".into(), argv: vec!["/nonexistent/pcmail-check".into()], timeout_secs: None };
         let e = run(&missing, "gpu-0", "h").unwrap_err();
         assert_eq!(e.exit() as i32, 9, "{e}");
         assert!(e.to_string().contains("could not start"));

@@ -94,7 +94,9 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
     } else if let Some(c) = claude {
         (Some(c), "claude", None)
     } else {
-        let parent = process::parent_pid().and_then(ProcId::of).ok_or_else(|| ApiError::Local("cannot find this command's parent process".into()))?;
+        let parent = process::parent_pid()
+            .and_then(ProcId::of)
+            .ok_or_else(|| ApiError::Local("cannot find this command's parent process".into()))?;
         let note = format!(
             "no Claude Code process above this command: the lease follows its parent process (PID {}) and ends when that exits; \
              pass --pid PID or --ttl DUR to choose",
@@ -103,13 +105,11 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
         (Some(parent), "parent", Some(note))
     };
     let registry = claude.and_then(|c| sl::session_of_process(client.store.conn(), c.pid, c.start).ok().flatten());
-    let session = env_session
-        .or(registry.map(|r| r.session))
-        .unwrap_or_else(|| match (claude, proc) {
-            (Some(c), _) => format!("claude-{}", c.pid),
-            (None, Some(p)) => format!("pid-{}", p.pid),
-            (None, None) => format!("ttl-{}", client.now()),
-        });
+    let session = env_session.or(registry.map(|r| r.session)).unwrap_or_else(|| match (claude, proc) {
+        (Some(c), _) => format!("claude-{}", c.pid),
+        (None, Some(p)) => format!("pid-{}", p.pid),
+        (None, None) => format!("ttl-{}", client.now()),
+    });
     Ok((proc, Follow { session, pid: proc.map(|p| p.pid), how, note }))
 }
 
@@ -135,7 +135,9 @@ fn ttl_ms(ttl: Option<&str>) -> Result<Option<i64>> {
         None => Ok(None),
         Some(t) => match crate::parse_expires(t)? {
             pcmail_client::ops::Expires::In(ms) => Ok(Some(ms)),
-            pcmail_client::ops::Expires::At(_) => Err(ApiError::Usage(format!("--ttl {t:?}: a duration like 30m or 2h"))),
+            pcmail_client::ops::Expires::At(_) => {
+                Err(ApiError::Usage(format!("--ttl {t:?}: a duration like 30m or 2h")))
+            }
         },
     }
 }
@@ -204,7 +206,9 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
     if a.reason.trim().is_empty() {
         return Err(ApiError::Usage("a takeover needs --reason".into()));
     }
-    let list = client.lease_list(ListArgs { resource: Some(a.resource.clone()), ..Default::default() }).map_err(unsupported)?;
+    let list = client
+        .lease_list(ListArgs { resource: Some(a.resource.clone()), ..Default::default() })
+        .map_err(unsupported)?;
     // The takeover claims exclusively: every live lease of the resource is in the way.
     let current: Vec<Lease> = list.leases.into_iter().filter(|l| l.state.is_live()).collect();
     let mut args = LeaseClaimArgs {
@@ -334,13 +338,21 @@ pub fn lease_list(client: &mut Client, a: &LeaseListArgs) -> Result<LeaseListRes
     let offset = client.store.meta_i64(pcmail_store::meta::SERVER_OFFSET_MS)?.unwrap_or(0);
     let args = ListArgs { repo: a.repo.clone(), resource: a.resource.clone(), all: a.all, timeline: a.timeline };
     match client.lease_list(args) {
-        Ok(l) => Ok(LeaseListResult { leases: l.leases, mine, unreachable: None, cache_at: None, now: client.now() + offset }),
+        Ok(l) => Ok(LeaseListResult {
+            leases: l.leases,
+            mine,
+            unreachable: None,
+            cache_at: None,
+            now: client.now() + offset,
+        }),
         Err(ClientError::Call(e)) if e.is_transient() => {
             let leases = client
                 .store
                 .lease_cache()?
                 .into_iter()
-                .filter(|l| a.repo.as_ref().is_none_or(|r| *r == l.repo) && a.resource.as_ref().is_none_or(|r| *r == l.resource))
+                .filter(|l| {
+                    a.repo.as_ref().is_none_or(|r| *r == l.repo) && a.resource.as_ref().is_none_or(|r| *r == l.resource)
+                })
                 .filter_map(|l| serde_json::from_str::<Lease>(&l.json).ok())
                 .collect();
             let cache_at = sl::cache_at(client.store.conn())?;

@@ -6,14 +6,14 @@
 //! The argument types derive `JsonSchema`: they are the MCP tools' input
 //! schemas. Field names are what an agent passes.
 
-mod error;
-pub mod features;
-pub mod jobs;
-pub mod leases;
-pub mod lease_checks;
 pub mod admin;
 pub mod codemap;
+mod error;
+pub mod features;
 pub mod handoffs;
+pub mod jobs;
+pub mod lease_checks;
+pub mod leases;
 pub mod sessions;
 
 pub use error::{exit_of_client, ApiError, Exit};
@@ -463,7 +463,13 @@ pub fn roster(client: &mut Client) -> Result<RosterResult> {
 
 /// `roster add`: the server's answer (`version` …).
 pub fn roster_add(client: &mut Client, args: &RosterAddArgs) -> Result<Value> {
-    let op = Op::RosterSet { label: args.label.clone(), hostname: args.hostname.clone(), number: args.number, claim: false, replace: false };
+    let op = Op::RosterSet {
+        label: args.label.clone(),
+        hostname: args.hostname.clone(),
+        number: args.number,
+        claim: false,
+        replace: false,
+    };
     Ok(client.transport.call(&op)?)
 }
 
@@ -493,7 +499,8 @@ pub fn sync(paths: Paths, skip_if_daemon: bool) -> Result<SyncResult> {
         return Ok(SyncResult { skipped: Some("a daemon is polling for this PC user".into()), report: None });
     }
     let Some(_lock) = locks::try_lock(&paths.sync_lock())
-        .map_err(|e| ApiError::Local(format!("cannot take {}: {e}", paths.sync_lock().display())))? else {
+        .map_err(|e| ApiError::Local(format!("cannot take {}: {e}", paths.sync_lock().display())))?
+    else {
         return Ok(SyncResult { skipped: Some("another sync is running".into()), report: None });
     };
     let mut client = Client::open(paths)?;

@@ -93,12 +93,15 @@ fn hold_shared(p: &mut Pc, session: &str) {
     assert!(matches!(r.outcome, ClaimOutcome::Granted { .. }), "{session} holds gpu-0 shared");
     std::env::remove_var("PCMAIL_SESSION");
     // Its session is in the registry (its hook ran), so a loss is told to it.
-    let input = hook::HookInput { session_id: session.into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
+    let input =
+        hook::HookInput { session_id: session.into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
     hook::dispatch(&p.paths, &input, clock()).unwrap();
 }
 
 fn live(c: &mut Client) -> Vec<Lease> {
-    let l = c.lease_list(ListArgs { resource: Some("gpu-0".into()), all: true, timeline: true, ..Default::default() }).unwrap();
+    let l = c
+        .lease_list(ListArgs { resource: Some("gpu-0".into()), all: true, timeline: true, ..Default::default() })
+        .unwrap();
     l.leases.into_iter().filter(|l| l.state.is_live()).collect()
 }
 
@@ -160,12 +163,15 @@ fn a_resource_held_shared_by_several_is_taken_only_when_every_holder_accepts_the
     let old: Vec<i64> = all.iter().filter(|l| l.fence != lease.fence).map(|l| l.fence).collect();
     assert_eq!(taken.len(), 2, "{new:#?}");
     assert!(taken.iter().all(|t| old.contains(&t.fence.unwrap())));
-    assert!(taken.iter().all(|t| t.evidence == Some(Evidence::Force) && t.reason.as_deref() == Some(takeover(true).reason.as_str())));
+    assert!(taken
+        .iter()
+        .all(|t| t.evidence == Some(Evidence::Force) && t.reason.as_deref() == Some(takeover(true).reason.as_str())));
 
     // pc-b comes back: its session is told once, with who and why.
     b.offline.store(false, Ordering::SeqCst);
     b.client.sync_once(0).unwrap();
-    let input = hook::HookInput { session_id: "sess-b".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
+    let input =
+        hook::HookInput { session_id: "sess-b".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
     let out = hook::dispatch(&b.paths, &input, clock()).unwrap().output.expect("one line");
     assert!(out.contains("lease gpu-0 was taken over by pc-c/") && out.contains("checked nvidia-smi"), "{out}");
     assert_eq!(hook::dispatch(&b.paths, &input, clock()).unwrap().output, None, "once");
@@ -178,7 +184,11 @@ fn a_check_answering_busy_refuses_the_takeover_before_the_server_is_asked() {
     // Busy while the flag file exists (exit 0), free otherwise.
     let check = LeaseCheck {
         pattern: "gpu-*".into(),
-        argv: vec!["sh".into(), "-c".into(), format!("test -e '{}' && echo \"in use: $PCMAIL_LEASE_RESOURCE\"", flag.display())],
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("test -e '{}' && echo \"in use: $PCMAIL_LEASE_RESOURCE\"", flag.display()),
+        ],
         timeout_secs: None,
     };
     let mut a = pc(root.path(), "pc-a", vec![]);

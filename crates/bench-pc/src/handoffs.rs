@@ -40,18 +40,34 @@ pub fn seed_repo(root: &Path) -> Result<()> {
     }
     let through = start + Days::days((HANDOFFS - ACTIVE_AFTER_ROLLUP - 1) as i64);
     let at = through + Days::hours(1);
-    handoffs::rollup(&repo, "winter", &Author { session: "rollup00", by: "pc-a/bench", at }, through, "The sweep so far: CNN 1.99 deg; diffusion OOMs at bs=16.")?;
+    handoffs::rollup(
+        &repo,
+        "winter",
+        &Author { session: "rollup00", by: "pc-a/bench", at },
+        through,
+        "The sweep so far: CNN 1.99 deg; diffusion OOMs at bs=16.",
+    )?;
     for i in 0..MEMORY_ENTRIES {
         let kind = if i % 5 == 0 { MemKind::Gotcha } else { MemKind::Decision };
         let topic = format!("area{}/part{}", i % 5, i % 25 / 5);
         let at = start + Days::minutes(i as i64 * 37);
-        memory::add(&repo, kind, &topic, &format!("Entry {i}: the token cache must be cleared before the proxy restarts"), Some("the proxy keeps stale keys"), "pc-a/bench", at)?;
+        memory::add(
+            &repo,
+            kind,
+            &topic,
+            &format!("Entry {i}: the token cache must be cleared before the proxy restarts"),
+            Some("the proxy keeps stale keys"),
+            "pc-a/bench",
+            at,
+        )?;
     }
     Ok(())
 }
 
 fn session_start(session: &str, cwd: &Path) -> Vec<u8> {
-    serde_json::json!({"session_id": session, "hook_event_name": "SessionStart", "source": "startup", "cwd": cwd}).to_string().into_bytes()
+    serde_json::json!({"session_id": session, "hook_event_name": "SessionStart", "source": "startup", "cwd": cwd})
+        .to_string()
+        .into_bytes()
 }
 
 pub fn bench(runs: usize) -> Result<()> {
@@ -75,7 +91,10 @@ pub fn bench(runs: usize) -> Result<()> {
         for (cwd, series) in [(&repo, &mut with), (&norepo, &mut without)] {
             fresh_copy(&pristine, &home)?;
             let _poller = poller_connection(&home)?;
-            let s = run_measured(Command::new(&hook).env("PCMAIL_HOME", &home), &session_start(&format!("bench-{i}"), cwd))?;
+            let s = run_measured(
+                Command::new(&hook).env("PCMAIL_HOME", &home),
+                &session_start(&format!("bench-{i}"), cwd),
+            )?;
             series.push(s.wall);
             if i == 0 && cwd == &repo {
                 text = context(&s.out);
@@ -83,16 +102,30 @@ pub fn bench(runs: usize) -> Result<()> {
             }
         }
     }
-    ensure!(text.contains("pcmail handoffs: latest rollup") || text.contains("ACTIVE handoffs"), "the hook showed no handoffs: {text}");
+    ensure!(
+        text.contains("pcmail handoffs: latest rollup") || text.contains("ACTIVE handoffs"),
+        "the hook showed no handoffs: {text}"
+    );
 
     // 2. `pcmail handoff new` as a whole process, beside `pcmail --version`.
     let (mut new, mut version) = (vec![], vec![]);
     for i in 0..if pcmail.exists() { runs } else { 0 } {
         let mut c = Command::new(&pcmail);
-        c.args(["handoff", "new", "--slug", &format!("bench-{i}"), "--goal", "measure", "--state", "working", "--next", "read the figure"])
-            .current_dir(&repo)
-            .env("PCMAIL_HOME", &home)
-            .env("PCMAIL_SESSION", format!("{i:08x}-new"));
+        c.args([
+            "handoff",
+            "new",
+            "--slug",
+            &format!("bench-{i}"),
+            "--goal",
+            "measure",
+            "--state",
+            "working",
+            "--next",
+            "read the figure",
+        ])
+        .current_dir(&repo)
+        .env("PCMAIL_HOME", &home)
+        .env("PCMAIL_SESSION", format!("{i:08x}-new"));
         new.push(run_measured(&mut c, b"")?.wall);
         version.push(run_measured(Command::new(&pcmail).arg("--version"), b"")?.wall);
     }
@@ -110,8 +143,12 @@ pub fn bench(runs: usize) -> Result<()> {
     println!("SessionStart (pcmail-hook), new session:");
     println!("  in the repo:   median {:.2} ms  p90 {:.2} ms  max {:.2} ms  output {chars} chars (budget 1,800: {})  (target median <= 10 ms: {})",
         ms(median(&w)), ms(pct(&w, 0.9)), ms(*w.last().unwrap()), check(chars <= 1800), check(median(&w) <= Duration::from_millis(10)));
-    println!("  no repo:       median {:.2} ms  p90 {:.2} ms  (the same mail; what handoffs and memory add: {:.2} ms)",
-        ms(median(&wo)), ms(pct(&wo, 0.9)), ms(median(&w)) - ms(median(&wo)));
+    println!(
+        "  no repo:       median {:.2} ms  p90 {:.2} ms  (the same mail; what handoffs and memory add: {:.2} ms)",
+        ms(median(&wo)),
+        ms(pct(&wo, 0.9)),
+        ms(median(&w)) - ms(median(&wo))
+    );
     println!();
     if n.is_empty() {
         println!("pcmail handoff new: skipped (no pcmail beside this binary: cargo build --release -p pcmail-cli)");
@@ -121,7 +158,11 @@ pub fn bench(runs: usize) -> Result<()> {
     }
     println!();
     println!("the hook's text at SessionStart (first run):");
-    for l in text.lines().filter(|l| !l.starts_with("<pcmail-mail") && !l.starts_with("</pcmail-mail")).filter(|l| l.starts_with("pcmail") || l.starts_with("- ")) {
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with("<pcmail-mail") && !l.starts_with("</pcmail-mail"))
+        .filter(|l| l.starts_with("pcmail") || l.starts_with("- "))
+    {
         println!("  {l}");
     }
     Ok(())

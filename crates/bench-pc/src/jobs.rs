@@ -76,7 +76,11 @@ pub fn bench(runs: usize) -> Result<()> {
     let result = (|| -> Result<()> {
         let t = Instant::now();
         loop {
-            if pc(&a, &ca, &["job", "run", "pc-b", "probe", "n=-1", "--wait", "--timeout", "20s"]).output()?.status.success() {
+            if pc(&a, &ca, &["job", "run", "pc-b", "probe", "n=-1", "--wait", "--timeout", "20s"])
+                .output()?
+                .status
+                .success()
+            {
                 break;
             }
             if t.elapsed() > Duration::from_secs(30) {
@@ -87,7 +91,11 @@ pub fn bench(runs: usize) -> Result<()> {
         let (mut to_running, mut to_ended, mut wall) = (vec![], vec![], vec![]);
         for i in 0..runs {
             let t = Instant::now();
-            let out = ok(pc(&a, &ca, &["--json", "job", "run", "pc-b", "probe", &format!("n={i}"), "--wait", "--timeout", "30s"]))?;
+            let out = ok(pc(
+                &a,
+                &ca,
+                &["--json", "job", "run", "pc-b", "probe", &format!("n={i}"), "--wait", "--timeout", "30s"],
+            ))?;
             wall.push(t.elapsed().as_secs_f64() * 1000.0);
             let v: serde_json::Value = serde_json::from_str(&out)?;
             let j = &v["job"];
@@ -96,9 +104,21 @@ pub fn bench(runs: usize) -> Result<()> {
             to_ended.push((j["endedAt"].as_i64().context("endedAt")? - sub) as f64);
         }
         println!("jobs: {runs} probe jobs, pc-b's daemon long-polling `pcmail serve` on loopback");
-        println!("  submit → running (server times): p50 {:.0} ms, p95 {:.0} ms", pct(&mut to_running, 0.5), pct(&mut to_running, 0.95));
-        println!("  submit → ended   (server times): p50 {:.0} ms, p95 {:.0} ms", pct(&mut to_ended, 0.5), pct(&mut to_ended, 0.95));
-        println!("  `pcmail job run --wait` wall:     p50 {:.0} ms, p95 {:.0} ms", pct(&mut wall, 0.5), pct(&mut wall, 0.95));
+        println!(
+            "  submit → running (server times): p50 {:.0} ms, p95 {:.0} ms",
+            pct(&mut to_running, 0.5),
+            pct(&mut to_running, 0.95)
+        );
+        println!(
+            "  submit → ended   (server times): p50 {:.0} ms, p95 {:.0} ms",
+            pct(&mut to_ended, 0.5),
+            pct(&mut to_ended, 0.95)
+        );
+        println!(
+            "  `pcmail job run --wait` wall:     p50 {:.0} ms, p95 {:.0} ms",
+            pct(&mut wall, 0.5),
+            pct(&mut wall, 0.95)
+        );
         Ok(())
     })();
     let _ = daemon.kill();

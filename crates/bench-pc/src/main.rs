@@ -345,26 +345,47 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     let check = |ok: bool| if ok { "ok" } else { "MISSED" };
     let [c500, c100, c10k] = [&by_case[0], &by_case[1], &by_case[2]];
     println!("pcmail-hook vs pcmail hook, whole processes, {runs} runs each, interleaved");
-    println!("pcmail-hook is linked {}, pcmail {}",
-        link_mode(&hook).unwrap_or("(not ELF)"), link_mode(&pcmail).unwrap_or("(not ELF)"));
+    println!(
+        "pcmail-hook is linked {}, pcmail {}",
+        link_mode(&hook).unwrap_or("(not ELF)"),
+        link_mode(&pcmail).unwrap_or("(not ELF)")
+    );
     println!();
     let size_ratio = hook_size as f64 / pcmail_size as f64;
-    println!("binary size: pcmail-hook {:.2} MB, pcmail {:.2} MB: {:.1} %  (target <= 25 %: {})",
-        hook_size as f64 / 1e6, pcmail_size as f64 / 1e6, size_ratio * 100.0, check(size_ratio <= 0.25));
+    println!(
+        "binary size: pcmail-hook {:.2} MB, pcmail {:.2} MB: {:.1} %  (target <= 25 %: {})",
+        hook_size as f64 / 1e6,
+        pcmail_size as f64 / 1e6,
+        size_ratio * 100.0,
+        check(size_ratio <= 0.25)
+    );
     let sr = ratio(median(&start_hook), median(&start_true));
     println!("process start (--version), median: pcmail-hook {:.2} ms, /bin/true {:.2} ms ({:.2}x, target <= 2x: {}), pcmail {:.2} ms",
         ms(median(&start_hook)), ms(median(&start_true)), sr, check(sr <= 2.0), ms(median(&start_pcmail)));
     println!();
-    println!("new session on 10,000 mails with 500 unread (presents {} mails, {} characters; writes their marks):", c500.shown, c500.chars);
+    println!(
+        "new session on 10,000 mails with 500 unread (presents {} mails, {} characters; writes their marks):",
+        c500.shown, c500.chars
+    );
     let ar = ratio(median(&c500.wall), median(&alias.wall));
     let mut w500 = c500.wall.clone();
     w500.sort();
     let mut wal = alias.wall.clone();
     wal.sort();
-    println!("  pcmail-hook:  median {:.2} ms  p99 {:.2} ms  max {:.2} ms  peak RSS {:.1} MB",
-        ms(pct(&w500, 0.5)), ms(pct(&w500, 0.99)), ms(*w500.last().unwrap()), c500.max_rss_mb());
-    println!("  pcmail hook:  median {:.2} ms  p99 {:.2} ms  max {:.2} ms  peak RSS {:.1} MB",
-        ms(pct(&wal, 0.5)), ms(pct(&wal, 0.99)), ms(*wal.last().unwrap()), alias.max_rss_mb());
+    println!(
+        "  pcmail-hook:  median {:.2} ms  p99 {:.2} ms  max {:.2} ms  peak RSS {:.1} MB",
+        ms(pct(&w500, 0.5)),
+        ms(pct(&w500, 0.99)),
+        ms(*w500.last().unwrap()),
+        c500.max_rss_mb()
+    );
+    println!(
+        "  pcmail hook:  median {:.2} ms  p99 {:.2} ms  max {:.2} ms  peak RSS {:.1} MB",
+        ms(pct(&wal, 0.5)),
+        ms(pct(&wal, 0.99)),
+        ms(*wal.last().unwrap()),
+        alias.max_rss_mb()
+    );
     println!("  pcmail-hook / pcmail hook: {ar:.2}x  (target <= 0.8x: {})", check(ar <= 0.8));
     if let Some(other) = &other_hook {
         let mut wo = other_series.wall.clone();
@@ -375,17 +396,36 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     }
     println!();
     println!("backlog: new session, 10,000 mails, pcmail-hook");
-    println!("  100 unread:    CPU median {:.2} ms  wall median {:.2} ms  RSS median {:.1} MB (max {:.1})  shows {} mails",
-        ms(median(&c100.cpu)), ms(median(&c100.wall)), c100.median_rss_mb(), c100.max_rss_mb(), c100.shown);
-    println!("  10,000 unread: CPU median {:.2} ms  wall median {:.2} ms  RSS median {:.1} MB (max {:.1})  shows {} mails",
-        ms(median(&c10k.cpu)), ms(median(&c10k.wall)), c10k.median_rss_mb(), c10k.max_rss_mb(), c10k.shown);
+    println!(
+        "  100 unread:    CPU median {:.2} ms  wall median {:.2} ms  RSS median {:.1} MB (max {:.1})  shows {} mails",
+        ms(median(&c100.cpu)),
+        ms(median(&c100.wall)),
+        c100.median_rss_mb(),
+        c100.max_rss_mb(),
+        c100.shown
+    );
+    println!(
+        "  10,000 unread: CPU median {:.2} ms  wall median {:.2} ms  RSS median {:.1} MB (max {:.1})  shows {} mails",
+        ms(median(&c10k.cpu)),
+        ms(median(&c10k.wall)),
+        c10k.median_rss_mb(),
+        c10k.max_rss_mb(),
+        c10k.shown
+    );
     let cr = ratio(median(&c10k.cpu), median(&c100.cpu));
     let rr = c10k.median_rss_mb() / c100.median_rss_mb();
-    println!("  10,000 / 100 unread: CPU {cr:.2}x, peak RSS {rr:.2}x  (targets <= 1.3x: {}, {})", check(cr <= 1.3), check(rr <= 1.3));
+    println!(
+        "  10,000 / 100 unread: CPU {cr:.2}x, peak RSS {rr:.2}x  (targets <= 1.3x: {}, {})",
+        check(cr <= 1.3),
+        check(rr <= 1.3)
+    );
     let wc = ratio(median(&c10k.wall), median(&c10k.cpu));
     println!("  wall / CPU at 10,000 unread (medians): {wc:.2}x  (target <= 1.5x: {})", check(wc <= 1.5));
     match syncs {
-        Some(n) => println!("  fsync-like calls in one run that presents and marks (strace -c -f): {n}  (target <= 1: {})", check(n <= 1)),
+        Some(n) => println!(
+            "  fsync-like calls in one run that presents and marks (strace -c -f): {n}  (target <= 1: {})",
+            check(n <= 1)
+        ),
         None => println!("  fsync count: strace not found (apt-get install strace)"),
     }
     println!();
@@ -394,9 +434,13 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     let first_count_line = same_shown.iter().position(|&n| n == 0).map(|p| p + 1);
     println!("one session prompting {} times on 10,000 mails / 500 unread (each prompt shows the next unread mails until the backlog bound of 12 mails that may wait):",
         same_shown.len());
-    println!("  median {:.2} ms  p99 {:.2} ms; mails shown per prompt: {:?}…; first prompt with only the count line: {}",
-        ms(pct(&sw, 0.5)), ms(pct(&sw, 0.99)), &same_shown[..same_shown.len().min(12)],
-        first_count_line.map_or("none".to_string(), |p| format!("#{p}")));
+    println!(
+        "  median {:.2} ms  p99 {:.2} ms; mails shown per prompt: {:?}…; first prompt with only the count line: {}",
+        ms(pct(&sw, 0.5)),
+        ms(pct(&sw, 0.99)),
+        &same_shown[..same_shown.len().min(12)],
+        first_count_line.map_or("none".to_string(), |p| format!("#{p}"))
+    );
     println!("  /bin/true for scale: median {:.2} ms", ms(median(&start_true)));
     Ok(())
 }
@@ -451,8 +495,12 @@ fn soak(secs: u64) -> Result<()> {
                 let kind = ["note", "request", "decision"][n % 3];
                 let out = Command::new(&exe)
                     .args(["--json", "send", "pc-b", "--kind", kind, "--body", &format!("sender {s} mail {n}")])
-                    .env("PCMAIL_HOME", &home).env("PCMAIL_TOKEN", token).env_remove("DBUS_SESSION_BUS_ADDRESS")
-                    .stdin(Stdio::null()).output().unwrap();
+                    .env("PCMAIL_HOME", &home)
+                    .env("PCMAIL_TOKEN", token)
+                    .env_remove("DBUS_SESSION_BUS_ADDRESS")
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
                 let _ = &url;
                 if !out.status.success() {
                     errors.lock().unwrap().push(format!("send: {}", String::from_utf8_lossy(&out.stderr)));
@@ -468,7 +516,8 @@ fn soak(secs: u64) -> Result<()> {
         }));
     }
     for h in 0..8 {
-        let (stop, errors, hooks_run, shown) = (stop.clone(), errors.clone(), hooks_run.clone(), shown_per_session.clone());
+        let (stop, errors, hooks_run, shown) =
+            (stop.clone(), errors.clone(), hooks_run.clone(), shown_per_session.clone());
         let (exe, home) = (exe.clone(), home.clone());
         threads.push(std::thread::spawn(move || {
             let mut n = 0;
@@ -476,8 +525,14 @@ fn soak(secs: u64) -> Result<()> {
                 // Each hook loop is a few sessions, each prompting several times.
                 let session = format!("soak-{h}-{}", n / 5);
                 let input = format!("{{\"session_id\":\"{session}\",\"hook_event_name\":\"UserPromptSubmit\"}}");
-                let mut child = Command::new(&exe).arg("hook").env("PCMAIL_HOME", &home)
-                    .stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+                let mut child = Command::new(&exe)
+                    .arg("hook")
+                    .env("PCMAIL_HOME", &home)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
                 child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
                 let out = child.wait_with_output().unwrap();
                 if !out.status.success() || !out.stderr.is_empty() {
@@ -487,8 +542,11 @@ fn soak(secs: u64) -> Result<()> {
                     match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
                         Ok(v) => {
                             let ctx = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap_or("").to_string();
-                            let ids: Vec<String> = ctx.split("<pcmail-mail id=\"").skip(1)
-                                .map(|s| s.split('"').next().unwrap().to_string()).collect();
+                            let ids: Vec<String> = ctx
+                                .split("<pcmail-mail id=\"")
+                                .skip(1)
+                                .map(|s| s.split('"').next().unwrap().to_string())
+                                .collect();
                             shown.lock().unwrap().entry(session).or_default().extend(ids);
                         }
                         Err(e) => errors.lock().unwrap().push(format!("hook printed non-JSON: {e}")),
@@ -531,7 +589,8 @@ fn soak(secs: u64) -> Result<()> {
             if m["state"] == "new" {
                 undelivered_on_server += 1;
             }
-            let delivered = m["timeline"].as_array().map(|t| t.iter().filter(|e| e["state"] == "delivered").count()).unwrap_or(0);
+            let delivered =
+                m["timeline"].as_array().map(|t| t.iter().filter(|e| e["state"] == "delivered").count()).unwrap_or(0);
             if delivered > 1 {
                 errors.lock().unwrap().push(format!("{} delivered {delivered} times", m["id"]));
             }
@@ -551,8 +610,14 @@ fn soak(secs: u64) -> Result<()> {
     let errors = errors.lock().unwrap();
     println!("soak: {secs} s, 8 hook loops + daemon + 4 senders on one store, pcmail serve on loopback");
     println!("  mails sent: {}  hook runs: {}", sent.len(), hooks_run.load(Ordering::Relaxed));
-    println!("  errors: {}  lost: {}  duplicated rows: {}  undelivered on server: {}  shown twice to one session: {}",
-        errors.len(), lost, duplicated_rows, undelivered_on_server, shown_twice);
+    println!(
+        "  errors: {}  lost: {}  duplicated rows: {}  undelivered on server: {}  shown twice to one session: {}",
+        errors.len(),
+        lost,
+        duplicated_rows,
+        undelivered_on_server,
+        shown_twice
+    );
     for e in errors.iter().take(10) {
         println!("  error: {e}");
     }
@@ -657,7 +722,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         bail!("the guard did not decide as expected");
     }
     hook_run(&prompt_in)?; // the session is in the registry: the prompts that follow take the usual path
-    // Interleaved, the order rotating every run, so every figure is taken side by side.
+                           // Interleaved, the order rotating every run, so every figure is taken side by side.
     let mut series: Vec<(&str, Vec<Sample>)> = vec![
         ("PreToolUse guard, 1,000 leases: no decision", vec![]),
         ("PreToolUse guard, 1,000 leases: deny (<= 3 ms)", vec![]),
@@ -682,7 +747,9 @@ fn lease_bench(runs: usize) -> Result<()> {
             series[j].1.push(sample);
         }
     }
-    println!("pcmail lease, {runs} runs each, whole processes, embedded default (wall median / p90 / p99, CPU median):");
+    println!(
+        "pcmail lease, {runs} runs each, whole processes, embedded default (wall median / p90 / p99, CPU median):"
+    );
     let row = |name: &str, v: &[Sample]| {
         let mut w: Vec<Duration> = v.iter().map(|s| s.wall).collect();
         w.sort();

@@ -30,8 +30,12 @@ fn job_id(n: usize) -> String {
 }
 
 fn submit(n: usize) -> Value {
-    req("pc-a", "job.submit", json!({"jobId": job_id(n), "target": "pc-b", "command": "test",
-        "args": {"checkout": "app", "n": n}, "submitter": {"pc": "pc-a", "session": "bench"}}))
+    req(
+        "pc-a",
+        "job.submit",
+        json!({"jobId": job_id(n), "target": "pc-b", "command": "test",
+        "args": {"checkout": "app", "n": n}, "submitter": {"pc": "pc-a", "session": "bench"}}),
+    )
 }
 
 fn must(e: &Engine, body: Value, now: i64) -> Result<Value> {
@@ -56,8 +60,16 @@ fn seed(db: &Path, finished: usize) -> Result<()> {
         must(&e, submit(n), now)?;
         must(&e, req("pc-b", "job.start", json!({"jobId": job_id(n), "runner": "pc-b/1", "startedAt": now})), now)?;
         if n < finished {
-            must(&e, req("pc-b", "job.report", json!({"jobId": job_id(n), "runner": "pc-b/1", "state": "ok",
-                "result": {"ran": true, "exit": 0, "durationMs": 1, "output": "ok"}})), now)?;
+            must(
+                &e,
+                req(
+                    "pc-b",
+                    "job.report",
+                    json!({"jobId": job_id(n), "runner": "pc-b/1", "state": "ok",
+                "result": {"ran": true, "exit": 0, "durationMs": 1, "output": "ok"}}),
+                ),
+                now,
+            )?;
         }
     }
     // pc-a hears of every end once, as its poller would have.
@@ -151,14 +163,26 @@ fn submit_to_running(rounds: usize) -> Result<Vec<f64>> {
             let r = call(&c, &url, &req("pc-b", "poll", json!({"waitMs": 20_000, "job": {"take": true}})))?;
             for j in r["job"]["offered"].as_array().into_iter().flatten() {
                 let id = j["id"].as_str().context("offered id")?.to_string();
-                let s = call(&c, &url, &req("pc-b", "job.start", json!({"jobId": id, "runner": "pc-b/1", "startedAt": 0})))?;
+                let s = call(
+                    &c,
+                    &url,
+                    &req("pc-b", "job.start", json!({"jobId": id, "runner": "pc-b/1", "startedAt": 0})),
+                )?;
                 let at = Instant::now();
                 if s["job"]["state"] != json!("running") {
                     bail!("start failed: {s}");
                 }
                 // Finish it so the next poll waits again.
-                call(&c, &url, &req("pc-b", "job.report", json!({"jobId": id, "runner": "pc-b/1", "state": "ok",
-                    "result": {"ran": true, "exit": 0, "durationMs": 0, "output": ""}})))?;
+                call(
+                    &c,
+                    &url,
+                    &req(
+                        "pc-b",
+                        "job.report",
+                        json!({"jobId": id, "runner": "pc-b/1", "state": "ok",
+                    "result": {"ran": true, "exit": 0, "durationMs": 0, "output": ""}}),
+                    ),
+                )?;
                 started_tx.send((id, at))?;
                 done += 1;
             }
@@ -174,7 +198,8 @@ fn submit_to_running(rounds: usize) -> Result<Vec<f64>> {
         if r["ok"] != json!(true) || r["deduped"] != json!(false) {
             bail!("submit failed: {r}");
         }
-        let (id, started) = started_rx.recv_timeout(Duration::from_secs(10)).context("the executor did not start the job")?;
+        let (id, started) =
+            started_rx.recv_timeout(Duration::from_secs(10)).context("the executor did not start the job")?;
         if id != job_id(1_000_000 + n) {
             bail!("started {id}, expected {}", job_id(1_000_000 + n));
         }

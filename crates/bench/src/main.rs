@@ -63,7 +63,13 @@ fn bench_server() -> Result<()> {
         let r = poll_load(&server.url, &s, cursors)?;
         println!(
             "  poll: {} requests in {:.1} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; errors {}",
-            r.count, r.secs, r.rps(), r.p(0.50), r.p(0.99), r.p(1.0), r.errors
+            r.count,
+            r.secs,
+            r.rps(),
+            r.p(0.50),
+            r.p(0.99),
+            r.p(1.0),
+            r.errors
         );
         if history == 100_000 {
             let lat = send_to_long_poller(&server.url, s.round_trips)?;
@@ -77,8 +83,12 @@ fn bench_server() -> Result<()> {
     }
     let (small, big) = (&results[0].1, &results[1].1);
     println!("\nflatness (100,000 vs 1,000 mails of history):");
-    println!("  throughput ratio {:.2}x (1k/100k), p50 ratio {:.2}x, p99 ratio {:.2}x (target within 1.5x)",
-        small.rps() / big.rps(), big.p(0.5) / small.p(0.5), big.p(0.99) / small.p(0.99));
+    println!(
+        "  throughput ratio {:.2}x (1k/100k), p50 ratio {:.2}x, p99 ratio {:.2}x (target within 1.5x)",
+        small.rps() / big.rps(),
+        big.p(0.5) / small.p(0.5),
+        big.p(0.99) / small.p(0.99)
+    );
     Ok(())
 }
 
@@ -281,8 +291,12 @@ fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
         while received < n {
             let r = call(&c, &poll_url, &poll_req("pc-000", since, json!({"waitMs": 20_000})))?;
             since = r["cursor"].as_i64().unwrap_or(since);
-            let ids: Vec<String> = r["mail"].as_array().into_iter().flatten()
-                .filter_map(|m| m["id"].as_str().map(str::to_string)).collect();
+            let ids: Vec<String> = r["mail"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["id"].as_str().map(str::to_string))
+                .collect();
             if ids.is_empty() {
                 continue;
             }
@@ -301,8 +315,12 @@ fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
         std::thread::sleep(Duration::from_millis(30)); // let the poller's next long-poll start waiting
         let id = format!("mail-{}-{:08x}", T0 + 10_000_000, 0xb000_0000u32 + i as u32);
         let sent_at = Instant::now();
-        let r = call(&c, url, &json!({"v":1,"op":"send","pc":"pc-001","token":TOKEN,
-            "args":{"mail":{"id":id,"to":"pc-000","body":"latency probe"}}}))?;
+        let r = call(
+            &c,
+            url,
+            &json!({"v":1,"op":"send","pc":"pc-001","token":TOKEN,
+            "args":{"mail":{"id":id,"to":"pc-000","body":"latency probe"}}}),
+        )?;
         if r["ok"] != json!(true) {
             bail!("send failed: {r}");
         }
@@ -315,7 +333,6 @@ fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
     poller.join().map_err(|_| anyhow::anyhow!("poller panicked"))??;
     Ok(lat)
 }
-
 
 /// `pcmail-bench seen`: whole processes as a user runs them. `pcmail serve`,
 /// PC B's `pcmail daemon` long-polling, PC A sending; once B has stored a mail,
@@ -333,13 +350,23 @@ fn bench_seen() -> Result<()> {
     // Each simulated PC's own credential (its label is bound to it on the server).
     let cred = |home: &Path| if home.ends_with("a") { "a".repeat(64) } else { "b".repeat(64) };
     let run = |home: &Path, args: &[&str]| -> Result<std::process::Output> {
-        Ok(Command::new(&pcmail).args(args).env("PCMAIL_HOME", home).env("PCMAIL_TOKEN", TOKEN)
+        Ok(Command::new(&pcmail)
+            .args(args)
+            .env("PCMAIL_HOME", home)
+            .env("PCMAIL_TOKEN", TOKEN)
             .env("PCMAIL_CREDENTIAL", cred(home))
-            .env_remove("DBUS_SESSION_BUS_ADDRESS").stdin(Stdio::null()).output()?)
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(Stdio::null())
+            .output()?)
     };
     let mut serve = Command::new(&pcmail)
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"]).arg(dir.path().join("serve.db"))
-        .env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_HOME", dir.path()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("serve.db"))
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env("PCMAIL_HOME", dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
     let mut line = String::new();
     BufReader::new(serve.stdout.take().context("serve stdout")?).read_line(&mut line)?;
     let url = line.trim().strip_prefix("listening on ").context("no listening line")?.to_string();
@@ -348,11 +375,22 @@ fn bench_seen() -> Result<()> {
         anyhow::ensure!(run(home, &["init", "--label", label, "--server", &url])?.status.success(), "init {label}");
         anyhow::ensure!(run(home, &["sync"])?.status.success(), "sync {label}");
     }
-    let mut daemon = Command::new(&pcmail).arg("daemon").env("PCMAIL_HOME", &b).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", cred(&b))
-        .env_remove("DBUS_SESSION_BUS_ADDRESS").stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+    let mut daemon = Command::new(&pcmail)
+        .arg("daemon")
+        .env("PCMAIL_HOME", &b)
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env("PCMAIL_CREDENTIAL", cred(&b))
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
     let http = reqwest::blocking::Client::new();
     let state_of = |id: &str| -> Result<String> {
-        let v: Value = http.post(&url).json(&json!({"v":1,"op":"status","pc":"bench-a","token":TOKEN,"cred":cred(&a),"args":{"ids":[id]}})).send()?.json()?;
+        let v: Value = http
+            .post(&url)
+            .json(&json!({"v":1,"op":"status","pc":"bench-a","token":TOKEN,"cred":cred(&a),"args":{"ids":[id]}}))
+            .send()?
+            .json()?;
         Ok(v["mails"][0]["state"].as_str().unwrap_or("").to_string())
     };
     let mut delivered_ms = vec![];
@@ -368,11 +406,17 @@ fn bench_seen() -> Result<()> {
         delivered_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         // The daemon is back in its long poll by now; the hook shows the mail.
         std::thread::sleep(Duration::from_millis(100));
-        let mut hook = Command::new(&pcmail).arg("hook").env("PCMAIL_HOME", &b).stdin(Stdio::piped())
-            .stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        let mut hook = Command::new(&pcmail)
+            .arg("hook")
+            .env("PCMAIL_HOME", &b)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
         {
             use std::io::Write;
-            let input = json!({"session_id": format!("bench-{round}"), "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
+            let input =
+                json!({"session_id": format!("bench-{round}"), "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
             hook.stdin.take().context("hook stdin")?.write_all(input.to_string().as_bytes())?;
         }
         let shown = hook.wait_with_output()?;
@@ -403,7 +447,6 @@ fn bench_seen() -> Result<()> {
     );
     Ok(())
 }
-
 
 /// `pcmail-bench prune`: 100,000 final mails past the retention window are
 /// deleted by `Engine::prune` (bands) while another thread polls as fast as
@@ -465,7 +508,13 @@ fn bench_prune() -> Result<()> {
     let (n, took) = pruner.join().map_err(|_| anyhow::anyhow!("prune thread panicked"))?;
     waits.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let p = |q: f64| waits[((waits.len() as f64 - 1.0) * q).round() as usize];
-    println!("pcmail-bench prune: {} final mails pruned in {:.1} s (bands of {} mails or {} ms)", n?, took.as_secs_f64(), pcmail_server::prune::BAND_ROWS, pcmail_server::prune::BAND_BUDGET.as_millis());
+    println!(
+        "pcmail-bench prune: {} final mails pruned in {:.1} s (bands of {} mails or {} ms)",
+        n?,
+        took.as_secs_f64(),
+        pcmail_server::prune::BAND_ROWS,
+        pcmail_server::prune::BAND_BUDGET.as_millis()
+    );
     println!(
         "  {} polls meanwhile: p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms (target: no poll blocked > 50 ms)",
         waits.len(),
@@ -485,7 +534,8 @@ fn bench_who() -> Result<()> {
     let server = ServerChild::start(&dir.path().join("serve.db"))?;
     let http = client();
     let call = |pc: &str, op: &str, args: Value| -> Result<Value> {
-        let v: Value = http.post(&server.url).json(&json!({"v":1,"op":op,"pc":pc,"token":TOKEN,"args":args})).send()?.json()?;
+        let v: Value =
+            http.post(&server.url).json(&json!({"v":1,"op":op,"pc":pc,"token":TOKEN,"args":args})).send()?.json()?;
         anyhow::ensure!(v["ok"] == json!(true), "{op}: {v}");
         Ok(v)
     };
@@ -508,7 +558,12 @@ fn bench_who() -> Result<()> {
         op_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!("pcmail-bench who: 50 live sessions on 10 PCs, pcmail serve on loopback");
-    println!("  who op over HTTP ({rounds} calls): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", pct(&op_ms, 0.5), pct(&op_ms, 0.99), pct(&op_ms, 1.0));
+    println!(
+        "  who op over HTTP ({rounds} calls): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(&op_ms, 0.5),
+        pct(&op_ms, 0.99),
+        pct(&op_ms, 1.0)
+    );
     let pcmail = match std::env::var_os("PCMAIL_BIN") {
         Some(p) => std::path::PathBuf::from(p),
         None => std::env::current_exe()?.with_file_name("pcmail"),
@@ -519,8 +574,14 @@ fn bench_who() -> Result<()> {
     }
     let home = dir.path().join("home");
     let run = |args: &[&str]| -> Result<std::process::Output> {
-        Ok(Command::new(&pcmail).args(args).env("PCMAIL_HOME", &home).env("PCMAIL_TOKEN", TOKEN)
-            .env("PCMAIL_CREDENTIAL", "c".repeat(64)).env_remove("DBUS_SESSION_BUS_ADDRESS").stdin(Stdio::null()).output()?)
+        Ok(Command::new(&pcmail)
+            .args(args)
+            .env("PCMAIL_HOME", &home)
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", "c".repeat(64))
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(Stdio::null())
+            .output()?)
     };
     anyhow::ensure!(run(&["init", "--label", "pc-00", "--server", &server.url, "--replace"])?.status.success(), "init");
     let mut cli_ms = vec![];
@@ -529,12 +590,20 @@ fn bench_who() -> Result<()> {
         let t = Instant::now();
         let out = run(&["who"])?;
         cli_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).lines().count() >= 51, "pcmail who failed");
+        anyhow::ensure!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).lines().count() >= 51,
+            "pcmail who failed"
+        );
         let t = Instant::now();
         Command::new("/bin/true").status()?;
         true_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    println!("  `pcmail who`, whole process ({} runs): p50 {:.1} ms, p99 {:.1} ms (target <= 50 ms); /bin/true p50 {:.1} ms",
-        cli_ms.len(), pct(&cli_ms, 0.5), pct(&cli_ms, 0.99), pct(&true_ms, 0.5));
+    println!(
+        "  `pcmail who`, whole process ({} runs): p50 {:.1} ms, p99 {:.1} ms (target <= 50 ms); /bin/true p50 {:.1} ms",
+        cli_ms.len(),
+        pct(&cli_ms, 0.5),
+        pct(&cli_ms, 0.99),
+        pct(&true_ms, 0.5)
+    );
     Ok(())
 }

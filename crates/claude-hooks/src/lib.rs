@@ -93,29 +93,14 @@ pub struct HookEvent {
     pub matcher: Option<&'static str>,
 }
 
-pub const SESSION_START: HookEvent = HookEvent {
-    event: EVENT_SESSION_START,
-    matcher: Some(SESSION_START_MATCHER),
-};
-pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent {
-    event: EVENT_USER_PROMPT_SUBMIT,
-    matcher: None,
-};
+pub const SESSION_START: HookEvent = HookEvent { event: EVENT_SESSION_START, matcher: Some(SESSION_START_MATCHER) };
+pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent { event: EVENT_USER_PROMPT_SUBMIT, matcher: None };
 /// The lease guard (issue 10): only the tools that write files.
-pub const PRE_TOOL_USE: HookEvent = HookEvent {
-    event: EVENT_PRE_TOOL_USE,
-    matcher: Some(PRE_TOOL_USE_MATCHER),
-};
+pub const PRE_TOOL_USE: HookEvent = HookEvent { event: EVENT_PRE_TOOL_USE, matcher: Some(PRE_TOOL_USE_MATCHER) };
 /// The handoff reminder (issue 11): registered by default.
-pub const STOP: HookEvent = HookEvent {
-    event: EVENT_STOP,
-    matcher: None,
-};
+pub const STOP: HookEvent = HookEvent { event: EVENT_STOP, matcher: None };
 /// Records a session's end and queues the release of its leases (issue 10).
-pub const SESSION_END: HookEvent = HookEvent {
-    event: EVENT_SESSION_END,
-    matcher: None,
-};
+pub const SESSION_END: HookEvent = HookEvent { event: EVENT_SESSION_END, matcher: None };
 
 /// The events `pcmail hooks install` registers on every Claude Code release
 /// pcmail supports; `SessionEnd` is added by [`events_for`] on releases that
@@ -136,11 +121,7 @@ pub fn events_for(version: Option<(u32, u32, u32)>) -> Vec<HookEvent> {
 }
 
 /// The file name of the separate hook binary on this OS.
-pub const HOOK_BINARY_NAME: &str = if cfg!(windows) {
-    "pcmail-hook.exe"
-} else {
-    "pcmail-hook"
-};
+pub const HOOK_BINARY_NAME: &str = if cfg!(windows) { "pcmail-hook.exe" } else { "pcmail-hook" };
 
 /// What Claude Code runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,9 +152,10 @@ impl HookCommand {
 
     /// The shell command written into `command`.
     pub fn shell_command(&self) -> Result<String, HooksError> {
-        let p = self.path().to_str().ok_or_else(|| {
-            HooksError::InvalidSpec(format!("path is not UTF-8: {}", self.path().display()))
-        })?;
+        let p = self
+            .path()
+            .to_str()
+            .ok_or_else(|| HooksError::InvalidSpec(format!("path is not UTF-8: {}", self.path().display())))?;
         Ok(match self {
             HookCommand::Binary(_) => shell_quote(p),
             HookCommand::Subcommand(_) => format!("{} {HOOK_ARG}", shell_quote(p)),
@@ -184,9 +166,7 @@ impl HookCommand {
 /// `s` as one POSIX shell word: unchanged when it is only characters no shell treats
 /// specially, else in single quotes (`'` written as `'\''`).
 pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
     if plain {
         s.to_owned()
     } else {
@@ -207,11 +187,7 @@ pub struct HookSpec {
 impl HookSpec {
     /// `command` for [`DEFAULT_EVENTS`] with a 5 s timeout.
     pub fn new(command: HookCommand) -> HookSpec {
-        HookSpec {
-            command,
-            timeout_secs: 5,
-            events: DEFAULT_EVENTS.to_vec(),
-        }
+        HookSpec { command, timeout_secs: 5, events: DEFAULT_EVENTS.to_vec() }
     }
 }
 
@@ -292,9 +268,7 @@ impl InstallState {
     /// True when a handler of ours is still in the exec form (see [`HandlerForm::ExecWithArgs`]):
     /// [`install`] rewrites it.
     pub fn needs_migration(&self) -> bool {
-        self.hooks
-            .iter()
-            .any(|h| h.form == HandlerForm::ExecWithArgs)
+        self.hooks.iter().any(|h| h.form == HandlerForm::ExecWithArgs)
     }
 }
 
@@ -321,11 +295,7 @@ pub enum HooksError {
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> HooksError + 'a {
-    move |source| HooksError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| HooksError::Io { op, path: path.to_path_buf(), source }
 }
 
 /// `$CLAUDE_CONFIG_DIR/settings.json` if that variable is set (and non-empty), else
@@ -376,10 +346,7 @@ pub fn uninstall(settings_path: &Path) -> Result<Outcome, HooksError> {
 pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
     check_path(settings_path)?;
     let loaded = load(settings_path)?;
-    let mut state = InstallState {
-        settings_exists: loaded.existed,
-        hooks: Vec::new(),
-    };
+    let mut state = InstallState { settings_exists: loaded.existed, hooks: Vec::new() };
     let Some(events) = loaded.root.get("hooks").and_then(Value::as_object) else {
         return Ok(state);
     };
@@ -397,10 +364,7 @@ pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
                 };
                 state.hooks.push(RegisteredHook {
                     event: event.clone(),
-                    matcher: group
-                        .get("matcher")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
+                    matcher: group.get("matcher").and_then(Value::as_str).map(str::to_owned),
                     exe_exists: exe.is_file(),
                     exe,
                     timeout_secs: handler.get("timeout").and_then(Value::as_u64),
@@ -425,10 +389,7 @@ fn check_path(path: &Path) -> Result<(), HooksError> {
         });
     }
     if path.file_name().is_none() {
-        return Err(HooksError::RefusedPath {
-            path: path.to_path_buf(),
-            reason: "not a file path".into(),
-        });
+        return Err(HooksError::RefusedPath { path: path.to_path_buf(), reason: "not a file path".into() });
     }
     Ok(())
 }
@@ -437,22 +398,14 @@ fn check_path(path: &Path) -> Result<(), HooksError> {
 fn is_absolute_anywhere(p: &str) -> bool {
     let b = p.as_bytes();
     Path::new(p).is_absolute()
-        || (b.len() > 2
-            && b[0].is_ascii_alphabetic()
-            && b[1] == b':'
-            && matches!(b[2], b'\\' | b'/'))
+        || (b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/'))
 }
 
 fn validate_spec(spec: &HookSpec) -> Result<(), HooksError> {
     let path = spec.command.path();
-    let s = path
-        .to_str()
-        .ok_or_else(|| HooksError::InvalidSpec(format!("path is not UTF-8: {}", path.display())))?;
+    let s = path.to_str().ok_or_else(|| HooksError::InvalidSpec(format!("path is not UTF-8: {}", path.display())))?;
     if !is_absolute_anywhere(s) {
-        return Err(HooksError::InvalidSpec(format!(
-            "the hook's path must be absolute, got {}",
-            path.display()
-        )));
+        return Err(HooksError::InvalidSpec(format!("the hook's path must be absolute, got {}", path.display())));
     }
     // Our entries are recognised by these file names; anything else could not be found again
     // by a later install/uninstall.
@@ -461,21 +414,13 @@ fn validate_spec(spec: &HookSpec) -> Result<(), HooksError> {
         HookCommand::Subcommand(_) => (is_pcmail_name(s), "`pcmail` or `pcmail.exe`"),
     };
     if !ok {
-        return Err(HooksError::InvalidSpec(format!(
-            "file name must be {want}, got {}",
-            path.display()
-        )));
+        return Err(HooksError::InvalidSpec(format!("file name must be {want}, got {}", path.display())));
     }
     if s.contains(['\0', '\n', '\r']) {
-        return Err(HooksError::InvalidSpec(format!(
-            "path has a line break: {}",
-            path.display()
-        )));
+        return Err(HooksError::InvalidSpec(format!("path has a line break: {}", path.display())));
     }
     if spec.timeout_secs == 0 {
-        return Err(HooksError::InvalidSpec(
-            "timeout_secs must be at least 1".into(),
-        ));
+        return Err(HooksError::InvalidSpec("timeout_secs must be at least 1".into()));
     }
     if spec.events.is_empty() {
         return Err(HooksError::InvalidSpec("no events to register".into()));
@@ -518,8 +463,7 @@ fn pcmail_handler_of(handler: &Value) -> Option<(PathBuf, HandlerForm)> {
     let (exe, rest, form): (String, Vec<String>, HandlerForm) = match obj.get("args") {
         Some(Value::Array(args)) => {
             // Exec form: `command` is the executable itself.
-            let args: Option<Vec<String>> =
-                args.iter().map(|a| a.as_str().map(str::to_owned)).collect();
+            let args: Option<Vec<String>> = args.iter().map(|a| a.as_str().map(str::to_owned)).collect();
             (command.to_owned(), args?, HandlerForm::ExecWithArgs)
         }
         Some(_) => return None,
@@ -605,10 +549,7 @@ fn shell_words(s: &str) -> Option<Vec<String>> {
 /// Rewrites an existing pcmail handler to `desired`, keeping the user's extra keys and the key
 /// order: our keys replace theirs where they stand, `args` (exec form) is dropped, and any of
 /// our keys still missing are appended.
-fn rewrite_handler(
-    existing: &Map<String, Value>,
-    desired: &Map<String, Value>,
-) -> Map<String, Value> {
+fn rewrite_handler(existing: &Map<String, Value>, desired: &Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
     for (k, v) in existing {
         if k == "args" {
@@ -630,10 +571,7 @@ fn apply_install(
     wanted: &[HookEvent],
     path: &Path,
 ) -> Result<(), HooksError> {
-    let shape = |detail: String| HooksError::UnexpectedShape {
-        path: path.to_path_buf(),
-        detail,
-    };
+    let shape = |detail: String| HooksError::UnexpectedShape { path: path.to_path_buf(), detail };
     let events = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()))
@@ -656,10 +594,7 @@ fn apply_install(
         let Some(groups) = groups.as_array_mut() else {
             continue;
         };
-        for handlers in groups
-            .iter_mut()
-            .filter_map(|g| g.get_mut("hooks").and_then(Value::as_array_mut))
-        {
+        for handlers in groups.iter_mut().filter_map(|g| g.get_mut("hooks").and_then(Value::as_array_mut)) {
             for h in handlers.iter_mut() {
                 if pcmail_exe_of(h).is_some() {
                     let existing = h.as_object().expect("pcmail handler is an object");
@@ -697,9 +632,7 @@ fn install_event(groups: &mut Vec<Value>, desired: &Map<String, Value>, matcher:
                 if pcmail_exe_of(&handlers[hi]).is_none() {
                     hi += 1;
                 } else if !placed {
-                    let h = handlers[hi]
-                        .as_object()
-                        .expect("pcmail handler is an object");
+                    let h = handlers[hi].as_object().expect("pcmail handler is an object");
                     // Keep any extra keys the user added; set ours (this also migrates a legacy
                     // shell-form entry to the exec form, in place).
                     handlers[hi] = Value::Object(rewrite_handler(h, desired));
@@ -730,10 +663,7 @@ fn install_event(groups: &mut Vec<Value>, desired: &Map<String, Value>, matcher:
         if let Some(m) = matcher {
             group.insert("matcher".into(), Value::from(m));
         }
-        group.insert(
-            "hooks".into(),
-            Value::Array(vec![Value::Object(desired.clone())]),
-        );
+        group.insert("hooks".into(), Value::Array(vec![Value::Object(desired.clone())]));
         groups.push(Value::Object(group));
     }
 }
@@ -782,36 +712,19 @@ struct Loaded {
 fn load(path: &Path) -> Result<Loaded, HooksError> {
     let text = match fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Loaded {
-                root: Map::new(),
-                existed: false,
-            })
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded { root: Map::new(), existed: false }),
         Err(e) => return Err(io_err("reading", path)(e)),
     };
-    let not_json = |detail: String| HooksError::NotJson {
-        path: path.to_path_buf(),
-        detail,
-    };
+    let not_json = |detail: String| HooksError::NotJson { path: path.to_path_buf(), detail };
     let text = String::from_utf8(text).map_err(|e| not_json(format!("not UTF-8: {e}")))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim().is_empty() {
         // An empty file is what an editor's "new file" leaves; Claude Code treats it as `{}`.
-        return Ok(Loaded {
-            root: Map::new(),
-            existed: true,
-        });
+        return Ok(Loaded { root: Map::new(), existed: true });
     }
     match serde_json::from_str::<Value>(text).map_err(|e| not_json(e.to_string()))? {
-        Value::Object(root) => Ok(Loaded {
-            root,
-            existed: true,
-        }),
-        other => Err(not_json(format!(
-            "top level is {}, expected an object",
-            kind(&other)
-        ))),
+        Value::Object(root) => Ok(Loaded { root, existed: true }),
+        other => Err(not_json(format!("top level is {}, expected an object", kind(&other)))),
     }
 }
 
@@ -827,11 +740,7 @@ fn kind(v: &Value) -> &'static str {
 }
 
 fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outcome, HooksError> {
-    let unchanged = Outcome {
-        changed: false,
-        backup: None,
-        settings_path: path.to_path_buf(),
-    };
+    let unchanged = Outcome { changed: false, backup: None, settings_path: path.to_path_buf() };
     if loaded.existed && root == loaded.root {
         return Ok(unchanged);
     }
@@ -840,10 +749,7 @@ fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outc
         return Ok(unchanged);
     }
     // Write through a symlinked settings.json (dotfile managers) rather than replacing the link.
-    let target = if fs::symlink_metadata(path)
-        .map(|m| m.file_type().is_symlink())
-        .unwrap_or(false)
-    {
+    let target = if fs::symlink_metadata(path).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
         fs::canonicalize(path).map_err(io_err("resolving", path))?
     } else {
         path.to_path_buf()
@@ -857,54 +763,26 @@ fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outc
     let mut text = serde_json::to_string_pretty(&Value::Object(root)).expect("serialising a Value");
     text.push('\n');
 
-    let backup = if loaded.existed {
-        Some(make_backup(&target)?)
-    } else {
-        None
-    };
+    let backup = if loaded.existed { Some(make_backup(&target)?) } else { None };
     let perms = if loaded.existed {
-        Some(
-            fs::metadata(&target)
-                .map_err(io_err("reading metadata of", &target))?
-                .permissions(),
-        )
+        Some(fs::metadata(&target).map_err(io_err("reading metadata of", &target))?.permissions())
     } else {
         None
     };
     write_atomic(&target, &dir, text.as_bytes(), perms)?;
-    Ok(Outcome {
-        changed: true,
-        backup,
-        settings_path: path.to_path_buf(),
-    })
+    Ok(Outcome { changed: true, backup, settings_path: path.to_path_buf() })
 }
 
 fn make_backup(target: &Path) -> Result<PathBuf, HooksError> {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let base = format!(
-        "{}.pcmail-backup-{secs}",
-        target
-            .file_name()
-            .expect("checked: has a file name")
-            .to_string_lossy()
-    );
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let base =
+        format!("{}.pcmail-backup-{secs}", target.file_name().expect("checked: has a file name").to_string_lossy());
     let mut n = 0u32;
     loop {
-        let name = if n == 0 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        };
+        let name = if n == 0 { base.clone() } else { format!("{base}-{n}") };
         let candidate = target.with_file_name(name);
         // create_new so two runs in the same second never overwrite each other's backup.
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&candidate)
-        {
+        match OpenOptions::new().write(true).create_new(true).open(&candidate) {
             Ok(_) => {
                 fs::copy(target, &candidate).map_err(io_err("backing up to", &candidate))?;
                 return Ok(candidate);
@@ -915,20 +793,9 @@ fn make_backup(target: &Path) -> Result<PathBuf, HooksError> {
     }
 }
 
-fn write_atomic(
-    target: &Path,
-    dir: &Path,
-    bytes: &[u8],
-    perms: Option<fs::Permissions>,
-) -> Result<(), HooksError> {
-    let name = target
-        .file_name()
-        .expect("checked: has a file name")
-        .to_string_lossy();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+fn write_atomic(target: &Path, dir: &Path, bytes: &[u8], perms: Option<fs::Permissions>) -> Result<(), HooksError> {
+    let name = target.file_name().expect("checked: has a file name").to_string_lossy();
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let tmp = dir.join(format!(".{name}.pcmail-tmp-{}-{nanos}", std::process::id()));
     let result = (|| {
         let mut opts = OpenOptions::new();
@@ -941,8 +808,7 @@ fn write_atomic(
         let mut f: File = opts.open(&tmp).map_err(io_err("creating", &tmp))?;
         f.write_all(bytes).map_err(io_err("writing", &tmp))?;
         if let Some(p) = perms {
-            f.set_permissions(p)
-                .map_err(io_err("setting permissions of", &tmp))?;
+            f.set_permissions(p).map_err(io_err("setting permissions of", &tmp))?;
         }
         f.sync_all().map_err(io_err("syncing", &tmp))?;
         drop(f);
@@ -978,10 +844,7 @@ pub enum ClaudeCodeVersion {
     /// `claude` is not on PATH.
     NotOnPath,
     /// Its first line, e.g. `2.1.332 (Claude Code)`, and the version parsed from it.
-    Found {
-        line: String,
-        version: Option<(u32, u32, u32)>,
-    },
+    Found { line: String, version: Option<(u32, u32, u32)> },
     /// It ran but failed, or did not answer within the timeout.
     Failed(String),
 }
@@ -1027,20 +890,16 @@ pub fn claude_code_version(claude: &OsStr, timeout: std::time::Duration) -> Clau
         return ClaudeCodeVersion::Failed(format!("`claude --version` exited with {status}"));
     }
     let line = out.lines().next().unwrap_or("").trim().to_owned();
-    ClaudeCodeVersion::Found {
-        version: parse_version(&line),
-        line,
-    }
+    ClaudeCodeVersion::Found { version: parse_version(&line), line }
 }
 
 /// The first `X.Y.Z` in `s`.
 pub fn parse_version(s: &str) -> Option<(u32, u32, u32)> {
-    s.split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .find_map(|w| {
-            let mut it = w.split('.').map(|n| n.parse::<u32>().ok());
-            match (it.next(), it.next(), it.next()) {
-                (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
-                _ => None,
-            }
-        })
+    s.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|w| {
+        let mut it = w.split('.').map(|n| n.parse::<u32>().ok());
+        match (it.next(), it.next(), it.next()) {
+            (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some((a, b, c)),
+            _ => None,
+        }
+    })
 }

@@ -34,10 +34,7 @@ fn spec(exe: &str) -> HookSpec {
 }
 
 fn spec_with(exe: &str, timeout_secs: u32) -> HookSpec {
-    HookSpec {
-        timeout_secs,
-        ..spec(exe)
-    }
+    HookSpec { timeout_secs, ..spec(exe) }
 }
 
 fn binary_spec(exe: &str) -> HookSpec {
@@ -120,10 +117,7 @@ fn install_into_missing_file_creates_dir_and_registers_both_events() {
     let st = status(&path).unwrap();
     assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
     assert_eq!(st.hooks.len(), 2);
-    assert!(st
-        .hooks
-        .iter()
-        .all(|h| h.exe == Path::new("/opt/pc mail/pcmail")));
+    assert!(st.hooks.iter().all(|h| h.exe == Path::new("/opt/pc mail/pcmail")));
     assert!(!st.all_exes_exist(), "/opt/pc mail/pcmail does not exist");
     assert_eq!(st.hooks[0].matcher.as_deref(), Some(SESSION_START_MATCHER));
     assert_eq!(st.hooks[0].timeout_secs, Some(5));
@@ -141,14 +135,7 @@ fn status_reports_existing_exe_partial_and_missing() {
     assert!(!st.settings_exists);
     assert_eq!(st.level(MAIL_EVENTS), InstallLevel::NotInstalled);
 
-    install(
-        &path,
-        &HookSpec {
-            timeout_secs: 7,
-            ..mail_spec(HookCommand::Subcommand(exe.clone()))
-        },
-    )
-    .unwrap();
+    install(&path, &HookSpec { timeout_secs: 7, ..mail_spec(HookCommand::Subcommand(exe.clone())) }).unwrap();
     let st = status(&path).unwrap();
     assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
     assert!(st.all_exes_exist());
@@ -156,10 +143,7 @@ fn status_reports_existing_exe_partial_and_missing() {
 
     // drop the UserPromptSubmit registration by hand -> partial
     let mut v = read_json(&path);
-    v["hooks"]
-        .as_object_mut()
-        .unwrap()
-        .shift_remove("UserPromptSubmit");
+    v["hooks"].as_object_mut().unwrap().shift_remove("UserPromptSubmit");
     write_pretty(&path, &v);
     let st = status(&path).unwrap();
     assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Partial);
@@ -177,18 +161,10 @@ fn install_into_empty_object_makes_backup() {
     assert_eq!(backup.parent(), path.parent());
     let bname = backup.file_name().unwrap().to_str().unwrap();
     assert!(bname.starts_with("settings.json.pcmail-backup-"), "{bname}");
-    assert!(
-        bname["settings.json.pcmail-backup-".len()..]
-            .parse::<u64>()
-            .is_ok(),
-        "{bname}"
-    );
+    assert!(bname["settings.json.pcmail-backup-".len()..].parse::<u64>().is_ok(), "{bname}");
     assert_eq!(fs::read_to_string(&backup).unwrap(), "{}");
     assert_eq!(count_ours(&read_json(&path)), 2);
-    assert_eq!(
-        other_files(tmp.path(), "settings.json"),
-        vec![bname.to_string()]
-    );
+    assert_eq!(other_files(tmp.path(), "settings.json"), vec![bname.to_string()]);
 }
 
 fn users_settings() -> Value {
@@ -214,38 +190,20 @@ fn install_keeps_other_keys_hooks_and_their_order() {
 
     install(&path, &spec("/home/u/.cargo/bin/pcmail")).unwrap();
     let v = read_json(&path);
-    assert_eq!(
-        keys(&v),
-        [
-            "model",
-            "env",
-            "hooks",
-            "permissions",
-            "alwaysThinkingEnabled"
-        ]
-    );
+    assert_eq!(keys(&v), ["model", "env", "hooks", "permissions", "alwaysThinkingEnabled"]);
     assert_eq!(keys(&v["env"]), ["Z_LAST", "A_FIRST"]);
-    assert_eq!(
-        keys(&v["hooks"]),
-        ["PreToolUse", "UserPromptSubmit", "SessionStart"]
-    );
+    assert_eq!(keys(&v["hooks"]), ["PreToolUse", "UserPromptSubmit", "SessionStart"]);
     assert_eq!(v["hooks"]["PreToolUse"], original["hooks"]["PreToolUse"]);
     assert_eq!(v["permissions"], original["permissions"]);
     // the user's groups stay first and untouched, ours is appended
     let ups = v["hooks"]["UserPromptSubmit"].as_array().unwrap();
     assert_eq!(ups.len(), 2);
     assert_eq!(ups[0], original["hooks"]["UserPromptSubmit"][0]);
-    assert_eq!(
-        ups[1],
-        json!({"hooks": [ours("/home/u/.cargo/bin/pcmail")]})
-    );
+    assert_eq!(ups[1], json!({"hooks": [ours("/home/u/.cargo/bin/pcmail")]}));
     let ss = v["hooks"]["SessionStart"].as_array().unwrap();
     assert_eq!(ss.len(), 2);
     assert_eq!(ss[0], original["hooks"]["SessionStart"][0]);
-    assert_eq!(
-        ss[1],
-        json!({"matcher": SESSION_START_MATCHER, "hooks": [ours("/home/u/.cargo/bin/pcmail")]})
-    );
+    assert_eq!(ss[1], json!({"matcher": SESSION_START_MATCHER, "hooks": [ours("/home/u/.cargo/bin/pcmail")]}));
 }
 
 #[test]
@@ -292,10 +250,7 @@ fn exe_path_change_replaces_entry_in_place() {
     assert_eq!(ss[1]["hooks"][0].get("args"), None);
     assert_eq!(ss[1]["hooks"][0]["timeout"], 9);
     assert_eq!(ss[2]["hooks"][0]["command"], "later");
-    assert_eq!(
-        after["hooks"]["UserPromptSubmit"][1]["hooks"][0]["command"],
-        "'/new dir/pcmail' hook"
-    );
+    assert_eq!(after["hooks"]["UserPromptSubmit"][1]["hooks"][0]["command"], "'/new dir/pcmail' hook");
 
     // switching to the separate hook binary replaces the same entries, in place
     let out = install(&path, &binary_spec("/new dir/pcmail-hook")).unwrap();
@@ -306,10 +261,7 @@ fn exe_path_change_replaces_entry_in_place() {
     assert_eq!(ss.len(), 3);
     assert_eq!(ss[1]["hooks"][0]["command"], "'/new dir/pcmail-hook'");
     assert_eq!(ss[2]["hooks"][0]["command"], "later");
-    assert_eq!(
-        status(&path).unwrap().hooks[0].exe,
-        PathBuf::from("/new dir/pcmail-hook")
-    );
+    assert_eq!(status(&path).unwrap().hooks[0].exe, PathBuf::from("/new dir/pcmail-hook"));
 }
 
 #[test]
@@ -352,15 +304,9 @@ fn legacy_forms_inside_user_groups_are_updated_in_place_and_duplicates_dropped()
 fn our_own_group_gets_the_full_session_start_matcher() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
-    write_pretty(
-        &path,
-        &json!({"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [ours("/p/pcmail")]}]}}),
-    );
+    write_pretty(&path, &json!({"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [ours("/p/pcmail")]}]}}));
     install(&path, &spec("/p/pcmail")).unwrap();
-    assert_eq!(
-        read_json(&path)["hooks"]["SessionStart"][0]["matcher"],
-        SESSION_START_MATCHER
-    );
+    assert_eq!(read_json(&path)["hooks"]["SessionStart"][0]["matcher"], SESSION_START_MATCHER);
 }
 
 #[test]
@@ -381,42 +327,17 @@ fn lookalike_commands_are_not_ours() {
         "/x/pcmail-hooks",
         "'/x/pcmail-hook' ''",
     ] {
-        assert_eq!(
-            pcmail_exe_of(&json!({"type": "command", "command": cmd})),
-            None,
-            "{cmd}"
-        );
+        assert_eq!(pcmail_exe_of(&json!({"type": "command", "command": cmd})), None, "{cmd}");
     }
-    assert_eq!(
-        pcmail_exe_of(&json!({"type": "http", "command": "/x/pcmail hook"})),
-        None
-    );
-    for args in [
-        json!([]),
-        json!(["hook", "--extra"]),
-        json!(["send"]),
-        json!([1]),
-        json!("hook"),
-    ] {
-        assert_eq!(
-            pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail", "args": args})),
-            None,
-            "{args}"
-        );
+    assert_eq!(pcmail_exe_of(&json!({"type": "http", "command": "/x/pcmail hook"})), None);
+    for args in [json!([]), json!(["hook", "--extra"]), json!(["send"]), json!([1]), json!("hook")] {
+        assert_eq!(pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail", "args": args})), None, "{args}");
     }
-    assert_eq!(
-        pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-dev", "args": ["hook"]})),
-        None
-    );
-    assert_eq!(
-        pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-hook", "args": ["hook"]})),
-        None
-    );
+    assert_eq!(pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-dev", "args": ["hook"]})), None);
+    assert_eq!(pcmail_exe_of(&json!({"type": "command", "command": "/x/pcmail-hook", "args": ["hook"]})), None);
     // exec form: `command` is the path itself, even if it would need quoting in a shell
     assert_eq!(
-        pcmail_handler_of(
-            &json!({"type": "command", "command": "/a b/$x/pcmail", "args": ["hook"]})
-        ),
+        pcmail_handler_of(&json!({"type": "command", "command": "/a b/$x/pcmail", "args": ["hook"]})),
         Some((PathBuf::from("/a b/$x/pcmail"), HandlerForm::ExecWithArgs))
     );
     assert_eq!(
@@ -434,10 +355,7 @@ fn lookalike_commands_are_not_ours() {
         ("/x/pcmail-hook", "/x/pcmail-hook"),
         ("'/a b/pcmail-hook'", "/a b/pcmail-hook"),
         ("  /x/pcmail-hook  ", "/x/pcmail-hook"),
-        (
-            "'C:\\Users\\山田 太郎\\pcmail-hook.exe'",
-            "C:\\Users\\山田 太郎\\pcmail-hook.exe",
-        ),
+        ("'C:\\Users\\山田 太郎\\pcmail-hook.exe'", "C:\\Users\\山田 太郎\\pcmail-hook.exe"),
         ("'C:\\Tools\\PCMAIL.exe' hook", "C:\\Tools\\PCMAIL.exe"),
     ] {
         let got = pcmail_handler_of(&json!({"type": "command", "command": cmd}));
@@ -449,63 +367,37 @@ fn lookalike_commands_are_not_ours() {
 fn shell_quote_quotes_only_what_needs_it() {
     for (raw, quoted) in [
         ("/usr/local/bin/pcmail", "/usr/local/bin/pcmail"),
-        (
-            "/home/u/.cargo/bin/pcmail-hook",
-            "/home/u/.cargo/bin/pcmail-hook",
-        ),
+        ("/home/u/.cargo/bin/pcmail-hook", "/home/u/.cargo/bin/pcmail-hook"),
         ("/a b/pcmail", "'/a b/pcmail'"),
         ("/it's/pcmail", "'/it'\\''s/pcmail'"),
         ("/$x/`y`/\"q\"/pcmail", "'/$x/`y`/\"q\"/pcmail'"),
         ("/home/山田/pcmail", "'/home/山田/pcmail'"),
-        (
-            "C:\\Users\\山田 太郎\\pcmail-hook.exe",
-            "'C:\\Users\\山田 太郎\\pcmail-hook.exe'",
-        ),
+        ("C:\\Users\\山田 太郎\\pcmail-hook.exe", "'C:\\Users\\山田 太郎\\pcmail-hook.exe'"),
         ("/x=y/pcmail", "'/x=y/pcmail'"),
         ("/~u/pcmail", "'/~u/pcmail'"),
         ("", "''"),
     ] {
         assert_eq!(shell_quote(raw), quoted, "{raw}");
         // and the recogniser reads it back as the same single word
-        assert_eq!(
-            shell_words(&shell_quote(raw)),
-            Some(vec![raw.to_string()]),
-            "{raw}"
-        );
+        assert_eq!(shell_words(&shell_quote(raw)), Some(vec![raw.to_string()]), "{raw}");
     }
 }
 
 #[test]
 fn hook_handler_is_shell_form_without_args_and_recognised() {
-    for exe in [
-        "/a/pcmail",
-        "/a b/pcmail",
-        "/it's/pcmail",
-        "/$x/`y`/\"q\"/pcmail",
-        "C:\\Program Files\\pcmail\\pcmail.exe",
-    ] {
+    for exe in
+        ["/a/pcmail", "/a b/pcmail", "/it's/pcmail", "/$x/`y`/\"q\"/pcmail", "C:\\Program Files\\pcmail\\pcmail.exe"]
+    {
         let h = Value::Object(hook_handler(&spec(exe)).unwrap());
         assert_eq!(h, ours(exe));
         assert_eq!(h.get("args"), None);
-        assert_eq!(
-            pcmail_handler_of(&h),
-            Some((PathBuf::from(exe), HandlerForm::Shell)),
-            "{exe}"
-        );
+        assert_eq!(pcmail_handler_of(&h), Some((PathBuf::from(exe), HandlerForm::Shell)), "{exe}");
     }
-    for exe in [
-        "/a/pcmail-hook",
-        "/a b/pcmail-hook",
-        "C:\\Users\\山田 太郎\\pcmail-hook.exe",
-    ] {
+    for exe in ["/a/pcmail-hook", "/a b/pcmail-hook", "C:\\Users\\山田 太郎\\pcmail-hook.exe"] {
         let h = Value::Object(hook_handler(&binary_spec(exe)).unwrap());
         assert_eq!(h["command"], json!(shell_quote(exe)));
         assert_eq!(h.get("args"), None);
-        assert_eq!(
-            pcmail_handler_of(&h),
-            Some((PathBuf::from(exe), HandlerForm::Shell)),
-            "{exe}"
-        );
+        assert_eq!(pcmail_handler_of(&h), Some((PathBuf::from(exe), HandlerForm::Shell)), "{exe}");
     }
     assert_eq!(
         hook_handler(&binary_spec("/usr/bin/pcmail-hook")).unwrap()["command"],
@@ -518,15 +410,9 @@ fn hook_handler_is_shell_form_without_args_and_recognised() {
         binary_spec("/a/pcmail"),
         binary_spec("pcmail-hook"),
         spec("/a\nb/pcmail"),
-        HookSpec {
-            events: vec![],
-            ..spec("/a/pcmail")
-        },
+        HookSpec { events: vec![], ..spec("/a/pcmail") },
     ] {
-        assert!(
-            matches!(hook_handler(&bad), Err(HooksError::InvalidSpec(_))),
-            "{bad:?}"
-        );
+        assert!(matches!(hook_handler(&bad), Err(HooksError::InvalidSpec(_))), "{bad:?}");
     }
 }
 
@@ -557,10 +443,7 @@ fn exec_form_entry_is_migrated_in_place_then_idempotent() {
     write_pretty(&path, &original);
     let st = status(&path).unwrap();
     assert_eq!(st.level(MAIL_EVENTS), InstallLevel::Installed);
-    assert!(
-        st.hooks.iter().all(|h| h.form == HandlerForm::ExecWithArgs),
-        "{st:?}"
-    );
+    assert!(st.hooks.iter().all(|h| h.form == HandlerForm::ExecWithArgs), "{st:?}");
     assert!(st.needs_migration());
 
     let out = install(&path, &spec("/opt/pc mail/pcmail")).unwrap();
@@ -593,14 +476,8 @@ fn exec_form_entry_is_migrated_in_place_then_idempotent() {
     );
     // key order of the migrated handler: ours where they stood, `args` gone, the user's keys
     // where they were
-    assert_eq!(
-        keys(&v["hooks"]["SessionStart"][1]["hooks"][0]),
-        ["type", "command", "timeout", "statusMessage"]
-    );
-    assert_eq!(
-        keys(&v["hooks"]["UserPromptSubmit"][0]["hooks"][0]),
-        ["type", "command", "timeout", "x-note"]
-    );
+    assert_eq!(keys(&v["hooks"]["SessionStart"][1]["hooks"][0]), ["type", "command", "timeout", "statusMessage"]);
+    assert_eq!(keys(&v["hooks"]["UserPromptSubmit"][0]["hooks"][0]), ["type", "command", "timeout", "x-note"]);
     let st = status(&path).unwrap();
     assert_eq!(st.hooks.len(), 3);
     assert!(st.hooks.iter().all(|h| h.form == HandlerForm::Shell));
@@ -621,25 +498,10 @@ fn events_are_a_parameter() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
     let mut s = HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
-    s.events = vec![
-        SESSION_START,
-        USER_PROMPT_SUBMIT,
-        PRE_TOOL_USE,
-        STOP,
-        SESSION_END,
-    ];
+    s.events = vec![SESSION_START, USER_PROMPT_SUBMIT, PRE_TOOL_USE, STOP, SESSION_END];
     install(&path, &s).unwrap();
     let v = read_json(&path);
-    assert_eq!(
-        keys(&v["hooks"]),
-        [
-            "SessionStart",
-            "UserPromptSubmit",
-            "PreToolUse",
-            "Stop",
-            "SessionEnd"
-        ]
-    );
+    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd"]);
     assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], PRE_TOOL_USE_MATCHER);
     assert_eq!(v["hooks"]["Stop"][0].get("matcher"), None);
     assert_eq!(count_ours(&v), 5);
@@ -647,20 +509,13 @@ fn events_are_a_parameter() {
     assert_eq!(st.level(&s.events), InstallLevel::Installed);
     assert_eq!(st.level(DEFAULT_EVENTS), InstallLevel::Installed);
     // the default set registers nothing new and leaves the others as they are
-    assert!(
-        !install(&path, &HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook"))))
-            .unwrap()
-            .changed
-    );
+    assert!(!install(&path, &HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")))).unwrap().changed);
     // only SessionStart registered: partial against the default set
     uninstall(&path).unwrap();
     let mut only = HookSpec::new(HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
     only.events = vec![SESSION_START];
     install(&path, &only).unwrap();
-    assert_eq!(
-        status(&path).unwrap().level(DEFAULT_EVENTS),
-        InstallLevel::Partial
-    );
+    assert_eq!(status(&path).unwrap().level(DEFAULT_EVENTS), InstallLevel::Partial);
 }
 
 #[test]
@@ -668,16 +523,10 @@ fn for_pcmail_exe_prefers_the_hook_binary_beside_it() {
     let tmp = TempDir::new().unwrap();
     let pcmail = tmp.path().join("pcmail");
     fs::write(&pcmail, "").unwrap();
-    assert_eq!(
-        HookCommand::for_pcmail_exe(&pcmail),
-        HookCommand::Subcommand(pcmail.clone())
-    );
+    assert_eq!(HookCommand::for_pcmail_exe(&pcmail), HookCommand::Subcommand(pcmail.clone()));
     let hook = tmp.path().join(HOOK_BINARY_NAME);
     fs::write(&hook, "").unwrap();
-    assert_eq!(
-        HookCommand::for_pcmail_exe(&pcmail),
-        HookCommand::Binary(hook)
-    );
+    assert_eq!(HookCommand::for_pcmail_exe(&pcmail), HookCommand::Binary(hook));
 }
 
 #[test]
@@ -690,10 +539,7 @@ fn path_with_spaces_dollar_and_quotes_is_quoted_once() {
     let v: Value = serde_json::from_str(&text).unwrap();
     for ev in [EVENT_SESSION_START, EVENT_USER_PROMPT_SUBMIT] {
         let h = &v["hooks"][ev][0]["hooks"][0];
-        assert_eq!(
-            h["command"].as_str(),
-            Some("'/home/u/my $HOME dir/it'\\''s \"q\"/pcmail' hook")
-        );
+        assert_eq!(h["command"].as_str(), Some("'/home/u/my $HOME dir/it'\\''s \"q\"/pcmail' hook"));
         assert_eq!(h.get("args"), None);
         assert_eq!(h["timeout"], 5);
     }
@@ -704,11 +550,7 @@ fn path_with_spaces_dollar_and_quotes_is_quoted_once() {
 /// Runs `command` the way Claude Code runs a hook without `args`: `sh -c` (bash on Windows).
 #[cfg(unix)]
 fn run_in_shell(command: &str) -> std::process::Output {
-    std::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
-        .output()
-        .unwrap()
+    std::process::Command::new("/bin/sh").arg("-c").arg(command).output().unwrap()
 }
 
 #[cfg(unix)]
@@ -724,11 +566,8 @@ fn registered_handler_runs_the_exe_with_exactly_hook_through_the_shell() {
         let exe = dir.join(name);
         fs::write(&exe, script).unwrap();
         fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-        let command = if name == "pcmail" {
-            HookCommand::Subcommand(exe.clone())
-        } else {
-            HookCommand::Binary(exe.clone())
-        };
+        let command =
+            if name == "pcmail" { HookCommand::Subcommand(exe.clone()) } else { HookCommand::Binary(exe.clone()) };
         let path = tmp.path().join(format!("settings-{name}.json"));
         install(&path, &mail_spec(command)).unwrap();
         let v = read_json(&path);
@@ -798,19 +637,13 @@ fn invalid_json_is_refused_and_file_unchanged() {
         let path = tmp.path().join("settings.json");
         fs::write(&path, bad).unwrap();
         let err = install(&path, &spec("/bin/pcmail")).unwrap_err();
-        assert!(
-            matches!(&err, HooksError::NotJson { path: p, .. } if p == &path),
-            "{bad}: {err:?}"
-        );
+        assert!(matches!(&err, HooksError::NotJson { path: p, .. } if p == &path), "{bad}: {err:?}");
         assert!(err.to_string().contains("settings.json"), "{err}");
         let err = uninstall(&path).unwrap_err();
         assert!(matches!(err, HooksError::NotJson { .. }), "{bad}");
         assert!(matches!(status(&path), Err(HooksError::NotJson { .. })));
         assert_eq!(fs::read_to_string(&path).unwrap(), bad);
-        assert!(
-            other_files(tmp.path(), "settings.json").is_empty(),
-            "no backup/temp for {bad}"
-        );
+        assert!(other_files(tmp.path(), "settings.json").is_empty(), "no backup/temp for {bad}");
     }
 }
 
@@ -818,19 +651,13 @@ fn invalid_json_is_refused_and_file_unchanged() {
 fn unexpected_hooks_shape_is_refused() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
-    for text in [
-        r#"{"hooks": []}"#,
-        r#"{"hooks": {"SessionStart": {"a": 1}}}"#,
-    ] {
+    for text in [r#"{"hooks": []}"#, r#"{"hooks": {"SessionStart": {"a": 1}}}"#] {
         fs::write(&path, text).unwrap();
         let err = install(&path, &spec("/bin/pcmail")).unwrap_err();
         assert!(matches!(err, HooksError::UnexpectedShape { .. }), "{err:?}");
         assert_eq!(fs::read_to_string(&path).unwrap(), text);
     }
-    assert_eq!(
-        other_files(tmp.path(), "settings.json"),
-        Vec::<String>::new()
-    );
+    assert_eq!(other_files(tmp.path(), "settings.json"), Vec::<String>::new());
 }
 
 #[test]
@@ -844,10 +671,7 @@ fn backup_holds_the_previous_bytes() {
     // a second change in the same second gets its own backup, the first is not overwritten
     let out2 = uninstall(&path).unwrap();
     let b2 = out2.backup.unwrap();
-    assert_eq!(
-        count_ours(&serde_json::from_str(&fs::read_to_string(&b2).unwrap()).unwrap()),
-        2
-    );
+    assert_eq!(count_ours(&serde_json::from_str(&fs::read_to_string(&b2).unwrap()).unwrap()), 2);
     assert_eq!(other_files(tmp.path(), "settings.json").len(), 2);
     assert_eq!(read_json(&path), json!({"model": "opus"}));
 }
@@ -859,34 +683,21 @@ fn dot_claude_json_is_refused() {
     fs::write(&path, "{\"numStartups\": 3}").unwrap();
     let err = install(&path, &spec("/bin/pcmail")).unwrap_err();
     assert!(matches!(err, HooksError::RefusedPath { .. }), "{err:?}");
-    assert!(matches!(
-        uninstall(&path),
-        Err(HooksError::RefusedPath { .. })
-    ));
+    assert!(matches!(uninstall(&path), Err(HooksError::RefusedPath { .. })));
     assert_eq!(fs::read_to_string(&path).unwrap(), "{\"numStartups\": 3}");
     // and it is never created either
     let missing = tmp.path().join("sub").join(".claude.json");
     assert!(install(&missing, &spec("/bin/pcmail")).is_err());
     assert!(!missing.exists());
-    assert_eq!(
-        other_files(tmp.path(), ".claude.json"),
-        Vec::<String>::new()
-    );
+    assert_eq!(other_files(tmp.path(), ".claude.json"), Vec::<String>::new());
 }
 
 #[test]
 fn bad_specs_are_refused() {
     let tmp = TempDir::new().unwrap();
     let path = tmp.path().join("settings.json");
-    for s in [
-        spec("pcmail"),
-        spec("/bin/pcmail-dev"),
-        spec_with("/bin/pcmail", 0),
-    ] {
-        assert!(
-            matches!(install(&path, &s), Err(HooksError::InvalidSpec(_))),
-            "{s:?}"
-        );
+    for s in [spec("pcmail"), spec("/bin/pcmail-dev"), spec_with("/bin/pcmail", 0)] {
+        assert!(matches!(install(&path, &s), Err(HooksError::InvalidSpec(_))), "{s:?}");
     }
     assert!(!path.exists());
 }
@@ -910,10 +721,7 @@ fn permissions_are_preserved() {
     fs::write(&path, "{}").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
     install(&path, &spec("/bin/pcmail")).unwrap();
-    assert_eq!(
-        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-        0o640
-    );
+    assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
 }
 
 #[cfg(unix)]
@@ -930,10 +738,7 @@ fn symlinked_settings_are_written_through() {
     std::os::unix::fs::symlink(&real, &link).unwrap();
 
     install(&link, &spec("/bin/pcmail")).unwrap();
-    assert!(fs::symlink_metadata(&link)
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
     assert_eq!(count_ours(&read_json(&real)), 2);
     assert_eq!(read_json(&real)["a"], 1);
 }
@@ -943,10 +748,7 @@ fn default_settings_path_respects_claude_config_dir() {
     // The only test touching the environment.
     let saved = std::env::var_os("CLAUDE_CONFIG_DIR");
     std::env::set_var("CLAUDE_CONFIG_DIR", "/tmp/cfgdir");
-    assert_eq!(
-        default_settings_path(),
-        Some(PathBuf::from("/tmp/cfgdir/settings.json"))
-    );
+    assert_eq!(default_settings_path(), Some(PathBuf::from("/tmp/cfgdir/settings.json")));
     std::env::remove_var("CLAUDE_CONFIG_DIR");
     if std::env::var_os("HOME").is_some_and(|h| !h.is_empty()) {
         let p = default_settings_path().unwrap();
@@ -981,10 +783,7 @@ fn claude_code_version_runs_the_program_with_a_timeout() {
     let ok = write("ok", "[ \"$1\" = --version ] && echo '2.0.0 (Claude Code)'");
     assert_eq!(
         claude_code_version(ok.as_os_str(), Duration::from_secs(5)),
-        ClaudeCodeVersion::Found {
-            line: "2.0.0 (Claude Code)".into(),
-            version: Some((2, 0, 0))
-        }
+        ClaudeCodeVersion::Found { line: "2.0.0 (Claude Code)".into(), version: Some((2, 0, 0)) }
     );
     let hangs = write("hangs", "exec sleep 30");
     // (a `sleep 30` that ran to its end would print nothing and exit 0: Found, not Failed)
@@ -993,15 +792,9 @@ fn claude_code_version_runs_the_program_with_a_timeout() {
         ClaudeCodeVersion::Failed(m) if m.contains("did not answer")
     ));
     let fails = write("fails", "exit 3");
-    assert!(matches!(
-        claude_code_version(fails.as_os_str(), Duration::from_secs(5)),
-        ClaudeCodeVersion::Failed(_)
-    ));
+    assert!(matches!(claude_code_version(fails.as_os_str(), Duration::from_secs(5)), ClaudeCodeVersion::Failed(_)));
     assert_eq!(
-        claude_code_version(
-            tmp.path().join("absent").as_os_str(),
-            Duration::from_secs(1)
-        ),
+        claude_code_version(tmp.path().join("absent").as_os_str(), Duration::from_secs(1)),
         ClaudeCodeVersion::NotOnPath
     );
 }

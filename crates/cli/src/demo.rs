@@ -10,7 +10,10 @@ use pcmail_core::{Kind, Mail, MarkOp};
 
 fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow::Result<Client> {
     let paths = Paths::at(dir.join(label));
-    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(server_db.to_path_buf()) }) };
+    let config = Config {
+        native_notifications: false,
+        ..Config::new(label, ServerConfig::Embedded { db: Some(server_db.to_path_buf()) })
+    };
     config.save(&paths)?;
     let t = transport::Embedded::open(server_db, label, system_now)?;
     let mut c = Client::with(paths, config, Box::new(t), system_now)?;
@@ -19,7 +22,12 @@ fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow
 }
 
 fn show_hook(c: &Client, session: &str) -> anyhow::Result<()> {
-    let input = hook::HookInput { session_id: session.into(), event: hook::Event::UserPromptSubmit, cwd: None, ..Default::default() };
+    let input = hook::HookInput {
+        session_id: session.into(),
+        event: hook::Event::UserPromptSubmit,
+        cwd: None,
+        ..Default::default()
+    };
     let r = hook::run(&c.paths, &input, system_now()).map_err(|e| anyhow::anyhow!("hook: {e}"))?;
     println!("--- {}'s next Claude session sees (hook additionalContext):", c.me());
     match r.output {
@@ -50,7 +58,11 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     println!("   like a short git hash: `beta/4f1c2a9e` is beta's session 4f1c2a9e-….)\n");
 
     // 1. A note: delivered by beta's poll, seen by beta's hook, acked.
-    let note = alpha.send(Draft { to: "beta".into(), body: "Build is green on main; go ahead and rebase.".into(), ..Default::default() })?;
+    let note = alpha.send(Draft {
+        to: "beta".into(),
+        body: "Build is green on main; go ahead and rebase.".into(),
+        ..Default::default()
+    })?;
     println!("alpha → beta: note {}", note.ids[0]);
     beta.sync_once(0)?;
     show_hook(&beta, SESSION_BETA_1)?;
@@ -123,7 +135,8 @@ pub fn mermaid(mails: &[Mail]) -> String {
         }
     }
     events.sort_by_key(|e| (e.0, e.1));
-    let mut out = String::from("sequenceDiagram\n    participant alpha\n    participant server\n    participant beta\n");
+    let mut out =
+        String::from("sequenceDiagram\n    participant alpha\n    participant server\n    participant beta\n");
     for (_, _, l) in events {
         out.push_str(&l);
         out.push('\n');

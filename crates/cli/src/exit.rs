@@ -2,8 +2,8 @@
 //! The mapping lives on `pcmail_api::ApiError` (shared with `pcmail mcp`);
 //! this maps the errors of the commands that don't go through the api.
 
-pub use pcmail_api::Exit;
 use pcmail_api::ApiError;
+pub use pcmail_api::Exit;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 
@@ -42,9 +42,8 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
 pub fn fail(e: &anyhow::Error) -> i32 {
     eprintln!("pcmail: {e:#}");
     let server_candidates = match (e.downcast_ref::<ApiError>(), e.downcast_ref::<ClientError>()) {
-        (Some(ApiError::Client(ClientError::Call(CallError::Server(p)))), _) | (_, Some(ClientError::Call(CallError::Server(p)))) => {
-            p.candidates.as_ref()
-        }
+        (Some(ApiError::Client(ClientError::Call(CallError::Server(p)))), _)
+        | (_, Some(ClientError::Call(CallError::Server(p)))) => p.candidates.as_ref(),
         _ => None,
     };
     if let Some(c) = server_candidates {

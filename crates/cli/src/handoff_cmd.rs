@@ -165,13 +165,19 @@ fn read_stdin() -> anyhow::Result<String> {
 fn from_editor(template: &str) -> anyhow::Result<String> {
     let editor = std::env::var("VISUAL").ok().or_else(|| std::env::var("EDITOR").ok()).filter(|e| !e.trim().is_empty());
     let Some(editor) = editor else {
-        anyhow::bail!(ClientError::Invalid("the handoff has missing sections and no $EDITOR is set: pass the flags or pipe Markdown on stdin".into()));
+        anyhow::bail!(ClientError::Invalid(
+            "the handoff has missing sections and no $EDITOR is set: pass the flags or pipe Markdown on stdin".into()
+        ));
     };
     let file = tempfile::Builder::new().prefix("pcmail-handoff-").suffix(".md").tempfile()?;
     std::fs::write(file.path(), template)?;
     let mut words = editor.split_whitespace();
     let prog = words.next().expect("not blank");
-    let status = std::process::Command::new(prog).args(words).arg(file.path()).status().with_context(|| format!("cannot run {editor}"))?;
+    let status = std::process::Command::new(prog)
+        .args(words)
+        .arg(file.path())
+        .status()
+        .with_context(|| format!("cannot run {editor}"))?;
     if !status.success() {
         anyhow::bail!(ClientError::Invalid(format!("{editor} exited with {status}: no handoff written")));
     }
@@ -181,9 +187,20 @@ fn from_editor(template: &str) -> anyhow::Result<String> {
 pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
     match cmd {
         HandoffCmd::New { slug, goal, done, failed, state, next, file, announce, repo } => {
-            let mut args = pcmail_api::handoffs::HandoffNewArgs { slug, goal, done, failed, state, next, markdown: None, repo: repo.repo, announce };
+            let mut args = pcmail_api::handoffs::HandoffNewArgs {
+                slug,
+                goal,
+                done,
+                failed,
+                state,
+                next,
+                markdown: None,
+                repo: repo.repo,
+                announce,
+            };
             if let Some(f) = file {
-                args.markdown = Some(std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?);
+                args.markdown =
+                    Some(std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?);
             } else if !args.sections().missing().is_empty() {
                 args.markdown = Some(if std::io::stdin().is_terminal() {
                     from_editor(&pcmail_handoff::handoffs::Sections::template(&args.slug))?
@@ -200,7 +217,11 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
                 println!("pcmail: .gitattributes now merges INDEX.md and the memory files with merge=union");
             }
             if let Some(a) = &r.announced {
-                println!("pcmail: announced: {}{}", a.ids.join(", "), if a.queued { " (queued: the server is unreachable)" } else { "" });
+                println!(
+                    "pcmail: announced: {}{}",
+                    a.ids.join(", "),
+                    if a.queued { " (queued: the server is unreachable)" } else { "" }
+                );
             }
             Ok(())
         }
@@ -214,7 +235,12 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             }
             for s in &r.handoffs {
                 let what = if s.rollup {
-                    format!("rollup{}", s.through.map(|t| format!(" through {}", pcmail_handoff::names::format_through(t))).unwrap_or_default())
+                    format!(
+                        "rollup{}",
+                        s.through
+                            .map(|t| format!(" through {}", pcmail_handoff::names::format_through(t)))
+                            .unwrap_or_default()
+                    )
                 } else {
                     format!("{} → next: {}", s.goal, s.next)
                 };
@@ -231,7 +257,11 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             Ok(())
         }
         HandoffCmd::Pickup { name, repo } => {
-            let r = api::handoff_pickup(&paths()?, &pcmail_api::handoffs::HandoffNameArgs { name, repo: repo.repo }, now())?;
+            let r = api::handoff_pickup(
+                &paths()?,
+                &pcmail_api::handoffs::HandoffNameArgs { name, repo: repo.repo },
+                now(),
+            )?;
             if json {
                 return print_json(&r);
             }
@@ -240,7 +270,11 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             Ok(())
         }
         HandoffCmd::Close { name, note, repo } => {
-            let r = api::handoff_close(&paths()?, &pcmail_api::handoffs::HandoffCloseArgs { name, note, repo: repo.repo }, now())?;
+            let r = api::handoff_close(
+                &paths()?,
+                &pcmail_api::handoffs::HandoffCloseArgs { name, note, repo: repo.repo },
+                now(),
+            )?;
             if json {
                 return print_json(&r);
             }
@@ -250,7 +284,9 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
         HandoffCmd::Rollup { through, slug, body, file, announce, repo } => {
             let body = match (body, file) {
                 (Some(b), _) => b,
-                (None, Some(f)) => std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?,
+                (None, Some(f)) => {
+                    std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?
+                }
                 (None, None) if std::io::stdin().is_terminal() => {
                     anyhow::bail!(ClientError::Invalid("no body: pass --body, --file, or pipe it on stdin".into()))
                 }
@@ -277,7 +313,8 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
 }
 
 fn entry_text(e: &pcmail_handoff::memory::Entry) -> String {
-    let mut s = format!("- {} {} ({}): {}", e.kind.as_str(), e.at.format("%Y-%m-%d %H:%M"), e.by, e.text.replace('\n', "\n  "));
+    let mut s =
+        format!("- {} {} ({}): {}", e.kind.as_str(), e.at.format("%Y-%m-%d %H:%M"), e.by, e.text.replace('\n', "\n  "));
     if let Some(w) = &e.why {
         s.push_str(&format!("\n  why: {}", w.replace('\n', "\n  ")));
     }
@@ -291,7 +328,11 @@ pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
                 MemKindArg::Decision => pcmail_api::handoffs::MemoryKind::Decision,
                 MemKindArg::Gotcha => pcmail_api::handoffs::MemoryKind::Gotcha,
             };
-            let r = api::memory_add(&paths()?, &pcmail_api::handoffs::MemoryAddArgs { kind, topic, text, why, repo: repo.repo }, now())?;
+            let r = api::memory_add(
+                &paths()?,
+                &pcmail_api::handoffs::MemoryAddArgs { kind, topic, text, why, repo: repo.repo },
+                now(),
+            )?;
             if json {
                 return print_json(&r);
             }
@@ -317,7 +358,10 @@ pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
             Ok(())
         }
         MemoryCmd::Search { words, limit, repo } => {
-            let r = api::memory_search(&paths()?, &pcmail_api::handoffs::MemorySearchArgs { words, limit: Some(limit), repo: repo.repo })?;
+            let r = api::memory_search(
+                &paths()?,
+                &pcmail_api::handoffs::MemorySearchArgs { words, limit: Some(limit), repo: repo.repo },
+            )?;
             if json {
                 return print_json(&r);
             }

@@ -88,7 +88,9 @@ fn secs(d: Option<&str>) -> Result<Option<u64>, ApiError> {
         None => Ok(None),
         Some(t) => match pcmail_api::parse_expires(t)? {
             pcmail_client::ops::Expires::In(ms) => Ok(Some((ms as u64).div_ceil(1000))),
-            pcmail_client::ops::Expires::At(_) => Err(ApiError::Usage(format!("--timeout {t:?}: a duration like 90s or 10m"))),
+            pcmail_client::ops::Expires::At(_) => {
+                Err(ApiError::Usage(format!("--timeout {t:?}: a duration like 90s or 10m")))
+            }
         },
     }
 }
@@ -101,19 +103,42 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
         if json {
             println!("{w}");
         } else if w["ok"] == json!(false) {
-            anyhow::bail!(ApiError::Usage(format!("{} (nothing is published until it is fixed)", w["error"].as_str().unwrap_or(""))));
+            anyhow::bail!(ApiError::Usage(format!(
+                "{} (nothing is published until it is fixed)",
+                w["error"].as_str().unwrap_or("")
+            )));
         } else if w["whitelist"].is_null() {
             println!("pcmail: no [jobs] commands in {}: this PC runs no jobs", paths.config().display());
         } else {
             let wl = &w["whitelist"];
-            println!("pcmail: this PC publishes {} command(s) (hash {}):", wl["commands"].as_array().map_or(0, Vec::len), &wl["hash"].as_str().unwrap_or("")[..12]);
+            println!(
+                "pcmail: this PC publishes {} command(s) (hash {}):",
+                wl["commands"].as_array().map_or(0, Vec::len),
+                &wl["hash"].as_str().unwrap_or("")[..12]
+            );
             for c in wl["commands"].as_array().into_iter().flatten() {
-                let args: Vec<String> = c["args"].as_array().into_iter().flatten().map(|a| format!("{}:{}", a["name"].as_str().unwrap_or(""), a["type"].as_str().unwrap_or(""))).collect();
-                println!("  {} {}  ({} s) {}", c["name"].as_str().unwrap_or(""), args.join(" "), c["timeLimitMs"].as_i64().unwrap_or(0) / 1000, c["description"].as_str().unwrap_or(""));
+                let args: Vec<String> = c["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| format!("{}:{}", a["name"].as_str().unwrap_or(""), a["type"].as_str().unwrap_or("")))
+                    .collect();
+                println!(
+                    "  {} {}  ({} s) {}",
+                    c["name"].as_str().unwrap_or(""),
+                    args.join(" "),
+                    c["timeLimitMs"].as_i64().unwrap_or(0) / 1000,
+                    c["description"].as_str().unwrap_or("")
+                );
             }
             match wl.get("allowedSubmitters").and_then(Value::as_array) {
-                Some(a) => println!("  allowed submitters: {}", a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")),
-                None => println!("  allowed submitters: none (every roster PC once the server requires per-PC credentials)"),
+                Some(a) => println!(
+                    "  allowed submitters: {}",
+                    a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
+                ),
+                None => {
+                    println!("  allowed submitters: none (every roster PC once the server requires per-PC credentials)")
+                }
             }
         }
         return Ok(());
@@ -121,7 +146,16 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
     let mut client = crate::open()?;
     match cmd {
         JobCmd::Run { target, command, args, force, rerun_of, wait, timeout, name } => {
-            let a = api::JobRunArgs { target, command, args: parse_args(&args)?, force, rerun_of, wait, timeout_secs: secs(timeout.as_deref())?, name };
+            let a = api::JobRunArgs {
+                target,
+                command,
+                args: parse_args(&args)?,
+                force,
+                rerun_of,
+                wait,
+                timeout_secs: secs(timeout.as_deref())?,
+                name,
+            };
             let r = api::job_run(&mut client, &a)?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
@@ -139,13 +173,18 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
                 if r.job.state.is_ended() {
                     print_job(&r.job, false);
                 } else if r.ended == Some(false) {
-                    println!("pcmail: {} is still {} (the wait ran out; `pcmail job status {}`)", r.job.id, r.job.state, r.job.id);
+                    println!(
+                        "pcmail: {} is still {} (the wait ran out; `pcmail job status {}`)",
+                        r.job.id, r.job.state, r.job.id
+                    );
                 }
             }
             if r.ended == Some(false) {
                 std::process::exit(Exit::Timeout as i32);
             }
-            if let Some(e) = outcome_exit(&r.job).filter(|_| r.job.state.is_ended() && (wait || r.job.target == "@server")) {
+            if let Some(e) =
+                outcome_exit(&r.job).filter(|_| r.job.state.is_ended() && (wait || r.job.target == "@server"))
+            {
                 std::process::exit(e as i32);
             }
         }
@@ -188,7 +227,10 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
             } else if r.job.state.is_ended() {
                 println!("pcmail: {} is {}", r.job.id, r.job.state);
             } else {
-                println!("pcmail: {} is {}; cancel requested (its executor kills it at its next poll)", r.job.id, r.job.state);
+                println!(
+                    "pcmail: {} is {}; cancel requested (its executor kills it at its next poll)",
+                    r.job.id, r.job.state
+                );
             }
         }
         JobCmd::Whitelist => unreachable!("handled above"),
@@ -202,7 +244,12 @@ fn args_text(j: &Job) -> String {
 
 fn print_job(j: &Job, timeline: bool) {
     println!("{}  {} on {}: {} {}", j.id, j.state, j.target, j.command, args_text(j));
-    println!("  submitted by {}/{}{}", j.submitter.pc, truncate_chars(&j.submitter.session, 12), if j.joined > 0 { format!(" (+{} joined)", j.joined) } else { String::new() });
+    println!(
+        "  submitted by {}/{}{}",
+        j.submitter.pc,
+        truncate_chars(&j.submitter.session, 12),
+        if j.joined > 0 { format!(" (+{} joined)", j.joined) } else { String::new() }
+    );
     if let Some(r) = &j.reason {
         println!("  reason: {r}");
     }
@@ -236,7 +283,13 @@ fn print_job(j: &Job, timeline: bool) {
     }
     if timeline {
         for t in j.timeline.iter().flatten() {
-            println!("  {} {} by {}{}", crate::print::time(t.at), t.state, t.by, t.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
+            println!(
+                "  {} {} by {}{}",
+                crate::print::time(t.at),
+                t.state,
+                t.by,
+                t.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            );
         }
     }
 }

@@ -153,9 +153,14 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
             } else {
                 for d in &r.released {
                     match (d.queued, d.released) {
-                        (true, _) => println!("pcmail: {}: server unreachable; the release is queued and the poller sends it", d.resource),
+                        (true, _) => println!(
+                            "pcmail: {}: server unreachable; the release is queued and the poller sends it",
+                            d.resource
+                        ),
                         (false, true) => println!("pcmail: released {}", d.resource),
-                        (false, false) => println!("pcmail: {} was no longer held by this PC (forgotten here)", d.resource),
+                        (false, false) => {
+                            println!("pcmail: {} was no longer held by this PC (forgotten here)", d.resource)
+                        }
                     }
                 }
             }
@@ -163,7 +168,11 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
         LeaseCmd::List { repo, here, all, timeline, resource } => {
             let repo = if here {
                 let dir = std::env::current_dir()?;
-                Some(pcmail_client::repo::identify(&dir).map(|i| i.id).ok_or_else(|| ApiError::Usage("--here: the current folder is not in a git repo".into()))?)
+                Some(
+                    pcmail_client::repo::identify(&dir)
+                        .map(|i| i.id)
+                        .ok_or_else(|| ApiError::Usage("--here: the current folder is not in a git repo".into()))?,
+                )
             } else {
                 repo
             };
@@ -174,7 +183,9 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
                 if let Some(e) = &r.unreachable {
                     eprintln!(
                         "pcmail: server unreachable ({e}); showing the lease view of the last poll{}",
-                        r.cache_at.map(|t| format!(", {} old", age(pcmail_client::system_now() - t))).unwrap_or_default()
+                        r.cache_at
+                            .map(|t| format!(", {} old", age(pcmail_client::system_now() - t)))
+                            .unwrap_or_default()
                     );
                 }
                 print_table(&r, client.me(), timeline);
@@ -224,7 +235,10 @@ fn print_claim(r: &api::LeaseClaimResult, json: bool) {
                 ("claude", Some(p)) => format!("while this Claude Code session (PID {p}) runs"),
                 (_, Some(p)) => format!("while PID {p} runs"),
             };
-            println!("pcmail: holding {} (fence {}) {follows}; `pcmail lease release {}` when done", lease.resource, lease.fence, lease.resource);
+            println!(
+                "pcmail: holding {} (fence {}) {follows}; `pcmail lease release {}` when done",
+                lease.resource, lease.fence, lease.resource
+            );
             // The fencing token alone on stdout's last line, for scripts.
             println!("{}", lease.fence);
         }

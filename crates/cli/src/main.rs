@@ -2,27 +2,31 @@
 //! (and pcmail-server for `serve`); this file only parses, calls and prints.
 
 mod demo;
-mod roster_cmd;
 mod exit;
-mod lease_cmd;
-mod job_cmd;
 mod handoff_cmd;
+mod job_cmd;
+mod lease_cmd;
 mod print;
+mod roster_cmd;
 mod service_cmd;
 mod session_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use exit::{fail, Exit};
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_api::{MailKind, WaitState};
+use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::{hook, locks, notify, Client, ClientError};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "pcmail", version, about = "Mail between AI coding sessions on several PCs, with a state the sender can trust")]
+#[command(
+    name = "pcmail",
+    version,
+    about = "Mail between AI coding sessions on several PCs, with a state the sender can trust"
+)]
 struct Cli {
     /// Machine-readable output (every command that reads).
     #[arg(long, global = true)]
@@ -470,7 +474,11 @@ fn print_map_report(r: &pcmail_codemap::Report, check: bool) {
         r.skipped_huge
     );
     if let Some(f) = &r.foreign_llms {
-        println!("{} was not written by pcmail: left alone; the index goes to {} beside it.", rel(f), rel(&r.llms_path));
+        println!(
+            "{} was not written by pcmail: left alone; the index goes to {} beside it.",
+            rel(f),
+            rel(&r.llms_path)
+        );
     }
     if let Some(e) = &r.stamp_error {
         eprintln!("pcmail: {e} (the session hook cannot tell when the map goes stale)");
@@ -535,7 +543,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 c.label = l;
             }
             if let Some(s) = server {
-                c.server = if s == "embedded" { ServerConfig::Embedded { db: embedded_db.clone() } } else { ServerConfig::from_url(&s) };
+                c.server = if s == "embedded" {
+                    ServerConfig::Embedded { db: embedded_db.clone() }
+                } else {
+                    ServerConfig::from_url(&s)
+                };
             } else if let Some(db) = embedded_db {
                 c.server = ServerConfig::Embedded { db: Some(db) };
             }
@@ -544,7 +556,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     ClientError::Invalid(format!("--tls-fingerprint {fp:?}: 64 hex characters (a SHA-256, colons allowed), as `pcmail serve` prints it"))
                 })?;
                 if !c.server.url().is_some_and(|u| u.starts_with("https://")) {
-                    anyhow::bail!(ClientError::Invalid("--tls-fingerprint pins an https:// server: give --server https://HOST:PORT/api".into()));
+                    anyhow::bail!(ClientError::Invalid(
+                        "--tls-fingerprint pins an https:// server: give --server https://HOST:PORT/api".into()
+                    ));
                 }
                 c.tls_fingerprint = Some(fp);
             } else if c.server.url().map(str::to_string) != old_url {
@@ -558,10 +572,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 c.notify_webhook = webhook;
             }
             if replace && matches!(c.server, ServerConfig::Embedded { .. }) {
-                anyhow::bail!(ClientError::Invalid("--replace is for a shared server; the embedded one binds no labels".into()));
+                anyhow::bail!(ClientError::Invalid(
+                    "--replace is for a shared server; the embedded one binds no labels".into()
+                ));
             }
             c.save(&p)?;
-            println!("pcmail: this PC is {:?}, server: {} (config {})", c.label, c.server.describe(), p.config().display());
+            println!(
+                "pcmail: this PC is {:?}, server: {} (config {})",
+                c.label,
+                c.server.describe(),
+                p.config().display()
+            );
             if let Some(fp) = &c.tls_fingerprint {
                 println!("pcmail: the server's TLS certificate is pinned (SHA-256 {fp})");
             }
@@ -572,7 +593,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // belongs to another installation is learnt now, not at the first poll.
             let mut client = match pcmail_client::Client::open(p) {
                 Err(ClientError::Token(pcmail_client::token::TokenError::Missing)) if !replace => {
-                    println!("pcmail: no server token yet: `pcmail token set` (this PC registers on its first command)");
+                    println!(
+                        "pcmail: no server token yet: `pcmail token set` (this PC registers on its first command)"
+                    );
                     return Ok(());
                 }
                 other => other?,
@@ -585,7 +608,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             match registered {
                 Ok(()) if client.label_claimed() => {
-                    println!("pcmail: label {:?} is bound to this installation{}", c.label, if replace { " (taken over: the PC that held it has lost access)" } else { "" });
+                    println!(
+                        "pcmail: label {:?} is bound to this installation{}",
+                        c.label,
+                        if replace { " (taken over: the PC that held it has lost access)" } else { "" }
+                    );
                     Ok(())
                 }
                 Ok(()) => {
@@ -601,7 +628,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Token { action, serve } if action == "rotate" => {
             if serve {
-                anyhow::bail!(ClientError::Invalid("rotate is for a PC's credential; change the serve secret with `pcmail token set --serve`".into()));
+                anyhow::bail!(ClientError::Invalid(
+                    "rotate is for a PC's credential; change the serve secret with `pcmail token set --serve`".into()
+                ));
             }
             let mut client = open()?;
             let r = pcmail_api::admin::token_rotate(&mut client)?;
@@ -641,7 +670,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 KindArg::Request => MailKind::Request,
                 KindArg::Decision => MailKind::Decision,
             };
-            let args = pcmail_api::SendArgs { to, kind, subject, body, urgent, expires, auto, wait_for: None, timeout_secs: Some(timeout) };
+            let args = pcmail_api::SendArgs {
+                to,
+                kind,
+                subject,
+                body,
+                urgent,
+                expires,
+                auto,
+                wait_for: None,
+                timeout_secs: Some(timeout),
+            };
             let out = pcmail_api::send_only(&mut client, &args)?;
             let Some(w) = wait_for else {
                 print::send_outcome(&out, json);
@@ -785,10 +824,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Serve { listen, db, webhook, retention_days, tls, tls_cert, tls_key, insecure_http } => {
             let p = paths()?;
             let db = db.unwrap_or_else(|| p.home.join("serve.db"));
-            let db_dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf();
+            let db_dir =
+                db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf();
             let choice = pcmail_server::tls::TlsChoice { tls, cert: tls_cert, key: tls_key, insecure_http };
             // Before the secret is read: a refused --listen says so first.
-            let transport = pcmail_server::tls::decide(listen, &choice, &db_dir).map_err(|e| anyhow::anyhow!(ClientError::Invalid(e)))?;
+            let transport = pcmail_server::tls::decide(listen, &choice, &db_dir)
+                .map_err(|e| anyhow::anyhow!(ClientError::Invalid(e)))?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
                     "pcmail serve needs the admin secret: {e} (`echo SECRET | pcmail token set --serve`, or PCMAIL_ADMIN_TOKEN)"
@@ -822,7 +863,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 "uninstall" => {
                     let o = pcmail_claude_hooks::uninstall(&path)?;
-                    println!("pcmail: hooks {} in {}", if o.changed { "removed" } else { "were not installed" }, o.settings_path.display());
+                    println!(
+                        "pcmail: hooks {} in {}",
+                        if o.changed { "removed" } else { "were not installed" },
+                        o.settings_path.display()
+                    );
                 }
                 _ => {
                     let s = pcmail_claude_hooks::status(&path)?;
@@ -833,7 +878,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     } else {
                         ", shell form"
                     };
-                    println!("pcmail: hooks {:?} ({}){form}", s.level(pcmail_claude_hooks::DEFAULT_EVENTS), path.display());
+                    println!(
+                        "pcmail: hooks {:?} ({}){form}",
+                        s.level(pcmail_claude_hooks::DEFAULT_EVENTS),
+                        path.display()
+                    );
                 }
             }
             Ok(())
@@ -851,7 +900,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 full,
             };
             let paths = paths()?;
-            let r = if check { pcmail_api::codemap::map_check(&paths, &args)? } else { pcmail_api::codemap::map(&paths, &args)? };
+            let r = if check {
+                pcmail_api::codemap::map_check(&paths, &args)?
+            } else {
+                pcmail_api::codemap::map(&paths, &args)?
+            };
             if json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
@@ -876,7 +929,8 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
     let mut spec = pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe));
     // SessionEnd only where the installed Claude Code knows it (1.0.62 rejects an unknown event).
-    let version = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), Duration::from_secs(5)) {
+    let version = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), Duration::from_secs(5))
+    {
         pcmail_claude_hooks::ClaudeCodeVersion::Found { version, .. } => version,
         _ => None,
     };
@@ -921,7 +975,11 @@ fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
             backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
         ),
         Outcome::File { path, changed: false, .. } => {
-            println!("pcmail: MCP server {} in {}", if installing { "already installed" } else { "was not installed" }, path.display())
+            println!(
+                "pcmail: MCP server {} in {}",
+                if installing { "already installed" } else { "was not installed" },
+                path.display()
+            )
         }
     }
     Ok(())
@@ -938,8 +996,14 @@ fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
             let name = pcmail_claude_hooks::HOOK_BINARY_NAME;
             let hook_exe = Some(exe.with_file_name(name))
                 .filter(|p| p.is_file())
-                .or_else(|| std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file()))
-                .ok_or_else(|| ClientError::Invalid(format!("{name} is not beside pcmail nor on PATH (`cargo install --path hook-cli`)")))?;
+                .or_else(|| {
+                    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
+                })
+                .ok_or_else(|| {
+                    ClientError::Invalid(format!(
+                        "{name} is not beside pcmail nor on PATH (`cargo install --path hook-cli`)"
+                    ))
+                })?;
             let done = githook::install(&dir, &hook_exe).map_err(|e| ClientError::Invalid(e.to_string()))?;
             if json {
                 println!("{}", serde_json::to_string(&done)?);
@@ -948,7 +1012,10 @@ fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
                     "pcmail: git pre-commit lease guard {} in {}{}; `git commit --no-verify` skips it",
                     if done.changed { "installed" } else { "already installed" },
                     done.hook.display(),
-                    done.chained.as_ref().map(|c| format!(" (the earlier hook runs after it: {})", c.display())).unwrap_or_default()
+                    done.chained
+                        .as_ref()
+                        .map(|c| format!(" (the earlier hook runs after it: {})", c.display()))
+                        .unwrap_or_default()
                 );
             }
         }
@@ -959,7 +1026,11 @@ fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
         _ => {
             let hooks = githook::hooks_dir(&dir).map_err(|e| ClientError::Invalid(e.to_string()))?;
             let ours = std::fs::read_to_string(hooks.join("pre-commit")).is_ok_and(|t| t.contains(githook::MARKER));
-            println!("pcmail: git pre-commit lease guard {} ({})", if ours { "installed" } else { "not installed" }, hooks.display());
+            println!(
+                "pcmail: git pre-commit lease guard {} ({})",
+                if ours { "installed" } else { "not installed" },
+                hooks.display()
+            );
         }
     }
     Ok(())

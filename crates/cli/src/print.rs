@@ -17,7 +17,10 @@ pub fn send_outcome(o: &SendOutcome, json: bool) {
     if json {
         println!("{}", serde_json::to_string(o).unwrap());
     } else if o.queued {
-        println!("queued {} — the server is unreachable; it will be sent by the next poll (pcmail sync)", o.ids.join(" "));
+        println!(
+            "queued {} — the server is unreachable; it will be sent by the next poll (pcmail sync)",
+            o.ids.join(" ")
+        );
     } else if o.existing {
         println!("sent {} (the server already had it)", o.ids.join(" "));
     } else {
@@ -164,7 +167,16 @@ pub fn alerts(a: &[Alert], json: bool) {
     for x in a {
         let resolved = x.resolved_at.map(|t| format!(" resolved {}", time(t))).unwrap_or_default();
         let webhook = x.last_error.as_deref().map(|e| format!("  (webhook: {})", neutralise(e))).unwrap_or_default();
-        println!("{:<12} {:<10} {}  ×{}  {}{}{}", x.kind.as_str(), x.pc, x.subject, x.count, neutralise(&x.message), resolved, webhook);
+        println!(
+            "{:<12} {:<10} {}  ×{}  {}{}{}",
+            x.kind.as_str(),
+            x.pc,
+            x.subject,
+            x.count,
+            neutralise(&x.message),
+            resolved,
+            webhook
+        );
     }
 }
 
@@ -195,7 +207,11 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
             Some(c)
         }
         Err(e) => {
-            checks.push((format!("config: {e}"), false, format!("fix or remove {}, then `pcmail init`", paths.config().display())));
+            checks.push((
+                format!("config: {e}"),
+                false,
+                format!("fix or remove {}, then `pcmail init`", paths.config().display()),
+            ));
             None
         }
     };
@@ -203,13 +219,24 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
         match pcmail_client::make_transport(&paths, c, pcmail_client::system_now) {
             Ok(t) => match t.call(&pcmail_core::protocol::Op::Hello) {
                 Ok(v) => {
-                    checks.push((format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")), true, String::new()));
+                    checks.push((
+                        format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")),
+                        true,
+                        String::new(),
+                    ));
                     checks.extend(transport_check(c, &v));
                 }
-                Err(e @ pcmail_client::transport::CallError::Untrusted(_)) => {
-                    checks.push((format!("server: {e}"), false, "re-enrol or pin the new fingerprint, as the message says, once the admin confirms it".into()))
-                }
-                Err(e) => checks.push((format!("server: {e}"), false, "check the URL (`pcmail init --server`), the token (`pcmail token set`), and that the server runs".into())),
+                Err(e @ pcmail_client::transport::CallError::Untrusted(_)) => checks.push((
+                    format!("server: {e}"),
+                    false,
+                    "re-enrol or pin the new fingerprint, as the message says, once the admin confirms it".into(),
+                )),
+                Err(e) => checks.push((
+                    format!("server: {e}"),
+                    false,
+                    "check the URL (`pcmail init --server`), the token (`pcmail token set`), and that the server runs"
+                        .into(),
+                )),
             },
             Err(e) => checks.push((format!("server: {e}"), false, "`pcmail token set` or PCMAIL_TOKEN".into())),
         }
@@ -222,7 +249,8 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     let last_error = store.as_ref().and_then(|s| s.meta_get(pcmail_store::meta::LAST_POLL_ERROR).ok().flatten());
     let ago = last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into());
     let hung_after = pcmail_client::watchdog::HUNG_AFTER_MS;
-    let keep_running = "`pcmail service install` (starts at login, restarts on failure), or `pcmail daemon`, or the tray app";
+    let keep_running =
+        "`pcmail service install` (starts at login, restarts on failure), or `pcmail daemon`, or the tray app";
     if !alive {
         checks.push((format!("poller: not running (last successful poll {ago})"), false, keep_running.into()));
     } else if last.is_none_or(|t| now - t > hung_after) {
@@ -230,7 +258,8 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
         checks.push((
             format!("poller: running, but its last successful poll was {ago}{why}"),
             false,
-            "its watchdog restarts a hung poller after 10 minutes; check the server (`pcmail sync` shows the error)".into(),
+            "its watchdog restarts a hung poller after 10 minutes; check the server (`pcmail sync` shows the error)"
+                .into(),
         ));
     } else {
         checks.push((format!("poller: running; last successful poll {ago}"), true, String::new()));
@@ -280,18 +309,28 @@ fn transport_check(c: &pcmail_client::config::Config, hello: &serde_json::Value)
         ));
     }
     let host = url.split("://").nth(1).unwrap_or("").split(['/', '?']).next().unwrap_or("");
-    let host = host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|d| d.is_ascii_digit()) { h } else { host });
+    let host =
+        host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|d| d.is_ascii_digit()) { h } else { host });
     let loopback = host == "localhost"
         || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     if url.starts_with("http://") && !loopback {
-        return Some((format!("transport: plain HTTP to {host}: the admin secret and credentials cross the network in clear"), false, fix.into()));
+        return Some((
+            format!("transport: plain HTTP to {host}: the admin secret and credentials cross the network in clear"),
+            false,
+            fix.into(),
+        ));
     }
-    c.tls_fingerprint.as_ref().map(|fp| (format!("transport: TLS, certificate pinned (SHA-256 {fp})"), true, String::new()))
+    c.tls_fingerprint
+        .as_ref()
+        .map(|fp| (format!("transport: TLS, certificate pinned (SHA-256 {fp})"), true, String::new()))
 }
 
 /// Whether this PC's label is bound to this installation, and where its
 /// credential lives (issue 8 defect 7). None for the embedded server.
-fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::config::Config) -> Option<(String, bool, String)> {
+fn label_binding_check(
+    paths: &pcmail_client::config::Paths,
+    c: &pcmail_client::config::Config,
+) -> Option<(String, bool, String)> {
     use pcmail_client::config::ServerConfig;
     use pcmail_client::token::credential;
     let url = match &c.server {
@@ -301,7 +340,13 @@ fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::
     let label = &c.label;
     let cred = match credential::load(url, label, c.installation.as_deref()) {
         Ok(found) => found,
-        Err(e) => return Some((format!("label {label:?}: {e}"), false, "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into())),
+        Err(e) => {
+            return Some((
+                format!("label {label:?}: {e}"),
+                false,
+                "set PCMAIL_CREDENTIAL to a long random secret (`openssl rand -hex 32`)".into(),
+            ))
+        }
     };
     let client = pcmail_client::Client::open(paths.clone()).ok()?;
     // A PC op answers label_taken when the label belongs to another installation,
@@ -328,10 +373,13 @@ fn label_binding_check(paths: &pcmail_client::config::Paths, c: &pcmail_client::
     }
     // Issue 14 migration: a PC still on the shared token (its next poll exchanges it).
     let hello = client.transport.call(&pcmail_core::protocol::Op::Hello).ok();
-    let features = hello.as_ref().and_then(|h| h.get("features")).and_then(|f| f.as_array()).cloned().unwrap_or_default();
+    let features =
+        hello.as_ref().and_then(|h| h.get("features")).and_then(|f| f.as_array()).cloned().unwrap_or_default();
     if features.iter().any(|f| f == pcmail_core::protocol::FEATURE_CREDENTIALS) && client.claim_record().is_none() {
         return Some((
-            format!("label {label:?}: still on the shared token; its next poll exchanges it for this PC's own credential"),
+            format!(
+                "label {label:?}: still on the shared token; its next poll exchanges it for this PC's own credential"
+            ),
             true,
             String::new(),
         ));
@@ -397,15 +445,33 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
             let fix = if old { "`pcmail doctor --fix` or `pcmail hooks install`" } else { "`pcmail hooks install`" };
             checks.push((format!("Claude Code hooks: {level:?}{form}{}", missing.unwrap_or_default()), ok, fix.into()));
         }
-        Err(e) => checks.push((format!("Claude Code hooks: {e}"), false, "fix ~/.claude/settings.json, then `pcmail hooks install`".into())),
+        Err(e) => checks.push((
+            format!("Claude Code hooks: {e}"),
+            false,
+            "fix ~/.claude/settings.json, then `pcmail hooks install`".into(),
+        )),
     }
-    let (version, ok) = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), std::time::Duration::from_secs(5)) {
+    let (version, ok) = match pcmail_claude_hooks::claude_code_version(
+        std::ffi::OsStr::new("claude"),
+        std::time::Duration::from_secs(5),
+    ) {
         ClaudeCodeVersion::NotOnPath => ("claude not on PATH".to_string(), true),
         ClaudeCodeVersion::Found { line, version } => {
             let ok = version.is_none_or(|x| x >= MIN_CLAUDE_CODE);
-            (if ok { line } else { format!("{line}, older than {}: the hooks do not reach the model", v(MIN_CLAUDE_CODE)) }, ok)
+            (
+                if ok {
+                    line
+                } else {
+                    format!("{line}, older than {}: the hooks do not reach the model", v(MIN_CLAUDE_CODE))
+                },
+                ok,
+            )
         }
         ClaudeCodeVersion::Failed(e) => (format!("unknown ({e})"), true),
     };
-    checks.push((format!("Claude Code version: {version}"), ok, format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE))));
+    checks.push((
+        format!("Claude Code version: {version}"),
+        ok,
+        format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE)),
+    ));
 }

@@ -11,10 +11,16 @@ use serde_json::{json, Value};
 pub fn run(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()> {
     match cmd {
         RosterCmd::Add { label, hostname, number, expires } => {
-            let r = admin::roster_enrol(client, &admin::RosterEnrolArgs { label, hostname, number, expires: Some(expires) })?;
+            let r = admin::roster_enrol(
+                client,
+                &admin::RosterEnrolArgs { label, hostname, number, expires: Some(expires) },
+            )?;
             match &r {
                 RosterEnrolResult::Added(v) => {
-                    println!("{}", if json { v.to_string() } else { format!("pcmail: roster now at version {}", v["version"]) })
+                    println!(
+                        "{}",
+                        if json { v.to_string() } else { format!("pcmail: roster now at version {}", v["version"]) }
+                    )
                 }
                 RosterEnrolResult::JoinCode { label, code, expires_at, server, tls_fingerprint } => {
                     if json {
@@ -22,7 +28,9 @@ pub fn run(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()
                     } else {
                         // The code is a one-time secret meant to be handed over: printed once, stored nowhere.
                         println!("{code}");
-                        let loopback = server.contains("://127.") || server.contains("://localhost") || server.contains("://[::1]");
+                        let loopback = server.contains("://127.")
+                            || server.contains("://localhost")
+                            || server.contains("://[::1]");
                         eprintln!(
                             "pcmail: one-time join code for {label:?}, valid until {}. On that PC run:\n  pcmail init --join {code} --server {server}{}",
                             crate::print::time(*expires_at),
@@ -49,7 +57,8 @@ pub fn run(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()
             let unbound: Vec<String> =
                 r["unbound"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
             print(json, &r, || {
-                let state = if off { "accepted again for PC operations" } else { "no longer accepted for PC operations" };
+                let state =
+                    if off { "accepted again for PC operations" } else { "no longer accepted for PC operations" };
                 let left = if unbound.is_empty() {
                     String::new()
                 } else {
@@ -66,8 +75,10 @@ pub fn run(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()
             } else {
                 for e in r["entries"].as_array().into_iter().flatten() {
                     let at = e["at"].as_i64().map(crate::print::time).unwrap_or_default();
-                    let detail =
-                        e["detail"].as_str().map(|d| format!("  {}", pcmail_core::present::neutralise(d))).unwrap_or_default();
+                    let detail = e["detail"]
+                        .as_str()
+                        .map(|d| format!("  {}", pcmail_core::present::neutralise(d)))
+                        .unwrap_or_default();
                     println!(
                         "{at}  {:<20} {:<20} {}{detail}",
                         pcmail_core::present::neutralise(e["by"].as_str().unwrap_or("")),

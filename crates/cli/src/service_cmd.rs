@@ -20,7 +20,11 @@ fn manager(paths: &Paths) -> anyhow::Result<Manager> {
     let platform = pcmail_service::platform();
     let home = env_path("HOME").or_else(|| env_path("USERPROFILE")).unwrap_or_else(|| paths.home.clone());
     let config_home = env_path("XDG_CONFIG_HOME").unwrap_or_else(|| home.join(".config"));
-    Ok(Manager { platform, definition: pcmail_service::definition_path(platform, &config_home, &home, &paths.home), path_env: None })
+    Ok(Manager {
+        platform,
+        definition: pcmail_service::definition_path(platform, &config_home, &home, &paths.home),
+        path_env: None,
+    })
 }
 
 fn spec() -> anyhow::Result<ServiceSpec> {
@@ -64,11 +68,16 @@ pub fn run(action: &str, repair: bool, json: bool) -> anyhow::Result<()> {
         }
         "uninstall" => {
             let out = m.uninstall()?;
-            println!("pcmail: {name} {} ({})", if out.changed { "removed" } else { "was not installed" }, out.definition.display());
+            println!(
+                "pcmail: {name} {} ({})",
+                if out.changed { "removed" } else { "was not installed" },
+                out.definition.display()
+            );
         }
         _ => {
             let reg = m.status()?;
-            let last_poll = match pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_secs(2)) {
+            let last_poll = match pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_secs(2))
+            {
                 Ok(Some(s)) => s.last_poll_ok_at()?,
                 _ => None,
             };

@@ -13,7 +13,9 @@ pub fn name(name: String, session: Option<String>, json: bool) -> anyhow::Result
     let t = &r.taken;
     match (&t.previous, t.changed) {
         (_, false) => println!("pcmail: this session already holds {}", t.name),
-        (None, true) => println!("pcmail: {} is this session's name now ({}/{})", t.name, t.holder.pc, t.holder.session),
+        (None, true) => {
+            println!("pcmail: {} is this session's name now ({}/{})", t.name, t.holder.pc, t.holder.session)
+        }
         (Some(p), true) => {
             println!("pcmail: {} moved here from {}/{} (that session has ended)", t.name, p.pc, p.session);
             if t.requeued > 0 {
@@ -57,8 +59,9 @@ pub fn who_text(w: &WhoAnswer) -> String {
             })
             .collect();
         let head = ["NAME", "PC", "REPO", "BRANCH", "IDLE", "LEASES"];
-        let width: Vec<usize> =
-            (0..6).map(|i| rows.iter().map(|r| r[i].chars().count()).chain([head[i].len()]).max().unwrap_or(0)).collect();
+        let width: Vec<usize> = (0..6)
+            .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([head[i].len()]).max().unwrap_or(0))
+            .collect();
         let line = |cells: &[&str]| {
             let mut l = String::new();
             for (i, c) in cells.iter().enumerate() {
@@ -76,7 +79,10 @@ pub fn who_text(w: &WhoAnswer) -> String {
         }
     }
     for n in &w.idle_names {
-        out.push_str(&format!("pcmail: {} has no live session (last {}/{}); mail to it waits\n", n.name, n.pc, n.session));
+        out.push_str(&format!(
+            "pcmail: {} has no live session (last {}/{}); mail to it waits\n",
+            n.name, n.pc, n.session
+        ));
     }
     out
 }
@@ -131,7 +137,9 @@ pub fn watch(session: Option<String>) -> anyhow::Result<()> {
     match r {
         Ok(()) => Ok(()),
         // The reader went away (a closed pipe): nothing more to say to it.
-        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) => Ok(()),
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) => {
+            Ok(())
+        }
         Err(e) => Err(anyhow::anyhow!("{e}")),
     }
 }

@@ -38,7 +38,11 @@ fn expiry_follows_the_servers_clock_whatever_the_pcs_clocks_say() {
 
     // A sender an hour behind: "--expires 30m" is 30 minutes from the server's now.
     let before = now_ms();
-    let out = skewed(&a, "-1h", &["--json", "send", "pc-b", "--kind", "request", "--expires", "30m", "--body", "answer within 30 min"]);
+    let out = skewed(
+        &a,
+        "-1h",
+        &["--json", "send", "pc-b", "--kind", "request", "--expires", "30m", "--body", "answer within 30 min"],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let id = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["ids"][0].as_str().unwrap().to_string();
     let st = a.json(&["status", &id]);
@@ -64,7 +68,8 @@ fn expiry_follows_the_servers_clock_whatever_the_pcs_clocks_say() {
         .unwrap();
     {
         use std::io::Write;
-        let input = serde_json::json!({"session_id": "skewed-session", "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
+        let input =
+            serde_json::json!({"session_id": "skewed-session", "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
         hook.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
     }
     let shown = String::from_utf8_lossy(&hook.wait_with_output().unwrap().stdout).to_string();

@@ -25,34 +25,18 @@ fn a_pc_with_a_valid_credential_cannot_act_as_another() {
 
         // C, with its own valid credential, tries B's mail three ways.
         let poll = server.call_with_cred("pc-b", &c.cred, "poll", json!({}));
-        assert_eq!(
-            poll["error"]["code"],
-            json!("forbidden"),
-            "{kind:?}: poll as b: {poll}"
-        );
+        assert_eq!(poll["error"]["code"], json!("forbidden"), "{kind:?}: poll as b: {poll}");
         let mark = server.call_with_cred(
             "pc-c",
             &c.cred,
             "mark",
             json!({"marks": [{"markId": "k1", "id": id, "op": "ack", "at": 1, "by": "pc-c"}]}),
         );
-        assert_eq!(
-            mark["results"][0]["code"],
-            json!("forbidden"),
-            "{kind:?}: mark b's mail: {mark}"
-        );
+        assert_eq!(mark["results"][0]["code"], json!("forbidden"), "{kind:?}: mark b's mail: {mark}");
         let status = server.call_with_cred("pc-c", &c.cred, "status", json!({"ids": [id]}));
-        assert_eq!(
-            status["missing"],
-            json!([id]),
-            "{kind:?}: status of b's mail: {status}"
-        );
+        assert_eq!(status["missing"], json!([id]), "{kind:?}: status of b's mail: {status}");
         let as_b = server.call_with_cred("pc-b", &c.cred, "status", json!({"ids": [id]}));
-        assert_eq!(
-            as_b["error"]["code"],
-            json!("forbidden"),
-            "{kind:?}: status as b: {as_b}"
-        );
+        assert_eq!(as_b["error"]["code"], json!("forbidden"), "{kind:?}: status as b: {as_b}");
         // …and through the CLI, configured as pc-b with C's credential.
         let impostor = Pc {
             label: "pc-b".into(),
@@ -61,27 +45,13 @@ fn a_pc_with_a_valid_credential_cannot_act_as_another() {
             cred: c.cred.clone(),
             admin: false,
         };
-        impostor.ok(&[
-            "init",
-            "--label",
-            "pc-b",
-            "--server",
-            &server.url,
-            "--offline",
-        ]);
+        impostor.ok(&["init", "--label", "pc-b", "--server", &server.url, "--offline"]);
         let out = impostor.run(&["sync"]);
-        assert!(
-            !out.status.success(),
-            "{kind:?}: the impostor's sync must fail"
-        );
+        assert!(!out.status.success(), "{kind:?}: the impostor's sync must fail");
         // Admin-only with a PC's credential: exit 12, the admin secret is needed.
         let out = c.run(&["roster", "revoke", "pc-b"]);
         assert_eq!(out.status.code(), Some(12), "{kind:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("admin secret"),
-            "{kind:?}: {}",
-            stderr(&out)
-        );
+        assert!(stderr(&out).contains("admin secret"), "{kind:?}: {}", stderr(&out));
 
         // B keeps receiving, and the mark is its own.
         b.ok(&["sync"]);
@@ -105,13 +75,12 @@ fn a_revoked_pcs_mail_is_delivered_once_to_the_re_enrolled_pc() {
         admin.ok(&["roster", "revoke", "pc-b"]);
         let out = b.run(&["sync"]);
         assert_eq!(out.status.code(), Some(12), "{kind:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("revoked"),
-            "{kind:?}: {}",
-            stderr(&out)
-        );
+        assert!(stderr(&out).contains("revoked"), "{kind:?}: {}", stderr(&out));
         let doctor = String::from_utf8_lossy(&b.run(&["--json", "doctor"]).stdout).to_string();
-        assert!(doctor.contains("revoked by the admin") && doctor.contains("pcmail roster add pc-b"), "{kind:?}: {doctor}");
+        assert!(
+            doctor.contains("revoked by the admin") && doctor.contains("pcmail roster add pc-b"),
+            "{kind:?}: {doctor}"
+        );
         let doctor = String::from_utf8_lossy(&a.run(&["--json", "doctor"]).stdout).to_string();
         assert!(doctor.contains("bound to this installation"), "{kind:?}: {doctor}");
         let second = a.send(&["pc-b", "--body", "during"]);
@@ -139,17 +108,9 @@ fn a_revoked_pcs_mail_is_delivered_once_to_the_re_enrolled_pc() {
         assert_eq!(out.status.code(), Some(12), "{kind:?}: {}", stderr(&out));
 
         let log = admin.json(&["roster", "log"]);
-        let actions: Vec<&str> = log["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["action"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            &actions[..4],
-            ["join", "enrol", "revoke", "join"],
-            "{kind:?}: {log}"
-        );
+        let actions: Vec<&str> =
+            log["entries"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+        assert_eq!(&actions[..4], ["join", "enrol", "revoke", "join"], "{kind:?}: {log}");
         assert_eq!(log["entries"][2]["by"], json!("admin@pc-admin"), "{kind:?}");
     }
 }
@@ -160,7 +121,13 @@ fn a_pc_on_the_shared_token_moves_to_its_own_credential_on_its_next_poll() {
         let server = Server::start(kind);
         let admin = Pc::new(&server, "pc-admin");
         // An old PC: configured, not yet registered (it holds only the shared token).
-        let old = Pc { label: "pc-old".into(), home: tempfile::tempdir().unwrap(), server_url: server.url.clone(), cred: random_credential(), admin: true };
+        let old = Pc {
+            label: "pc-old".into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: server.url.clone(),
+            cred: random_credential(),
+            admin: true,
+        };
         old.ok(&["init", "--label", "pc-old", "--server", &server.url, "--offline"]);
         let doctor = String::from_utf8_lossy(&old.run(&["--json", "doctor"]).stdout).to_string();
         assert!(doctor.contains("still on the shared token"), "{kind:?}: {doctor}");
@@ -183,9 +150,8 @@ fn a_pc_on_the_shared_token_moves_to_its_own_credential_on_its_next_poll() {
 /// Runs `script` with `sh` in a private D-Bus session whose gnome-keyring
 /// keeps its data under `home` (so the next call finds the same keyring).
 fn in_keyring(home: &std::path::Path, script: &str, env: &[(&str, &str)]) -> std::process::Output {
-    let script = format!(
-        "echo pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1 || exit 90\n{script}"
-    );
+    let script =
+        format!("echo pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1 || exit 90\n{script}");
     let mut cmd = std::process::Command::new("dbus-run-session");
     cmd.args(["--", "sh", "-c", &script])
         .env("PCMAIL_HOME", home)

@@ -61,7 +61,8 @@ fn a_daemon_whose_poll_hangs_is_restarted_by_its_watchdog() {
         c
     };
     assert!(pc(&["init", "--offline", "--label", "pc-h", "--server", &url]).output().unwrap().status.success());
-    let mut daemon = pc(&["daemon"]).env("PCMAIL_WATCHDOG_MS", "1500").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut daemon =
+        pc(&["daemon"]).env("PCMAIL_WATCHDOG_MS", "1500").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = daemon.id();
     let err = daemon.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

@@ -29,7 +29,8 @@ fn definition_of_done_on_both_servers() {
         a.ok(&["sync"]); // the hook queued `seen`; the poller pushes it
         assert_eq!(a.state_of(&id), "seen", "{kind:?}");
         let tl = a.json(&["status", &id]);
-        let states: Vec<&str> = tl[0]["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
+        let states: Vec<&str> =
+            tl[0]["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
         assert_eq!(states, ["new", "delivered", "seen"], "{kind:?}");
         assert!(tl[0]["timeline"][2]["by"].as_str().unwrap().starts_with("kim-laptop/session-"), "{tl}");
 
@@ -148,7 +149,8 @@ fn poller_killed_mid_cycle_loses_nothing_and_shows_nothing_twice() {
             assert_eq!(ctx.matches(id.as_str()).count(), 1, "{kind:?}: shown once\n{ctx}");
         }
         let tl = a.json(&["status", &ids[0]]);
-        let states: Vec<&str> = tl[0]["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
+        let states: Vec<&str> =
+            tl[0]["timeline"].as_array().unwrap().iter().map(|e| e["state"].as_str().unwrap()).collect();
         assert_eq!(states, ["new", "delivered", "seen"], "{kind:?}: delivered once");
         let inbox = b.json(&["inbox", "--all"]);
         assert_eq!(inbox.as_array().unwrap().len(), 5, "{kind:?}: stored once each");
@@ -203,7 +205,8 @@ fn bad_input_gets_distinct_exit_codes() {
     let bad_token = a.cmd(&["sync"]).env("PCMAIL_TOKEN", "wrong").env_remove("PCMAIL_CREDENTIAL").output().unwrap();
     assert_eq!(bad_token.status.code(), Some(5), "{}", String::from_utf8_lossy(&bad_token.stderr));
     assert!(String::from_utf8_lossy(&bad_token.stderr).contains("unauthorized"));
-    let bad_cred = a.cmd(&["sync"]).env_remove("PCMAIL_TOKEN").env("PCMAIL_CREDENTIAL", random_credential()).output().unwrap();
+    let bad_cred =
+        a.cmd(&["sync"]).env_remove("PCMAIL_TOKEN").env("PCMAIL_CREDENTIAL", random_credential()).output().unwrap();
     assert_eq!(bad_cred.status.code(), Some(12), "{}", String::from_utf8_lossy(&bad_cred.stderr));
     assert!(String::from_utf8_lossy(&bad_cred.stderr).contains("not enrolled"));
     // Formula and SQL text travels verbatim.
@@ -223,7 +226,11 @@ fn gas_html_pages_and_lost_responses_lose_and_double_nothing() {
     let (a, b) = pair(&server);
     let fault = |mode: &str| {
         let url = server.url.replace("/exec", "/__fault");
-        let r = reqwest::blocking::Client::new().post(url).body(format!("{{\"mode\":\"{mode}\",\"every\":1}}")).send().unwrap();
+        let r = reqwest::blocking::Client::new()
+            .post(url)
+            .body(format!("{{\"mode\":\"{mode}\",\"every\":1}}"))
+            .send()
+            .unwrap();
         assert!(r.status().is_success());
     };
     a.ok(&["roster"]); // a's cached roster learns pc-b
@@ -324,7 +331,8 @@ fn unsafe_is_root() -> bool {
 fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
     let server = Server::start(Kind::Rust);
     let (a, b) = pair(&server);
-    let mut daemon = b.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut daemon =
+        b.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let t = std::time::Instant::now();
     let out = a.run(&["--json", "send", "pc-b", "--body", "wait for me", "--wait-for", "delivered", "--timeout", "20"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -349,7 +357,8 @@ fn hooks_install_and_doctor() {
     let a = Pc::new(&server, "pc-a");
     a.ok(&["sync"]);
     // doctor is ok only with a poller running (and a recent good poll)
-    let mut daemon = a.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut daemon =
+        a.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let home = tempfile::tempdir().unwrap();
     // a `claude` on PATH that answers --version like Claude Code does
     let bin = tempfile::tempdir().unwrap();
@@ -389,7 +398,10 @@ fn hooks_install_and_doctor() {
         } else {
             assert!(cmd.ends_with(" hook") && cmd.contains(pcmail.to_str().unwrap()), "{cmd}");
             let out = std::process::Command::new("/bin/sh").arg("-c").arg(format!("{cmd} --help")).output().unwrap();
-            assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Reads hook JSON"), "{out:?}");
+            assert!(
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Reads hook JSON"),
+                "{out:?}"
+            );
         }
         assert_eq!(handler["timeout"], 5);
     }
@@ -410,14 +422,20 @@ fn hooks_install_and_doctor() {
     assert!(text.contains("fixed: hooks moved to the shell form") && text.contains("Installed, shell form"), "{text}");
     let migrated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
     assert_eq!(migrated["model"], "x");
-    assert_eq!(migrated["hooks"]["UserPromptSubmit"][0]["hooks"][0], settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]);
+    assert_eq!(
+        migrated["hooks"]["UserPromptSubmit"][0]["hooks"][0],
+        settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]
+    );
     assert_eq!(migrated["hooks"]["SessionStart"], settings["hooks"]["SessionStart"]);
     // nothing left to fix: a second --fix changes nothing
     let text = doctor(&["doctor", "--fix"], true);
     assert!(!text.contains("fixed:"), "{text}");
 
     let out = run(&["hooks", "status"], bin.path());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Installed") && String::from_utf8_lossy(&out.stdout).contains("shell form"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Installed")
+            && String::from_utf8_lossy(&out.stdout).contains("shell form")
+    );
 
     // a Claude Code too old for pcmail's hooks is flagged
     std::fs::write(&claude, "#!/bin/sh\necho '1.0.61 (Claude Code)'\n").unwrap();
@@ -453,7 +471,10 @@ fn demo_runs_on_the_embedded_default() {
     assert!(reply_line.contains(" to "), "{reply_line}");
     assert!(text.contains("(answered by reply "), "{text}");
     let pos = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
-    assert!(pos("beta->>server: reply ") < pos("(answered by reply "), "the reply is sent before it closes the original");
+    assert!(
+        pos("beta->>server: reply ") < pos("(answered by reply "),
+        "the reply is sent before it closes the original"
+    );
 }
 
 /// The client's token comes from the OS keyring (Secret Service, here
@@ -499,11 +520,7 @@ fn token_lives_in_the_os_keyring_not_in_files() {
     for entry in walk(home.path()) {
         if entry.is_file() && !entry.to_string_lossy().contains("keyrings") {
             let bytes = std::fs::read(&entry).unwrap();
-            assert!(
-                !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
-                "the token is in {}",
-                entry.display()
-            );
+            assert!(!bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()), "the token is in {}", entry.display());
             // The credential is 64 hex characters: no such run in any file.
             let hex_run = bytes.split(|b| !b.is_ascii_hexdigit()).map(<[u8]>::len).max().unwrap_or(0);
             assert!(hex_run < 64, "a credential-like secret is in {}", entry.display());
@@ -565,7 +582,11 @@ fn full_disk_loses_nothing_and_corrupts_nothing() {
     let a = Pc::new(&server, "pc-a");
     let b = Pc::new(&server, "pc-b");
     let mnt = tempfile::tempdir().unwrap();
-    let st = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(mnt.path()).status().unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(mnt.path())
+        .status()
+        .unwrap();
     assert!(st.success(), "mount tmpfs");
     let _guard = Mount(mnt.path().to_path_buf());
     // pc-b lives on the tiny filesystem.
@@ -625,7 +646,8 @@ fn hook_backlog_bound_is_reset_by_pcmail_inbox_and_garbage_marks_nothing() {
         a.send(&["pc-b", "--body", &format!("note {i}")]);
     }
     b.ok(&["sync"]);
-    let mut child = b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(b"garbage").unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");

@@ -17,14 +17,22 @@ use std::process::{Command, Stdio};
 fn git_repo() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     assert!(Command::new("git").args(["init", "-q"]).arg(d.path()).status().unwrap().success());
-    std::fs::write(d.path().join(".git/config"), "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = git@github.com:Owner/Proj.git\n").unwrap();
+    std::fs::write(
+        d.path().join(".git/config"),
+        "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = git@github.com:Owner/Proj.git\n",
+    )
+    .unwrap();
     d
 }
 
 /// Runs in `repo` with `stdin`; returns (exit code, stdout, stderr).
 fn run_in(pc: &Pc, repo: &Path, session: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
     let mut c = pc.cmd(args);
-    c.current_dir(repo).env("PCMAIL_SESSION", session).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.current_dir(repo)
+        .env("PCMAIL_SESSION", session)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -48,9 +56,30 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     std::fs::create_dir_all(&sub).unwrap();
 
     // From flags, found from a subdirectory, announced to pc-b.
-    let v = ok_json(&a, &sub, "373d1618-aaaa", &["handoff", "new", "--slug", "auth-fix", "--goal", "Fix the race",
-        "--done", "src/auth.rs", "--failed", "a global lock deadlocks", "--state", "working", "--next", "add the test",
-        "--announce", "pc-b"], "");
+    let v = ok_json(
+        &a,
+        &sub,
+        "373d1618-aaaa",
+        &[
+            "handoff",
+            "new",
+            "--slug",
+            "auth-fix",
+            "--goal",
+            "Fix the race",
+            "--done",
+            "src/auth.rs",
+            "--failed",
+            "a global lock deadlocks",
+            "--state",
+            "working",
+            "--next",
+            "add the test",
+            "--announce",
+            "pc-b",
+        ],
+        "",
+    );
     let name = v["name"].as_str().unwrap().to_string();
     assert!(name.ends_with("_373d1618_auth-fix"), "{name}");
     assert_eq!(v["session"], json!({"id": "373d1618-aaaa", "source": "env"}));
@@ -58,7 +87,15 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     assert!(repo.path().join(format!(".claude/handoffs/{name}.md")).is_file());
     b.ok(&["sync"]);
     let inbox = b.json(&["inbox"]);
-    assert!(inbox.as_array().or(inbox["mails"].as_array()).unwrap().iter().any(|m| m.to_string().contains(&format!("handoff {name}: Fix the race"))), "{inbox}");
+    assert!(
+        inbox
+            .as_array()
+            .or(inbox["mails"].as_array())
+            .unwrap()
+            .iter()
+            .any(|m| m.to_string().contains(&format!("handoff {name}: Fix the race"))),
+        "{inbox}"
+    );
 
     // From Markdown on stdin (a session's Bash tool has no terminal).
     let md = "## Goal\nShip the tray\n\n## Done\n- ui/app.js\n\n## What didn't work\nwebkit on CI\n\n## State\nblocked: no display\n\n## Next step\nxvfb\n";
@@ -68,7 +105,13 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     assert!(text.contains("## State\nblocked: no display") && text.contains("state: blocked"), "{text}");
 
     // Bad input: exit 2 with what is wrong; unknown names exit 7; outside a repo exit 2.
-    let (code, _, err) = run_in(&a, repo.path(), "s", &["handoff", "new", "--slug", "Bad_Slug", "--goal", "g", "--state", "working", "--next", "n"], "");
+    let (code, _, err) = run_in(
+        &a,
+        repo.path(),
+        "s",
+        &["handoff", "new", "--slug", "Bad_Slug", "--goal", "g", "--state", "working", "--next", "n"],
+        "",
+    );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("slug \"Bad_Slug\""), "{err}");
     let (code, _, err) = run_in(&a, repo.path(), "s", &["handoff", "new", "--slug", "empty"], "");
@@ -90,16 +133,40 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     ok_json(&a, repo.path(), "c0ffee00", &["handoff", "close", "tray", "--note", "moved to issue 16"], "");
 
     // A rollup through now covers both; each gets its stamp.
-    let r = ok_json(&a, repo.path(), "d00d0000", &["handoff", "rollup", "--through", "now", "--slug", "week"], "Two sessions: race fixed, tray blocked.");
+    let r = ok_json(
+        &a,
+        repo.path(),
+        "d00d0000",
+        &["handoff", "rollup", "--through", "now", "--slug", "week"],
+        "Two sessions: race fixed, tray blocked.",
+    );
     assert_eq!(r["covers"].as_array().unwrap().len(), 2);
     let rollup = r["name"].as_str().unwrap();
     assert!(rollup.contains("_rollup_week"));
-    assert!(std::fs::read_to_string(repo.path().join(format!(".claude/handoffs/{name}.md"))).unwrap().contains(&format!("rolled_up_into: {rollup}")));
-    let (code, _, _) = run_in(&a, repo.path(), "x", &["handoff", "rollup", "--through", "now", "--slug", "again"], "nothing");
+    assert!(std::fs::read_to_string(repo.path().join(format!(".claude/handoffs/{name}.md")))
+        .unwrap()
+        .contains(&format!("rolled_up_into: {rollup}")));
+    let (code, _, _) =
+        run_in(&a, repo.path(), "x", &["handoff", "rollup", "--through", "now", "--slug", "again"], "nothing");
     assert_eq!(code, 7, "nothing left to fold");
 
     // Memory: add, show, search (through the FTS index in the PC store).
-    ok_json(&a, &sub, "s", &["memory", "add", "gotcha", "--topic", "auth/session", "Tokens outlive the proxy cache", "--why", "the proxy caches 10 min"], "");
+    ok_json(
+        &a,
+        &sub,
+        "s",
+        &[
+            "memory",
+            "add",
+            "gotcha",
+            "--topic",
+            "auth/session",
+            "Tokens outlive the proxy cache",
+            "--why",
+            "the proxy caches 10 min",
+        ],
+        "",
+    );
     ok_json(&a, &sub, "s", &["memory", "add", "decision", "--topic", "db", "WAL everywhere"], "");
     let (code, _, _) = run_in(&a, &sub, "s", &["memory", "add", "gotcha", "--topic", "../x", "t"], "");
     assert_eq!(code, 2);
@@ -132,7 +199,10 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
         let missing = call("handoff_show", json!({"name": "no-such", "repo": repo_arg})).await.unwrap();
         assert_eq!(missing.is_error, Some(true));
         assert_eq!(missing.structured_content.unwrap()["error"]["exit"], 7);
-        let added = call("memory_add", json!({"kind": "gotcha", "topic": "mcp", "text": "from a tool", "repo": repo_arg})).await.unwrap();
+        let added =
+            call("memory_add", json!({"kind": "gotcha", "topic": "mcp", "text": "from a tool", "repo": repo_arg}))
+                .await
+                .unwrap();
         assert_eq!(added.structured_content.unwrap()["entry"]["text"], "from a tool");
         client.cancel().await.unwrap();
     });

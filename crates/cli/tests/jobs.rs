@@ -169,7 +169,9 @@ impl Setup {
 
     fn status(&self, id: &str) -> Value {
         let out = self.a.run(&["--json", "job", "status", id]);
-        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))["job"].clone()
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))["job"]
+            .clone()
     }
 
     fn state(&self, id: &str) -> String {
@@ -182,7 +184,10 @@ impl Setup {
         a.extend_from_slice(args);
         let out = self.a.cmd(&a).env("PCMAIL_SESSION", session).output().unwrap();
         let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        (out.status.code().unwrap_or(-1), if v.is_null() { Value::String(String::from_utf8_lossy(&out.stderr).into()) } else { v })
+        (
+            out.status.code().unwrap_or(-1),
+            if v.is_null() { Value::String(String::from_utf8_lossy(&out.stderr).into()) } else { v },
+        )
     }
 
     fn lines(&self, dir: &Path, file: &str) -> usize {
@@ -267,7 +272,9 @@ fn the_poll_loop_goes_on_while_a_job_runs() {
     mkfifo(&gate);
     let (_, r) = s.submit(&["count"], "waiting-session");
     let id = r["job"]["id"].as_str().unwrap().to_string();
-    wait_until("the job running", Duration::from_secs(20), || s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1);
+    wait_until("the job running", Duration::from_secs(20), || {
+        s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1
+    });
 
     let (code, p) = s.submit(&["probe", "word=alive", "--wait", "--timeout", "20s"], "other");
     assert_eq!(code, 0, "{p}");
@@ -285,7 +292,9 @@ fn the_poll_loop_goes_on_while_a_job_runs() {
     wait_until("pc-a told", Duration::from_secs(20), || {
         s.a.ok(&["sync"]);
         let c = rusqlite::Connection::open(s.a.store()).unwrap();
-        c.query_row("SELECT ended_at FROM jobs_mine WHERE job_id = ?1", [&id], |r| r.get::<_, Option<i64>>(0)).unwrap().is_some()
+        c.query_row("SELECT ended_at FROM jobs_mine WHERE job_id = ?1", [&id], |r| r.get::<_, Option<i64>>(0))
+            .unwrap()
+            .is_some()
     });
     let ctx = s.a.hook("waiting-session", "UserPromptSubmit");
     assert!(ctx.contains(&format!("pcmail: job {id} (count on pc-b) ended ok")), "{ctx}");
@@ -395,10 +404,14 @@ fn arguments_never_reach_a_shell_nor_leave_the_checkout() {
         assert!(text.contains(&format!("args.{name}")) || text.contains(name), "{name}: the field is named: {text}");
     }
     // NUL cannot be passed through argv: it is refused by the server through the protocol.
-    let resp = s._server.call_as(&s.a, "job.submit", serde_json::json!({
+    let resp = s._server.call_as(
+        &s.a,
+        "job.submit",
+        serde_json::json!({
         "jobId": "job-1-0000abcd", "target": "pc-b", "command": "show",
         "args": {"s": "a\u{0}b", "n": 1, "b": true, "e": "red", "p": "x", "c": "app"},
-        "submitter": {"pc": "pc-a", "session": "sec"}}));
+        "submitter": {"pc": "pc-a", "session": "sec"}}),
+    );
     assert_eq!(resp["ok"], false, "{resp}");
     assert!(resp.to_string().contains("args.s"), "{resp}");
     assert!(!marker.exists());
@@ -410,7 +423,9 @@ fn arguments_never_reach_a_shell_nor_leave_the_checkout() {
     let mut s = s;
     s.kill9_daemon();
     let cfg = s.b.home.path().join("config.toml");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("allowed_submitters = [\"pc-a\"]", "allowed_submitters = [\"pc-z\"]");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("allowed_submitters = [\"pc-a\"]", "allowed_submitters = [\"pc-z\"]");
     std::fs::write(&cfg, text).unwrap();
     let (code, r) = s.submit(&["probe", "word=late"], "sec");
     assert_eq!(code, 0, "queued under the whitelist the server holds: {r}");
@@ -448,7 +463,9 @@ fn a_running_job_is_cancelled_on_request_and_killed_at_its_time_limit() {
     mkfifo(&gate);
     let (_, r) = s.submit(&["count"], "c");
     let id = r["job"]["id"].as_str().unwrap().to_string();
-    wait_until("the job running", Duration::from_secs(20), || s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1);
+    wait_until("the job running", Duration::from_secs(20), || {
+        s.state(&id) == "running" && s.lines(s.app.path(), "count.txt") == 1
+    });
     let out = s.a.ok(&["job", "cancel", &id]);
     assert!(out.contains("cancel requested"), "{out}");
     wait_until("the job cancelled", Duration::from_secs(20), || s.state(&id) == "cancelled");
@@ -505,7 +522,11 @@ fn a_server_without_jobs_is_exit_5_at_once() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = pc(&["job", "run", "@server", "_debug_roster"]);
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("this server does not support jobs"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("this server does not support jobs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Issue 13 point 5: a chunked job whose work is longer than its time limit
@@ -520,7 +541,13 @@ fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
     for f in ["a", "b", "bad", "c"] {
         std::fs::write(inputs.join(f), f).unwrap();
     }
-    let ran = || std::fs::read_to_string(s.lib.path().join("ran.txt")).unwrap_or_default().lines().map(str::to_string).collect::<Vec<_>>();
+    let ran = || {
+        std::fs::read_to_string(s.lib.path().join("ran.txt"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     let (_, r) = s.submit(&["chunk", "--wait", "--timeout", "60s"], "ch");
     let job = &r["job"];
     assert_eq!(job["state"], "failed", "{r}");
@@ -540,7 +567,11 @@ fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
     assert_eq!(ran().len(), 7);
     let (_, r) = s.submit(&["chunk", "--force", "--wait", "--timeout", "60s"], "ch");
     assert_eq!(ran().len(), 7, "dropped after 3 failures");
-    assert_eq!(r["job"]["result"]["chunks"], serde_json::json!({"done": 4, "total": 5, "failed": 0, "skipped": 1}), "{r}");
+    assert_eq!(
+        r["job"]["result"]["chunks"],
+        serde_json::json!({"done": 4, "total": 5, "failed": 0, "skipped": 1}),
+        "{r}"
+    );
 }
 
 /// Issue 13 point 6: every PC executor has built-in read-only probes,

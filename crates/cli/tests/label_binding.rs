@@ -57,7 +57,10 @@ fn a_second_installation_cannot_take_a_label_without_replace() {
         assert!(text.contains("FAIL label \"pc-a\": belongs to another installation"), "{kind:?}: doctor\n{text}");
         let doctor = first.run(&["doctor"]);
         let text = String::from_utf8_lossy(&doctor.stdout);
-        assert!(text.contains("ok   label \"pc-a\": bound to this installation (credential from PCMAIL_CREDENTIAL)"), "{kind:?}: doctor\n{text}");
+        assert!(
+            text.contains("ok   label \"pc-a\": bound to this installation (credential from PCMAIL_CREDENTIAL)"),
+            "{kind:?}: doctor\n{text}"
+        );
 
         // `init --replace` takes the label over: the first loses access, the second receives.
         let out = second.run(&["init", "--replace"]);
@@ -81,7 +84,11 @@ fn no_keyring_and_no_credential_is_exit_9() {
     let pc = Pc::new(&server, "pc-a");
     let out = pc.cmd(&["init", "--label", "pc-c"]).env_remove("PCMAIL_CREDENTIAL").output().unwrap();
     assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
-    assert!(stderr(&out).contains("PCMAIL_CREDENTIAL") && stderr(&out).contains("openssl rand -hex 32"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("PCMAIL_CREDENTIAL") && stderr(&out).contains("openssl rand -hex 32"),
+        "{}",
+        stderr(&out)
+    );
     // A PCMAIL_CREDENTIAL that is not a long secret is refused before use (the rule of pcmail-core).
     let out = pc.cmd(&["sync"]).env("PCMAIL_CREDENTIAL", "hunter2").output().unwrap();
     assert_eq!(out.status.code(), Some(9), "{}", stderr(&out));
@@ -97,7 +104,11 @@ fn a_lost_answer_to_the_claim_never_locks_the_pc_out() {
     let server = Server::start(Kind::Gas);
     let fault = |mode: &str| {
         let url = server.url.replace("/exec", "/__fault");
-        let r = reqwest::blocking::Client::new().post(url).body(format!("{{\"mode\":\"{mode}\",\"every\":1}}")).send().unwrap();
+        let r = reqwest::blocking::Client::new()
+            .post(url)
+            .body(format!("{{\"mode\":\"{mode}\",\"every\":1}}"))
+            .send()
+            .unwrap();
         assert!(r.status().is_success());
     };
     fault("lost");

@@ -22,7 +22,10 @@ fn map_then_check_fresh_then_stale() {
     let out = pcmail(home.path(), &["map", "--repo", r]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("Code map: 1 file (") && stdout.contains("Wrote .claude/code-map.md, llms.txt"), "{stdout}");
+    assert!(
+        stdout.contains("Code map: 1 file (") && stdout.contains("Wrote .claude/code-map.md, llms.txt"),
+        "{stdout}"
+    );
     let map = std::fs::read_to_string(repo.path().join(".claude/code-map.md")).unwrap();
     assert!(map.contains("`pub fn hi()` — Hi."));
     assert!(home.path().join("store.db").is_file(), "the cache is in the PC store");

@@ -87,7 +87,10 @@ fn a_closed_pipe_ends_a_command_quietly() {
     let me: serde_json::Value = serde_json::from_str(&me).unwrap();
     let me = me[0]["label"].as_str().unwrap().to_string();
     for i in 0..30 {
-        run(&format!("{} send {me} --body 'note {i} with a long enough body to fill a pipe buffer line'", exe.display()));
+        run(&format!(
+            "{} send {me} --body 'note {i} with a long enough body to fill a pipe buffer line'",
+            exe.display()
+        ));
     }
     run(&format!("{} sync", exe.display()));
     for _ in 0..10 {

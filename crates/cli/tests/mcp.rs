@@ -16,11 +16,46 @@ use serde_json::{json, Value};
 use std::process::Stdio;
 
 const TOOLS: [&str; 41] = [
-    "ack", "alerts", "fail", "handoff_close", "handoff_list", "handoff_new", "handoff_pickup", "handoff_rollup",
-    "handoff_show", "inbox", "job_cancel", "job_list", "job_run", "job_status", "lease_check", "lease_claim",
-    "lease_list", "lease_release", "lease_takeover", "map", "map_check", "memory_add", "memory_search", "memory_show",
-    "name", "read", "reply", "roster", "roster_add", "roster_enrol", "roster_log", "roster_remove",
-    "roster_require_credentials", "roster_revoke", "send", "sent", "status", "sync", "token_rotate", "wait_for",
+    "ack",
+    "alerts",
+    "fail",
+    "handoff_close",
+    "handoff_list",
+    "handoff_new",
+    "handoff_pickup",
+    "handoff_rollup",
+    "handoff_show",
+    "inbox",
+    "job_cancel",
+    "job_list",
+    "job_run",
+    "job_status",
+    "lease_check",
+    "lease_claim",
+    "lease_list",
+    "lease_release",
+    "lease_takeover",
+    "map",
+    "map_check",
+    "memory_add",
+    "memory_search",
+    "memory_show",
+    "name",
+    "read",
+    "reply",
+    "roster",
+    "roster_add",
+    "roster_enrol",
+    "roster_log",
+    "roster_remove",
+    "roster_require_credentials",
+    "roster_revoke",
+    "send",
+    "sent",
+    "status",
+    "sync",
+    "token_rotate",
+    "wait_for",
     "who",
 ];
 
@@ -185,7 +220,11 @@ fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing()
     assert_eq!(cli_usage, 2);
     for (tool, args, field) in cases {
         let e = mcp.call(tool, args.clone()).expect_err("a usage error");
-        assert_eq!((e["code"].as_str(), e["exit"].as_i64(), e["field"].as_str()), (Some("usage"), Some(2), Some(field)), "{tool} {args}: {e}");
+        assert_eq!(
+            (e["code"].as_str(), e["exit"].as_i64(), e["field"].as_str()),
+            (Some("usage"), Some(2), Some(field)),
+            "{tool} {args}: {e}"
+        );
         assert!(e["message"].as_str().unwrap().contains(field), "{tool}: {e}");
     }
     assert!(a.json(&["sent"]).as_array().unwrap().is_empty(), "nothing was sent");
@@ -210,7 +249,13 @@ fn credential_admin_same_result_through_cli_and_mcp() {
     let m = mcp.ok("roster_enrol", json!({"label": "pc-n2", "hostname": "h2", "number": 62}));
     assert_eq!(c.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
     // A bad expiry: exit 2 both ways.
-    same_error(&a, &mcp, &["roster", "add", "pc-z", "--expires", "90d"], "roster_enrol", json!({"label": "pc-z", "expires": "90d"}));
+    same_error(
+        &a,
+        &mcp,
+        &["roster", "add", "pc-z", "--expires", "90d"],
+        "roster_enrol",
+        json!({"label": "pc-z", "expires": "90d"}),
+    );
     // revoke: the first says changed, the repeat (either way) that it already was.
     // (A join code puts no one on the roster until it is used: revoke a PC added directly.)
     assert_eq!(a.json(&["roster", "revoke", "pc-n1"])["changed"], true);
@@ -267,14 +312,23 @@ fn map_and_map_check_same_result_through_cli_and_mcp() {
 fn send_same_result_through_cli_and_mcp() {
     let (_s, a, b) = rust_pair();
     let mcp = Mcp::start(&a);
-    let cli = a.json(&["send", "pc-b", "--kind", "request", "--subject", "s", "--body", "x", "--urgent", "--expires", "2h"]);
-    let m = mcp.ok("send", json!({"to": "pc-b", "kind": "request", "subject": "s", "body": "x", "urgent": true, "expires": "2h"}));
+    let cli =
+        a.json(&["send", "pc-b", "--kind", "request", "--subject", "s", "--body", "x", "--urgent", "--expires", "2h"]);
+    let m = mcp.ok(
+        "send",
+        json!({"to": "pc-b", "kind": "request", "subject": "s", "body": "x", "urgent": true, "expires": "2h"}),
+    );
     // Fresh ids each time; everything else is the same.
     assert_eq!((cli["queued"].clone(), cli["existing"].clone()), (m["queued"].clone(), m["existing"].clone()));
     assert_eq!(cli.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());
     b.ok(&["sync"]);
     let inbox = b.json(&["inbox"]);
-    let got: Vec<_> = inbox.as_array().unwrap().iter().map(|x| (x["kind"].clone(), x["urgent"].clone(), x["subject"].clone())).collect();
+    let got: Vec<_> = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["kind"].clone(), x["urgent"].clone(), x["subject"].clone()))
+        .collect();
     assert_eq!(got.len(), 2);
     assert_eq!(got[0], got[1], "the same mail arrived both ways");
     // An inexact address: exit 4 with the same candidates.
@@ -285,7 +339,13 @@ fn send_same_result_through_cli_and_mcp() {
     let c: Vec<&str> = e["candidates"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
     assert!(c.contains(&"kim-laptop") && c.contains(&"kim-desktop"), "{e}");
     // A bad expiry: exit 2.
-    let e = same_error(&a, &mcp, &["send", "pc-b", "--body", "x", "--expires", "soon"], "send", json!({"to": "pc-b", "body": "x", "expires": "soon"}));
+    let e = same_error(
+        &a,
+        &mcp,
+        &["send", "pc-b", "--body", "x", "--expires", "soon"],
+        "send",
+        json!({"to": "pc-b", "body": "x", "expires": "soon"}),
+    );
     assert_eq!(e["code"], "usage");
 }
 
@@ -329,8 +389,17 @@ fn reply_same_result_and_loop_rules_through_cli_and_mcp() {
     let q = a.send(&["pc-b", "--body", "question", "--auto"]);
     b.ok(&["sync"]);
     // An auto reply to auto mail: refused by the server, rule loop_refused.
-    let e = same_error(&b, &mcp_b, &["reply", &q, "--body", "auto", "--auto"], "reply", json!({"id": q, "body": "auto", "auto": true}));
-    assert_eq!((e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()), (Some("refused"), Some("loop_refused"), Some(5)));
+    let e = same_error(
+        &b,
+        &mcp_b,
+        &["reply", &q, "--body", "auto", "--auto"],
+        "reply",
+        json!({"id": q, "body": "auto", "auto": true}),
+    );
+    assert_eq!(
+        (e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()),
+        (Some("refused"), Some("loop_refused"), Some(5))
+    );
     // The same reply through both: one mail (fixed reply id).
     let c = b.json(&["reply", &q, "--body", "human answer"]);
     let m = mcp_b.ok("reply", json!({"id": q, "body": "human answer"}));
@@ -341,7 +410,10 @@ fn reply_same_result_and_loop_rules_through_cli_and_mcp() {
     let mcp_a = Mcp::start(&a);
     let r = c["ids"][0].as_str().unwrap();
     let e = same_error(&a, &mcp_a, &["reply", r, "--body", "thanks"], "reply", json!({"id": r, "body": "thanks"}));
-    assert_eq!((e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()), (Some("reply_to_reply"), Some("reply_to_reply"), Some(3)));
+    assert_eq!(
+        (e["code"].as_str(), e["rule"].as_str(), e["exit"].as_i64()),
+        (Some("reply_to_reply"), Some("reply_to_reply"), Some(3))
+    );
 }
 
 #[test]
@@ -373,7 +445,9 @@ fn status_wait_for_sent_same_result_through_cli_and_mcp() {
     assert_eq!(e["missing"], json!(["mail-1-0000abcd"]));
     assert_eq!(e["mails"][0]["id"], json!(id));
     // send with wait_for: sent, then the wait runs out with nobody polling (exit 8, as the CLI's --wait-for).
-    let e = mcp.call("send", json!({"to": "pc-a", "body": "to myself", "wait_for": "delivered", "timeout_secs": 0})).unwrap_err();
+    let e = mcp
+        .call("send", json!({"to": "pc-a", "body": "to myself", "wait_for": "delivered", "timeout_secs": 0}))
+        .unwrap_err();
     assert_eq!((e["exit"].as_i64(), e["code"].as_str()), (Some(8), Some("timeout")), "{e}");
     let (code, _) = cli_err(&a, &["send", "pc-a", "--body", "to myself", "--wait-for", "delivered", "--timeout", "0"]);
     assert_eq!(code, 8);
@@ -397,7 +471,13 @@ fn roster_alerts_sync_same_result_through_cli_and_mcp() {
     let m = mcp.ok("roster_remove", json!({"label": "pc-y"}));
     assert_eq!((c["removed"].clone(), c["ok"].clone()), (m["removed"].clone(), m["ok"].clone()));
     // A bad label: refused by the server, exit 5 both ways.
-    let e = same_error(&a, &mcp, &["roster", "add", "Bad Label", "--hostname", "h"], "roster_add", json!({"label": "Bad Label", "hostname": "h"}));
+    let e = same_error(
+        &a,
+        &mcp,
+        &["roster", "add", "Bad Label", "--hostname", "h"],
+        "roster_add",
+        json!({"label": "Bad Label", "hostname": "h"}),
+    );
     assert_eq!(e["code"], "refused");
     // Alerts: the sweep raises one for mail nobody picks up.
     server.call("pc-a", "sweep", json!({}));
@@ -419,7 +499,10 @@ fn roster_alerts_sync_same_result_through_cli_and_mcp() {
 fn mail_sent_through_mcp_reaches_the_other_pcs_hook_and_status_shows_seen() {
     let (_s, a, b) = rust_pair();
     let mcp = Mcp::start(&a);
-    let sent = mcp.ok("send", json!({"to": "pc-b", "kind": "decision", "subject": "merge?", "body": "merge the branch via MCP?"}));
+    let sent = mcp.ok(
+        "send",
+        json!({"to": "pc-b", "kind": "decision", "subject": "merge?", "body": "merge the branch via MCP?"}),
+    );
     let id = sent["ids"][0].as_str().unwrap().to_string();
     assert_eq!(mcp.ok("status", json!({"ids": [id]}))["mails"][0]["state"], "new");
     b.ok(&["sync"]);
@@ -434,7 +517,10 @@ fn mail_sent_through_mcp_reaches_the_other_pcs_hook_and_status_shows_seen() {
     assert_eq!(states, ["new", "delivered", "seen"]);
     assert!(m["timeline"][2]["by"].as_str().unwrap().starts_with("pc-b/session-"), "{m}");
     // And the sender's wait_for returns at once now.
-    assert_eq!(mcp.ok("wait_for", json!({"ids": [id], "state": "seen", "timeout_secs": 5}))["mails"][0]["state"], "seen");
+    assert_eq!(
+        mcp.ok("wait_for", json!({"ids": [id], "state": "seen", "timeout_secs": 5}))["mails"][0]["state"],
+        "seen"
+    );
 }
 
 #[test]
@@ -456,11 +542,15 @@ fn an_unreachable_server_is_exit_6_and_the_inbox_still_works_offline() {
 fn tools_of_configured_server(command: &str, args: &[Value], pc: &Pc) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut cmd = tokio::process::Command::new(command);
-    cmd.args(args.iter().map(|a| a.as_str().unwrap())).env("PCMAIL_HOME", pc.home.path()).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", &pc.cred);
+    cmd.args(args.iter().map(|a| a.as_str().unwrap()))
+        .env("PCMAIL_HOME", pc.home.path())
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env("PCMAIL_CREDENTIAL", &pc.cred);
     rt.block_on(async {
         let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
         let client = ().serve(transport).await.unwrap();
-        let mut names: Vec<String> = client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
+        let mut names: Vec<String> =
+            client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
         names.sort();
         let _ = client.cancel().await;
         names
@@ -500,11 +590,16 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
     assert!(ok(&["mcp", "install", "--client", "codex"]).contains("already installed"));
 
     // Gemini CLI: mcpServers.pcmail in ~/.gemini/settings.json (and in the project's .gemini/).
-    for (scope, file) in [("user", home.path().join(".gemini/settings.json")), ("project", project.path().join(".gemini/settings.json"))] {
+    for (scope, file) in
+        [("user", home.path().join(".gemini/settings.json")), ("project", project.path().join(".gemini/settings.json"))]
+    {
         ok(&["mcp", "install", "--client", "gemini", "--scope", scope]);
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let s = &v["mcpServers"]["pcmail"];
-        assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a), TOOLS);
+        assert_eq!(
+            tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a),
+            TOOLS
+        );
     }
 
     // Claude Code without `claude` on PATH: .mcp.json for a project; the user scope says what to run.
@@ -521,9 +616,13 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
 
     // Uninstall takes every entry out again.
     ok(&["mcp", "uninstall", "--client", "codex"]);
-    assert!(toml::from_str::<toml::Value>(&std::fs::read_to_string(&codex).unwrap()).unwrap().get("mcp_servers").is_none());
+    assert!(toml::from_str::<toml::Value>(&std::fs::read_to_string(&codex).unwrap())
+        .unwrap()
+        .get("mcp_servers")
+        .is_none());
     ok(&["mcp", "uninstall", "--client", "gemini"]);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap()).unwrap();
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join(".gemini/settings.json")).unwrap()).unwrap();
     assert!(v.get("mcpServers").is_none(), "{v}");
     ok(&["mcp", "uninstall", "--client", "claude", "--scope", "project"]);
     assert!(ok(&["mcp", "uninstall", "--client", "claude", "--scope", "project"]).contains("was not installed"));
@@ -545,7 +644,8 @@ fn codex_and_gemini_session_start_payloads_get_the_mail_from_pcmail_hook() {
         json!({"session_id": "gemini-1", "transcript_path": "/tmp/t.json", "cwd": "/tmp", "hook_event_name": "SessionStart", "timestamp": "2026-11-30T00:00:00Z", "source": "startup"}),
     ];
     for p in payloads {
-        let mut child = b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child =
+            b.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         child.stdin.take().unwrap().write_all(p.to_string().as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success() && out.stderr.is_empty());
@@ -587,7 +687,8 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
             }
         }
     };
-    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}});
+    let init =
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}});
     assert_eq!(request(1, "initialize", init)["result"]["serverInfo"]["name"], "pcmail");
     assert_eq!(request(2, "tools/list", json!({}))["result"]["tools"].as_array().unwrap().len(), TOOLS.len());
     let r = request(3, "tools/call", json!({"name": "send", "arguments": {"to": "pc-b", "body": "x"}}));
@@ -609,7 +710,13 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
 /// Two PCs on one embedded server file (the default, no `pcmail serve`).
 fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
     let mk = |label: &str| {
-        let pc = Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: String::new(), cred: random_credential(), admin: true };
+        let pc = Pc {
+            label: label.into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: String::new(),
+            cred: random_credential(),
+            admin: true,
+        };
         pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
         pc
     };

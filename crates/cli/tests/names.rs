@@ -69,7 +69,11 @@ impl Drop for Session {
 }
 
 fn text(o: &std::process::Output) -> (i32, String, String) {
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -115,14 +119,18 @@ fn names_take_collide_move_and_mail_to_a_name_reaches_its_session_only() {
     c.ok(&["sync"]);
     let w = a.json(&["who"]);
     let sessions = w["sessions"].as_array().unwrap();
-    let find = |id: &str| sessions.iter().find(|s| s["session"] == id).cloned().unwrap_or_else(|| panic!("{id} in {w}"));
+    let find =
+        |id: &str| sessions.iter().find(|s| s["session"] == id).cloned().unwrap_or_else(|| panic!("{id} in {w}"));
     assert_eq!(find("sess-ani-1111")["name"], "ani");
     assert_eq!(find("sess-ani-1111")["pc"], "pc-b");
     assert_eq!(find("sess-other-2222")["name"], Value::Null);
     assert_eq!(find("sess-c-3333")["pc"], "pc-c");
     assert_eq!(sessions.len(), 3, "{w}");
     let table = a.ok(&["who"]);
-    assert!(table.lines().next().unwrap().starts_with("NAME") && table.contains("ani") && table.contains("pc-b"), "{table}");
+    assert!(
+        table.lines().next().unwrap().starts_with("NAME") && table.contains("ani") && table.contains("pc-b"),
+        "{table}"
+    );
 
     // A lease claimed from the session holding `ani` names it without --name; the other session's does not.
     let (code, out, err) = text(&ani.run(&b, &["--json", "lease", "claim", "module/auth", "-d", "refactor"]));
@@ -131,7 +139,13 @@ fn names_take_collide_move_and_mail_to_a_name_reaches_its_session_only() {
     assert_eq!(code, 0, "{out}{err}");
     let leases = a.json(&["lease", "list"]);
     let holder = |r: &str| {
-        leases["leases"].as_array().unwrap().iter().find(|l| l["resource"] == r).unwrap_or_else(|| panic!("{r} in {leases}"))["holder"].clone()
+        leases["leases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["resource"] == r)
+            .unwrap_or_else(|| panic!("{r} in {leases}"))["holder"]
+            .clone()
     };
     assert_eq!(holder("module/auth")["name"], "ani", "{leases}");
     assert_eq!(holder("gpu-1")["name"], Value::Null, "{leases}");
@@ -276,7 +290,9 @@ fn handoff_new_inside_a_session_names_the_file_with_the_registry_session() {
 
     let handoff = |claude_pid: &str| {
         let out = a
-            .cmd(&["--json", "handoff", "new", "--slug", "reg-test", "--goal", "g", "--state", "working", "--next", "n"])
+            .cmd(&[
+                "--json", "handoff", "new", "--slug", "reg-test", "--goal", "g", "--state", "working", "--next", "n",
+            ])
             .current_dir(repo.path())
             .env("PCMAIL_CLAUDE_PID", claude_pid)
             .env_remove("PCMAIL_SESSION")
@@ -289,7 +305,11 @@ fn handoff_new_inside_a_session_names_the_file_with_the_registry_session() {
         serde_json::from_str::<Value>(&stdout).unwrap()
     };
     let v = handoff(&s.pid());
-    assert_eq!(v["session"], serde_json::json!({"id": "5e55101d-0b0e-4c1a-9d2e-1234567890ab", "source": "registry"}), "{v}");
+    assert_eq!(
+        v["session"],
+        serde_json::json!({"id": "5e55101d-0b0e-4c1a-9d2e-1234567890ab", "source": "registry"}),
+        "{v}"
+    );
     assert!(v["name"].as_str().unwrap().ends_with("_5e55101d_reg-test"), "{v}");
 
     // Outside Claude Code (no process above it): a random id for this one command.

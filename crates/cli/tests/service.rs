@@ -16,7 +16,10 @@ impl Env {
         let root = tempfile::tempdir().unwrap();
         let bin = root.path().join("fake bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let script = format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n{systemctl_body}\n", root.path().join("calls").display());
+        let script = format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n{systemctl_body}\n",
+            root.path().join("calls").display()
+        );
         std::fs::write(bin.join("systemctl"), script).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(bin.join("systemctl"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -61,7 +64,10 @@ fn install_twice_status_uninstall_twice() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("loginctl enable-linger"), "{}", text(&o));
     assert!(text(&o).contains("whoever holds the daemon lock polls"), "{}", text(&o));
-    assert_eq!(env.calls(), ["--user daemon-reload", "--user enable --now pcmail.service", "--user try-restart pcmail.service"]);
+    assert_eq!(
+        env.calls(),
+        ["--user daemon-reload", "--user enable --now pcmail.service", "--user try-restart pcmail.service"]
+    );
     let unit = std::fs::read_to_string(env.unit()).unwrap();
     let exe = Path::new(env!("CARGO_BIN_EXE_pcmail")).canonicalize().unwrap();
     assert!(unit.contains(&format!("ExecStart=\"{}\" daemon\n", exe.display())), "{unit}");
@@ -92,7 +98,10 @@ fn install_twice_status_uninstall_twice() {
     let o = env.pcmail(&["service", "uninstall"]);
     assert!(o.status.success() && text(&o).contains("removed"), "{}", text(&o));
     assert!(!env.unit().exists());
-    assert_eq!(env.calls(), ["--user is-active pcmail.service", "--user disable --now pcmail.service", "--user daemon-reload"]);
+    assert_eq!(
+        env.calls(),
+        ["--user is-active pcmail.service", "--user disable --now pcmail.service", "--user daemon-reload"]
+    );
     let o = env.pcmail(&["service", "uninstall"]);
     assert!(o.status.success() && text(&o).contains("was not installed"), "{}", text(&o));
     assert!(env.calls().is_empty());

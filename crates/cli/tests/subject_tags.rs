@@ -11,7 +11,13 @@ use std::process::{Command, Stdio};
 
 fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
     let mk = |label: &str| {
-        let pc = Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: String::new(), cred: random_credential(), admin: true };
+        let pc = Pc {
+            label: label.into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: String::new(),
+            cred: random_credential(),
+            admin: true,
+        };
         pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
         pc.ok(&["sync"]);
         pc

@@ -66,13 +66,27 @@ fn free_port() -> u16 {
 }
 
 fn pc(label: &str, url: &str, admin: bool) -> Pc {
-    Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: url.into(), cred: random_credential(), admin }
+    Pc {
+        label: label.into(),
+        home: tempfile::tempdir().unwrap(),
+        server_url: url.into(),
+        cred: random_credential(),
+        admin,
+    }
 }
 
 /// The admin's PC holds the secret and pins the certificate by hand (it saw `serve` print it).
 fn admin_pc(s: &Serve) -> Pc {
     let admin = pc("pc-admin", &s.url, true);
-    let out = admin.ok(&["init", "--label", "pc-admin", "--server", &s.url, "--tls-fingerprint", s.fingerprint.as_deref().unwrap()]);
+    let out = admin.ok(&[
+        "init",
+        "--label",
+        "pc-admin",
+        "--server",
+        &s.url,
+        "--tls-fingerprint",
+        s.fingerprint.as_deref().unwrap(),
+    ]);
     assert!(out.contains("pinned"), "{out}");
     admin
 }
@@ -210,7 +224,8 @@ fn doctor_flags_a_server_on_insecure_http() {
     let out = admin.run(&["--json", "doctor"]);
     assert!(!out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let flagged = v["checks"].as_array().unwrap().iter().find(|c| c["check"].as_str().unwrap().contains("--insecure-http"));
+    let flagged =
+        v["checks"].as_array().unwrap().iter().find(|c| c["check"].as_str().unwrap().contains("--insecure-http"));
     let flagged = flagged.unwrap_or_else(|| panic!("doctor flags --insecure-http: {v}"));
     assert_eq!(flagged["ok"], json!(false));
     assert!(flagged["fix"].as_str().unwrap().contains("--tls"), "{flagged}");

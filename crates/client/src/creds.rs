@@ -27,9 +27,9 @@ pub struct Joined {
 fn server_url(config: &Config) -> Result<String, ClientError> {
     match &config.server {
         ServerConfig::Http { url } | ServerConfig::AppsScript { url } => Ok(url.clone()),
-        ServerConfig::Embedded { .. } => Err(ClientError::Invalid(
-            "the embedded server needs no enrolment (same process, same files)".into(),
-        )),
+        ServerConfig::Embedded { .. } => {
+            Err(ClientError::Invalid("the embedded server needs no enrolment (same process, same files)".into()))
+        }
     }
 }
 
@@ -40,11 +40,8 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
     let code = JoinCode::parse(code_text).map_err(|e| ClientError::Invalid(e.message))?;
     let mut config = Config::load(&paths)?;
     config.label = code.label.clone();
-    config.server = if server == "embedded" {
-        ServerConfig::Embedded { db: None }
-    } else {
-        ServerConfig::from_url(server)
-    };
+    config.server =
+        if server == "embedded" { ServerConfig::Embedded { db: None } } else { ServerConfig::from_url(server) };
     let url = server_url(&config)?;
     match &code.fingerprint {
         // The certificate is pinned now, before the code is spent: the exchange itself goes over it.
@@ -59,8 +56,7 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
         None => {}
     }
     if config.installation.is_none() {
-        config.installation =
-            Some(pcmail_core::protocol::new_credential(&mut rand::rng())[..16].to_string());
+        config.installation = Some(pcmail_core::protocol::new_credential(&mut rand::rng())[..16].to_string());
     }
     let installation = config.installation.clone().expect("set above");
     // Kept before anything is sent: the retry of a lost answer presents it again.
@@ -68,26 +64,12 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
     config.save(&paths)?;
     let mut client = Client::open(paths)?;
     let host = crate::config::hostname();
-    let host: String = host
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        .collect();
-    let host = if host.is_empty() {
-        code.label.clone()
-    } else {
-        host
-    };
-    let call = |hostname: String| {
-        client.transport.call(&Op::Join {
-            code: code.secret.clone(),
-            hostname,
-        })
-    };
+    let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).collect();
+    let host = if host.is_empty() { code.label.clone() } else { host };
+    let call = |hostname: String| client.transport.call(&Op::Join { code: code.secret.clone(), hostname });
     let resp = match call(host.clone()) {
         // Another PC has this hostname (or a test runs several on one machine).
-        Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => {
-            call(format!("{host}.{}", code.label))?
-        }
+        Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => call(format!("{host}.{}", code.label))?,
         other => other?,
     };
     // Bound: the poller need not claim the label with the shared token.
@@ -122,9 +104,7 @@ pub fn rotate(client: &mut Client) -> Result<(), ClientError> {
         Some((current, credential::Source::Keyring)) => client.transport.set_credential(Some(current)),
     }
     let new = credential::pending_rotation(&url, &label, &installation)?;
-    client.transport.call(&Op::Rotate {
-        new_cred: new.clone(),
-    })?;
+    client.transport.call(&Op::Rotate { new_cred: new.clone() })?;
     credential::finish_rotation(&url, &label, &installation, &new)?;
     client.transport.set_credential(Some(new));
     Ok(())
@@ -148,9 +128,7 @@ pub fn enrol(
     let resp = client.transport.call(&op)?;
     let expires_at = resp.get("expiresAt").and_then(Value::as_i64).unwrap_or(0);
     // A `pcmail serve` on TLS names its certificate: the new PC pins it from the code.
-    code.fingerprint = resp
-        .get("tlsFingerprint")
-        .and_then(Value::as_str)
-        .and_then(pcmail_core::auth::parse_fingerprint);
+    code.fingerprint =
+        resp.get("tlsFingerprint").and_then(Value::as_str).and_then(pcmail_core::auth::parse_fingerprint);
     Ok((code, expires_at))
 }

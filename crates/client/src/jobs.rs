@@ -14,7 +14,8 @@
 use crate::transport::CallError;
 use crate::{Client, ClientError};
 use pcmail_core::job::{
-    self as cj, ArgValue, CommandSpec, Job, JobResult, JobState, ReportArgs, StartArgs, Submitter, VerifyOutcome, Whitelist,
+    self as cj, ArgValue, CommandSpec, Job, JobResult, JobState, ReportArgs, StartArgs, Submitter, VerifyOutcome,
+    Whitelist,
 };
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
@@ -81,7 +82,12 @@ pub fn whitelist_of(jobs: &JobsConfig) -> Result<Option<Whitelist>, String> {
         let spec: CommandSpec = serde_json::from_value(c.spec_json(&jobs.checkouts))
             .map_err(|e| format!("[jobs] command {}: {e}", c.name))?;
         cj::check_spec(&spec).map_err(|e| {
-            format!("[jobs] command {}: {}{}", c.name, e.message, e.field.map(|f| format!(" ({f})")).unwrap_or_default())
+            format!(
+                "[jobs] command {}: {}{}",
+                c.name,
+                e.message,
+                e.field.map(|f| format!(" ({f})")).unwrap_or_default()
+            )
         })?;
         commands.push(spec);
     }
@@ -157,7 +163,12 @@ impl Client {
 
     /// Applies the poll's `job` answer: the whitelist hash, reports taken,
     /// cancels, jobs of this PC's sessions that ended, and offered jobs.
-    pub(crate) fn apply_job_answer(&mut self, resp: &Value, sent: Option<&cj::PollJob>, now: Millis) -> Result<(), ClientError> {
+    pub(crate) fn apply_job_answer(
+        &mut self,
+        resp: &Value,
+        sent: Option<&cj::PollJob>,
+        now: Millis,
+    ) -> Result<(), ClientError> {
         let Some(a) = resp.get("job").and_then(|v| serde_json::from_value::<cj::PollJobAnswer>(v.clone()).ok()) else {
             return Ok(());
         };
@@ -166,7 +177,12 @@ impl Client {
         }
         // A report answered (ok or finally refused) leaves the queue; an
         // item error (bad shape) too, so it never blocks the others.
-        let mut done: Vec<String> = a.reported.iter().filter(|r| r.ok || r.code.as_deref().is_some_and(|c| c != "unavailable")).map(|r| r.job_id.clone()).collect();
+        let mut done: Vec<String> = a
+            .reported
+            .iter()
+            .filter(|r| r.ok || r.code.as_deref().is_some_and(|c| c != "unavailable"))
+            .map(|r| r.job_id.clone())
+            .collect();
         if let Some(s) = sent {
             for e in a.errors.iter().filter(|e| e.list == "reports") {
                 if let Some(Ok(r)) = s.reports.get(e.index) {
@@ -212,11 +228,12 @@ impl Client {
         // The same rules the server applied at submit, with this PC's own whitelist.
         let checked = (|| {
             let wl = whitelist_of(&jobs).map_err(|e| refusal(cj::REFUSED_NOT_WHITELISTED, e))?;
-            let spec = wl
-                .as_ref()
-                .and_then(|w| w.commands.iter().find(|c| c.name == job.command).cloned())
-                .ok_or_else(|| refusal(cj::REFUSED_NOT_WHITELISTED, format!("{} is not in this PC's whitelist", job.command)))?;
-            let args = cj::check_args(&spec, &args_map(&job)).map_err(|e| refusal(cj::REFUSED_BAD_ARGUMENT, e.message))?;
+            let spec =
+                wl.as_ref().and_then(|w| w.commands.iter().find(|c| c.name == job.command).cloned()).ok_or_else(
+                    || refusal(cj::REFUSED_NOT_WHITELISTED, format!("{} is not in this PC's whitelist", job.command)),
+                )?;
+            let args =
+                cj::check_args(&spec, &args_map(&job)).map_err(|e| refusal(cj::REFUSED_BAD_ARGUMENT, e.message))?;
             let creds = job.credentials_required.unwrap_or(false);
             if !cj::submitter_allowed(jobs.allowed_submitters.as_deref(), &job.submitter.pc, creds) {
                 return Err(refusal(
@@ -236,7 +253,9 @@ impl Client {
         let (spec, plan) = match checked {
             Ok((spec, Some(plan))) => (spec, plan),
             Ok((_, None)) => return self.run_probe(ex, job, &runner, now),
-            Err((state, result, reason)) => return self.queue_report(&job.id, &runner, state, result, Some(reason), now),
+            Err((state, result, reason)) => {
+                return self.queue_report(&job.id, &runner, state, result, Some(reason), now)
+            }
         };
         // Heavy work holds its subject: a second job on it waits (offered again).
         if !spec.read_only && !plan.subject.is_empty() {
@@ -248,7 +267,8 @@ impl Client {
         }
         // Already made: answered with what exists instead of running again.
         if !spec.read_only && !job.force {
-            let reused: Vec<String> = plan.artifact_patterns.iter().flat_map(|p| jobconf::find_artifacts(&plan.cwd, p)).collect();
+            let reused: Vec<String> =
+                plan.artifact_patterns.iter().flat_map(|p| jobconf::find_artifacts(&plan.cwd, p)).collect();
             if !reused.is_empty() {
                 let result = JobResult { ran: false, reused: reused.clone(), ..Default::default() };
                 return match &job.rerun_of {
@@ -263,7 +283,14 @@ impl Client {
                         )),
                         now,
                     ),
-                    None => self.queue_report(&job.id, &runner, JobState::Ok, result, Some(format!("reused: {}", reused.join(", "))), now),
+                    None => self.queue_report(
+                        &job.id,
+                        &runner,
+                        JobState::Ok,
+                        result,
+                        Some(format!("reused: {}", reused.join(", "))),
+                        now,
+                    ),
                 };
             }
         }
@@ -309,7 +336,10 @@ impl Client {
             cancel,
             running: ex.running.clone(),
         };
-        let h = std::thread::Builder::new().name("pcmail-job".into()).spawn(move || work.run()).map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let h = std::thread::Builder::new()
+            .name("pcmail-job".into())
+            .spawn(move || work.run())
+            .map_err(|e| ClientError::Invalid(e.to_string()))?;
         if let Ok(mut w) = ex.workers.lock() {
             w.retain(|h| !h.is_finished());
             w.push(h);
@@ -347,7 +377,15 @@ impl Client {
     }
 
     /// Queues a report and tries to send it at once.
-    fn queue_report(&mut self, job_id: &str, runner: &str, state: JobState, result: JobResult, reason: Option<String>, now: Millis) -> Result<(), ClientError> {
+    fn queue_report(
+        &mut self,
+        job_id: &str,
+        runner: &str,
+        state: JobState,
+        result: JobResult,
+        reason: Option<String>,
+        now: Millis,
+    ) -> Result<(), ClientError> {
         let r = ReportArgs { job_id: job_id.to_string(), runner: runner.to_string(), state, result, reason };
         self.store.job_finish(job_id, &serde_json::to_string(&r).unwrap_or_default(), now)?;
         send_report(self.transport.as_ref(), &mut self.store, &r);
@@ -386,7 +424,13 @@ impl Client {
             let killed = r.pid.is_some_and(|pid| jobrun::kill_orphan(pid, r.pid_start));
             let log = jobrun::log_path(&self.paths.home, &r.job_id, "run");
             let (output, truncated) = jobrun::tail(&log, jobrun::OUTPUT_MAX);
-            let result = JobResult { ran: r.pid.is_some(), output, truncated, duration_ms: (now - r.started_at).max(0), ..Default::default() };
+            let result = JobResult {
+                ran: r.pid.is_some(),
+                output,
+                truncated,
+                duration_ms: (now - r.started_at).max(0),
+                ..Default::default()
+            };
             let reason = format!("{REASON_INTERRUPTED}{}", if killed { "; its process group was killed" } else { "" });
             self.queue_report(&r.job_id, &r.runner, JobState::TimedOut, result, Some(reason), now)?;
         }
@@ -486,7 +530,8 @@ impl Work {
         };
         let t0 = Instant::now();
         let out = jobrun::run(&self.plan.argv, &self.plan.cwd, &env, &log, limit, &self.cancel, &mut on_start);
-        let artifacts: Vec<String> = self.plan.artifacts.iter().filter(|a| self.plan.cwd.join(a).is_file()).cloned().collect();
+        let artifacts: Vec<String> =
+            self.plan.artifacts.iter().filter(|a| self.plan.cwd.join(a).is_file()).cloned().collect();
         let mut result = JobResult {
             ran: out.ending != Ending::NotStarted,
             exit: match out.ending {
@@ -510,11 +555,18 @@ impl Work {
         if state == JobState::Ok {
             let left = limit.saturating_sub(t0.elapsed()).max(Duration::from_secs(5)).min(Duration::from_secs(300));
             if let Some(rb) = &self.plan.read_back {
-                let o = jobrun::run_step(rb, &self.plan.cwd, &env, &jobrun::log_path(home, &self.job.id, "read-back"), left);
+                let o = jobrun::run_step(
+                    rb,
+                    &self.plan.cwd,
+                    &env,
+                    &jobrun::log_path(home, &self.job.id, "read-back"),
+                    left,
+                );
                 result.read_back = Some(o.output);
             }
             if let Some(v) = &self.plan.verify {
-                let o = jobrun::run_step(v, &self.plan.cwd, &env, &jobrun::log_path(home, &self.job.id, "verify"), left);
+                let o =
+                    jobrun::run_step(v, &self.plan.cwd, &env, &jobrun::log_path(home, &self.job.id, "verify"), left);
                 let ok = o.ending == Ending::Exited(Some(0));
                 result.verify = Some(VerifyOutcome {
                     ok,
@@ -551,7 +603,13 @@ impl Work {
             Ok(s) => s,
             Err(e) => {
                 let result = JobResult { ran: false, output: e.to_string(), ..Default::default() };
-                return ReportArgs { job_id: self.job.id.clone(), runner: self.runner.clone(), state: JobState::Failed, result, reason: Some("cannot open the store".into()) };
+                return ReportArgs {
+                    job_id: self.job.id.clone(),
+                    runner: self.runner.clone(),
+                    state: JobState::Failed,
+                    result,
+                    reason: Some("cannot open the store".into()),
+                };
             }
         };
         let state_of = |store: &pcmail_store::Store| -> Vec<InputState> {
@@ -559,7 +617,13 @@ impl Work {
                 .chunk_rows(&command, &subject)
                 .unwrap_or_default()
                 .into_iter()
-                .map(|r| InputState { fingerprint: r.fingerprint, input: r.input, ok: r.ok, failures: r.failures, last_failure_at: r.last_failure_at })
+                .map(|r| InputState {
+                    fingerprint: r.fingerprint,
+                    input: r.input,
+                    ok: r.ok,
+                    failures: r.failures,
+                    last_failure_at: r.last_failure_at,
+                })
                 .collect()
         };
         let t0 = Instant::now();
@@ -572,7 +636,9 @@ impl Work {
             let states = state_of(&store);
             let todo: Vec<&(String, String)> = inputs
                 .iter()
-                .filter(|(_, fp)| chunks::todo(states.iter().find(|s| &s.fingerprint == fp), (self.clock)()) == Todo::Run)
+                .filter(|(_, fp)| {
+                    chunks::todo(states.iter().find(|s| &s.fingerprint == fp), (self.clock)()) == Todo::Run
+                })
                 .collect();
             let deadline = chunks::start_deadline(run_started, limit);
             let mut left = false;
@@ -609,7 +675,13 @@ impl Work {
                 exits.push(out.ending);
                 let prev = states.iter().find(|s| &s.fingerprint == fp);
                 let st = chunks::record(prev, fp, input, ok, (self.clock)());
-                let row = pcmail_store::jobs::ChunkRow { fingerprint: st.fingerprint, input: st.input, ok: st.ok, failures: st.failures, last_failure_at: st.last_failure_at };
+                let row = pcmail_store::jobs::ChunkRow {
+                    fingerprint: st.fingerprint,
+                    input: st.input,
+                    ok: st.ok,
+                    failures: st.failures,
+                    last_failure_at: st.last_failure_at,
+                };
                 let _ = store.chunk_put(&command, &subject, &row, (self.clock)());
             }
             if cancelled || !left {
@@ -619,7 +691,8 @@ impl Work {
             runs += 1;
             run_started = (self.clock)();
             let start = StartArgs { job_id: self.job.id.clone(), runner: self.runner.clone(), started_at: run_started };
-            let acknowledged = crate::make_transport(&self.paths, &self.config, self.clock).map(|t| t.call(&Op::JobStart(start)).is_ok());
+            let acknowledged = crate::make_transport(&self.paths, &self.config, self.clock)
+                .map(|t| t.call(&Op::JobStart(start)).is_ok());
             if !matches!(acknowledged, Ok(true)) {
                 break inputs;
             }
@@ -672,7 +745,8 @@ pub struct SubmitRequest {
 }
 
 fn job_answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v).map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
+    serde_json::from_value(v)
+        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
 }
 
 impl Client {
@@ -689,7 +763,8 @@ impl Client {
     /// `job.submit`; the job is recorded for the hook (told once when it ends).
     pub fn job_submit(&mut self, req: &SubmitRequest) -> Result<cj::SubmitAnswer, ClientError> {
         let now = self.now();
-        let target = if req.target == cj::SERVER_TARGET { req.target.clone() } else { self.resolve_recipient(&req.target)? };
+        let target =
+            if req.target == cj::SERVER_TARGET { req.target.clone() } else { self.resolve_recipient(&req.target)? };
         if target == "*" {
             return Err(ClientError::Invalid("a job has one target: a PC label or @server".into()));
         }
@@ -738,8 +813,10 @@ impl Client {
 
     pub fn job_cancel(&mut self, job_id: &str, session: &str, reason: Option<String>) -> Result<Job, ClientError> {
         let by = pcmail_core::rules::actor(self.me(), Some(session));
-        let a: cj::JobAnswer =
-            job_answer(self.call_job(&Op::JobCancel(cj::CancelArgs { job_id: job_id.to_string(), by, reason }))?, "job.cancel")?;
+        let a: cj::JobAnswer = job_answer(
+            self.call_job(&Op::JobCancel(cj::CancelArgs { job_id: job_id.to_string(), by, reason }))?,
+            "job.cancel",
+        )?;
         Ok(a.job)
     }
 
@@ -866,8 +943,10 @@ mod probes {
         let held: Vec<Value> = mine
             .iter()
             .take(PC_PROBE_ITEMS_MAX)
-            .map(|l| json!({"resource": l.resource, "session": prefix(&l.session), "confirmed": l.fence.is_some(),
-                            "releaseQueued": l.release_queued_at.is_some()}))
+            .map(|l| {
+                json!({"resource": l.resource, "session": prefix(&l.session), "confirmed": l.fence.is_some(),
+                            "releaseQueued": l.release_queued_at.is_some()})
+            })
             .collect();
         Ok(json!({"cache": items, "cacheTotal": total, "heldHere": held, "heldHereTotal": mine.len()}))
     }
@@ -877,8 +956,10 @@ mod probes {
         let running: Vec<Value> = runs
             .iter()
             .take(PC_PROBE_ITEMS_MAX)
-            .map(|r| json!({"jobId": r.job_id, "command": r.command, "subject": r.subject, "readOnly": r.read_only,
-                            "startedAt": r.started_at, "inThisProcess": ex.running_ids().contains(&r.job_id)}))
+            .map(|r| {
+                json!({"jobId": r.job_id, "command": r.command, "subject": r.subject, "readOnly": r.read_only,
+                            "startedAt": r.started_at, "inThisProcess": ex.running_ids().contains(&r.job_id)})
+            })
             .collect();
         let reports = c.store.job_reports(PC_PROBE_ITEMS_MAX)?;
         let queued: Vec<Value> = reports

@@ -6,8 +6,8 @@
 use crate::transport::CallError;
 use crate::{Client, ClientError};
 use pcmail_core::lease::{
-    CheckAnswer, Claim, ClaimAnswer, Evidence, Holder, Lease, ListAnswer, ListArgs, Mode, PollLease, PollLeaseAnswer, Release,
-    ReleaseAnswer, Renew, Takeover, HEARTBEAT_MS,
+    CheckAnswer, Claim, ClaimAnswer, Evidence, Holder, Lease, ListAnswer, ListArgs, Mode, PollLease, PollLeaseAnswer,
+    Release, ReleaseAnswer, Renew, Takeover, HEARTBEAT_MS,
 };
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
@@ -70,7 +70,8 @@ fn cached(l: &Lease) -> CachedLease {
 }
 
 fn answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v).map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
+    serde_json::from_value(v)
+        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
 }
 
 impl Client {
@@ -149,7 +150,12 @@ impl Client {
 
     /// Releases this PC's lease(s) of `resource` (of `session` when given).
     /// Unreachable: the release is queued and the poller sends it.
-    pub fn lease_release(&mut self, resource: &str, session: Option<&str>, reason: Option<&str>) -> Result<Vec<ReleaseDone>, ClientError> {
+    pub fn lease_release(
+        &mut self,
+        resource: &str,
+        session: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<Vec<ReleaseDone>, ClientError> {
         let now = self.now();
         let mine: Vec<MyLease> = self
             .store
@@ -158,7 +164,9 @@ impl Client {
             .filter(|l| l.resource == resource && session.is_none_or(|s| s == l.session))
             .collect();
         if mine.is_empty() {
-            return Err(ClientError::NotFound(format!("lease {resource} (this PC holds no such lease; `pcmail lease list`)")));
+            return Err(ClientError::NotFound(format!(
+                "lease {resource} (this PC holds no such lease; `pcmail lease list`)"
+            )));
         }
         let mut out = vec![];
         for l in mine {
@@ -168,12 +176,22 @@ impl Client {
                 out.push(ReleaseDone { resource: l.resource, fence: None, released: true, queued: false });
                 continue;
             };
-            let rel = Release { resource: l.resource.clone(), fence, by: self.actor_of(&l.session), reason: reason.map(str::to_string) };
+            let rel = Release {
+                resource: l.resource.clone(),
+                fence,
+                by: self.actor_of(&l.session),
+                reason: reason.map(str::to_string),
+            };
             match self.call_registered(&Op::LeaseRelease(rel)) {
                 Ok(v) => {
                     let a: ReleaseAnswer = answer(v, "lease.release")?;
                     self.store.lease_mine_remove(&l.claim_id)?;
-                    out.push(ReleaseDone { resource: l.resource, fence: Some(fence), released: a.released, queued: false });
+                    out.push(ReleaseDone {
+                        resource: l.resource,
+                        fence: Some(fence),
+                        released: a.released,
+                        queued: false,
+                    });
                 }
                 Err(CallError::Server(p)) if matches!(p.code, ErrorCode::NotFound | ErrorCode::Forbidden) => {
                     // Not ours any more on the server: nothing left to release.
@@ -215,7 +233,11 @@ impl Client {
             return Ok((Evidence::Force, None));
         }
         if lease.holder.pc == self.me() {
-            let mine = self.store.leases_mine()?.into_iter().find(|l| l.resource == lease.resource && l.fence == Some(lease.fence));
+            let mine = self
+                .store
+                .leases_mine()?
+                .into_iter()
+                .find(|l| l.resource == lease.resource && l.fence == Some(lease.fence));
             return match mine.as_ref().and_then(|l| l.pid.map(|pid| ProcId { pid, start: l.pid_start })) {
                 Some(p) if p.alive() => Err(ClientError::Invalid(format!(
                     "the holder's process (PID {}) still runs on this PC: ask it to release, or end it first",
@@ -271,7 +293,12 @@ impl Client {
                 self.store.lease_mine_remove(&l.claim_id)?;
                 continue;
             };
-            let rel = Release { resource: l.resource.clone(), fence, by: self.actor_of(&l.session), reason: l.release_reason.clone() };
+            let rel = Release {
+                resource: l.resource.clone(),
+                fence,
+                by: self.actor_of(&l.session),
+                reason: l.release_reason.clone(),
+            };
             match self.call_registered(&Op::LeaseRelease(rel)) {
                 Ok(_) => {
                     self.store.lease_mine_remove(&l.claim_id)?;
@@ -376,7 +403,12 @@ impl Client {
 
     /// Applies the poll's `lease` answer: heartbeats, releases done, leases
     /// lost, and the server's list into the guard cache.
-    pub(crate) fn apply_lease_answer(&mut self, resp: &Value, sent_releases: &[MyLease], now: Millis) -> Result<(), ClientError> {
+    pub(crate) fn apply_lease_answer(
+        &mut self,
+        resp: &Value,
+        sent_releases: &[MyLease],
+        now: Millis,
+    ) -> Result<(), ClientError> {
         let Some(a) = resp.get("lease").and_then(|v| serde_json::from_value::<PollLeaseAnswer>(v.clone()).ok()) else {
             return Ok(());
         };

@@ -5,15 +5,15 @@
 // Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
 // under their old paths so every user of `pcmail_client::config::…` compiles.
 pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn, watch};
+pub mod creds;
 pub mod jobs;
 pub mod leases;
 pub mod notify;
-pub mod pin;
 pub mod ops;
+pub mod pin;
 pub mod pusher;
 pub mod sessions;
 pub mod sync;
-pub mod creds;
 pub mod token;
 pub mod transport;
 pub mod watchdog;
@@ -48,7 +48,9 @@ pub enum ClientError {
     Timeout { id: String, wanted: String, state: String },
     #[error("{0}")]
     Invalid(String),
-    #[error("nobody else is on the roster to send to (`pcmail roster` lists it; other PCs appear once they have polled)")]
+    #[error(
+        "nobody else is on the roster to send to (`pcmail roster` lists it; other PCs appear once they have polled)"
+    )]
     NobodyElse,
 }
 
@@ -99,7 +101,12 @@ impl Client {
     }
 
     /// For tests and the tray: everything given.
-    pub fn with(paths: Paths, config: Config, transport: Box<dyn Transport>, clock: fn() -> Millis) -> Result<Client, ClientError> {
+    pub fn with(
+        paths: Paths,
+        config: Config,
+        transport: Box<dyn Transport>,
+        clock: fn() -> Millis,
+    ) -> Result<Client, ClientError> {
         let store = Store::open(&paths.store())?;
         Ok(Client { paths, config, store, transport, clock, executor: None })
     }
@@ -113,7 +120,11 @@ impl Client {
     }
 }
 
-pub fn make_transport(paths: &Paths, config: &Config, clock: fn() -> Millis) -> Result<Box<dyn Transport>, ClientError> {
+pub fn make_transport(
+    paths: &Paths,
+    config: &Config,
+    clock: fn() -> Millis,
+) -> Result<Box<dyn Transport>, ClientError> {
     Ok(match &config.server {
         ServerConfig::Embedded { .. } => {
             let db = config.embedded_db(paths).expect("embedded has a db");
@@ -136,9 +147,9 @@ fn http_transport(url: &str, config: &Config, long_poll: bool) -> Result<transpo
         Err(e) => return Err(e.into()),
     };
     let (u, label, inst) = (url.to_string(), config.label.clone(), config.installation.clone());
-    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?.with_credential_reload(Box::new(move || {
-        token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c)
-    }));
+    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?.with_credential_reload(Box::new(
+        move || token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c),
+    ));
     t.set_credential(cred);
     match &config.tls_fingerprint {
         Some(fp) if url.starts_with("https://") => Ok(t.with_pinned_certificate(fp)?),

@@ -74,16 +74,16 @@ impl Notifier for Webhook {
         "webhook"
     }
     fn send(&self, n: &Notification) -> Result<(), String> {
-        let client = reqwest::blocking::Client::builder()
-            .timeout(PER_NOTIFICATION)
-            .build()
-            .map_err(|e| e.to_string())?;
+        let client =
+            reqwest::blocking::Client::builder().timeout(PER_NOTIFICATION).build().map_err(|e| e.to_string())?;
         let content = format!("{} — {} ({})", n.title, n.body, n.id);
-        let resp = client
-            .post(&self.url)
-            .json(&serde_json::json!({ "content": content }))
-            .send()
-            .map_err(|e| if e.is_timeout() { "timed out".to_string() } else { "unreachable".to_string() })?;
+        let resp = client.post(&self.url).json(&serde_json::json!({ "content": content })).send().map_err(|e| {
+            if e.is_timeout() {
+                "timed out".to_string()
+            } else {
+                "unreachable".to_string()
+            }
+        })?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -214,7 +214,9 @@ mod tests {
                 if let Some(h) = text.find("\r\n\r\n") {
                     let len: usize = text
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap()))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap())
+                        })
                         .unwrap_or(0);
                     if got.len() >= h + 4 + len {
                         break;
@@ -224,7 +226,11 @@ mod tests {
             s.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").unwrap();
             String::from_utf8(got).unwrap()
         });
-        let n = Notification { id: "mail-1-0000abcd".into(), title: "pcmail: decision request from pc-a".into(), body: "ship?".into() };
+        let n = Notification {
+            id: "mail-1-0000abcd".into(),
+            title: "pcmail: decision request from pc-a".into(),
+            body: "ship?".into(),
+        };
         Webhook { url }.send(&n).unwrap();
         let req = server.join().unwrap();
         let body: serde_json::Value = serde_json::from_str(req.split("\r\n\r\n").nth(1).unwrap()).unwrap();

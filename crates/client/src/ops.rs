@@ -88,7 +88,9 @@ impl Client {
             // Spelled as a label but no PC: maybe a session's name (issue 11),
             // which only the server knows. It checks exactly and answers
             // `unknown_recipient` with candidates (names and labels) if not.
-            Resolution::Unknown { .. } if reached && pcmail_core::roster::is_valid_label(query) => Ok(query.to_string()),
+            Resolution::Unknown { .. } if reached && pcmail_core::roster::is_valid_label(query) => {
+                Ok(query.to_string())
+            }
             Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
         }
     }
@@ -144,7 +146,11 @@ impl Client {
 
     /// One `send`; on `duplicate_id` (another mail has this id) a fresh id
     /// is made and the mail sent once more when `may_regenerate`.
-    pub(crate) fn send_prepared(&mut self, mail: &OutgoingMail, may_regenerate: bool) -> Result<SendOutcome, ClientError> {
+    pub(crate) fn send_prepared(
+        &mut self,
+        mail: &OutgoingMail,
+        may_regenerate: bool,
+    ) -> Result<SendOutcome, ClientError> {
         let resp = match self.transport.call(&Op::Send { mail: mail.clone() }) {
             Err(CallError::Server(p)) if p.code == ErrorCode::DuplicateId && may_regenerate => {
                 let mut again = mail.clone();
@@ -207,7 +213,13 @@ impl Client {
     /// then to the server now if it answers, else with the next poll.
     /// A reason the server would refuse is refused here, before anything is
     /// queued (the same rule, from pcmail-core).
-    pub fn mark(&mut self, id: &str, op: MarkOp, reason: Option<&str>, actor: Option<&str>) -> Result<State, ClientError> {
+    pub fn mark(
+        &mut self,
+        id: &str,
+        op: MarkOp,
+        reason: Option<&str>,
+        actor: Option<&str>,
+    ) -> Result<State, ClientError> {
         let now = self.now();
         let by = pcmail_core::rules::sanitize_actor(actor.unwrap_or(&self.config.label));
         pcmail_core::rules::check_mark_text(op, &by, reason).map_err(|e| ClientError::Invalid(e.message))?;
@@ -251,7 +263,13 @@ impl Client {
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownOp => {
                 for m in &due {
-                    if self.store.mark_retry_later(&m.mark.mark_id, "unknown_op", now + UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES, now)? {
+                    if self.store.mark_retry_later(
+                        &m.mark.mark_id,
+                        "unknown_op",
+                        now + UNKNOWN_OP_BACKOFF_MS,
+                        UNKNOWN_OP_MAX_TRIES,
+                        now,
+                    )? {
                         report.marks_dropped += 1;
                     }
                 }
@@ -268,7 +286,10 @@ impl Client {
 
     /// `status`, and for mail to a name nobody live holds, why it waits
     /// (id → the server's note; issue 11).
-    pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<(Vec<Mail>, Vec<String>, Vec<(String, String)>), ClientError> {
+    pub fn status_noting_waits(
+        &mut self,
+        ids: &[String],
+    ) -> Result<(Vec<Mail>, Vec<String>, Vec<(String, String)>), ClientError> {
         let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
         let waiting: Vec<(String, String)> = resp
             .get("mails")
@@ -285,10 +306,8 @@ impl Client {
             .get("mails")
             .and_then(|m| serde_json::from_value(m.clone()).ok())
             .ok_or_else(|| CallError::Transient("status answer without mails".into()))?;
-        let missing: Vec<String> = resp
-            .get("missing")
-            .and_then(|m| serde_json::from_value(m.clone()).ok())
-            .unwrap_or_default();
+        let missing: Vec<String> =
+            resp.get("missing").and_then(|m| serde_json::from_value(m.clone()).ok()).unwrap_or_default();
         for m in &mails {
             let _ = self.store.sent_apply_status(m);
             // The same timeline in the store, for mail sent or received here.
@@ -343,9 +362,7 @@ fn reply_subject(s: &str) -> String {
 /// The checks the server would make, made first so a bad draft is never queued.
 fn check_draft(mail: &OutgoingMail) -> Result<(), ClientError> {
     let req = pcmail_core::protocol::request_json("x", None, &Op::Send { mail: mail.clone() });
-    pcmail_core::protocol::parse_request(&req)
-        .map(|_| ())
-        .map_err(|e| ClientError::Invalid(e.message))
+    pcmail_core::protocol::parse_request(&req).map(|_| ()).map_err(|e| ClientError::Invalid(e.message))
 }
 
 #[cfg(test)]

@@ -92,8 +92,10 @@ pub fn spawn(paths: Paths) -> PusherGuard {
 pub fn spawn_with(paths: Paths, liveness_every: Duration) -> PusherGuard {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let handle =
-        std::thread::Builder::new().name("pcmail-mark-pusher".into()).spawn(move || run_with(paths, s, liveness_every)).ok();
+    let handle = std::thread::Builder::new()
+        .name("pcmail-mark-pusher".into())
+        .spawn(move || run_with(paths, s, liveness_every))
+        .ok();
     PusherGuard { stop, handle }
 }
 

@@ -63,7 +63,8 @@ impl Client {
     /// Applies the poll's `sessions` answer: the names held here, and mail
     /// to drop because its name moved to another PC. Returns how many were withdrawn.
     pub(crate) fn apply_sessions_answer(&mut self, resp: &Value) -> Result<usize, ClientError> {
-        let Some(a) = resp.get("sessions").and_then(|v| serde_json::from_value::<PollSessionsAnswer>(v.clone()).ok()) else {
+        let Some(a) = resp.get("sessions").and_then(|v| serde_json::from_value::<PollSessionsAnswer>(v.clone()).ok())
+        else {
             return Ok(0);
         };
         let held: Vec<(String, String)> = a.names.iter().map(|h| (h.name.clone(), h.session.clone())).collect();
@@ -82,7 +83,8 @@ impl Client {
         }
         let op = Op::NameTake { name: name.to_string(), session: session.to_string(), live: Some(live) };
         let v = self.call_registered_op(&op)?;
-        let a: TakeAnswer = serde_json::from_value(v).map_err(|e| ClientError::Invalid(format!("name.take: unexpected answer: {e}")))?;
+        let a: TakeAnswer = serde_json::from_value(v)
+            .map_err(|e| ClientError::Invalid(format!("name.take: unexpected answer: {e}")))?;
         // The names this PC holds now, before the next poll says so.
         let mut held = self.store.names()?;
         held.retain(|(n, _)| n != name);

@@ -150,10 +150,8 @@ impl Client {
                 std::process::exit(137);
             }
 
-            let updates: Vec<Update> = resp
-                .get("updates")
-                .and_then(|u| serde_json::from_value(u.clone()).ok())
-                .unwrap_or_default();
+            let updates: Vec<Update> =
+                resp.get("updates").and_then(|u| serde_json::from_value(u.clone()).ok()).unwrap_or_default();
             for u in &updates {
                 self.store.sent_apply_update(u)?;
             }
@@ -219,11 +217,11 @@ impl Client {
     /// leaves it unconfirmed so the next cycle fetches it again.
     fn store_one(&mut self, raw: &Value, now: Millis, report: &mut CycleReport) {
         let me = self.config.label.clone();
-        let mail: Result<Mail, String> = serde_json::from_value::<Mail>(raw.clone())
-            .map_err(|e| format!("malformed mail: {e}"))
-            .and_then(|m| {
+        let mail: Result<Mail, String> =
+            serde_json::from_value::<Mail>(raw.clone()).map_err(|e| format!("malformed mail: {e}")).and_then(|m| {
                 // Mail to a name this PC holds is checked as addressed to it.
-                let to = if m.to != me && self.store.holds_name(&m.to).unwrap_or(false) { m.to.clone() } else { me.clone() };
+                let to =
+                    if m.to != me && self.store.holds_name(&m.to).unwrap_or(false) { m.to.clone() } else { me.clone() };
                 validate_incoming(&m, &to).map(|()| m)
             });
         match mail {
@@ -238,7 +236,12 @@ impl Client {
                 let res = self.store.write(|tx| {
                     tx.execute(
                         "INSERT OR REPLACE INTO quarantine (id, raw, reason, at) VALUES (?1, ?2, ?3, ?4)",
-                        rusqlite::params![if id.is_empty() { format!("unknown-{now}") } else { id.clone() }, raw_s, reason, now],
+                        rusqlite::params![
+                            if id.is_empty() { format!("unknown-{now}") } else { id.clone() },
+                            raw_s,
+                            reason,
+                            now
+                        ],
                     )?;
                     if is_valid_any_id(&id) {
                         marks::queue(tx, &id, MarkOp::Fail, now, &me, Some(&format!("quarantined by {me}: {reason}")))?;
@@ -374,8 +377,13 @@ impl Client {
 
     /// Re-reads the server's state of every sent mail that is not final.
     pub fn refresh_open_sent(&mut self) -> Result<(), ClientError> {
-        let open: Vec<String> =
-            self.store.sent_list(10_000)?.into_iter().filter(|m| !m.state.is_final() && m.queued.is_none()).map(|m| m.id).collect();
+        let open: Vec<String> = self
+            .store
+            .sent_list(10_000)?
+            .into_iter()
+            .filter(|m| !m.state.is_final() && m.queued.is_none())
+            .map(|m| m.id)
+            .collect();
         for chunk in open.chunks(limits::STATUS_IDS_MAX) {
             self.status(chunk)?;
         }
@@ -413,7 +421,13 @@ impl Client {
             self.transport.set_credential(Some(cred));
         }
         let hostname = roster_hostname(&crate::config::hostname(), &self.config.label);
-        let op = Op::RosterSet { label: self.config.label.clone(), hostname: hostname.clone(), number: None, claim, replace };
+        let op = Op::RosterSet {
+            label: self.config.label.clone(),
+            hostname: hostname.clone(),
+            number: None,
+            claim,
+            replace,
+        };
         let mut note = None;
         let done = match self.transport.call(&op) {
             Ok(v) => Ok(v),
@@ -428,7 +442,8 @@ impl Client {
                     "hostname {hostname:?} is already on the roster for {holder}, so this PC is listed as {listed:?} \
                      (hostnames are unique on the roster; if {holder} is gone: `pcmail roster remove {holder}`, then `pcmail init`)"
                 ));
-                let op = Op::RosterSet { label: self.config.label.clone(), hostname: listed, number: None, claim, replace };
+                let op =
+                    Op::RosterSet { label: self.config.label.clone(), hostname: listed, number: None, claim, replace };
                 Ok(self.transport.call(&op)?)
             }
             Err(e) => Err(ClientError::from(e)),
@@ -452,7 +467,9 @@ impl Client {
     fn hostname_holder(&self, hostname: &str) -> Option<String> {
         let resp = self.transport.call(&Op::RosterGet).ok()?;
         let pcs: Vec<Pc> = serde_json::from_value(resp.get("pcs")?.clone()).ok()?;
-        pcs.into_iter().find(|p| p.hostname.eq_ignore_ascii_case(hostname) && p.label != self.config.label).map(|p| p.label)
+        pcs.into_iter()
+            .find(|p| p.hostname.eq_ignore_ascii_case(hostname) && p.label != self.config.label)
+            .map(|p| p.label)
     }
 
     /// What a claim is for: this label on this server.
@@ -538,7 +555,8 @@ impl Client {
     /// The embedded server has no timer of its own: whoever polls sweeps it
     /// when due. Alerts are cached for the CLI and the tray every 10 minutes.
     fn maybe_sweep_and_alerts(&mut self, now: Millis) {
-        let due = self.store.meta_i64(meta::LAST_SWEEP_AT).ok().flatten().is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS);
+        let due =
+            self.store.meta_i64(meta::LAST_SWEEP_AT).ok().flatten().is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS);
         if !due {
             return;
         }
@@ -551,7 +569,9 @@ impl Client {
             tracing::warn!("retention: {e}");
         }
         if let Ok(resp) = self.transport.call(&Op::Alerts { open_only: true }) {
-            if let Some(a) = resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok()) {
+            if let Some(a) =
+                resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok())
+            {
                 let _ = self.store.alerts_replace(&a);
             }
         }
@@ -562,7 +582,8 @@ impl Client {
 /// The hostname a PC registers: the machine's, kept to the roster's
 /// characters (`[A-Za-z0-9._-]`), or the label when nothing is left.
 pub fn roster_hostname(host: &str, label: &str) -> String {
-    let h: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(253).collect();
+    let h: String =
+        host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(253).collect();
     if h.is_empty() {
         label.to_string()
     } else {

@@ -97,7 +97,11 @@ pub mod credential {
     }
 
     /// The credential to present, if this installation has one; never makes one.
-    pub fn load(server_url: &str, label: &str, installation: Option<&str>) -> Result<Option<(String, Source)>, TokenError> {
+    pub fn load(
+        server_url: &str,
+        label: &str,
+        installation: Option<&str>,
+    ) -> Result<Option<(String, Source)>, TokenError> {
         if let Some(c) = from_env()? {
             return Ok(Some((c, Source::Env)));
         }

@@ -66,7 +66,8 @@ pub trait Transport: Send + Sync {
 /// (an HTML page from Google on quota/time-out) that is a transient error.
 pub fn interpret(body: &[u8]) -> Result<Value, CallError> {
     let v: Value = serde_json::from_slice(body).map_err(|_| {
-        let head: String = String::from_utf8_lossy(&body[..body.len().min(80)]).chars().filter(|c| !c.is_control()).collect();
+        let head: String =
+            String::from_utf8_lossy(&body[..body.len().min(80)]).chars().filter(|c| !c.is_control()).collect();
         CallError::Transient(format!("the server answered something that is not JSON ({head:?}…)"))
     })?;
     match v.get("ok") {
@@ -280,7 +281,8 @@ mod tests {
         for body in [&b"<!DOCTYPE html><html>Service unavailable</html>"[..], b"", b"null", b"{\"x\":1}"] {
             assert!(matches!(interpret(body), Err(CallError::Transient(_))), "{:?}", String::from_utf8_lossy(body));
         }
-        let e = interpret(br#"{"ok":false,"error":{"code":"unknown_recipient","message":"m","candidates":["a"]}}"#).unwrap_err();
+        let e = interpret(br#"{"ok":false,"error":{"code":"unknown_recipient","message":"m","candidates":["a"]}}"#)
+            .unwrap_err();
         match e {
             CallError::Server(p) => {
                 assert_eq!(p.code, ErrorCode::UnknownRecipient);

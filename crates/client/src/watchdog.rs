@@ -14,7 +14,11 @@ pub const HUNG_AFTER_MS: Millis = 10 * 60 * 1000;
 
 /// The threshold in force: 10 minutes, or `PCMAIL_WATCHDOG_MS` (tests only).
 pub fn threshold_ms() -> Millis {
-    std::env::var("PCMAIL_WATCHDOG_MS").ok().and_then(|v| v.parse().ok()).filter(|v: &Millis| *v > 0).unwrap_or(HUNG_AFTER_MS)
+    std::env::var("PCMAIL_WATCHDOG_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v: &Millis| *v > 0)
+        .unwrap_or(HUNG_AFTER_MS)
 }
 
 /// Hung: the loop has not moved and no poll succeeded for `threshold` (a

@@ -8,13 +8,14 @@ use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Kind, MarkOp, ProtoError, State};
 use serde_json::{json, Value};
 
-
-
 mod common;
 use common::{advance, clock, Scripted};
 
 fn config(label: &str) -> Config {
-    Config { native_notifications: false, ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
+    Config {
+        native_notifications: false,
+        ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
+    }
 }
 
 fn mail(id: &str, to: &str, kind: &str, body: Value) -> Value {
@@ -31,15 +32,17 @@ fn a_malformed_mail_is_quarantined_and_failed_while_the_rest_is_stored() {
         Op::Poll(_) if !served => {
             served = true;
             Ok(json!({"ok": true, "now": 0, "confirmed": [], "updates": [], "cursor": 0, "more": false,
-                "mail": [
-                    mail("mail-1-0000000a", "pc-b", "note", json!("good")),
-                    mail("mail-1-0000000b", "pc-b", "note", json!(42)),          // body not a string
-                    mail("mail-1-0000000c", "pc-x", "note", json!("not for me")), // wrong recipient
-                    mail("mail-1-0000000d", "pc-b", "request", json!("good too")),
-                ]}))
+            "mail": [
+                mail("mail-1-0000000a", "pc-b", "note", json!("good")),
+                mail("mail-1-0000000b", "pc-b", "note", json!(42)),          // body not a string
+                mail("mail-1-0000000c", "pc-x", "note", json!("not for me")), // wrong recipient
+                mail("mail-1-0000000d", "pc-b", "request", json!("good too")),
+            ]}))
         }
-        Op::Poll(_) => Ok(json!({"ok": true, "now": 0, "mail": [], "confirmed": ["mail-1-0000000a", "mail-1-0000000d"],
-            "marks": [], "updates": [], "cursor": 0, "more": false})),
+        Op::Poll(_) => {
+            Ok(json!({"ok": true, "now": 0, "mail": [], "confirmed": ["mail-1-0000000a", "mail-1-0000000d"],
+            "marks": [], "updates": [], "cursor": 0, "more": false}))
+        }
         _ => Ok(json!({"ok": true, "now": 0, "alerts": []})),
     }));
     let mut c = Client::with(Paths::at(dir.path()), config("pc-b"), Box::new(t.clone()), clock).unwrap();
@@ -139,13 +142,23 @@ fn hook_acks_replies_to_my_mail_once_shown() {
     a.refresh_roster().unwrap();
     b.refresh_roster().unwrap();
     let q = a
-        .send(pcmail_client::ops::Draft { to: "pc-b".into(), kind: Kind::Request, body: "please run it".into(), ..Default::default() })
+        .send(pcmail_client::ops::Draft {
+            to: "pc-b".into(),
+            kind: Kind::Request,
+            body: "please run it".into(),
+            ..Default::default()
+        })
         .unwrap();
     b.sync_once(0).unwrap();
     advance(1000);
     let reply = b.reply(&q.ids[0], "ran it: green".into(), false).unwrap();
     a.sync_once(0).unwrap();
-    let input = hook::HookInput { session_id: "sess-1".into(), event: hook::Event::UserPromptSubmit, cwd: None, ..Default::default() };
+    let input = hook::HookInput {
+        session_id: "sess-1".into(),
+        event: hook::Event::UserPromptSubmit,
+        cwd: None,
+        ..Default::default()
+    };
     let run = hook::run(&a.paths, &input, clock()).unwrap();
     assert_eq!(run.shown, [reply.ids[0].clone()]);
     let ctx = run.output.unwrap();

@@ -116,7 +116,8 @@ fn heartbeats_ride_the_poll_and_fill_the_guard_cache() {
     let mut a = pc(root.path(), "pc-a");
     let mut b = pc(root.path(), "pc-b");
     let me = ProcId::of(std::process::id() as i64).unwrap();
-    let ClaimOutcome::Granted { lease } = a.client.lease_claim(&claim("staging-deploy", "s1", Some(me))).unwrap() else {
+    let ClaimOutcome::Granted { lease } = a.client.lease_claim(&claim("staging-deploy", "s1", Some(me))).unwrap()
+    else {
         panic!("granted")
     };
     let granted_at = lease.heartbeat_at;
@@ -164,7 +165,10 @@ fn a_killed_holder_process_is_released_within_one_heartbeat_period() {
     holder.wait().unwrap();
     let killed = Instant::now();
     while !live(&mut b.client, "gpu:0").is_empty() {
-        assert!(killed.elapsed() < Duration::from_millis(HEARTBEAT_MS as u64), "not released within one heartbeat period");
+        assert!(
+            killed.elapsed() < Duration::from_millis(HEARTBEAT_MS as u64),
+            "not released within one heartbeat period"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // The next claim gets it, with a higher fence.
@@ -181,7 +185,8 @@ fn a_takeover_is_told_to_the_old_holder_once() {
     let mut b = pc(root.path(), "pc-b");
     let me = ProcId::of(std::process::id() as i64).unwrap();
     // The old holder's session is in pc-a's registry (its hook ran once).
-    let input = hook::HookInput { session_id: "sess-a".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
+    let input =
+        hook::HookInput { session_id: "sess-a".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
     hook::dispatch(&a.paths, &input, clock()).unwrap();
     a.client.lease_claim(&claim("refactor-auth", "sess-a", Some(me))).unwrap();
 
@@ -193,7 +198,8 @@ fn a_takeover_is_told_to_the_old_holder_once() {
     let mut req = claim("refactor-auth", "sess-b", None);
     let (evidence, _) = b.client.takeover_evidence(&stale[0], true).unwrap();
     assert_eq!(evidence, Evidence::Force);
-    req.takeover = Some(Takeover { evidence, reason: "pc-a is off the network; checked the branch".into(), detail: None });
+    req.takeover =
+        Some(Takeover { evidence, reason: "pc-a is off the network; checked the branch".into(), detail: None });
     let ClaimOutcome::Granted { .. } = b.client.lease_claim(&req).unwrap() else { panic!() };
 
     // pc-a comes back: its poll learns the loss; the session's next hook says so once.
@@ -201,7 +207,10 @@ fn a_takeover_is_told_to_the_old_holder_once() {
     a.client.sync_once(0).unwrap();
     assert!(a.client.store.leases_mine().unwrap().is_empty());
     let out = hook::dispatch(&a.paths, &input, clock()).unwrap().output.expect("one line");
-    assert!(out.contains("lease refactor-auth was taken over by pc-b/") && out.contains("pc-a is off the network"), "{out}");
+    assert!(
+        out.contains("lease refactor-auth was taken over by pc-b/") && out.contains("pc-a is off the network"),
+        "{out}"
+    );
     assert_eq!(hook::dispatch(&a.paths, &input, clock()).unwrap().output, None, "once");
 }
 
@@ -213,7 +222,9 @@ fn offline_a_claim_is_kept_unconfirmed_and_claimed_on_reconnect() {
     let mut b = pc(root.path(), "pc-b");
     a.offline.store(true, Ordering::SeqCst);
     let me = ProcId::of(std::process::id() as i64).unwrap();
-    let ClaimOutcome::Unconfirmed { .. } = a.client.lease_claim(&claim("docs", "s1", Some(me))).unwrap() else { panic!() };
+    let ClaimOutcome::Unconfirmed { .. } = a.client.lease_claim(&claim("docs", "s1", Some(me))).unwrap() else {
+        panic!()
+    };
     // Meanwhile pc-b holds another resource; pc-a's unconfirmed lease of "docs" is claimed on reconnect.
     b.client.lease_claim(&claim("other", "s2", None)).unwrap();
     a.offline.store(false, Ordering::SeqCst);
@@ -232,12 +243,15 @@ fn an_unconfirmed_claim_against_a_server_without_leases_says_so_not_lost() {
     let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let mut a = pc(root.path(), "pc-a");
-    let input = hook::HookInput { session_id: "sess-a".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
+    let input =
+        hook::HookInput { session_id: "sess-a".into(), event: hook::Event::UserPromptSubmit, ..Default::default() };
     hook::dispatch(&a.paths, &input, clock()).unwrap();
     a.offline.store(true, Ordering::SeqCst);
     a.no_leases.store(true, Ordering::SeqCst);
     let me = ProcId::of(std::process::id() as i64).unwrap();
-    let ClaimOutcome::Unconfirmed { .. } = a.client.lease_claim(&claim("docs", "sess-a", Some(me))).unwrap() else { panic!() };
+    let ClaimOutcome::Unconfirmed { .. } = a.client.lease_claim(&claim("docs", "sess-a", Some(me))).unwrap() else {
+        panic!()
+    };
     // Back online: the server answers lease.claim with unknown_op.
     a.offline.store(false, Ordering::SeqCst);
     a.client.sync_once(0).unwrap();
@@ -280,7 +294,9 @@ fn a_poll_writes_the_guard_file_and_the_guard_denies_from_it_without_a_store() {
     // A home with pc-b's config and only that file: no store.db.
     let repo = root.path().join("repo");
     std::fs::create_dir_all(repo.join("deploy")).unwrap();
-    let git = |args: &[&str]| assert!(std::process::Command::new("git").args(args).current_dir(&repo).output().unwrap().status.success());
+    let git = |args: &[&str]| {
+        assert!(std::process::Command::new("git").args(args).current_dir(&repo).output().unwrap().status.success())
+    };
     git(&["init", "-q"]);
     git(&["remote", "add", "origin", "git@github.com:o/r.git"]);
     let bare = Paths::at(root.path().join("guard-only"));

@@ -12,12 +12,14 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-
 mod common;
 use common::{advance, clock, Scripted};
 
 fn config() -> Config {
-    Config { native_notifications: false, ..Config::new("pc-b", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }) }
+    Config {
+        native_notifications: false,
+        ..Config::new("pc-b", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
+    }
 }
 
 const OPEN: &str = "mail-1-0000000a";
@@ -51,7 +53,8 @@ fn script(reset: bool) -> (Scripted, Arc<AtomicBool>) {
             if later && reset {
                 a["receivedCursorReset"] = json!(true);
             }
-            let marks: Vec<Value> = args.marks.iter().enumerate().map(|(i, _)| json!({"index": i, "ok": true})).collect();
+            let marks: Vec<Value> =
+                args.marks.iter().enumerate().map(|(i, _)| json!({"index": i, "ok": true})).collect();
             a["marks"] = json!(marks);
             Ok(a)
         }
@@ -77,7 +80,12 @@ fn script(reset: bool) -> (Scripted, Arc<AtomicBool>) {
 }
 
 fn status_calls(t: &Scripted) -> Vec<Vec<String>> {
-    t.calls.lock().unwrap().iter().filter_map(|o| if let Op::Status { ids } = o { Some(ids.clone()) } else { None }).collect()
+    t.calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|o| if let Op::Status { ids } = o { Some(ids.clone()) } else { None })
+        .collect()
 }
 
 fn cycle_twice(dir: &std::path::Path, reset: bool) -> (Client, Scripted, pcmail_client::sync::CycleReport) {
@@ -104,7 +112,11 @@ fn received_cursor_reset_rereads_the_open_received_mail_with_status() {
     assert_eq!(m.status, State::Expired, "the server's state, learnt through status");
     assert_eq!(m.status_at, EXPIRED_AT, "with the server's time");
     assert_eq!(m.status_by.as_deref(), Some("server"));
-    assert_eq!(c.store.meta_i64(pcmail_store::meta::RECEIVED_CURSOR).unwrap(), Some(50), "the cursor goes on from the reset");
+    assert_eq!(
+        c.store.meta_i64(pcmail_store::meta::RECEIVED_CURSOR).unwrap(),
+        Some(50),
+        "the cursor goes on from the reset"
+    );
 }
 
 #[test]

@@ -10,7 +10,6 @@ use pcmail_core::{MarkOp, Millis, State};
 use serde_json::json;
 use std::path::Path;
 
-
 mod common;
 use common::{advance, clock};
 
@@ -32,7 +31,12 @@ fn a_mail_the_server_expires_reads_expired_on_the_receiving_pc_with_the_servers_
     a.sync_once(0).unwrap();
     b.sync_once(0).unwrap();
 
-    let draft = Draft { to: "pc-b".into(), body: "decide by noon".into(), expires: Some(Expires::In(60_000)), ..Default::default() };
+    let draft = Draft {
+        to: "pc-b".into(),
+        body: "decide by noon".into(),
+        expires: Some(Expires::In(60_000)),
+        ..Default::default()
+    };
     let id = a.send(draft).unwrap().ids[0].clone();
     let stored_at = advance(100);
     b.sync_once(0).unwrap();

@@ -11,7 +11,6 @@ use pcmail_store::leases::{self as sl, SessionRow};
 use serde_json::json;
 use std::path::Path;
 
-
 mod common;
 use common::{advance, clock};
 
@@ -51,7 +50,12 @@ fn mail_to_a_name_the_server_expires_reads_expired_on_the_pc_holding_the_name() 
         .unwrap();
     b.name_take("ani", "t1-session").unwrap();
 
-    let draft = Draft { to: "ani".into(), body: "decide by noon".into(), expires: Some(Expires::In(60_000)), ..Default::default() };
+    let draft = Draft {
+        to: "ani".into(),
+        body: "decide by noon".into(),
+        expires: Some(Expires::In(60_000)),
+        ..Default::default()
+    };
     let id = a.send(draft).unwrap().ids[0].clone();
     let stored_at = advance(100);
     b.sync_once(0).unwrap();
@@ -62,7 +66,10 @@ fn mail_to_a_name_the_server_expires_reads_expired_on_the_pc_holding_the_name() 
     // The sweep expires it; nobody on pc-b touched it.
     let swept_at = advance(120_000);
     let engine = pcmail_server::Engine::open(&db, pcmail_server::EngineConfig::default()).unwrap();
-    assert_eq!(engine.handle_value(&json!({"v": 1, "op": "sweep", "pc": "pc-a", "args": {}}), swept_at)["expired"], json!(1));
+    assert_eq!(
+        engine.handle_value(&json!({"v": 1, "op": "sweep", "pc": "pc-a", "args": {}}), swept_at)["expired"],
+        json!(1)
+    );
     advance(5_000);
     let r = b.sync_once(0).unwrap();
     assert!(r.received_updates >= 1, "{r:?}");

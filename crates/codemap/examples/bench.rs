@@ -66,7 +66,10 @@ fn cpu_per_run(before: Option<Duration>, runs: usize) -> String {
 }
 
 fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_string)).unwrap_or_else(|| "?".into())
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -150,11 +153,23 @@ fn main() {
 
     let this_cpu = cpu_per_run(c0, reps);
     let (f, s, o, r) = (median(full), median(same), median(one), median(this));
-    println!("code map, {files}-file generated repo ({:.1} MB map), median of {reps} runs ({} for the full run):", map_bytes as f64 / 1e6, reps.min(3));
+    println!(
+        "code map, {files}-file generated repo ({:.1} MB map), median of {reps} runs ({} for the full run):",
+        map_bytes as f64 / 1e6,
+        reps.min(3)
+    );
     println!("  full run (empty cache)        {}  ({full_cpu})", ms(f));
     println!("  re-run, nothing changed       {}  ({same_cpu})", ms(s));
-    println!("  re-run, one file changed      {}  ({one_cpu}; target <= 200 ms; {:.0}x faster than full)", ms(o), f.as_secs_f64() / o.as_secs_f64());
+    println!(
+        "  re-run, one file changed      {}  ({one_cpu}; target <= 200 ms; {:.0}x faster than full)",
+        ms(o),
+        f.as_secs_f64() / o.as_secs_f64()
+    );
     println!("this repo, full run, no cache   {}  ({this_cpu}; {this_files} files; target <= 2 s)", ms(r));
     println!("stale_line (the hook's check), fresh map   {:.1} µs per call", hook_check.as_secs_f64() * 1e6);
-    println!("machine: {} cores, load average {} at the end", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), load());
+    println!(
+        "machine: {} cores, load average {} at the end",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        load()
+    );
 }

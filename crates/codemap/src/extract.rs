@@ -55,7 +55,10 @@ impl Parsers {
                 rust_items(root, s, &mut entry.items);
             }
             Lang::Python => {
-                entry.doc = root.named_children(&mut root.walk()).find(|n| n.kind() != "comment").and_then(|n| py_string_doc(n, s));
+                entry.doc = root
+                    .named_children(&mut root.walk())
+                    .find(|n| n.kind() != "comment")
+                    .and_then(|n| py_string_doc(n, s));
                 py_items(root, s, &mut entry.items, 0);
             }
             Lang::TypeScript | Lang::Tsx | Lang::JavaScript => {
@@ -461,7 +464,12 @@ fn js_stmt(n: Node, start: usize, doc_at: Node, exported: bool, s: Src, out: &mu
                 for m in body.named_children(&mut bc) {
                     if matches!(m.kind(), "method_definition" | "method_signature" | "abstract_method_signature") {
                         let ms = after_decorators(m, m.start_byte());
-                        it.children.push(item("method", s.field(m, "name").unwrap_or("?"), sig_upto(s, ms, m, "body"), js_doc(m, s)));
+                        it.children.push(item(
+                            "method",
+                            s.field(m, "name").unwrap_or("?"),
+                            sig_upto(s, ms, m, "body"),
+                            js_doc(m, s),
+                        ));
                     }
                 }
             }
@@ -571,10 +579,20 @@ fn go_items(root: Node, s: Src, entry: &mut FileEntry) {
                 out.push(item("package", name, format!("package {name}"), None));
             }
             "function_declaration" => {
-                out.push(item("func", s.field(n, "name").unwrap_or("?"), sig_upto(s, n.start_byte(), n, "body"), go_doc(n, s)));
+                out.push(item(
+                    "func",
+                    s.field(n, "name").unwrap_or("?"),
+                    sig_upto(s, n.start_byte(), n, "body"),
+                    go_doc(n, s),
+                ));
             }
             "method_declaration" => {
-                let it = item("method", s.field(n, "name").unwrap_or("?"), sig_upto(s, n.start_byte(), n, "body"), go_doc(n, s));
+                let it = item(
+                    "method",
+                    s.field(n, "name").unwrap_or("?"),
+                    sig_upto(s, n.start_byte(), n, "body"),
+                    go_doc(n, s),
+                );
                 match n.child_by_field_name("receiver").and_then(|r| go_receiver_type(r, s)) {
                     Some(ty) => methods.push((ty, it)),
                     None => out.push(it),

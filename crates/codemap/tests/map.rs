@@ -133,7 +133,13 @@ fn incremental_runs_match_a_full_run_and_touch_only_the_edited_part() {
     assert!(touched.changed.is_empty());
 
     // One edited file: one parse, and only its section (and the inputs digest) changes.
-    write(&api, text.replace("export function parse(text: string)", "/** Parses mail. */\nexport function parseAll(text: string, strict: boolean)"));
+    write(
+        &api,
+        text.replace(
+            "export function parse(text: string)",
+            "/** Parses mail. */\nexport function parseAll(text: string, strict: boolean)",
+        ),
+    );
     let edited = map(&opts, Some(&mut st)).unwrap();
     assert_eq!(edited.parsed, 1);
     let after = fs::read_to_string(&edited.map_path).unwrap();
@@ -142,13 +148,10 @@ fn incremental_runs_match_a_full_run_and_touch_only_the_edited_part() {
     assert_eq!(b.keys().collect::<Vec<_>>(), a.keys().collect::<Vec<_>>());
     let differing: Vec<&String> = b.keys().filter(|k| b[*k] != a[*k]).collect();
     assert_eq!(differing, ["typescript/src/api.ts"]);
-    assert!(a["typescript/src/api.ts"].contains("`export function parseAll(text: string, strict: boolean): Mail[]` — Parses mail."));
+    assert!(a["typescript/src/api.ts"]
+        .contains("`export function parseAll(text: string, strict: boolean): Mail[]` — Parses mail."));
     let strip_first = |s: &str| s.split_once('\n').unwrap().1.to_string();
-    let changed_lines = strip_first(&before)
-        .lines()
-        .zip(strip_first(&after).lines())
-        .filter(|(x, y)| x != y)
-        .count();
+    let changed_lines = strip_first(&before).lines().zip(strip_first(&after).lines()).filter(|(x, y)| x != y).count();
     assert_eq!(changed_lines, 1, "one item line changed, nothing else");
 
     // A removed file and a new one.
@@ -196,7 +199,9 @@ fn synthetic_repo(root: &Path, n: usize) {
     for i in 0..n {
         let dir = format!("pkg{}/mod{}/sub{}", i % 7, i % 31, i % 3);
         let body: String = (0..4)
-            .map(|k| format!("/// Item {k} of file {i}, documented.\npub fn function_{i}_{k}(x: u32) -> u32 {{ x + {k} }}\n"))
+            .map(|k| {
+                format!("/// Item {k} of file {i}, documented.\npub fn function_{i}_{k}(x: u32) -> u32 {{ x + {k} }}\n")
+            })
             .collect();
         write(&root.join(dir).join(format!("file_{i}.rs")), format!("//! File {i}.\n{body}"));
     }
@@ -221,7 +226,10 @@ fn llms_stays_within_its_budget_by_summarising() {
         let named = (0..7).filter(|k| b.llms.contains(&format!("pkg{k}/"))).count();
         assert!(named == 7 || b.llms.contains("more folders"), "budget {budget}:\n{}", b.llms);
         if budget == 400_000 {
-            assert!(b.llms.contains("[file_0.rs](pkg0/mod0/sub0/file_0.rs): File 0. — function_0_0"), "full detail fits");
+            assert!(
+                b.llms.contains("[file_0.rs](pkg0/mod0/sub0/file_0.rs): File 0. — function_0_0"),
+                "full detail fits"
+            );
         }
         if budget >= 3_000 {
             assert!(chars > budget / 2, "the budget is used, not wasted: {chars} of {budget}");

@@ -31,20 +31,17 @@ pub enum OpClass {
 /// label over (`replace`) and every other roster change is the admin's.
 pub fn op_class(op: &Op, pc: &str) -> OpClass {
     match op {
-        Op::RosterSet {
-            label,
-            replace: false,
-            ..
-        } if label == pc => OpClass::Pc,
-        Op::Send { .. } | Op::Poll(_) | Op::Mark { .. } | Op::Status { .. } | Op::Rotate { .. } => {
-            OpClass::Pc
-        }
+        Op::RosterSet { label, replace: false, .. } if label == pc => OpClass::Pc,
+        Op::Send { .. } | Op::Poll(_) | Op::Mark { .. } | Op::Status { .. } | Op::Rotate { .. } => OpClass::Pc,
         Op::LeaseClaim(_) | Op::LeaseRelease(_) | Op::LeaseList(_) | Op::LeaseCheck { .. } => OpClass::Pc,
         // Jobs act as the envelope's PC: the server decides what that PC may
         // see or do (its submits, its joins, the jobs targeted at it).
-        Op::JobSubmit(_) | Op::JobStatus { .. } | Op::JobList(_) | Op::JobCancel(_) | Op::JobStart(_) | Op::JobReport(_) => {
-            OpClass::Pc
-        }
+        Op::JobSubmit(_)
+        | Op::JobStatus { .. }
+        | Op::JobList(_)
+        | Op::JobCancel(_)
+        | Op::JobStart(_)
+        | Op::JobReport(_) => OpClass::Pc,
         Op::NameTake { .. } | Op::Who => OpClass::Pc,
         Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
         Op::RosterSet { .. }
@@ -131,11 +128,7 @@ pub fn authenticate(class: OpClass, pc: &str, f: &AuthFacts) -> Result<Caller, P
     }
     let wrong_token = f.token_given && !f.admin;
     if class == OpClass::Join {
-        return if wrong_token {
-            Err(unauthorized())
-        } else {
-            Ok(Caller::Joining)
-        };
+        return if wrong_token { Err(unauthorized()) } else { Ok(Caller::Joining) };
     }
     match &f.cred {
         CredFound::Revoked(_) => return Err(revoked(pc)),
@@ -222,16 +215,10 @@ pub fn admin_required() -> ProtoError {
 /// The secret of a join code: 32 lower-case hex characters (128 bits,
 /// enough for a one-time code that lives a day).
 pub fn check_join_secret(s: &str) -> Result<(), ProtoError> {
-    if s.len() == 32
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
+    if s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(())
     } else {
-        Err(ProtoError::field(
-            "code",
-            "a join code's secret is 32 lower-case hex characters",
-        ))
+        Err(ProtoError::field("code", "a join code's secret is 32 lower-case hex characters"))
     }
 }
 
@@ -264,16 +251,15 @@ impl JoinCode {
     pub fn new(label: &str, rng: &mut impl rand::Rng, fingerprint: Option<String>) -> JoinCode {
         let mut bytes = [0u8; 16];
         rng.fill_bytes(&mut bytes);
-        JoinCode {
-            label: label.to_string(),
-            secret: bytes.iter().map(|b| format!("{b:02x}")).collect(),
-            fingerprint,
-        }
+        JoinCode { label: label.to_string(), secret: bytes.iter().map(|b| format!("{b:02x}")).collect(), fingerprint }
     }
 
     pub fn parse(s: &str) -> Result<JoinCode, ProtoError> {
         let bad = || {
-            ProtoError::field("code", "a join code looks like pcj1:<label>:<32 hex>[:<64 hex>] (from `pcmail roster add`)")
+            ProtoError::field(
+                "code",
+                "a join code looks like pcj1:<label>:<32 hex>[:<64 hex>] (from `pcmail roster add`)",
+            )
         };
         let mut parts = s.trim().split(':');
         if parts.next() != Some("pcj1") {
@@ -282,10 +268,7 @@ impl JoinCode {
         let label = parts.next().ok_or_else(bad)?.to_string();
         let secret = parts.next().ok_or_else(bad)?.to_string();
         let fingerprint = parts.next().map(str::to_string);
-        if parts.next().is_some()
-            || !crate::roster::is_valid_label(&label)
-            || check_join_secret(&secret).is_err()
-        {
+        if parts.next().is_some() || !crate::roster::is_valid_label(&label) || check_join_secret(&secret).is_err() {
             return Err(bad());
         }
         let fingerprint = match fingerprint {
@@ -294,11 +277,7 @@ impl JoinCode {
             Some(_) => return Err(bad()),
             None => None,
         };
-        Ok(JoinCode {
-            label,
-            secret,
-            fingerprint,
-        })
+        Ok(JoinCode { label, secret, fingerprint })
     }
 }
 
@@ -317,14 +296,7 @@ mod tests {
     use super::*;
 
     fn facts(cred: CredFound, label: LabelFound) -> AuthFacts {
-        AuthFacts {
-            open: false,
-            token_given: false,
-            admin: false,
-            cred,
-            label,
-            require_credentials: false,
-        }
+        AuthFacts { open: false, token_given: false, admin: false, cred, label, require_credentials: false }
     }
 
     fn code(r: Result<Caller, ProtoError>) -> Result<Caller, ErrorCode> {
@@ -334,37 +306,17 @@ mod tests {
     #[test]
     fn a_credential_acts_only_as_its_own_pc() {
         let own = facts(CredFound::Active("pc-b".into()), LabelFound::Bound);
-        assert_eq!(
-            code(authenticate(OpClass::Pc, "pc-b", &own)),
-            Ok(Caller::Pc)
-        );
-        assert_eq!(
-            code(authenticate(OpClass::Pc, "pc-c", &own)),
-            Err(ErrorCode::Forbidden)
-        );
-        assert_eq!(
-            code(authenticate(OpClass::Admin, "pc-b", &own)),
-            Err(ErrorCode::AdminRequired)
-        );
+        assert_eq!(code(authenticate(OpClass::Pc, "pc-b", &own)), Ok(Caller::Pc));
+        assert_eq!(code(authenticate(OpClass::Pc, "pc-c", &own)), Err(ErrorCode::Forbidden));
+        assert_eq!(code(authenticate(OpClass::Admin, "pc-b", &own)), Err(ErrorCode::AdminRequired));
         let revoked = facts(CredFound::Revoked("pc-b".into()), LabelFound::Revoked);
+        assert_eq!(code(authenticate(OpClass::Any, "pc-b", &revoked)), Err(ErrorCode::Revoked));
         assert_eq!(
-            code(authenticate(OpClass::Any, "pc-b", &revoked)),
-            Err(ErrorCode::Revoked)
-        );
-        assert_eq!(
-            code(authenticate(
-                OpClass::Pc,
-                "pc-b",
-                &facts(CredFound::Unknown, LabelFound::Bound)
-            )),
+            code(authenticate(OpClass::Pc, "pc-b", &facts(CredFound::Unknown, LabelFound::Bound))),
             Err(ErrorCode::NotEnrolled)
         );
         assert_eq!(
-            code(authenticate(
-                OpClass::Pc,
-                "pc-b",
-                &facts(CredFound::Absent, LabelFound::Bound)
-            )),
+            code(authenticate(OpClass::Pc, "pc-b", &facts(CredFound::Absent, LabelFound::Bound))),
             Err(ErrorCode::Unauthorized)
         );
     }
@@ -374,39 +326,18 @@ mod tests {
         let mut f = facts(CredFound::Absent, LabelFound::Unbound);
         f.token_given = true;
         f.admin = true;
-        assert_eq!(
-            code(authenticate(OpClass::Pc, "pc-a", &f)),
-            Ok(Caller::LegacyPc)
-        );
-        assert_eq!(
-            code(authenticate(OpClass::Admin, "pc-a", &f)),
-            Ok(Caller::Admin)
-        );
+        assert_eq!(code(authenticate(OpClass::Pc, "pc-a", &f)), Ok(Caller::LegacyPc));
+        assert_eq!(code(authenticate(OpClass::Admin, "pc-a", &f)), Ok(Caller::Admin));
         f.label = LabelFound::Bound;
-        assert_eq!(
-            code(authenticate(OpClass::Pc, "pc-a", &f)),
-            Err(ErrorCode::LabelTaken)
-        );
+        assert_eq!(code(authenticate(OpClass::Pc, "pc-a", &f)), Err(ErrorCode::LabelTaken));
         f.label = LabelFound::Revoked;
-        assert_eq!(
-            code(authenticate(OpClass::Pc, "pc-a", &f)),
-            Err(ErrorCode::Revoked)
-        );
+        assert_eq!(code(authenticate(OpClass::Pc, "pc-a", &f)), Err(ErrorCode::Revoked));
         f.label = LabelFound::Unbound;
         f.require_credentials = true;
-        assert_eq!(
-            code(authenticate(OpClass::Pc, "pc-a", &f)),
-            Err(ErrorCode::NotEnrolled)
-        );
-        assert_eq!(
-            code(authenticate(OpClass::Admin, "pc-a", &f)),
-            Ok(Caller::Admin)
-        );
+        assert_eq!(code(authenticate(OpClass::Pc, "pc-a", &f)), Err(ErrorCode::NotEnrolled));
+        assert_eq!(code(authenticate(OpClass::Admin, "pc-a", &f)), Ok(Caller::Admin));
         f.admin = false;
-        assert_eq!(
-            code(authenticate(OpClass::Any, "pc-a", &f)),
-            Err(ErrorCode::Unauthorized)
-        );
+        assert_eq!(code(authenticate(OpClass::Any, "pc-a", &f)), Err(ErrorCode::Unauthorized));
     }
 
     #[test]
@@ -418,7 +349,8 @@ mod tests {
         assert_eq!(parse_fingerprint(&colons.join(":")), Some(fp.clone()));
         assert_eq!(parse_fingerprint(&fp[..62]), None);
         assert_eq!(parse_fingerprint(&format!("{}zz", &fp[..62])), None);
-        let code = JoinCode::parse(&format!("pcj1:pc-b:0123456789abcdef0123456789abcdef:{}", fp.to_uppercase())).unwrap();
+        let code =
+            JoinCode::parse(&format!("pcj1:pc-b:0123456789abcdef0123456789abcdef:{}", fp.to_uppercase())).unwrap();
         assert_eq!(code.fingerprint, Some(fp));
     }
 
@@ -426,10 +358,7 @@ mod tests {
     fn join_codes_round_trip_and_refuse_garbage() {
         let c = JoinCode::new("pc-b", &mut rand::rng(), Some("ab".repeat(32)));
         assert_eq!(JoinCode::parse(&c.to_string()), Ok(c.clone()));
-        let plain = JoinCode {
-            fingerprint: None,
-            ..c
-        };
+        let plain = JoinCode { fingerprint: None, ..c };
         assert_eq!(JoinCode::parse(&plain.to_string()), Ok(plain.clone()));
         for bad in [
             "",

@@ -199,9 +199,10 @@ impl ProtoError {
             code,
             message: e.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
             field: e.get("field").and_then(Value::as_str).map(str::to_string),
-            candidates: e.get("candidates").and_then(Value::as_array).map(|a| {
-                a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()
-            }),
+            candidates: e
+                .get("candidates")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
             lease: e.get("lease").filter(|l| l.is_object()).cloned(),
             reason: e.get("reason").and_then(Value::as_str).map(str::to_string),
         })

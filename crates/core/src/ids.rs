@@ -88,9 +88,18 @@ mod tests {
     #[test]
     fn rejects_near_misses() {
         for bad in [
-            "", "mail-", "mail-1-", "mail-1-0000ABCD", "mail-1-000abcd", "mail-x-0000abcd",
-            "mail-1-0000abcdd", "Mail-1-0000abcd", "mail--0000abcd", "mail-1-0000abcd~",
-            "mail-1-0000abcd~Pc", "mail-1-0000abcd;DROP TABLE",
+            "",
+            "mail-",
+            "mail-1-",
+            "mail-1-0000ABCD",
+            "mail-1-000abcd",
+            "mail-x-0000abcd",
+            "mail-1-0000abcdd",
+            "Mail-1-0000abcd",
+            "mail--0000abcd",
+            "mail-1-0000abcd~",
+            "mail-1-0000abcd~Pc",
+            "mail-1-0000abcd;DROP TABLE",
         ] {
             assert!(!is_valid_any_id(bad), "{bad:?} accepted");
         }

@@ -552,9 +552,16 @@ fn spec_err(field: String, message: impl Into<String>) -> ProtoError {
 pub fn check_spec(spec: &CommandSpec) -> Result<(), ProtoError> {
     // A PC's built-in probes are the one exception to the label spelling:
     // as core defines them (read-only, no args, no artifacts).
-    let pc_probe = pc_builtin(&spec.name).is_some() && spec.read_only && spec.args.is_empty() && spec.artifacts.is_empty();
+    let pc_probe =
+        pc_builtin(&spec.name).is_some() && spec.read_only && spec.args.is_empty() && spec.artifacts.is_empty();
     if !is_valid_command_name(&spec.name) && !pc_probe {
-        return Err(spec_err("name".into(), format!("command name {:?} must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)", spec.name)));
+        return Err(spec_err(
+            "name".into(),
+            format!(
+                "command name {:?} must look like a label (lower-case a-z 0-9 . _ -, max 40, not starting with _)",
+                spec.name
+            ),
+        ));
     }
     check_spec_body(spec)
 }
@@ -566,7 +573,10 @@ fn check_spec_body(spec: &CommandSpec) -> Result<(), ProtoError> {
     for (i, a) in spec.args.iter().enumerate() {
         let f = |k: &str| format!("args[{i}].{k}");
         if !is_valid_arg_name(&a.name) {
-            return Err(spec_err(f("name"), format!("argument name {:?}: a letter, then letters, digits, _ or -, max 40", a.name)));
+            return Err(spec_err(
+                f("name"),
+                format!("argument name {:?}: a letter, then letters, digits, _ or -, max 40", a.name),
+            ));
         }
         if spec.args[..i].iter().any(|b| b.name == a.name) {
             return Err(spec_err(f("name"), format!("argument {:?} is declared twice", a.name)));
@@ -762,7 +772,10 @@ fn check_arg(a: &ArgSpec, v: &Value) -> Result<ArgValue, ProtoError> {
             let values = a.values.as_deref().unwrap_or(&[]);
             if !values.iter().any(|x| *x == s) {
                 let what = if a.kind == ArgType::Checkout { "checkout" } else { "value" };
-                return Err(bad_argument(n, format!("{n}: {s:?} is not a published {what} (one of: {})", values.join(", "))));
+                return Err(bad_argument(
+                    n,
+                    format!("{n}: {s:?} is not a published {what} (one of: {})", values.join(", ")),
+                ));
             }
             Ok(ArgValue::Str(s))
         }
@@ -869,13 +882,30 @@ pub fn server_builtins() -> Vec<CommandSpec> {
         max: None,
         values: None,
     };
-    let mail_id = ArgSpec { pattern: Some(r"mail-[0-9]{1,15}-[0-9a-f]{8}(~[a-z0-9][a-z0-9._-]{0,39})?".into()), max_len: Some(100), ..arg("id", ArgType::String, true) };
-    let state = ArgSpec { values: Some(JobState::ALL.iter().map(|s| s.as_str().to_string()).collect()), ..arg("state", ArgType::Enum, false) };
+    let mail_id = ArgSpec {
+        pattern: Some(r"mail-[0-9]{1,15}-[0-9a-f]{8}(~[a-z0-9][a-z0-9._-]{0,39})?".into()),
+        max_len: Some(100),
+        ..arg("id", ArgType::String, true)
+    };
+    let state = ArgSpec {
+        values: Some(JobState::ALL.iter().map(|s| s.as_str().to_string()).collect()),
+        ..arg("state", ArgType::Enum, false)
+    };
     vec![
-        probe("_debug_roster", vec![], "the roster with each PC's last poll, credential state and published commands", true),
+        probe(
+            "_debug_roster",
+            vec![],
+            "the roster with each PC's last poll, credential state and published commands",
+            true,
+        ),
         probe("_debug_mail", vec![mail_id], "one mail with its timeline and copies", true),
         probe("_debug_alerts", vec![], "open alerts", true),
-        probe("_debug_sweep_plan", vec![], "what the next sweep would time out, cancel, expire or alert, and why", true),
+        probe(
+            "_debug_sweep_plan",
+            vec![],
+            "what the next sweep would time out, cancel, expire or alert, and why",
+            true,
+        ),
         probe("_debug_jobs", vec![state], "jobs (newest first), optionally in one state", true),
         probe("sweep", vec![], "run the sweep now", false),
         probe("prune", vec![], "prune ended mail, leases and jobs past their retention", false),
@@ -909,9 +939,15 @@ pub fn pc_builtins() -> Vec<CommandSpec> {
         description: description.into(),
     };
     vec![
-        pc_probe("_debug_pc", "this PC: label, version, server kind, poller state, last poll, pending marks, store size"),
+        pc_probe(
+            "_debug_pc",
+            "this PC: label, version, server kind, poller state, last poll, pending marks, store size",
+        ),
         pc_probe("_debug_sessions", "this PC's live sessions: id prefix, name, repo, branch, idle time"),
-        pc_probe("_debug_leases", "the leases in this PC's cache, with their stale flags, and the ones its sessions hold"),
+        pc_probe(
+            "_debug_leases",
+            "the leases in this PC's cache, with their stale flags, and the ones its sessions hold",
+        ),
         pc_probe("_debug_jobs", "the jobs running on this PC and its queued reports"),
     ]
 }
@@ -1148,7 +1184,12 @@ fn parse_whitelist(v: &Value) -> Result<Whitelist, ProtoError> {
                     .map_err(|e| ProtoError::field(&format!("job.whitelist.commands[{i}]"), format!("{e}")))
             })
             .collect::<Result<_, _>>()?,
-        _ => return Err(ProtoError::field("job.whitelist.commands", format!("\"commands\" must be an array of at most {COMMANDS_MAX}"))),
+        _ => {
+            return Err(ProtoError::field(
+                "job.whitelist.commands",
+                format!("\"commands\" must be an array of at most {COMMANDS_MAX}"),
+            ))
+        }
     };
     for (i, c) in commands.iter().enumerate() {
         check_spec(c).map_err(|e| {
@@ -1156,7 +1197,10 @@ fn parse_whitelist(v: &Value) -> Result<Whitelist, ProtoError> {
             ProtoError { field: Some(f), ..e }
         })?;
         if commands[..i].iter().any(|d| d.name == c.name) {
-            return Err(ProtoError::field(&format!("job.whitelist.commands[{i}].name"), format!("command {:?} is published twice", c.name)));
+            return Err(ProtoError::field(
+                &format!("job.whitelist.commands[{i}].name"),
+                format!("command {:?} is published twice", c.name),
+            ));
         }
     }
     let labels = |key: &str| -> Result<Option<Vec<String>>, ProtoError> {
@@ -1165,11 +1209,17 @@ fn parse_whitelist(v: &Value) -> Result<Whitelist, ProtoError> {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Array(a)) if a.len() <= VALUES_MAX => a
                 .iter()
-                .map(|x| x.as_str().map(str::to_string).filter(|s| !s.is_empty() && check_text(&field, s, STRING_MAX_LEN_DEFAULT, false).is_ok()))
+                .map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .filter(|s| !s.is_empty() && check_text(&field, s, STRING_MAX_LEN_DEFAULT, false).is_ok())
+                })
                 .collect::<Option<Vec<_>>>()
                 .map(Some)
                 .ok_or_else(|| ProtoError::field(&field, format!("\"{key}\" must be an array of names"))),
-            Some(_) => Err(ProtoError::field(&field, format!("\"{key}\" must be an array of at most {VALUES_MAX} names"))),
+            Some(_) => {
+                Err(ProtoError::field(&field, format!("\"{key}\" must be an array of at most {VALUES_MAX} names")))
+            }
         }
     };
     let allowed_submitters = labels("allowedSubmitters")?;
@@ -1186,7 +1236,9 @@ pub fn parse_poll_job(v: &Value) -> Result<PollJob, ProtoError> {
         match m.get(key) {
             None | Some(Value::Null) => Ok(vec![]),
             Some(Value::Array(a)) if a.len() <= POLL_ITEMS_MAX => Ok(a.clone()),
-            Some(Value::Array(_)) => Err(ProtoError::field(&field, format!("at most {POLL_ITEMS_MAX} items in \"{field}\""))),
+            Some(Value::Array(_)) => {
+                Err(ProtoError::field(&field, format!("at most {POLL_ITEMS_MAX} items in \"{field}\"")))
+            }
             Some(_) => Err(ProtoError::field(&field, format!("\"{field}\" must be an array"))),
         }
     };
@@ -1195,7 +1247,8 @@ pub fn parse_poll_job(v: &Value) -> Result<PollJob, ProtoError> {
         Some(w) => Some(parse_whitelist(w)?),
     };
     // A malformed heartbeat id is left out like an unknown one.
-    let running = list("running")?.iter().filter_map(|x| x.as_str().filter(|s| is_valid_job_id(s)).map(str::to_string)).collect();
+    let running =
+        list("running")?.iter().filter_map(|x| x.as_str().filter(|s| is_valid_job_id(s)).map(str::to_string)).collect();
     let reports = list("reports")?
         .iter()
         .enumerate()
@@ -1205,7 +1258,8 @@ pub fn parse_poll_job(v: &Value) -> Result<PollJob, ProtoError> {
                 job_id: v.get("jobId").and_then(Value::as_str).map(|s| s.chars().take(60).collect()),
                 error,
             };
-            let m = v.as_object().ok_or_else(|| bad(ProtoError::field("job.reports", "each report must be an object")))?;
+            let m =
+                v.as_object().ok_or_else(|| bad(ProtoError::field("job.reports", "each report must be an object")))?;
             parse_report(m).map_err(bad)
         })
         .collect();
@@ -1231,17 +1285,17 @@ mod tests {
 
     fn spec() -> CommandSpec {
         serde_json::from_value(json!({
-            "name": "test", "subject": "checkout", "timeLimitMs": 600000,
-            "artifacts": ["target/pcmail/{command}-{subject}-{ts}.log"],
-            "args": [
-                {"name": "checkout", "type": "checkout", "required": true, "values": ["app", "web"]},
-                {"name": "crate", "type": "string", "pattern": "[a-z][a-z0-9_-]*", "maxLen": 40},
-                {"name": "filter", "type": "string"},
-                {"name": "jobs", "type": "int", "min": 1, "max": 16},
-                {"name": "release", "type": "bool"},
-                {"name": "profile", "type": "enum", "values": ["dev", "ci"]},
-                {"name": "file", "type": "path", "maxLen": 100}
-            ]}))
+        "name": "test", "subject": "checkout", "timeLimitMs": 600000,
+        "artifacts": ["target/pcmail/{command}-{subject}-{ts}.log"],
+        "args": [
+            {"name": "checkout", "type": "checkout", "required": true, "values": ["app", "web"]},
+            {"name": "crate", "type": "string", "pattern": "[a-z][a-z0-9_-]*", "maxLen": 40},
+            {"name": "filter", "type": "string"},
+            {"name": "jobs", "type": "int", "min": 1, "max": 16},
+            {"name": "release", "type": "bool"},
+            {"name": "profile", "type": "enum", "values": ["dev", "ci"]},
+            {"name": "file", "type": "path", "maxLen": 100}
+        ]}))
         .unwrap()
     }
 
@@ -1259,12 +1313,19 @@ mod tests {
     #[test]
     fn the_example_spec_is_valid_and_its_args_check() {
         check_spec(&spec()).unwrap();
-        let m = check_args(&spec(), &args(json!({"checkout": "app", "crate": "core", "jobs": "4", "release": "true", "file": "src/lib.rs"}))).unwrap();
+        let m = check_args(
+            &spec(),
+            &args(json!({"checkout": "app", "crate": "core", "jobs": "4", "release": "true", "file": "src/lib.rs"})),
+        )
+        .unwrap();
         assert_eq!(m["jobs"], ArgValue::Int(4));
         assert_eq!(m["release"], ArgValue::Bool(true));
         assert_eq!(subject_of(&spec(), &m), "app");
         // The wire form of the checked map is plain JSON values.
-        assert_eq!(serde_json::to_value(&m).unwrap(), json!({"checkout": "app", "crate": "core", "file": "src/lib.rs", "jobs": 4, "release": true}));
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"checkout": "app", "crate": "core", "file": "src/lib.rs", "jobs": 4, "release": true})
+        );
     }
 
     #[test]
@@ -1301,8 +1362,10 @@ mod tests {
             json!({"checkout": "app", "release": "yes"}),
             json!({"checkout": "app", "profile": "prod"}),
         ];
-        let names = ["filter", "filter", "filter", "filter", "filter", "crate", "crate", "file", "file", "file", "file", "file",
-            "file", "file", "file", "file", "jobs", "jobs", "jobs", "jobs", "release", "profile"];
+        let names = [
+            "filter", "filter", "filter", "filter", "filter", "crate", "crate", "file", "file", "file", "file", "file",
+            "file", "file", "file", "file", "jobs", "jobs", "jobs", "jobs", "release", "profile",
+        ];
         for (c, n) in cases.into_iter().zip(names) {
             let (field, _) = refusal(c.clone());
             assert_eq!(field, format!("args.{n}"), "{c}");
@@ -1343,7 +1406,10 @@ mod tests {
         assert_eq!(field(&|s| s.args[5].values = None), "args[5].values");
         assert_eq!(field(&|s| s.args[1].name = "checkout".into()), "args[1].name");
         assert_eq!(field(&|s| s.args[1].name = "1x".into()), "args[1].name");
-        assert_eq!(field(&|s| s.args = (0..21).map(|i| ArgSpec { name: format!("a{i}"), ..s.args[2].clone() }).collect()), "args");
+        assert_eq!(
+            field(&|s| s.args = (0..21).map(|i| ArgSpec { name: format!("a{i}"), ..s.args[2].clone() }).collect()),
+            "args"
+        );
         for b in server_builtins() {
             check_spec_body(&b).unwrap();
             assert!(check_spec(&b).is_err() || !b.name.starts_with('_'));
@@ -1413,8 +1479,18 @@ mod tests {
     fn job_ids_have_the_mail_id_shape() {
         let id = new_job_id(1_767_225_600_123, &mut rand::rng());
         assert!(id.starts_with("job-1767225600123-") && is_valid_job_id(&id), "{id}");
-        for bad in ["", "job-", "job-1-", "job-1-0000ABCD", "job-1-000abcd", "job-x-0000abcd", "mail-1-0000abcd",
-            "job-1-0000abcd~a", "job--0000abcd", "job-1234567890123456-0000abcd"] {
+        for bad in [
+            "",
+            "job-",
+            "job-1-",
+            "job-1-0000ABCD",
+            "job-1-000abcd",
+            "job-x-0000abcd",
+            "mail-1-0000abcd",
+            "job-1-0000abcd~a",
+            "job--0000abcd",
+            "job-1234567890123456-0000abcd",
+        ] {
             assert!(!is_valid_job_id(bad), "{bad:?}");
         }
     }
@@ -1436,7 +1512,10 @@ mod tests {
 
     #[test]
     fn artifact_names_keep_the_subject_inside_its_directory() {
-        assert_eq!(artifact_name("target/pcmail/{command}-{subject}-{ts}.log", "test", "app", 5), "target/pcmail/test-app-5.log");
+        assert_eq!(
+            artifact_name("target/pcmail/{command}-{subject}-{ts}.log", "test", "app", 5),
+            "target/pcmail/test-app-5.log"
+        );
         assert_eq!(artifact_name("o/{subject}", "t", "../../x", 5), "o/.._.._x");
         assert_eq!(artifact_name("o/{subject}", "t", "..", 5), "o/_");
         assert!(check_relative_path(&artifact_name("o/{subject}", "t", "..", 5)).is_ok());
@@ -1467,11 +1546,17 @@ mod tests {
         assert_eq!(p.running, vec!["job-1-0000abcd"]);
         assert!(p.reports[0].is_ok());
         let e = p.reports[1].as_ref().unwrap_err();
-        assert_eq!((e.index, e.job_id.as_deref(), e.error.field.as_deref()), (1, Some("job-2-0000abcd"), Some("state")));
+        assert_eq!(
+            (e.index, e.job_id.as_deref(), e.error.field.as_deref()),
+            (1, Some("job-2-0000abcd"), Some("state"))
+        );
         assert_eq!(p.reports[2].as_ref().unwrap_err().index, 2);
         assert!(parse_poll_job(&json!({"running": {}})).is_err());
         let bad_wl = json!({"whitelist": {"hash": "h", "commands": [{"name": "x", "timeLimitMs": 5}]}});
-        assert_eq!(parse_poll_job(&bad_wl).unwrap_err().field.as_deref(), Some("job.whitelist.commands[0].timeLimitMs"));
+        assert_eq!(
+            parse_poll_job(&bad_wl).unwrap_err().field.as_deref(),
+            Some("job.whitelist.commands[0].timeLimitMs")
+        );
     }
 
     #[test]

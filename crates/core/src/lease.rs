@@ -472,7 +472,10 @@ pub fn check_takeover(t: &Takeover) -> Result<(), ProtoError> {
 /// The one check of a claim, made by the CLI before it sends and by the
 /// server when it parses (the envelope's `pc` is the server's to compare).
 pub fn check_claim(c: &Claim) -> Result<(), ProtoError> {
-    if c.claim_id.is_empty() || c.claim_id.chars().count() > CLAIM_ID_MAX_CHARS || c.claim_id.chars().any(char::is_control) {
+    if c.claim_id.is_empty()
+        || c.claim_id.chars().count() > CLAIM_ID_MAX_CHARS
+        || c.claim_id.chars().any(char::is_control)
+    {
         return Err(ProtoError::field("claimId", "claimId must be 1-100 characters with no control characters"));
     }
     check_resource(&c.resource)?;
@@ -533,7 +536,10 @@ pub fn parse_claim(args: &M) -> Result<Claim, ProtoError> {
             let ev = req_str(t, "evidence", "takeover.evidence")?;
             Some(Takeover {
                 evidence: Evidence::parse(&ev).ok_or_else(|| {
-                    ProtoError::field("takeover.evidence", "takeover.evidence must be process_gone, session_ended or force")
+                    ProtoError::field(
+                        "takeover.evidence",
+                        "takeover.evidence must be process_gone, session_ended or force",
+                    )
                 })?,
                 reason: req_str(t, "reason", "takeover.reason")?,
                 detail: opt_str(t, "detail", "takeover.detail")?,
@@ -601,7 +607,9 @@ pub fn parse_poll_lease(v: &Value) -> Result<PollLease, ProtoError> {
         match m.get(key) {
             None | Some(Value::Null) => Ok(vec![]),
             Some(Value::Array(a)) if a.len() <= POLL_ITEMS_MAX => Ok(a.clone()),
-            Some(Value::Array(_)) => Err(ProtoError::field(&field, format!("at most {POLL_ITEMS_MAX} items in \"{field}\""))),
+            Some(Value::Array(_)) => {
+                Err(ProtoError::field(&field, format!("at most {POLL_ITEMS_MAX} items in \"{field}\"")))
+            }
             Some(_) => Err(ProtoError::field(&field, format!("\"{field}\" must be an array"))),
         }
     };

@@ -3,8 +3,13 @@
 
 use crate::error::{ErrorCode, ProtoError};
 use crate::ids::{is_valid_any_id, is_valid_mail_id};
-use crate::job::{parse_cancel, parse_job_id, parse_poll_job, parse_report, parse_start, parse_submit, CancelArgs, PollJob, ReportArgs, StartArgs, SubmitArgs};
-use crate::lease::{parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release};
+use crate::job::{
+    parse_cancel, parse_job_id, parse_poll_job, parse_report, parse_start, parse_submit, CancelArgs, PollJob,
+    ReportArgs, StartArgs, SubmitArgs,
+};
+use crate::lease::{
+    parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release,
+};
 use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
@@ -28,41 +33,82 @@ pub enum Op {
     RosterGet,
     /// `claim`: bind `label` (the caller's own) to the envelope's `cred`;
     /// `replace`: take a label bound to another installation over.
-    RosterSet { label: String, hostname: String, number: Option<i64>, claim: bool, replace: bool },
-    RosterRemove { label: String },
-    Send { mail: OutgoingMail },
+    RosterSet {
+        label: String,
+        hostname: String,
+        number: Option<i64>,
+        claim: bool,
+        replace: bool,
+    },
+    RosterRemove {
+        label: String,
+    },
+    Send {
+        mail: OutgoingMail,
+    },
     Poll(PollArgs),
-    Mark { marks: Vec<MarkItem> },
-    Status { ids: Vec<String> },
+    Mark {
+        marks: Vec<MarkItem>,
+    },
+    Status {
+        ids: Vec<String>,
+    },
     Sweep,
-    Alerts { open_only: bool },
+    Alerts {
+        open_only: bool,
+    },
     /// Admin: a one-time join code for `label` (issue 14). `code` is the
     /// secret part, made by the admin's client (a retry presents it again).
-    Enrol { label: String, hostname: Option<String>, code: String, expires_in: Millis },
+    Enrol {
+        label: String,
+        hostname: Option<String>,
+        code: String,
+        expires_in: Millis,
+    },
     /// A new PC exchanges a join code for its credential (the envelope's `cred`).
-    Join { code: String, hostname: String },
+    Join {
+        code: String,
+        hostname: String,
+    },
     /// Admin: ends a PC's access; its mail waits for a re-enrolled PC.
-    Revoke { label: String },
+    Revoke {
+        label: String,
+    },
     /// A PC replaces its credential with `new_cred`.
-    Rotate { new_cred: String },
+    Rotate {
+        new_cred: String,
+    },
     /// Admin: refuse (or accept again) the shared token for PC ops.
-    RequireCredentials { on: bool },
+    RequireCredentials {
+        on: bool,
+    },
     /// Admin: the audit log, newest first.
-    AuditLog { limit: usize },
+    AuditLog {
+        limit: usize,
+    },
     LeaseClaim(Claim),
     LeaseRelease(Release),
     LeaseList(ListArgs),
-    LeaseCheck { resource: String, fence: i64 },
+    LeaseCheck {
+        resource: String,
+        fence: i64,
+    },
     /// Jobs (issue 13).
     JobSubmit(SubmitArgs),
-    JobStatus { job_id: String },
+    JobStatus {
+        job_id: String,
+    },
     JobList(crate::job::ListArgs),
     JobCancel(CancelArgs),
     JobStart(StartArgs),
     JobReport(ReportArgs),
     /// A session of the caller's PC takes a name (feature `sessions`);
     /// `live`: the PC's live sessions now, applied first (as a poll's).
-    NameTake { name: String, session: String, live: Option<Vec<LiveSession>> },
+    NameTake {
+        name: String,
+        session: String,
+        live: Option<Vec<LiveSession>>,
+    },
     /// Every live session on every PC, with its name.
     Who,
 }
@@ -128,7 +174,8 @@ impl Op {
             Op::RosterRemove { label } => json!({"label": label}),
             Op::Send { mail } => json!({"mail": mail}),
             Op::Poll(p) => {
-                let mut v = json!({"confirm": p.confirm, "marks": good_marks(&p.marks), "limit": p.limit, "since": p.since});
+                let mut v =
+                    json!({"confirm": p.confirm, "marks": good_marks(&p.marks), "limit": p.limit, "since": p.since});
                 if p.wait_ms > 0 {
                     v["waitMs"] = json!(p.wait_ms);
                 }
@@ -238,7 +285,16 @@ impl Default for PollArgs {
 
 /// What this protocol implementation supports beyond the first version, as
 /// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[FEATURE_MARK_RESULTS, FEATURE_EXPIRES_IN, FEATURE_LABEL_BINDING, FEATURE_CREDENTIALS, FEATURE_LEASES, FEATURE_RECEIVED_UPDATES, FEATURE_JOBS, FEATURE_SESSIONS];
+pub const FEATURES: &[&str] = &[
+    FEATURE_MARK_RESULTS,
+    FEATURE_EXPIRES_IN,
+    FEATURE_LABEL_BINDING,
+    FEATURE_CREDENTIALS,
+    FEATURE_LEASES,
+    FEATURE_RECEIVED_UPDATES,
+    FEATURE_JOBS,
+    FEATURE_SESSIONS,
+];
 /// The poll's `sessions` argument, `name.take`, `who`, and mail to a name (issue 11).
 pub const FEATURE_SESSIONS: &str = "sessions";
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.
@@ -266,7 +322,10 @@ pub fn check_credential(cred: &str) -> Result<(), ProtoError> {
     if (32..=512).contains(&n) && cred.bytes().all(|b| b.is_ascii_graphic()) {
         Ok(())
     } else {
-        Err(ProtoError::field("cred", "cred must be 32-512 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)"))
+        Err(ProtoError::field(
+            "cred",
+            "cred must be 32-512 printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)",
+        ))
     }
 }
 
@@ -310,9 +369,7 @@ pub fn parse_request_bytes(body: &[u8]) -> Result<Request, ProtoError> {
 
 /// Parses a request that is already JSON.
 pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| ProtoError::new(ErrorCode::BadJson, "request body must be a JSON object"))?;
+    let obj = v.as_object().ok_or_else(|| ProtoError::new(ErrorCode::BadJson, "request body must be a JSON object"))?;
     match obj.get("v") {
         Some(Value::Number(n)) if n.as_i64() == Some(PROTOCOL_VERSION) => {}
         Some(other) => {
@@ -445,7 +502,10 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             let hostname = opt_str(args, "hostname")?;
             if let Some(h) = &hostname {
                 if !is_valid_hostname(h) {
-                    return Err(ProtoError::field("hostname", "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -"));
+                    return Err(ProtoError::field(
+                        "hostname",
+                        "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -",
+                    ));
                 }
             }
             let code = req_str(args, "code")?;
@@ -632,10 +692,9 @@ fn opt_str(m: &Map<String, Value>, key: &str) -> Result<Option<String>, ProtoErr
 fn opt_int(m: &Map<String, Value>, key: &str) -> Result<Option<i64>, ProtoError> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| ProtoError::field(key, format!("\"{key}\" must be an integer"))),
+        Some(Value::Number(n)) => {
+            n.as_i64().map(Some).ok_or_else(|| ProtoError::field(key, format!("\"{key}\" must be an integer")))
+        }
         Some(_) => Err(ProtoError::field(key, format!("\"{key}\" must be an integer"))),
     }
 }
@@ -710,11 +769,14 @@ mod tests {
 
     #[test]
     fn a_bad_mark_is_refused_on_its_own() {
-        let r = parse_request_bytes(br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[
+        let r = parse_request_bytes(
+            br#"{"v":1,"op":"mark","pc":"a","args":{"marks":[
             {"markId":"m1","id":"mail-1-0000abcd","op":"fail","at":1,"by":"a"},
             {"markId":"m2","id":"mail-1-0000abcd","op":"seen","at":1,"by":"a"},
             {"markId":7},
-            "x"]}}"#).unwrap();
+            "x"]}}"#,
+        )
+        .unwrap();
         let Op::Mark { marks } = r.op else { panic!() };
         assert_eq!(marks.len(), 4);
         let e = marks[0].as_ref().unwrap_err();
@@ -728,9 +790,17 @@ mod tests {
     #[test]
     fn round_trip_of_client_requests() {
         let mail = OutgoingMail {
-            id: "mail-5-0000abcd".into(), to: "pc-b".into(), kind: Kind::Decision,
-            subject: "=SUM(A1)".into(), body: "@here +1 -1".into(), urgent: true,
-            expires_at: None, expires_in: Some(99), in_reply_to: None, auto: false, hop: 0,
+            id: "mail-5-0000abcd".into(),
+            to: "pc-b".into(),
+            kind: Kind::Decision,
+            subject: "=SUM(A1)".into(),
+            body: "@here +1 -1".into(),
+            urgent: true,
+            expires_at: None,
+            expires_in: Some(99),
+            in_reply_to: None,
+            auto: false,
+            hop: 0,
         };
         let op = Op::Send { mail: mail.clone() };
         let v = request_json("pc-a", Some("tok"), &op);
@@ -743,7 +813,13 @@ mod tests {
         let cred = new_credential(&mut rand::rng());
         assert_eq!(cred.len(), 64);
         check_credential(&cred).unwrap();
-        let claim = |label: &str| Op::RosterSet { label: label.into(), hostname: "H".into(), number: None, claim: true, replace: false };
+        let claim = |label: &str| Op::RosterSet {
+            label: label.into(),
+            hostname: "H".into(),
+            number: None,
+            claim: true,
+            replace: false,
+        };
         let back = parse_request(&request_json_with_cred("pc-a", None, Some(&cred), &claim("pc-a"))).unwrap();
         assert_eq!(back.cred.as_deref(), Some(cred.as_str()));
         assert_eq!(back.op, claim("pc-a"));
@@ -753,7 +829,11 @@ mod tests {
         assert_eq!(field(request_json_with_cred("pc-a", None, None, &claim("pc-a"))).as_deref(), Some("cred"));
         assert_eq!(field(request_json_with_cred("pc-a", None, Some("short"), &Op::Hello)).as_deref(), Some("cred"));
         assert_eq!(field(json!({"v":1,"op":"hello","pc":"a","cred":7})).as_deref(), Some("cred"));
-        assert_eq!(field(json!({"v":1,"op":"roster.set","pc":"a","args":{"label":"a","hostname":"H","replace":true}})).as_deref(), Some("replace"));
+        assert_eq!(
+            field(json!({"v":1,"op":"roster.set","pc":"a","args":{"label":"a","hostname":"H","replace":true}}))
+                .as_deref(),
+            Some("replace")
+        );
         assert_eq!(credential_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 

@@ -104,7 +104,10 @@ mod tests {
     fn only_an_initial_commit_names_the_root() {
         let root = "a".repeat(40);
         let zero = "0".repeat(40);
-        assert_eq!(root_commit_from_reflog(&format!("{zero} {root} Me <m@x> 1 +0000\tcommit (initial): x")), Some(root.clone()));
+        assert_eq!(
+            root_commit_from_reflog(&format!("{zero} {root} Me <m@x> 1 +0000\tcommit (initial): x")),
+            Some(root.clone())
+        );
         assert_eq!(root_commit_from_reflog(&format!("{zero} {root} Me <m@x> 1 +0000\tclone: from https://h/x")), None);
         assert_eq!(root_commit_from_reflog("garbage"), None);
     }

@@ -13,9 +13,7 @@ pub fn is_valid_label(s: &str) -> bool {
 }
 
 pub fn is_valid_hostname(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+    !s.is_empty() && s.len() <= 253 && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 /// Turns a hostname into a label candidate (`KIM-LT.local` → `kim-lt.local`).

@@ -54,7 +54,8 @@ pub fn check_resource(s: &str) -> Result<(), ProtoError> {
     let ok = !b.is_empty()
         && b.len() <= crate::lease::RESOURCE_MAX_CHARS
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-' | b'/' | b':'));
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-' | b'/' | b':'));
     if ok {
         Ok(())
     } else {
@@ -109,10 +110,7 @@ pub fn actor(label: &str, session: Option<&str>) -> String {
 }
 
 fn clean_session(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        .take(ACTOR_SESSION_CHARS)
-        .collect()
+    s.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).take(ACTOR_SESSION_CHARS).collect()
 }
 
 /// Makes any string a valid actor name (for callers that were given one).

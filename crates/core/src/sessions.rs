@@ -123,7 +123,10 @@ fn text(m: &M, key: &str, field: &str, max: usize, required: bool) -> Result<Opt
         None | Some(Value::Null) => Err(ProtoError::field(field, format!("missing \"{field}\""))),
         Some(Value::String(s)) => {
             if s.chars().count() > max || s.chars().any(char::is_control) || (required && s.is_empty()) {
-                return Err(ProtoError::field(field, format!("{field} must be 1-{max} characters with no control characters")));
+                return Err(ProtoError::field(
+                    field,
+                    format!("{field} must be 1-{max} characters with no control characters"),
+                ));
             }
             Ok(Some(s.clone()))
         }
@@ -139,21 +142,29 @@ fn one_session(v: &Value, at: &str) -> Result<LiveSession, ProtoError> {
     let cwd = text(m, "cwd", &format!("{at}.cwd"), CWD_MAX_CHARS, false)?;
     let idle_ms = match m.get("idleMs") {
         None | Some(Value::Null) => 0,
-        Some(Value::Number(n)) => n.as_i64().filter(|&x| x >= 0).ok_or_else(|| ProtoError::field(&format!("{at}.idleMs"), "idleMs must be an integer >= 0"))?,
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .filter(|&x| x >= 0)
+            .ok_or_else(|| ProtoError::field(&format!("{at}.idleMs"), "idleMs must be an integer >= 0"))?,
         Some(_) => return Err(ProtoError::field(&format!("{at}.idleMs"), "idleMs must be an integer >= 0")),
     };
     let leases = match m.get("leases") {
         None | Some(Value::Null) => vec![],
-        Some(Value::Array(a)) if a.len() <= LEASES_MAX => a
-            .iter()
-            .map(|x| {
-                x.as_str()
-                    .filter(|s| crate::rules::check_resource(s).is_ok())
-                    .map(str::to_string)
-                    .ok_or_else(|| ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names"))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(ProtoError::field(&format!("{at}.leases"), format!("leases must be an array of at most {LEASES_MAX} resources"))),
+        Some(Value::Array(a)) if a.len() <= LEASES_MAX => {
+            a.iter()
+                .map(|x| {
+                    x.as_str().filter(|s| crate::rules::check_resource(s).is_ok()).map(str::to_string).ok_or_else(
+                        || ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names"),
+                    )
+                })
+                .collect::<Result<_, _>>()?
+        }
+        Some(_) => {
+            return Err(ProtoError::field(
+                &format!("{at}.leases"),
+                format!("leases must be an array of at most {LEASES_MAX} resources"),
+            ))
+        }
     };
     Ok(LiveSession { session, repo, branch, cwd, idle_ms, leases })
 }

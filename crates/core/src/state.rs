@@ -16,8 +16,7 @@ pub enum State {
 }
 
 impl State {
-    pub const ALL: [State; 6] =
-        [State::New, State::Delivered, State::Seen, State::Done, State::Failed, State::Expired];
+    pub const ALL: [State; 6] = [State::New, State::Delivered, State::Seen, State::Done, State::Failed, State::Expired];
 
     pub fn rank(self) -> u8 {
         match self {

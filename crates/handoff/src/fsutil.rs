@@ -60,7 +60,10 @@ pub fn append_block(path: &Path, block: &str) -> Result<()> {
     let n = f.write(block.as_bytes()).map_err(|e| HandoffError::io(path, e))?;
     if n != block.len() {
         // Only a full disk or a quota does this to a regular file.
-        return Err(HandoffError::io(path, std::io::Error::new(ErrorKind::WriteZero, format!("short append: {n} of {} bytes", block.len()))));
+        return Err(HandoffError::io(
+            path,
+            std::io::Error::new(ErrorKind::WriteZero, format!("short append: {n} of {} bytes", block.len())),
+        ));
     }
     Ok(())
 }

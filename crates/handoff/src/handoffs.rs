@@ -70,7 +70,11 @@ fn heading_of(line: &str) -> Option<Which> {
         Which::Goal
     } else if h.starts_with("done") {
         Which::Done
-    } else if h.contains("didn't work") || h.contains("did not work") || h.starts_with("failed") || h.starts_with("what failed") {
+    } else if h.contains("didn't work")
+        || h.contains("did not work")
+        || h.starts_with("failed")
+        || h.starts_with("what failed")
+    {
         Which::Failed
     } else if h.starts_with("state") {
         Which::State
@@ -179,7 +183,9 @@ pub fn strip_front_matter(text: &str) -> (Vec<&str>, &str) {
 
 /// A key's value in front matter lines.
 pub fn front_value<'a>(fm: &[&'a str], key: &str) -> Option<&'a str> {
-    fm.iter().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(':')).map(str::trim)).filter(|v| !v.is_empty())
+    fm.iter()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(':')).map(str::trim))
+        .filter(|v| !v.is_empty())
 }
 
 /// A rollup's `covers:` list.
@@ -207,7 +213,10 @@ fn section_text(s: &Option<String>) -> String {
     // A line that would read as one of our headings is escaped, so the file
     // parses back to the same sections.
     let t = s.as_deref().map(str::trim).filter(|t| !t.is_empty()).unwrap_or("(nothing recorded)");
-    t.lines().map(|l| if heading_of(l).is_some() { format!("\\{}", l.trim_start()) } else { l.to_string() }).collect::<Vec<_>>().join("\n")
+    t.lines()
+        .map(|l| if heading_of(l).is_some() { format!("\\{}", l.trim_start()) } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Who wrote a file and when: what front matter carries.
@@ -364,7 +373,8 @@ pub fn resolve(repo: &Repo, query: &str) -> Result<String> {
     if all.iter().any(|(n, _)| n == q) {
         return Ok(q.to_string());
     }
-    let hits: Vec<String> = all.iter().filter(|(n, _)| !q.is_empty() && n.contains(q)).map(|(n, _)| n.clone()).collect();
+    let hits: Vec<String> =
+        all.iter().filter(|(n, _)| !q.is_empty() && n.contains(q)).map(|(n, _)| n.clone()).collect();
     match hits.len() {
         1 => Ok(hits.into_iter().next().expect("one")),
         0 => Err(HandoffError::NotFound {
@@ -427,14 +437,18 @@ pub struct RolledUp {
 pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body: &str) -> Result<RolledUp> {
     names::check_slug(slug)?;
     if body.trim().is_empty() {
-        return Err(HandoffError::Usage("the rollup needs a body (--body, --file or stdin): what the covered sessions add up to".into()));
+        return Err(HandoffError::Usage(
+            "the rollup needs a body (--body, --file or stdin): what the covered sessions add up to".into(),
+        ));
     }
     let dir = repo.handoff_dir();
     let lines = index::read(&repo.index_path())?;
     let latest = index::latest(&lines);
     let mut covers: Vec<String> = names_in(&dir)?
         .into_iter()
-        .filter(|(n, p)| !p.rollup && p.at <= through && latest.get(n.as_str()).is_none_or(|l| l.event != Event::RolledUp))
+        .filter(|(n, p)| {
+            !p.rollup && p.at <= through && latest.get(n.as_str()).is_none_or(|l| l.event != Event::RolledUp)
+        })
         .filter(|(n, p)| summarise(&dir, n, p).rolled_up_into.is_none())
         .map(|(n, _)| n)
         .collect();
@@ -462,7 +476,16 @@ pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body:
         stamp_rolled_up(&dir.join(format!("{c}.md")), &name)?;
         index::append(&repo.index_path(), &Line::new(a.at, Event::RolledUp, c, a.by, &format!("into {name}")))?;
     }
-    index::append(&repo.index_path(), &Line::new(a.at, Event::Active, &name, a.by, &format!("rollup of {} handoffs through {}", covers.len(), names::format_through(through))))?;
+    index::append(
+        &repo.index_path(),
+        &Line::new(
+            a.at,
+            Event::Active,
+            &name,
+            a.by,
+            &format!("rollup of {} handoffs through {}", covers.len(), names::format_through(through)),
+        ),
+    )?;
     Ok(RolledUp { name, path, through, covers })
 }
 
@@ -477,7 +500,9 @@ pub fn stamp_rolled_up(path: &Path, rollup: &str) -> Result<()> {
     let head = &text[..text.len() - body.len()];
     let stamped = match head.rfind("---") {
         // Insert before the closing `---` of the front matter.
-        Some(close) if !head.is_empty() && close > 0 => format!("{}rolled_up_into: {rollup}\n{}", &text[..close], &text[close..]),
+        Some(close) if !head.is_empty() && close > 0 => {
+            format!("{}rolled_up_into: {rollup}\n{}", &text[..close], &text[close..])
+        }
         _ => format!("---\nrolled_up_into: {rollup}\n---\n{text}"),
     };
     fsutil::replace_atomically(path, &stamped)
@@ -514,7 +539,10 @@ mod tests {
         std::fs::write(&p, "---\ntype: handoff\n---\n# H\n\n## Goal\ng\n").unwrap();
         stamp_rolled_up(&p, "r1").unwrap();
         stamp_rolled_up(&p, "r2").unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "---\ntype: handoff\nrolled_up_into: r1\n---\n# H\n\n## Goal\ng\n");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "---\ntype: handoff\nrolled_up_into: r1\n---\n# H\n\n## Goal\ng\n"
+        );
         let q = d.path().join("plain.md");
         std::fs::write(&q, "# by hand\n").unwrap();
         stamp_rolled_up(&q, "r1").unwrap();

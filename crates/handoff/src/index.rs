@@ -11,7 +11,8 @@ use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use std::collections::HashMap;
 use std::path::Path;
 
-pub const HEADER: &str = "# Handoff INDEX\n\nAppend-only, written by pcmail: one line per event (ACTIVE, PICKED_UP, CLOSED, ROLLED_UP), \
+pub const HEADER: &str =
+    "# Handoff INDEX\n\nAppend-only, written by pcmail: one line per event (ACTIVE, PICKED_UP, CLOSED, ROLLED_UP), \
 newest last. A status change is a new line, never an edit.\n\n";
 /// A note longer than this is cut (a line stays one short write).
 pub const NOTE_MAX_CHARS: usize = 200;
@@ -105,7 +106,13 @@ impl Line {
         if it.next().is_some() || name.is_empty() {
             return None;
         }
-        Some(Line { at: Utc.from_utc_datetime(&at), event, name: name.to_string(), by: by.to_string(), note: note.to_string() })
+        Some(Line {
+            at: Utc.from_utc_datetime(&at),
+            event,
+            name: name.to_string(),
+            by: by.to_string(),
+            note: note.to_string(),
+        })
     }
 }
 
@@ -148,14 +155,28 @@ mod tests {
     #[test]
     fn lines_round_trip_and_garbage_is_skipped() {
         let at = Utc.with_ymd_and_hms(2026, 4, 9, 14, 32, 5).unwrap();
-        let l = Line::new(at, Event::PickedUp, "2026-04-09_14-32_373d1618_auth-fix", "pc-a/373d1618", "goal\nwith — dash\tand tab");
+        let l = Line::new(
+            at,
+            Event::PickedUp,
+            "2026-04-09_14-32_373d1618_auth-fix",
+            "pc-a/373d1618",
+            "goal\nwith — dash\tand tab",
+        );
         let r = l.render();
         assert_eq!(r, "- 2026-04-09 14:32:05Z PICKED_UP 2026-04-09_14-32_373d1618_auth-fix by pc-a/373d1618 — goal with — dash and tab");
         assert_eq!(Line::parse(&r).unwrap(), l);
         let no_note = Line::new(at, Event::Closed, "x", "pc a\n", "");
         assert_eq!(Line::parse(&no_note.render()).unwrap(), no_note);
-        for bad in ["", "# Handoff INDEX", "- 2026-04-09 14:32:05Z", "- 2026-04-09 14:32:05Z ACTIVE", "- 2026-04-09 14:32:05Z OPEN x by y",
-            "- 2026-04-09 14:32:05Z ACTIVE x by", "- 2026-04-09 14:32:05Z ACTIVE x from y", "- 2026-04-09 14:3"] {
+        for bad in [
+            "",
+            "# Handoff INDEX",
+            "- 2026-04-09 14:32:05Z",
+            "- 2026-04-09 14:32:05Z ACTIVE",
+            "- 2026-04-09 14:32:05Z OPEN x by y",
+            "- 2026-04-09 14:32:05Z ACTIVE x by",
+            "- 2026-04-09 14:32:05Z ACTIVE x from y",
+            "- 2026-04-09 14:3",
+        ] {
             assert_eq!(Line::parse(bad), None, "{bad}");
         }
         assert!(one_line(&"é".repeat(500)).chars().count() == NOTE_MAX_CHARS);

@@ -84,7 +84,11 @@ fn header_line(kind: MemKind, at: DateTime<Utc>, by: &str) -> String {
 /// A text line that would read as an entry header is escaped (`\## …`), so
 /// the file parses back to the same entries.
 fn escape(text: &str) -> String {
-    text.trim().lines().map(|l| if l.starts_with("## ") || l.starts_with("\\## ") { format!("\\{l}") } else { l.to_string() }).collect::<Vec<_>>().join("\n")
+    text.trim()
+        .lines()
+        .map(|l| if l.starts_with("## ") || l.starts_with("\\## ") { format!("\\{l}") } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn unescape(line: &str) -> &str {
@@ -110,7 +114,15 @@ pub struct Added {
 }
 
 /// `pcmail memory add`: one entry appended in one write.
-pub fn add(repo: &Repo, kind: MemKind, topic: &str, text: &str, why: Option<&str>, by: &str, at: DateTime<Utc>) -> Result<Added> {
+pub fn add(
+    repo: &Repo,
+    kind: MemKind,
+    topic: &str,
+    text: &str,
+    why: Option<&str>,
+    by: &str,
+    at: DateTime<Utc>,
+) -> Result<Added> {
     check_topic(topic)?;
     if text.trim().is_empty() {
         return Err(HandoffError::Usage("the entry needs its text".into()));
@@ -281,7 +293,8 @@ pub fn sync_index(store: &mut Store, repo: &Repo) -> Result<SyncReport> {
             .collect();
         upserts.push(MemoryUpsert { file: f.clone(), rows });
     }
-    let removed: Vec<String> = known.iter().filter(|k| !files.iter().any(|f| f.2.path == k.path)).map(|k| k.path.clone()).collect();
+    let removed: Vec<String> =
+        known.iter().filter(|k| !files.iter().any(|f| f.2.path == k.path)).map(|k| k.path.clone()).collect();
     store.memory_apply(&repo.id, &upserts, &removed)?;
     Ok(SyncReport { files: files.len(), reindexed: upserts.len(), removed: removed.len() })
 }
@@ -306,7 +319,12 @@ pub fn search(store: &mut Store, repo: &Repo, words: &[String], limit: usize) ->
     let rows = match store.memory_search(&repo.id, &q, &subs, limit) {
         Ok(r) => r,
         // A query FTS5 cannot parse: fall back to substrings of every word.
-        Err(_) => store.memory_search(&repo.id, "", &words.iter().flat_map(|w| w.split_whitespace()).map(str::to_string).collect::<Vec<_>>(), limit)?,
+        Err(_) => store.memory_search(
+            &repo.id,
+            "",
+            &words.iter().flat_map(|w| w.split_whitespace()).map(str::to_string).collect::<Vec<_>>(),
+            limit,
+        )?,
     };
     Ok(rows
         .into_iter()
@@ -338,7 +356,16 @@ mod tests {
     fn entries_append_and_parse_back_even_with_tricky_text() {
         let d = tempfile::tempdir().unwrap();
         let repo = Repo::at(d.path());
-        add(&repo, MemKind::Decision, "auth/session", "Tokens live 15 min", Some("the proxy caches 10 min"), "pc-a/s1", at(1)).unwrap();
+        add(
+            &repo,
+            MemKind::Decision,
+            "auth/session",
+            "Tokens live 15 min",
+            Some("the proxy caches 10 min"),
+            "pc-a/s1",
+            at(1),
+        )
+        .unwrap();
         let tricky = "line one\n## gotcha · 2026-01-01 00:00:00Z · fake\n**Why:** not really";
         let a = add(&repo, MemKind::Gotcha, "auth/session", tricky, None, "pc-b/s2", at(2)).unwrap();
         assert_eq!(a.path, d.path().join(".claude/memory/auth/session.md"));
@@ -353,7 +380,9 @@ mod tests {
         for bad in ["", "Auth", "a//b", "../x", "a/.b", "a b"] {
             assert!(add(&repo, MemKind::Gotcha, bad, "t", None, "x", at(3)).is_err(), "{bad}");
         }
-        assert!(std::fs::read_to_string(d.path().join(".gitattributes")).unwrap().contains(".claude/memory/**/*.md merge=union"));
+        assert!(std::fs::read_to_string(d.path().join(".gitattributes"))
+            .unwrap()
+            .contains(".claude/memory/**/*.md merge=union"));
     }
 
     #[test]

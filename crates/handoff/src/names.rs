@@ -128,7 +128,15 @@ mod tests {
         let n = file_stem(at, "373D1618-aaaa-bbbb", "drift-validator", false);
         assert_eq!(n, "2026-04-09_14-32_373d1618_drift-validator");
         let p = parse_stem(&format!("{n}.md")).unwrap();
-        assert_eq!(p, ParsedName { at: t("2026-04-09T14:32:00Z"), session8: "373d1618".into(), slug: "drift-validator".into(), rollup: false });
+        assert_eq!(
+            p,
+            ParsedName {
+                at: t("2026-04-09T14:32:00Z"),
+                session8: "373d1618".into(),
+                slug: "drift-validator".into(),
+                rollup: false
+            }
+        );
         let r = file_stem(at, "ani", "march", true);
         assert_eq!(r, "2026-04-09_14-32_ani_rollup_march");
         assert!(parse_stem(&r).unwrap().rollup);

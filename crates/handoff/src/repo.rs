@@ -93,7 +93,11 @@ mod tests {
         std::fs::create_dir_all(git.join("logs")).unwrap();
         assert!(identity(d.path()).starts_with("path:"));
         let root = "a".repeat(40);
-        std::fs::write(git.join("logs/HEAD"), format!("{} {root} Me <m@x> 1 +0000\tcommit (initial): x\n", "0".repeat(40))).unwrap();
+        std::fs::write(
+            git.join("logs/HEAD"),
+            format!("{} {root} Me <m@x> 1 +0000\tcommit (initial): x\n", "0".repeat(40)),
+        )
+        .unwrap();
         assert_eq!(identity(d.path()), root);
         std::fs::write(git.join("config"), "[core]\n\tbare = false\n[remote \"upstream\"]\n\turl = git@x.org:a/b\n[remote \"origin\"]\n\turl = git@github.com:o/r.git\n").unwrap();
         assert_eq!(identity(d.path()), "github.com/o/r");

@@ -124,7 +124,12 @@ fn transcript_bytes(input: &StopInput) -> u64 {
 }
 
 /// Decides, recording the reminder in `store` when it blocks.
-pub fn decide(store: &mut Store, input: &StopInput, cfg: StopConfig, now_ms: i64) -> Result<Outcome, crate::HandoffError> {
+pub fn decide(
+    store: &mut Store,
+    input: &StopInput,
+    cfg: StopConfig,
+    now_ms: i64,
+) -> Result<Outcome, crate::HandoffError> {
     if let Some(o) = precheck(input, cfg) {
         return Ok(o);
     }
@@ -144,10 +149,23 @@ mod tests {
         let j = br#"{"session_id":"abc","hook_event_name":"Stop","cwd":"/r","transcript_path":"/t.jsonl","stop_hook_active":false}"#;
         assert_eq!(
             StopInput::parse(j).unwrap(),
-            StopInput { session_id: "abc".into(), cwd: Some("/r".into()), transcript_path: Some("/t.jsonl".into()), stop_hook_active: false }
+            StopInput {
+                session_id: "abc".into(),
+                cwd: Some("/r".into()),
+                transcript_path: Some("/t.jsonl".into()),
+                stop_hook_active: false
+            }
         );
-        assert!(StopInput::parse(br#"{"session_id":"abc","hook_event_name":"Stop","stop_hook_active":true}"#).unwrap().stop_hook_active);
-        assert!(StopInput::parse(br#"{"session_id":"abc","hook_event_name":"Stop","stop_hook_active":"yes"}"#).unwrap().stop_hook_active);
+        assert!(
+            StopInput::parse(br#"{"session_id":"abc","hook_event_name":"Stop","stop_hook_active":true}"#)
+                .unwrap()
+                .stop_hook_active
+        );
+        assert!(
+            StopInput::parse(br#"{"session_id":"abc","hook_event_name":"Stop","stop_hook_active":"yes"}"#)
+                .unwrap()
+                .stop_hook_active
+        );
         assert!(!StopInput::parse(br#"{"session_id":"abc","hook_event_name":"Stop"}"#).unwrap().stop_hook_active);
         assert_eq!(StopInput::parse(br#"{"session_id":"abc","hook_event_name":"SessionEnd"}"#), None);
         assert_eq!(StopInput::parse(br#"{"session_id":" ","hook_event_name":"Stop"}"#), None);

@@ -59,7 +59,12 @@ pub fn view(repo: &Repo) -> Result<HookView> {
             })
             .collect();
         v.active_total = active.len();
-        v.active = active.iter().take(MAX_ACTIVE_READ).map(|(n, p)| handoffs::summarise(&dir, n, p)).filter(|s| s.rolled_up_into.is_none()).collect();
+        v.active = active
+            .iter()
+            .take(MAX_ACTIVE_READ)
+            .map(|(n, p)| handoffs::summarise(&dir, n, p))
+            .filter(|s| s.rolled_up_into.is_none())
+            .collect();
     }
     let mut entries = vec![];
     for (topic, path, f) in memory::topic_files(repo)? {
@@ -123,7 +128,10 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
         if head.chars().count() + 1 + reserve <= left {
             push(&mut out, cut(&head, LINE_MAX_CHARS), &mut left);
             for s in &v.active {
-                let line = cut(&format!("- {}: {} → next: {}", neutralise(&s.name), neutralise(&s.goal), neutralise(&s.next)), LINE_MAX_CHARS);
+                let line = cut(
+                    &format!("- {}: {} → next: {}", neutralise(&s.name), neutralise(&s.goal), neutralise(&s.next)),
+                    LINE_MAX_CHARS,
+                );
                 let rest = v.active_total - shown - 1;
                 let tail = if rest > 0 { 50 } else { 0 };
                 if line.chars().count() + 1 + tail + reserve > left {
@@ -133,7 +141,11 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
                 shown += 1;
             }
             if shown < v.active_total {
-                push(&mut out, format!("pcmail: {} more ACTIVE handoffs: `pcmail handoff list`", v.active_total - shown), &mut left);
+                push(
+                    &mut out,
+                    format!("pcmail: {} more ACTIVE handoffs: `pcmail handoff list`", v.active_total - shown),
+                    &mut left,
+                );
             }
         } else if v.active_total > 0 {
             push(&mut out, count_line, &mut left);
@@ -146,8 +158,13 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
             "pcmail memory: {} entries ({} gotchas) in .claude/memory: `pcmail memory search WORDS`",
             v.memory_total, v.gotcha_total
         );
-        let lines: Vec<String> =
-            v.gotchas.iter().map(|g| cut(&format!("- [{}] {}", neutralise(&g.topic), neutralise(&memory::entry_line(g))), LINE_MAX_CHARS)).collect();
+        let lines: Vec<String> = v
+            .gotchas
+            .iter()
+            .map(|g| {
+                cut(&format!("- [{}] {}", neutralise(&g.topic), neutralise(&memory::entry_line(g))), LINE_MAX_CHARS)
+            })
+            .collect();
         const MORE: &str = "; newest gotchas:";
         // "newest gotchas:" only when at least one of them fits under it.
         let with_first = lines.first().map(|l| head.chars().count() + MORE.len() + 1 + l.chars().count() + 1);
@@ -181,7 +198,13 @@ mod tests {
     use chrono::TimeZone;
 
     fn sections(goal: &str) -> Sections {
-        Sections { goal: Some(goal.into()), done: None, failed: None, state: Some("working".into()), next: Some(format!("next for {goal}")) }
+        Sections {
+            goal: Some(goal.into()),
+            done: None,
+            failed: None,
+            state: Some("working".into()),
+            next: Some(format!("next for {goal}")),
+        }
     }
 
     #[test]
@@ -191,11 +214,23 @@ mod tests {
         let repo = Repo::at(d.path());
         let t = |h| Utc.with_ymd_and_hms(2026, 4, 9, h, 0, 0).unwrap();
         for h in 1..=3 {
-            new_handoff(&repo, &format!("old-{h}"), &Author { session: "s1", by: "pc-a/s1", at: t(h) }, &sections(&format!("old {h}"))).unwrap();
+            new_handoff(
+                &repo,
+                &format!("old-{h}"),
+                &Author { session: "s1", by: "pc-a/s1", at: t(h) },
+                &sections(&format!("old {h}")),
+            )
+            .unwrap();
         }
         rollup(&repo, "first", &Author { session: "s2", by: "pc-a/s2", at: t(4) }, t(3), "All three.").unwrap();
         for h in 5..=7 {
-            new_handoff(&repo, &format!("new-{h}"), &Author { session: "s3", by: "pc-b/s3", at: t(h) }, &sections(&format!("new {h} <pcmail-mail>"))).unwrap();
+            new_handoff(
+                &repo,
+                &format!("new-{h}"),
+                &Author { session: "s3", by: "pc-b/s3", at: t(h) },
+                &sections(&format!("new {h} <pcmail-mail>")),
+            )
+            .unwrap();
         }
         crate::handoffs::close(&repo, "new-6", "pc-b/s3", "done", t(8)).unwrap();
         memory::add(&repo, MemKind::Gotcha, "db", "old gotcha", None, "x", t(1)).unwrap();
@@ -206,8 +241,16 @@ mod tests {
         assert_eq!(v.active_total, 2);
         let text = render(&v, 1800).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].starts_with("pcmail handoffs: latest rollup 2026-04-09_04-00_s2_rollup_first (through 2026-04-09 03:00); 2 ACTIVE"), "{text}");
-        assert!(lines[1].starts_with("- 2026-04-09_07-00_s3_new-7: new 7 ‹pcmail-mail› → next: next for new 7"), "{text}");
+        assert!(
+            lines[0].starts_with(
+                "pcmail handoffs: latest rollup 2026-04-09_04-00_s2_rollup_first (through 2026-04-09 03:00); 2 ACTIVE"
+            ),
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with("- 2026-04-09_07-00_s3_new-7: new 7 ‹pcmail-mail› → next: next for new 7"),
+            "{text}"
+        );
         assert!(lines[2].starts_with("- 2026-04-09_05-00_s3_new-5"), "{text}");
         assert!(lines[3].starts_with("pcmail memory: 3 entries (2 gotchas)"), "{text}");
         assert_eq!(&lines[4..], ["- [db] new gotcha", "- [db] old gotcha"]);

@@ -30,7 +30,8 @@ fn long_text(worker: usize, i: usize) -> String {
 fn worker_process() {
     let Ok(repo) = std::env::var(REPO_VAR) else { return };
     let worker: usize = std::env::var("PCMAIL_TEST_WORKER").unwrap().parse().unwrap();
-    let until = Instant::now() + Duration::from_millis(std::env::var("PCMAIL_TEST_WORKER_MS").unwrap().parse().unwrap());
+    let until =
+        Instant::now() + Duration::from_millis(std::env::var("PCMAIL_TEST_WORKER_MS").unwrap().parse().unwrap());
     let repo = Repo::at(Path::new(&repo));
     // The two workers of a pair have different sessions with the same first 8 characters.
     let session = format!("pair{}xx-{worker}", worker / 2);
@@ -78,16 +79,23 @@ fn eight_processes_append_at_once_and_nothing_tears_or_collides() {
     for c in children {
         let out = c.wait_with_output().unwrap();
         assert!(out.status.success(), "a worker failed: {}", String::from_utf8_lossy(&out.stdout));
-        created.extend(String::from_utf8(out.stdout).unwrap().lines().filter_map(|l| l.split_once("CREATED ").map(|(_, n)| n.to_string())));
+        created.extend(
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.split_once("CREATED ").map(|(_, n)| n.to_string())),
+        );
     }
     let repo = Repo::at(dir.path());
 
     // No collision: every name once, and every file there.
     let unique: HashSet<&String> = created.iter().collect();
     assert_eq!(unique.len(), created.len(), "two writers got one name");
-    let on_disk: HashSet<String> = handoffs::names_in(&repo.handoff_dir()).unwrap().into_iter().map(|(n, _)| n).collect();
+    let on_disk: HashSet<String> =
+        handoffs::names_in(&repo.handoff_dir()).unwrap().into_iter().map(|(n, _)| n).collect();
     let reported: HashSet<String> = created.iter().cloned().collect();
-    let (missing, extra): (Vec<_>, Vec<_>) = (reported.difference(&on_disk).collect(), on_disk.difference(&reported).collect());
+    let (missing, extra): (Vec<_>, Vec<_>) =
+        (reported.difference(&on_disk).collect(), on_disk.difference(&reported).collect());
     assert!(missing.is_empty() && extra.is_empty(), "missing on disk: {missing:?}; not reported: {extra:?}");
     for name in &created {
         let text = std::fs::read_to_string(repo.handoff_dir().join(format!("{name}.md"))).unwrap();
@@ -115,7 +123,11 @@ fn eight_processes_append_at_once_and_nothing_tears_or_collides() {
     let entries = memory::show(&repo, Some("shared/log")).unwrap();
     assert_eq!(entries.len(), created.len());
     for e in &entries {
-        assert!(e.text.ends_with(" end") && e.text.len() > 3000 && e.why.as_deref() == Some("why"), "{:?}", &e.text[..40]);
+        assert!(
+            e.text.ends_with(" end") && e.text.len() > 3000 && e.why.as_deref() == Some("why"),
+            "{:?}",
+            &e.text[..40]
+        );
     }
     eprintln!(
         "{} workers, {secs} s: {} handoffs, {} INDEX lines, {} memory entries; no tear, no collision",

@@ -40,7 +40,9 @@ fn rollup_covers_stamps_and_indexes() {
     assert_eq!(r.covers, [a.clone(), b.clone(), c.clone()]);
     let text = std::fs::read_to_string(&r.path).unwrap();
     assert!(
-        text.starts_with(&format!("---\ntype: rollup\ncovers:\n  - {a}\n  - {b}\n  - {c}\nthrough: 2026-03-15 18:00\n")),
+        text.starts_with(&format!(
+            "---\ntype: rollup\ncovers:\n  - {a}\n  - {b}\n  - {c}\nthrough: 2026-03-15 18:00\n"
+        )),
         "{text}"
     );
     assert!(text.contains("Three sessions: auth done, CI green."));
@@ -70,7 +72,8 @@ fn rollup_covers_stamps_and_indexes() {
     // Nothing left up to that date; a later rollup covers only the new one.
     let again = handoffs::rollup(&repo, "march-again", &author, t(15, 18), "x");
     assert!(matches!(again, Err(HandoffError::NotFound { .. })), "{again:?}");
-    let r2 = handoffs::rollup(&repo, "april", &Author { at: t(20, 0), ..author.clone() }, t(20, 0), "the rest").unwrap();
+    let r2 =
+        handoffs::rollup(&repo, "april", &Author { at: t(20, 0), ..author.clone() }, t(20, 0), "the rest").unwrap();
     assert_eq!(r2.covers, [late]);
     assert!(matches!(handoffs::rollup(&repo, "x", &author, t(20, 0), "  "), Err(HandoffError::Usage(_))));
 }
@@ -85,6 +88,7 @@ fn names_never_collide_and_files_are_never_overwritten() {
     assert!(handoffs::resolve(&repo, "same").is_err(), "two match: ambiguous");
     assert_eq!(handoffs::resolve(&repo, &format!("{first}.md")).unwrap(), first);
     assert!(matches!(handoffs::resolve(&repo, "nothing"), Err(HandoffError::NotFound { .. })));
-    let missing = handoffs::new_handoff(&repo, "x", &Author { session: "s", by: "b", at: t(1, 1) }, &Sections::default());
+    let missing =
+        handoffs::new_handoff(&repo, "x", &Author { session: "s", by: "b", at: t(1, 1) }, &Sections::default());
     assert!(matches!(missing, Err(HandoffError::Usage(m)) if m.contains("goal") && m.contains("next step")));
 }

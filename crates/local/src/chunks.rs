@@ -41,7 +41,12 @@ pub fn todo(state: Option<&InputState>, now: Millis) -> Todo {
     match state {
         None => Todo::Run,
         Some(s) if s.ok => Todo::Done,
-        Some(s) if s.failures >= CHUNK_FAILURES_MAX && s.last_failure_at.is_some_and(|t| now - t < CHUNK_FAILURE_EXPIRY_MS) => Todo::Skipped,
+        Some(s)
+            if s.failures >= CHUNK_FAILURES_MAX
+                && s.last_failure_at.is_some_and(|t| now - t < CHUNK_FAILURE_EXPIRY_MS) =>
+        {
+            Todo::Skipped
+        }
         Some(_) => Todo::Run,
     }
 }
@@ -56,7 +61,13 @@ pub fn start_deadline(run_started_at: Millis, time_limit_ms: Millis) -> Millis {
 /// expired starts counting again from one.
 pub fn record(prev: Option<&InputState>, fingerprint: &str, input: &str, ok: bool, now: Millis) -> InputState {
     let expired = prev.is_some_and(|p| p.last_failure_at.is_some_and(|t| now - t >= CHUNK_FAILURE_EXPIRY_MS));
-    let failures = if ok { 0 } else if expired { 1 } else { prev.map_or(0, |p| p.failures) + 1 };
+    let failures = if ok {
+        0
+    } else if expired {
+        1
+    } else {
+        prev.map_or(0, |p| p.failures) + 1
+    };
     InputState {
         fingerprint: fingerprint.to_string(),
         input: input.to_string(),
@@ -94,7 +105,11 @@ pub fn list_inputs(dir: &Path, rel: &str) -> Vec<(String, String)> {
                     let name = e.file_name().into_string().ok()?;
                     let mtime = e.metadata().ok()?.modified().ok()?;
                     let ns = mtime.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
-                    let id = if rel.is_empty() || rel == "." { name } else { format!("{}/{name}", rel.trim_end_matches('/')) };
+                    let id = if rel.is_empty() || rel == "." {
+                        name
+                    } else {
+                        format!("{}/{name}", rel.trim_end_matches('/'))
+                    };
                     let fp = fingerprint(&id, ns);
                     Some((id, fp))
                 })
@@ -116,7 +131,13 @@ mod tests {
         assert_eq!(fingerprint("a.md", 1), fingerprint("a.md", 1));
         assert_ne!(fingerprint("a.md", 1), fingerprint("a.md", 2));
         assert_ne!(fingerprint("a.md", 1), fingerprint("b.md", 1));
-        let done = InputState { fingerprint: fingerprint("a.md", 1), input: "a.md".into(), ok: true, failures: 0, last_failure_at: None };
+        let done = InputState {
+            fingerprint: fingerprint("a.md", 1),
+            input: "a.md".into(),
+            ok: true,
+            failures: 0,
+            last_failure_at: None,
+        };
         let inputs = vec![("a.md".to_string(), fingerprint("a.md", 1)), ("b.md".to_string(), fingerprint("b.md", 5))];
         let c = counts(&inputs, std::slice::from_ref(&done), 0);
         assert_eq!((c.done, c.total), (1, 2), "adding b keeps a's result");

@@ -203,7 +203,10 @@ fn default_stop_reminder_min_transcript_kb() -> u64 {
 
 impl Default for HandoffSettings {
     fn default() -> Self {
-        HandoffSettings { stop_reminder: true, stop_reminder_min_transcript_kb: DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB }
+        HandoffSettings {
+            stop_reminder: true,
+            stop_reminder_min_transcript_kb: DEFAULT_STOP_REMINDER_MIN_TRANSCRIPT_KB,
+        }
     }
 }
 
@@ -224,7 +227,11 @@ pub enum SubjectTags {
 /// The user's language for kind badges, from `LC_ALL`, `LC_MESSAGES`, `LANG`.
 pub fn user_lang() -> pcmail_core::present::Lang {
     let get = |k: &str| std::env::var(k).ok();
-    pcmail_core::present::Lang::from_locale(get("LC_ALL").as_deref(), get("LC_MESSAGES").as_deref(), get("LANG").as_deref())
+    pcmail_core::present::Lang::from_locale(
+        get("LC_ALL").as_deref(),
+        get("LC_MESSAGES").as_deref(),
+        get("LANG").as_deref(),
+    )
 }
 
 fn yes() -> bool {
@@ -272,8 +279,8 @@ impl Config {
         let path = paths.config();
         match std::fs::read_to_string(&path) {
             Ok(s) => {
-                let c: Config =
-                    toml::from_str(&s).map_err(|e| ConfigError::Invalid { path: path.clone(), detail: e.to_string() })?;
+                let c: Config = toml::from_str(&s)
+                    .map_err(|e| ConfigError::Invalid { path: path.clone(), detail: e.to_string() })?;
                 if !pcmail_core::roster::is_valid_label(&c.label) {
                     return Err(ConfigError::Invalid {
                         path,
@@ -301,7 +308,9 @@ impl Config {
 
     /// How long this PC keeps final mail.
     pub fn retention_ms(&self) -> i64 {
-        self.retention_days.map(|d| i64::from(d.max(1)) * 24 * 60 * 60 * 1000).unwrap_or(pcmail_store::retention::DEFAULT_RETENTION_MS)
+        self.retention_days
+            .map(|d| i64::from(d.max(1)) * 24 * 60 * 60 * 1000)
+            .unwrap_or(pcmail_store::retention::DEFAULT_RETENTION_MS)
     }
 
     pub fn embedded_db(&self, paths: &Paths) -> Option<PathBuf> {
@@ -352,7 +361,8 @@ mod tests {
     /// and the server gives, or tests built on it drift from real PCs.
     #[test]
     fn new_matches_a_config_file_with_only_label_and_server() {
-        let parsed: Config = toml::from_str("label = \"pc-a\"\n[server]\nkind = \"http\"\nurl = \"http://127.0.0.1:9/api\"\n").unwrap();
+        let parsed: Config =
+            toml::from_str("label = \"pc-a\"\n[server]\nkind = \"http\"\nurl = \"http://127.0.0.1:9/api\"\n").unwrap();
         assert_eq!(Config::new("pc-a", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() }), parsed);
     }
 }

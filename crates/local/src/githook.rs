@@ -118,7 +118,8 @@ pub fn uninstall(dir: &Path) -> Result<bool, GitHookError> {
 
 /// The files a commit touches: staged paths (also both sides of a rename).
 fn staged_files(dir: &Path) -> Vec<String> {
-    let Ok(out) = Command::new("git").args(["diff", "--cached", "--name-only", "-z", "--no-renames"]).current_dir(dir).output()
+    let Ok(out) =
+        Command::new("git").args(["diff", "--cached", "--name-only", "-z", "--no-renames"]).current_dir(dir).output()
     else {
         return vec![];
     };

@@ -6,10 +6,10 @@
 use crate::config::{Config, Paths};
 use crate::leases::{self as lease_view, Me};
 use crate::{locks, process, repo, spawn};
-use pcmail_store::leases as sl;
 use pcmail_core::present::{present_in, Counts, PresentMail, PER_MAIL_CHARS};
 use pcmail_core::{Kind, MarkOp, Millis, State};
 use pcmail_store::hookview::{self, HookRank};
+use pcmail_store::leases as sl;
 use pcmail_store::{inbox, marks, meta, Store, StoreError};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Read};
@@ -217,8 +217,17 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             let budget = rank.category().budget();
             for &status in rank.open_statuses() {
                 let (exp, seen_here) = (expired.get(rank, status), shown.get(rank, status));
-                let v =
-                    hookview::pair_view(tx, rank, status, session, server_now, PER_MAIL_CHARS * 2, budget, exp, seen_here)?;
+                let v = hookview::pair_view(
+                    tx,
+                    rank,
+                    status,
+                    session,
+                    server_now,
+                    PER_MAIL_CHARS * 2,
+                    budget,
+                    exp,
+                    seen_here,
+                )?;
                 counts.expired += exp;
                 let more = v.waiting - v.mails.len();
                 match rank {
@@ -346,7 +355,12 @@ pub fn job_line(j: &pcmail_store::jobs::MyJob) -> String {
     if result["ran"] == serde_json::json!(false) {
         detail.push("not run".into());
     }
-    let list = |k: &str| result[k].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_default();
+    let list = |k: &str| {
+        result[k]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default()
+    };
     let reused = list("reused");
     if !reused.is_empty() {
         detail.push(format!("reused {}", truncate_chars(&neutralise(&reused), 100)));
@@ -438,7 +452,8 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
                 let config = Config::load(paths)?;
                 // The session's own fences live in the store: opened only when
                 // a covering lease is this PC's under another session id.
-                let own = if leases.iter().any(|l| l.holder_pc == config.label && l.holder_session != input.session_id) {
+                let own = if leases.iter().any(|l| l.holder_pc == config.label && l.holder_session != input.session_id)
+                {
                     let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
                     sl::fences_of_session(store.conn(), &input.session_id).unwrap_or_default()
                 } else {
@@ -446,10 +461,15 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
                 };
                 let me = Me { pc: &config.label, session: &input.session_id, own };
                 if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-                    return Ok(Some(guard_output(input.event, GuardSays::Deny(lease_view::refusal(l, &rel, now + file.offset)))));
+                    return Ok(Some(guard_output(
+                        input.event,
+                        GuardSays::Deny(lease_view::refusal(l, &rel, now + file.offset)),
+                    )));
                 }
             }
-            return Ok(lease_view::age_line(file.at, now).map(|line| guard_output(input.event, GuardSays::Context(line))));
+            return Ok(
+                lease_view::age_line(file.at, now).map(|line| guard_output(input.event, GuardSays::Context(line)))
+            );
         }
     }
     let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
@@ -460,7 +480,10 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
         let config = Config::load(paths)?;
         let me = Me::load(store.conn(), &config.label, &input.session_id);
         if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-            return Ok(Some(guard_output(input.event, GuardSays::Deny(lease_view::refusal(l, &rel, now + server_offset(&store))))));
+            return Ok(Some(guard_output(
+                input.event,
+                GuardSays::Deny(lease_view::refusal(l, &rel, now + server_offset(&store))),
+            )));
         }
     }
     Ok(lease_view::cache_age_line(store.conn(), now).map(|line| guard_output(input.event, GuardSays::Context(line))))
@@ -543,7 +566,9 @@ mod tests {
             assert_eq!(parse_input(v.as_bytes()).unwrap().event.as_str(), e);
         }
         // Gemini CLI's names do what Claude Code's do.
-        for (gemini, claude) in [("BeforeAgent", "UserPromptSubmit"), ("BeforeTool", "PreToolUse"), ("AfterAgent", "Stop")] {
+        for (gemini, claude) in
+            [("BeforeAgent", "UserPromptSubmit"), ("BeforeTool", "PreToolUse"), ("AfterAgent", "Stop")]
+        {
             assert_eq!(Event::parse(gemini).unwrap().claude(), Event::parse(claude).unwrap());
         }
         for bad in [
@@ -612,7 +637,10 @@ mod code_map_tests {
         let out = stale.output.expect("a stale map gets its line");
         let v: Value = serde_json::from_str(&out).unwrap();
         let text = v["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
-        assert!(text.starts_with("pcmail: Code map .claude/code-map.md is stale") && text.contains("`pcmail map`"), "{text}");
+        assert!(
+            text.starts_with("pcmail: Code map .claude/code-map.md is stale") && text.contains("`pcmail map`"),
+            "{text}"
+        );
         assert!(text.chars().count() <= pcmail_core::present::TOTAL_CHARS);
         // Only at SessionStart, not before every prompt.
         assert_eq!(run(&paths, &input(Event::UserPromptSubmit), 3_000).unwrap().output, None);

@@ -176,7 +176,11 @@ impl CommandConfig {
         }
         for a in &self.args {
             if BUILTINS.contains(&a.name.as_str()) {
-                return Err(err(format!("command {n}: argument name {:?} is reserved ({})", a.name, BUILTINS.join(", "))));
+                return Err(err(format!(
+                    "command {n}: argument name {:?} is reserved ({})",
+                    a.name,
+                    BUILTINS.join(", ")
+                )));
             }
         }
         let known = |p: &str| BUILTINS.contains(&p) || self.arg(p).is_some();
@@ -189,7 +193,9 @@ impl CommandConfig {
         // Artifact names are made by core's one rule (`artifact_name`), which knows these three.
         for t in &self.artifacts {
             if let Some(p) = placeholders(t).into_iter().find(|p| !["command", "subject", "ts"].contains(p)) {
-                return Err(err(format!("command {n}: artifact {t:?} may use {{command}}, {{subject}} and {{ts}} only, not {{{p}}}")));
+                return Err(err(format!(
+                    "command {n}: artifact {t:?} may use {{command}}, {{subject}} and {{ts}} only, not {{{p}}}"
+                )));
             }
         }
         for a in &self.artifacts {
@@ -203,7 +209,11 @@ impl CommandConfig {
             }
         }
         match self.cwd_source() {
-            None => return Err(err(format!("command {n}: no checkout to run in (set cwd, or give it a checkout argument)"))),
+            None => {
+                return Err(err(format!(
+                    "command {n}: no checkout to run in (set cwd, or give it a checkout argument)"
+                )))
+            }
             Some(CwdSource::Arg(a)) => match self.arg(&a) {
                 Some(x) if x.kind == "checkout" => {}
                 _ => return Err(err(format!("command {n}: cwd {{{a}}} is not a checkout argument"))),
@@ -217,12 +227,24 @@ impl CommandConfig {
         if self.chunked {
             match &self.inputs {
                 Some(d) if d == "." || is_inside(d) => {}
-                _ => return Err(err(format!("command {n}: a chunked command needs `inputs`, a folder inside its checkout"))),
+                _ => {
+                    return Err(err(format!(
+                        "command {n}: a chunked command needs `inputs`, a folder inside its checkout"
+                    )))
+                }
             }
             if !self.argv.iter().any(|a| placeholders(a).contains(&"input")) {
-                return Err(err(format!("command {n}: a chunked command runs once per input: put {{input}} in its argv")));
+                return Err(err(format!(
+                    "command {n}: a chunked command runs once per input: put {{input}} in its argv"
+                )));
             }
-        } else if self.argv.iter().chain(self.verify.iter().flatten()).chain(self.read_back.iter().flatten()).any(|a| placeholders(a).contains(&"input")) {
+        } else if self
+            .argv
+            .iter()
+            .chain(self.verify.iter().flatten())
+            .chain(self.read_back.iter().flatten())
+            .any(|a| placeholders(a).contains(&"input"))
+        {
             return Err(err(format!("command {n}: {{input}} is only for chunked commands")));
         }
         if self.time_limit_secs == 0 || self.time_limit_secs > 24 * 3600 {
@@ -331,7 +353,13 @@ impl JobsConfig {
     /// elements that name it and nowhere else; a `checkout` argument becomes
     /// its directory in argv, its name elsewhere. An element that is only
     /// `{arg}` of an optional argument not given is left out.
-    pub fn plan(&self, command: &str, args: &BTreeMap<String, Value>, job_id: &str, ts: i64) -> Result<Plan, JobsConfigError> {
+    pub fn plan(
+        &self,
+        command: &str,
+        args: &BTreeMap<String, Value>,
+        job_id: &str,
+        ts: i64,
+    ) -> Result<Plan, JobsConfigError> {
         let c = self.command(command).ok_or_else(|| err(format!("command {command} is not configured here")))?;
         let subject = c.subject.as_ref().and_then(|s| args.get(s)).map(value_text).unwrap_or_default();
         let mut names: BTreeMap<String, String> = BTreeMap::new();
@@ -345,7 +373,10 @@ impl JobsConfig {
             let Some(v) = args.get(&a.name) else { continue };
             let text = value_text(v);
             if a.kind == "checkout" {
-                let dir = self.checkouts.get(&text).ok_or_else(|| err(format!("checkout {text:?} is not configured here")))?;
+                let dir = self
+                    .checkouts
+                    .get(&text)
+                    .ok_or_else(|| err(format!("checkout {text:?} is not configured here")))?;
                 in_argv.insert(a.name.clone(), dir.to_string_lossy().into_owned());
             } else {
                 in_argv.insert(a.name.clone(), text.clone());
@@ -370,10 +401,16 @@ impl JobsConfig {
         };
         let cwd = match c.cwd_source() {
             Some(CwdSource::Arg(a)) => {
-                let name = names.get(&a).ok_or_else(|| err(format!("argument {a} (the checkout to run in) is missing")))?;
-                self.checkouts.get(name).cloned().ok_or_else(|| err(format!("checkout {name:?} is not configured here")))?
+                let name =
+                    names.get(&a).ok_or_else(|| err(format!("argument {a} (the checkout to run in) is missing")))?;
+                self.checkouts
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| err(format!("checkout {name:?} is not configured here")))?
             }
-            Some(CwdSource::Fixed(n)) => self.checkouts.get(&n).cloned().ok_or_else(|| err(format!("checkout {n:?} is not configured here")))?,
+            Some(CwdSource::Fixed(n)) => {
+                self.checkouts.get(&n).cloned().ok_or_else(|| err(format!("checkout {n:?} is not configured here")))?
+            }
             None => return Err(err(format!("command {command}: no checkout to run in"))),
         };
         // `{ts}` kept as the wildcard of the search for earlier runs' artifacts
@@ -381,9 +418,13 @@ impl JobsConfig {
         let artifact_patterns: Vec<String> = c
             .artifacts
             .iter()
-            .map(|a| pcmail_core::job::artifact_name(&a.replace("{ts}", "\u{1}"), &c.name, &subject, ts).replace('\u{1}', "{ts}"))
+            .map(|a| {
+                pcmail_core::job::artifact_name(&a.replace("{ts}", "\u{1}"), &c.name, &subject, ts)
+                    .replace('\u{1}', "{ts}")
+            })
             .collect();
-        let artifacts: Vec<String> = c.artifacts.iter().map(|a| pcmail_core::job::artifact_name(a, &c.name, &subject, ts)).collect();
+        let artifacts: Vec<String> =
+            c.artifacts.iter().map(|a| pcmail_core::job::artifact_name(a, &c.name, &subject, ts)).collect();
         for a in artifact_patterns.iter().chain(&artifacts) {
             if !is_inside(a) {
                 return Err(err(format!("artifact {a:?} would leave the checkout")));
@@ -428,7 +469,11 @@ fn walk(dir: &Path, prefix: &str, segs: &[&str], out: &mut Vec<String>) {
     let join = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}/{name}") };
     let candidates: Vec<String> = if first.contains("{ts}") {
         match std::fs::read_dir(dir) {
-            Ok(rd) => rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).filter(|n| ts_match(first, n)).collect(),
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| ts_match(first, n))
+                .collect(),
             Err(_) => vec![],
         }
     } else {

@@ -66,7 +66,9 @@ pub fn run(
     };
     let file = match std::fs::OpenOptions::new().create(true).append(true).open(log) {
         Ok(f) => f,
-        Err(e) => return out(Ending::NotStarted, Some(format!("pcmail: cannot open the log {}: {e}\n", log.display()))),
+        Err(e) => {
+            return out(Ending::NotStarted, Some(format!("pcmail: cannot open the log {}: {e}\n", log.display())))
+        }
     };
     let mut cmd = Command::new(program);
     cmd.args(rest).current_dir(cwd).stdin(Stdio::null());
@@ -84,7 +86,12 @@ pub fn run(
     own_group(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return out(Ending::NotStarted, Some(format!("pcmail: cannot start {program:?} in {}: {e}\n", cwd.display()))),
+        Err(e) => {
+            return out(
+                Ending::NotStarted,
+                Some(format!("pcmail: cannot start {program:?} in {}: {e}\n", cwd.display())),
+            )
+        }
     };
     let pid = child.id() as i64;
     let group = match Group::adopt(&mut child) {
@@ -447,7 +454,15 @@ mod tests {
         let log = d.path().join("a.log");
         let never = AtomicBool::new(false);
         let mut started = None;
-        let r = run(&s(&["sh", "-c", "echo out; echo err >&2; exit 3"]), d.path(), &[], &log, Duration::from_secs(30), &never, &mut |p| started = Some(p));
+        let r = run(
+            &s(&["sh", "-c", "echo out; echo err >&2; exit 3"]),
+            d.path(),
+            &[],
+            &log,
+            Duration::from_secs(30),
+            &never,
+            &mut |p| started = Some(p),
+        );
         assert_eq!(r.ending, Ending::Exited(Some(3)));
         assert!(r.output.contains("out\n") && r.output.contains("err\n"), "{}", r.output);
         assert!(started.is_some());
@@ -460,7 +475,15 @@ mod tests {
         let never = AtomicBool::new(false);
         let mut started = None;
         // A child in the background that would outlive its parent.
-        let r = run(&s(&["sh", "-c", "sleep 30 & echo $! > bg; wait"]), d.path(), &[], &log, Duration::from_millis(300), &never, &mut |p| started = Some(p));
+        let r = run(
+            &s(&["sh", "-c", "sleep 30 & echo $! > bg; wait"]),
+            d.path(),
+            &[],
+            &log,
+            Duration::from_millis(300),
+            &never,
+            &mut |p| started = Some(p),
+        );
         assert_eq!(r.ending, Ending::TimedOut);
         let bg: i64 = std::fs::read_to_string(d.path().join("bg")).unwrap().trim().parse().unwrap();
         // The group was sent SIGKILL: the background child is gone (or a zombie being reaped).
@@ -478,7 +501,15 @@ mod tests {
         let cancel = AtomicBool::new(true);
         let r = run(&s(&["sleep", "30"]), d.path(), &[], &log, Duration::from_secs(60), &cancel, &mut |_| {});
         assert_eq!(r.ending, Ending::Cancelled);
-        let r = run(&s(&["/no/such/program"]), d.path(), &[], &d.path().join("b.log"), Duration::from_secs(1), &cancel, &mut |_| {});
+        let r = run(
+            &s(&["/no/such/program"]),
+            d.path(),
+            &[],
+            &d.path().join("b.log"),
+            Duration::from_secs(1),
+            &cancel,
+            &mut |_| {},
+        );
         assert_eq!(r.ending, Ending::NotStarted);
         assert!(r.output.contains("cannot start"), "{}", r.output);
     }
@@ -509,7 +540,13 @@ mod win_tests {
     }
 
     fn helper(name: &str) -> Vec<String> {
-        vec![me(), "--ignored".into(), "--exact".into(), format!("jobrun::win_tests::{name}"), "--test-threads=1".into()]
+        vec![
+            me(),
+            "--ignored".into(),
+            "--exact".into(),
+            format!("jobrun::win_tests::{name}"),
+            "--test-threads=1".into(),
+        ]
     }
 
     #[test]
@@ -519,7 +556,12 @@ mod win_tests {
     }
 
     fn spawn_sleeper_and_note_pids() {
-        let child = Command::new(me()).args(&helper("sleeper")[1..]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let child = Command::new(me())
+            .args(&helper("sleeper")[1..])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         std::fs::write("pids.txt", format!("{} {}", std::process::id(), child.id())).unwrap();
         std::mem::forget(child);
     }
@@ -561,7 +603,15 @@ mod win_tests {
         let d = tempfile::tempdir().unwrap();
         let never = AtomicBool::new(false);
         let mut leader = 0;
-        let r = run(&helper("spawner_stay"), d.path(), &[], &d.path().join("a.log"), Duration::from_secs(3), &never, &mut |p| leader = p.pid);
+        let r = run(
+            &helper("spawner_stay"),
+            d.path(),
+            &[],
+            &d.path().join("a.log"),
+            Duration::from_secs(3),
+            &never,
+            &mut |p| leader = p.pid,
+        );
         assert_eq!(r.ending, Ending::TimedOut, "{}", r.output);
         let (l, g) = noted(d.path()).expect("the spawner ran and wrote both PIDs");
         assert_eq!(l.pid, leader);
@@ -573,7 +623,15 @@ mod win_tests {
     fn what_the_leader_left_running_goes_when_it_exits() {
         let d = tempfile::tempdir().unwrap();
         let never = AtomicBool::new(false);
-        let r = run(&helper("spawner_exit"), d.path(), &[], &d.path().join("a.log"), Duration::from_secs(60), &never, &mut |_| {});
+        let r = run(
+            &helper("spawner_exit"),
+            d.path(),
+            &[],
+            &d.path().join("a.log"),
+            Duration::from_secs(60),
+            &never,
+            &mut |_| {},
+        );
         assert_eq!(r.ending, Ending::Exited(Some(0)), "{}", r.output);
         let (_, g) = noted(d.path()).expect("the spawner wrote both PIDs");
         assert!(gone(g.pid), "the grandchild {} outlived its job", g.pid);
@@ -593,7 +651,15 @@ mod win_tests {
                 }
                 flag.store(true, Ordering::Relaxed);
             });
-            run(&helper("spawner_stay"), d.path(), &[], &d.path().join("a.log"), Duration::from_secs(60), &cancel, &mut |_| {})
+            run(
+                &helper("spawner_stay"),
+                d.path(),
+                &[],
+                &d.path().join("a.log"),
+                Duration::from_secs(60),
+                &cancel,
+                &mut |_| {},
+            )
         });
         assert_eq!(r.ending, Ending::Cancelled, "{}", r.output);
         let (l, g) = noted(d.path()).unwrap();
@@ -605,7 +671,13 @@ mod win_tests {
     #[test]
     fn an_orphaned_tree_is_killed_by_parent_pid() {
         let d = tempfile::tempdir().unwrap();
-        let mut leader = Command::new(me()).args(&helper("spawner_stay")[1..]).current_dir(d.path()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut leader = Command::new(me())
+            .args(&helper("spawner_stay")[1..])
+            .current_dir(d.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while noted(d.path()).is_none() {
             assert!(Instant::now() < deadline, "the spawner did not start its sleeper");

@@ -45,7 +45,9 @@ fn match_segments(p: &[&str], f: &[&str]) -> bool {
     match p.split_first() {
         None => f.is_empty(),
         Some((&"**", rest)) => (0..=f.len()).any(|i| match_segments(rest, &f[i..])),
-        Some((seg, rest)) => !f.is_empty() && match_name(seg.as_bytes(), f[0].as_bytes()) && match_segments(rest, &f[1..]),
+        Some((seg, rest)) => {
+            !f.is_empty() && match_name(seg.as_bytes(), f[0].as_bytes()) && match_segments(rest, &f[1..])
+        }
     }
 }
 
@@ -104,7 +106,8 @@ impl Me<'_> {
         Me { pc, session, own }
     }
     pub fn holds(&self, l: &CachedLease) -> bool {
-        l.holder_pc == self.pc && (l.holder_session == self.session || self.own.iter().any(|(r, f)| *r == l.resource && *f == l.fence))
+        l.holder_pc == self.pc
+            && (l.holder_session == self.session || self.own.iter().any(|(r, f)| *r == l.resource && *f == l.fence))
     }
 }
 
@@ -113,7 +116,9 @@ impl Me<'_> {
 pub fn files_cover(files_json: &str, rel: &str) -> bool {
     match serde_json::from_str::<Vec<&str>>(files_json) {
         Ok(globs) => globs.iter().any(|g| covers(g, rel)),
-        Err(_) => serde_json::from_str::<Vec<String>>(files_json).is_ok_and(|globs| globs.iter().any(|g| covers(g, rel))),
+        Err(_) => {
+            serde_json::from_str::<Vec<String>>(files_json).is_ok_and(|globs| globs.iter().any(|g| covers(g, rel)))
+        }
     }
 }
 
@@ -124,7 +129,8 @@ pub fn files_cover(files_json: &str, rel: &str) -> bool {
 pub fn covering_exclusive(conn: &Connection, repo: &str, rel: &str) -> rusqlite::Result<Vec<CachedLease>> {
     let mut keys: Vec<(String, i64)> = vec![];
     {
-        let mut st = conn.prepare("SELECT resource, fence, files FROM lease_cache WHERE repo = ?1 AND mode = 'exclusive'")?;
+        let mut st =
+            conn.prepare("SELECT resource, fence, files FROM lease_cache WHERE repo = ?1 AND mode = 'exclusive'")?;
         let mut rows = st.query([repo])?;
         while let Some(r) = rows.next()? {
             if files_cover(r.get_ref(2)?.as_str().unwrap_or("[]"), rel) {
@@ -189,7 +195,12 @@ struct GuardHead {
 /// JSON (which escapes every control character, so no field holds a tab or
 /// a newline), so the guard compares the repo and matches the globs of a
 /// line without parsing the rest.
-pub fn write_guard_file(home: &Path, leases: &[CachedLease], cache_at: Millis, server_offset: Millis) -> std::io::Result<()> {
+pub fn write_guard_file(
+    home: &Path,
+    leases: &[CachedLease],
+    cache_at: Millis,
+    server_offset: Millis,
+) -> std::io::Result<()> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let mut text = String::with_capacity(64 + leases.len() * 256);
@@ -293,9 +304,10 @@ impl GuardFile {
 
 /// The first exclusive lease of another session in `repo` covering `rel`.
 pub fn blocking<'a>(leases: &'a [CachedLease], me: &Me, rel: &str) -> Option<(&'a CachedLease, &'a str)> {
-    leases.iter().filter(|l| l.mode == "exclusive" && !me.holds(l)).find_map(|l| {
-        l.files.iter().find(|g| covers(g, rel)).map(|g| (l, g.as_str()))
-    })
+    leases
+        .iter()
+        .filter(|l| l.mode == "exclusive" && !me.holds(l))
+        .find_map(|l| l.files.iter().find(|g| covers(g, rel)).map(|g| (l, g.as_str())))
 }
 
 /// Why an edit or a commit is refused: the file, the lease, the holder and how to reach them.
@@ -370,7 +382,8 @@ pub fn others_lines(leases: &[CachedLease], me: &Me, now: Millis, room: usize) -
     let mut out = String::new();
     let mut shown = 0;
     for (i, l) in others.iter().enumerate() {
-        let files = if l.files.is_empty() { String::new() } else { format!(" [{}]", truncate_chars(&l.files.join(", "), 80)) };
+        let files =
+            if l.files.is_empty() { String::new() } else { format!(" [{}]", truncate_chars(&l.files.join(", "), 80)) };
         let stale = if l.stale { " STALE" } else { "" };
         let line = format!(
             "pcmail: lease {}{files} held by {} ({}, {} ago{stale}): {}",
@@ -381,7 +394,11 @@ pub fn others_lines(leases: &[CachedLease], me: &Me, now: Millis, room: usize) -
             truncate_chars(&neutralise(&l.description), 100)
         );
         let left = others.len() - i - 1;
-        let tail = if left > 0 { format!("\npcmail: +{left} more leases in this repo: pcmail lease list") } else { String::new() };
+        let tail = if left > 0 {
+            format!("\npcmail: +{left} more leases in this repo: pcmail lease list")
+        } else {
+            String::new()
+        };
         let need = out.chars().count() + usize::from(!out.is_empty()) + line.chars().count();
         if need + tail.chars().count() > room {
             break;
@@ -487,7 +504,10 @@ mod tests {
         shared[0].mode = "shared".into();
         assert!(blocking(&shared, &me, "src/auth/x.rs").is_none());
         let r = refusal(&ls[0], "src/auth/x.rs", 0);
-        assert!(r.contains("pc-b/ani") && r.contains("14:02") && r.contains("‹auth›") && r.contains("pcmail send pc-b"), "{r}");
+        assert!(
+            r.contains("pc-b/ani") && r.contains("14:02") && r.contains("‹auth›") && r.contains("pcmail send pc-b"),
+            "{r}"
+        );
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! `pcmail` binary (through pcmail-client) and the small `pcmail-hook` binary
 //! are built on it.
 
-pub mod config;
 pub mod chunks;
+pub mod config;
 pub mod githook;
 pub mod handoff_hook;
 pub mod hook;
@@ -20,8 +20,5 @@ pub mod watch;
 use pcmail_core::Millis;
 
 pub fn system_now() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
 }

@@ -151,7 +151,13 @@ mod win {
     #[link(name = "kernel32")]
     extern "system" {
         fn OpenProcess(access: u32, inherit: i32, pid: u32) -> *mut c_void;
-        fn GetProcessTimes(h: *mut c_void, c: *mut FileTime, e: *mut FileTime, k: *mut FileTime, u: *mut FileTime) -> i32;
+        fn GetProcessTimes(
+            h: *mut c_void,
+            c: *mut FileTime,
+            e: *mut FileTime,
+            k: *mut FileTime,
+            u: *mut FileTime,
+        ) -> i32;
         fn GetExitCodeProcess(h: *mut c_void, code: *mut u32) -> i32;
         fn CloseHandle(h: *mut c_void) -> i32;
         fn GetSystemTimeAsFileTime(t: *mut FileTime);
@@ -230,7 +236,11 @@ mod win {
             let mut more = Process32FirstW(snap, &mut e) != 0;
             while more {
                 let len = e.exe.iter().position(|&c| c == 0).unwrap_or(e.exe.len());
-                all.push(Entry { pid: e.pid as i64, ppid: e.ppid as i64, exe: String::from_utf16_lossy(&e.exe[..len]) });
+                all.push(Entry {
+                    pid: e.pid as i64,
+                    ppid: e.ppid as i64,
+                    exe: String::from_utf16_lossy(&e.exe[..len]),
+                });
                 more = Process32NextW(snap, &mut e) != 0;
             }
             CloseHandle(snap);
@@ -348,7 +358,10 @@ mod win_tests {
         assert!(me.start.is_some_and(|s| s > 0), "a FILETIME: {me:?}");
         assert!(me.alive());
         assert_eq!(ProcId::of(me.pid), Some(me), "the start time is stable across calls");
-        assert!(!ProcId { pid: me.pid, start: me.start.map(|s| s + 1) }.alive(), "another start time is another process");
+        assert!(
+            !ProcId { pid: me.pid, start: me.start.map(|s| s + 1) }.alive(),
+            "another start time is another process"
+        );
         // Read at once after the spawn (Wine: before the child finished
         // starting), the start time must be the one every later read gives.
         let mut fresh: Vec<(Child, ProcId)> = (0..4)
@@ -409,7 +422,11 @@ mod win_tests {
         until("the outer cmd.exe is gone", || (!o.alive()).then_some(()));
         assert!(inner.alive(), "Windows does not kill the child with its parent");
         let after = descendants(o.pid, o.start);
-        assert!(after.contains(&inner), "found by the dead parent's PID: {after:?}, snapshot: {:?}", win::snapshot().iter().map(|e| (e.pid, e.ppid, e.exe.clone())).collect::<Vec<_>>());
+        assert!(
+            after.contains(&inner),
+            "found by the dead parent's PID: {after:?}, snapshot: {:?}",
+            win::snapshot().iter().map(|e| (e.pid, e.ppid, e.exe.clone())).collect::<Vec<_>>()
+        );
         // Had the PID belonged to a process started after the inner one, the
         // inner one could not be its child.
         let later = inner.start.map(|s| s + 1);

@@ -41,7 +41,17 @@ pub fn pass(store: &mut Store, me: &str, session: &str, now: Millis) -> Result<V
         for rank in HookRank::ALL {
             for &status in rank.open_statuses() {
                 let (exp, seen_here) = (expired.get(rank, status), shown.get(rank, status));
-                let v = hookview::pair_view(tx, rank, status, session, server_now, PER_MAIL_CHARS * 2, PASS_LIMIT, exp, seen_here)?;
+                let v = hookview::pair_view(
+                    tx,
+                    rank,
+                    status,
+                    session,
+                    server_now,
+                    PER_MAIL_CHARS * 2,
+                    PASS_LIMIT,
+                    exp,
+                    seen_here,
+                )?;
                 for m in v.mails {
                     let pm = PresentMail {
                         kind: Kind::classify(m.kind, &m.subject),
@@ -71,7 +81,12 @@ pub fn pass(store: &mut Store, me: &str, session: &str, now: Millis) -> Result<V
 
 /// Runs until `stop` is set: a pass whenever the store changed, each line
 /// handed to `out` (which flushes). Waits for the store to exist.
-pub fn run(paths: &Paths, session: &str, stop: &AtomicBool, mut out: impl FnMut(&str) -> std::io::Result<()>) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(
+    paths: &Paths,
+    session: &str,
+    stop: &AtomicBool,
+    mut out: impl FnMut(&str) -> std::io::Result<()>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let config = Config::load(paths)?;
     let me = config.label.clone();
     out(&pcmail_core::present::watch_header(&me))?;

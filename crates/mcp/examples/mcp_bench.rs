@@ -89,8 +89,13 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 fn summary(name: &str, mut xs: Vec<f64>, target: Option<f64>) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let (p50, p99) = (pct(&xs, 0.5), pct(&xs, 0.99));
-    let verdict = target.map(|t| format!("  target ≤ {t} ms: {}", if p50 <= t { "met" } else { "MISSED" })).unwrap_or_default();
-    println!("{name:<44} n={:<4} p50 {p50:7.2} ms  p99 {p99:7.2} ms  max {:7.2} ms{verdict}", xs.len(), xs[xs.len() - 1]);
+    let verdict =
+        target.map(|t| format!("  target ≤ {t} ms: {}", if p50 <= t { "met" } else { "MISSED" })).unwrap_or_default();
+    println!(
+        "{name:<44} n={:<4} p50 {p50:7.2} ms  p99 {p99:7.2} ms  max {:7.2} ms{verdict}",
+        xs.len(),
+        xs[xs.len() - 1]
+    );
     p50
 }
 

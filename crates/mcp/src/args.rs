@@ -39,8 +39,11 @@ pub fn parse<T: DeserializeOwned + JsonSchema + 'static>(args: JsonObject) -> Re
         let mut unknown: Vec<&String> = args.keys().filter(|k| !known.iter().any(|p| p == *k)).collect();
         unknown.sort();
         if let Some(k) = unknown.first() {
-            let expected =
-                if known.is_empty() { "it takes no arguments".to_string() } else { format!("expected one of: {}", known.join(", ")) };
+            let expected = if known.is_empty() {
+                "it takes no arguments".to_string()
+            } else {
+                format!("expected one of: {}", known.join(", "))
+            };
             return Err(UsageError { field: k.to_string(), message: format!("unknown argument `{k}` ({expected})") });
         }
     }

@@ -123,7 +123,9 @@ pub fn config_path(t: &Target) -> Result<Option<PathBuf>, InstallError> {
         (Agent::Claude, _) if t.claude.is_some() => None,
         (Agent::Claude, Scope::Project) => Some(t.project.join(".mcp.json")),
         (Agent::Claude, Scope::User) => return Err(InstallError::NeedClaude { command: claude_add_line(t) }),
-        (Agent::Codex, Scope::User) => Some(t.codex_home.clone().unwrap_or_else(|| t.home.join(".codex")).join("config.toml")),
+        (Agent::Codex, Scope::User) => {
+            Some(t.codex_home.clone().unwrap_or_else(|| t.home.join(".codex")).join("config.toml"))
+        }
         (Agent::Codex, Scope::Project) => {
             return Err(InstallError::Usage(
                 "Codex reads MCP servers from ~/.codex/config.toml ($CODEX_HOME): use --scope user".into(),
@@ -231,7 +233,9 @@ fn json_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, Install
             let servers = root.entry("mcpServers").or_insert_with(|| Value::Object(Map::new()));
             let Value::Object(servers) = servers else { return Err(unreadable("mcpServers is not an object".into())) };
             let entry = servers.entry(SERVER_NAME).or_insert_with(|| Value::Object(Map::new()));
-            let Value::Object(entry) = entry else { return Err(unreadable("mcpServers.pcmail is not an object".into())) };
+            let Value::Object(entry) = entry else {
+                return Err(unreadable("mcpServers.pcmail is not an object".into()));
+            };
             entry.insert("command".into(), Value::String(exe.into()));
             entry.insert("args".into(), serde_json::json!(["mcp"]));
         }
@@ -266,9 +270,10 @@ fn codex_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, Instal
             if entry.get("command").and_then(|c| c.as_str()) != Some(exe) {
                 entry["command"] = toml_edit::value(exe);
             }
-            let want_args = entry.get("args").and_then(|a| a.as_array()).is_some_and(|a| {
-                a.len() == 1 && a.get(0).and_then(|x| x.as_str()) == Some("mcp")
-            });
+            let want_args = entry
+                .get("args")
+                .and_then(|a| a.as_array())
+                .is_some_and(|a| a.len() == 1 && a.get(0).and_then(|x| x.as_str()) == Some("mcp"));
             if !want_args {
                 let mut a = toml_edit::Array::new();
                 a.push("mcp");

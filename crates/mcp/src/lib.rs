@@ -7,10 +7,10 @@
 mod admin_tools;
 pub mod args;
 mod handoff_tools;
-mod session_tools;
-mod job_tools;
 pub mod install;
+mod job_tools;
 pub mod server;
+mod session_tools;
 
 pub use server::{tool_names, PcmailMcp};
 

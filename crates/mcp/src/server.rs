@@ -3,13 +3,13 @@
 //! as structured JSON, or `{"error": {code, exit, message, …}}` with
 //! `isError: true`.
 
+use crate::args::{Parameters, UsageError};
 use pcmail_api::features::{self, Group, Hello};
 use pcmail_api::leases::{self, LeaseCheckArgs, LeaseClaimArgs, LeaseListArgs, LeaseReleaseArgs, LeaseTakeoverArgs};
 use pcmail_api::{
-    AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs, SendArgs,
-    SentArgs, WaitForArgs,
+    AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs,
+    SendArgs, SentArgs, WaitForArgs,
 };
-use crate::args::{Parameters, UsageError};
 use pcmail_client::config::Paths;
 use pcmail_client::Client;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -54,7 +54,9 @@ fn to_result<T: Serialize>(r: Result<T, ApiError>) -> CallToolResult {
     match r {
         Ok(v) => match serde_json::to_value(v) {
             Ok(v) => CallToolResult::structured(v),
-            Err(e) => CallToolResult::structured_error(json!({"error": {"code": "error", "exit": 1, "message": e.to_string()}})),
+            Err(e) => CallToolResult::structured_error(
+                json!({"error": {"code": "error", "exit": 1, "message": e.to_string()}}),
+            ),
         },
         Err(e) => error_result(&e, None),
     }
@@ -137,7 +139,12 @@ impl PcmailMcp {
     }
 
     /// Bad arguments answer the usage error without opening anything.
-    pub(crate) async fn with_client<A, T, F>(&self, group: Group, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
+    pub(crate) async fn with_client<A, T, F>(
+        &self,
+        group: Group,
+        args: Parameters<A>,
+        op: F,
+    ) -> Result<CallToolResult, ErrorData>
     where
         A: Send + 'static,
         T: Serialize + Send + 'static,
@@ -182,17 +189,23 @@ impl PcmailMcp {
 
 #[tool_router]
 impl PcmailMcp {
-    #[tool(description = "Send mail to an exact roster label, number or hostname (`*` = every PC). An inexact address is not sent: error unknown_address (exit 4) with candidates. With wait_for, answers once every copy reached that state (error timeout, exit 8, after timeout_secs). Result: {ids, queued, existing[, mails]}.")]
+    #[tool(
+        description = "Send mail to an exact roster label, number or hostname (`*` = every PC). An inexact address is not sent: error unknown_address (exit 4) with candidates. With wait_for, answers once every copy reached that state (error timeout, exit 8, after timeout_secs). Result: {ids, queued, existing[, mails]}."
+    )]
     async fn send(&self, a: Parameters<SendArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::send(c, &a)).await
     }
 
-    #[tool(description = "Mail for this PC from the local store (open mail by default; all=true adds done, failed and expired). Works offline. Result: {mails}. Reading does not mark mail seen; use `read`.")]
+    #[tool(
+        description = "Mail for this PC from the local store (open mail by default; all=true adds done, failed and expired). Works offline. Result: {mails}. Reading does not mark mail seen; use `read`."
+    )]
     async fn inbox(&self, a: Parameters<InboxArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| pcmail_api::inbox(&p, &a)).await
     }
 
-    #[tool(description = "Show one mail of this PC's inbox and mark it seen. Result: the mail. Error not_found (exit 7) for an unknown id.")]
+    #[tool(
+        description = "Show one mail of this PC's inbox and mark it seen. Result: the mail. Error not_found (exit 7) for an unknown id."
+    )]
     async fn read(&self, a: Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::read(c, &a)).await
     }
@@ -202,7 +215,9 @@ impl PcmailMcp {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::ack(c, &a)).await
     }
 
-    #[tool(description = "Answer a mail (the reply id is fixed, so a retry is one mail; the original becomes done). Replying to a reply is refused: error reply_to_reply (exit 3). Result: {ids, queued, existing}.")]
+    #[tool(
+        description = "Answer a mail (the reply id is fixed, so a retry is one mail; the original becomes done). Replying to a reply is refused: error reply_to_reply (exit 3). Result: {ids, queued, existing}."
+    )]
     async fn reply(&self, a: Parameters<ReplyArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::reply(c, &a)).await
     }
@@ -212,7 +227,9 @@ impl PcmailMcp {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::fail(c, &a)).await
     }
 
-    #[tool(description = "The server's whole timeline of mail ids (new → delivered → seen → done|failed|expired, who and when). Result: {mails, missing}; any missing id makes it error not_found (exit 7) with the rest in the error.")]
+    #[tool(
+        description = "The server's whole timeline of mail ids (new → delivered → seen → done|failed|expired, who and when). Result: {mails, missing}; any missing id makes it error not_found (exit 7) with the rest in the error."
+    )]
     async fn status(&self, a: Parameters<IdsArgs>) -> Result<CallToolResult, ErrorData> {
         let a = match a.0 {
             Ok(a) => a,
@@ -228,22 +245,30 @@ impl PcmailMcp {
         })
     }
 
-    #[tool(description = "Wait until every copy of each mail id reached a state (delivered, seen or done; a final state also ends the wait). Error timeout (exit 8) after timeout_secs (default 300). Result: {mails}.")]
+    #[tool(
+        description = "Wait until every copy of each mail id reached a state (delivered, seen or done; a final state also ends the wait). Error timeout (exit 8) after timeout_secs (default 300). Result: {mails}."
+    )]
     async fn wait_for(&self, a: Parameters<WaitForArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::wait_for(c, &a)).await
     }
 
-    #[tool(description = "Mail this PC sent, newest first, with live states from the server (cached when it is unreachable). Result: {mails}.")]
+    #[tool(
+        description = "Mail this PC sent, newest first, with live states from the server (cached when it is unreachable). Result: {mails}."
+    )]
     async fn sent(&self, a: Parameters<SentArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::sent(c, &a)).await
     }
 
-    #[tool(description = "The roster: number ⇔ label ⇔ hostname of every PC. Result: {pcs, me[, unreachable]} (unreachable: the server was down, this is the cache).")]
+    #[tool(
+        description = "The roster: number ⇔ label ⇔ hostname of every PC. Result: {pcs, me[, unreachable]} (unreachable: the server was down, this is the cache)."
+    )]
     async fn roster(&self, a: Parameters<NoArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, _| pcmail_api::roster(c)).await
     }
 
-    #[tool(description = "Add a PC to the roster (or change its hostname/number). Result: the server's answer with the new roster version.")]
+    #[tool(
+        description = "Add a PC to the roster (or change its hostname/number). Result: the server's answer with the new roster version."
+    )]
     async fn roster_add(&self, a: Parameters<RosterAddArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::roster_add(c, &a)).await
     }
@@ -253,37 +278,51 @@ impl PcmailMcp {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::roster_remove(c, &a)).await
     }
 
-    #[tool(description = "Alerts from the server's sweep (open ones; all=true adds resolved). Result: {alerts[, unreachable]}.")]
+    #[tool(
+        description = "Alerts from the server's sweep (open ones; all=true adds resolved). Result: {alerts[, unreachable]}."
+    )]
     async fn alerts(&self, a: Parameters<AlertsArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::alerts(c, &a)).await
     }
 
-    #[tool(description = "Hold a resource (a module, staging-deploy, gpu:0) across PCs, exclusively (default) or shared. files: repo-relative globs whose edits and commits by other sessions are then refused. The lease follows the Claude Code process above this server (or pid; or ttl: ends after that long). Result: {outcome: granted, lease: {fence, …}, follows} or {outcome: unconfirmed} when the server is unreachable. Errors: held (exit 10) or stale (exit 11: holder silent, use lease_takeover), each with the holder's lease.")]
+    #[tool(
+        description = "Hold a resource (a module, staging-deploy, gpu:0) across PCs, exclusively (default) or shared. files: repo-relative globs whose edits and commits by other sessions are then refused. The lease follows the Claude Code process above this server (or pid; or ttl: ends after that long). Result: {outcome: granted, lease: {fence, …}, follows} or {outcome: unconfirmed} when the server is unreachable. Errors: held (exit 10) or stale (exit 11: holder silent, use lease_takeover), each with the holder's lease."
+    )]
     async fn lease_claim(&self, a: Parameters<LeaseClaimArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_claim(c, &a)).await
     }
 
-    #[tool(description = "Release this PC's lease of a resource (queued for the poller when the server is unreachable). Result: {released: [{resource, fence, released, queued}]}.")]
+    #[tool(
+        description = "Release this PC's lease of a resource (queued for the poller when the server is unreachable). Result: {released: [{resource, fence, released, queued}]}."
+    )]
     async fn lease_release(&self, a: Parameters<LeaseReleaseArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_release(c, &a)).await
     }
 
-    #[tool(description = "Who holds what: every live lease (holder, description, files, grantedAt, heartbeatAt, stale), optionally of one repo or resource; all=true adds leases ended in the last 24 h. Result: {leases, mine, now[, unreachable, cacheAt]} (unreachable: the last poll's view).")]
+    #[tool(
+        description = "Who holds what: every live lease (holder, description, files, grantedAt, heartbeatAt, stale), optionally of one repo or resource; all=true adds leases ended in the last 24 h. Result: {leases, mine, now[, unreachable, cacheAt]} (unreachable: the last poll's view)."
+    )]
     async fn lease_list(&self, a: Parameters<LeaseListArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_list(c, &a)).await
     }
 
-    #[tool(description = "Is fence the current fencing token of resource? Asks the server, never a cache (unreachable: error, exit 6). Result: {current, fence, lease}.")]
+    #[tool(
+        description = "Is fence the current fencing token of resource? Asks the server, never a cache (unreachable: error, exit 6). Result: {current, fence, lease}."
+    )]
     async fn lease_check(&self, a: Parameters<LeaseCheckArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_check(c, &a)).await
     }
 
-    #[tool(description = "Take over a lease someone else holds, only with evidence, recorded on its timeline and told to the old holder: its process is gone (same PC), or it is stale while its PC still polls (session ended), or force=true when its PC is silent too. Check the resource itself first. Result: as lease_claim.")]
+    #[tool(
+        description = "Take over a lease someone else holds, only with evidence, recorded on its timeline and told to the old holder: its process is gone (same PC), or it is stale while its PC still polls (session ended), or force=true when its PC is silent too. Check the resource itself first. Result: as lease_claim."
+    )]
     async fn lease_takeover(&self, a: Parameters<LeaseTakeoverArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_takeover(c, &a)).await
     }
 
-    #[tool(description = "One poll cycle now: push queued mail and marks, fetch and store new mail. Result: the cycle's counts, or {skipped} when another sync is running.")]
+    #[tool(
+        description = "One poll cycle now: push queued mail and marks, fetch and store new mail. Result: the cycle's counts, or {skipped} when another sync is running."
+    )]
     async fn sync(&self, a: Parameters<NoArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, _| pcmail_api::sync(p, false)).await
     }

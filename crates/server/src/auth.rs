@@ -8,19 +8,12 @@ use pcmail_core::protocol::{credential_hash, Op, Request};
 use rusqlite::{OptionalExtension, Transaction};
 use subtle::ConstantTimeEq;
 
-pub(crate) fn authenticate(
-    tx: &Transaction<'_>,
-    config: &EngineConfig,
-    req: &Request,
-) -> OpResult<Caller> {
+pub(crate) fn authenticate(tx: &Transaction<'_>, config: &EngineConfig, req: &Request) -> OpResult<Caller> {
     let Some(secret) = &config.token else {
         return Ok(Caller::Open);
     };
     let token_given = req.token.is_some();
-    let admin = req
-        .token
-        .as_deref()
-        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(secret.as_bytes())));
+    let admin = req.token.as_deref().is_some_and(|t| bool::from(t.as_bytes().ct_eq(secret.as_bytes())));
     let mut cred = match req.cred.as_deref() {
         None => CredFound::Absent,
         Some(c) => find_cred(tx, &credential_hash(c), &req.pc)?,
@@ -28,8 +21,7 @@ pub(crate) fn authenticate(
     // A rotation whose answer was lost: the retry presents the old
     // credential, which is gone; the new one (already stored) proves the PC.
     if let (CredFound::Unknown, Op::Rotate { new_cred }) = (&cred, &req.op) {
-        if find_cred(tx, &credential_hash(new_cred), &req.pc)? == CredFound::Active(req.pc.clone())
-        {
+        if find_cred(tx, &credential_hash(new_cred), &req.pc)? == CredFound::Active(req.pc.clone()) {
             cred = CredFound::Active(req.pc.clone());
         }
     }
@@ -41,23 +33,16 @@ pub(crate) fn authenticate(
         label: find_label(tx, &req.pc)?,
         require_credentials: require_credentials(tx)?,
     };
-    Ok(pcmail_core::auth::authenticate(
-        op_class(&req.op, &req.pc),
-        &req.pc,
-        &facts,
-    )?)
+    Ok(pcmail_core::auth::authenticate(op_class(&req.op, &req.pc), &req.pc, &facts)?)
 }
 
 /// The label holding this credential hash: the caller's own when it holds
 /// it (one `PCMAIL_CREDENTIAL` may serve several labels), else any.
 /// Compared by index lookup of the hash, which reveals nothing of the secret.
 fn find_cred(tx: &Transaction<'_>, hash: &str, pc: &str) -> OpResult<CredFound> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1",
-    )?;
-    let row: Option<(String, Option<i64>)> = stmt
-        .query_row([hash, pc], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let mut stmt =
+        tx.prepare_cached("SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1")?;
+    let row: Option<(String, Option<i64>)> = stmt.query_row([hash, pc], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(match row {
         None => CredFound::Unknown,
         Some((label, None)) => CredFound::Active(label),

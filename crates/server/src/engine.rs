@@ -71,10 +71,7 @@ pub(crate) fn db_error_to_proto(e: &rusqlite::Error) -> ProtoError {
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
-    )
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked))
 }
 
 /// What one op sees: the open transaction, the clock and the caller.
@@ -190,7 +187,15 @@ impl Engine {
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
         let out = self.with_tx(TransactionBehavior::Immediate, |tx| {
-            let mut ctx = Ctx { tx, now, pc: "server", cred: None, caller: Caller::Admin, touched: Vec::new(), retention_ms: self.retention_ms() };
+            let mut ctx = Ctx {
+                tx,
+                now,
+                pc: "server",
+                cred: None,
+                caller: Caller::Admin,
+                touched: Vec::new(),
+                retention_ms: self.retention_ms(),
+            };
             ops::dispatch(&mut ctx, &Op::Sweep)
         });
         match out {
@@ -200,12 +205,14 @@ impl Engine {
     }
 
     fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
-        let behavior = if ops::is_read_only(&req.op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
+        let behavior =
+            if ops::is_read_only(&req.op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
                 let caller = crate::auth::authenticate(tx, &self.config, req)?;
                 let retention_ms = self.retention_ms();
-                let mut ctx = Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new(), retention_ms };
+                let mut ctx =
+                    Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new(), retention_ms };
                 let fields = ops::dispatch(&mut ctx, &req.op)?;
                 Ok((fields, ctx.touched))
             })
@@ -245,7 +252,9 @@ impl Engine {
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             // Ended jobs past the same window, in the same bands.
             let jobs = self
-                .with_tx(TransactionBehavior::Immediate, |tx| Ok(crate::ops::job::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?))
+                .with_tx(TransactionBehavior::Immediate, |tx| {
+                    Ok(crate::ops::job::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?)
+                })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             total += n + jobs;
             if n == 0 && jobs == 0 {
@@ -299,7 +308,25 @@ impl Engine {
     pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
-        for table in ["meta", "pc", "mail", "broadcast", "event", "alert", "join_code", "audit", "lease", "lease_fence", "lease_event", "lease_lost", "job", "job_event", "job_submit", "job_watch", "job_executor"] {
+        for table in [
+            "meta",
+            "pc",
+            "mail",
+            "broadcast",
+            "event",
+            "alert",
+            "join_code",
+            "audit",
+            "lease",
+            "lease_fence",
+            "lease_event",
+            "lease_lost",
+            "job",
+            "job_event",
+            "job_submit",
+            "job_watch",
+            "job_executor",
+        ] {
             let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
             let n = stmt.column_count();
             let mut rows = stmt.query([])?;

@@ -10,9 +10,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use pcmail_core::model::limits;
 use pcmail_core::job::PollJob;
 use pcmail_core::lease::PollLease;
+use pcmail_core::model::limits;
 use pcmail_core::protocol::{parse_request_bytes, Op, PollArgs, Request};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::{json, Value};
@@ -72,17 +72,16 @@ impl std::fmt::Debug for ServeOptions {
 }
 
 pub fn now_ms() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
 }
 
 /// Checks the options and opens the database (creating its folder), so that
 /// nothing is announced before the server can really serve.
 fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
     if opts.token.trim().is_empty() {
-        anyhow::bail!("serve needs a token that is not blank (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)");
+        anyhow::bail!(
+            "serve needs a token that is not blank (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)"
+        );
     }
     if let Some(dir) = opts.db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         pcmail_fsmode::create_private_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -115,7 +114,8 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             );
         }
         println!("listening on http://{addr}/api");
-        let info = if opts.transport == ServeTransport::InsecureHttp { json!({"insecureHttp": true}) } else { json!({}) };
+        let info =
+            if opts.transport == ServeTransport::InsecureHttp { json!({"insecureHttp": true}) } else { json!({}) };
         return run(listener, engine, opts.body_limit, info, shutdown_signal()).await;
     };
     println!(
@@ -307,11 +307,7 @@ async fn health() -> Json<Value> {
     Json(json!({"ok": true, "server": "pcmail-rust", "protocol": pcmail_core::PROTOCOL_VERSION}))
 }
 
-async fn api(
-    State(state): State<AppState>,
-    info: Option<axum::Extension<TransportInfo>>,
-    body: Body,
-) -> Json<Value> {
+async fn api(State(state): State<AppState>, info: Option<axum::Extension<TransportInfo>>, body: Body) -> Json<Value> {
     api_answer(state, info.map(|axum::Extension(TransportInfo(i))| i), body).await
 }
 
@@ -352,7 +348,9 @@ async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: B
             if let (Some(l), Some(v)) = (args.lease.as_mut(), first["lease"]["version"].as_i64()) {
                 l.known = v;
             }
-            if let Some(later) = long_poll(&state.engine, &req, &args, rx, &mut stopping, Duration::from_millis(wait_ms as u64)).await {
+            if let Some(later) =
+                long_poll(&state.engine, &req, &args, rx, &mut stopping, Duration::from_millis(wait_ms as u64)).await
+            {
                 // The confirms, marks and lease renewals were applied by the first pass; report them from it.
                 let mut later = later;
                 later["confirmed"] = first["confirmed"].clone();
@@ -372,7 +370,9 @@ async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: B
         });
     }
     let mut first = first;
-    if let (true, Some(info), Some(obj)) = (tells_transport, transport_info.as_ref().and_then(|i| i.as_object()), first.as_object_mut()) {
+    if let (true, Some(info), Some(obj)) =
+        (tells_transport, transport_info.as_ref().and_then(|i| i.as_object()), first.as_object_mut())
+    {
         if obj.get("ok") == Some(&json!(true)) {
             obj.extend(info.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
@@ -502,7 +502,10 @@ mod tests {
 
     fn engine() -> Arc<Engine> {
         let e = Engine::open_in_memory(EngineConfig { token: Some(TOKEN.into()), ..Default::default() }).unwrap();
-        let r = e.handle_value(&json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"args":{"label":"pc-b","hostname":"B"}}), 1);
+        let r = e.handle_value(
+            &json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"args":{"label":"pc-b","hostname":"B"}}),
+            1,
+        );
         assert_eq!(r["ok"], json!(true));
         Arc::new(e)
     }
@@ -578,14 +581,25 @@ mod tests {
         let r: Value = client
             .post(&url)
             .json(&json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"args":{"label":"pc-b","hostname":"B"}}))
-            .send().await.unwrap().json().await.unwrap();
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(r["ok"], json!(true), "{r}");
         let polls: Vec<_> = (0..2)
             .map(|_| {
                 let (c, u) = (client.clone(), url.clone());
                 tokio::spawn(async move {
-                    c.post(&u).json(&json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":25000}}))
-                        .send().await.unwrap().json::<Value>().await.unwrap()
+                    c.post(&u)
+                        .json(&json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":25000}}))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json::<Value>()
+                        .await
+                        .unwrap()
                 })
             })
             .collect();

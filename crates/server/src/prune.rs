@@ -15,7 +15,12 @@ pub const BAND_BUDGET: Duration = Duration::from_millis(8);
 
 /// Deletes one band of final mail whose last transition is before `cutoff`.
 /// Returns how many mails went.
-pub(crate) fn prune_band(tx: &Transaction<'_>, cutoff: Millis, max_rows: usize, budget: Duration) -> rusqlite::Result<usize> {
+pub(crate) fn prune_band(
+    tx: &Transaction<'_>,
+    cutoff: Millis,
+    max_rows: usize,
+    budget: Duration,
+) -> rusqlite::Result<usize> {
     let started = Instant::now();
     let ids: Vec<(String, Option<String>)> = tx
         .prepare_cached(

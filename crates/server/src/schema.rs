@@ -419,8 +419,13 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn).unwrap();
-        let r: Vec<String> =
-            conn.prepare("SELECT recipient FROM event ORDER BY seq").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        let r: Vec<String> = conn
+            .prepare("SELECT recipient FROM event ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(r, ["pc-b", "pc-b"]);
         let plan: String = conn
             .query_row(

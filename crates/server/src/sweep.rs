@@ -45,11 +45,8 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         "SELECT {MAIL_COLUMNS} FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
          AND expires_at <= ?1 ORDER BY seq"
     );
-    let expiring = ctx
-        .tx
-        .prepare_cached(&sql)?
-        .query_map([now], StoredMail::from_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let expiring =
+        ctx.tx.prepare_cached(&sql)?.query_map([now], StoredMail::from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
     let mut expired = 0;
     for m in &expiring {
         if transition(ctx, m, State::Expired, now, "server", None)?.1 {
@@ -132,7 +129,9 @@ pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
             "SELECT id, expires_at FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
              AND expires_at <= ?1 ORDER BY seq",
         )?
-        .query_map([ctx.now], |r| Ok(json!({"id": r.get::<_, String>(0)?, "expiresAt": r.get::<_, i64>(1)?, "reason": "past its expiry"})))?
+        .query_map([ctx.now], |r| {
+            Ok(json!({"id": r.get::<_, String>(0)?, "expiresAt": r.get::<_, i64>(1)?, "reason": "past its expiry"}))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let alerts: Vec<Value> = current_conditions(ctx)?
         .into_iter()
@@ -157,7 +156,13 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
          WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at",
     )?;
     let rows = stmt.query_map([now - limits::UNSEEN_URGENT_MS], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, bool>(3)?, r.get::<_, i64>(4)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, bool>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
     })?;
     let unseen = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     for (id, from, to, urgent, delivered_at) in unseen {

@@ -30,14 +30,21 @@ fn send(e: &Engine, from: &str, mail: Value, now: i64) -> Value {
 #[test]
 fn failing_requests_leave_every_row_as_it_was() {
     let e = engine();
-    assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": true}), T0)["ok"], json!(true));
+    assert_eq!(
+        send(&e, "pc-a", json!({"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": true}), T0)["ok"],
+        json!(true)
+    );
     assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000b", "to": "*", "body": "all"}), T0)["ok"], json!(true));
     // Jobs (issue 13): pc-b publishes a whitelist, pc-a queues one job.
     let wl = json!({"hash": "h", "allowedSubmitters": ["pc-a"], "checkouts": ["app"], "commands": [{"name": "test",
         "timeLimitMs": 60000, "args": [{"name": "checkout", "type": "checkout", "required": true, "values": ["app"]}]}]});
     assert_eq!(e.handle_value(&req("poll", "pc-b", json!({"job": {"whitelist": wl}})), T0)["ok"], json!(true));
     let job = |id: &str, pc: &str, args: Value| {
-        req("job.submit", pc, json!({"jobId": id, "target": "pc-b", "command": "test", "args": args, "submitter": {"pc": pc, "session": "s"}}))
+        req(
+            "job.submit",
+            pc,
+            json!({"jobId": id, "target": "pc-b", "command": "test", "args": args, "submitter": {"pc": pc, "session": "s"}}),
+        )
     };
     assert_eq!(e.handle_value(&job("job-1-0000000a", "pc-a", json!({"checkout": "app"})), T0)["ok"], json!(true));
     let before = e.dump_rows().unwrap();
@@ -47,22 +54,66 @@ fn failing_requests_leave_every_row_as_it_was() {
         (job("job-1-0000000b", "pc-a", json!({"checkout": "app", "x": "\u{0}"})), "job_refused"),
         (job("job-1-0000000b", "pc-c", json!({"checkout": "app"})), "job_refused"),
         (job("job-1-0000000a", "pc-a", json!({"checkout": "app", "extra": 1})), "duplicate_id"),
-        (req("job.start", "pc-c", json!({"jobId": "job-1-0000000a", "runner": "pc-c/1", "startedAt": T0})), "forbidden"),
-        (req("job.report", "pc-b", json!({"jobId": "job-1-0000000a", "runner": "pc-b/1", "state": "ok", "result": {"ran": true}})), "conflict"),
+        (
+            req("job.start", "pc-c", json!({"jobId": "job-1-0000000a", "runner": "pc-c/1", "startedAt": T0})),
+            "forbidden",
+        ),
+        (
+            req(
+                "job.report",
+                "pc-b",
+                json!({"jobId": "job-1-0000000a", "runner": "pc-b/1", "state": "ok", "result": {"ran": true}}),
+            ),
+            "conflict",
+        ),
         (req("job.cancel", "pc-c", json!({"jobId": "job-1-0000000a", "by": "pc-c"})), "forbidden"),
         (req("job.status", "pc-a", json!({"jobId": "job-1-0000ffff"})), "not_found"),
         (req("send", "pc-zz", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x"}})), "unknown_pc"),
         (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc", "body": "x"}})), "unknown_recipient"),
-        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "hop": 3}})), "hop_limit"),
-        (req("send", "pc-b", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "auto": true, "inReplyTo": "mail-1-0000000a"}})), "loop_refused"),
-        (req("send", "pc-b", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "inReplyTo": "mail-1-0000ffff"}})), "not_found"),
+        (
+            req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "hop": 3}})),
+            "hop_limit",
+        ),
+        (
+            req(
+                "send",
+                "pc-b",
+                json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "auto": true, "inReplyTo": "mail-1-0000000a"}}),
+            ),
+            "loop_refused",
+        ),
+        (
+            req(
+                "send",
+                "pc-b",
+                json!({"mail": {"id": "mail-1-0000000c", "to": "*", "body": "x", "inReplyTo": "mail-1-0000ffff"}}),
+            ),
+            "not_found",
+        ),
         (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000b", "to": "*", "body": "other"}})), "duplicate_id"),
-        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": false}})), "duplicate_id"),
-        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "expiresAt": "soon"}})), "bad_request"),
+        (
+            req(
+                "send",
+                "pc-a",
+                json!({"mail": {"id": "mail-1-0000000a", "to": "pc-b", "body": "auto", "auto": false}}),
+            ),
+            "duplicate_id",
+        ),
+        (
+            req(
+                "send",
+                "pc-a",
+                json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "expiresAt": "soon"}}),
+            ),
+            "bad_request",
+        ),
         (req("roster.set", "pc-a", json!({"label": "pc-d", "hostname": "H1"})), "conflict"),
         (req("roster.set", "pc-a", json!({"label": "pc-d", "hostname": "H9", "number": 2})), "conflict"),
         (req("poll", "pc-zz", json!({})), "unknown_pc"),
-        (json!({"v": 1, "op": "send", "pc": "pc-a", "token": "wrong", "args": {"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x"}}}), "unauthorized"),
+        (
+            json!({"v": 1, "op": "send", "pc": "pc-a", "token": "wrong", "args": {"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x"}}}),
+            "unauthorized",
+        ),
         (json!({"v": 3, "op": "send", "pc": "pc-a", "token": TOKEN}), "bad_version"),
         (json!({"v": 1, "op": "drop", "pc": "pc-a", "token": TOKEN}), "unknown_op"),
     ];
@@ -86,7 +137,10 @@ fn mistyped_fields_name_the_field() {
         (req("poll", "pc-a", json!({"since": 1.5})), "since"),
         (req("poll", "pc-a", json!({"marks": {"a": 1}})), "marks"),
         (req("status", "pc-a", json!({"ids": "mail-1-0000000a"})), "ids"),
-        (req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "hop": -1}})), "mail.hop"),
+        (
+            req("send", "pc-a", json!({"mail": {"id": "mail-1-0000000c", "to": "pc-b", "body": "x", "hop": -1}})),
+            "mail.hop",
+        ),
         (req("alerts", "pc-a", json!({"open": "yes"})), "open"),
         (json!({"v": 1, "op": "hello", "pc": "pc-a", "token": 5}), "token"),
         (json!({"v": 1, "op": "hello", "pc": "pc-a", "token": TOKEN, "args": [1]}), "args"),
@@ -110,7 +164,8 @@ fn an_id_that_is_not_a_mail_id_is_missing() {
 #[test]
 fn formula_and_sql_text_round_trips_verbatim() {
     let e = engine();
-    let texts = ["=SUM(A1)", "'; DROP TABLE mail; --", "+1", "-1", "@x", "0123", "true", "2026-01-01", "\"quoted\" \\ back"];
+    let texts =
+        ["=SUM(A1)", "'; DROP TABLE mail; --", "+1", "-1", "@x", "0123", "true", "2026-01-01", "\"quoted\" \\ back"];
     for (i, t) in texts.iter().enumerate() {
         let r = send(&e, "pc-a", json!({"id": format!("mail-1-{:08x}", i), "to": "pc-b", "subject": t, "body": t}), T0);
         assert_eq!(r["ok"], json!(true), "{r}");
@@ -130,7 +185,8 @@ fn two_engines_on_one_file_serialize_their_writes() {
     let path = dir.path().join("shared.db");
     let first = Engine::open(&path, EngineConfig::default()).unwrap();
     for (i, pc) in ["pc-a", "pc-b"].iter().enumerate() {
-        first.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":format!("H{i}")}}), T0);
+        first
+            .handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":format!("H{i}")}}), T0);
     }
     let handles: Vec<_> = (0..2)
         .map(|t| {
@@ -138,8 +194,11 @@ fn two_engines_on_one_file_serialize_their_writes() {
             std::thread::spawn(move || {
                 let e = Engine::open(&path, EngineConfig::default()).unwrap();
                 for i in 0..50 {
-                    let r = e.handle_value(&json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{
-                        "id": format!("mail-{t}-{i:08x}"), "to": "pc-b", "body": "x"}}}), T0 + i);
+                    let r = e.handle_value(
+                        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{
+                        "id": format!("mail-{t}-{i:08x}"), "to": "pc-b", "body": "x"}}}),
+                        T0 + i,
+                    );
                     assert_eq!(r["ok"], json!(true), "{r}");
                 }
             })

@@ -33,7 +33,10 @@ fn engine() -> Engine {
         ok(e.handle_value(&admin("roster.enrol", json!({"label": label, "code": code})), T0));
         ok(e.handle_value(&as_pc("join", label, &cred(*c), json!({"code": code, "hostname": format!("H{i}")})), T0));
     }
-    ok(e.handle_value(&as_pc("send", "pc-a", &cred('a'), json!({"mail": {"id": "mail-1-0000000a", "to": "pc-b", "body": "b's"}})), T0));
+    ok(e.handle_value(
+        &as_pc("send", "pc-a", &cred('a'), json!({"mail": {"id": "mail-1-0000000a", "to": "pc-b", "body": "b's"}})),
+        T0,
+    ));
     ok(e.handle_value(&admin("roster.revoke", json!({"label": "pc-r"})), T0));
     e
 }

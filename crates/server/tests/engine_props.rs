@@ -12,9 +12,26 @@ const T0: i64 = 1_767_225_600_000;
 
 #[derive(Debug, Clone)]
 enum Step {
-    Send { from: usize, to: usize, reuse: Option<usize>, body: u8, auto: bool, reply_to: Option<usize>, expires: Option<i64> },
-    Poll { pc: usize, confirm_mask: u32, limit: usize },
-    Mark { pc: usize, mail: usize, op: u8, at_offset: i64 },
+    Send {
+        from: usize,
+        to: usize,
+        reuse: Option<usize>,
+        body: u8,
+        auto: bool,
+        reply_to: Option<usize>,
+        expires: Option<i64>,
+    },
+    Poll {
+        pc: usize,
+        confirm_mask: u32,
+        limit: usize,
+    },
+    Mark {
+        pc: usize,
+        mail: usize,
+        op: u8,
+        at_offset: i64,
+    },
     Sweep,
     Advance(i64),
     Garbage(Vec<u8>),
@@ -126,13 +143,19 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::Poll { pc, confirm_mask, limit } => {
                 let me = PCS[pc];
-                let confirm: Vec<String> = m.accepted.iter().enumerate()
-                    .filter(|(k, _)| confirm_mask & (1 << (k % 32)) != 0).map(|(_, (id, _))| id.clone()).collect();
+                let confirm: Vec<String> = m
+                    .accepted
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| confirm_mask & (1 << (k % 32)) != 0)
+                    .map(|(_, (id, _))| id.clone())
+                    .collect();
                 let before: HashMap<String, State> = m.last_state.clone();
                 let r = engine.handle_value(&req("poll", me, json!({"confirm": confirm, "limit": 500})), now);
                 check_shape(&r)?;
                 prop_assert_eq!(&r["ok"], &json!(true));
-                let confirmed: HashSet<String> = r["confirmed"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+                let confirmed: HashSet<String> =
+                    r["confirmed"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
                 for id in &confirm {
                     let mine = m.accepted.iter().any(|(a, to)| a == id && to == me);
                     prop_assert_eq!(confirmed.contains(id), mine, "confirm of {} by {}", id, me);
@@ -140,7 +163,8 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         m.confirmed.insert(id.clone());
                     }
                 }
-                let returned: HashSet<String> = r["mail"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
+                let returned: HashSet<String> =
+                    r["mail"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
                 let _ = limit;
                 // At least once until confirmed, never after: exactly the mail still new for me.
                 let status = status_of(&engine, &m, now)?;
@@ -182,8 +206,10 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             let ats: Vec<i64> = tl.iter().map(|e| e["at"].as_i64().unwrap()).collect();
             prop_assert!(ats.windows(2).all(|w| w[0] <= w[1]), "timeline at decreasing: {ats:?}");
             if m.confirmed.contains(id) {
-                prop_assert!(tl.iter().any(|e| e["state"] == json!("delivered") && e["by"] == json!(to)),
-                    "confirmed {id} has no delivered by {to}: {tl:?}");
+                prop_assert!(
+                    tl.iter().any(|e| e["state"] == json!("delivered") && e["by"] == json!(to)),
+                    "confirmed {id} has no delivered by {to}: {tl:?}"
+                );
             }
         }
     }

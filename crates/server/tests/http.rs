@@ -43,7 +43,11 @@ async fn start() -> Server {
     });
     let s = Server { url: format!("http://{addr}/api"), base: format!("http://{addr}"), stop: Some(tx), _dir: dir };
     for pc in ["pc-a", "pc-b"] {
-        let r = call(&s.url, json!({"v":1,"op":"roster.set","pc":pc,"token":TOKEN,"args":{"label":pc,"hostname":pc.to_uppercase()}})).await;
+        let r = call(
+            &s.url,
+            json!({"v":1,"op":"roster.set","pc":pc,"token":TOKEN,"args":{"label":pc,"hostname":pc.to_uppercase()}}),
+        )
+        .await;
         assert_eq!(r["ok"], json!(true), "{r}");
     }
     s
@@ -66,9 +70,11 @@ async fn send_poll_status_round_trip() {
     assert_eq!(r["ids"], json!(["mail-1-00000001"]));
     let r = call(&s.url, json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN})).await;
     assert_eq!(r["mail"][0]["body"], json!("=SUM(A1)"));
-    let r = call(&s.url, json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"confirm":["mail-1-00000001"]}})).await;
+    let r =
+        call(&s.url, json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"confirm":["mail-1-00000001"]}})).await;
     assert_eq!(r["confirmed"], json!(["mail-1-00000001"]));
-    let r = call(&s.url, json!({"v":1,"op":"status","pc":"pc-a","token":TOKEN,"args":{"ids":["mail-1-00000001"]}})).await;
+    let r =
+        call(&s.url, json!({"v":1,"op":"status","pc":"pc-a","token":TOKEN,"args":{"ids":["mail-1-00000001"]}})).await;
     assert_eq!(r["mails"][0]["state"], json!("delivered"));
     assert_eq!(r["mails"][0]["timeline"][1]["by"], json!("pc-b"));
     let health: Value = reqwest::get(format!("{}/health", s.base)).await.unwrap().json().await.unwrap();
@@ -106,7 +112,10 @@ async fn long_poll_times_out_with_an_empty_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_bad_and_unauthorized_bodies_answer_json() {
     let s = start().await;
-    let big = format!("{{\"v\":1,\"op\":\"hello\",\"pc\":\"pc-a\",\"token\":\"{TOKEN}\",\"pad\":\"{}\"}}", "x".repeat(300 * 1024));
+    let big = format!(
+        "{{\"v\":1,\"op\":\"hello\",\"pc\":\"pc-a\",\"token\":\"{TOKEN}\",\"pad\":\"{}\"}}",
+        "x".repeat(300 * 1024)
+    );
     let r = reqwest::Client::new().post(&s.url).body(big).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
@@ -114,7 +123,11 @@ async fn oversized_bad_and_unauthorized_bodies_answer_json() {
 
     let r = call(&s.url, json!({"v":1,"op":"hello","pc":"pc-a","token":"nope"})).await;
     assert_eq!(r["error"]["code"], json!("unauthorized"));
-    let r = call(&s.url, json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000003","to":"pc-b","body":"x"}}})).await;
+    let r = call(
+        &s.url,
+        json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000003","to":"pc-b","body":"x"}}}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], json!("unauthorized"));
 
     let r = reqwest::Client::new().post(&s.url).body("<html>").send().await.unwrap();
@@ -142,7 +155,11 @@ async fn receiver(fail_first: usize) -> (String, Arc<AtomicUsize>, Arc<std::sync
             async move {
                 let n = h.fetch_add(1, Ordering::SeqCst);
                 b.lock().unwrap().push(body.0);
-                if n < fail_first { StatusCode::INTERNAL_SERVER_ERROR } else { StatusCode::NO_CONTENT }
+                if n < fail_first {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    StatusCode::NO_CONTENT
+                }
             }
         }),
     );
@@ -160,7 +177,10 @@ fn engine_with_undelivered_alert(url: &str) -> Arc<Engine> {
     for pc in ["pc-a", "pc-b"] {
         e.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}), T0);
     }
-    let r = e.handle_value(&json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}), T0);
+    let r = e.handle_value(
+        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}),
+        T0,
+    );
     assert_eq!(r["ok"], json!(true));
     let r = e.run_sweep(T0 + 31 * MIN);
     assert_eq!(r["alerts"]["opened"], json!(1), "{r}");

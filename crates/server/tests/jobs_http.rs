@@ -29,8 +29,12 @@ fn whitelist() -> Value {
 }
 
 fn submit(id: &str, pc: &str, session: &str, force: bool) -> Value {
-    req(pc, "job.submit", json!({"jobId": id, "target": "pc-b", "command": "test", "args": {"checkout": "app"},
-        "force": force, "submitter": {"pc": pc, "session": session}}))
+    req(
+        pc,
+        "job.submit",
+        json!({"jobId": id, "target": "pc-b", "command": "test", "args": {"checkout": "app"},
+        "force": force, "submitter": {"pc": pc, "session": session}}),
+    )
 }
 
 async fn server() -> (String, tokio::sync::oneshot::Sender<()>, tempfile::TempDir) {
@@ -86,8 +90,16 @@ async fn eight_concurrent_submits_make_one_job_and_force_a_second() {
     // One run: both submitting PCs hear of the end once.
     let r = call(&url, req("pc-b", "job.start", json!({"jobId": id, "runner": "pc-b/1", "startedAt": 1}))).await;
     assert_eq!(r["job"]["state"], json!("running"), "{r}");
-    let r = call(&url, req("pc-b", "job.report", json!({"jobId": id, "runner": "pc-b/1", "state": "ok",
-        "result": {"ran": true, "exit": 0, "durationMs": 1, "output": "x".repeat(70_000) + "END"}}))).await;
+    let r = call(
+        &url,
+        req(
+            "pc-b",
+            "job.report",
+            json!({"jobId": id, "runner": "pc-b/1", "state": "ok",
+        "result": {"ran": true, "exit": 0, "durationMs": 1, "output": "x".repeat(70_000) + "END"}}),
+        ),
+    )
+    .await;
     assert_eq!(r["job"]["result"]["truncated"], json!(true), "the server caps output too");
     assert_eq!(r["job"]["result"]["output"].as_str().unwrap().len(), 64 * 1024);
     assert!(r["job"]["result"]["output"].as_str().unwrap().ends_with("END"));
@@ -107,7 +119,9 @@ async fn a_submit_wakes_the_executors_long_poll_with_the_job_offered() {
     let (url, stop, _dir) = server().await;
     let waiting = {
         let url = url.clone();
-        tokio::spawn(async move { call(&url, req("pc-b", "poll", json!({"waitMs": 20000, "job": {"take": true}}))).await })
+        tokio::spawn(
+            async move { call(&url, req("pc-b", "poll", json!({"waitMs": 20000, "job": {"take": true}}))).await },
+        )
     };
     // Whether the submit lands before or during the wait, the poll answers with the job.
     let r = call(&url, submit("job-3-00000001", "pc-a", "s1", false)).await;
@@ -117,12 +131,18 @@ async fn a_submit_wakes_the_executors_long_poll_with_the_job_offered() {
     assert_eq!(r["job"]["whitelistHash"], json!("wl-1"), "{r}");
 
     // A cancel request wakes it too.
-    let r = call(&url, req("pc-b", "job.start", json!({"jobId": "job-3-00000001", "runner": "pc-b/1", "startedAt": 1}))).await;
+    let r =
+        call(&url, req("pc-b", "job.start", json!({"jobId": "job-3-00000001", "runner": "pc-b/1", "startedAt": 1})))
+            .await;
     assert_eq!(r["ok"], json!(true), "{r}");
     let waiting = {
         let url = url.clone();
         tokio::spawn(async move {
-            call(&url, req("pc-b", "poll", json!({"waitMs": 20000, "job": {"take": true, "running": ["job-3-00000001"]}}))).await
+            call(
+                &url,
+                req("pc-b", "poll", json!({"waitMs": 20000, "job": {"take": true, "running": ["job-3-00000001"]}})),
+            )
+            .await
         })
     };
     let r = call(&url, req("pc-a", "job.cancel", json!({"jobId": "job-3-00000001", "by": "pc-a/s1"}))).await;

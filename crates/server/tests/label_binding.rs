@@ -50,7 +50,9 @@ async fn a_bound_label_long_polls_with_its_credential() {
     });
     let claim = json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"cred":CRED_B,"args":{"label":"pc-b","hostname":"B","claim":true}});
     assert_eq!(call(&url, claim).await["bound"], json!(true));
-    let r = call(&url, json!({"v":1,"op":"roster.set","pc":"pc-a","token":TOKEN,"args":{"label":"pc-a","hostname":"A"}})).await;
+    let r =
+        call(&url, json!({"v":1,"op":"roster.set","pc":"pc-a","token":TOKEN,"args":{"label":"pc-a","hostname":"A"}}))
+            .await;
     assert_eq!(r["ok"], json!(true));
 
     // The wrong credential is refused at once, not after the wait.

@@ -31,7 +31,9 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
     tokio::spawn(serve_with_listener(listener, ServeOptions::new(dir.path().join("server.db"), TOKEN), async move {
         let _ = rx.await;
     }));
-    let r = call(&url, json!({"v":1,"op":"roster.set","pc":"pc-a","token":TOKEN,"args":{"label":"pc-a","hostname":"A"}})).await;
+    let r =
+        call(&url, json!({"v":1,"op":"roster.set","pc":"pc-a","token":TOKEN,"args":{"label":"pc-a","hostname":"A"}}))
+            .await;
     assert_eq!(r["ok"], json!(true), "{r}");
     let r = call(&url, claim("c-1", "s1", None)).await;
     assert_eq!(r["lease"]["fence"], json!(1), "{r}");
@@ -42,8 +44,11 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
     let waiting = {
         let url = url.clone();
         tokio::spawn(async move {
-            call(&url, json!({"v":1,"op":"poll","pc":"pc-a","token":TOKEN,"args":{"waitMs":20000,
-                "lease":{"renew":[{"resource":"staging-deploy","fence":1}],"known":known}}}))
+            call(
+                &url,
+                json!({"v":1,"op":"poll","pc":"pc-a","token":TOKEN,"args":{"waitMs":20000,
+                "lease":{"renew":[{"resource":"staging-deploy","fence":1}],"known":known}}}),
+            )
             .await
         })
     };

@@ -103,7 +103,9 @@ fn check_timeline(db: &Path, results: Vec<(Vec<i64>, usize)>, what: &str, starte
 
 fn register(call: &mut impl FnMut(Value) -> Value) {
     for i in 0..CLIENTS {
-        let r = call(json!({"v":1,"op":"roster.set","pc":label(i),"token":TOKEN,"args":{"label":label(i),"hostname":format!("H{i}")}}));
+        let r = call(
+            json!({"v":1,"op":"roster.set","pc":label(i),"token":TOKEN,"args":{"label":label(i),"hostname":format!("H{i}")}}),
+        );
         assert_eq!(r["ok"], json!(true), "{r}");
     }
 }

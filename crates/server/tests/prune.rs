@@ -52,8 +52,12 @@ fn final_mail_past_retention_goes_in_bands_while_polls_go_on() {
         e.import_mail(&batch).unwrap();
     }
     // Kept: recent final mail, and old mail that is not final.
-    e.import_mail(&[mail(900_001, State::Done, NOW - 10 * DAY), mail(900_002, State::Delivered, old), mail(900_003, State::New, old)])
-        .unwrap();
+    e.import_mail(&[
+        mail(900_001, State::Done, NOW - 10 * DAY),
+        mail(900_002, State::Delivered, old),
+        mail(900_003, State::New, old),
+    ])
+    .unwrap();
     assert_eq!(e.prunable(NOW).unwrap(), 100_000);
 
     let done = Arc::new(AtomicBool::new(false));

@@ -39,7 +39,8 @@ async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry()
     }
     let id = "mail-1-0000e001";
     // Long enough to confirm it first (a poll after expiry would find it expired already).
-    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": id, "to": "pc-b", "body": "x", "expiresIn": 800}}))).await;
+    let r =
+        call(&url, req("pc-a", "send", json!({"mail": {"id": id, "to": "pc-b", "body": "x", "expiresIn": 800}}))).await;
     let sent_at = Instant::now();
     assert_eq!(r["ok"], json!(true), "{r}");
     let r = call(&url, req("pc-b", "poll", json!({"confirm": [id], "receivedSince": 0}))).await;

@@ -74,8 +74,12 @@ fn run_file(path: &PathBuf) -> Result<usize, String> {
             eprintln!("{} step {i}: {resp}", path.display());
         }
         let what = step.get("note").and_then(Value::as_str).unwrap_or("");
-        subset_match(&step["expect"], &resp, "$")
-            .map_err(|e| format!("step {i} {what}: {e}\n  request: {}\n  response: {resp}", step.get("request").unwrap_or(&step["raw"])))?;
+        subset_match(&step["expect"], &resp, "$").map_err(|e| {
+            format!(
+                "step {i} {what}: {e}\n  request: {}\n  response: {resp}",
+                step.get("request").unwrap_or(&step["raw"])
+            )
+        })?;
         if resp["ok"] == json!(true) && resp["now"] != json!(now) {
             return Err(format!("step {i}: response now {} is not the step's now {now}", resp["now"]));
         }
@@ -101,7 +105,13 @@ fn every_protocol_vector_passes() {
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
-    assert!(failures.is_empty(), "{} of {} vector files failed:\n{}", failures.len(), files.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} vector files failed:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    );
     eprintln!("{} vector files, {steps} steps passed", files.len());
 }
 

@@ -44,7 +44,10 @@ fn engine_with_alert(url: &str) -> Arc<Engine> {
     for pc in ["pc-a", "pc-b"] {
         e.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}), T0);
     }
-    let r = e.handle_value(&json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}), T0);
+    let r = e.handle_value(
+        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}),
+        T0,
+    );
     assert_eq!(r["ok"], json!(true));
     assert_eq!(e.run_sweep(T0 + 31 * MIN)["alerts"]["opened"], json!(1));
     Arc::new(e)
@@ -70,7 +73,10 @@ async fn retry_after_is_honoured_without_using_up_a_try_and_the_error_is_on_the_
     assert_eq!(bodies.lock().unwrap().len(), 1);
     assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 42 * MIN).await.unwrap(), 1);
     let a = the_alert(&e, T0 + 42 * MIN);
-    assert_eq!((a["posted"].clone(), a["postTries"].clone(), a["lastError"].clone()), (json!(true), json!(1), Value::Null));
+    assert_eq!(
+        (a["posted"].clone(), a["postTries"].clone(), a["lastError"].clone()),
+        (json!(true), json!(1), Value::Null)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,7 +75,12 @@ pub struct ServiceSpec {
 /// `$XDG_CONFIG_HOME` (or `~/.config`), `home` the user's home directory and
 /// `data_dir` pcmail's own folder (the Task Scheduler XML is kept there so
 /// `service install` can re-register it).
-pub fn definition_path(platform: Platform, config_home: &std::path::Path, home: &std::path::Path, data_dir: &std::path::Path) -> PathBuf {
+pub fn definition_path(
+    platform: Platform,
+    config_home: &std::path::Path,
+    home: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> PathBuf {
     match platform {
         Platform::SystemdUser => config_home.join("systemd").join("user").join(UNIT_NAME),
         Platform::Launchd => home.join("Library").join("LaunchAgents").join(format!("{LAUNCHD_LABEL}.plist")),

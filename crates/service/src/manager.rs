@@ -76,7 +76,9 @@ impl Manager {
     }
 
     fn must(&self, program: &str, args: &[&str]) -> Result<Ran, ServiceError> {
-        let r = self.run(program, args).map_err(|e| ServiceError::Command { command: Self::command_line(program, args), detail: e.to_string() })?;
+        let r = self
+            .run(program, args)
+            .map_err(|e| ServiceError::Command { command: Self::command_line(program, args), detail: e.to_string() })?;
         if !r.ok {
             return Err(ServiceError::Command { command: Self::command_line(program, args), detail: r.stderr });
         }
@@ -162,8 +164,12 @@ impl Manager {
                 }
                 match self.run("schtasks", &["/Run", "/TN", TASK_NAME]) {
                     Ok(r) if r.ok => {}
-                    Ok(r) => warnings.push(format!("registered, but starting it now failed ({}); it starts at your next logon", r.stderr)),
-                    Err(e) => warnings.push(format!("registered, but starting it now failed ({e}); it starts at your next logon")),
+                    Ok(r) => warnings.push(format!(
+                        "registered, but starting it now failed ({}); it starts at your next logon",
+                        r.stderr
+                    )),
+                    Err(e) => warnings
+                        .push(format!("registered, but starting it now failed ({e}); it starts at your next logon")),
                 }
                 Ok(Installed { definition: self.definition.clone(), changed, warnings })
             }
@@ -193,8 +199,10 @@ impl Manager {
             }
             Platform::TaskScheduler => {
                 // A registered task is listed; Wine's schtasks answers every /Query with 0 and no text.
-                let registered =
-                    self.run("schtasks", &["/Query", "/TN", TASK_NAME]).map(|r| r.ok && !r.stdout.trim().is_empty()).unwrap_or(false);
+                let registered = self
+                    .run("schtasks", &["/Query", "/TN", TASK_NAME])
+                    .map(|r| r.ok && !r.stdout.trim().is_empty())
+                    .unwrap_or(false);
                 if registered || present {
                     let _ = self.run("schtasks", &["/End", "/TN", TASK_NAME]);
                     let r = self.run("schtasks", &["/Delete", "/TN", TASK_NAME, "/F"]);
@@ -219,19 +227,20 @@ impl Manager {
                     return Ok(Registration::Missing);
                 }
                 // is-active exits non-zero for inactive/failed units: its stdout is the answer.
-                let r = self
-                    .run("systemctl", &["--user", "is-active", UNIT_NAME])
-                    .map_err(|e| ServiceError::Command { command: format!("systemctl --user is-active {UNIT_NAME}"), detail: e.to_string() })?;
+                let r =
+                    self.run("systemctl", &["--user", "is-active", UNIT_NAME]).map_err(|e| ServiceError::Command {
+                        command: format!("systemctl --user is-active {UNIT_NAME}"),
+                        detail: e.to_string(),
+                    })?;
                 Ok(Registration::from_is_active(&r.stdout))
             }
             Platform::Launchd => {
                 let r = self.run("launchctl", &["list", LAUNCHD_LABEL]);
                 Ok(match r {
                     Ok(r) if r.ok => {
-                        let status = r
-                            .stdout
-                            .lines()
-                            .find_map(|l| l.trim().strip_prefix("\"LastExitStatus\" = ")?.trim_end_matches(';').parse::<i64>().ok());
+                        let status = r.stdout.lines().find_map(|l| {
+                            l.trim().strip_prefix("\"LastExitStatus\" = ")?.trim_end_matches(';').parse::<i64>().ok()
+                        });
                         match status {
                             Some(0) | None => Registration::Healthy("loaded".into()),
                             Some(c) => Registration::Unhealthy(format!("LastExitStatus {c}")),
@@ -241,9 +250,13 @@ impl Manager {
                 })
             }
             Platform::TaskScheduler => {
-                let r = self
-                    .run("schtasks", &["/Query", "/TN", TASK_NAME, "/FO", "CSV", "/V", "/NH"])
-                    .map_err(|e| ServiceError::Command { command: format!("schtasks /Query /TN {TASK_NAME}"), detail: e.to_string() })?;
+                let r =
+                    self.run("schtasks", &["/Query", "/TN", TASK_NAME, "/FO", "CSV", "/V", "/NH"]).map_err(|e| {
+                        ServiceError::Command {
+                            command: format!("schtasks /Query /TN {TASK_NAME}"),
+                            detail: e.to_string(),
+                        }
+                    })?;
                 if !r.ok {
                     return Ok(Registration::Missing);
                 }

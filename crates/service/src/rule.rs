@@ -30,7 +30,9 @@ impl Registration {
     /// From `schtasks /Query`: the last result decides.
     pub fn from_task(info: &crate::TaskInfo) -> Registration {
         match info.last_result {
-            Some(code) if !last_result_is_normal(code) => Registration::Unhealthy(format!("LastTaskResult 0x{code:X} ({code})")),
+            Some(code) if !last_result_is_normal(code) => {
+                Registration::Unhealthy(format!("LastTaskResult 0x{code:X} ({code})"))
+            }
             Some(code) => Registration::Healthy(format!("{} (LastTaskResult 0x{code:X})", info.status)),
             None => Registration::Unhealthy(format!("{}, no LastTaskResult", info.status)),
         }
@@ -64,7 +66,9 @@ pub fn judge(reg: &Registration, last_poll_ok_at: Option<i64>, now: i64) -> Verd
     }
     match last_poll_ok_at {
         None => why.push("no good poll recorded yet".to_string()),
-        Some(t) if now - t > POLL_STALE_MS => why.push(format!("the last good poll was {} min ago (limit 10)", (now - t) / 60_000)),
+        Some(t) if now - t > POLL_STALE_MS => {
+            why.push(format!("the last good poll was {} min ago (limit 10)", (now - t) / 60_000))
+        }
         Some(_) => {}
     }
     if why.is_empty() {

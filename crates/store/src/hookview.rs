@@ -103,7 +103,11 @@ impl PairCounts {
     pub fn get(&self, rank: HookRank, status: State) -> usize {
         self.0.iter().find(|(k, _)| *k == (rank, status)).map_or(0, |(_, n)| *n)
     }
-    fn read(st: &mut rusqlite::CachedStatement, p: impl rusqlite::Params, fixed_status: Option<State>) -> Result<PairCounts> {
+    fn read(
+        st: &mut rusqlite::CachedStatement,
+        p: impl rusqlite::Params,
+        fixed_status: Option<State>,
+    ) -> Result<PairCounts> {
         let mut out = vec![];
         let mut q = st.query(p)?;
         while let Some(r) = q.next()? {
@@ -268,7 +272,11 @@ mod tests {
         .unwrap();
         for (id, kind, subject, urgent, reply) in &cases {
             let sql: i64 = s.conn().query_row("SELECT hook_rank FROM inbox WHERE id = ?1", [id], |r| r.get(0)).unwrap();
-            assert_eq!(sql, HookRank::of(*kind, subject, *urgent, *reply) as i64, "{id} {kind:?} {subject} {urgent} {reply}");
+            assert_eq!(
+                sql,
+                HookRank::of(*kind, subject, *urgent, *reply) as i64,
+                "{id} {kind:?} {subject} {urgent} {reply}"
+            );
         }
     }
 
@@ -301,7 +309,8 @@ mod tests {
         };
         let p = plan("SELECT count(*) FROM inbox WHERE hook_rank = 5 AND status = 'new'");
         assert!(p.contains("COVERING INDEX inbox_hook "), "{p}");
-        let p = plan("SELECT hook_rank, count(*) FROM inbox WHERE status = 'new' AND expires_at <= 7 GROUP BY hook_rank");
+        let p =
+            plan("SELECT hook_rank, count(*) FROM inbox WHERE status = 'new' AND expires_at <= 7 GROUP BY hook_rank");
         assert!(p.contains("COVERING INDEX inbox_hook_expiring"), "{p}");
     }
 }

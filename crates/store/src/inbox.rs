@@ -1,8 +1,8 @@
 //! The inbox: mail addressed to this PC, stored durably before it is
 //! confirmed to the server. `status` is the single "processed" marker.
 
-use crate::{Result, Store, StoreError};
 use crate::timeline::{self, Recorded};
+use crate::{Result, Store, StoreError};
 use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
@@ -95,10 +95,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
 /// stored (a re-delivery after a lost confirm): dedup by id.
 pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<bool> {
     let reply_to_mine = match &mail.in_reply_to {
-        Some(orig) => tx
-            .query_row("SELECT 1 FROM sent WHERE id = ?1", [orig], |_| Ok(()))
-            .optional()?
-            .is_some(),
+        Some(orig) => tx.query_row("SELECT 1 FROM sent WHERE id = ?1", [orig], |_| Ok(())).optional()?.is_some(),
         None => false,
     };
     let n = tx.execute(
@@ -184,7 +181,8 @@ impl Store {
 
     pub fn mark_confirmed(&mut self, ids: &[String], now: Millis) -> Result<()> {
         self.write(|tx| {
-            let mut st = tx.prepare_cached("UPDATE inbox SET confirmed_at = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?;
+            let mut st =
+                tx.prepare_cached("UPDATE inbox SET confirmed_at = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?;
             // This PC's record of `delivered` until the server's own (the received feed) replaces it.
             let mut tl = tx.prepare_cached(
                 "INSERT OR IGNORE INTO timeline (mail_id, state, at, by, note, recorded)
@@ -219,12 +217,12 @@ impl Store {
 
     pub fn inbox_counts(&self, now: Millis) -> Result<InboxCounts> {
         let mut c = InboxCounts::default();
-        let mut st = self.conn.prepare_cached(
-            "SELECT kind, subject, urgent, expires_at FROM inbox WHERE status = 'new'",
-        )?;
+        let mut st =
+            self.conn.prepare_cached("SELECT kind, subject, urgent, expires_at FROM inbox WHERE status = 'new'")?;
         let mut rows = st.query([])?;
         while let Some(r) = rows.next()? {
-            let kind = Kind::classify(Kind::parse(&r.get::<_, String>(0)?).unwrap_or_default(), &r.get::<_, String>(1)?);
+            let kind =
+                Kind::classify(Kind::parse(&r.get::<_, String>(0)?).unwrap_or_default(), &r.get::<_, String>(1)?);
             let urgent: bool = r.get(2)?;
             let exp: Option<Millis> = r.get(3)?;
             if exp.is_some_and(|e| e <= now) {

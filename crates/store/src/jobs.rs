@@ -43,7 +43,8 @@ fn run_of(r: &Row) -> rusqlite::Result<JobRun> {
     })
 }
 
-const RUN_COLS: &str = "job_id, runner, command, subject, read_only, job, owner_pid, owner_start, pid, pid_start, started_at";
+const RUN_COLS: &str =
+    "job_id, runner, command, subject, read_only, job, owner_pid, owner_start, pid, pid_start, started_at";
 
 /// A queued report (the `job.report` args as JSON).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +94,9 @@ impl Store {
     /// Records a run before its process starts.
     pub fn job_run_put(&mut self, r: &JobRun) -> Result<()> {
         self.conn.execute(
-            &format!("INSERT OR REPLACE INTO job_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+            &format!(
+                "INSERT OR REPLACE INTO job_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+            ),
             params![
                 r.job_id,
                 r.runner,
@@ -113,7 +116,10 @@ impl Store {
 
     /// The job's process is running: its ids, for a successor to end it.
     pub fn job_run_started(&mut self, job_id: &str, pid: i64, pid_start: Option<i64>) -> Result<()> {
-        self.conn.execute("UPDATE job_runs SET pid = ?2, pid_start = ?3 WHERE job_id = ?1", params![job_id, pid, pid_start])?;
+        self.conn.execute(
+            "UPDATE job_runs SET pid = ?2, pid_start = ?3 WHERE job_id = ?1",
+            params![job_id, pid, pid_start],
+        )?;
         Ok(())
     }
 
@@ -124,7 +130,10 @@ impl Store {
     }
 
     pub fn job_run(&self, job_id: &str) -> Result<Option<JobRun>> {
-        Ok(self.conn.query_row(&format!("SELECT {RUN_COLS} FROM job_runs WHERE job_id = ?1"), [job_id], run_of).optional()?)
+        Ok(self
+            .conn
+            .query_row(&format!("SELECT {RUN_COLS} FROM job_runs WHERE job_id = ?1"), [job_id], run_of)
+            .optional()?)
     }
 
     /// Forgets a run without a report (the server refused its start).
@@ -148,9 +157,9 @@ impl Store {
 
     /// Reports not yet taken by the server, oldest first.
     pub fn job_reports(&self, limit: usize) -> Result<Vec<QueuedReport>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT job_id, report, queued_at, attempts FROM job_reports ORDER BY queued_at LIMIT ?1")?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT job_id, report, queued_at, attempts FROM job_reports ORDER BY queued_at LIMIT ?1",
+        )?;
         let rows = st.query_map([limit as i64], |r| {
             Ok(QueuedReport { job_id: r.get(0)?, report: r.get(1)?, queued_at: r.get(2)?, attempts: r.get(3)? })
         })?;
@@ -191,7 +200,15 @@ impl Store {
 
     /// The server says a job of this PC ended (`finished` in the poll): each
     /// session that submitted or joined it is told once by the hook.
-    pub fn job_mine_finished(&mut self, job_id: &str, target: &str, command: &str, state: &str, job: &str, now: Millis) -> Result<()> {
+    pub fn job_mine_finished(
+        &mut self,
+        job_id: &str,
+        target: &str,
+        command: &str,
+        state: &str,
+        job: &str,
+        now: Millis,
+    ) -> Result<()> {
         if !is_final(state) {
             return Ok(());
         }
@@ -212,7 +229,9 @@ impl Store {
     }
 
     pub fn jobs_mine(&self, limit: usize) -> Result<Vec<MyJob>> {
-        let mut st = self.conn.prepare_cached(&format!("SELECT {MINE_COLS} FROM jobs_mine ORDER BY submitted_at DESC LIMIT ?1"))?;
+        let mut st = self
+            .conn
+            .prepare_cached(&format!("SELECT {MINE_COLS} FROM jobs_mine ORDER BY submitted_at DESC LIMIT ?1"))?;
         let rows = st.query_map([limit as i64], mine_of)?;
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
@@ -257,14 +276,23 @@ impl Store {
 
 /// Ended jobs of `session` (or of no known session) not told yet, marked
 /// told in the same transaction: each is told once.
-pub fn finished_take_untold(tx: &rusqlite::Transaction, session: &str, now: Millis, limit: usize) -> Result<Vec<MyJob>> {
+pub fn finished_take_untold(
+    tx: &rusqlite::Transaction,
+    session: &str,
+    now: Millis,
+    limit: usize,
+) -> Result<Vec<MyJob>> {
     let mut st = tx.prepare_cached(&format!(
         "SELECT {MINE_COLS} FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND (session = ?1 OR session = '')
          ORDER BY ended_at LIMIT ?2"
     ))?;
-    let rows: Vec<MyJob> = st.query_map(params![session, limit as i64], mine_of)?.collect::<std::result::Result<_, _>>()?;
+    let rows: Vec<MyJob> =
+        st.query_map(params![session, limit as i64], mine_of)?.collect::<std::result::Result<_, _>>()?;
     for r in &rows {
-        tx.execute("UPDATE jobs_mine SET told_at = ?3 WHERE job_id = ?1 AND session = ?2", params![r.job_id, r.session, now])?;
+        tx.execute(
+            "UPDATE jobs_mine SET told_at = ?3 WHERE job_id = ?1 AND session = ?2",
+            params![r.job_id, r.session, now],
+        )?;
     }
     Ok(rows)
 }

@@ -43,7 +43,8 @@ fn session_of(r: &Row) -> rusqlite::Result<SessionRow> {
     })
 }
 
-const SESSION_COLS: &str = "session, pid, pid_start, cwd, repo, branch, started_at, last_prompt_at, ended_at, end_reason";
+const SESSION_COLS: &str =
+    "session, pid, pid_start, cwd, repo, branch, started_at, last_prompt_at, ended_at, end_reason";
 
 pub fn session_get(conn: &Connection, session: &str) -> Result<Option<SessionRow>> {
     Ok(conn
@@ -63,7 +64,8 @@ pub fn session_of_process(conn: &Connection, pid: i64, pid_start: Option<i64>) -
 }
 
 pub fn sessions_list(conn: &Connection, limit: usize) -> Result<Vec<SessionRow>> {
-    let mut st = conn.prepare_cached(&format!("SELECT {SESSION_COLS} FROM sessions ORDER BY started_at DESC LIMIT ?1"))?;
+    let mut st =
+        conn.prepare_cached(&format!("SELECT {SESSION_COLS} FROM sessions ORDER BY started_at DESC LIMIT ?1"))?;
     let rows = st.query_map([limit as i64], session_of)?.collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(rows)
 }
@@ -96,7 +98,10 @@ pub fn session_record(tx: &Transaction, s: &SessionRow) -> Result<()> {
 
 /// Only the prompt time (the hook's cheap path when nothing else changed).
 pub fn session_prompted(tx: &Transaction, session: &str, now: Millis) -> Result<bool> {
-    Ok(tx.prepare_cached("UPDATE sessions SET last_prompt_at = ?2 WHERE session = ?1")?.execute(params![session, now])? > 0)
+    Ok(tx
+        .prepare_cached("UPDATE sessions SET last_prompt_at = ?2 WHERE session = ?1")?
+        .execute(params![session, now])?
+        > 0)
 }
 
 /// SessionEnd: records the end; with `release`, queues the release of every
@@ -111,9 +116,16 @@ pub fn session_end(tx: &Transaction, session: &str, reason: &str, now: Millis, r
     queue_release_where(tx, "session = ?1", params![session], &why, now)
 }
 
-fn queue_release_where(tx: &Transaction, cond: &str, p: impl rusqlite::Params, reason: &str, now: Millis) -> Result<usize> {
+fn queue_release_where(
+    tx: &Transaction,
+    cond: &str,
+    p: impl rusqlite::Params,
+    reason: &str,
+    now: Millis,
+) -> Result<usize> {
     let ids: Vec<String> = {
-        let mut st = tx.prepare(&format!("SELECT claim_id FROM leases_mine WHERE release_queued_at IS NULL AND {cond}"))?;
+        let mut st =
+            tx.prepare(&format!("SELECT claim_id FROM leases_mine WHERE release_queued_at IS NULL AND {cond}"))?;
         let ids = st.query_map(p, |r| r.get(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
         ids
     };
@@ -232,7 +244,13 @@ pub fn queue_release(tx: &Transaction, claim_id: &str, reason: &str, now: Millis
 }
 
 /// Queues the release of every lease that follows this process.
-pub fn queue_release_of_process(tx: &Transaction, pid: i64, pid_start: Option<i64>, reason: &str, now: Millis) -> Result<usize> {
+pub fn queue_release_of_process(
+    tx: &Transaction,
+    pid: i64,
+    pid_start: Option<i64>,
+    reason: &str,
+    now: Millis,
+) -> Result<usize> {
     queue_release_where(tx, "pid = ?1 AND pid_start IS ?2", params![pid, pid_start], reason, now)
 }
 
@@ -357,8 +375,10 @@ impl Store {
 }
 
 fn set_meta(tx: &Transaction, key: &str, v: i64) -> Result<()> {
-    tx.prepare_cached("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
-        .execute(params![key, v.to_string()])?;
+    tx.prepare_cached(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )?
+    .execute(params![key, v.to_string()])?;
     Ok(())
 }
 
@@ -461,8 +481,10 @@ pub fn fences_of_session(conn: &Connection, session: &str) -> Result<Vec<(String
 
 /// When the cache was last confirmed by the server (local ms), if ever.
 pub fn cache_at(conn: &Connection) -> Result<Option<Millis>> {
-    let v: Option<String> =
-        conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?.query_row([LEASE_CACHE_AT], |r| r.get(0)).optional()?;
+    let v: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([LEASE_CACHE_AT], |r| r.get(0))
+        .optional()?;
     Ok(v.and_then(|s| s.parse().ok()))
 }
 
@@ -555,7 +577,13 @@ mod tests {
         s.write(|tx| {
             session_record(
                 tx,
-                &SessionRow { session: "new".into(), pid: Some(42), pid_start: Some(77), started_at: 5, ..Default::default() },
+                &SessionRow {
+                    session: "new".into(),
+                    pid: Some(42),
+                    pid_start: Some(77),
+                    started_at: 5,
+                    ..Default::default()
+                },
             )
         })
         .unwrap();
@@ -566,7 +594,13 @@ mod tests {
         s.write(|tx| {
             session_record(
                 tx,
-                &SessionRow { session: "imp".into(), pid: Some(43), pid_start: Some(1), started_at: 6, ..Default::default() },
+                &SessionRow {
+                    session: "imp".into(),
+                    pid: Some(43),
+                    pid_start: Some(1),
+                    started_at: 6,
+                    ..Default::default()
+                },
             )
         })
         .unwrap();
@@ -599,7 +633,10 @@ mod tests {
         .unwrap();
         assert!(s.leases_mine().unwrap().is_empty());
         s.write(|tx| {
-            session_record(tx, &SessionRow { session: "s2".into(), pid: Some(42), pid_start: Some(77), ..Default::default() })
+            session_record(
+                tx,
+                &SessionRow { session: "s2".into(), pid: Some(42), pid_start: Some(77), ..Default::default() },
+            )
         })
         .unwrap();
         let told = s.write(|tx| lost_take_untold(tx, "s2", 200)).unwrap();

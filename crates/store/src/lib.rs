@@ -2,18 +2,18 @@
 //! migrations only ever added), shared by the hook, the CLI, the daemon and
 //! the tray app. The inbox `status` column is the one "processed" marker.
 
-mod schema;
+pub mod cache;
+pub mod codemap;
+pub mod hookview;
 pub mod inbox;
+pub mod leases;
 pub mod marks;
 pub mod meta;
 pub mod outbox;
 pub mod retention;
+mod schema;
 pub mod sent;
 pub mod timeline;
-pub mod cache;
-pub mod hookview;
-pub mod codemap;
-pub mod leases;
 // Issue 11 (handoffs and memory): the memory index and the Stop reminder's record.
 pub mod memory;
 pub mod reminders;
@@ -26,11 +26,11 @@ use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use codemap::CodemapRow;
 pub use inbox::{InboxMail, LocalStatus};
 pub use marks::PendingMark;
 pub use outbox::QueuedSend;
 pub use sent::SentMail;
-pub use codemap::CodemapRow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -71,7 +71,12 @@ impl Store {
         let bad: Vec<(String, String)> = {
             let mut st = self.conn.prepare_cached("SELECT mark_id, op, by, reason FROM pending_marks")?;
             let rows = st.query_map([], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                ))
             })?;
             let mut bad = vec![];
             for row in rows {
@@ -107,7 +112,14 @@ impl Store {
 
     /// Records a failed attempt; after `max_attempts` the mark is dropped with
     /// a record (an old server that will never know the op must not block us).
-    pub fn mark_retry_later(&mut self, mark_id: &str, err: &str, next_at: Millis, max_attempts: i64, now: Millis) -> Result<bool> {
+    pub fn mark_retry_later(
+        &mut self,
+        mark_id: &str,
+        err: &str,
+        next_at: Millis,
+        max_attempts: i64,
+        now: Millis,
+    ) -> Result<bool> {
         self.write(|tx| {
             tx.execute(
                 "UPDATE pending_marks SET attempts = attempts + 1, next_at = ?2, last_error = ?3 WHERE mark_id = ?1",
@@ -130,9 +142,8 @@ impl Store {
 
     pub fn dropped_marks(&self) -> Result<Vec<(String, String, String, String)>> {
         let mut st = self.conn.prepare("SELECT mark_id, id, op, why FROM dropped_marks ORDER BY dropped_at")?;
-        let rows = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
+        let rows =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 }

@@ -37,7 +37,8 @@ impl Store {
     /// The fingerprints of `repo`'s indexed files.
     pub fn memory_files(&self, repo: &str) -> Result<Vec<MemoryFile>> {
         let mut st = self.conn.prepare_cached("SELECT path, size, mtime_ns FROM memory_files WHERE repo = ?1")?;
-        let rows = st.query_map([repo], |r| Ok(MemoryFile { path: r.get(0)?, size: r.get(1)?, mtime_ns: r.get(2)? }))?;
+        let rows =
+            st.query_map([repo], |r| Ok(MemoryFile { path: r.get(0)?, size: r.get(1)?, mtime_ns: r.get(2)? }))?;
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
 
@@ -74,9 +75,22 @@ impl Store {
     /// Entries of `repo` matching the FTS5 `query` (best first, then newest),
     /// and, when `substrings` is not empty, entries containing every one of
     /// them (for scripts the tokenizer keeps as one run, like Japanese).
-    pub fn memory_search(&self, repo: &str, query: &str, substrings: &[String], limit: usize) -> Result<Vec<MemoryRow>> {
+    pub fn memory_search(
+        &self,
+        repo: &str,
+        query: &str,
+        substrings: &[String],
+        limit: usize,
+    ) -> Result<Vec<MemoryRow>> {
         let map = |r: &rusqlite::Row| {
-            Ok(MemoryRow { text: r.get(0)?, why: r.get(1)?, topic: r.get(2)?, kind: r.get(3)?, at: r.get(4)?, by: r.get(5)? })
+            Ok(MemoryRow {
+                text: r.get(0)?,
+                why: r.get(1)?,
+                topic: r.get(2)?,
+                kind: r.get(3)?,
+                at: r.get(4)?,
+                by: r.get(5)?,
+            })
         };
         let mut out: Vec<MemoryRow> = vec![];
         if !query.trim().is_empty() {
@@ -115,7 +129,14 @@ mod tests {
     use super::*;
 
     fn row(text: &str, at: i64) -> MemoryRow {
-        MemoryRow { topic: "auth/session".into(), kind: "gotcha".into(), at, by: "pc-a".into(), text: text.into(), why: String::new() }
+        MemoryRow {
+            topic: "auth/session".into(),
+            kind: "gotcha".into(),
+            at,
+            by: "pc-a".into(),
+            text: text.into(),
+            why: String::new(),
+        }
     }
 
     #[test]
@@ -133,8 +154,16 @@ mod tests {
         assert!(opts.iter().any(|o| o == "ENABLE_FTS5"), "{opts:?}");
 
         let f = |path: &str, mtime| MemoryFile { path: path.into(), size: 10, mtime_ns: mtime };
-        s.memory_apply("r1", &[MemoryUpsert { file: f("a.md", 1), rows: vec![row("token refresh races", 1), row("認証が失敗する", 2)] }], &[]).unwrap();
-        s.memory_apply("r2", &[MemoryUpsert { file: f("a.md", 1), rows: vec![row("token elsewhere", 1)] }], &[]).unwrap();
+        s.memory_apply(
+            "r1",
+            &[MemoryUpsert {
+                file: f("a.md", 1), rows: vec![row("token refresh races", 1), row("認証が失敗する", 2)]
+            }],
+            &[],
+        )
+        .unwrap();
+        s.memory_apply("r2", &[MemoryUpsert { file: f("a.md", 1), rows: vec![row("token elsewhere", 1)] }], &[])
+            .unwrap();
         assert_eq!(s.memory_count("r1").unwrap(), 2);
         assert_eq!(s.memory_search("r1", "\"token\"*", &[], 10).unwrap().len(), 1);
         assert_eq!(s.memory_search("r1", "", &["認証".into()], 10).unwrap()[0].text, "認証が失敗する");

@@ -45,8 +45,10 @@ impl Store {
                 n += tx
                     .prepare_cached("DELETE FROM inbox WHERE id = ?1 AND to_session IS NOT NULL AND status = 'new'")?
                     .execute([id])?;
-                tx.prepare_cached("DELETE FROM presented WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM inbox WHERE id = ?1)")?
-                    .execute([id])?;
+                tx.prepare_cached(
+                    "DELETE FROM presented WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM inbox WHERE id = ?1)",
+                )?
+                .execute([id])?;
             }
             Ok(n)
         })

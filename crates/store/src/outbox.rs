@@ -62,9 +62,13 @@ impl Store {
         Ok(rows
             .into_iter()
             .filter_map(|(json, queued_at, attempts, last_error, regenerated)| {
-                serde_json::from_str(&json)
-                    .ok()
-                    .map(|mail| QueuedSend { mail, queued_at, attempts, last_error, regenerated })
+                serde_json::from_str(&json).ok().map(|mail| QueuedSend {
+                    mail,
+                    queued_at,
+                    attempts,
+                    last_error,
+                    regenerated,
+                })
             })
             .collect())
     }

@@ -21,7 +21,10 @@ impl Store {
     /// When `session` was reminded, if it was.
     pub fn stop_reminded_at(&self, session: &str) -> Result<Option<i64>> {
         use rusqlite::OptionalExtension;
-        Ok(self.conn.query_row("SELECT at FROM stop_reminders WHERE session = ?1", [session], |r| r.get(0)).optional()?)
+        Ok(self
+            .conn
+            .query_row("SELECT at FROM stop_reminders WHERE session = ?1", [session], |r| r.get(0))
+            .optional()?)
     }
 }
 

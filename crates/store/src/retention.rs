@@ -47,7 +47,8 @@ impl Store {
         }
         loop {
             let n = self.write(|tx| {
-                let band = "SELECT id FROM sent WHERE state IN ('done', 'failed', 'expired') AND state_at < ?1 LIMIT ?2";
+                let band =
+                    "SELECT id FROM sent WHERE state IN ('done', 'failed', 'expired') AND state_at < ?1 LIMIT ?2";
                 tx.execute(&format!("DELETE FROM timeline WHERE mail_id IN ({band})"), params![cutoff, BAND_ROWS])?;
                 Ok(tx.execute(&format!("DELETE FROM sent WHERE id IN ({band})"), params![cutoff, BAND_ROWS])?)
             })?;

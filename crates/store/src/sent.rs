@@ -103,22 +103,19 @@ impl Store {
     }
 
     pub fn sent_get(&self, id: &str) -> Result<Option<SentMail>> {
-        Ok(self
-            .conn
-            .query_row(&format!("SELECT {SENT_COLS} FROM sent WHERE id = ?1"), [id], sent_row)
-            .optional()?)
+        Ok(self.conn.query_row(&format!("SELECT {SENT_COLS} FROM sent WHERE id = ?1"), [id], sent_row).optional()?)
     }
 
     pub fn sent_list(&self, limit: usize) -> Result<Vec<SentMail>> {
-        let mut st = self
-            .conn
-            .prepare(&format!("SELECT {SENT_COLS} FROM sent ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
+        let mut st =
+            self.conn.prepare(&format!("SELECT {SENT_COLS} FROM sent ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
         let rows = st.query_map([limit as i64], sent_row)?.collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
 }
 
-const SENT_COLS: &str = "id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error";
+const SENT_COLS: &str =
+    "id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error";
 
 fn sent_row(r: &rusqlite::Row) -> rusqlite::Result<SentMail> {
     let kind: String = r.get(2)?;

@@ -100,9 +100,9 @@ fn entry_row(r: &rusqlite::Row) -> rusqlite::Result<TimelineEntry> {
 impl Store {
     /// One mail's recorded timeline, in state order (the order it happened).
     pub fn timeline(&self, id: &str) -> Result<Vec<TimelineEntry>> {
-        let mut st = self
-            .conn
-            .prepare_cached(&format!("SELECT state, at, by, note FROM timeline WHERE mail_id = ?1 ORDER BY {RANK_ORDER}"))?;
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT state, at, by, note FROM timeline WHERE mail_id = ?1 ORDER BY {RANK_ORDER}"
+        ))?;
         let rows = st.query_map([id], entry_row)?.collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }

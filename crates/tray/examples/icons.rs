@@ -40,7 +40,12 @@ fn main() {
         std::fs::write(format!("{dir}/{name}"), png(&px, size, size)).unwrap();
     }
     // the badge states, for docs/screenshots
-    for (name, b) in [("none", Badge::None), ("unread", Badge::Unread(3)), ("attention", Badge::Attention(2)), ("offline", Badge::Offline)] {
+    for (name, b) in [
+        ("none", Badge::None),
+        ("unread", Badge::Unread(3)),
+        ("attention", Badge::Attention(2)),
+        ("offline", Badge::Offline),
+    ] {
         std::fs::write(format!("{dir}/tray-{name}.png"), png(&compose(&b), SIZE, SIZE)).unwrap();
     }
     println!("icons written to {dir}");

@@ -150,7 +150,10 @@ mod tests {
         let p = xdg_enable(&dir, Path::new("/opt/my apps/pcmail-tray"), Some(Path::new("/home/u/pc$mail"))).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.starts_with("[Desktop Entry]\nType=Application\n"), "{text}");
-        assert!(text.contains("\nExec=env PCMAIL_HOME=\"/home/u/pc\\\\$mail\" \"/opt/my apps/pcmail-tray\"\n"), "{text}");
+        assert!(
+            text.contains("\nExec=env PCMAIL_HOME=\"/home/u/pc\\\\$mail\" \"/opt/my apps/pcmail-tray\"\n"),
+            "{text}"
+        );
         assert!(xdg_is_enabled(&dir));
         xdg_disable(&dir).unwrap();
         assert!(!xdg_is_enabled(&dir));
@@ -159,8 +162,14 @@ mod tests {
 
     #[test]
     fn xdg_dir_follows_xdg_config_home() {
-        assert_eq!(xdg_autostart_dir(Some("/x/cfg"), Some(Path::new("/home/u"))), Some(PathBuf::from("/x/cfg/autostart")));
-        assert_eq!(xdg_autostart_dir(Some("relative"), Some(Path::new("/home/u"))), Some(PathBuf::from("/home/u/.config/autostart")));
+        assert_eq!(
+            xdg_autostart_dir(Some("/x/cfg"), Some(Path::new("/home/u"))),
+            Some(PathBuf::from("/x/cfg/autostart"))
+        );
+        assert_eq!(
+            xdg_autostart_dir(Some("relative"), Some(Path::new("/home/u"))),
+            Some(PathBuf::from("/home/u/.config/autostart"))
+        );
         assert_eq!(xdg_autostart_dir(None, None), None);
     }
 }

@@ -4,7 +4,8 @@ use crate::notify::{deliver, Clock, Delivery};
 use crate::poll::{Remote, ReplyError};
 use crate::ui::{Badge, Lang, MenuDecision, NoteAction, TrayNotification, TrayUi};
 use crate::view::{
-    mail_view, sent_view, ConnState, Connection, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView, SentView, Status,
+    mail_view, sent_view, ConnState, Connection, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView,
+    SentView, Status,
 };
 use pcmail_core::lease::STALE_AFTER_MS;
 use pcmail_core::{Kind, MarkOp, Millis, State};
@@ -339,7 +340,9 @@ impl Controller {
             });
         }
         // Mine first, then by resource.
-        out.sort_by(|a, b| b.mine.cmp(&a.mine).then_with(|| a.resource.cmp(&b.resource)).then_with(|| a.fence.cmp(&b.fence)));
+        out.sort_by(|a, b| {
+            b.mine.cmp(&a.mine).then_with(|| a.resource.cmp(&b.resource)).then_with(|| a.fence.cmp(&b.fence))
+        });
         let lost = self
             .lost_since(now - LEASE_LOST_NOTE_MS)?
             .into_iter()
@@ -378,12 +381,21 @@ impl Controller {
     fn lease_notes(&self, now: Millis) -> Result<Vec<String>> {
         let mut notes = vec![];
         for l in self.leases(now)?.leases.iter().filter(|l| l.mine && l.stale) {
-            let age = l.heartbeat_age_ms.map(|a| format!(" (no heartbeat for {})", pcmail_core::present::age(a))).unwrap_or_default();
+            let age = l
+                .heartbeat_age_ms
+                .map(|a| format!(" (no heartbeat for {})", pcmail_core::present::age(a)))
+                .unwrap_or_default();
             notes.push(format!("lease {} stale{age}", l.resource));
         }
         for l in self.lost_since(now - LEASE_LOST_NOTE_MS)? {
             let what = match l.event.as_str() {
-                "taken_over" => format!("taken over by {}", l.taken_by.as_deref().map(pcmail_core::present::neutralise).unwrap_or_else(|| "another session".into())),
+                "taken_over" => format!(
+                    "taken over by {}",
+                    l.taken_by
+                        .as_deref()
+                        .map(pcmail_core::present::neutralise)
+                        .unwrap_or_else(|| "another session".into())
+                ),
                 "expired" => "expired".to_string(),
                 _ => "released elsewhere".to_string(),
             };
@@ -473,9 +485,18 @@ impl Controller {
     /// and the window is only told when something it shows moved.
     pub fn signature(&self, now: Millis) -> Result<String> {
         let q = |sql: &str| -> Result<String> {
-            Ok(self.store.conn().query_row(sql, [], |r| {
-                Ok(format!("{}:{}:{}", r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get::<_, Option<i64>>(1)?.unwrap_or(0), r.get::<_, Option<i64>>(2)?.unwrap_or(0)))
-            }).map_err(StoreError::from)?)
+            Ok(self
+                .store
+                .conn()
+                .query_row(sql, [], |r| {
+                    Ok(format!(
+                        "{}:{}:{}",
+                        r.get::<_, Option<i64>>(0)?.unwrap_or(0),
+                        r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+                        r.get::<_, Option<i64>>(2)?.unwrap_or(0)
+                    ))
+                })
+                .map_err(StoreError::from)?)
         };
         let inbox = q("SELECT count(*), max(status_at), max(received_at + coalesce(confirmed_at, 0)) FROM inbox")?;
         let sent = q("SELECT count(*), max(state_at), sum(length(timeline)) FROM sent")?;
@@ -484,7 +505,11 @@ impl Controller {
         // and the Sessions and Jobs views ask the server again at each poll.
         Ok(format!(
             "{inbox}|{sent}|{}|{}|{:?}|{:?}|{:?}",
-            st.counts.alerts, st.counts.unread, st.connection.state, st.connection.last_error, st.connection.last_poll_at
+            st.counts.alerts,
+            st.counts.unread,
+            st.connection.state,
+            st.connection.last_error,
+            st.connection.last_poll_at
         ))
     }
 
@@ -553,7 +578,13 @@ impl Controller {
     /// `default` for a click on it, `open`, `ack`, `reply`, `__closed`).
     /// Open and Reply… open the window at that mail; Ack marks it done
     /// through `Remote::ack` (the CLI's `pcmail ack`) without the window.
-    pub fn notification_action(&self, ui: &dyn TrayUi, remote: &dyn Remote, id: &str, key: &str) -> Result<ActionOutcome> {
+    pub fn notification_action(
+        &self,
+        ui: &dyn TrayUi,
+        remote: &dyn Remote,
+        id: &str,
+        key: &str,
+    ) -> Result<ActionOutcome> {
         match NoteAction::from_key(key) {
             Some(action) => self.act(ui, remote, id, action),
             None => Ok(ActionOutcome::Ignored),
@@ -643,10 +674,9 @@ impl Controller {
         let reply_id = remote.reply(id, body).map_err(|e| match e {
             ReplyError::ReplyToReply => TrayError::ReplyToReply,
             ReplyError::NotFound => TrayError::NotFound(id.into()),
-            ReplyError::Offline { queued, message } => TrayError::Remote {
-                code: if queued { "queued".into() } else { "offline".into() },
-                message,
-            },
+            ReplyError::Offline { queued, message } => {
+                TrayError::Remote { code: if queued { "queued".into() } else { "offline".into() }, message }
+            }
             ReplyError::Refused { code, message } => TrayError::Remote { code, message },
         })?;
         Ok((reply_id, self.get_mail(id, now)?))

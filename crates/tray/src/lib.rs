@@ -22,9 +22,13 @@ pub mod ui;
 pub mod view;
 
 pub use controller::{ActionOutcome, Controller, TrayError, LEASE_LOST_NOTE_MS, MENU_DECISIONS_MAX};
-pub use notify::{deliver, Clock, Delivery, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS};
 pub use live::{Freshness, IdleNameView, JobView, JobsView, SessionView, SessionsView, OUTPUT_TAIL_CHARS};
+pub use notify::{deliver, Clock, Delivery, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS};
 pub use poll::{next_step, LeaseReleased, PollStep, Remote, RemoteFailure, ReplyError};
 pub use remote::ClientRemote;
-pub use ui::{menu_item_id, parse_menu_item_id, Badge, Lang, MenuDecision, NoteAction, Notification, TrayNotification, TrayUi};
-pub use view::{Connection, ConnState, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView, SentView, Status};
+pub use ui::{
+    menu_item_id, parse_menu_item_id, Badge, Lang, MenuDecision, NoteAction, Notification, TrayNotification, TrayUi,
+};
+pub use view::{
+    ConnState, Connection, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView, SentView, Status,
+};

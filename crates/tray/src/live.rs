@@ -139,7 +139,11 @@ impl Controller {
 
     /// The Sessions view from `who`'s answer, or from the last answer when
     /// the server did not answer (then marked not live, as of its time).
-    pub fn sessions_from(&mut self, answer: std::result::Result<WhoAnswer, RemoteFailure>, now: Millis) -> SessionsView {
+    pub fn sessions_from(
+        &mut self,
+        answer: std::result::Result<WhoAnswer, RemoteFailure>,
+        now: Millis,
+    ) -> SessionsView {
         let failure = match answer {
             Ok(a) => {
                 self.live.who = Some((a, now));
@@ -153,19 +157,23 @@ impl Controller {
         };
         let me = self.pc().to_string();
         let mut sessions: Vec<SessionView> = who
-            .map(|a| {
-                a.sessions
-                    .iter()
-                    .map(|s| SessionView { mine: s.pc == me, who: s.clone() })
-                    .collect()
-            })
+            .map(|a| a.sessions.iter().map(|s| SessionView { mine: s.pc == me, who: s.clone() }).collect())
             .unwrap_or_default();
         sessions.sort_by(|a, b| {
             let (x, y) = (&a.who, &b.who);
-            b.mine.cmp(&a.mine).then_with(|| x.pc.cmp(&y.pc)).then_with(|| x.name.cmp(&y.name)).then_with(|| x.session.cmp(&y.session))
+            b.mine
+                .cmp(&a.mine)
+                .then_with(|| x.pc.cmp(&y.pc))
+                .then_with(|| x.name.cmp(&y.name))
+                .then_with(|| x.session.cmp(&y.session))
         });
         let idle_names = who
-            .map(|a| a.idle_names.iter().map(|n| IdleNameView { name: n.name.clone(), pc: n.pc.clone(), since: n.since }).collect())
+            .map(|a| {
+                a.idle_names
+                    .iter()
+                    .map(|n| IdleNameView { name: n.name.clone(), pc: n.pc.clone(), since: n.since })
+                    .collect()
+            })
             .unwrap_or_default();
         SessionsView { sessions, idle_names, freshness: Freshness::of(failure.as_ref(), as_of, now) }
     }
@@ -288,7 +296,10 @@ impl Controller {
             });
         }
         if j.state.is_ended() {
-            return Err(TrayError::Remote { code: "ended".into(), message: format!("job {job_id} already ended {}", j.state.as_str()) });
+            return Err(TrayError::Remote {
+                code: "ended".into(),
+                message: format!("job {job_id} already ended {}", j.state.as_str()),
+            });
         }
         Ok(())
     }

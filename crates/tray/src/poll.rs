@@ -12,8 +12,14 @@ pub enum ReplyError {
     ReplyToReply,
     NotFound,
     /// Could not reach the server now; `queued` when the reply waits in the outbox.
-    Offline { queued: bool, message: String },
-    Refused { code: String, message: String },
+    Offline {
+        queued: bool,
+        message: String,
+    },
+    Refused {
+        code: String,
+        message: String,
+    },
 }
 
 pub trait Remote: Send + Sync {
@@ -95,7 +101,13 @@ pub enum PollStep {
 
 /// The loop's next step. `last_cycle_at` is the end of our last cycle;
 /// `asked` is a "Poll now" from the menu or the window.
-pub fn next_step(now: Millis, last_cycle_at: Option<Millis>, interval_ms: Millis, daemon_alive: bool, asked: bool) -> PollStep {
+pub fn next_step(
+    now: Millis,
+    last_cycle_at: Option<Millis>,
+    interval_ms: Millis,
+    daemon_alive: bool,
+    asked: bool,
+) -> PollStep {
     if daemon_alive {
         return PollStep::Daemon { recheck_ms: 30_000 };
     }

@@ -3,9 +3,9 @@
 //! one cycle, the "is a poller alive" check).
 
 use crate::poll::{LeaseReleased, Remote, RemoteFailure, ReplyError};
+use pcmail_client::{config::Paths, locks, Client};
 use pcmail_core::job::Job;
 use pcmail_core::sessions::WhoAnswer;
-use pcmail_client::{config::Paths, locks, Client};
 
 /// `Remote` over `pcmail-client`: one `Client` for the window's operations
 /// (the poll loop has its own, so a long-poll never blocks a reply).
@@ -44,12 +44,17 @@ impl Remote for ClientRemote {
         locks::poller_alive(&self.paths)
     }
     fn ack(&self, id: &str) -> Result<(), String> {
-        self.with(|c| pcmail_api::ack(c, &pcmail_api::IdArgs { id: id.to_string() }).map(|_| ()).map_err(|e| e.to_string()))
+        self.with(|c| {
+            pcmail_api::ack(c, &pcmail_api::IdArgs { id: id.to_string() }).map(|_| ()).map_err(|e| e.to_string())
+        })
     }
     fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError> {
         let mut g = self.ops.lock().unwrap();
         if g.is_none() {
-            *g = Some(Client::open(self.paths.clone()).map_err(|e| ReplyError::Offline { queued: false, message: e.to_string() })?);
+            *g = Some(
+                Client::open(self.paths.clone())
+                    .map_err(|e| ReplyError::Offline { queued: false, message: e.to_string() })?,
+            );
         }
         let c = g.as_mut().unwrap();
         match c.reply(original, body.to_string(), false) {
@@ -66,7 +71,10 @@ impl Remote for ClientRemote {
     /// cycle: queues the release of every lease whose process exited (the
     /// cycle then sends it; the renewals of the live ones ride that poll).
     fn lease_release(&self, resource: &str) -> Result<LeaseReleased, String> {
-        let args = pcmail_api::leases::LeaseReleaseArgs { resource: resource.to_string(), reason: Some("released from the tray".into()) };
+        let args = pcmail_api::leases::LeaseReleaseArgs {
+            resource: resource.to_string(),
+            reason: Some("released from the tray".into()),
+        };
         let done = self.with(|c| pcmail_api::leases::lease_release(c, &args).map_err(|e| e.to_string()))?;
         Ok(LeaseReleased {
             released: done.released.iter().any(|d| d.released),
@@ -86,7 +94,10 @@ impl Remote for ClientRemote {
         self.api(|c| pcmail_api::jobs::job_list(c, &args)).map(|r| r.jobs)
     }
     fn job_cancel(&self, job_id: &str) -> Result<Job, RemoteFailure> {
-        let args = pcmail_api::jobs::JobCancelArgs { job_id: job_id.to_string(), reason: Some("cancelled from the tray".into()) };
+        let args = pcmail_api::jobs::JobCancelArgs {
+            job_id: job_id.to_string(),
+            reason: Some("cancelled from the tray".into()),
+        };
         self.api(|c| pcmail_api::jobs::job_cancel_as(c, &args, TRAY_SESSION)).map(|r| r.job)
     }
 }
@@ -104,7 +115,10 @@ impl ClientRemote {
     fn api<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, pcmail_api::ApiError>) -> Result<T, RemoteFailure> {
         let mut g = self.ops.lock().unwrap();
         if g.is_none() {
-            *g = Some(Client::open(self.paths.clone()).map_err(|e| RemoteFailure { code: "config".into(), message: e.to_string() })?);
+            *g = Some(
+                Client::open(self.paths.clone())
+                    .map_err(|e| RemoteFailure { code: "config".into(), message: e.to_string() })?,
+            );
         }
         f(g.as_mut().unwrap()).map_err(|e| RemoteFailure { code: e.code().to_string(), message: e.to_string() })
     }

@@ -281,8 +281,17 @@ mod tests {
         }))
         .unwrap();
         store.write(|tx| pcmail_store::inbox::insert_received(tx, &mail, 20)).unwrap();
-        let up = |seq, state, at, by: &str| ReceivedUpdate { seq, id: mail.id.clone(), state, at, by: by.into(), note: None };
-        store.apply_received_updates(&[up(2, State::Delivered, 25, "pc-b"), up(3, State::Expired, 1_300, "server")]).unwrap();
+        let up = |seq, state, at, by: &str| ReceivedUpdate {
+            seq,
+            id: mail.id.clone(),
+            state,
+            at,
+            by: by.into(),
+            note: None,
+        };
+        store
+            .apply_received_updates(&[up(2, State::Delivered, 25, "pc-b"), up(3, State::Expired, 1_300, "server")])
+            .unwrap();
         let m = store.inbox_get(&mail.id).unwrap().unwrap();
         let v = mail_view(&m, "pc-b", 5_000, false, false);
         assert_eq!(v.timeline, store.timeline(&mail.id).unwrap());

@@ -2,13 +2,13 @@
 //! recording fake for the GUI side, time passed in as values.
 
 use pcmail_core::{Alert, AlertKind, Kind, Mail, Millis, State, TimelineEntry};
+use pcmail_store::leases::{CachedLease, LostLease, MyLease};
 use pcmail_store::{meta, Store};
 use pcmail_tray::{
-    deliver, menu_item_id, next_step, ActionOutcome, Badge, Clock, ConnState, Controller, MenuDecision, NoteAction,
-    Lang, LeaseReleased, PollStep, Remote, ReplyError, TrayNotification, TrayUi, LEASE_LOST_NOTE_MS, MENU_DECISIONS_MAX,
-    NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
+    deliver, menu_item_id, next_step, ActionOutcome, Badge, Clock, ConnState, Controller, Lang, LeaseReleased,
+    MenuDecision, NoteAction, PollStep, Remote, ReplyError, TrayNotification, TrayUi, LEASE_LOST_NOTE_MS,
+    MENU_DECISIONS_MAX, NOTIFY_EACH_MS, NOTIFY_TOTAL_MS,
 };
-use pcmail_store::leases::{CachedLease, LostLease, MyLease};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -62,7 +62,11 @@ impl<'a> FakeUi<'a> {
         self.take().into_iter().filter(|e| !matches!(e, Ev::Decisions(_))).collect()
     }
     fn notified(&self) -> Vec<String> {
-        self.events.borrow().iter().filter_map(|e| if let Ev::Notify(id, _) = e { Some(id.clone()) } else { None }).collect()
+        self.events
+            .borrow()
+            .iter()
+            .filter_map(|e| if let Ev::Notify(id, _) = e { Some(id.clone()) } else { None })
+            .collect()
     }
 }
 
@@ -489,8 +493,14 @@ fn views_sent_alerts_and_expiry() {
         hop: 0,
     };
     p.sent_record(&out, &[id(7)], "pc-b", T0).unwrap();
-    p.sent_apply_update(&pcmail_core::Update { seq: 1, id: id(7), state: State::Seen, at: T0 + 5, by: "pc-c/s1".into() })
-        .unwrap();
+    p.sent_apply_update(&pcmail_core::Update {
+        seq: 1,
+        id: id(7),
+        state: State::Seen,
+        at: T0 + 5,
+        by: "pc-c/s1".into(),
+    })
+    .unwrap();
     let s = c.list_sent().unwrap();
     assert_eq!(s[0].state, State::Seen);
     assert_eq!(s[0].timeline.len(), 2);
@@ -520,7 +530,20 @@ fn views_sent_alerts_and_expiry() {
         assert!(j.get(k).is_some(), "{k}");
     }
     let j = serde_json::to_value(&c.list_inbox(true, T0).unwrap()[0]).unwrap();
-    for k in ["id", "from", "kind", "subject", "preview", "urgent", "createdAt", "deliveredAt", "state", "inReplyTo", "pending", "timeline"] {
+    for k in [
+        "id",
+        "from",
+        "kind",
+        "subject",
+        "preview",
+        "urgent",
+        "createdAt",
+        "deliveredAt",
+        "state",
+        "inReplyTo",
+        "pending",
+        "timeline",
+    ] {
         assert!(j.get(k).is_some(), "{k}");
     }
 }
@@ -613,7 +636,10 @@ fn decision_request_work_request_and_urgent_carry_open_ack_reply_and_a_note_none
     assert_eq!(actions.get(&id(4)), Some(&vec![Open, Ack]), "a reply cannot be answered: no Reply…");
     assert_eq!(actions.get(&id(5)), None, "a plain note gets no popup");
     // the keys the notification server reports back, and what the user reads
-    assert_eq!([Open, Ack, Reply].map(|a| (a.key(), a.label())), [("open", "Open"), ("ack", "Ack"), ("reply", "Reply…")]);
+    assert_eq!(
+        [Open, Ack, Reply].map(|a| (a.key(), a.label())),
+        [("open", "Open"), ("ack", "Ack"), ("reply", "Reply…")]
+    );
 }
 
 #[test]
@@ -677,7 +703,10 @@ fn the_tray_menu_lists_open_decision_requests_up_to_five_each_with_open_and_ack(
     let ids: Vec<String> = menus[0].iter().map(|d| d.id.clone()).collect();
     assert_eq!(MENU_DECISIONS_MAX, 5);
     assert_eq!(ids, vec![id(7), id(6), id(5), id(4), id(3)], "newest five decision requests, no work request or note");
-    assert_eq!(menus[0][0].label, "tagged with a newline — pc-a", "one line, with the sender, the tag left to the heading");
+    assert_eq!(
+        menus[0][0].label, "tagged with a newline — pc-a",
+        "one line, with the sender, the tag left to the heading"
+    );
     // nothing changed: the menu is not rebuilt
     c.refresh(&ui, T0 + 1).unwrap();
     assert!(!ui.take().iter().any(|e| matches!(e, Ev::Decisions(_))));
@@ -710,7 +739,10 @@ fn notification_title_badge_and_buttons_follow_the_users_language() {
     let clock = FakeClock::at(T0);
     let ui = FakeUi::new(&clock);
     env.deliver(
-        &[mail(&id(1), Kind::Decision, false, "[判断依頼] ship 0.4?"), mail(&id(2), Kind::Request, true, "rotate the keys")],
+        &[
+            mail(&id(1), Kind::Decision, false, "[判断依頼] ship 0.4?"),
+            mail(&id(2), Kind::Request, true, "rotate the keys"),
+        ],
         T0,
     );
     let mut ja = env.controller();
@@ -788,7 +820,10 @@ fn leases_view_shows_who_holds_what_mine_first_with_heartbeat_age_and_stale() {
     s.lease_mine_put(&my_lease("deploy", Some(7), Some(T0 - MIN))).unwrap();
     s.lease_mine_put(&my_lease("gpu-0", None, None)).unwrap(); // claimed while offline
     s.lease_cache_replace(
-        &[cached("api", 3, "pc-a", Some("ani"), T0 - 5 * MIN, true), cached("deploy", 7, "pc-b", None, T0 - MIN, false)],
+        &[
+            cached("api", 3, "pc-a", Some("ani"), T0 - 5 * MIN, true),
+            cached("deploy", 7, "pc-b", None, T0 - MIN, false),
+        ],
         12,
         T0 - MIN,
     )
@@ -806,7 +841,10 @@ fn leases_view_shows_who_holds_what_mine_first_with_heartbeat_age_and_stale() {
         ]
     );
     let api = &v.leases[2];
-    assert_eq!((api.heartbeat_age_ms, api.repo.as_str(), api.files.clone()), (Some(5 * MIN), "github.com/o/r", vec!["api/**".to_string()]));
+    assert_eq!(
+        (api.heartbeat_age_ms, api.repo.as_str(), api.files.clone()),
+        (Some(5 * MIN), "github.com/o/r", vec!["api/**".to_string()])
+    );
     assert_eq!(v.leases[0].heartbeat_age_ms, Some(MIN));
     assert_eq!(v.cache_at, Some(T0 - MIN));
     assert!(v.lost.is_empty());
@@ -913,8 +951,12 @@ fn release_goes_to_the_remote_for_my_own_lease_only() {
     let c = env.controller();
     let mut s = env.poller();
     s.lease_mine_put(&my_lease("deploy", Some(7), Some(T0))).unwrap();
-    s.lease_cache_replace(&[cached("api", 3, "pc-a", Some("ani"), T0, false), cached("deploy", 7, "pc-b", None, T0, false)], 3, T0)
-        .unwrap();
+    s.lease_cache_replace(
+        &[cached("api", 3, "pc-a", Some("ani"), T0, false), cached("deploy", 7, "pc-b", None, T0, false)],
+        3,
+        T0,
+    )
+    .unwrap();
     let r = LeaseRemote::default();
     assert_eq!(c.release_lease(&r, "deploy").unwrap(), LeaseReleased { released: true, queued: false });
     let e = c.release_lease(&r, "api").unwrap_err();

@@ -127,10 +127,16 @@ fn sessions_lists_every_pc_mine_first_and_offline_says_so() {
             session("pc-c", "cccc3333-4444", None, 30_000, &[]),
             session("pc-b", "bbbb5555-6666", Some("vasya"), 5_000, &[]),
         ],
-        idle_names: vec![NameHolder { name: "nastya".into(), pc: "pc-a".into(), session: "old".into(), since: T0 - 60 * MIN }],
+        idle_names: vec![NameHolder {
+            name: "nastya".into(),
+            pc: "pc-a".into(),
+            session: "old".into(),
+            since: T0 - 60 * MIN,
+        }],
     }));
     let v = c.sessions(&server, T0 + 1000);
-    let rows: Vec<(&str, Option<&str>, bool)> = v.sessions.iter().map(|s| (s.who.pc.as_str(), s.who.name.as_deref(), s.mine)).collect();
+    let rows: Vec<(&str, Option<&str>, bool)> =
+        v.sessions.iter().map(|s| (s.who.pc.as_str(), s.who.name.as_deref(), s.mine)).collect();
     assert_eq!(rows, [("pc-b", Some("vasya"), true), ("pc-a", Some("ani"), false), ("pc-c", None, false)]);
     assert_eq!((v.freshness.live, v.freshness.as_of, v.freshness.error.as_deref()), (true, Some(T0 + 1000), None));
     assert_eq!((v.sessions[1].who.idle_ms, v.sessions[1].who.leases.clone()), (2 * MIN, vec!["deploy".to_string()]));
@@ -175,7 +181,13 @@ fn jobs_view_shows_submitted_and_executed_jobs_with_result_and_cancel_only_for_m
     let long_output: String = (0..2_000).map(|i| format!("line {i}\n")).collect();
     server.answer_jobs(Ok(vec![
         job("job-q", "build-box", "pc-b", "queued", json!({})),
-        job("job-r", "build-box", "pc-b", "running", json!({"startedAt": T0 - 3 * MIN + 2_000, "runner": "build-box/4242"})),
+        job(
+            "job-r",
+            "build-box",
+            "pc-b",
+            "running",
+            json!({"startedAt": T0 - 3 * MIN + 2_000, "runner": "build-box/4242"}),
+        ),
         job("job-x", "pc-b", "pc-a", "running", json!({"startedAt": T0 - MIN + 2_000, "runner": "pc-b/777"})),
         job(
             "job-ok",
@@ -210,17 +222,26 @@ fn jobs_view_shows_submitted_and_executed_jobs_with_result_and_cancel_only_for_m
         ]
     );
     let r = &v.jobs[1];
-    assert_eq!((r.started_at, r.duration_ms, r.runner.as_deref()), (Some(T0 - 3 * MIN), Some(3 * MIN), Some("build-box/4242")));
+    assert_eq!(
+        (r.started_at, r.duration_ms, r.runner.as_deref()),
+        (Some(T0 - 3 * MIN), Some(3 * MIN), Some("build-box/4242"))
+    );
     assert_eq!(r.args, ["checkout=app", "crate=core"]);
     assert_eq!(r.submitter, "pc-b/5e55104a");
     assert_eq!(r.submitted_at, T0 - 10 * MIN - 2_000);
     let ok = &v.jobs[3];
-    assert_eq!((ok.exit, ok.duration_ms, ok.artifacts.clone()), (Some(0), Some(61_500), vec!["target/pcmail/test-app-1.log".to_string()]));
+    assert_eq!(
+        (ok.exit, ok.duration_ms, ok.artifacts.clone()),
+        (Some(0), Some(61_500), vec!["target/pcmail/test-app-1.log".to_string()])
+    );
     assert!(ok.output_truncated);
     assert_eq!(ok.output_tail.chars().count(), OUTPUT_TAIL_CHARS);
     assert!(ok.output_tail.ends_with("line 1999\n"), "the tail, not the head");
     let f = &v.jobs[4];
-    assert_eq!((f.exit, f.reason.as_deref(), f.output_tail.as_str(), f.output_truncated), (Some(101), Some("exit 101"), "boom\n", false));
+    assert_eq!(
+        (f.exit, f.reason.as_deref(), f.output_tail.as_str(), f.output_truncated),
+        (Some(101), Some("exit 101"), "boom\n", false)
+    );
 
     // Cancel: my queued job goes to the server; another PC's job (running
     // here) and an ended one are refused without asking it
@@ -265,7 +286,10 @@ fn jobs_offline_before_any_answer_shows_what_the_store_knows() {
     let server = FakeServer::default();
     server.answer_jobs(Err(offline()));
     let v = c.jobs(&server, T0).unwrap();
-    assert_eq!((v.freshness.live, v.freshness.as_of, v.freshness.error_code.as_deref()), (false, None, Some("unreachable")));
+    assert_eq!(
+        (v.freshness.live, v.freshness.as_of, v.freshness.error_code.as_deref()),
+        (false, None, Some("unreachable"))
+    );
     let rows: Vec<(&str, &str, bool)> = v.jobs.iter().map(|j| (j.id.as_str(), j.state, j.can_cancel)).collect();
     assert_eq!(rows, [("job-mine", "running", true)]);
 }

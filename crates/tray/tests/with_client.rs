@@ -13,7 +13,11 @@ use pcmail_tray::{ClientRemote, Controller, Remote, ReplyError};
 
 fn pc(dir: &std::path::Path, label: &str, db: &std::path::Path) -> Paths {
     let paths = Paths::at(dir.join(label));
-    Config { poll_interval_secs: 2, native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) }
+    Config {
+        poll_interval_secs: 2,
+        native_notifications: false,
+        ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) })
+    }
     .save(&paths)
     .unwrap();
     paths
@@ -30,7 +34,13 @@ fn decision_request_from_another_pc_seen_and_answered_through_the_client() {
     b.sync_once(0).unwrap();
 
     let sent = a
-        .send(Draft { to: "pc-b".into(), kind: Kind::Decision, subject: "ship it?".into(), body: "<b>yes</b> or no".into(), ..Default::default() })
+        .send(Draft {
+            to: "pc-b".into(),
+            kind: Kind::Decision,
+            subject: "ship it?".into(),
+            body: "<b>yes</b> or no".into(),
+            ..Default::default()
+        })
         .unwrap();
     let id = sent.ids[0].clone();
 
@@ -112,14 +122,23 @@ fn ack_on_a_notification_is_done_on_the_server_through_the_clis_ack() {
     a.sync_once(0).unwrap();
     b.sync_once(0).unwrap();
     let id = a
-        .send(Draft { to: "pc-b".into(), kind: Kind::Request, subject: "rotate the logs".into(), body: "please".into(), ..Default::default() })
+        .send(Draft {
+            to: "pc-b".into(),
+            kind: Kind::Request,
+            subject: "rotate the logs".into(),
+            body: "please".into(),
+            ..Default::default()
+        })
         .unwrap()
         .ids[0]
         .clone();
     let report = b.sync_once(0).unwrap();
     let ctl = Controller::new(Store::open(&pb.store()).unwrap(), "pc-b", 2_000);
     let notes = ctl.notifications_for(&report.to_notify);
-    assert_eq!(notes[0].actions, vec![pcmail_tray::NoteAction::Open, pcmail_tray::NoteAction::Ack, pcmail_tray::NoteAction::Reply]);
+    assert_eq!(
+        notes[0].actions,
+        vec![pcmail_tray::NoteAction::Open, pcmail_tray::NoteAction::Ack, pcmail_tray::NoteAction::Reply]
+    );
 
     let (ui, remote) = (NoWindow(std::cell::Cell::new(0)), ClientRemote::new(pb.clone()));
     assert_eq!(ctl.notification_action(&ui, &remote, &id, "ack").unwrap(), pcmail_tray::ActionOutcome::Acked);
@@ -168,7 +187,10 @@ fn release_from_the_leases_view_ends_the_lease_on_the_server() {
     let v = ctl.leases(now).unwrap();
     assert_eq!(v.leases.len(), 1, "{v:?}");
     let l = &v.leases[0];
-    assert_eq!((l.resource.as_str(), l.holder.as_str(), l.mine, l.stale, l.state), ("staging-deploy", "pc-b/ani", true, false, "held"));
+    assert_eq!(
+        (l.resource.as_str(), l.holder.as_str(), l.mine, l.stale, l.state),
+        ("staging-deploy", "pc-b/ani", true, false, "held")
+    );
 
     let remote = ClientRemote::new(pb.clone());
     let r = ctl.release_lease(&remote, "staging-deploy").unwrap();

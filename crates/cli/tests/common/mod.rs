@@ -132,7 +132,8 @@ impl Pc {
     /// A new installation running `init` (which registers and claims the label); its output.
     pub fn try_new(server: &Server, label: &str) -> (Pc, Output) {
         let home = tempfile::tempdir().unwrap();
-        let pc = Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential(), admin: true };
+        let pc =
+            Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential(), admin: true };
         let out = pc.run(&["init", "--label", label, "--server", &server.url]);
         (pc, out)
     }
@@ -142,7 +143,13 @@ impl Pc {
     /// credential and never holds the admin secret.
     pub fn enrolled(server: &Server, admin: &Pc, label: &str) -> Pc {
         let code = admin.json(&["roster", "add", label])["code"].as_str().expect("a join code").to_string();
-        let pc = Pc { label: label.into(), home: tempfile::tempdir().unwrap(), server_url: server.url.clone(), cred: random_credential(), admin: false };
+        let pc = Pc {
+            label: label.into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: server.url.clone(),
+            cred: random_credential(),
+            admin: false,
+        };
         pc.ok(&["init", "--join", &code, "--server", &server.url]);
         pc
     }
@@ -198,13 +205,8 @@ impl Pc {
     /// Runs the hook as Claude Code would, returns additionalContext ("" for no output).
     pub fn hook(&self, session: &str, event: &str) -> String {
         use std::io::Write;
-        let mut child = self
-            .cmd(&["hook"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child =
+            self.cmd(&["hook"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let input = serde_json::json!({"session_id": session, "hook_event_name": event, "cwd": "/tmp", "prompt": "hi"});
         child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();

@@ -27,7 +27,10 @@ pub fn advance(ms: Millis) -> Millis {
 /// A PC (no desktop notifications) whose PCMAIL_HOME is `home`, on the
 /// server engine in `db`, with the test's clock.
 pub fn embedded_pc(home: &Path, db: &Path, label: &str, clock: fn() -> Millis) -> Client {
-    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) }) };
+    let config = Config {
+        native_notifications: false,
+        ..Config::new(label, ServerConfig::Embedded { db: Some(db.to_path_buf()) })
+    };
     let t = Embedded::open(db, label, clock).unwrap();
     Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
 }

@@ -29,7 +29,8 @@ fn codex_config_is_merged_kept_idempotent_and_reversible() {
     let t = target(dir.path(), Agent::Codex, Scope::User);
     let path = t.home.join(".codex/config.toml");
     fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let original = "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"other-mcp\" # keep me\nargs = []\n";
+    let original =
+        "# my settings\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"other-mcp\" # keep me\nargs = []\n";
     fs::write(&path, original).unwrap();
 
     let (p, changed, backup) = file_outcome(install(&t).unwrap());
@@ -91,7 +92,10 @@ fn gemini_settings_are_merged_in_both_scopes_and_reversible() {
         assert_eq!(p, path);
         assert!(changed && backup.is_some());
         let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(v["mcpServers"]["pcmail"], serde_json::json!({"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"]}));
+        assert_eq!(
+            v["mcpServers"]["pcmail"],
+            serde_json::json!({"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"]})
+        );
         assert_eq!(v["mcpServers"]["other"]["command"], "x");
         assert_eq!(v["theme"], "Dracula");
         assert!(!file_outcome(install(&t).unwrap()).1, "idempotent");
@@ -122,7 +126,10 @@ fn claude_without_claude_on_path_writes_mcp_json_for_a_project_and_says_what_to_
     assert_eq!(p, t.project.join(".mcp.json"));
     assert!(changed);
     let v: Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
-    assert_eq!(v, serde_json::json!({"mcpServers": {"pcmail": {"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"]}}}));
+    assert_eq!(
+        v,
+        serde_json::json!({"mcpServers": {"pcmail": {"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"]}}})
+    );
     file_outcome(uninstall(&t).unwrap());
     let v: Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(v, serde_json::json!({}));

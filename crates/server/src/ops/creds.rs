@@ -18,16 +18,9 @@ pub(crate) fn actor(ctx: &Ctx<'_>) -> String {
     }
 }
 
-pub(crate) fn audit(
-    ctx: &Ctx<'_>,
-    action: &str,
-    label: &str,
-    detail: Option<&str>,
-) -> OpResult<()> {
+pub(crate) fn audit(ctx: &Ctx<'_>, action: &str, label: &str, detail: Option<&str>) -> OpResult<()> {
     ctx.tx
-        .prepare_cached(
-            "INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
+        .prepare_cached("INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
         .execute(params![ctx.now, actor(ctx), action, label, detail])?;
     Ok(())
 }
@@ -55,9 +48,7 @@ pub(crate) fn enrol(
                 "that join code is already issued for another label; make a new one",
             ));
         }
-        return Ok(fields(
-            json!({"label": label, "expiresAt": expires_at, "existing": true}),
-        ));
+        return Ok(fields(json!({"label": label, "expiresAt": expires_at, "existing": true})));
     }
     if let Some(h) = hostname {
         // Added to the roster now, so mail can be sent to it before it joins.
@@ -68,37 +59,23 @@ pub(crate) fn enrol(
     }
     let expires_at = ctx.now + expires_in;
     ctx.tx
-        .prepare_cached("INSERT INTO join_code (hash, label, hostname, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .prepare_cached(
+            "INSERT INTO join_code (hash, label, hostname, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
         .execute(params![hash, label, hostname, ctx.now, expires_at])?;
-    audit(
-        ctx,
-        "enrol",
-        label,
-        Some(&format!("join code expires at {expires_at}")),
-    )?;
-    Ok(fields(
-        json!({"label": label, "expiresAt": expires_at, "existing": false}),
-    ))
+    audit(ctx, "enrol", label, Some(&format!("join code expires at {expires_at}")))?;
+    Ok(fields(json!({"label": label, "expiresAt": expires_at, "existing": false})))
 }
 
 /// `join`: a join code, once, for the envelope's `cred`. The same PC
 /// retrying (same credential) is answered ok; anyone else after it is not.
 pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Map<String, Value>> {
-    let cred = ctx.cred.ok_or_else(|| {
-        OpError::Proto(pcmail_core::ProtoError::field(
-            "cred",
-            "join needs \"cred\"",
-        ))
-    })?;
+    let cred = ctx.cred.ok_or_else(|| OpError::Proto(pcmail_core::ProtoError::field("cred", "join needs \"cred\"")))?;
     let cred_hash = credential_hash(cred);
     let row: Option<(String, Option<String>, Millis, Option<String>)> = ctx
         .tx
-        .prepare_cached(
-            "SELECT label, hostname, expires_at, used_by_hash FROM join_code WHERE hash = ?1",
-        )?
-        .query_row([credential_hash(code)], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
+        .prepare_cached("SELECT label, hostname, expires_at, used_by_hash FROM join_code WHERE hash = ?1")?
+        .query_row([credential_hash(code)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
     let Some((label, code_hostname, expires_at, used_by)) = row.filter(|r| r.0 == ctx.pc) else {
         return Err(OpError::proto(
@@ -137,26 +114,20 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Ma
         })?;
         roster::version(ctx)?
     } else {
-        let out = roster::set(
-            ctx,
-            &label,
-            code_hostname.as_deref().unwrap_or(hostname),
-            None,
-            None,
-        )?;
+        let out = roster::set(ctx, &label, code_hostname.as_deref().unwrap_or(hostname), None, None)?;
         out.get("version").and_then(Value::as_i64).unwrap_or(0)
     };
     ctx.tx
         .prepare_cached("UPDATE pc SET cred_hash = ?2, revoked_at = NULL WHERE label = ?1")?
         .execute(params![label, cred_hash])?;
-    ctx.tx
-        .prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?
-        .execute(params![credential_hash(code), ctx.now, cred_hash])?;
+    ctx.tx.prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?.execute(params![
+        credential_hash(code),
+        ctx.now,
+        cred_hash
+    ])?;
     audit(ctx, "join", &label, None)?;
     ctx.touched.push(label.clone());
-    Ok(fields(
-        json!({"label": label, "bound": true, "existing": false, "version": version}),
-    ))
+    Ok(fields(json!({"label": label, "bound": true, "existing": false, "version": version})))
 }
 
 /// `roster.revoke`: the PC's next request answers `revoked`; its row stays,
@@ -168,15 +139,10 @@ pub(crate) fn revoke(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Val
         .execute(params![label, ctx.now])?
         > 0;
     if !changed && super::label_binding(ctx.tx, label)?.is_none() {
-        return Err(OpError::proto(
-            ErrorCode::UnknownPc,
-            format!("{label:?} is not on the roster"),
-        ));
+        return Err(OpError::proto(ErrorCode::UnknownPc, format!("{label:?} is not on the roster")));
     }
     // Its unused join codes go too: a revoke must not leave a way back in.
-    ctx.tx
-        .prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?
-        .execute([label])?;
+    ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
     let jobs_cancelled = if changed { super::job::cancel_queued_for_revoked(ctx, label)? } else { 0 };
     if changed {
         audit(ctx, "revoke", label, None)?;
@@ -204,39 +170,22 @@ pub(crate) fn rotate(ctx: &mut Ctx<'_>, new_cred: &str) -> OpResult<Map<String, 
 pub(crate) fn require_credentials(ctx: &mut Ctx<'_>, on: bool) -> OpResult<Map<String, Value>> {
     let changed = ctx
         .tx
-        .prepare_cached(
-            "UPDATE meta SET value = ?1 WHERE key = 'require_credentials' AND value <> ?1",
-        )?
+        .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'require_credentials' AND value <> ?1")?
         .execute([i64::from(on)])?
         > 0;
     if changed {
-        audit(
-            ctx,
-            if on {
-                "require-credentials"
-            } else {
-                "allow-shared-token"
-            },
-            "*",
-            None,
-        )?;
+        audit(ctx, if on { "require-credentials" } else { "allow-shared-token" }, "*", None)?;
     }
-    let mut stmt = ctx.tx.prepare_cached(
-        "SELECT label FROM pc WHERE cred_hash IS NULL AND revoked_at IS NULL ORDER BY number",
-    )?;
-    let unbound = stmt
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(fields(
-        json!({"requireCredentials": on, "changed": changed, "unbound": unbound}),
-    ))
+    let mut stmt =
+        ctx.tx.prepare_cached("SELECT label FROM pc WHERE cred_hash IS NULL AND revoked_at IS NULL ORDER BY number")?;
+    let unbound = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(fields(json!({"requireCredentials": on, "changed": changed, "unbound": unbound})))
 }
 
 /// `roster.log`: admin actions, newest first.
 pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<Map<String, Value>> {
-    let mut stmt = ctx.tx.prepare_cached(
-        "SELECT seq, at, by, action, label, detail FROM audit ORDER BY seq DESC LIMIT ?1",
-    )?;
+    let mut stmt =
+        ctx.tx.prepare_cached("SELECT seq, at, by, action, label, detail FROM audit ORDER BY seq DESC LIMIT ?1")?;
     let entries = stmt
         .query_map([limit as i64], |r| {
             Ok(json!({"seq": r.get::<_, i64>(0)?, "at": r.get::<_, i64>(1)?, "by": r.get::<_, String>(2)?,

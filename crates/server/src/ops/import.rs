@@ -17,8 +17,22 @@ pub(crate) fn import_mail(tx: &rusqlite::Transaction<'_>, mails: &[Mail]) -> OpR
         let delivered_at = m.timeline.iter().find(|t| t.state == pcmail_core::State::Delivered).map(|t| t.at);
         let last_at = m.timeline.last().map(|t| t.at).unwrap_or(m.created_at);
         ins_mail.execute(params![
-            m.id, m.from, m.to, m.kind.as_str(), m.subject, m.body, m.urgent, m.expires_at, m.in_reply_to, m.auto,
-            m.hop, m.created_at, m.state.as_str(), m.broadcast_of, delivered_at, last_at
+            m.id,
+            m.from,
+            m.to,
+            m.kind.as_str(),
+            m.subject,
+            m.body,
+            m.urgent,
+            m.expires_at,
+            m.in_reply_to,
+            m.auto,
+            m.hop,
+            m.created_at,
+            m.state.as_str(),
+            m.broadcast_of,
+            delivered_at,
+            last_at
         ])?;
         for t in &m.timeline {
             ins_event.execute(params![m.id, m.from, t.state.as_str(), t.at, t.by, t.note, m.to])?;

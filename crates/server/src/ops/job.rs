@@ -19,7 +19,8 @@ const FINISHED_MAX: i64 = 100;
 /// `_debug_jobs` lists at most this many.
 const DEBUG_JOBS_MAX: usize = 100;
 
-const JOB_COLUMNS: &str = "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
+const JOB_COLUMNS: &str =
+    "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
      rerun_of, state, submitted_at, started_at, run_started_at, runner, heartbeat_at, ended_at, time_limit_ms, \
      cancel_requested, joined, result, reason, chunked, runs, run_sent_at, last_at";
 
@@ -88,7 +89,8 @@ pub(crate) fn load(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredJob>> {
 }
 
 fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
-    let mut stmt = ctx.tx.prepare_cached("SELECT at, state, by, reason FROM job_event WHERE job_id = ?1 ORDER BY seq")?;
+    let mut stmt =
+        ctx.tx.prepare_cached("SELECT at, state, by, reason FROM job_event WHERE job_id = ?1 ORDER BY seq")?;
     let rows = stmt.query_map([id], |r| {
         let s: String = r.get(1)?;
         Ok(TimelineEntry {
@@ -215,12 +217,16 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
     }
     let server = a.target == cj::SERVER_TARGET;
     if !server {
-        let pcs = super::roster::load_all(ctx)
-            .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was queued"))?;
+        let pcs = super::roster::load_all(ctx).map_err(|_| {
+            OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was queued")
+        })?;
         if !pcs.iter().any(|p| p.label == a.target) {
             return Err(OpError::Proto(
-                ProtoError::new(ErrorCode::UnknownRecipient, format!("{:?} is not an exact roster label (nor @server); nothing was queued", a.target))
-                    .with_candidates(pcmail_core::roster::candidates(&pcs, &a.target)),
+                ProtoError::new(
+                    ErrorCode::UnknownRecipient,
+                    format!("{:?} is not an exact roster label (nor @server); nothing was queued", a.target),
+                )
+                .with_candidates(pcmail_core::roster::candidates(&pcs, &a.target)),
             ));
         }
     }
@@ -238,7 +244,8 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
                 format!("job id {} was used for another submit; make a fresh id", a.job_id),
             ));
         }
-        let j = load(ctx, &job_id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("job {job_id} was pruned")))?;
+        let j = load(ctx, &job_id)?
+            .ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("job {job_id} was pruned")))?;
         return Ok(fields(json!({"deduped": job_id != a.job_id, "job": to_json(ctx, &j, true)?})));
     }
 
@@ -335,7 +342,9 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
     record(ctx, &a.job_id, JobState::Queued, ctx.now, &by, None)?;
     insert_submit(ctx, &a.job_id, &a.job_id, &key)?;
     ctx.tx
-        .prepare_cached("INSERT INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0)")?
+        .prepare_cached(
+            "INSERT INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+        )?
         .execute(params![a.job_id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
 
     if server {
@@ -396,7 +405,8 @@ fn run_builtin(ctx: &mut Ctx<'_>, id: &str, spec: &CommandSpec, args: &BTreeMap<
         Ok(data) => (JobState::Ok, Some(data), None),
         Err(why) => (JobState::Failed, None, Some(why)),
     };
-    let result = JobResult { ran: true, exit: Some(if state == JobState::Ok { 0 } else { 1 }), data, ..Default::default() };
+    let result =
+        JobResult { ran: true, exit: Some(if state == JobState::Ok { 0 } else { 1 }), data, ..Default::default() };
     end_job(ctx, &j, state, cj::SERVER_ACTOR, reason.as_deref(), Some(&result))?;
     Ok(())
 }
@@ -430,7 +440,12 @@ fn builtin_answer(ctx: &mut Ctx<'_>, name: &str, args: &BTreeMap<String, ArgValu
             let cutoff = ctx.now - ctx.retention_ms;
             let mut mail = 0;
             loop {
-                let n = crate::prune::prune_band(ctx.tx, cutoff, crate::prune::BAND_ROWS, std::time::Duration::from_millis(200))?;
+                let n = crate::prune::prune_band(
+                    ctx.tx,
+                    cutoff,
+                    crate::prune::BAND_ROWS,
+                    std::time::Duration::from_millis(200),
+                )?;
                 mail += n;
                 if n == 0 || mail >= 10 * crate::prune::BAND_ROWS {
                     break;
@@ -480,7 +495,10 @@ fn debug_roster(ctx: &Ctx<'_>) -> OpResult<Value> {
 pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<Map<String, Value>> {
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if !may_see(ctx, &j.job)? {
-        return Err(OpError::proto(ErrorCode::Forbidden, format!("job {id} is neither submitted by, joined by nor targeted at {}", ctx.pc)));
+        return Err(OpError::proto(
+            ErrorCode::Forbidden,
+            format!("job {id} is neither submitted by, joined by nor targeted at {}", ctx.pc),
+        ));
     }
     Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
 }
@@ -518,7 +536,10 @@ pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<Map<String, 
     let id = &a.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.submitter.pc && ctx.pc != j.job.target {
-        return Err(OpError::proto(ErrorCode::Forbidden, format!("only {} (its submitter) or {} (its target) may cancel job {id}", j.job.submitter.pc, j.job.target)));
+        return Err(OpError::proto(
+            ErrorCode::Forbidden,
+            format!("only {} (its submitter) or {} (its target) may cancel job {id}", j.job.submitter.pc, j.job.target),
+        ));
     }
     let by = pcmail_core::rules::sanitize_actor(&a.by);
     let reason = a.reason.clone().unwrap_or_else(|| format!("cancelled by {by}"));
@@ -559,7 +580,9 @@ pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<Map<String, Va
                 .execute(params![id, at, a.started_at, a.runner, now])?;
             record(ctx, id, JobState::Running, at, &by, None)?;
         }
-        JobState::Running if j.job.runner.as_deref() == Some(a.runner.as_str()) && j.run_sent_at == Some(a.started_at) => {
+        JobState::Running
+            if j.job.runner.as_deref() == Some(a.runner.as_str()) && j.run_sent_at == Some(a.started_at) =>
+        {
             // The same start again (its answer was lost): unchanged.
         }
         JobState::Running if j.chunked && !j.job.cancel_requested => {
@@ -649,16 +672,18 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
         match item {
             Ok(r) => match report(ctx, r) {
                 Ok(_) => reported.push(json!({"jobId": r.job_id, "ok": true})),
-                Err(OpError::Proto(e)) => {
-                    reported.push(json!({"jobId": r.job_id, "ok": false, "code": e.code.as_str(), "message": e.message}))
-                }
+                Err(OpError::Proto(e)) => reported
+                    .push(json!({"jobId": r.job_id, "ok": false, "code": e.code.as_str(), "message": e.message})),
                 Err(e) => return Err(e),
             },
             Err(bad) => errors.push(json!(bad.to_error("reports"))),
         }
     }
-    let hash: Option<String> =
-        ctx.tx.prepare_cached("SELECT hash FROM job_executor WHERE pc = ?1")?.query_row([ctx.pc], |r| r.get(0)).optional()?;
+    let hash: Option<String> = ctx
+        .tx
+        .prepare_cached("SELECT hash FROM job_executor WHERE pc = ?1")?
+        .query_row([ctx.pc], |r| r.get(0))
+        .optional()?;
 
     let mut offered = Vec::new();
     if p.take {
@@ -685,7 +710,9 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
         .collect::<rusqlite::Result<_>>()?;
     let mut finished = Vec::new();
     for id in &told {
-        ctx.tx.prepare_cached("UPDATE job_watch SET tell = 0 WHERE job_id = ?1 AND pc = ?2")?.execute(params![id, ctx.pc])?;
+        ctx.tx
+            .prepare_cached("UPDATE job_watch SET tell = 0 WHERE job_id = ?1 AND pc = ?2")?
+            .execute(params![id, ctx.pc])?;
         if let Some(j) = load(ctx, id)? {
             finished.push(json!(j.job));
         }

@@ -19,9 +19,7 @@ pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[MarkItem]) -> OpResult<Vec
                 continue;
             }
         };
-        let failed = |code: &str, message: &str| {
-            json!({"index": index, "markId": m.mark_id, "id": m.id, "ok": false, "code": code, "message": message})
-        };
+        let failed = |code: &str, message: &str| json!({"index": index, "markId": m.mark_id, "id": m.id, "ok": false, "code": code, "message": message});
         let Some(mail) = load_mail(ctx, &m.id)? else {
             results.push(failed("not_found", "no such mail"));
             continue;

@@ -53,7 +53,9 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
             roster::set(ctx, label, hostname, *number, claim)
         }
         Op::RosterRemove { label } => roster::remove(ctx, label),
-        Op::Enrol { label, hostname, code, expires_in } => creds::enrol(ctx, label, hostname.as_deref(), code, *expires_in),
+        Op::Enrol { label, hostname, code, expires_in } => {
+            creds::enrol(ctx, label, hostname.as_deref(), code, *expires_in)
+        }
         Op::Join { code, hostname } => creds::join(ctx, code, hostname),
         Op::Revoke { label } => creds::revoke(ctx, label),
         Op::Rotate { new_cred } => {
@@ -141,8 +143,9 @@ pub(crate) fn fields(v: Value) -> Map<String, Value> {
 /// The caller must be on the roster (its credential was checked before the
 /// op, `crate::auth`); a roster that cannot be read fails closed.
 fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
-    let binding = label_binding(ctx.tx, ctx.pc)
-        .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
+    let binding = label_binding(ctx.tx, ctx.pc).map_err(|_| {
+        OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered")
+    })?;
     match binding {
         None => Err(OpError::proto(
             ErrorCode::UnknownPc,
@@ -218,7 +221,11 @@ impl StoredMail {
             hop: r.get(10)?,
             created_at: r.get(11)?,
             state: State::parse(&state).ok_or_else(|| {
-                rusqlite::Error::FromSqlConversionFailure(12, rusqlite::types::Type::Text, format!("bad state {state:?}").into())
+                rusqlite::Error::FromSqlConversionFailure(
+                    12,
+                    rusqlite::types::Type::Text,
+                    format!("bad state {state:?}").into(),
+                )
             })?,
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,

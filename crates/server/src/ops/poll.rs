@@ -73,9 +73,11 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
 fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
     // `state = 'new'` is written out literally so the partial index applies.
-    let sql = format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
+    let sql =
+        format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
+    let rows =
+        stmt.query_map(params![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
     let mut all = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     // Mail to the names this PC's live sessions hold, in the same order.
     let named = super::sessions::name_mail_for(ctx, limit)?;

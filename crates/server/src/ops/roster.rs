@@ -60,10 +60,7 @@ pub(crate) fn set(
         super::sessions::refuse_label_equal_to_name(ctx, label)?;
     }
     if let Some(other) = pcs.iter().find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname)) {
-        return Err(OpError::proto(
-            ErrorCode::Conflict,
-            format!("hostname {hostname:?} belongs to {:?}", other.label),
-        ));
+        return Err(OpError::proto(ErrorCode::Conflict, format!("hostname {hostname:?} belongs to {:?}", other.label)));
     }
     if let Some(n) = number {
         if let Some(other) = pcs.iter().find(|p| p.label != label && p.number == n) {
@@ -72,7 +69,8 @@ pub(crate) fn set(
     }
     let (pc, changed) = match current {
         Some(cur) => {
-            let wanted = Pc { number: number.unwrap_or(cur.number), label: label.to_string(), hostname: hostname.to_string() };
+            let wanted =
+                Pc { number: number.unwrap_or(cur.number), label: label.to_string(), hostname: hostname.to_string() };
             let changed = &wanted != cur;
             if changed {
                 ctx.tx

@@ -133,8 +133,9 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
 
 pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<String, Value>> {
     // 3. exact label only; near misses are suggestions, never deliveries.
-    let pcs = roster::load_all(ctx)
-        .map_err(|_| OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered"))?;
+    let pcs = roster::load_all(ctx).map_err(|_| {
+        OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered")
+    })?;
     let broadcast = mail.to == "*";
     // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
     let name_holder = if broadcast || pcs.iter().any(|p| p.label == mail.to) {
@@ -146,8 +147,11 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
         let mut candidates = roster_candidates(&pcs, &mail.to);
         candidates.extend(name_candidates(&super::sessions::all_names(ctx)?, &mail.to));
         return Err(OpError::Proto(
-            ProtoError::new(ErrorCode::UnknownRecipient, format!("{:?} is not an exact roster label; nothing was sent", mail.to))
-                .with_candidates(candidates),
+            ProtoError::new(
+                ErrorCode::UnknownRecipient,
+                format!("{:?} is not an exact roster label; nothing was sent", mail.to),
+            )
+            .with_candidates(candidates),
         ));
     }
     // 4. loops and hops.
@@ -220,8 +224,11 @@ fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
 /// Names that look like `to` (they share the labels' namespace): the same
 /// closeness as labels, by treating each name as a PC with that label.
 fn name_candidates(names: &[String], to: &str) -> Vec<String> {
-    let as_pcs: Vec<pcmail_core::Pc> =
-        names.iter().enumerate().map(|(i, n)| pcmail_core::Pc { number: i as i64 + 1, label: n.clone(), hostname: n.clone() }).collect();
+    let as_pcs: Vec<pcmail_core::Pc> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| pcmail_core::Pc { number: i as i64 + 1, label: n.clone(), hostname: n.clone() })
+        .collect();
     pcmail_core::roster::candidates(&as_pcs, to)
 }
 
@@ -243,7 +250,13 @@ fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
     Ok(())
 }
 
-fn insert_mail(ctx: &mut Ctx<'_>, m: &OutgoingMail, id: &str, recipient: &str, broadcast_of: Option<&str>) -> OpResult<()> {
+fn insert_mail(
+    ctx: &mut Ctx<'_>,
+    m: &OutgoingMail,
+    id: &str,
+    recipient: &str,
+    broadcast_of: Option<&str>,
+) -> OpResult<()> {
     ctx.tx
         .prepare_cached(
             "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \

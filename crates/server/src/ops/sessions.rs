@@ -21,7 +21,16 @@ pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveSession]) -> OpResult<()> {
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for s in live {
-        ins.execute(params![ctx.pc, s.session, s.repo, s.branch, s.cwd, s.idle_ms, json!(s.leases).to_string(), ctx.now])?;
+        ins.execute(params![
+            ctx.pc,
+            s.session,
+            s.repo,
+            s.branch,
+            s.cwd,
+            s.idle_ms,
+            json!(s.leases).to_string(),
+            ctx.now
+        ])?;
     }
     Ok(())
 }
@@ -160,7 +169,11 @@ fn row_mail(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMail> {
         hop: r.get(11)?,
         created_at: r.get(12)?,
         state: pcmail_core::State::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(13, rusqlite::types::Type::Text, format!("bad state {state:?}").into())
+            rusqlite::Error::FromSqlConversionFailure(
+                13,
+                rusqlite::types::Type::Text,
+                format!("bad state {state:?}").into(),
+            )
         })?,
         broadcast_of: r.get(14)?,
         last_at: r.get(15)?,
@@ -170,7 +183,8 @@ fn row_mail(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMail> {
 
 fn held_by(ctx: &Ctx<'_>, pc: &str) -> OpResult<Vec<NameHolder>> {
     let mut st = ctx.tx.prepare_cached("SELECT name, pc, session, since FROM name WHERE pc = ?1 ORDER BY name")?;
-    let rows = st.query_map([pc], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))?;
+    let rows = st
+        .query_map([pc], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
@@ -206,15 +220,23 @@ pub(crate) fn refuse_label_equal_to_name(ctx: &Ctx<'_>, label: &str) -> OpResult
 /// `name.take`: the caller's `session` takes `name`. Refused when it is a
 /// PC label, or another session that is live holds it; otherwise it moves
 /// here (recorded), and unseen mail delivered to another PC comes here.
-pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[LiveSession]>) -> OpResult<Map<String, Value>> {
+pub(crate) fn take(
+    ctx: &mut Ctx<'_>,
+    name: &str,
+    session: &str,
+    live: Option<&[LiveSession]>,
+) -> OpResult<Map<String, Value>> {
     if let Some(l) = live {
         report(ctx, l)?;
     }
     let pcs = roster::load_all(ctx)?;
     if pcs.iter().any(|p| p.label == name) {
-        return Err(conflict(format!("{name:?} is a PC label; names and labels share one namespace: pick another name")));
+        return Err(conflict(format!(
+            "{name:?} is a PC label; names and labels share one namespace: pick another name"
+        )));
     }
-    let mine = NameHolder { name: name.to_string(), pc: ctx.pc.to_string(), session: session.to_string(), since: ctx.now };
+    let mine =
+        NameHolder { name: name.to_string(), pc: ctx.pc.to_string(), session: session.to_string(), since: ctx.now };
     let prev = holder(ctx, name)?;
     if let Some(p) = &prev {
         if p.pc == ctx.pc && p.session == session {
@@ -237,7 +259,9 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
     if let Some(p) = prev.as_ref().filter(|p| p.pc != ctx.pc) {
         // Delivered there and not seen yet: back on the server for this PC, and out of that PC's store.
         let ids: Vec<String> = {
-            let mut st = ctx.tx.prepare_cached("SELECT id FROM mail WHERE recipient = ?1 AND state = 'delivered' AND name_pc = ?2")?;
+            let mut st = ctx
+                .tx
+                .prepare_cached("SELECT id FROM mail WHERE recipient = ?1 AND state = 'delivered' AND name_pc = ?2")?;
             let ids = st.query_map(params![name, p.pc], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
             ids
         };
@@ -257,7 +281,16 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
             ctx.tx
                 .prepare_cached("UPDATE mail SET delivered_at = ?2, last_at = ?2 WHERE id = ?1")?
                 .execute(params![id, at])?;
-            super::record_event_for(ctx, id, &sender, pcmail_core::State::Delivered, at, "server", Some(&note), Some(&p.pc))?;
+            super::record_event_for(
+                ctx,
+                id,
+                &sender,
+                pcmail_core::State::Delivered,
+                at,
+                "server",
+                Some(&note),
+                Some(&p.pc),
+            )?;
             ctx.touched.push(sender);
         }
         requeued = ids.len();
@@ -309,7 +342,9 @@ pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     let mut idle_names = Vec::new();
     let all: Vec<NameHolder> = {
         let mut st = ctx.tx.prepare_cached("SELECT name, pc, session, since FROM name ORDER BY name")?;
-        let rows = st.query_map([], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))?;
+        let rows = st.query_map([], |r| {
+            Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? })
+        })?;
         rows.collect::<rusqlite::Result<Vec<_>>>()?
     };
     for h in all {

@@ -31,8 +31,11 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
             continue;
         }
         let copies = copy_ids(ctx, id)?;
-        let sender: Option<String> =
-            ctx.tx.prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;
+        let sender: Option<String> = ctx
+            .tx
+            .prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
         let Some(sender) = sender else {
             missing.push(id.clone());
             continue;
