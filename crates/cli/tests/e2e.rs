@@ -590,7 +590,8 @@ fn full_disk_loses_nothing_and_corrupts_nothing() {
     assert!(st.success(), "mount tmpfs");
     let _guard = Mount(mnt.path().to_path_buf());
     // pc-b lives on the tiny filesystem.
-    for f in ["config.toml"] {
+    {
+        let f = "config.toml";
         std::fs::copy(b.home.path().join(f), mnt.path().join(f)).unwrap();
     }
     let on_b = |args: &[&str]| b.cmd(args).env("PCMAIL_HOME", mnt.path()).output().unwrap();

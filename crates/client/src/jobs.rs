@@ -461,11 +461,11 @@ impl Client {
 fn send_report(t: &dyn crate::transport::Transport, store: &mut pcmail_store::Store, r: &ReportArgs) {
     match t.call(&Op::JobReport(r.clone())) {
         Ok(_) => {
-            let _ = store.job_reports_done(&[r.job_id.clone()]);
+            let _ = store.job_reports_done(std::slice::from_ref(&r.job_id));
         }
         Err(CallError::Server(p)) if !p.code.is_transient() && p.code != ErrorCode::UnknownPc => {
             tracing::warn!("job report {} refused: {}", r.job_id, p.message);
-            let _ = store.job_reports_done(&[r.job_id.clone()]);
+            let _ = store.job_reports_done(std::slice::from_ref(&r.job_id));
         }
         Err(e) => {
             let _ = store.job_report_failed(&r.job_id, &e.to_string());

@@ -11,6 +11,10 @@ use pcmail_store::{inbox, marks, InboxMail};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+/// What `status` found (the mails), which ids it did not find, and for mail
+/// to a name nobody live holds, why it waits (id, the server's note).
+pub type StatusNotingWaits = (Vec<Mail>, Vec<String>, Vec<(String, String)>);
+
 /// Exponential backoff with jitter: 5 s, 10 s, 20 s … capped at 5 min.
 pub fn backoff_ms(attempt: u32) -> Millis {
     let base: Millis = 5_000i64.saturating_mul(1i64 << attempt.min(6)).min(300_000);
@@ -286,10 +290,7 @@ impl Client {
 
     /// `status`, and for mail to a name nobody live holds, why it waits
     /// (id → the server's note; issue 11).
-    pub fn status_noting_waits(
-        &mut self,
-        ids: &[String],
-    ) -> Result<(Vec<Mail>, Vec<String>, Vec<(String, String)>), ClientError> {
+    pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<StatusNotingWaits, ClientError> {
         let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
         let waiting: Vec<(String, String)> = resp
             .get("mails")

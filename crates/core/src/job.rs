@@ -770,7 +770,7 @@ fn check_arg(a: &ArgSpec, v: &Value) -> Result<ArgValue, ProtoError> {
             let s = string(v)?;
             text(&s, STRING_MAX_LEN_CAP)?;
             let values = a.values.as_deref().unwrap_or(&[]);
-            if !values.iter().any(|x| *x == s) {
+            if !values.contains(&s) {
                 let what = if a.kind == ArgType::Checkout { "checkout" } else { "value" };
                 return Err(bad_argument(
                     n,

@@ -339,7 +339,7 @@ mod tests {
         assert!(s.job_runs().unwrap().is_empty());
         let q = s.job_reports(10).unwrap();
         assert_eq!((q.len(), q[0].report.as_str()), (1, r#"{"state":"ok"}"#));
-        s.job_reports_done(&[run.job_id.clone()]).unwrap();
+        s.job_reports_done(std::slice::from_ref(&run.job_id)).unwrap();
         assert!(s.job_reports(10).unwrap().is_empty());
     }
 

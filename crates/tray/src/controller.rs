@@ -155,7 +155,7 @@ impl Controller {
         let state = if attempt.is_none() && ok.is_none() {
             ConnState::Unknown
         } else if stale
-            || (last_failed && (failures >= OFFLINE_AFTER_FAILURES || ok.map_or(true, |o| now - o > OFFLINE_AFTER_MS)))
+            || (last_failed && (failures >= OFFLINE_AFTER_FAILURES || ok.is_none_or(|o| now - o > OFFLINE_AFTER_MS)))
         {
             ConnState::Offline
         } else if last_failed {
@@ -368,7 +368,7 @@ impl Controller {
             .filter(|l| l.stale && l.holder_pc == self.pc)
             .map(|l| (l.resource, l.fence))
             .collect();
-        let live: Vec<_> = mine.iter().filter(|m| !m.fence.is_some_and(|f| f < 0)).collect();
+        let live: Vec<_> = mine.iter().filter(|m| m.fence.is_none_or(|f| f >= 0)).collect();
         let stale = live
             .iter()
             .filter(|m| my_stale(m, now) || cached_stale.iter().any(|(r, f)| *r == m.resource && Some(*f) == m.fence))

@@ -34,8 +34,8 @@ impl Canvas {
         let a = a.min(1.0) * (c[3] as f32 / 255.0);
         let da = self.px[i + 3] as f32 / 255.0;
         let out_a = a + da * (1.0 - a);
-        for k in 0..3 {
-            let s = c[k] as f32;
+        for (k, &ck) in c.iter().enumerate().take(3) {
+            let s = ck as f32;
             let d = self.px[i + k] as f32;
             let v = if out_a > 0.0 { (s * a + d * da * (1.0 - a)) / out_a } else { 0.0 };
             self.px[i + k] = v.round() as u8;

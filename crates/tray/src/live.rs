@@ -279,7 +279,7 @@ impl Controller {
     pub fn cancel_job(&mut self, remote: &dyn Remote, job_id: &str, now: Millis) -> Result<JobView> {
         self.check_cancel(job_id)?;
         let job = remote.job_cancel(job_id).map_err(|f| TrayError::Remote { code: f.code, message: f.message })?;
-        Ok(self.after_cancel(job, now)?)
+        self.after_cancel(job, now)
     }
 
     /// The refusal [`Self::cancel_job`] gives before asking the server.

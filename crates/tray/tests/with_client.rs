@@ -62,7 +62,7 @@ fn decision_request_from_another_pc_seen_and_answered_through_the_client() {
     assert_eq!(v.state, State::Seen);
     remote.flush_marks();
     assert_eq!(Store::open(&pb.store()).unwrap().pending_mark_count().unwrap(), 0);
-    let (mails, _) = a.status(&[id.clone()]).unwrap();
+    let (mails, _) = a.status(std::slice::from_ref(&id)).unwrap();
     assert_eq!(mails[0].state, State::Seen, "the sender sees it read");
     assert_eq!(mails[0].timeline.last().unwrap().by, "pc-b/ui");
 
@@ -70,7 +70,7 @@ fn decision_request_from_another_pc_seen_and_answered_through_the_client() {
     let (reply_id, orig) = ctl.reply(&remote, &id, "no: wait for the fix", now).unwrap();
     assert_eq!(reply_id, pcmail_core::ids::reply_id(&id, "pc-b"));
     assert_eq!(orig.state, State::Done);
-    let (mails, _) = a.status(&[id.clone()]).unwrap();
+    let (mails, _) = a.status(std::slice::from_ref(&id)).unwrap();
     assert_eq!(mails[0].state, State::Done);
 
     // pc-a gets the reply; replying to it is refused by the client crate itself
@@ -145,7 +145,7 @@ fn ack_on_a_notification_is_done_on_the_server_through_the_clis_ack() {
     assert_eq!(ui.0.get(), 0, "no window");
     // done in this PC's store and already on the server (pcmail_api::ack flushes at once)
     assert_eq!(Store::open(&pb.store()).unwrap().inbox_get(&id).unwrap().unwrap().status, State::Done);
-    let (mails, _) = a.status(&[id.clone()]).unwrap();
+    let (mails, _) = a.status(std::slice::from_ref(&id)).unwrap();
     assert_eq!(mails[0].state, State::Done, "the sender sees it done");
     assert_eq!(mails[0].timeline.last().unwrap().by, "pc-b", "acked as `pcmail ack` on pc-b does");
     // a second Ack sends nothing
