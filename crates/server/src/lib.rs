@@ -4,6 +4,8 @@
 mod auth;
 pub mod engine;
 pub mod http;
+#[allow(dead_code)]
+pub mod migrate_from;
 mod ops;
 pub mod prune;
 mod schema;

@@ -14,6 +14,12 @@ pub(crate) mod pg;
 pub mod pg_url;
 mod sqlite;
 
+/// Connects to the database and brings its schema to this build's (what
+/// `pcmail serve --db postgres://…` does at start), then lets go.
+pub fn prepare_postgres(target: &pg_url::PgTarget) -> Result<(), pg::PgOpenError> {
+    pg::PgStore::open(target.clone()).map(drop)
+}
+
 /// Which SQL dialect a [`Db`] speaks, for the rare statement that differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
