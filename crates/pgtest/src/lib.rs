@@ -29,7 +29,7 @@ pub struct Options {
     /// password (scram-sha-256).
     pub tcp: bool,
     /// TLS on the TCP port with a certificate made for `localhost` and
-    /// 127.0.0.1 by a CA of its own (`ca_cert`); implies `tcp`.
+    /// 127.0.0.1 by a CA of its own (`ca_cert`), and only TLS there; implies `tcp`.
     pub tls: bool,
     /// The password of the `postgres` role over TCP.
     pub password: Option<String>,
@@ -77,6 +77,11 @@ impl Postgres {
         opts.tcp |= opts.tls;
         if opts.tls {
             write_tls_files(dir.path(), &owner);
+            // Over TCP only TLS is accepted: a client that tries clear text is refused.
+            let hba = data.join("pg_hba.conf");
+            fs::write(&hba, "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256\nhostssl all all ::1/128 scram-sha-256\n")
+                .expect("pg_hba.conf");
+            owner.chown(&hba);
         }
         let mut pg = Postgres { dir, port: 0, opts, keeper: None };
         let mut last_err = String::new();

@@ -757,3 +757,55 @@ mod pg_tests {
         thread.join().unwrap();
     }
 }
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+    use crate::p;
+    use crate::store::DbExt;
+    use pcmail_pgtest::{Options, Postgres};
+
+    fn tls_url(pg: &Postgres, roots: &std::path::Path, host: &str) -> String {
+        format!("postgres://postgres@{host}:{}/postgres?sslmode=require&sslrootcert={}", pg.port(), roots.display())
+    }
+
+    #[test]
+    fn tls_to_postgres_is_verified_and_the_password_comes_from_the_passfile() {
+        let pg =
+            Postgres::start_with(Options { tls: true, password: Some("pw-from-file".into()), ..Default::default() });
+        let home = tempfile::tempdir().unwrap();
+        let pass = home.path().join(".pgpass");
+        std::fs::write(&pass, format!("localhost:{}:*:postgres:pw-from-file\n", pg.port())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let mut target = PgTarget::parse(&tls_url(&pg, &pg.ca_cert(), "localhost"), Some(home.path())).unwrap();
+        target.password_from_passfile(Some(home.path()));
+        assert_eq!(target.password_source, "passfile");
+        assert!(!format!("{target:?}{}", target.redacted()).contains("pw-from-file"), "never shown");
+        let s = PgStore::open(target).unwrap();
+        let ssl: bool = s
+            .run(TxKind::Read, false, |db| {
+                db.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", p![], |r| r.get(0))
+            })
+            .unwrap();
+        assert!(ssl, "the session is encrypted");
+
+        // Another CA: the server is not the one we trust.
+        let other = Postgres::start_with(Options { tls: true, ..Default::default() });
+        let mut target = PgTarget::parse(&tls_url(&pg, &other.ca_cert(), "localhost"), None).unwrap();
+        target.set_password("pw-from-file");
+        let e = PgStore::open(target).err().expect("an unknown CA is refused");
+        assert!(e.to_string().contains("connecting to"), "{e}");
+
+        // Clear text is refused by a server that requires TLS, and a wrong password by any.
+        let mut target =
+            PgTarget::parse(&format!("postgres://postgres@localhost:{}/postgres?sslmode=disable", pg.port()), None)
+                .unwrap();
+        target.set_password("pw-from-file");
+        assert!(PgStore::open(target).is_err());
+        let mut target = PgTarget::parse(&tls_url(&pg, &pg.ca_cert(), "localhost"), None).unwrap();
+        target.set_password("wrong");
+        assert!(PgStore::open(target).is_err());
+    }
+}
