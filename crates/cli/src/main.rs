@@ -65,9 +65,10 @@ enum Cmd {
     Init {
         #[arg(long)]
         label: Option<String>,
-        /// `embedded`, a `pcmail serve` URL (http://host:7878/api) or an Apps Script /exec URL.
-        #[arg(long)]
-        server: Option<String>,
+        /// `embedded`, a `pcmail serve` URL (http://host:7878/api) or an Apps Script /exec URL. Given
+        /// again, more addresses of the same pcmail serve cluster, tried in order when one is unreachable.
+        #[arg(long, action = clap::ArgAction::Append)]
+        server: Vec<String>,
         /// SQLite file of the embedded server (share one file to link sessions of several users on one machine).
         #[arg(long)]
         embedded_db: Option<PathBuf>,
@@ -519,7 +520,7 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
-        Cmd::Init { join: Some(code), server: Some(server), .. } => {
+        Cmd::Init { join: Some(code), server, .. } => {
             let j = pcmail_client::creds::join(paths()?, &code, &server)?;
             println!(
                 "pcmail: this PC is {:?} on {}, with its own credential in the OS keyring (or PCMAIL_CREDENTIAL){}",
@@ -542,12 +543,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 c.label = l;
             }
-            if let Some(s) = server {
+            if let Some((s, more)) = server.split_first() {
                 c.server = if s == "embedded" {
                     ServerConfig::Embedded { db: embedded_db.clone() }
                 } else {
-                    ServerConfig::from_url(&s)
+                    ServerConfig::from_url(s)
                 };
+                if !more.is_empty() && !matches!(c.server, ServerConfig::Http { .. }) {
+                    anyhow::bail!(ClientError::Invalid(
+                        "several --server addresses are for a pcmail serve cluster (http:// or https://), not embedded or Apps Script".into()
+                    ));
+                }
+                c.failover_urls = more.to_vec();
             } else if let Some(db) = embedded_db {
                 c.server = ServerConfig::Embedded { db: Some(db) };
             }

@@ -203,7 +203,16 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     let paths = Paths::from_env()?;
     let config = match Config::load(&paths) {
         Ok(c) => {
-            checks.push((format!("config: PC {:?}, server {}", c.label, c.server.describe()), true, String::new()));
+            let more = if c.failover_urls.is_empty() {
+                String::new()
+            } else {
+                format!(" (then, if it is unreachable: {})", c.failover_urls.join(", "))
+            };
+            checks.push((
+                format!("config: PC {:?}, server {}{more}", c.label, c.server.describe()),
+                true,
+                String::new(),
+            ));
             Some(c)
         }
         Err(e) => {
@@ -220,7 +229,13 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
             Ok(t) => match t.call(&pcmail_core::protocol::Op::Hello) {
                 Ok(v) => {
                     checks.push((
-                        format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")),
+                        format!(
+                            "server reachable: {} ({}){}",
+                            t.describe(),
+                            v["server"].as_str().unwrap_or("?"),
+                            // Which of several addresses answered this time.
+                            if c.failover_urls.is_empty() { "" } else { " answered" }
+                        ),
                         true,
                         String::new(),
                     ));
