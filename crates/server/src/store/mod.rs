@@ -188,8 +188,21 @@ pub enum Row<'a> {
     Pg(&'a postgres::Row),
 }
 
+/// A column index (only `usize`, so a literal `0` needs no annotation).
+pub trait ColIdx {
+    fn idx(self) -> usize;
+}
+
+impl ColIdx for usize {
+    fn idx(self) -> usize {
+        self
+    }
+}
+
 impl Row<'_> {
-    pub fn get<T: Cell>(&self, i: usize) -> DbResult<T> {
+    /// `r.get(0)` or `r.get::<_, i64>(0)`, as with rusqlite.
+    pub fn get<I: ColIdx, T: Cell>(&self, i: I) -> DbResult<T> {
+        let i = i.idx();
         match self {
             Row::Sqlite(r) => T::from_sqlite(r, i),
             Row::Pg(r) => T::from_pg(r, i),
@@ -204,30 +217,19 @@ pub trait Cell: Sized {
 }
 
 /// What one statement does to one transaction. Implemented by each store;
-/// the ops use the generic helpers of [`DbExt`] on top.
+/// the ops use the rusqlite-shaped helpers of [`DbExt`] and [`Stmt`] on top,
+/// so an op reads the same whichever store runs it. Statements are cached
+/// per connection by their text: SQL on a hot path is a `&'static str`
+/// (built with `concat!`, never `format!`).
 pub trait Db {
     fn dialect(&self) -> Dialect;
 
-    /// Runs a statement that returns no rows (or whose rows are not read);
-    /// the number of rows it changed.
-    fn execute(&self, sql: &'static str, params: &[P<'_>]) -> DbResult<u64>;
+    /// Runs a statement whose rows (if any) are not read; the number of rows
+    /// it inserted, changed or deleted.
+    fn execute(&self, sql: &str, params: &[P<'_>]) -> DbResult<usize>;
 
     /// Runs a query and hands each row to `each` until it returns false.
-    fn query(
-        &self,
-        sql: &'static str,
-        params: &[P<'_>],
-        each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>,
-    ) -> DbResult<()>;
-
-    /// A statement built at run time (migrations, copies between stores,
-    /// test dumps): never cached, never on a request's path.
-    fn query_dynamic(
-        &self,
-        sql: &str,
-        params: &[P<'_>],
-        each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>,
-    ) -> DbResult<()>;
+    fn query(&self, sql: &str, params: &[P<'_>], each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>) -> DbResult<()>;
 
     /// Statements without parameters, run one after another (migrations).
     fn batch(&self, sql: &str) -> DbResult<()>;
@@ -239,12 +241,81 @@ pub trait Db {
     fn before_feed_write(&self) -> DbResult<()>;
 }
 
-/// Convenience over [`Db::query`].
+/// A statement about to run (what `prepare_cached` gives): the shape of
+/// rusqlite's, over any [`Db`].
+pub struct Stmt<'s> {
+    db: &'s (dyn Db + 's),
+    sql: &'s str,
+}
+
+impl Stmt<'_> {
+    pub fn execute(&mut self, params: &[P<'_>]) -> DbResult<usize> {
+        self.db.execute(self.sql, params)
+    }
+
+    /// The first row, which must exist (`NoRow` otherwise; `.optional()` makes that `None`).
+    pub fn query_row<T>(&mut self, params: &[P<'_>], f: impl FnOnce(&Row<'_>) -> DbResult<T>) -> DbResult<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.db.query(self.sql, params, &mut |r| {
+            if let Some(f) = f.take() {
+                out = Some(f(r)?);
+            }
+            Ok(false)
+        })?;
+        out.ok_or(DbError::NoRow)
+    }
+
+    /// Every row through `f` (read at once; the rows of one request are few).
+    pub fn query_map<T>(
+        &mut self,
+        params: &[P<'_>],
+        mut f: impl FnMut(&Row<'_>) -> DbResult<T>,
+    ) -> DbResult<std::vec::IntoIter<DbResult<T>>> {
+        let mut out = Vec::new();
+        self.db.query(self.sql, params, &mut |r| {
+            out.push(f(r));
+            Ok(true)
+        })?;
+        Ok(out.into_iter())
+    }
+
+    /// True when the query returns a row.
+    pub fn exists(&mut self, params: &[P<'_>]) -> DbResult<bool> {
+        let mut found = false;
+        self.db.query(self.sql, params, &mut |_| {
+            found = true;
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+}
+
+/// `NoRow` as `None`, like rusqlite's `OptionalExtension`.
+pub trait Optional<T> {
+    fn optional(self) -> DbResult<Option<T>>;
+}
+
+impl<T> Optional<T> for DbResult<T> {
+    fn optional(self) -> DbResult<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(DbError::NoRow) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Convenience over [`Db`].
 pub trait DbExt: Db {
+    fn execute_batch(&self, sql: &str) -> DbResult<()> {
+        self.batch(sql)
+    }
+
     /// The first row, if any.
     fn query_opt<T>(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[P<'_>],
         mut f: impl FnMut(&Row<'_>) -> DbResult<T>,
     ) -> DbResult<Option<T>> {
@@ -257,14 +328,14 @@ pub trait DbExt: Db {
     }
 
     /// The first row, which must exist.
-    fn query_one<T>(&self, sql: &'static str, params: &[P<'_>], f: impl FnMut(&Row<'_>) -> DbResult<T>) -> DbResult<T> {
+    fn query_one<T>(&self, sql: &str, params: &[P<'_>], f: impl FnMut(&Row<'_>) -> DbResult<T>) -> DbResult<T> {
         self.query_opt(sql, params, f)?.ok_or(DbError::NoRow)
     }
 
     /// Every row.
     fn query_all<T>(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[P<'_>],
         mut f: impl FnMut(&Row<'_>) -> DbResult<T>,
     ) -> DbResult<Vec<T>> {
@@ -278,6 +349,17 @@ pub trait DbExt: Db {
 }
 
 impl<D: Db + ?Sized> DbExt for D {}
+
+/// `prepare_cached` and `query_row` on a `&dyn Db` (what `Ctx::tx` is).
+impl<'d> dyn Db + 'd {
+    pub fn prepare_cached<'s>(&'s self, sql: &'s str) -> DbResult<Stmt<'s>> {
+        Ok(Stmt { db: self, sql })
+    }
+
+    pub fn query_row<T>(&self, sql: &str, params: &[P<'_>], f: impl FnOnce(&Row<'_>) -> DbResult<T>) -> DbResult<T> {
+        Stmt { db: self, sql }.query_row(params, f)
+    }
+}
 
 // ---- cells ----
 

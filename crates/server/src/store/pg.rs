@@ -84,7 +84,7 @@ impl ToSql for P<'_> {
 /// A pooled connection and the statements prepared on it.
 pub(crate) struct PgConn {
     client: postgres::Client,
-    stmts: HashMap<(usize, usize), postgres::Statement>,
+    stmts: HashMap<String, postgres::Statement>,
 }
 
 pub(crate) struct Manager {
@@ -329,7 +329,7 @@ struct Failure {
 /// One open PostgreSQL transaction as a [`Db`].
 struct PgTx<'c> {
     tx: RefCell<postgres::Transaction<'c>>,
-    stmts: RefCell<&'c mut HashMap<(usize, usize), postgres::Statement>>,
+    stmts: RefCell<&'c mut HashMap<String, postgres::Statement>>,
     /// The first statement that failed: PostgreSQL voids the rest of the transaction.
     failed: RefCell<Option<Failure>>,
     feed_locked: Cell<bool>,
@@ -347,13 +347,12 @@ impl PgTx<'_> {
         })
     }
 
-    fn statement(&self, sql: &'static str) -> DbResult<postgres::Statement> {
-        let key = (sql.as_ptr() as usize, sql.len());
-        if let Some(s) = self.stmts.borrow().get(&key) {
+    fn statement(&self, sql: &str) -> DbResult<postgres::Statement> {
+        if let Some(s) = self.stmts.borrow().get(sql) {
             return Ok(s.clone());
         }
         let prepared = self.note(self.tx.borrow_mut().prepare(&to_dollar_params(sql)))?;
-        self.stmts.borrow_mut().insert(key, prepared.clone());
+        self.stmts.borrow_mut().insert(sql.to_string(), prepared.clone());
         Ok(prepared)
     }
 
@@ -368,34 +367,15 @@ impl Db for PgTx<'_> {
         Dialect::Postgres
     }
 
-    fn execute(&self, sql: &'static str, params: &[P<'_>]) -> DbResult<u64> {
+    fn execute(&self, sql: &str, params: &[P<'_>]) -> DbResult<usize> {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.note(self.tx.borrow_mut().execute(&stmt, &refs))
+        let r = self.tx.borrow_mut().execute(&stmt, &refs);
+        self.note(r).map(|n| n as usize)
     }
 
-    fn query(
-        &self,
-        sql: &'static str,
-        params: &[P<'_>],
-        each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>,
-    ) -> DbResult<()> {
+    fn query(&self, sql: &str, params: &[P<'_>], each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>) -> DbResult<()> {
         let stmt = self.statement(sql)?;
-        for r in self.rows(&stmt, params)? {
-            if !each(&Row::Pg(&r))? {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn query_dynamic(
-        &self,
-        sql: &str,
-        params: &[P<'_>],
-        each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>,
-    ) -> DbResult<()> {
-        let stmt = self.note(self.tx.borrow_mut().prepare(&to_dollar_params(sql)))?;
         for r in self.rows(&stmt, params)? {
             if !each(&Row::Pg(&r))? {
                 break;
@@ -595,7 +575,12 @@ mod pg_tests {
         let rows = s
             .run(TxKind::Read, false, |db| {
                 db.query_all("SELECT k, n, o, count(*) OVER () FROM t ORDER BY k", p![], |r| {
-                    Ok((r.get::<String>(0)?, r.get::<i64>(1)?, r.get::<Option<String>>(2)?, r.get::<i64>(3)?))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, i64>(3)?,
+                    ))
                 })
             })
             .unwrap();

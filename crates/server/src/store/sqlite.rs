@@ -35,31 +35,17 @@ impl Db for rusqlite::Connection {
         Dialect::Sqlite
     }
 
-    fn execute(&self, sql: &'static str, params: &[P<'_>]) -> DbResult<u64> {
+    fn execute(&self, sql: &str, params: &[P<'_>]) -> DbResult<usize> {
         let mut stmt = self.prepare_cached(sql)?;
         // A statement with RETURNING yields rows; `raw_execute` would refuse it.
         let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
         while rows.next()?.is_some() {}
         drop(rows);
-        Ok(self.changes())
+        Ok(self.changes() as usize)
     }
 
-    fn query(
-        &self,
-        sql: &'static str,
-        params: &[P<'_>],
-        each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>,
-    ) -> DbResult<()> {
+    fn query(&self, sql: &str, params: &[P<'_>], each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>) -> DbResult<()> {
         run(&mut *self.prepare_cached(sql)?, params, each)
-    }
-
-    fn query_dynamic(
-        &self,
-        sql: &str,
-        params: &[P<'_>],
-        each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>,
-    ) -> DbResult<()> {
-        run(&mut self.prepare(sql)?, params, each)
     }
 
     fn batch(&self, sql: &str) -> DbResult<()> {
@@ -102,6 +88,6 @@ mod tests {
         let rows: Vec<(String, i64, Option<String>)> =
             db.query_all("SELECT k, n, o FROM t ORDER BY k", p![], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
         assert_eq!(rows, vec![("a".to_string(), 2, None)]);
-        assert!(db.query_opt("SELECT n FROM t WHERE k = ?1", p!["zz"], |r| r.get::<i64>(0)).unwrap().is_none());
+        assert!(db.query_opt("SELECT n FROM t WHERE k = ?1", p!["zz"], |r| r.get::<_, i64>(0)).unwrap().is_none());
     }
 }
