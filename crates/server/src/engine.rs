@@ -5,6 +5,7 @@
 use crate::ops;
 use crate::schema;
 use pcmail_core::auth::Caller;
+use pcmail_core::op_table::News;
 use pcmail_core::protocol::{parse_request, parse_request_bytes, Op, Request};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -84,10 +85,23 @@ pub(crate) struct Ctx<'a> {
     /// Who the caller proved to be (`pcmail_core::auth::authenticate`).
     pub caller: Caller,
     /// Labels whose long-polls should wake after commit (new mail for them,
-    /// or a state change of mail they sent).
+    /// or a state change of mail they sent), and what news each wake is.
+    /// Filled by `wake`.
     pub touched: Vec<String>,
+    pub news: Vec<News>,
     /// How long final mail and ended jobs are kept (the `prune` built-in).
     pub retention_ms: Millis,
+}
+
+impl Ctx<'_> {
+    /// After commit, `pc`'s long poll wakes: it has `news`. The op's row of
+    /// the op table names the news it may bring (checked in debug builds).
+    pub(crate) fn wake(&mut self, news: News, pc: String) {
+        if !self.news.contains(&news) {
+            self.news.push(news);
+        }
+        self.touched.push(pc);
+    }
 }
 
 /// Called after a commit with the labels that have something new.
@@ -194,6 +208,7 @@ impl Engine {
                 cred: None,
                 caller: Caller::Admin,
                 touched: Vec::new(),
+                news: Vec::new(),
                 retention_ms: self.retention_ms(),
             };
             ops::dispatch(&mut ctx, &Op::Sweep)
@@ -205,15 +220,37 @@ impl Engine {
     }
 
     fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
-        let behavior =
-            if ops::is_read_only(&req.op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
+        let spec = req.op.spec();
+        // A read-only op takes no write lock: it runs in a deferred (read) transaction.
+        let behavior = if spec.read_only { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
                 let caller = crate::auth::authenticate(tx, &self.config, req)?;
                 let retention_ms = self.retention_ms();
-                let mut ctx =
-                    Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new(), retention_ms };
+                let changes_before = tx.total_changes();
+                let mut ctx = Ctx {
+                    tx,
+                    now,
+                    pc: &req.pc,
+                    cred: req.cred.as_deref(),
+                    caller,
+                    touched: Vec::new(),
+                    news: Vec::new(),
+                    retention_ms,
+                };
                 let fields = ops::dispatch(&mut ctx, &req.op)?;
+                debug_assert!(
+                    !spec.read_only || tx.total_changes() == changes_before,
+                    "{} is read-only in the op table but wrote",
+                    spec.name
+                );
+                debug_assert!(
+                    ctx.news.iter().all(|n| spec.wakes.contains(n)),
+                    "{} woke polls with {:?} news; its row in the op table says {:?}",
+                    spec.name,
+                    ctx.news,
+                    spec.wakes
+                );
                 Ok((fields, ctx.touched))
             })
             .map_err(OpError::into_proto)?;

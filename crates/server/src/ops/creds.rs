@@ -5,6 +5,7 @@
 use super::{fields, roster};
 use crate::engine::{Ctx, OpError, OpResult};
 use pcmail_core::auth::Caller;
+use pcmail_core::op_table::News;
 use pcmail_core::protocol::credential_hash;
 use pcmail_core::{ErrorCode, Millis};
 use rusqlite::{params, OptionalExtension};
@@ -126,7 +127,7 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Ma
         cred_hash
     ])?;
     audit(ctx, "join", &label, None)?;
-    ctx.touched.push(label.clone());
+    ctx.wake(News::Mail, label.clone());
     Ok(fields(json!({"label": label, "bound": true, "existing": false, "version": version})))
 }
 

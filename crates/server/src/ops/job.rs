@@ -9,6 +9,7 @@ use pcmail_core::job::{
     self as cj, ArgValue, CancelArgs, CommandSpec, Job, JobResult, JobState, ListArgs, PollJob, ReportArgs, StartArgs,
     SubmitArgs, Submitter, TimelineEntry, Whitelist,
 };
+use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
@@ -153,8 +154,10 @@ fn end_job(
     record(ctx, &j.job.id, state, at, by, reason)?;
     ctx.tx.prepare_cached("UPDATE job_watch SET tell = 1 WHERE job_id = ?1")?.execute([&j.job.id])?;
     let w = watchers(ctx, &j.job.id)?;
-    ctx.touched.extend(w);
-    ctx.touched.push(j.job.target.clone());
+    for pc in w {
+        ctx.wake(News::Job, pc);
+    }
+    ctx.wake(News::Job, j.job.target.clone());
     Ok(true)
 }
 
@@ -355,7 +358,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
             .execute(params![a.job_id, a.submitter.pc])?;
     } else {
         // The target's long poll wakes: it is offered the job at once.
-        ctx.touched.push(a.target.clone());
+        ctx.wake(News::Job, a.target.clone());
     }
     let j = load(ctx, &a.job_id)?.expect("just inserted");
     Ok(fields(json!({"deduped": false, "job": to_json(ctx, &j, true)?})))
@@ -550,7 +553,7 @@ pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<Map<String, 
         JobState::Running if !j.job.cancel_requested => {
             ctx.tx.prepare_cached("UPDATE job SET cancel_requested = 1 WHERE id = ?1")?.execute([id])?;
             // The executor hears it in its next poll: wake it now.
-            ctx.touched.push(j.job.target.clone());
+            ctx.wake(News::Job, j.job.target.clone());
         }
         _ => {}
     }

@@ -13,26 +13,16 @@ pub(crate) mod sessions;
 mod status;
 
 use crate::engine::{Ctx, OpError, OpResult};
+use pcmail_core::op_table::News;
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis, State};
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
-pub(crate) fn is_read_only(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Hello
-            | Op::RosterGet
-            | Op::Status { .. }
-            | Op::Alerts { .. }
-            | Op::AuditLog { .. }
-            | Op::JobStatus { .. }
-            | Op::JobList(_)
-            | Op::Who
-    )
-}
-
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {
+    if op.spec().on_roster {
+        require_on_roster(ctx)?;
+    }
     match op {
         Op::Hello => Ok(fields(json!({
             "server": "pcmail-rust",
@@ -58,78 +48,27 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value
         }
         Op::Join { code, hostname } => creds::join(ctx, code, hostname),
         Op::Revoke { label } => creds::revoke(ctx, label),
-        Op::Rotate { new_cred } => {
-            require_on_roster(ctx)?;
-            creds::rotate(ctx, new_cred)
-        }
+        Op::Rotate { new_cred } => creds::rotate(ctx, new_cred),
         Op::RequireCredentials { on } => creds::require_credentials(ctx, *on),
         Op::AuditLog { limit } => creds::log(ctx, *limit),
-        Op::Send { mail } => {
-            require_on_roster(ctx)?;
-            send::send(ctx, mail)
-        }
-        Op::Poll(args) => {
-            require_on_roster(ctx)?;
-            poll::poll(ctx, args)
-        }
-        Op::Mark { marks } => {
-            require_on_roster(ctx)?;
-            Ok(fields(json!({"results": mark::apply_marks(ctx, marks)?})))
-        }
-        Op::Status { ids } => {
-            require_on_roster(ctx)?;
-            status::status(ctx, ids)
-        }
+        Op::Send { mail } => send::send(ctx, mail),
+        Op::Poll(args) => poll::poll(ctx, args),
+        Op::Mark { marks } => Ok(fields(json!({"results": mark::apply_marks(ctx, marks)?}))),
+        Op::Status { ids } => status::status(ctx, ids),
         Op::Sweep => crate::sweep::sweep(ctx),
         Op::Alerts { open_only } => crate::sweep::list_alerts(ctx, *open_only),
-        Op::LeaseClaim(c) => {
-            require_on_roster(ctx)?;
-            lease::claim(ctx, c)
-        }
-        Op::LeaseRelease(r) => {
-            require_on_roster(ctx)?;
-            lease::release(ctx, r)
-        }
-        Op::LeaseList(a) => {
-            require_on_roster(ctx)?;
-            lease::list(ctx, a)
-        }
-        Op::LeaseCheck { resource, fence } => {
-            require_on_roster(ctx)?;
-            lease::check(ctx, resource, *fence)
-        }
-        Op::JobSubmit(a) => {
-            require_on_roster(ctx)?;
-            job::submit(ctx, a)
-        }
-        Op::JobStatus { job_id } => {
-            require_on_roster(ctx)?;
-            job::status(ctx, job_id)
-        }
-        Op::JobList(a) => {
-            require_on_roster(ctx)?;
-            job::list(ctx, a)
-        }
-        Op::JobCancel(a) => {
-            require_on_roster(ctx)?;
-            job::cancel(ctx, a)
-        }
-        Op::JobStart(a) => {
-            require_on_roster(ctx)?;
-            job::start(ctx, a)
-        }
-        Op::JobReport(a) => {
-            require_on_roster(ctx)?;
-            job::report(ctx, a)
-        }
-        Op::NameTake { name, session, live } => {
-            require_on_roster(ctx)?;
-            sessions::take(ctx, name, session, live.as_deref())
-        }
-        Op::Who => {
-            require_on_roster(ctx)?;
-            sessions::who(ctx)
-        }
+        Op::LeaseClaim(c) => lease::claim(ctx, c),
+        Op::LeaseRelease(r) => lease::release(ctx, r),
+        Op::LeaseList(a) => lease::list(ctx, a),
+        Op::LeaseCheck { resource, fence } => lease::check(ctx, resource, *fence),
+        Op::JobSubmit(a) => job::submit(ctx, a),
+        Op::JobStatus { job_id } => job::status(ctx, job_id),
+        Op::JobList(a) => job::list(ctx, a),
+        Op::JobCancel(a) => job::cancel(ctx, a),
+        Op::JobStart(a) => job::start(ctx, a),
+        Op::JobReport(a) => job::report(ctx, a),
+        Op::NameTake { name, session, live } => sessions::take(ctx, name, session, live.as_deref()),
+        Op::Who => sessions::who(ctx),
     }
 }
 
@@ -283,12 +222,12 @@ pub(crate) fn transition(
         )?
         .execute(params![mail.id, next.as_str(), at])?;
     record_event(ctx, &mail.id, &mail.sender, next, at, by, note)?;
-    ctx.touched.push(mail.sender.clone());
+    ctx.wake(News::Mail, mail.sender.clone());
     // The recipient's long poll wakes too: its received-updates feed has news
     // (a server-side expiry, a mark made through another connection). For mail
     // to a name, the recipient is the PC it was delivered to.
     let feed_pc = received_feed_pc(ctx, &mail.id)?.unwrap_or_else(|| mail.recipient.clone());
-    ctx.touched.push(feed_pc);
+    ctx.wake(News::Mail, feed_pc);
     Ok((next, true))
 }
 

@@ -5,6 +5,7 @@ use super::{fields, load_mail, record_event, roster, transition, StoredMail};
 use crate::engine::{Ctx, OpError, OpResult};
 use pcmail_core::ids::broadcast_copy_id;
 use pcmail_core::model::limits;
+use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -268,10 +269,10 @@ fn insert_mail(
             m.hop, ctx.now, broadcast_of, m.expires_in
         ])?;
     record_event(ctx, id, ctx.pc, State::New, ctx.now, ctx.pc, None)?;
-    ctx.touched.push(recipient.to_string());
+    ctx.wake(News::Mail, recipient.to_string());
     // Mail to a name wakes the long poll of the PC holding it.
     if let Some(h) = super::sessions::holder(ctx, recipient)? {
-        ctx.touched.push(h.pc);
+        ctx.wake(News::Mail, h.pc);
     }
     Ok(())
 }

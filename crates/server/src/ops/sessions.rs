@@ -8,6 +8,7 @@
 
 use super::{fields, roster, StoredMail, MAIL_COLUMNS};
 use crate::engine::{Ctx, OpError, OpResult};
+use pcmail_core::op_table::News;
 use pcmail_core::sessions::{LiveSession, NameHolder, WhoSession, REPORT_FRESH_MS};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{params, OptionalExtension};
@@ -103,7 +104,7 @@ pub(crate) fn confirmed_here(ctx: &mut Ctx<'_>, mail: &StoredMail) -> OpResult<(
         let note = pcmail_core::sessions::redelivered_note(&mail.recipient);
         let pc = ctx.pc.to_string();
         super::record_event(ctx, &mail.id, &mail.sender, pcmail_core::State::Delivered, at, &pc, Some(&note))?;
-        ctx.touched.push(mail.sender.clone());
+        ctx.wake(News::Mail, mail.sender.clone());
     }
     Ok(())
 }
@@ -291,10 +292,10 @@ pub(crate) fn take(
                 Some(&note),
                 Some(&p.pc),
             )?;
-            ctx.touched.push(sender);
+            ctx.wake(News::Mail, sender);
         }
         requeued = ids.len();
-        ctx.touched.push(p.pc.clone());
+        ctx.wake(News::Mail, p.pc.clone());
     }
     ctx.tx
         .prepare_cached(
@@ -309,7 +310,8 @@ pub(crate) fn take(
             prev.as_ref().map(|p| &p.session),
             requeued as i64
         ])?;
-    ctx.touched.push(ctx.pc.to_string());
+    let me = ctx.pc.to_string();
+    ctx.wake(News::Mail, me);
     Ok(fields(json!({"name": name, "holder": mine, "previous": prev, "changed": true, "requeued": requeued})))
 }
 
