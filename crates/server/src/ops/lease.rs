@@ -3,8 +3,7 @@
 //! leases up to `now` (stale after 6·H, TTL leases expired), so an answer
 //! never depends on when the sweep last ran.
 
-use super::fields;
-use crate::engine::{Ctx, OpError, OpResult};
+use crate::ctx::{fields, Ctx, OpError, OpResult};
 use pcmail_core::lease::{
     self, Claim, Event, Evidence, Holder, Lease, LeaseState, ListArgs, Lost, Mode, PollLease, Release, Released,
     TimelineEntry, ENDED_WINDOW_MS, STALE_AFTER_MS, STALE_ALERT_MS,
