@@ -1,9 +1,12 @@
 //! pcmail-server: the server engine on SQLite (used in-process as the embedded
 //! default and behind HTTP by `pcmail serve`), implementing docs/protocol.md.
 
+mod alert_posts;
 mod auth;
+mod ctx;
 pub mod engine;
 pub mod http;
+mod mail;
 #[allow(dead_code)]
 pub mod migrate_from;
 mod ops;

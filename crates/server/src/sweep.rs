@@ -2,8 +2,8 @@
 //! row per (subject, kind) updated in place and resolved when the condition
 //! clears. Also the `alerts` op.
 
-use crate::engine::{Ctx, OpResult};
-use crate::ops::{fields, transition, StoredMail, MAIL_COLUMNS};
+use crate::ctx::{fields, Ctx, OpResult};
+use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
 use pcmail_core::{AlertKind, Millis, State};
@@ -57,7 +57,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     // 5. Leases: stale, TTL expiry (alerts below).
     let leases = crate::ops::lease::refresh(ctx)?;
     // 6. Jobs: running without a heartbeat or past twice the limit; queued for 7 days.
-    let (jobs_timed_out, jobs_cancelled) = crate::ops::job::sweep(ctx)?;
+    let (jobs_timed_out, jobs_cancelled) = crate::ops::job_state::sweep(ctx)?;
 
     let conditions = current_conditions(ctx)?;
     let (mut opened, mut updated, mut resolved) = (0, 0, 0);
@@ -119,7 +119,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
 /// What the next sweep would do, and why, without doing it (`_debug_sweep_plan`):
 /// jobs first, then mail to expire, then the alert conditions that hold now.
 pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
-    let jobs: Vec<Value> = crate::ops::job::due(ctx)?
+    let jobs: Vec<Value> = crate::ops::job_state::due(ctx)?
         .into_iter()
         .map(|(id, state, reason)| json!({"id": id, "state": state.as_str(), "reason": reason}))
         .collect();
@@ -169,7 +169,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
         let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
         if now - delivered_at > limit {
             // Mail to a name: the text names the name and the PC holding it.
-            let holder = crate::ops::sessions::holder_live(ctx, &to)?;
+            let holder = crate::ops::names::holder_live(ctx, &to)?;
             let at = recipient_at(&holder);
             out.push(Condition {
                 kind: AlertKind::Unseen,
@@ -188,7 +188,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     })?;
     let undelivered = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     for (id, from, to, created_at) in undelivered {
-        let holder = crate::ops::sessions::holder_live(ctx, &to)?;
+        let holder = crate::ops::names::holder_live(ctx, &to)?;
         let at = recipient_at(&holder);
         out.push(Condition {
             kind: AlertKind::Undelivered,

@@ -1,29 +1,15 @@
-//! Per-PC credentials (issue 14): join codes, revocation, rotation, the
+//! Per-PC credentials: join codes, revocation, rotation, the
 //! switch that retires the shared token, and the audit log of admin actions.
 //! Secrets never reach the database: only SHA-256 of each.
 
-use super::{fields, roster};
-use crate::engine::{Ctx, OpError, OpResult};
-use pcmail_core::auth::Caller;
+use super::audit::audit;
+use super::{job_state, roster};
+use crate::ctx::{fields, Ctx, OpError, OpResult};
+use pcmail_core::op_table::News;
 use pcmail_core::protocol::credential_hash;
 use pcmail_core::{ErrorCode, Millis};
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
-
-/// Who did it, as the audit log shows: `admin@<the managing PC>` or the PC itself.
-pub(crate) fn actor(ctx: &Ctx<'_>) -> String {
-    match ctx.caller {
-        Caller::Admin => format!("admin@{}", ctx.pc),
-        _ => ctx.pc.to_string(),
-    }
-}
-
-pub(crate) fn audit(ctx: &Ctx<'_>, action: &str, label: &str, detail: Option<&str>) -> OpResult<()> {
-    ctx.tx
-        .prepare_cached("INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![ctx.now, actor(ctx), action, label, detail])?;
-    Ok(())
-}
 
 /// `roster.enrol`: stores the hash of a join code the admin's client made.
 /// The same code again (a retry) is answered as before; the PC need not be
@@ -52,7 +38,7 @@ pub(crate) fn enrol(
     }
     if let Some(h) = hostname {
         // Added to the roster now, so mail can be sent to it before it joins.
-        let on_roster = super::label_binding(ctx.tx, label)?.is_some();
+        let on_roster = roster::label_binding(ctx.tx, label)?.is_some();
         if !on_roster {
             roster::set(ctx, label, h, None, None)?;
         }
@@ -103,7 +89,7 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Ma
         }
         None => {}
     }
-    let on_roster = super::label_binding(ctx.tx, &label)?.is_some();
+    let on_roster = roster::label_binding(ctx.tx, &label)?.is_some();
     let version = if on_roster {
         // Re-enrolled (after a revoke, or a new machine): the number stays;
         // the hostname follows the new machine unless another PC has it.
@@ -126,7 +112,7 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Ma
         cred_hash
     ])?;
     audit(ctx, "join", &label, None)?;
-    ctx.touched.push(label.clone());
+    ctx.wake(News::Mail, label.clone());
     Ok(fields(json!({"label": label, "bound": true, "existing": false, "version": version})))
 }
 
@@ -138,12 +124,12 @@ pub(crate) fn revoke(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Val
         .prepare_cached("UPDATE pc SET revoked_at = ?2 WHERE label = ?1 AND revoked_at IS NULL")?
         .execute(params![label, ctx.now])?
         > 0;
-    if !changed && super::label_binding(ctx.tx, label)?.is_none() {
+    if !changed && roster::label_binding(ctx.tx, label)?.is_none() {
         return Err(OpError::proto(ErrorCode::UnknownPc, format!("{label:?} is not on the roster")));
     }
     // Its unused join codes go too: a revoke must not leave a way back in.
     ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
-    let jobs_cancelled = if changed { super::job::cancel_queued_for_revoked(ctx, label)? } else { 0 };
+    let jobs_cancelled = if changed { job_state::cancel_queued_for_revoked(ctx, label)? } else { 0 };
     if changed {
         audit(ctx, "revoke", label, None)?;
     }

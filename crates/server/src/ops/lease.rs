@@ -3,12 +3,12 @@
 //! leases up to `now` (stale after 6·H, TTL leases expired), so an answer
 //! never depends on when the sweep last ran.
 
-use super::fields;
-use crate::engine::{Ctx, OpError, OpResult};
+use crate::ctx::{fields, Ctx, OpError, OpResult};
 use pcmail_core::lease::{
     self, Claim, Event, Evidence, Holder, Lease, LeaseState, ListArgs, Lost, Mode, PollLease, Release, Released,
     TimelineEntry, ENDED_WINDOW_MS, STALE_AFTER_MS, STALE_ALERT_MS,
 };
+use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
@@ -163,7 +163,7 @@ fn queue_lost(ctx: &mut Ctx<'_>, l: &StoredLease, lost: &Lost) -> OpResult<()> {
         )?
         .execute(params![l.holder.pc, l.resource, l.fence, taken_by, lost.at, lost.reason, lost.event.as_str()])?;
     // Wake that PC's long poll, so it hears of it now.
-    ctx.touched.push(l.holder.pc.clone());
+    ctx.wake(News::Lease, l.holder.pc.clone());
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! mark (also the `marks` of poll): seen / ack / fail by the recipient.
 //! One bad mark never fails the others.
 
-use super::{load_mail, transition};
-use crate::engine::{Ctx, OpResult};
+use crate::ctx::{Ctx, OpResult};
+use crate::mail::{load_mail, transition};
 use pcmail_core::protocol::MarkItem;
 use pcmail_core::MarkOp;
 use serde_json::{json, Value};

@@ -3,8 +3,9 @@
 //! go through partial indexes, so their cost does not grow with history; so
 //! does the feed of mail it received, when it asks (`receivedSince`).
 
-use super::{fields, load_mail, mark::apply_marks, roster_version, transition, StoredMail, MAIL_COLUMNS};
-use crate::engine::{Ctx, OpResult};
+use super::{mark::apply_marks, roster};
+use crate::ctx::{fields, Ctx, OpResult};
+use crate::mail::{load_mail, transition, StoredMail, MAIL_COLUMNS};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
 use pcmail_core::State;
@@ -45,7 +46,7 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
     let cursor = updates.last().and_then(|u| u["seq"].as_i64()).unwrap_or(args.since);
     let mut out = fields(json!({
         "mail": mail, "confirmed": confirmed, "marks": marks, "updates": updates,
-        "cursor": cursor, "more": more_mail || more_updates, "rosterVersion": roster_version(ctx)?,
+        "cursor": cursor, "more": more_mail || more_updates, "rosterVersion": roster::version(ctx)?,
     }));
     if let Some(l) = lease {
         out.insert("lease".into(), l);

@@ -2,8 +2,9 @@
 //! A PC sees only mail it sent or received (issue 14): anyone else's is
 //! answered in `missing`, exactly like an unknown id, so it learns nothing.
 
-use super::{fields, load_mail, send::copy_ids, timeline};
-use crate::engine::{Ctx, OpResult};
+use super::send::copy_ids;
+use crate::ctx::{fields, Ctx, OpResult};
+use crate::mail::{load_mail, timeline};
 use rusqlite::OptionalExtension;
 use serde_json::{json, Map, Value};
 
