@@ -2,9 +2,10 @@
 //! (`transition`) every op that moves a mail goes through.
 
 use crate::ctx::{Ctx, OpResult};
+use crate::p;
+use crate::store::{Optional, Row};
 use pcmail_core::op_table::News;
 use pcmail_core::{Millis, State};
-use rusqlite::{params, OptionalExtension, Row};
 use serde_json::{json, Value};
 
 /// A stored mail, all columns.
@@ -33,7 +34,7 @@ pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, bod
      in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
 
 impl StoredMail {
-    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredMail> {
+    pub(crate) fn from_row(r: &Row<'_>) -> crate::store::DbResult<StoredMail> {
         let state: String = r.get(12)?;
         Ok(StoredMail {
             id: r.get(0)?,
@@ -48,13 +49,8 @@ impl StoredMail {
             auto: r.get(9)?,
             hop: r.get(10)?,
             created_at: r.get(11)?,
-            state: State::parse(&state).ok_or_else(|| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    12,
-                    rusqlite::types::Type::Text,
-                    format!("bad state {state:?}").into(),
-                )
-            })?,
+            state: State::parse(&state)
+                .ok_or_else(|| crate::store::DbError::Decode { col: 12, what: format!("bad state {state:?}") })?,
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,
             expires_in: r.get(15)?,
@@ -75,18 +71,18 @@ impl StoredMail {
 
 pub(crate) fn load_mail(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredMail>> {
     let sql = format!("SELECT {MAIL_COLUMNS} FROM mail WHERE id = ?1");
-    Ok(ctx.tx.prepare_cached(&sql)?.query_row([id], StoredMail::from_row).optional()?)
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![id], StoredMail::from_row).optional()?)
 }
 
 pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<Value>> {
     let mut stmt = ctx.tx.prepare_cached("SELECT state, at, by, note FROM event WHERE mail_id = ?1 ORDER BY seq")?;
-    let rows = stmt.query_map([id], |r| {
+    let rows = stmt.query_map(p![id], |r| {
         Ok(json!({
             "state": r.get::<_, String>(0)?, "at": r.get::<_, i64>(1)?,
             "by": r.get::<_, String>(2)?, "note": r.get::<_, Option<String>>(3)?,
         }))
     })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 /// Moves `mail` toward `target` if that is forward (the one state machine);
@@ -109,7 +105,7 @@ pub(crate) fn transition(
             "UPDATE mail SET state = ?2, last_at = ?3, \
              delivered_at = CASE WHEN ?2 = 'delivered' THEN ?3 ELSE delivered_at END WHERE id = ?1",
         )?
-        .execute(params![mail.id, next.as_str(), at])?;
+        .execute(p![mail.id, next.as_str(), at])?;
     record_event(ctx, &MailEvent::new(&mail.id, &mail.sender, next, at, by).note(note))?;
     ctx.wake(News::Mail, mail.sender.clone());
     // The recipient's long poll wakes too: its received-updates feed has news
@@ -126,7 +122,7 @@ pub(crate) fn received_feed_pc(ctx: &Ctx<'_>, mail_id: &str) -> OpResult<Option<
     Ok(ctx
         .tx
         .prepare_cached("SELECT name_pc FROM mail WHERE id = ?1")?
-        .query_row([mail_id], |r| r.get::<_, Option<String>>(0))
+        .query_row(p![mail_id], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .flatten())
 }
@@ -163,6 +159,6 @@ pub(crate) fn record_event(ctx: &Ctx<'_>, e: &MailEvent<'_>) -> OpResult<()> {
             "INSERT INTO event (mail_id, sender, state, at, by, note, recipient) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, (SELECT COALESCE(name_pc, recipient) FROM mail WHERE id = ?1)))",
         )?
-        .execute(params![e.mail_id, e.sender, e.state.as_str(), e.at, e.by, e.note, e.feed_pc])?;
+        .execute(p![e.mail_id, e.sender, e.state.as_str(), e.at, e.by, e.note, e.feed_pc])?;
     Ok(())
 }

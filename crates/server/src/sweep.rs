@@ -4,10 +4,11 @@
 
 use crate::ctx::{fields, Ctx, OpResult};
 use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
 use pcmail_core::{AlertKind, Millis, State};
-use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 
@@ -45,8 +46,11 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         "SELECT {MAIL_COLUMNS} FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
          AND expires_at <= ?1 ORDER BY seq"
     );
-    let expiring =
-        ctx.tx.prepare_cached(&sql)?.query_map([now], StoredMail::from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let expiring = ctx
+        .tx
+        .prepare_cached(&sql)?
+        .query_map(p![now], StoredMail::from_row)?
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
     let mut expired = 0;
     for m in &expiring {
         if transition(ctx, m, State::Expired, now, "server", None)?.1 {
@@ -67,7 +71,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         let existing: Option<Option<Millis>> = ctx
             .tx
             .prepare_cached("SELECT resolved_at FROM alert WHERE key = ?1")?
-            .query_row([&key], |r| r.get(0))
+            .query_row(p![&key], |r| r.get(0))
             .optional()?;
         match existing {
             None => {
@@ -76,7 +80,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
                         "INSERT INTO alert (key, kind, subject, pc, message, opened_at, updated_at, count) \
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 1)",
                     )?
-                    .execute(params![key, c.kind.as_str(), c.subject, c.pc, c.message, now])?;
+                    .execute(p![key, c.kind.as_str(), c.subject, c.pc, c.message, now])?;
                 opened += 1;
             }
             Some(Some(_)) => {
@@ -87,13 +91,13 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
                          message = ?3, pc = ?4, posted = 0, post_tries = 0, last_try_at = NULL, last_error = NULL, next_try_at = NULL \
                          WHERE key = ?1",
                     )?
-                    .execute(params![key, now, c.message, c.pc])?;
+                    .execute(p![key, now, c.message, c.pc])?;
                 opened += 1;
             }
             Some(None) => {
                 ctx.tx
                     .prepare_cached("UPDATE alert SET updated_at = ?2, count = count + 1, message = ?3 WHERE key = ?1")?
-                    .execute(params![key, now, c.message])?;
+                    .execute(p![key, now, c.message])?;
                 updated += 1;
             }
         }
@@ -102,10 +106,10 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     let open_keys = ctx
         .tx
         .prepare_cached("SELECT key FROM alert WHERE resolved_at IS NULL")?
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .query_map(p![], |r| r.get::<_, String>(0))?
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
     for key in open_keys.iter().filter(|k| !holding.contains(*k)) {
-        ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(params![key, now])?;
+        ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(p![key, now])?;
         resolved += 1;
     }
     Ok(fields(json!({
@@ -129,10 +133,10 @@ pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
             "SELECT id, expires_at FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
              AND expires_at <= ?1 ORDER BY seq",
         )?
-        .query_map([ctx.now], |r| {
+        .query_map(p![ctx.now], |r| {
             Ok(json!({"id": r.get::<_, String>(0)?, "expiresAt": r.get::<_, i64>(1)?, "reason": "past its expiry"}))
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::store::DbResult<_>>()?;
     let alerts: Vec<Value> = current_conditions(ctx)?
         .into_iter()
         .map(|c| json!({"kind": c.kind.as_str(), "subject": c.subject, "pc": c.pc, "message": c.message}))
@@ -155,7 +159,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
         "SELECT id, sender, recipient, urgent, delivered_at FROM mail \
          WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at",
     )?;
-    let rows = stmt.query_map([now - limits::UNSEEN_URGENT_MS], |r| {
+    let rows = stmt.query_map(p![now - limits::UNSEEN_URGENT_MS], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -164,7 +168,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
             r.get::<_, i64>(4)?,
         ))
     })?;
-    let unseen = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let unseen = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     for (id, from, to, urgent, delivered_at) in unseen {
         let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
         if now - delivered_at > limit {
@@ -183,10 +187,10 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT id, sender, recipient, created_at FROM mail WHERE state = 'new' AND created_at < ?1 ORDER BY seq",
     )?;
-    let rows = stmt.query_map([now - limits::UNDELIVERED_MS], |r| {
+    let rows = stmt.query_map(p![now - limits::UNDELIVERED_MS], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
     })?;
-    let undelivered = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let undelivered = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     for (id, from, to, created_at) in undelivered {
         let holder = crate::ops::names::holder_live(ctx, &to)?;
         let at = recipient_at(&holder);
@@ -201,7 +205,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT label, last_poll_at FROM pc WHERE last_poll_at IS NOT NULL AND last_poll_at < ?1 ORDER BY number",
     )?;
-    let rows = stmt.query_map([now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    let rows = stmt.query_map(p![now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
     for row in rows {
         let (label, last) = row?;
         out.push(Condition {
@@ -226,7 +230,7 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<St
         if open_only { "WHERE resolved_at IS NULL" } else { "" }
     );
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map(p![], |r| {
         Ok(json!({
             "key": r.get::<_, String>(0)?, "kind": r.get::<_, String>(1)?, "subject": r.get::<_, String>(2)?,
             "pc": r.get::<_, String>(3)?, "message": r.get::<_, String>(4)?, "openedAt": r.get::<_, i64>(5)?,
@@ -235,5 +239,5 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<St
             "postTries": r.get::<_, i64>(10)?, "lastError": r.get::<_, Option<String>>(11)?,
         }))
     })?;
-    Ok(fields(json!({"alerts": rows.collect::<rusqlite::Result<Vec<_>>>()?})))
+    Ok(fields(json!({"alerts": rows.collect::<crate::store::DbResult<Vec<_>>>()?})))
 }

@@ -5,10 +5,11 @@
 use super::audit::audit;
 use super::{job_state, roster};
 use crate::ctx::{fields, Ctx, OpError, OpResult};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::op_table::News;
 use pcmail_core::protocol::credential_hash;
 use pcmail_core::{ErrorCode, Millis};
-use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 /// `roster.enrol`: stores the hash of a join code the admin's client made.
@@ -25,7 +26,7 @@ pub(crate) fn enrol(
     let existing: Option<(String, Millis)> = ctx
         .tx
         .prepare_cached("SELECT label, expires_at FROM join_code WHERE hash = ?1")?
-        .query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(p![&hash], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     if let Some((l, expires_at)) = existing {
         if l != label {
@@ -48,7 +49,7 @@ pub(crate) fn enrol(
         .prepare_cached(
             "INSERT INTO join_code (hash, label, hostname, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
-        .execute(params![hash, label, hostname, ctx.now, expires_at])?;
+        .execute(p![hash, label, hostname, ctx.now, expires_at])?;
     audit(ctx, "enrol", label, Some(&format!("join code expires at {expires_at}")))?;
     Ok(fields(json!({"label": label, "expiresAt": expires_at, "existing": false})))
 }
@@ -61,7 +62,7 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Ma
     let row: Option<(String, Option<String>, Millis, Option<String>)> = ctx
         .tx
         .prepare_cached("SELECT label, hostname, expires_at, used_by_hash FROM join_code WHERE hash = ?1")?
-        .query_row([credential_hash(code)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row(p![credential_hash(code)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
     let Some((label, code_hostname, expires_at, used_by)) = row.filter(|r| r.0 == ctx.pc) else {
         return Err(OpError::proto(
@@ -105,8 +106,8 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Ma
     };
     ctx.tx
         .prepare_cached("UPDATE pc SET cred_hash = ?2, revoked_at = NULL WHERE label = ?1")?
-        .execute(params![label, cred_hash])?;
-    ctx.tx.prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?.execute(params![
+        .execute(p![label, cred_hash])?;
+    ctx.tx.prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?.execute(p![
         credential_hash(code),
         ctx.now,
         cred_hash
@@ -122,13 +123,13 @@ pub(crate) fn revoke(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Val
     let changed = ctx
         .tx
         .prepare_cached("UPDATE pc SET revoked_at = ?2 WHERE label = ?1 AND revoked_at IS NULL")?
-        .execute(params![label, ctx.now])?
+        .execute(p![label, ctx.now])?
         > 0;
     if !changed && roster::label_binding(ctx.tx, label)?.is_none() {
         return Err(OpError::proto(ErrorCode::UnknownPc, format!("{label:?} is not on the roster")));
     }
     // Its unused join codes go too: a revoke must not leave a way back in.
-    ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
+    ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute(p![label])?;
     let jobs_cancelled = if changed { job_state::cancel_queued_for_revoked(ctx, label)? } else { 0 };
     if changed {
         audit(ctx, "revoke", label, None)?;
@@ -143,7 +144,7 @@ pub(crate) fn rotate(ctx: &mut Ctx<'_>, new_cred: &str) -> OpResult<Map<String, 
     let changed = ctx
         .tx
         .prepare_cached("UPDATE pc SET cred_hash = ?2 WHERE label = ?1 AND (cred_hash IS NULL OR cred_hash <> ?2)")?
-        .execute(params![ctx.pc, hash])?
+        .execute(p![ctx.pc, hash])?
         > 0;
     if changed {
         audit(ctx, "rotate", ctx.pc, None)?;
@@ -157,14 +158,14 @@ pub(crate) fn require_credentials(ctx: &mut Ctx<'_>, on: bool) -> OpResult<Map<S
     let changed = ctx
         .tx
         .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'require_credentials' AND value <> ?1")?
-        .execute([i64::from(on)])?
+        .execute(p![i64::from(on)])?
         > 0;
     if changed {
         audit(ctx, if on { "require-credentials" } else { "allow-shared-token" }, "*", None)?;
     }
     let mut stmt =
         ctx.tx.prepare_cached("SELECT label FROM pc WHERE cred_hash IS NULL AND revoked_at IS NULL ORDER BY number")?;
-    let unbound = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let unbound = stmt.query_map(p![], |r| r.get::<_, String>(0))?.collect::<crate::store::DbResult<Vec<_>>>()?;
     Ok(fields(json!({"requireCredentials": on, "changed": changed, "unbound": unbound})))
 }
 
@@ -173,10 +174,10 @@ pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<Map<String, Value
     let mut stmt =
         ctx.tx.prepare_cached("SELECT seq, at, by, action, label, detail FROM audit ORDER BY seq DESC LIMIT ?1")?;
     let entries = stmt
-        .query_map([limit as i64], |r| {
+        .query_map(p![limit as i64], |r| {
             Ok(json!({"seq": r.get::<_, i64>(0)?, "at": r.get::<_, i64>(1)?, "by": r.get::<_, String>(2)?,
                 "action": r.get::<_, String>(3)?, "label": r.get::<_, String>(4)?, "detail": r.get::<_, Option<String>>(5)?}))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
     Ok(fields(json!({"entries": entries})))
 }

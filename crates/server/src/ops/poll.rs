@@ -6,14 +6,14 @@
 use super::{mark::apply_marks, roster};
 use crate::ctx::{fields, Ctx, OpResult};
 use crate::mail::{load_mail, transition, StoredMail, MAIL_COLUMNS};
+use crate::p;
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
 use pcmail_core::State;
-use rusqlite::params;
 use serde_json::{json, Map, Value};
 
 pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, Value>> {
-    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(params![ctx.pc, ctx.now])?;
+    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(p![ctx.pc, ctx.now])?;
 
     let mut confirmed = Vec::new();
     for id in &args.confirm {
@@ -78,8 +78,8 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
         format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
     let rows =
-        stmt.query_map(params![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
-    let mut all = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+        stmt.query_map(p![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
+    let mut all = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     // Mail to the names this PC's live sessions hold, in the same order.
     let named = super::sessions::name_mail_for(ctx, limit)?;
     if !named.is_empty() {
@@ -104,13 +104,13 @@ fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT seq, mail_id, state, at, by, note FROM event WHERE recipient = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
+    let rows = stmt.query_map(p![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
         Ok(json!({
             "seq": r.get::<_, i64>(0)?, "id": r.get::<_, String>(1)?, "state": r.get::<_, String>(2)?,
             "at": r.get::<_, i64>(3)?, "by": r.get::<_, String>(4)?, "note": r.get::<_, Option<String>>(5)?,
         }))
     })?;
-    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut out = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     let more = out.len() > limits::UPDATES_MAX;
     out.truncate(limits::UPDATES_MAX);
     Ok((out, more))
@@ -121,13 +121,13 @@ fn updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool)> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT seq, mail_id, state, at, by FROM event WHERE sender = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
+    let rows = stmt.query_map(p![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
         Ok(json!({
             "seq": r.get::<_, i64>(0)?, "id": r.get::<_, String>(1)?, "state": r.get::<_, String>(2)?,
             "at": r.get::<_, i64>(3)?, "by": r.get::<_, String>(4)?,
         }))
     })?;
-    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut out = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     let more = out.len() > limits::UPDATES_MAX;
     out.truncate(limits::UPDATES_MAX);
     Ok((out, more))

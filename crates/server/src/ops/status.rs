@@ -5,7 +5,8 @@
 use super::send::copy_ids;
 use crate::ctx::{fields, Ctx, OpResult};
 use crate::mail::{load_mail, timeline};
-use rusqlite::OptionalExtension;
+use crate::p;
+use crate::store::Optional;
 use serde_json::{json, Map, Value};
 
 pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, Value>> {
@@ -35,7 +36,7 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
         let sender: Option<String> = ctx
             .tx
             .prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))
+            .query_row(p![id], |r| r.get(0))
             .optional()?;
         let Some(sender) = sender else {
             missing.push(id.clone());

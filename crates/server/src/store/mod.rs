@@ -234,6 +234,9 @@ pub trait Db {
     /// Statements without parameters, run one after another (migrations).
     fn batch(&self, sql: &str) -> DbResult<()>;
 
+    /// Rows changed so far on this connection (debug checks that a read-only op wrote nothing).
+    fn total_changes(&self) -> u64;
+
     /// Called before a row goes into the `event` table, whose `seq` is the
     /// cursor of the poll's feeds: those rows must become visible in `seq`
     /// order. SQLite's single writer gives that for free; PostgreSQL takes

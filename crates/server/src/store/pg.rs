@@ -281,6 +281,7 @@ fn attempt_once<T, E: From<DbError>>(
             stmts: RefCell::new(stmts),
             failed: RefCell::new(None),
             feed_locked: Cell::new(lock_first),
+            changes: Cell::new(0),
         };
         let r = f(&db);
         let failed = db.failed.take();
@@ -333,6 +334,7 @@ struct PgTx<'c> {
     /// The first statement that failed: PostgreSQL voids the rest of the transaction.
     failed: RefCell<Option<Failure>>,
     feed_locked: Cell<bool>,
+    changes: Cell<u64>,
 }
 
 impl PgTx<'_> {
@@ -371,7 +373,9 @@ impl Db for PgTx<'_> {
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let r = self.tx.borrow_mut().execute(&stmt, &refs);
-        self.note(r).map(|n| n as usize)
+        let n = self.note(r)?;
+        self.changes.set(self.changes.get() + n);
+        Ok(n as usize)
     }
 
     fn query(&self, sql: &str, params: &[P<'_>], each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>) -> DbResult<()> {
@@ -387,6 +391,10 @@ impl Db for PgTx<'_> {
     fn batch(&self, sql: &str) -> DbResult<()> {
         let r = self.tx.borrow_mut().batch_execute(sql);
         self.note(r)
+    }
+
+    fn total_changes(&self) -> u64 {
+        self.changes.get()
     }
 
     fn before_feed_write(&self) -> DbResult<()> {

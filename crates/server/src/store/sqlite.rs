@@ -52,6 +52,10 @@ impl Db for rusqlite::Connection {
         Ok(self.execute_batch(sql)?)
     }
 
+    fn total_changes(&self) -> u64 {
+        rusqlite::Connection::total_changes(self)
+    }
+
     fn before_feed_write(&self) -> DbResult<()> {
         // One writer at a time (BEGIN IMMEDIATE): rows commit in `seq` order.
         Ok(())
