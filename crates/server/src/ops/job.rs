@@ -4,9 +4,10 @@
 //! are `pcmail_core::job`'s; this file keeps the states, who and when.
 
 use super::job_builtins::run_builtin;
-use super::job_state::{end_job, load, record, to_json, visible_jobs, StoredJob, JOB_COLUMNS};
+use super::job_state::{end_job, job_columns, load, record, to_json, visible_jobs, StoredJob};
 use crate::ctx::{fields, Ctx, OpError, OpResult};
 use crate::p;
+use crate::store::Dialect;
 use crate::store::Optional;
 use pcmail_core::job::{
     self as cj, CancelArgs, CommandSpec, Job, JobState, ListArgs, PollJob, ReportArgs, StartArgs, SubmitArgs, Whitelist,
@@ -178,7 +179,8 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
             // Told of the end like the first submitter; a job already ended is answered here (told).
             ctx.tx
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+                    "INSERT INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0) \
+                     ON CONFLICT DO NOTHING",
                 )?
                 .execute(p![j.job.id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
             insert_submit(ctx, &a.job_id, &j.job.id, &key)?;
@@ -232,20 +234,41 @@ fn insert_submit(ctx: &Ctx<'_>, id: &str, job_id: &str, key: &str) -> OpResult<(
 /// A job with this dedup key that is queued or running, else the newest that
 /// ended ok/failed less than `window` ago.
 fn find_same(ctx: &Ctx<'_>, dedup: &str, window: Millis) -> OpResult<Option<StoredJob>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_live_by_key WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
-    );
-    if let Some(j) = ctx.tx.prepare_cached(&sql)?.query_row(p![dedup], StoredJob::from_row).optional()? {
+    let sql = match ctx.tx.dialect() {
+        Dialect::Sqlite => concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM job INDEXED BY job_live_by_key \
+             WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
+        ),
+        Dialect::Postgres => concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM job \
+             WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
+        ),
+    };
+    if let Some(j) = ctx.tx.prepare_cached(sql)?.query_row(p![dedup], StoredJob::from_row).optional()? {
         return Ok(Some(j));
     }
     if window <= 0 {
         return Ok(None);
     }
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_ended_by_key WHERE dedup_key = ?1 AND state IN ('ok', 'failed') \
-         AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
-    );
-    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![dedup, ctx.now - window], StoredJob::from_row).optional()?)
+    let sql = match ctx.tx.dialect() {
+        Dialect::Sqlite => concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM job INDEXED BY job_ended_by_key \
+             WHERE dedup_key = ?1 AND state IN ('ok', 'failed') AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
+        ),
+        Dialect::Postgres => concat!(
+            "SELECT ",
+            job_columns!(),
+            " FROM job \
+             WHERE dedup_key = ?1 AND state IN ('ok', 'failed') AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
+        ),
+    };
+    Ok(ctx.tx.prepare_cached(sql)?.query_row(p![dedup, ctx.now - window], StoredJob::from_row).optional()?)
 }
 
 // ---- job.status / job.list ----
@@ -423,8 +446,19 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
     let mut offered = Vec::new();
     if p.take {
         let creds = require_credentials(ctx)?;
-        let sql = format!("SELECT {JOB_COLUMNS} FROM job INDEXED BY job_queued WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2");
-        let mut stmt = ctx.tx.prepare_cached(&sql)?;
+        let sql = match ctx.tx.dialect() {
+            Dialect::Sqlite => concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM job INDEXED BY job_queued WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"
+            ),
+            Dialect::Postgres => concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"
+            ),
+        };
+        let mut stmt = ctx.tx.prepare_cached(sql)?;
         for j in stmt.query_map(p![ctx.pc, cj::OFFERED_MAX as i64], StoredJob::from_row)? {
             let mut job = j?.job;
             job.credentials_required = Some(creds);
@@ -433,14 +467,20 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
     }
     let cancel: Vec<String> = ctx
         .tx
-        .prepare_cached("SELECT id FROM job INDEXED BY job_running WHERE target = ?1 AND state = 'running' AND cancel_requested = 1 ORDER BY seq")?
+        .prepare_cached(match ctx.tx.dialect() {
+            Dialect::Sqlite => "SELECT id FROM job INDEXED BY job_running WHERE target = ?1 AND state = 'running' AND cancel_requested = 1 ORDER BY seq",
+            Dialect::Postgres => "SELECT id FROM job WHERE target = ?1 AND state = 'running' AND cancel_requested = 1 ORDER BY seq",
+        })?
         .query_map(p![ctx.pc], |r| r.get(0))?
         .collect::<crate::store::DbResult<_>>()?;
 
     // Ended jobs this PC submitted or joined, each told once.
     let told: Vec<String> = ctx
         .tx
-        .prepare_cached("SELECT job_id FROM job_watch INDEXED BY job_watch_tell WHERE pc = ?1 AND tell = 1 ORDER BY job_id LIMIT ?2")?
+        .prepare_cached(match ctx.tx.dialect() {
+            Dialect::Sqlite => "SELECT job_id FROM job_watch INDEXED BY job_watch_tell WHERE pc = ?1 AND tell = 1 ORDER BY job_id LIMIT ?2",
+            Dialect::Postgres => "SELECT job_id FROM job_watch WHERE pc = ?1 AND tell = 1 ORDER BY job_id LIMIT ?2",
+        })?
         .query_map(p![ctx.pc, FINISHED_MAX], |r| r.get(0))?
         .collect::<crate::store::DbResult<_>>()?;
     let mut finished = Vec::new();

@@ -4,6 +4,7 @@
 
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::p;
+use crate::store::Dialect;
 use crate::store::{Optional, Row};
 use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ListArgs, Submitter, TimelineEntry};
 use pcmail_core::op_table::News;
@@ -11,10 +12,17 @@ use pcmail_core::{ErrorCode, Millis};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-pub(crate) const JOB_COLUMNS: &str =
-    "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
-     rerun_of, state, submitted_at, started_at, run_started_at, runner, heartbeat_at, ended_at, time_limit_ms, \
-     cancel_requested, joined, result, reason, chunked, runs, run_sent_at, last_at";
+/// The job columns `StoredJob::from_row` reads, as a literal (for `concat!`).
+macro_rules! job_columns {
+    () => {
+        "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
+         rerun_of, state, submitted_at, started_at, run_started_at, runner, heartbeat_at, ended_at, time_limit_ms, \
+         cancel_requested, joined, result, reason, chunked, runs, run_sent_at, last_at"
+    };
+}
+pub(crate) use job_columns;
+
+pub(crate) const JOB_COLUMNS: &str = job_columns!();
 
 /// A stored job, all columns.
 #[derive(Debug, Clone)]
@@ -76,8 +84,8 @@ impl StoredJob {
 }
 
 pub(crate) fn load(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredJob>> {
-    let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE id = ?1");
-    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![id], StoredJob::from_row).optional()?)
+    const SQL: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?1");
+    Ok(ctx.tx.prepare_cached(SQL)?.query_row(p![id], StoredJob::from_row).optional()?)
 }
 
 pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
@@ -115,7 +123,11 @@ pub(crate) fn record(
     ctx.tx
         .prepare_cached("INSERT INTO job_event (job_id, at, state, by, reason) VALUES (?1, ?2, ?3, ?4, ?5)")?
         .execute(p![id, at, state.as_str(), by, reason])?;
-    ctx.tx.prepare_cached("UPDATE job SET last_at = max(last_at, ?2) WHERE id = ?1")?.execute(p![id, at])?;
+    let sql = match ctx.tx.dialect() {
+        Dialect::Sqlite => "UPDATE job SET last_at = max(last_at, ?2) WHERE id = ?1",
+        Dialect::Postgres => "UPDATE job SET last_at = GREATEST(last_at, ?2) WHERE id = ?1",
+    };
+    ctx.tx.prepare_cached(sql)?.execute(p![id, at])?;
     Ok(())
 }
 
@@ -167,7 +179,7 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Value>> 
         "SELECT {cols} FROM job j WHERE \
          (j.seq IN (SELECT j2.seq FROM job_watch w JOIN job j2 ON j2.id = w.job_id WHERE w.pc = ?1) \
           OR (?2 = 0 AND j.target = ?1)) \
-         AND (?3 IS NULL OR j.target = ?3) AND (?4 IS NULL OR j.state = ?4) \
+         AND (CAST(?3 AS TEXT) IS NULL OR j.target = ?3) AND (CAST(?4 AS TEXT) IS NULL OR j.state = ?4) \
          ORDER BY j.seq DESC LIMIT ?5"
     );
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
@@ -186,8 +198,7 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Value>> 
 pub(crate) fn cancel_queued_for_revoked(ctx: &mut Ctx<'_>, label: &str) -> OpResult<usize> {
     let ids: Vec<String> = {
         let mut st = ctx.tx.prepare_cached("SELECT id FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq")?;
-        let ids = st.query_map(p![label], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?;
-        ids
+        st.query_map(p![label], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
     let reason = cj::revoked_target_reason(label);
     let mut n = 0;
@@ -208,10 +219,16 @@ pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str
     let mut out = Vec::new();
     // Running: no heartbeat for 6·H, or past twice the time limit. Both reads
     // are bounded by the running jobs (partial indexes), never by history.
-    let mut stmt = ctx.tx.prepare_cached(
-        "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
-         INDEXED BY job_heartbeat WHERE state = 'running' ORDER BY seq",
-    )?;
+    let mut stmt = ctx.tx.prepare_cached(match ctx.tx.dialect() {
+        Dialect::Sqlite => {
+            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+             INDEXED BY job_heartbeat WHERE state = 'running' ORDER BY seq"
+        }
+        Dialect::Postgres => {
+            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+             WHERE state = 'running' ORDER BY seq"
+        }
+    })?;
     let rows = stmt.query_map(p![], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
     })?;
@@ -223,9 +240,10 @@ pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str
             out.push((id, JobState::TimedOut, cj::REASON_PAST_LIMIT));
         }
     }
-    let mut stmt = ctx
-        .tx
-        .prepare_cached("SELECT id FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at")?;
+    let mut stmt = ctx.tx.prepare_cached(match ctx.tx.dialect() {
+        Dialect::Sqlite => "SELECT id FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
+        Dialect::Postgres => "SELECT id FROM job WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
+    })?;
     for id in stmt.query_map(p![now - cj::QUEUED_MAX_AGE_MS], |r| r.get::<_, String>(0))? {
         out.push((id?, JobState::Cancelled, cj::REASON_NEVER_STARTED));
     }

@@ -301,7 +301,7 @@ fn next_fence(ctx: &Ctx<'_>, resource: &str) -> OpResult<i64> {
         .tx
         .prepare_cached(
             "INSERT INTO lease_fence (resource, last) VALUES (?1, 1) \
-             ON CONFLICT (resource) DO UPDATE SET last = last + 1 RETURNING last",
+             ON CONFLICT (resource) DO UPDATE SET last = lease_fence.last + 1 RETURNING last",
         )?
         .query_row(p![resource], |r| r.get(0))?)
 }
@@ -488,13 +488,14 @@ pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<Map<String, Valu
     refresh(ctx)?;
     let mut leases = query_leases(
         ctx,
-        "(?1 IS NULL OR resource = ?1) AND (?2 IS NULL OR repo = ?2) AND state IN ('held', 'stale') ORDER BY resource, fence",
+        "(CAST(?1 AS TEXT) IS NULL OR resource = ?1) AND (CAST(?2 AS TEXT) IS NULL OR repo = ?2) AND state IN ('held', 'stale') ORDER BY resource, fence",
         p![a.resource, a.repo],
     )?;
     if a.all {
         leases.extend(query_leases(
             ctx,
-            "(?2 IS NULL OR resource = ?2) AND (?3 IS NULL OR repo = ?3) AND ended_at IS NOT NULL AND ended_at >= ?1",
+            "(CAST(?2 AS TEXT) IS NULL OR resource = ?2) AND (CAST(?3 AS TEXT) IS NULL OR repo = ?3) \
+             AND ended_at IS NOT NULL AND ended_at >= ?1",
             p![ctx.now - ENDED_WINDOW_MS, a.resource, a.repo],
         )?);
         leases.sort_by(|x, y| (&x.resource, x.fence).cmp(&(&y.resource, y.fence)));

@@ -11,6 +11,7 @@ use super::roster;
 use crate::ctx::{fields, Ctx, OpError, OpResult};
 use crate::mail::{record_event, MailEvent, StoredMail, MAIL_COLUMNS};
 use crate::p;
+use crate::store::Dialect;
 use pcmail_core::op_table::News;
 use pcmail_core::sessions::{LiveSession, NameHolder, WhoSession, REPORT_FRESH_MS};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
@@ -142,8 +143,7 @@ pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult
     let names = held_by(ctx, ctx.pc)?;
     let withdrawn: Vec<String> = {
         let mut st = ctx.tx.prepare_cached("SELECT mail_id FROM name_withdraw WHERE pc = ?1 ORDER BY mail_id")?;
-        let ids = st.query_map(p![ctx.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?;
-        ids
+        st.query_map(p![ctx.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
     ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute(p![ctx.pc])?;
     Ok(json!({"names": names, "withdrawn": withdrawn}))
@@ -198,14 +198,13 @@ pub(crate) fn take(
             let mut st = ctx
                 .tx
                 .prepare_cached("SELECT id FROM mail WHERE recipient = ?1 AND state = 'delivered' AND name_pc = ?2")?;
-            let ids = st.query_map(p![name, p.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?;
-            ids
+            st.query_map(p![name, p.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
         };
         let note = pcmail_core::sessions::withdrawn_note(name, ctx.pc);
         for id in &ids {
             ctx.tx.prepare_cached("UPDATE mail SET name_pc = NULL, requeued = 1 WHERE id = ?1")?.execute(p![id])?;
             ctx.tx
-                .prepare_cached("INSERT OR IGNORE INTO name_withdraw (pc, mail_id) VALUES (?1, ?2)")?
+                .prepare_cached("INSERT INTO name_withdraw (pc, mail_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?
                 .execute(p![p.pc, id])?;
             // The old PC's received feed (and the timeline) say it left: still
             // `delivered` on the server, withdrawn from that PC by the server.
@@ -249,11 +248,18 @@ pub(crate) fn take(
 /// name it holds, and the names no live session holds.
 pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     let fresh = ctx.now - REPORT_FRESH_MS;
-    let mut st = ctx.tx.prepare_cached(
-        "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
-                (SELECT group_concat(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
-         FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session",
-    )?;
+    let mut st = ctx.tx.prepare_cached(match ctx.tx.dialect() {
+        Dialect::Sqlite => {
+            "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
+                    (SELECT group_concat(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
+             FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session"
+        }
+        Dialect::Postgres => {
+            "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
+                    (SELECT string_agg(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
+             FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session"
+        }
+    })?;
     let now = ctx.now;
     let rows = st.query_map(p![fresh, ctx.pc], |r| {
         let leases: String = r.get(6)?;
