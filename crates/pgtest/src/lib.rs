@@ -64,6 +64,7 @@ impl Postgres {
     pub fn start_with(opts: Options) -> Postgres {
         let bin = bindir();
         let owner = Owner::current();
+        remove_stale_clusters();
         let template = template(&bin, &owner);
         let dir = tempfile::Builder::new().prefix("pcmail-pg-").tempdir().expect("a temporary folder");
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).expect("chmod the cluster folder");
@@ -479,6 +480,36 @@ fn template(bin: &Path, owner: &Owner) -> PathBuf {
     fs::rename(&data, &dir).expect("template in place");
     let _ = fs::remove_dir_all(&work);
     dir
+}
+
+/// Clusters of test processes that were killed (their folder outlives them:
+/// the server dies with the process, the folder is not removed): a folder
+/// over ten minutes old whose server is not running is deleted.
+fn remove_stale_clusters() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("pcmail-pg-") {
+            continue;
+        }
+        let path = e.path();
+        let old = fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(600));
+        if !old {
+            continue;
+        }
+        let running = fs::read_to_string(path.join("data/postmaster.pid"))
+            .ok()
+            .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<i32>().ok()))
+            // SAFETY: signal 0 only asks whether the process exists.
+            .is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
+        if !running {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
 }
 
 fn free_port() -> u16 {
