@@ -172,7 +172,7 @@ fn run_on(engine: &Engine, steps: Vec<Step>) -> Result<(), TestCaseError> {
                     r["mail"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
                 let _ = limit;
                 // At least once until confirmed, never after: exactly the mail still new for me.
-                let status = status_of(&engine, &m, now)?;
+                let status = status_of(engine, &m, now)?;
                 for (id, to) in &m.accepted {
                     let new_for_me = to == me && status[id]["state"] == json!("new");
                     prop_assert_eq!(returned.contains(id), new_for_me, "poll of {} and mail {}", me, id);
@@ -194,7 +194,7 @@ fn run_on(engine: &Engine, steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
         }
         // Invariants over every accepted mail.
-        let status = status_of(&engine, &m, now)?;
+        let status = status_of(engine, &m, now)?;
         for (id, to) in &m.accepted {
             let mail = &status[id];
             let state = State::parse(mail["state"].as_str().unwrap()).unwrap();
