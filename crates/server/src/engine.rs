@@ -179,6 +179,44 @@ impl Engine {
         Some(crate::store::pg::spawn_listener(pg.target().clone(), pg.instance.clone(), on, stop))
     }
 
+    /// The timer's work (sweep, retention, webhooks), once per period for the
+    /// whole cluster: under the maintenance lock, and skipped when any
+    /// instance did it less than half a period ago (`meta.maintenance_at`).
+    /// False: skipped. With SQLite it always runs.
+    pub fn maintenance(self: &Arc<Self>, now: Millis, f: impl FnOnce(&Arc<Engine>)) -> anyhow::Result<bool> {
+        let Backend::Postgres(_) = &self.backend else {
+            f(self);
+            return Ok(true);
+        };
+        let ran = self.exclusively(|| -> anyhow::Result<bool> {
+            let half = pcmail_core::model::limits::SWEEP_EVERY_MS / 2;
+            let last: Option<i64> = self
+                .with_tx(Mode::Read, |tx| {
+                    Ok(tx
+                        .prepare_cached("SELECT value FROM meta WHERE key = 'maintenance_at'")?
+                        .query_row(crate::p![], |r| r.get(0))
+                        .map(Some)
+                        .or_else(|e| if matches!(e, crate::store::DbError::NoRow) { Ok(None) } else { Err(e) })?)
+                })
+                .map_err(|e| anyhow::anyhow!("{}", e.into_proto().message))?;
+            if last.is_some_and(|t| now - t < half && now >= t) {
+                return Ok(false);
+            }
+            f(self);
+            self.with_tx(Mode::Write, |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO meta (key, value) VALUES ('maintenance_at', ?1) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                )?
+                .execute(crate::p![now])?;
+                Ok(())
+            })
+            .map_err(|e| anyhow::anyhow!("{}", e.into_proto().message))?;
+            Ok(true)
+        })?;
+        ran.unwrap_or(Ok(false))
+    }
+
     /// Runs `f` unless another instance runs it now (the cluster's sweep,
     /// retention and webhooks); with SQLite this process is the only one.
     pub fn exclusively<T>(&self, f: impl FnOnce() -> T) -> anyhow::Result<Option<T>> {

@@ -136,7 +136,8 @@ pub(crate) enum TxKind {
 
 /// The PostgreSQL store: a pool of connections to one database.
 pub(crate) struct PgStore {
-    pool: r2d2::Pool<Manager>,
+    /// Always Some until dropped (see `Drop`).
+    pool: Option<r2d2::Pool<Manager>>,
     target: PgTarget,
     /// This process's name in wake-up payloads (its own are not re-delivered).
     pub instance: String,
@@ -171,7 +172,7 @@ impl PgStore {
             .error_handler(Box::new(LogErrors))
             .build_unchecked(manager);
         let instance = format!("{:016x}", rand_u64());
-        Ok(PgStore { pool, target, instance, retries: AtomicU64::new(0) })
+        Ok(PgStore { pool: Some(pool), target, instance, retries: AtomicU64::new(0) })
     }
 
     pub(crate) fn target(&self) -> &PgTarget {
@@ -179,7 +180,8 @@ impl PgStore {
     }
 
     fn conn(&self) -> DbResult<r2d2::PooledConnection<Manager>> {
-        self.pool.get().map_err(|e| DbError::Unavailable(e.to_string()))
+        let pool = self.pool.as_ref().ok_or_else(|| DbError::Unavailable("the store is closing".into()))?;
+        pool.get().map_err(|e| DbError::Unavailable(e.to_string()))
     }
 
     /// Runs `f` in one transaction, again from the start after a
@@ -236,6 +238,20 @@ impl PgStore {
         let out = f();
         let _ = conn.client.query_one("SELECT pg_advisory_unlock($1)", &[&MAINTENANCE_LOCK]);
         Ok(Some(out))
+    }
+}
+
+/// The sync client blocks when it closes a connection, which an async
+/// thread must never do: the pool is closed on a thread of its own.
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::Builder::new().name("pcmail-pg-close".into()).spawn(move || drop(pool));
+            } else {
+                drop(pool);
+            }
+        }
     }
 }
 
@@ -484,37 +500,54 @@ pub(crate) fn spawn_listener(
                 was_connected = true;
                 // Whatever was sent while we were away is lost: everyone re-reads by cursor.
                 on(Wake::All);
+                let mut idle_rounds = 0u32;
                 'listen: while !stop.load(Ordering::Relaxed) {
+                    use postgres::fallible_iterator::FallibleIterator;
                     let mut woke = Vec::new();
                     {
                         let mut n = client.notifications();
-                        let mut it = n.timeout_iter(Duration::from_millis(500));
-                        loop {
-                            match postgres::fallible_iterator::FallibleIterator::next(&mut it) {
-                                Ok(Some(note)) => {
-                                    woke.push(note.payload().to_string());
-                                    if woke.len() >= 64 {
-                                        break;
-                                    }
+                        // Wait (at most half a second) for the first; then take what is already here.
+                        match n.timeout_iter(Duration::from_millis(500)).next() {
+                            Ok(Some(note)) => woke.push(note.payload().to_string()),
+                            Ok(None) => {}
+                            Err(_) => break 'listen,
+                        }
+                        if !woke.is_empty() {
+                            let mut more = n.iter();
+                            while let Ok(Some(note)) = more.next() {
+                                woke.push(note.payload().to_string());
+                                if woke.len() >= 256 {
+                                    break;
                                 }
-                                Ok(None) => break,
-                                Err(_) => break 'listen,
                             }
                         }
                     }
-                    for p in woke {
-                        if let Some(w) = parse_wake(&instance, &p) {
+                    for p in &woke {
+                        if let Some(w) = parse_wake(&instance, p) {
                             on(w);
                         }
                     }
-                    // The connection may be dead without an error: check it each round.
-                    if client.is_closed() || client.simple_query("").is_err() {
+                    // The connection may be dead without an error: check it when idle.
+                    if woke_nothing_for_a_while(&mut idle_rounds, &woke)
+                        && (client.is_closed() || client.simple_query("").is_err())
+                    {
                         break;
                     }
                 }
             }
         })
         .expect("spawning the wake-up listener")
+}
+
+/// True every few idle rounds (about two seconds), when the listener checks
+/// that its connection still answers.
+fn woke_nothing_for_a_while(idle_rounds: &mut u32, woke: &[String]) -> bool {
+    if !woke.is_empty() {
+        *idle_rounds = 0;
+        return false;
+    }
+    *idle_rounds += 1;
+    *idle_rounds % 4 == 0
 }
 
 /// A random number from the OS (instance names, retry jitter).
