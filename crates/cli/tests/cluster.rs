@@ -228,7 +228,8 @@ fn kill_9_of_an_instance_and_a_postgres_restart_lose_and_double_nothing() {
             let deadline = Instant::now() + Duration::from_secs(120);
             while got.len() < 4 * PER_SENDER || !confirm.is_empty() {
                 assert!(Instant::now() < deadline, "received {} of {}", got.len(), 4 * PER_SENDER);
-                let (r, _) = call_retrying(&h, &url, "rcv", "poll", json!({"confirm": confirm, "waitMs": 2000, "limit": 200}));
+                let (r, _) =
+                    call_retrying(&h, &url, "rcv", "poll", json!({"confirm": confirm, "waitMs": 2000, "limit": 200}));
                 assert_eq!(r["ok"], true, "{r}");
                 confirm = Vec::new();
                 for m in r["mail"].as_array().unwrap() {
@@ -244,7 +245,11 @@ fn kill_9_of_an_instance_and_a_postgres_restart_lose_and_double_nothing() {
     let wait_for = |n: usize| {
         let deadline = Instant::now() + Duration::from_secs(60);
         while sent.load(std::sync::atomic::Ordering::Relaxed) < n {
-            assert!(Instant::now() < deadline, "senders stalled at {}", sent.load(std::sync::atomic::Ordering::Relaxed));
+            assert!(
+                Instant::now() < deadline,
+                "senders stalled at {}",
+                sent.load(std::sync::atomic::Ordering::Relaxed)
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     };

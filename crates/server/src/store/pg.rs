@@ -547,7 +547,7 @@ fn woke_nothing_for_a_while(idle_rounds: &mut u32, woke: &[String]) -> bool {
         return false;
     }
     *idle_rounds += 1;
-    *idle_rounds % 4 == 0
+    (*idle_rounds).is_multiple_of(4)
 }
 
 /// A random number from the OS (instance names, retry jitter).
