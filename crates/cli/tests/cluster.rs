@@ -286,3 +286,77 @@ fn kill_9_of_an_instance_and_a_postgres_restart_lose_and_double_nothing() {
         a2.url
     );
 }
+
+/// A claim storm on one resource by 4 PCs, each request to either instance
+/// in turn: never two exclusive holders, and fences growing by one with
+/// every grant, across both instances (the timeline in PostgreSQL is walked).
+#[test]
+fn a_claim_storm_across_two_instances_keeps_one_holder_and_growing_fences() {
+    let pg = Postgres::start();
+    let db = pg.create_database("storm");
+    let a = Instance::start(&db, "127.0.0.1:0");
+    let b = Instance::start(&db, "127.0.0.1:0");
+    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    const CLIENTS: usize = 4;
+    const CYCLES: usize = 60;
+    for i in 0..CLIENTS {
+        let pc = format!("pc-{i}");
+        let r = call(&http, &a.url, &pc, "roster.set", json!({"label": pc, "hostname": format!("H{i}")}));
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    let urls = [a.url.clone(), b.url.clone()];
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (h, urls) = (http.clone(), urls.clone());
+            std::thread::spawn(move || {
+                let pc = format!("pc-{i}");
+                let mut fences = Vec::new();
+                let mut k = i;
+                for n in 0..CYCLES {
+                    let fence = loop {
+                        k += 1;
+                        let args = json!({"claimId": format!("c-{i}-{n}"), "resource": "storm/one", "repo": "",
+                            "description": "storm", "files": [], "mode": "exclusive",
+                            "holder": {"pc": pc, "session": format!("s{i}"), "name": null}});
+                        let (r, _) = call_retrying(&h, &urls[k % 2], &pc, "lease.claim", args);
+                        if r["ok"] == true {
+                            break r["lease"]["fence"].as_i64().unwrap();
+                        }
+                        assert_eq!(r["error"]["code"], "held", "{r}");
+                        std::thread::sleep(Duration::from_millis(2));
+                    };
+                    k += 1;
+                    let args = json!({"resource": "storm/one", "fence": fence, "by": format!("{pc}/s{i}")});
+                    let (r, _) = call_retrying(&h, &urls[k % 2], &pc, "lease.release", args);
+                    assert_eq!(r["released"], true, "{r}");
+                    fences.push(fence);
+                }
+                fences
+            })
+        })
+        .collect();
+    let mut all: Vec<i64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    all.sort();
+    let n = (CLIENTS * CYCLES) as i64;
+    assert_eq!(all, (1..=n).collect::<Vec<_>>(), "every fence handed out once, one more per grant");
+    let mut c = pg.connect("storm");
+    let mut holder: Option<i64> = None;
+    let mut last = 0;
+    for r in c.query("SELECT event, fence FROM lease_event WHERE resource = 'storm/one' ORDER BY seq", &[]).unwrap() {
+        let (event, fence): (String, i64) = (r.get(0), r.get(1));
+        match event.as_str() {
+            "granted" => {
+                assert_eq!(holder, None, "fence {fence} granted while {holder:?} held it");
+                assert!(fence > last, "fence {fence} after {last}");
+                last = fence;
+                holder = Some(fence);
+            }
+            "released" => {
+                assert_eq!(holder, Some(fence), "released {fence} not held");
+                holder = None;
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(last, n);
+}
