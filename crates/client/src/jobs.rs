@@ -35,38 +35,7 @@ pub const WHITELIST_HASH: &str = "job_whitelist_hash";
 /// Reason a run left behind by a stopped executor is reported with.
 pub const REASON_INTERRUPTED: &str = "the executor stopped while the job ran (its run was interrupted)";
 
-/// The jobs this process runs: id → its cancel flag. Shared with the workers.
-#[derive(Default, Clone)]
-pub struct Executor {
-    running: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>,
-    /// Offered jobs held back this cycle (their subject is busy): the poller
-    /// pauses briefly instead of long-polling on an answer that is never empty.
-    held_back: Arc<AtomicBool>,
-    /// Worker threads, joined by tests that need a run to finish.
-    workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
-    /// config.toml's mtime when `[jobs]` was last read: an edited whitelist
-    /// is published by a running daemon at its next poll.
-    config_mtime: Arc<Mutex<Option<std::time::SystemTime>>>,
-}
-
-impl Executor {
-    pub fn running_ids(&self) -> Vec<String> {
-        self.running.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default()
-    }
-    fn is_running(&self, id: &str) -> bool {
-        self.running.lock().map(|m| m.contains_key(id)).unwrap_or(false)
-    }
-    pub fn held_back(&self) -> bool {
-        self.held_back.load(Ordering::Relaxed)
-    }
-    /// Waits for every worker started so far (tests).
-    pub fn join_workers(&self) {
-        let hs: Vec<_> = self.workers.lock().map(|mut w| w.drain(..).collect()).unwrap_or_default();
-        for h in hs {
-            let _ = h.join();
-        }
-    }
-}
+pub use crate::executor::Executor;
 
 /// This PC's whitelist as published: every command checked (this PC's
 /// rules, then core's `check_spec`). An invalid `[jobs]` publishes nothing.
@@ -840,7 +809,8 @@ impl Client {
             if start.elapsed() >= timeout {
                 return Ok((job, false));
             }
-            let step = if quota_bound { crate::ops::wait_interval(true, attempt) } else { Duration::from_millis(50) };
+            let step =
+                if quota_bound { crate::backoff::wait_interval(true, attempt) } else { Duration::from_millis(50) };
             std::thread::sleep(step.min(timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1))));
             attempt += 1;
         }

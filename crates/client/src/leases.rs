@@ -309,7 +309,7 @@ impl Client {
                     self.store.lease_mine_remove(&l.claim_id)?;
                 }
                 Err(e) => {
-                    self.store.lease_release_retry(&l.claim_id, now + crate::ops::backoff_ms(2))?;
+                    self.store.lease_release_retry(&l.claim_id, now + crate::backoff::backoff_ms(2))?;
                     return Err(e.into());
                 }
             }

@@ -11,16 +11,11 @@ use pcmail_store::{inbox, marks, InboxMail};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+pub use crate::backoff::{backoff_ms, wait_interval};
+
 /// What `status` found (the mails), which ids it did not find, and for mail
 /// to a name nobody live holds, why it waits (id, the server's note).
 pub type StatusNotingWaits = (Vec<Mail>, Vec<String>, Vec<(String, String)>);
-
-/// Exponential backoff with jitter: 5 s, 10 s, 20 s … capped at 5 min.
-pub fn backoff_ms(attempt: u32) -> Millis {
-    let base: Millis = 5_000i64.saturating_mul(1i64 << attempt.min(6)).min(300_000);
-    let jitter: f64 = rand::random::<f64>() * 0.5 + 0.75;
-    (base as f64 * jitter) as Millis
-}
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SendOutcome {
@@ -49,17 +44,6 @@ pub enum Expires {
     In(Millis),
     /// A point in time (`--expires 2026-12-01T10:00:00Z`), read by the server's clock.
     At(Millis),
-}
-
-/// How long `--wait-for` waits before asking again: fast where asking is
-/// cheap (embedded, `pcmail serve`), from 5 s growing to a minute against Apps
-/// Script, whose URL fetches are a daily quota.
-pub fn wait_interval(quota_bound: bool, attempt: u32) -> Duration {
-    if !quota_bound {
-        return Duration::from_millis(250);
-    }
-    let ms = 5_000f64 * 1.5f64.powi(attempt.min(10) as i32);
-    Duration::from_millis(ms.min(60_000.0) as u64)
 }
 
 impl Client {
@@ -364,27 +348,4 @@ fn reply_subject(s: &str) -> String {
 fn check_draft(mail: &OutgoingMail) -> Result<(), ClientError> {
     let req = pcmail_core::protocol::request_json("x", None, &Op::Send { mail: mail.clone() });
     pcmail_core::protocol::parse_request(&req).map(|_| ()).map_err(|e| ClientError::Invalid(e.message))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Issue 8 defect 11: --wait-for asked every 250 ms even against Apps Script.
-    #[test]
-    fn waiting_asks_often_where_it_is_cheap_and_seldom_against_apps_script() {
-        assert_eq!(wait_interval(false, 0), Duration::from_millis(250));
-        assert_eq!(wait_interval(false, 50), Duration::from_millis(250));
-        assert_eq!(wait_interval(true, 0), Duration::from_secs(5));
-        assert!(wait_interval(true, 1) > wait_interval(true, 0), "it grows");
-        assert_eq!(wait_interval(true, 40), Duration::from_secs(60), "capped at a minute");
-        // Ten minutes of waiting against Apps Script costs a few dozen requests, not 2,400.
-        let mut t = Duration::ZERO;
-        let mut asks = 0;
-        while t < Duration::from_secs(600) {
-            t += wait_interval(true, asks);
-            asks += 1;
-        }
-        assert!(asks < 25, "{asks} requests in 10 minutes");
-    }
 }

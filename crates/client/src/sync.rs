@@ -360,7 +360,7 @@ impl Client {
                     report.outbox_sent.extend(out.ids);
                 }
                 Err(ClientError::Call(e)) if e.is_transient() => {
-                    let backoff = crate::ops::backoff_ms(q.attempts as u32 + 1);
+                    let backoff = crate::backoff::backoff_ms(q.attempts as u32 + 1);
                     self.store.outbox_retry_later(&q.mail.id, &e.to_string(), now + backoff)?;
                     report.outbox_left += 1;
                     return Err(ClientError::Call(e));
