@@ -134,11 +134,11 @@ impl Client {
     /// cancels, jobs of this PC's sessions that ended, and offered jobs.
     pub(crate) fn apply_job_answer(
         &mut self,
-        resp: &Value,
+        answer: Option<cj::PollJobAnswer>,
         sent: Option<&cj::PollJob>,
         now: Millis,
     ) -> Result<(), ClientError> {
-        let Some(a) = resp.get("job").and_then(|v| serde_json::from_value::<cj::PollJobAnswer>(v.clone()).ok()) else {
+        let Some(a) = answer else {
             return Ok(());
         };
         if let Some(h) = &a.whitelist_hash {
@@ -713,12 +713,12 @@ pub struct SubmitRequest {
     pub name: Option<String>,
 }
 
-fn job_answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v)
-        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
-}
-
 impl Client {
+    fn call_job_as<A: pcmail_core::answers::Answer>(&mut self, op: &Op) -> Result<A, ClientError> {
+        let v = self.call_job(op)?;
+        Ok(crate::transport::decode(op, v)?)
+    }
+
     fn call_job(&mut self, op: &Op) -> Result<Value, ClientError> {
         match self.transport.call(op) {
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -747,7 +747,7 @@ impl Client {
             submitter: Submitter { pc: self.me().to_string(), session: req.session.clone(), name: req.name.clone() },
             dedup_window_ms: None,
         };
-        let a: cj::SubmitAnswer = job_answer(self.call_job(&Op::JobSubmit(args))?, "job.submit")?;
+        let a: cj::SubmitAnswer = self.call_job_as(&Op::JobSubmit(args))?;
         self.remember_job(&a.job, &req.session, now, true)?;
         Ok(a)
     }
@@ -771,21 +771,19 @@ impl Client {
     }
 
     pub fn job_status(&mut self, job_id: &str) -> Result<Job, ClientError> {
-        let a: cj::JobAnswer = job_answer(self.call_job(&Op::JobStatus { job_id: job_id.to_string() })?, "job.status")?;
+        let a: cj::JobAnswer = self.call_job_as(&Op::JobStatus { job_id: job_id.to_string() })?;
         Ok(a.job)
     }
 
     pub fn job_list(&mut self, args: cj::ListArgs) -> Result<Vec<Job>, ClientError> {
-        let a: cj::ListAnswer = job_answer(self.call_job(&Op::JobList(args))?, "job.list")?;
+        let a: cj::ListAnswer = self.call_job_as(&Op::JobList(args))?;
         Ok(a.jobs)
     }
 
     pub fn job_cancel(&mut self, job_id: &str, session: &str, reason: Option<String>) -> Result<Job, ClientError> {
         let by = pcmail_core::rules::actor(self.me(), Some(session));
-        let a: cj::JobAnswer = job_answer(
-            self.call_job(&Op::JobCancel(cj::CancelArgs { job_id: job_id.to_string(), by, reason }))?,
-            "job.cancel",
-        )?;
+        let a: cj::JobAnswer =
+            self.call_job_as(&Op::JobCancel(cj::CancelArgs { job_id: job_id.to_string(), by, reason }))?;
         Ok(a.job)
     }
 

@@ -70,8 +70,7 @@ fn cached(l: &Lease) -> CachedLease {
 }
 
 fn answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v)
-        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
+    Ok(crate::transport::decode_as(v, what)?)
 }
 
 impl Client {
@@ -405,11 +404,11 @@ impl Client {
     /// lost, and the server's list into the guard cache.
     pub(crate) fn apply_lease_answer(
         &mut self,
-        resp: &Value,
+        answer: Option<PollLeaseAnswer>,
         sent_releases: &[MyLease],
         now: Millis,
     ) -> Result<(), ClientError> {
-        let Some(a) = resp.get("lease").and_then(|v| serde_json::from_value::<PollLeaseAnswer>(v.clone()).ok()) else {
+        let Some(a) = answer else {
             return Ok(());
         };
         for l in sent_releases {

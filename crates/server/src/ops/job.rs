@@ -4,15 +4,16 @@
 //! are `pcmail_core::job`'s; this file keeps the states, who and when.
 
 use super::job_builtins::run_builtin;
-use super::job_state::{end_job, load, record, to_json, visible_jobs, StoredJob, JOB_COLUMNS};
-use crate::ctx::{fields, Ctx, OpError, OpResult};
+use super::job_state::{end_job, load, record, to_wire, visible_jobs, StoredJob, JOB_COLUMNS};
+use crate::ctx::{Ctx, OpError, OpResult};
 use pcmail_core::job::{
-    self as cj, CancelArgs, CommandSpec, Job, JobState, ListArgs, PollJob, ReportArgs, StartArgs, SubmitArgs, Whitelist,
+    self as cj, CancelArgs, CommandSpec, Job, JobAnswer, JobState, ListAnswer, ListArgs, PollJob, PollJobAnswer,
+    ReportArgs, Reported, StartArgs, SubmitAnswer, SubmitArgs, Whitelist,
 };
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Most jobs a poll reports in `finished` at once (the rest in the next poll).
@@ -68,7 +69,7 @@ fn executor(ctx: &Ctx<'_>, pc: &str) -> OpResult<Option<Whitelist>> {
 
 // ---- job.submit ----
 
-pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer> {
     if a.submitter.pc != ctx.pc {
         return Err(OpError::proto(
             ErrorCode::Forbidden,
@@ -106,7 +107,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
         }
         let j = load(ctx, &job_id)?
             .ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("job {job_id} was pruned")))?;
-        return Ok(fields(json!({"deduped": job_id != a.job_id, "job": to_json(ctx, &j, true)?})));
+        return Ok(SubmitAnswer { deduped: job_id != a.job_id, job: to_wire(ctx, &j, true)? });
     }
 
     // A revoked PC cannot poll: its jobs would only wait (issue 13).
@@ -182,7 +183,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
                 .execute(params![j.job.id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
             insert_submit(ctx, &a.job_id, &j.job.id, &key)?;
             let j = load(ctx, &j.job.id)?.expect("just updated");
-            return Ok(fields(json!({"deduped": true, "job": to_json(ctx, &j, true)?})));
+            return Ok(SubmitAnswer { deduped: true, job: to_wire(ctx, &j, true)? });
         }
     }
 
@@ -218,7 +219,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
         ctx.wake(News::Job, a.target.clone());
     }
     let j = load(ctx, &a.job_id)?.expect("just inserted");
-    Ok(fields(json!({"deduped": false, "job": to_json(ctx, &j, true)?})))
+    Ok(SubmitAnswer { deduped: false, job: to_wire(ctx, &j, true)? })
 }
 
 fn insert_submit(ctx: &Ctx<'_>, id: &str, job_id: &str, key: &str) -> OpResult<()> {
@@ -249,7 +250,7 @@ fn find_same(ctx: &Ctx<'_>, dedup: &str, window: Millis) -> OpResult<Option<Stor
 
 // ---- job.status / job.list ----
 
-pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<Map<String, Value>> {
+pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<JobAnswer> {
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if !may_see(ctx, &j.job)? {
         return Err(OpError::proto(
@@ -257,16 +258,16 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<Map<String, Value>
             format!("job {id} is neither submitted by, joined by nor targeted at {}", ctx.pc),
         ));
     }
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
-pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<Map<String, Value>> {
-    Ok(fields(json!({"jobs": visible_jobs(ctx, a)?})))
+pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<ListAnswer> {
+    Ok(ListAnswer { jobs: visible_jobs(ctx, a)? })
 }
 
 // ---- job.cancel ----
 
-pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<JobAnswer> {
     let id = &a.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.submitter.pc && ctx.pc != j.job.target {
@@ -289,12 +290,12 @@ pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<Map<String, 
         _ => {}
     }
     let j = load(ctx, id)?.expect("loaded above");
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
 // ---- job.start ----
 
-pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<JobAnswer> {
     let id = &a.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.target {
@@ -339,12 +340,12 @@ pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<Map<String, Va
         }
     }
     let j = load(ctx, id)?.expect("loaded above");
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
 // ---- job.report ----
 
-pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<JobAnswer> {
     let id = &r.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.target {
@@ -352,7 +353,7 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<Map<String, 
     }
     if j.job.state.is_ended() {
         // A retried report (or one after the sweep closed it): unchanged.
-        return Ok(fields(json!({"job": to_json(ctx, &j, true)?})));
+        return Ok(JobAnswer { job: to_wire(ctx, &j, true)? });
     }
     if j.job.state == JobState::Queued && r.result.ran {
         return Err(OpError::proto(
@@ -373,12 +374,12 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<Map<String, 
     let by = pcmail_core::rules::sanitize_actor(&r.runner);
     end_job(ctx, &j, r.state, &by, r.reason.as_deref(), Some(&result))?;
     let j = load(ctx, id)?.expect("loaded above");
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
 // ---- the poll's `job` ----
 
-pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
+pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer> {
     if let Some(w) = &p.whitelist {
         ctx.tx
             .prepare_cached(
@@ -405,12 +406,16 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
     for item in &p.reports {
         match item {
             Ok(r) => match report(ctx, r) {
-                Ok(_) => reported.push(json!({"jobId": r.job_id, "ok": true})),
-                Err(OpError::Proto(e)) => reported
-                    .push(json!({"jobId": r.job_id, "ok": false, "code": e.code.as_str(), "message": e.message})),
+                Ok(_) => reported.push(Reported { job_id: r.job_id.clone(), ok: true, code: None, message: None }),
+                Err(OpError::Proto(e)) => reported.push(Reported {
+                    job_id: r.job_id.clone(),
+                    ok: false,
+                    code: Some(e.code.as_str().into()),
+                    message: Some(e.message),
+                }),
                 Err(e) => return Err(e),
             },
-            Err(bad) => errors.push(json!(bad.to_error("reports"))),
+            Err(bad) => errors.push(bad.to_error("reports")),
         }
     }
     let hash: Option<String> = ctx
@@ -427,7 +432,7 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
         for j in stmt.query_map(params![ctx.pc, cj::OFFERED_MAX as i64], StoredJob::from_row)? {
             let mut job = j?.job;
             job.credentials_required = Some(creds);
-            offered.push(json!(job));
+            offered.push(job);
         }
     }
     let cancel: Vec<String> = ctx
@@ -448,13 +453,10 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
             .prepare_cached("UPDATE job_watch SET tell = 0 WHERE job_id = ?1 AND pc = ?2")?
             .execute(params![id, ctx.pc])?;
         if let Some(j) = load(ctx, id)? {
-            finished.push(json!(j.job));
+            finished.push(j.job);
         }
     }
-    Ok(json!({
-        "whitelistHash": hash, "offered": offered, "cancel": cancel, "reported": reported,
-        "finished": finished, "errors": errors,
-    }))
+    Ok(PollJobAnswer { whitelist_hash: hash, offered, cancel, reported, finished, errors })
 }
 
 fn to_text<T: serde::Serialize>(v: &T) -> String {

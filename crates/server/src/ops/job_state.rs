@@ -7,7 +7,6 @@ use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ListArgs,
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis};
 use rusqlite::{params, OptionalExtension, Row};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 pub(crate) const JOB_COLUMNS: &str =
@@ -95,12 +94,12 @@ pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> 
 }
 
 /// The wire form of a job, with its timeline or without (lists).
-pub(crate) fn to_json(ctx: &Ctx<'_>, j: &StoredJob, with_timeline: bool) -> OpResult<Value> {
+pub(crate) fn to_wire(ctx: &Ctx<'_>, j: &StoredJob, with_timeline: bool) -> OpResult<Job> {
     let mut job = j.job.clone();
     if with_timeline {
         job.timeline = Some(timeline(ctx, &job.id)?);
     }
-    Ok(json!(job))
+    Ok(job)
 }
 
 pub(crate) fn record(
@@ -160,7 +159,7 @@ pub(crate) fn end_job(
 
 /// Jobs the caller may see, newest first: targeted at it, or watched by it
 /// (submitted or joined); `mine` only the latter.
-pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Value>> {
+pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Job>> {
     let cols = JOB_COLUMNS.split(", ").map(|c| format!("j.{c}")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "SELECT {cols} FROM job j WHERE \
@@ -176,7 +175,7 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Value>> 
     )?;
     let mut out = Vec::new();
     for j in rows {
-        out.push(json!(j?.job));
+        out.push(j?.job);
     }
     Ok(out)
 }
