@@ -32,26 +32,26 @@ impl From<LeaseMode> for Mode {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct LeaseClaimArgs {
-    /// What is held: a module, `staging-deploy`, `gpu:0` (lowercase letters, digits, . _ - / :).
+    /// What is held (a module, staging-deploy, gpu:0; a-z 0-9 . _ - / :).
     pub resource: String,
     /// Why, for whoever finds it held.
     #[serde(default)]
     pub description: String,
-    /// Repo-relative globs the lease covers (`src/auth/**`); edits and commits of them by other sessions are refused.
+    /// Repo-relative globs it covers (src/auth/**).
     #[serde(default)]
     pub files: Vec<String>,
     #[serde(default)]
     pub mode: LeaseMode,
-    /// The repo (normalised origin URL); default: the repo of `cwd` or of the current folder.
+    /// The repo (its origin URL; default: that of cwd).
     #[serde(default)]
     pub repo: Option<String>,
-    /// The folder whose repo the lease belongs to (default: the current folder).
+    /// A folder of the repo (default: the current one).
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Follow this process instead of the Claude Code process above the caller.
+    /// Follow this process, not the agent's above the caller.
     #[serde(default)]
     pub pid: Option<i64>,
-    /// A lease without a process that simply ends after this long (30m, 2h).
+    /// No process: end after this long (30m, 2h).
     #[serde(default)]
     pub ttl: Option<String>,
     /// A name for the holder shown to others.

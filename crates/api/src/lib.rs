@@ -79,7 +79,7 @@ impl From<WaitState> for State {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct SendArgs {
-    /// An exact roster label, number or hostname, or `*` for every PC. Anything else is not sent (unknown_address, with candidates).
+    /// An exact roster label, number, hostname or session name; `*`: every PC.
     pub to: String,
     #[serde(default)]
     pub kind: MailKind,

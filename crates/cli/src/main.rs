@@ -345,6 +345,11 @@ enum Cmd {
     Mcp {
         #[command(subcommand)]
         action: Option<McpCmd>,
+        /// Tool groups to load besides the default set (mail, leases, who, handoffs), comma-separated:
+        /// mail, sessions, handoffs, memory, jobs, map, admin, or all. With install: written into the
+        /// agent's configuration.
+        #[arg(long, global = true, value_name = "GROUPS")]
+        tools: Option<String>,
     },
 }
 
@@ -915,7 +920,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Mcp { action } => mcp(action),
+        Cmd::Mcp { action, tools } => mcp(action, tools),
         Cmd::Handoff { action } => handoff_cmd::handoff(action, json),
         Cmd::Memory { action } => handoff_cmd::memory(action, json),
     }
@@ -938,10 +943,14 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     Ok(spec)
 }
 
-fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
+fn mcp(action: Option<McpCmd>, tools: Option<String>) -> anyhow::Result<()> {
     use pcmail_mcp::install::{self, Agent, Outcome, Scope, Target};
+    let profile = match tools.as_deref() {
+        Some(t) => pcmail_mcp::Profile::parse(t).map_err(pcmail_api::ApiError::Usage)?,
+        None => pcmail_mcp::Profile::default(),
+    };
     let (installing, scope, client) = match action {
-        None => return Ok(pcmail_mcp::run_stdio(paths()?)?),
+        None => return Ok(pcmail_mcp::run_stdio(paths()?, &profile)?),
         Some(McpCmd::Install { scope, client }) => (true, scope, client),
         Some(McpCmd::Uninstall { scope, client }) => (false, scope, client),
     };
@@ -964,7 +973,8 @@ fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
     // canonicalize() gives `\\?\C:\…` on Windows, which other programs cannot always run.
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
-    let t = Target::from_env(agent, scope, exe).map_err(as_api)?;
+    let mut t = Target::from_env(agent, scope, exe).map_err(as_api)?;
+    t.tools = profile.to_arg();
     let out = if installing { install::install(&t) } else { install::uninstall(&t) }.map_err(as_api)?;
     let verb = if installing { "installed" } else { "removed" };
     match out {
