@@ -71,7 +71,7 @@ pub struct HandoffNewArgs {
     /// What the session set out to do.
     #[serde(default)]
     pub goal: Option<String>,
-    /// What was done, with paths (so nothing is rebuilt).
+    /// What was done, with paths.
     #[serde(default)]
     pub done: Option<String>,
     /// What didn't work, and why.
@@ -83,10 +83,10 @@ pub struct HandoffNewArgs {
     /// The next step.
     #[serde(default)]
     pub next: Option<String>,
-    /// The sections as Markdown headings (Goal, Done, What didn't work, State, Next step); fields win.
+    /// The sections as Markdown headings instead (fields win).
     #[serde(default)]
     pub markdown: Option<String>,
-    /// The repo (default: the one containing the working directory).
+    /// The repo (default: the working directory's).
     #[serde(default)]
     pub repo: Option<String>,
     /// Also mail a one-line notice here (`*`: every PC).

@@ -57,7 +57,7 @@ impl From<MailKind> for Kind {
     }
 }
 
-/// A state to wait for; a final state (done, failed, expired) also ends the wait.
+/// A state to wait for (a final one also ends the wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WaitState {
@@ -132,7 +132,7 @@ pub struct StatusResult {
 pub struct WaitForArgs {
     pub ids: Vec<String>,
     pub state: WaitState,
-    /// Seconds before giving up with `timeout` (default 300).
+    /// Give up (timeout) after this many seconds (default 300).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }

@@ -18,11 +18,10 @@
 //! idempotent means a repeat with the same arguments changes nothing more.
 //! No tool reaches past the user's own server and PCs, so none is open-world.
 //!
-//! Output schemas describe the top level of a successful result (its
-//! required keys and their JSON types): short, because they are paid for in
-//! the same budget, and exact enough for a client to validate against. An
-//! error result (`isError: true`, `{error: {…}}`) is not checked against it,
-//! as the MCP specification says.
+//! Output schemas describe the top level of a result (its required keys and
+//! their JSON types, or the `error` object of a failed call): short, because
+//! they are paid for in the same budget, and exact enough for a client to
+//! validate every result against.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{JsonObject, ToolAnnotations};
@@ -199,7 +198,7 @@ pub const TOOLS: &[Spec] = &[
     writes("roster_enrol", Admin, false, false, ANY),
     writes("roster_revoke", Admin, true, true, ANY),
     reads("roster_log", Admin, &[("entries", "array")]),
-    writes("roster_require_credentials", Admin, true, true, &[("on", "boolean")]),
+    writes("roster_require_credentials", Admin, true, true, &[("requireCredentials", "boolean"), ("unbound", "array")]),
     writes("token_rotate", Admin, true, false, &[("rotated", "boolean")]),
 ];
 
@@ -218,17 +217,22 @@ impl Spec {
         )
     }
 
-    /// `{"type": "object", "properties": {k: {"type": t}}, "required": [k…]}`.
+    /// `{"type": "object", "properties": {k: {"type": t}…, "error": …},
+    /// "anyOf": [{"required": [k…]}, {"required": ["error"]}]}`: the result's
+    /// keys, or the `{error: {code, exit, message}}` of a failed call (some
+    /// clients check an error result against the schema too).
     pub fn output_schema(&self) -> JsonObject {
-        let mut props = Map::new();
-        for (k, t) in self.output {
-            props.insert((*k).into(), json!({ "type": t }));
-        }
         let mut s = Map::new();
         s.insert("type".into(), json!("object"));
         if !self.output.is_empty() {
+            let mut props = Map::new();
+            for (k, t) in self.output {
+                props.insert((*k).into(), json!({ "type": t }));
+            }
+            props.insert("error".into(), json!({"type": "object"}));
             s.insert("properties".into(), Value::Object(props));
-            s.insert("required".into(), json!(self.output.iter().map(|(k, _)| *k).collect::<Vec<_>>()));
+            let keys: Vec<&str> = self.output.iter().map(|(k, _)| *k).collect();
+            s.insert("anyOf".into(), json!([{ "required": keys }, { "required": ["error"] }]));
         }
         s
     }
@@ -258,6 +262,30 @@ const STANDARD_FORMATS: &[&str] = &[
     "relative-json-pointer",
     "regex",
 ];
+
+/// Puts each `$defs` entry where its `$ref` stands (keeping the description
+/// written there) and drops `$defs`: one level fewer for a client to follow,
+/// and shorter when, as here, each definition is used by one property.
+pub fn inline_defs(schema: &mut Value) {
+    let Some(Value::Object(defs)) = schema.as_object_mut().and_then(|m| m.remove("$defs")) else { return };
+    fn walk(v: &mut Value, defs: &Map<String, Value>) {
+        match v {
+            Value::Object(m) => {
+                let target = m.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/"));
+                if let Some(Value::Object(def)) = target.and_then(|name| defs.get(name)) {
+                    m.remove("$ref");
+                    for (k, dv) in def {
+                        m.entry(k.clone()).or_insert_with(|| dv.clone());
+                    }
+                }
+                m.values_mut().for_each(|x| walk(x, defs));
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, defs)),
+            _ => {}
+        }
+    }
+    walk(schema, &defs);
+}
 
 /// Removes every non-standard `format` from a schema, at any depth.
 pub fn strip_formats(v: &mut Value) {
@@ -331,6 +359,7 @@ pub fn apply<S>(router: &mut ToolRouter<S>, profile: &Profile) {
         route.attr.output_schema = Some(Arc::new(s.output_schema()));
         let mut input = Value::Object((*route.attr.input_schema).clone());
         strip_formats(&mut input);
+        inline_defs(&mut input);
         compact(&mut input);
         if let Value::Object(m) = input {
             route.attr.input_schema = Arc::new(m);

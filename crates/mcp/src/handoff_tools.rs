@@ -20,7 +20,7 @@ fn now() -> chrono::DateTime<chrono::Utc> {
 #[tool_router(router = handoff_tool_router, vis = "pub(crate)")]
 impl PcmailMcp {
     #[tool(
-        description = "Write a handoff for the next session (.claude/handoffs/, an ACTIVE line in INDEX.md, never overwriting): goal, done (with paths), what failed and why, state, next step. goal, state and next are required, as fields or headings in markdown."
+        description = "Write a handoff for the next session (.claude/handoffs/, ACTIVE in INDEX.md, never overwriting). goal, state and next are required, as fields or as headings in markdown."
     )]
     async fn handoff_new(&self, a: Parameters<HandoffNewArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_new(&p, &a, now())).await

@@ -216,7 +216,7 @@ impl PcmailMcp {
 #[tool_router]
 impl PcmailMcp {
     #[tool(
-        description = "Send mail to an exact roster label, number, hostname or session name (`*`: every PC); an inexact one is not sent (unknown_address, exit 4, with candidates). wait_for: answer once every copy got there (timeout: exit 8)."
+        description = "Send mail. An inexact address is not sent (unknown_address, exit 4, with candidates). wait_for: answer once every copy got there."
     )]
     async fn send(&self, a: Parameters<SendArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::send(c, &a)).await
@@ -271,7 +271,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Wait until every copy of each id reached state (a final state ends it too); timeout (exit 8) after timeout_secs (300). Sends progress when asked."
+        description = "Wait until every copy of each id reached state (or a final one); timeout: exit 8. Reports progress when asked."
     )]
     async fn wait_for(
         &self,
@@ -343,7 +343,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Hold a resource (a module, staging-deploy, gpu:0) across PCs; files: globs other sessions may then not edit or commit. Follows the agent process above this server (or pid, or ttl). outcome granted (lease.fence) or unconfirmed (server down); held (exit 10) or stale (exit 11) carry the holder."
+        description = "Hold a resource across PCs; other sessions may then not edit or commit its files. Lives as long as the agent process above this server (or pid, or ttl). granted (lease.fence), unconfirmed (server down), or held (exit 10) / stale (exit 11) with the holder."
     )]
     async fn lease_claim(&self, a: Parameters<LeaseClaimArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_claim(c, &a)).await
