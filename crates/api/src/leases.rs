@@ -65,7 +65,8 @@ pub struct Follow {
     pub session: String,
     /// The process the lease lives with (None: a TTL lease).
     pub pid: Option<i64>,
-    /// `claude` (the Claude Code process above), `pid` (--pid), `ttl`, `parent` (the caller's parent).
+    /// `claude` (the Claude Code process above), `agent` (a Codex or Gemini CLI process above),
+    /// `pid` (--pid), `ttl`, `parent` (the caller's parent).
     pub how: &'static str,
     /// Said to the caller when the lease follows something short-lived.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,10 +80,11 @@ pub struct LeaseClaimResult {
     pub follows: Follow,
 }
 
-/// Which process a lease follows and which session holds it: the Claude
-/// Code process above the caller (its session from the registry), `pid`, a
-/// TTL, or the caller's parent (said in `note`). `PCMAIL_SESSION` names the
-/// session outside Claude Code.
+/// Which process a lease follows and which session holds it: the agent
+/// process above the caller (`claude` for Claude Code, `agent` for Codex or
+/// Gemini CLI; its session from the registry the hooks keep), `pid`, a TTL,
+/// or the caller's parent (said in `note`). `PCMAIL_SESSION` names the
+/// session outside an agent.
 pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(Option<ProcId>, Follow)> {
     let claude = process::claude_ancestor();
     let env_session = std::env::var("PCMAIL_SESSION").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
@@ -92,7 +94,7 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
     } else if ttl {
         (None, "ttl", None)
     } else if let Some(c) = claude {
-        (Some(c), "claude", None)
+        (Some(c), if process::is_claude(c.pid) { "claude" } else { "agent" }, None)
     } else {
         let parent = process::parent_pid()
             .and_then(ProcId::of)

@@ -118,6 +118,13 @@ pub fn looks_like_agent(desc: &str) -> bool {
         })
 }
 
+/// Whether `pid` is Claude Code rather than another agent: false only for a
+/// process seen to be Codex or Gemini CLI (where a process cannot be read,
+/// or `PCMAIL_CLAUDE_PID` names it, it counts as Claude Code, as before).
+pub fn is_claude(pid: i64) -> bool {
+    parent_and_name(pid).is_none_or(|(_, desc)| looks_like_claude(&desc) || !looks_like_agent(&desc))
+}
+
 /// The agent process this process runs under (see [`agent_ancestor`]).
 pub fn claude_ancestor() -> Option<ProcId> {
     agent_ancestor()
