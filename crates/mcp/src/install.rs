@@ -17,8 +17,12 @@
 //!   `PCMAIL_HOME` by value and each credential variable as `"$NAME"`, which
 //!   Gemini expands when it starts the server (it withholds variables whose
 //!   names look like secrets unless `env` names them). The file may hold
-//!   comments and trailing commas, as Gemini allows: only `mcpServers.pcmail`
-//!   changes (crates/jsonc), every comment stays.
+//!   comments, as Gemini allows: only `mcpServers.pcmail` changes
+//!   (crates/jsonc), every comment stays. Gemini's non-interactive mode hides
+//!   every tool its policy would ask about, so a user-scope install also
+//!   writes `~/.gemini/policies/pcmail.toml`, a rule that allows pcmail's
+//!   read-only tools (the same ones Codex runs without asking); the others
+//!   stay the user's decision.
 //!
 //! Files are merged, never clobbered (other keys, comments and order kept),
 //! written atomically (temp file + rename) after a backup copy, and only when
@@ -211,7 +215,49 @@ fn claude_add_line(t: &Target) -> String {
     format!("claude {}", args.join(" "))
 }
 
+/// The first line of the policy file pcmail writes for Gemini (how uninstall knows it is ours).
+const POLICY_MARKER: &str = "# Written by `pcmail mcp install --client gemini`";
+
+/// `~/.gemini/policies/pcmail.toml` (user scope only: Gemini ignores project policies).
+fn gemini_policy_path(t: &Target) -> Option<PathBuf> {
+    (t.agent == Agent::Gemini && t.scope == Scope::User)
+        .then(|| t.home.join(".gemini").join("policies").join(format!("{SERVER_NAME}.toml")))
+}
+
+/// A Gemini policy rule allowing the read-only tools of the installed profile.
+fn gemini_policy(t: &Target) -> String {
+    let profile = match &t.tools {
+        Some(g) => crate::catalog::Profile::parse(g).unwrap_or_default(),
+        None => crate::catalog::Profile::default(),
+    };
+    let names: Vec<String> = crate::catalog::TOOLS
+        .iter()
+        .filter(|s| s.read_only && profile.includes(s.group))
+        .map(|s| format!("\"{}\"", s.name))
+        .collect();
+    format!(
+        "{POLICY_MARKER}: pcmail's read-only MCP tools (readOnlyHint)\n\
+         # run without a confirmation, also in `gemini -p`. Tools that change something stay yours to allow.\n\
+         [[rule]]\nmcpName = \"{SERVER_NAME}\"\ntoolName = [{}]\ndecision = \"allow\"\npriority = 100\n",
+        names.join(", ")
+    )
+}
+
 pub fn install(t: &Target) -> Result<Outcome, InstallError> {
+    let out = install_config(t)?;
+    if let Some(policy) = gemini_policy_path(t) {
+        let text = gemini_policy(t);
+        if let Outcome::File { changed: false, .. } = merge_file(&policy, |_| Ok(text.clone()))? {
+            return Ok(out);
+        }
+        if let Outcome::File { path, backup, .. } = out {
+            return Ok(Outcome::File { path, changed: true, backup });
+        }
+    }
+    Ok(out)
+}
+
+fn install_config(t: &Target) -> Result<Outcome, InstallError> {
     let exe = exe_str(t)?.to_string();
     let Some(path) = config_path(t)? else {
         // Re-adding replaces: remove first (absent is fine), so install is idempotent.
@@ -232,6 +278,11 @@ pub fn install(t: &Target) -> Result<Outcome, InstallError> {
 }
 
 pub fn uninstall(t: &Target) -> Result<Outcome, InstallError> {
+    if let Some(policy) = gemini_policy_path(t) {
+        if fs::read_to_string(&policy).is_ok_and(|p| p.starts_with(POLICY_MARKER)) {
+            fs::remove_file(&policy).map_err(io_err("removing", &policy))?;
+        }
+    }
     let Some(path) = config_path(t)? else {
         let args: Vec<String> = ["mcp", "remove", "--scope", t.scope.as_str(), SERVER_NAME].map(String::from).to_vec();
         run_claude(t, &args, false)?;

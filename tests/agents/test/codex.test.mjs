@@ -98,7 +98,7 @@ test(`codex ${CODEX}: pcmail installed with its own commands: MCP tools, hook co
     assert.match(outputOf(api, 2, 'inbox'), new RegExp(id));
     const sent = JSON.parse(outputOf(api, 3, 'send').replace(/^[\s\S]*?Output:\n/, ''));
     b.sync();
-    assert.equal(b.json(['inbox'])[0]?.body ?? b.json(['inbox']).mails?.[0]?.body, 'looking at it now', JSON.stringify(sent));
+    assert.equal(b.json(['inbox'])[0].body, 'looking at it now', JSON.stringify(sent));
     // The lease follows the Codex process (found among the MCP server's ancestors) and the
     // session its hooks named.
     const claimed = JSON.parse(outputOf(api, 4, 'lease_claim').replace(/^[\s\S]*?Output:\n/, ''));

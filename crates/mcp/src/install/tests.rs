@@ -223,6 +223,17 @@ fn gemini_settings_with_comments_are_accepted_and_keep_them() {
             "env": {"PCMAIL_HOME": "/srv/pcmail", "PCMAIL_TOKEN": "$PCMAIL_TOKEN"}})
     );
     assert!(!file_outcome(install(&t).unwrap()).1, "idempotent");
+    // Gemini's headless mode hides tools that would need a confirmation: the read-only ones are allowed.
+    let policy = fs::read_to_string(t.home.join(".gemini/policies/pcmail.toml")).unwrap();
+    let rule: toml::Value = toml::from_str(&policy).unwrap();
+    let allowed: Vec<&str> =
+        rule["rule"][0]["toolName"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(allowed, ["inbox", "wait_for", "lease_list", "who"]);
+    assert_eq!(
+        (rule["rule"][0]["mcpName"].as_str(), rule["rule"][0]["decision"].as_str()),
+        (Some("pcmail"), Some("allow"))
+    );
     file_outcome(uninstall(&t).unwrap());
     assert_eq!(fs::read_to_string(&path).unwrap(), original, "uninstall gives the text back");
+    assert!(!t.home.join(".gemini/policies/pcmail.toml").exists());
 }
