@@ -66,8 +66,9 @@ test(`gemini ${GEMINI}: pcmail installed with its own commands: MCP tools, hook 
     const leased = path.join(a.repo, 'src', 'auth', 'session.rs');
     const free = path.join(a.repo, 'src', 'util.rs');
     api.script(
-      fnCall('mcp_pcmail_inbox', {}),
-      fnCall('mcp_pcmail_send', { to: 'pc-b', body: 'looking at it now' }),
+      // Gemini adds `wait_for_previous` to every tool's schema, and the model fills it in.
+      fnCall('mcp_pcmail_inbox', { wait_for_previous: false }),
+      fnCall('mcp_pcmail_send', { to: 'pc-b', body: 'looking at it now', wait_for_previous: true }),
       fnCall('mcp_pcmail_lease_claim', { resource: 'docs', files: ['docs/**'], description: 'writing the guide' }),
       fnCall('write_file', { file_path: leased, content: 'pub struct Session;\n' }),
       fnCall('write_file', { file_path: free, content: 'pub fn run() {}\n' }),
@@ -85,6 +86,9 @@ test(`gemini ${GEMINI}: pcmail installed with its own commands: MCP tools, hook 
     assert.match(first, /pcmail: lease auth \[src\/auth\/\*\*\] held by pc-b\/ani/);
     assert.equal(a.status(id).state, 'seen');
 
+    const decl = api.turns[0].tools.flatMap((t) => t.functionDeclarations ?? []).find((f) => f.name === 'mcp_pcmail_send');
+    assert.ok(JSON.stringify(decl).includes('wait_for_previous'), JSON.stringify(decl));
+    assert.doesNotMatch(JSON.stringify(api.turns[0].tools), /"format":"(uint|int|double|float)/, 'no non-standard format');
     // The read-only tool ran by the policy pcmail wrote; the write tools by the user's.
     assert.match(JSON.stringify(responseIn(api, 1, 'mcp_pcmail_inbox')), new RegExp(id));
     assert.equal(payload(responseIn(api, 2, 'mcp_pcmail_send')).queued, false);
