@@ -430,6 +430,14 @@ pub fn uninstall_for(agent: Agent, settings_path: &Path) -> Result<Outcome, Hook
     commit(settings_path, &loaded, root)
 }
 
+/// The pcmail plugin enabled in a Claude Code settings file (`enabledPlugins`
+/// names it `pcmail@<marketplace>`), if any. Never writes.
+pub fn enabled_plugin(settings_path: &Path) -> Option<String> {
+    let root = load(settings_path, Agent::Claude).ok()?.root;
+    let plugins = root.get("enabledPlugins")?.as_object()?;
+    plugins.iter().find(|(k, v)| k.starts_with("pcmail@") && v.as_bool() == Some(true)).map(|(k, _)| k.clone())
+}
+
 /// Reports whether pcmail is registered in Claude Code's settings.json, for `pcmail doctor`.
 pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
     status_for(Agent::Claude, settings_path)

@@ -102,7 +102,7 @@ pub fn watch(session: Option<String>) -> anyhow::Result<()> {
     let paths = pcmail_client::config::Paths::from_env()?;
     let session = match session.or_else(|| std::env::var("PCMAIL_SESSION").ok().filter(|s| !s.trim().is_empty())) {
         Some(s) => s,
-        None => session_above(&paths).ok_or_else(|| {
+        None => session_above_soon(&paths).ok_or_else(|| {
             pcmail_api::ApiError::Usage(
                 "no Claude Code session above this command (the hook records sessions on SessionStart): run it from a session's Monitor tool, or pass --session".into(),
             )
@@ -153,6 +153,26 @@ fn stdin_is_pipe() -> bool {
     #[cfg(not(unix))]
     {
         false
+    }
+}
+
+/// How long `watch` waits for the session of the agent above it to be
+/// recorded: a plugin's monitor starts with the session, beside the
+/// SessionStart hook that records it.
+const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// [`session_above`], waiting up to [`SESSION_WAIT`] while an agent process is
+/// above this command but its session is not recorded yet (none above: at once).
+fn session_above_soon(paths: &pcmail_client::config::Paths) -> Option<String> {
+    let deadline = std::time::Instant::now() + SESSION_WAIT;
+    loop {
+        if let Some(s) = session_above(paths) {
+            return Some(s);
+        }
+        if pcmail_client::process::claude_ancestor().is_none() || std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
 
