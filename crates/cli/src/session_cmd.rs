@@ -100,7 +100,10 @@ extern "C" fn on_signal(_: libc::c_int) {
 pub fn watch(session: Option<String>) -> anyhow::Result<()> {
     use std::io::Write;
     let paths = pcmail_client::config::Paths::from_env()?;
-    let session = match session.or_else(|| std::env::var("PCMAIL_SESSION").ok().filter(|s| !s.trim().is_empty())) {
+    // Claude Code gives a plugin's monitor its session id (CLAUDE_CODE_SESSION_ID), the same
+    // id its hooks receive.
+    let from_env = |k: &str| std::env::var(k).ok().filter(|s| !s.trim().is_empty());
+    let session = match session.or_else(|| from_env("PCMAIL_SESSION")).or_else(|| from_env("CLAUDE_CODE_SESSION_ID")) {
         Some(s) => s,
         None => session_above_soon(&paths).ok_or_else(|| {
             pcmail_api::ApiError::Usage(

@@ -9,8 +9,8 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawnSync, execFileSync } from 'node:child_process';
-import { scenario, claudeCode, repoRoot, texts, toolResults } from '../lib/harness.mjs';
+import { execFileSync } from 'node:child_process';
+import { scenario, installPlugin, texts, toolResults } from '../lib/harness.mjs';
 import { text, toolUse } from '../lib/fake-api.mjs';
 
 function gitRepo(dir) {
@@ -18,22 +18,6 @@ function gitRepo(dir) {
   execFileSync('git', ['init', '-q'], { cwd: dir });
   execFileSync('git', ['remote', 'add', 'origin', 'git@github.com:acme/shop.git'], { cwd: dir });
   fs.writeFileSync(path.join(dir, 'src', 'auth', 'login.rs'), 'fn login() {}\n');
-}
-
-/** `claude plugin …` for this PC (no model involved). */
-export function claudePlugin(pc, args) {
-  const { argv } = claudeCode();
-  const r = spawnSync(argv[0], [...argv.slice(1), 'plugin', ...args], {
-    env: pc.env({ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1' }),
-    cwd: pc.repo, encoding: 'utf8', timeout: 60_000,
-  });
-  assert.equal(r.status, 0, `claude plugin ${args.join(' ')}: ${r.stdout}${r.stderr}`);
-  return r.stdout;
-}
-
-export function installPlugin(pc) {
-  assert.match(claudePlugin(pc, ['marketplace', 'add', repoRoot]), /Successfully added marketplace: pcmail/);
-  assert.match(claudePlugin(pc, ['install', 'pcmail@pcmail']), /Successfully installed plugin: pcmail@pcmail/);
 }
 
 const MCP_INBOX = 'mcp__plugin_pcmail_pcmail__inbox';
