@@ -21,6 +21,7 @@ test('scenario 7: the plugin\'s monitor wakes an idle interactive session with n
   assert.equal(tmux.status, 0, 'tmux is needed (scripts/test.sh installs it)');
   const s = await scenario('monitor', { pcs: ['pc-a', 'pc-b'] });
   const sock = path.join(s.root, 'tmux.sock');
+  let panePid;
   try {
     const a = s.pc('pc-a');
     const b = s.pc('pc-b');
@@ -46,6 +47,7 @@ test('scenario 7: the plugin\'s monitor wakes an idle interactive session with n
     const { argv } = claudeCode();
     execFileSync('tmux', ['-S', sock, 'new-session', '-d', '-x', '160', '-y', '50', '-s', 'cc', '-c', a.repo,
       ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]), ...argv]);
+    panePid = Number(spawnSync('tmux', ['-S', sock, 'list-panes', '-F', '#{pane_pid}'], { encoding: 'utf8' }).stdout.trim());
     const screen = () => spawnSync('tmux', ['-S', sock, 'capture-pane', '-p', '-t', 'cc'], { encoding: 'utf8' }).stdout;
     // The monitor's first line (its header) is the session's first event; wait for it.
     for (let i = 0; i < 60 && !/Monitor event: pcmail watch/.test(screen()); i++) await sleep(500);
@@ -64,6 +66,10 @@ test('scenario 7: the plugin\'s monitor wakes an idle interactive session with n
     t.diagnostic(`the monitor's line reached the model ${s.api.turns.length - before} request(s) after the mail`);
   } finally {
     spawnSync('tmux', ['-S', sock, 'kill-server']);
+    // Claude Code (and the monitor and MCP server under it) write on their way out: wait for it.
+    const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+    for (let i = 0; i < 50 && panePid && alive(panePid); i++) await sleep(100);
+    await sleep(300);
     await s.close();
   }
 });
