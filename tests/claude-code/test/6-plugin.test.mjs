@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { scenario, installPlugin, texts, toolResults } from '../lib/harness.mjs';
+import { scenario, installPlugin, claudePlugin, repoRoot, texts, toolResults } from '../lib/harness.mjs';
 import { text, toolUse } from '../lib/fake-api.mjs';
 
 function gitRepo(dir) {
@@ -29,6 +29,10 @@ test('scenario 6: the plugin from the repo\'s marketplace gives hooks, the lease
     const b = s.pc('pc-b');
     gitRepo(a.repo);
     gitRepo(b.repo);
+    // The plugin and the marketplace pass Claude Code's own check.
+    for (const dir of [path.join(repoRoot, 'plugins', 'pcmail'), repoRoot]) {
+      assert.match(claudePlugin(a, ['validate', dir]), /Validation passed/, dir);
+    }
     installPlugin(a);
     assert.equal(fs.existsSync(a.settingsPath) && JSON.parse(fs.readFileSync(a.settingsPath, 'utf8')).hooks, undefined,
       'the plugin, not settings.json, carries the hooks');
