@@ -58,7 +58,7 @@ impl From<MailKind> for Kind {
     }
 }
 
-/// A state to wait for; a final state (done, failed, expired) also ends the wait.
+/// A state to wait for (a final one also ends the wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WaitState {
@@ -80,7 +80,7 @@ impl From<WaitState> for State {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct SendArgs {
-    /// An exact roster label, number or hostname, or `*` for every PC. Anything else is not sent (unknown_address, with candidates).
+    /// An exact roster label, number, hostname or session name; `*`: every PC.
     pub to: String,
     #[serde(default)]
     pub kind: MailKind,
@@ -133,7 +133,7 @@ pub struct StatusResult {
 pub struct WaitForArgs {
     pub ids: Vec<String>,
     pub state: WaitState,
-    /// Seconds before giving up with `timeout` (default 300).
+    /// Give up (timeout) after this many seconds (default 300).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
