@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole pcmail test suite: Rust workspace (unit, property, protocol
 # vectors, HTTP, end-to-end against both servers), the Apps Script code under
-# Node, `pcmail mcp` under the MCP Inspector, the real Claude Code CLI against pcmail's hooks (offline), the tray UI
+# Node, `pcmail mcp` under the MCP Inspector, the real Claude Code CLI against pcmail's hooks and
+# plugin, the real Codex CLI and Gemini CLI (offline), the tray UI
 # in headless Chromium, the tray app under Xvfb, and the Windows build of the
 # CLI and the hook under Wine.
 set -euo pipefail
@@ -26,6 +27,11 @@ echo "== real Claude Code against a scripted fake Messages API (tests/claude-cod
 # API on loopback. Runs the debug pcmail the Rust section built.
 cargo build -p pcmail-cli 2>&1 | tail -1
 (cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
+echo "== real Codex CLI and Gemini CLI against fakes of their model APIs (tests/agents/)"
+# Codex (npm @openai/codex) and Gemini CLI (npm @google/gemini-cli), pinned by package-lock.json,
+# offline: each run points the agent at a scripted fake of its model API on loopback. pcmail is
+# installed with its own commands; runs the debug pcmail the Claude Code section built.
+(cd tests/agents && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/agents"
 echo "== the sessions demo (scripts/demo-sessions.sh: names, a lease conflict, a handoff, watch)"
 # Fails the run if any step of the walk-through fails (set -e inside); ~3 s after the build.
 bash scripts/demo-sessions.sh > "$LOG/demo-out" 2>&1 || { cat "$LOG/demo-out"; exit 1; }
@@ -74,5 +80,5 @@ smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' |
 deb_pass=$(grep -Eo '^deb: [0-9]+ passed' "$LOG/deb" | grep -Eo '[0-9]+' || echo 0)
 windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
 demo_pass=$(grep -Eo '^demo: [0-9]+ passed' "$LOG/demo" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass + demo_pass ))
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/agents") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass + demo_pass ))
 echo "all: $total passed, 0 failed"

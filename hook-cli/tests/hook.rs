@@ -317,3 +317,46 @@ fn expiry_is_judged_by_the_servers_clock() {
     assert_eq!(shown_ids(&ctx), ["m-exp"], "{ctx}");
     assert!(ctx.contains("age=\"1m\""), "age by the server's clock: {ctx}");
 }
+
+/// The plugin's hooks and `pcmail hooks install` both registered: the plugin's
+/// run (PCMAIL_HOOK_ORIGIN=plugin) stays silent for the events the settings
+/// file has, so the mail is shown once; for the others it acts.
+#[test]
+fn the_plugins_hook_defers_to_a_settings_entry_for_the_same_event() {
+    let f = Pc::new();
+    f.receive("mail", &[("request", false)]);
+    let config = tempfile::tempdir().unwrap();
+    let run = |origin: Option<&str>| {
+        let mut c = f.cmd();
+        c.env("CLAUDE_CONFIG_DIR", config.path()).env_remove("CLAUDE_PROJECT_DIR");
+        if let Some(o) = origin {
+            c.env("PCMAIL_HOOK_ORIGIN", o);
+        }
+        let mut child = c.spawn().unwrap();
+        let input = json!({"session_id": "s-plugin", "hook_event_name": "UserPromptSubmit", "prompt": "hi",
+            "cwd": config.path()});
+        child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        context(&out.stdout)
+    };
+    let settings = config.path().join("settings.json");
+    let register = |event: &str, exe: &str| {
+        std::fs::write(
+            &settings,
+            json!({"hooks": {event: [{"hooks": [{"type": "command", "command": exe, "timeout": 5}]}]}}).to_string(),
+        )
+        .unwrap();
+    };
+    // The settings entry registers this event with a program that exists: the plugin is silent.
+    register("UserPromptSubmit", hook_exe());
+    assert_eq!(run(Some("plugin")), "", "the plugin defers");
+    // Another event only, or a program that is gone: the plugin acts.
+    register("SessionStart", hook_exe());
+    assert!(run(Some("plugin")).contains("mail-0000"), "the plugin acts for an event the settings lack");
+    register("UserPromptSubmit", "/nowhere/pcmail-hook");
+    assert!(!run(Some("plugin")).is_empty(), "a dead entry does not count");
+    // A hook that is not the plugin's never defers.
+    register("UserPromptSubmit", hook_exe());
+    assert!(run(None).contains("mail"), "the settings entry itself acts");
+}

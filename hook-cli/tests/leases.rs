@@ -515,3 +515,43 @@ fn the_guard_file_lets_a_session_edit_under_its_own_lease_also_after_clear() {
         "another session on this PC"
     );
 }
+
+#[test]
+fn codex_apply_patch_is_guarded_on_every_path_its_patch_writes() {
+    let f = Fixture::new();
+    let codex = |patch: &str| {
+        f.hook(json!({
+            "session_id": "01a2339c-bf2f-7473-aa3f-13e4b12e4f8e",
+            "turn_id": "01a2339c-bf4c-7d81-b841-592a8f8c7782",
+            "transcript_path": "/home/kim/.codex/sessions/rollout.jsonl",
+            "cwd": f.repo,
+            "hook_event_name": "PreToolUse",
+            "model": "gpt-5.5",
+            "permission_mode": "bypassPermissions",
+            "tool_name": "apply_patch",
+            "tool_input": {"command": patch},
+            "tool_use_id": "call_1",
+        }))
+    };
+    // Each header kind, alone in a patch or after a free file: denied with the holder.
+    for patch in [
+        "*** Begin Patch\n*** Update File: src/auth/login.rs\n@@\n-fn a() {}\n+fn b() {}\n*** End Patch\n",
+        "*** Begin Patch\n*** Add File: src/main2.rs\n+x\n*** Add File: src/auth/new.rs\n+y\n*** End Patch\n",
+        "*** Begin Patch\n*** Delete File: src/auth/login.rs\n*** End Patch\n",
+        "*** Begin Patch\n*** Update File: src/main.rs\n*** Move to: src/auth/main.rs\n@@\n-a\n+b\n*** End Patch\n",
+    ] {
+        let why = denied(&codex(patch)).unwrap_or_else(|| panic!("denied: {patch}"));
+        assert!(why.contains("`auth`") && why.contains("pc-b/ani") && why.contains("pcmail send pc-b"), "{why}");
+    }
+    // Only free files (and the shared lease): no decision, so Codex's own approval stays in charge.
+    assert_eq!(
+        codex(
+            "*** Begin Patch\n*** Update File: src/main.rs\n@@\n-a\n+b\n*** Add File: docs/b.md\n+b\n*** End Patch\n"
+        ),
+        None
+    );
+    // An absolute path in the patch is the same file.
+    let abs =
+        format!("*** Begin Patch\n*** Update File: {}\n*** End Patch\n", f.repo.join("src/auth/login.rs").display());
+    assert!(denied(&codex(&abs)).is_some());
+}

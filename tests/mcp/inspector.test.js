@@ -1,7 +1,9 @@
 // `pcmail mcp` driven by the MCP Inspector's CLI mode (@modelcontextprotocol/inspector,
 // pinned in package.json / package-lock.json): a client this project did not write.
-// tools/list (with the Inspector's --strict schema-portability check) and tools/call
-// for every tool, on two PCs that share one embedded server file (leases included).
+// tools/list (with the Inspector's --strict schema-portability check) of the default
+// profile and of `--tools all`, and tools/call for every tool, on two PCs that share one
+// embedded server file (leases included); every successful result is validated against
+// the tool's outputSchema with Ajv (a JSON-Schema validator this project did not write).
 //
 // PCMAIL_BIN names the pcmail binary (default: $CARGO_TARGET_DIR or ../../target, debug).
 'use strict';
@@ -15,6 +17,7 @@ const path = require('node:path');
 const repo = path.resolve(__dirname, '../..');
 const bin = process.env.PCMAIL_BIN ||
   path.join(process.env.CARGO_TARGET_DIR || path.join(repo, 'target'), 'debug', 'pcmail');
+const Ajv2020 = require('ajv/dist/2020');
 const inspector = require.resolve('@modelcontextprotocol/inspector/package.json')
   .replace(/package\.json$/, 'clients/launcher/build/index.js');
 
@@ -24,7 +27,12 @@ const TOOLS = ['ack', 'alerts', 'fail', 'handoff_close', 'handoff_list', 'handof
   'memory_show', 'name', 'read', 'reply', 'roster', 'roster_add', 'roster_enrol', 'roster_log', 'roster_remove',
   'roster_require_credentials', 'roster_revoke', 'send', 'sent', 'status', 'sync', 'token_rotate', 'wait_for', 'who'];
 
+// The default profile: what every session that loads pcmail pays for.
+const DEFAULT = ['ack', 'handoff_new', 'handoff_pickup', 'inbox', 'lease_claim', 'lease_list', 'lease_release', 'read',
+  'reply', 'send', 'wait_for', 'who'];
+
 let dir;
+let validators;
 const home = (pc) => path.join(dir, pc);
 
 function pcmail(pc, args, input) {
@@ -38,9 +46,9 @@ function pcmail(pc, args, input) {
 }
 
 // One Inspector run: a fresh `pcmail mcp` process for the PC, one method.
-function inspect(pc, method, extra) {
+function inspect(pc, method, extra, serverArgs = ['--tools', 'all']) {
   const args = [inspector, '--cli', '-e', `PCMAIL_HOME=${home(pc)}`, '--format', 'json',
-    '--method', method, ...(extra || []), '--', bin, 'mcp'];
+    '--method', method, ...(extra || []), '--', bin, 'mcp', ...serverArgs];
   const r = spawnSync(process.execPath, args, {
     // The Inspector keeps its own files under HOME: a private one.
     env: { ...process.env, HOME: dir, INSPECTOR_SKIP_CLIENT_INSTALL: '1' },
@@ -68,6 +76,9 @@ function ok(pc, tool, args) {
   const r = call(pc, tool, args);
   assert.equal(r.result.isError, false, `${tool}: ${JSON.stringify(r.result)}`);
   assert.equal(r.status, 0);
+  const validate = validators.get(tool);
+  assert.ok(validate(r.result.structuredContent),
+    `${tool}: result does not match its outputSchema: ${JSON.stringify(validate.errors)} ${JSON.stringify(r.result.structuredContent)}`);
   return r.result.structuredContent;
 }
 
@@ -79,17 +90,36 @@ before(() => {
     pcmail(pc, ['init', '--label', pc, '--embedded-db', shared]);
     pcmail(pc, ['sync']);
   }
+  const all = inspect('pc-a', 'tools/list').result.tools;
+  const ajv = new Ajv2020({ allErrors: true });
+  validators = new Map(all.map((t) => [t.name, ajv.compile(t.outputSchema)]));
 });
 
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-test('tools/list: one tool per operation, each with an object input schema, no portability problem', () => {
+test('tools/list: the default profile within 12 tools and 10,000 characters; --tools all: one tool per operation', () => {
+  const d = inspect('pc-a', 'tools/list', ['--strict'], []);
+  assert.equal(d.status, 0, d.stderr);
+  assert.deepEqual(d.result.tools.map((t) => t.name).sort(), DEFAULT);
+  const chars = JSON.stringify(d.result).length;
+  console.log(`# default profile: ${d.result.tools.length} tools, ${chars} characters of tools/list`);
+  assert.ok(chars <= 10_000, `${chars} characters`);
+  assert.doesNotMatch(d.stderr, /Warning: tool|Error: tool/, d.stderr);
+  const jobs = inspect('pc-a', 'tools/list', [], ['--tools', 'jobs']).result.tools.map((t) => t.name);
+  assert.ok(jobs.includes('job_run') && jobs.includes('send') && !jobs.includes('token_rotate'), jobs.join());
+
   const r = inspect('pc-a', 'tools/list', ['--strict']);
   assert.equal(r.status, 0, r.stderr);
   const names = r.result.tools.map((t) => t.name).sort();
   assert.deepEqual(names, TOOLS);
   for (const t of r.result.tools) {
     assert.equal(t.inputSchema.type, 'object', t.name);
+    assert.equal(t.outputSchema.type, 'object', t.name);
+    for (const k of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint']) {
+      assert.equal(typeof t.annotations[k], 'boolean', `${t.name}: ${k}`);
+    }
+    // Only the formats JSON Schema defines (Gemini CLI warns about any other).
+    assert.doesNotMatch(JSON.stringify(t), /"format":"(?!date-time|date|time|duration|email|uri|uuid)/, t.name);
   }
   assert.doesNotMatch(r.stderr, /Warning: tool|Error: tool/, r.stderr);
   const send = r.result.tools.find((t) => t.name === 'send');
@@ -260,4 +290,12 @@ test('bad arguments: a structured usage error (exit 2, as the CLI) naming the ar
   }
   const r = spawnSync(bin, ['send', 'pc-b', '--kind', 'memo', '--body', 'x'], { env: { ...process.env, PCMAIL_HOME: home('pc-a') } });
   assert.equal(r.status, 2, 'the CLI exits 2 for a bad option value');
+});
+
+test("an argument a client injects (Gemini CLI's wait_for_previous) is ignored and noted; other unknown ones still fail", () => {
+  const r = call('pc-a', 'inbox', { wait_for_previous: true });
+  assert.equal(r.result.isError, false, JSON.stringify(r.result));
+  assert.deepEqual(r.result._meta?.['pcmail/ignoredArguments'], ['wait_for_previous'], JSON.stringify(r.result));
+  const e = call('pc-a', 'inbox', { wait_for_previous: true, wait_for_next: true }).result.structuredContent.error;
+  assert.deepEqual([e.code, e.exit, e.field], ['usage', 2, 'wait_for_next'], JSON.stringify(e));
 });

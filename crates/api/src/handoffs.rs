@@ -66,12 +66,12 @@ fn registry_session(paths: &Paths) -> Option<String> {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = crate::optional_not_null)]
 pub struct HandoffNewArgs {
-    /// The task's slug: lower-case a-z 0-9 and - (the file is `<YYYY-MM-DD_HH-MM>_<session8>_<slug>.md`).
+    /// The task's slug (a-z 0-9 -), in the file name.
     pub slug: String,
     /// What the session set out to do.
     #[serde(default)]
     pub goal: Option<String>,
-    /// What was done, with paths (so nothing is rebuilt).
+    /// What was done, with paths.
     #[serde(default)]
     pub done: Option<String>,
     /// What didn't work, and why.
@@ -83,13 +83,13 @@ pub struct HandoffNewArgs {
     /// The next step.
     #[serde(default)]
     pub next: Option<String>,
-    /// The sections as Markdown (headings Goal, Done, What didn't work, State, Next step); fields above win.
+    /// The sections as Markdown headings instead (fields win).
     #[serde(default)]
     pub markdown: Option<String>,
-    /// The repo (default: the one containing the working directory).
+    /// The repo (default: the working directory's).
     #[serde(default)]
     pub repo: Option<String>,
-    /// Also mail a one-line notice to this address (`*`: every PC on the roster).
+    /// Also mail a one-line notice here (`*`: every PC).
     #[serde(default)]
     pub announce: Option<String>,
 }
@@ -232,7 +232,7 @@ pub struct HandoffRollupArgs {
     pub body: String,
     #[serde(default)]
     pub repo: Option<String>,
-    /// Also mail a one-line notice to this address (`*`: every PC on the roster).
+    /// Also mail a one-line notice here (`*`: every PC).
     #[serde(default)]
     pub announce: Option<String>,
 }

@@ -32,26 +32,26 @@ impl From<LeaseMode> for Mode {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct LeaseClaimArgs {
-    /// What is held: a module, `staging-deploy`, `gpu:0` (lowercase letters, digits, . _ - / :).
+    /// What is held (a module, staging-deploy, gpu:0; a-z 0-9 . _ - / :).
     pub resource: String,
     /// Why, for whoever finds it held.
     #[serde(default)]
     pub description: String,
-    /// Repo-relative globs the lease covers (`src/auth/**`); edits and commits of them by other sessions are refused.
+    /// Repo-relative globs it covers (src/auth/**).
     #[serde(default)]
     pub files: Vec<String>,
     #[serde(default)]
     pub mode: LeaseMode,
-    /// The repo (normalised origin URL); default: the repo of `cwd` or of the current folder.
+    /// The repo (its origin URL; default: that of cwd).
     #[serde(default)]
     pub repo: Option<String>,
-    /// The folder whose repo the lease belongs to (default: the current folder).
+    /// A folder of the repo (default: the current one).
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Follow this process instead of the Claude Code process above the caller.
+    /// Follow this process, not the agent's above the caller.
     #[serde(default)]
     pub pid: Option<i64>,
-    /// A lease without a process that simply ends after this long (30m, 2h).
+    /// No process: end after this long (30m, 2h).
     #[serde(default)]
     pub ttl: Option<String>,
     /// A name for the holder shown to others.
@@ -65,7 +65,8 @@ pub struct Follow {
     pub session: String,
     /// The process the lease lives with (None: a TTL lease).
     pub pid: Option<i64>,
-    /// `claude` (the Claude Code process above), `pid` (--pid), `ttl`, `parent` (the caller's parent).
+    /// `claude` (the Claude Code process above), `agent` (a Codex or Gemini CLI process above),
+    /// `pid` (--pid), `ttl`, `parent` (the caller's parent).
     pub how: &'static str,
     /// Said to the caller when the lease follows something short-lived.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,10 +80,11 @@ pub struct LeaseClaimResult {
     pub follows: Follow,
 }
 
-/// Which process a lease follows and which session holds it: the Claude
-/// Code process above the caller (its session from the registry), `pid`, a
-/// TTL, or the caller's parent (said in `note`). `PCMAIL_SESSION` names the
-/// session outside Claude Code.
+/// Which process a lease follows and which session holds it: the agent
+/// process above the caller (`claude` for Claude Code, `agent` for Codex or
+/// Gemini CLI; its session from the registry the hooks keep), `pid`, a TTL,
+/// or the caller's parent (said in `note`). `PCMAIL_SESSION` names the
+/// session outside an agent.
 pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(Option<ProcId>, Follow)> {
     let claude = process::claude_ancestor();
     let env_session = std::env::var("PCMAIL_SESSION").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
@@ -92,7 +94,7 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
     } else if ttl {
         (None, "ttl", None)
     } else if let Some(c) = claude {
-        (Some(c), "claude", None)
+        (Some(c), if process::is_claude(c.pid) { "claude" } else { "agent" }, None)
     } else {
         let parent = process::parent_pid()
             .and_then(ProcId::of)

@@ -22,6 +22,7 @@ use pcmail_client::config::Paths;
 use pcmail_client::ops::{Draft, Expires, SendOutcome};
 use pcmail_client::sync::CycleReport;
 use pcmail_client::{locks, notify, Client, ClientError};
+use pcmail_core::answers::AlertsAnswer;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Alert, Kind, Mail, MarkOp, Pc, State};
 use pcmail_store::{InboxMail, SentMail, Store};
@@ -57,7 +58,7 @@ impl From<MailKind> for Kind {
     }
 }
 
-/// A state to wait for; a final state (done, failed, expired) also ends the wait.
+/// A state to wait for (a final one also ends the wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WaitState {
@@ -79,7 +80,7 @@ impl From<WaitState> for State {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct SendArgs {
-    /// An exact roster label, number or hostname, or `*` for every PC. Anything else is not sent (unknown_address, with candidates).
+    /// An exact roster label, number, hostname or session name; `*`: every PC.
     pub to: String,
     #[serde(default)]
     pub kind: MailKind,
@@ -132,7 +133,7 @@ pub struct StatusResult {
 pub struct WaitForArgs {
     pub ids: Vec<String>,
     pub state: WaitState,
-    /// Seconds before giving up with `timeout` (default 300).
+    /// Give up (timeout) after this many seconds (default 300).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
@@ -480,9 +481,10 @@ pub fn roster_remove(client: &mut Client, args: &RosterRemoveArgs) -> Result<Val
 
 /// `alerts`: the server's sweep alerts (open ones cached), or the cache when it is unreachable.
 pub fn alerts(client: &mut Client, args: &AlertsArgs) -> Result<AlertsResult> {
-    match client.transport.call(&Op::Alerts { open_only: !args.all }) {
+    let op = Op::Alerts { open_only: !args.all };
+    match client.transport.call(&op) {
         Ok(v) => {
-            let a: Vec<Alert> = serde_json::from_value(v["alerts"].clone()).unwrap_or_default();
+            let a: Vec<Alert> = pcmail_client::transport::decode::<AlertsAnswer>(&op, v).unwrap_or_default().alerts;
             if !args.all {
                 let _ = client.store.alerts_replace(&a);
             }

@@ -120,6 +120,82 @@ pub fn events_for(version: Option<(u32, u32, u32)>) -> Vec<HookEvent> {
     e
 }
 
+/// The agents whose hooks files pcmail writes. They share Claude Code's shape
+/// (event → matcher groups → command handlers); what differs is the file,
+/// the event names and matchers, the unit of `timeout`, and whether the file
+/// may hold comments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    /// `~/.claude/settings.json`: strict JSON, timeouts in seconds.
+    Claude,
+    /// `$CODEX_HOME/hooks.json` (default `~/.codex/hooks.json`): Claude Code's
+    /// event names, timeouts in seconds; files are edited through
+    /// `apply_patch`. Codex runs a hook only once the user trusted its exact
+    /// definition, so an unchanged install must not rewrite it.
+    Codex,
+    /// `~/.gemini/settings.json`: comments allowed (kept), its own event
+    /// names (BeforeAgent, BeforeTool, AfterAgent), timeouts in milliseconds.
+    Gemini,
+}
+
+/// Codex's lease guard: its one file-editing tool.
+pub const CODEX_PRE_TOOL_USE: HookEvent = HookEvent { event: EVENT_PRE_TOOL_USE, matcher: Some("apply_patch") };
+/// The events `pcmail hooks install --client codex` registers.
+pub const CODEX_EVENTS: &[HookEvent] = &[SESSION_START, USER_PROMPT_SUBMIT, CODEX_PRE_TOOL_USE, STOP];
+/// The events `pcmail hooks install --client gemini` registers: its names for
+/// SessionStart, UserPromptSubmit, PreToolUse (its file-writing tools), Stop
+/// and SessionEnd. Its lifecycle matchers are exact strings, so SessionStart
+/// has none (every source).
+pub const GEMINI_EVENTS: &[HookEvent] = &[
+    HookEvent { event: EVENT_SESSION_START, matcher: None },
+    HookEvent { event: "BeforeAgent", matcher: None },
+    HookEvent { event: "BeforeTool", matcher: Some("write_file|replace") },
+    HookEvent { event: "AfterAgent", matcher: None },
+    HookEvent { event: EVENT_SESSION_END, matcher: None },
+];
+
+impl Agent {
+    /// The file the hooks go into, from the environment (`CLAUDE_CONFIG_DIR`,
+    /// `CODEX_HOME`, `HOME`).
+    pub fn default_path(self) -> Option<PathBuf> {
+        let home = || {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .or_else(|| std::env::var_os("USERPROFILE").filter(|h| !h.is_empty()))
+                .map(PathBuf::from)
+        };
+        match self {
+            Agent::Claude => default_settings_path(),
+            Agent::Codex => std::env::var_os("CODEX_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home().map(|h| h.join(".codex")))
+                .map(|d| d.join("hooks.json")),
+            Agent::Gemini => home().map(|h| h.join(".gemini").join("settings.json")),
+        }
+    }
+
+    /// The events registered for this agent (Claude Code: see [`events_for`]).
+    pub fn events(self) -> Vec<HookEvent> {
+        match self {
+            Agent::Claude => DEFAULT_EVENTS.to_vec(),
+            Agent::Codex => CODEX_EVENTS.to_vec(),
+            Agent::Gemini => GEMINI_EVENTS.to_vec(),
+        }
+    }
+
+    fn timeout_factor(self) -> u64 {
+        match self {
+            Agent::Gemini => 1000,
+            Agent::Claude | Agent::Codex => 1,
+        }
+    }
+
+    fn comments_allowed(self) -> bool {
+        self == Agent::Gemini
+    }
+}
+
 /// The file name of the separate hook binary on this OS.
 pub const HOOK_BINARY_NAME: &str = if cfg!(windows) { "pcmail-hook.exe" } else { "pcmail-hook" };
 
@@ -177,6 +253,8 @@ pub fn shell_quote(s: &str) -> String {
 /// What to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookSpec {
+    /// Whose hooks file this is.
+    pub agent: Agent,
     pub command: HookCommand,
     /// Claude Code's per-command timeout, in seconds.
     pub timeout_secs: u32,
@@ -185,9 +263,14 @@ pub struct HookSpec {
 }
 
 impl HookSpec {
-    /// `command` for [`DEFAULT_EVENTS`] with a 5 s timeout.
+    /// `command` for Claude Code's [`DEFAULT_EVENTS`] with a 5 s timeout.
     pub fn new(command: HookCommand) -> HookSpec {
-        HookSpec { command, timeout_secs: 5, events: DEFAULT_EVENTS.to_vec() }
+        HookSpec::for_agent(Agent::Claude, command)
+    }
+
+    /// `command` for `agent`'s events with a 5 s timeout.
+    pub fn for_agent(agent: Agent, command: HookCommand) -> HookSpec {
+        HookSpec { agent, command, timeout_secs: 5, events: agent.events() }
     }
 }
 
@@ -317,7 +400,7 @@ pub fn hook_handler(spec: &HookSpec) -> Result<Map<String, Value>, HooksError> {
     let mut h = Map::new();
     h.insert("type".into(), Value::from("command"));
     h.insert("command".into(), Value::from(spec.command.shell_command()?));
-    h.insert("timeout".into(), Value::from(spec.timeout_secs));
+    h.insert("timeout".into(), Value::from(u64::from(spec.timeout_secs) * spec.agent.timeout_factor()));
     Ok(h)
 }
 
@@ -326,26 +409,44 @@ pub fn hook_handler(spec: &HookSpec) -> Result<Map<String, Value>, HooksError> {
 pub fn install(settings_path: &Path, spec: &HookSpec) -> Result<Outcome, HooksError> {
     check_path(settings_path)?;
     let desired = hook_handler(spec)?;
-    let loaded = load(settings_path)?;
+    let loaded = load(settings_path, spec.agent)?;
     let mut root = loaded.root.clone();
     apply_install(&mut root, &desired, &spec.events, settings_path)?;
     commit(settings_path, &loaded, root)
 }
 
+/// Removes every pcmail handler (from any event) of Claude Code's settings.json.
+pub fn uninstall(settings_path: &Path) -> Result<Outcome, HooksError> {
+    uninstall_for(Agent::Claude, settings_path)
+}
+
 /// Removes every pcmail handler (from any event), and groups / event arrays / the `hooks`
 /// object left empty by that removal. Everything else is kept.
-pub fn uninstall(settings_path: &Path) -> Result<Outcome, HooksError> {
+pub fn uninstall_for(agent: Agent, settings_path: &Path) -> Result<Outcome, HooksError> {
     check_path(settings_path)?;
-    let loaded = load(settings_path)?;
+    let loaded = load(settings_path, agent)?;
     let mut root = loaded.root.clone();
     apply_uninstall(&mut root);
     commit(settings_path, &loaded, root)
 }
 
-/// Reports whether pcmail is registered, for `pcmail doctor`. Never writes.
+/// The pcmail plugin enabled in a Claude Code settings file (`enabledPlugins`
+/// names it `pcmail@<marketplace>`), if any. Never writes.
+pub fn enabled_plugin(settings_path: &Path) -> Option<String> {
+    let root = load(settings_path, Agent::Claude).ok()?.root;
+    let plugins = root.get("enabledPlugins")?.as_object()?;
+    plugins.iter().find(|(k, v)| k.starts_with("pcmail@") && v.as_bool() == Some(true)).map(|(k, _)| k.clone())
+}
+
+/// Reports whether pcmail is registered in Claude Code's settings.json, for `pcmail doctor`.
 pub fn status(settings_path: &Path) -> Result<InstallState, HooksError> {
+    status_for(Agent::Claude, settings_path)
+}
+
+/// Reports whether pcmail is registered in `agent`'s hooks file. Never writes.
+pub fn status_for(agent: Agent, settings_path: &Path) -> Result<InstallState, HooksError> {
     check_path(settings_path)?;
-    let loaded = load(settings_path)?;
+    let loaded = load(settings_path, agent)?;
     let mut state = InstallState { settings_exists: loaded.existed, hooks: Vec::new() };
     let Some(events) = loaded.root.get("hooks").and_then(Value::as_object) else {
         return Ok(state);
@@ -707,23 +808,33 @@ fn apply_uninstall(root: &mut Map<String, Value>) {
 struct Loaded {
     root: Map<String, Value>,
     existed: bool,
+    /// The file's text when it may hold comments: changes are then made in
+    /// place in it (crates/jsonc) instead of writing the JSON anew.
+    jsonc: Option<String>,
 }
 
-fn load(path: &Path) -> Result<Loaded, HooksError> {
+fn load(path: &Path, agent: Agent) -> Result<Loaded, HooksError> {
     let text = match fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded { root: Map::new(), existed: false }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let jsonc = agent.comments_allowed().then(String::new);
+            return Ok(Loaded { root: Map::new(), existed: false, jsonc });
+        }
         Err(e) => return Err(io_err("reading", path)(e)),
     };
     let not_json = |detail: String| HooksError::NotJson { path: path.to_path_buf(), detail };
     let text = String::from_utf8(text).map_err(|e| not_json(format!("not UTF-8: {e}")))?;
+    if agent.comments_allowed() {
+        let root = pcmail_jsonc::parse(&text).map_err(|e| not_json(e.to_string()))?;
+        return Ok(Loaded { root, existed: true, jsonc: Some(text) });
+    }
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim().is_empty() {
         // An empty file is what an editor's "new file" leaves; Claude Code treats it as `{}`.
-        return Ok(Loaded { root: Map::new(), existed: true });
+        return Ok(Loaded { root: Map::new(), existed: true, jsonc: None });
     }
     match serde_json::from_str::<Value>(text).map_err(|e| not_json(e.to_string()))? {
-        Value::Object(root) => Ok(Loaded { root, existed: true }),
+        Value::Object(root) => Ok(Loaded { root, existed: true, jsonc: None }),
         other => Err(not_json(format!("top level is {}, expected an object", kind(&other)))),
     }
 }
@@ -760,8 +871,14 @@ fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outc
     };
     fs::create_dir_all(&dir).map_err(io_err("creating directory", &dir))?;
 
-    let mut text = serde_json::to_string_pretty(&Value::Object(root)).expect("serialising a Value");
-    text.push('\n');
+    let text = match &loaded.jsonc {
+        Some(old) => edit_in_place(path, old, &loaded.root, &root)?,
+        None => {
+            let mut text = serde_json::to_string_pretty(&Value::Object(root)).expect("serialising a Value");
+            text.push('\n');
+            text
+        }
+    };
 
     let backup = if loaded.existed { Some(make_backup(&target)?) } else { None };
     let perms = if loaded.existed {
@@ -771,6 +888,27 @@ fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outc
     };
     write_atomic(&target, &dir, text.as_bytes(), perms)?;
     Ok(Outcome { changed: true, backup, settings_path: path.to_path_buf() })
+}
+
+/// The new text of a file that may hold comments: only the events under
+/// `hooks` that changed are rewritten; comments and everything else stay.
+fn edit_in_place(
+    path: &Path,
+    old: &str,
+    before: &Map<String, Value>,
+    after: &Map<String, Value>,
+) -> Result<String, HooksError> {
+    let shape = |detail: String| HooksError::UnexpectedShape { path: path.to_path_buf(), detail };
+    let events = |root: &Map<String, Value>| root.get("hooks").and_then(Value::as_object).cloned().unwrap_or_default();
+    let (was, now) = (events(before), events(after));
+    let mut text = if old.trim().is_empty() { "{}\n".to_string() } else { old.to_string() };
+    let names: Vec<String> = was.keys().chain(now.keys()).cloned().collect();
+    for name in names {
+        if was.get(&name) != now.get(&name) {
+            text = pcmail_jsonc::set(&text, &["hooks", &name], now.get(&name)).map_err(|e| shape(e.to_string()))?;
+        }
+    }
+    Ok(text)
 }
 
 fn make_backup(target: &Path) -> Result<PathBuf, HooksError> {

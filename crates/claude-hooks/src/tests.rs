@@ -798,3 +798,57 @@ fn claude_code_version_runs_the_program_with_a_timeout() {
         ClaudeCodeVersion::NotOnPath
     );
 }
+
+#[test]
+fn codex_gets_its_own_hooks_file_with_the_apply_patch_guard_and_is_not_rewritten_when_unchanged() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("hooks.json");
+    let spec = HookSpec::for_agent(Agent::Codex, HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
+    assert!(install(&path, &spec).unwrap().changed);
+    let v = read_json(&path);
+    assert_eq!(keys(&v["hooks"]), ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"]);
+    assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "apply_patch");
+    assert_eq!(
+        v["hooks"]["UserPromptSubmit"][0]["hooks"][0],
+        json!({"type": "command", "command": "/b/pcmail-hook", "timeout": 5})
+    );
+    let written = fs::metadata(&path).unwrap().modified().unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    // Codex trusts a hook by its exact definition: a second install writes nothing.
+    let again = install(&path, &spec).unwrap();
+    assert!(!again.changed && again.backup.is_none());
+    assert_eq!(fs::read_to_string(&path).unwrap(), text);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), written);
+    assert_eq!(status_for(Agent::Codex, &path).unwrap().level(CODEX_EVENTS), InstallLevel::Installed);
+    assert!(uninstall_for(Agent::Codex, &path).unwrap().changed);
+    assert_eq!(read_json(&path), json!({}));
+}
+
+#[test]
+fn gemini_settings_with_comments_get_its_events_in_milliseconds_and_keep_the_comments() {
+    let tmp = TempDir::new().unwrap();
+    let path = tmp.path().join("settings.json");
+    let original = "{\n  // my look\n  \"theme\": \"Dracula\", /* keep */\n  \"hooks\": {\n    \"BeforeTool\": [{\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"mine.sh\"}]}],\n  },\n}\n";
+    fs::write(&path, original).unwrap();
+    let spec = HookSpec::for_agent(Agent::Gemini, HookCommand::Binary(PathBuf::from("/b/pcmail-hook")));
+    let o = install(&path, &spec).unwrap();
+    assert!(o.changed && o.backup.is_some());
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(text.contains("// my look") && text.contains("/* keep */"), "comments kept:\n{text}");
+    let v = Value::Object(pcmail_jsonc::parse(&text).unwrap());
+    assert_eq!(keys(&v["hooks"]), ["BeforeTool", "SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"]);
+    assert_eq!(v["hooks"]["BeforeTool"][0]["hooks"][0]["command"], "mine.sh", "the user's hook stays first");
+    assert_eq!(v["hooks"]["BeforeTool"][1]["matcher"], "write_file|replace");
+    assert_eq!(v["hooks"]["BeforeAgent"][0]["hooks"][0]["timeout"], 5000, "Gemini counts milliseconds");
+    assert!(v["hooks"]["SessionStart"][0].get("matcher").is_none(), "every session source");
+    assert_eq!(v["theme"], "Dracula");
+    assert!(!install(&path, &spec).unwrap().changed, "idempotent");
+    assert_eq!(status_for(Agent::Gemini, &path).unwrap().level(GEMINI_EVENTS), InstallLevel::Installed);
+    assert!(uninstall_for(Agent::Gemini, &path).unwrap().changed);
+    let back = fs::read_to_string(&path).unwrap();
+    assert!(back.contains("// my look") && back.contains("mine.sh"), "{back}");
+    assert_eq!(pcmail_jsonc::parse(&back).unwrap(), pcmail_jsonc::parse(original).unwrap());
+    // Claude Code's settings.json stays strict JSON.
+    fs::write(&path, original).unwrap();
+    assert!(matches!(status(&path), Err(HooksError::NotJson { .. })));
+}

@@ -233,6 +233,7 @@ fn print_claim(r: &api::LeaseClaimResult, json: bool) {
             let follows = match (r.follows.how, r.follows.pid) {
                 (_, None) => format!("until {}", lease.ttl_expires_at.map(crate::print::time).unwrap_or_default()),
                 ("claude", Some(p)) => format!("while this Claude Code session (PID {p}) runs"),
+                ("agent", Some(p)) => format!("while this agent session (PID {p}) runs"),
                 (_, Some(p)) => format!("while PID {p} runs"),
             };
             println!(

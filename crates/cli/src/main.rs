@@ -264,9 +264,14 @@ enum Cmd {
         /// moving old exec-form entries; uninstall: remove pcmail's entries; status: what is registered.
         #[arg(value_parser = ["install", "uninstall", "status"])]
         action: String,
-        /// The Claude Code settings file to edit [default: $CLAUDE_CONFIG_DIR/settings.json, else ~/.claude/settings.json].
+        /// The settings file to edit [default: claude: $CLAUDE_CONFIG_DIR/settings.json, else
+        /// ~/.claude/settings.json; codex: $CODEX_HOME/hooks.json, else ~/.codex/hooks.json; gemini:
+        /// ~/.gemini/settings.json].
         #[arg(long, conflicts_with = "git")]
         settings: Option<PathBuf>,
+        /// The agent whose hooks these are (Codex asks you to trust new hooks: docs/agents.md).
+        #[arg(long, value_enum, default_value = "claude", conflicts_with = "git")]
+        client: AgentArg,
         /// The git pre-commit hook of the repo in the current folder (core.hooksPath respected; an
         /// existing pre-commit hook is chained). `git commit --no-verify` skips it.
         #[arg(long)]
@@ -355,6 +360,11 @@ enum Cmd {
     Mcp {
         #[command(subcommand)]
         action: Option<McpCmd>,
+        /// Tool groups to load besides the default set (mail, leases, who, handoffs), comma-separated:
+        /// mail, sessions, handoffs, memory, jobs, map, admin, or all. With install: written into the
+        /// agent's configuration.
+        #[arg(long, global = true, value_name = "GROUPS")]
+        tools: Option<String>,
     },
 }
 
@@ -949,11 +959,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Who => session_cmd::who(json),
         Cmd::Watch { session } => session_cmd::watch(session),
         Cmd::Job { action } => job_cmd::run(action, json),
-        Cmd::Hooks { action, settings, git: false } => {
-            let path = settings.or_else(pcmail_claude_hooks::default_settings_path).context("no home directory")?;
+        Cmd::Hooks { action, settings, client, git: false } => {
+            use pcmail_claude_hooks::Agent;
+            let agent = match client {
+                AgentArg::Claude => Agent::Claude,
+                AgentArg::Codex => Agent::Codex,
+                AgentArg::Gemini => Agent::Gemini,
+            };
+            let path = settings.or_else(|| agent.default_path()).context("no home directory")?;
             match action.as_str() {
                 "install" => {
-                    let o = pcmail_claude_hooks::install(&path, &hook_spec()?)?;
+                    let o = pcmail_claude_hooks::install(&path, &hook_spec_for(agent)?)?;
                     println!(
                         "pcmail: hooks {} in {}{}",
                         if o.changed { "installed" } else { "already installed" },
@@ -962,7 +978,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     );
                 }
                 "uninstall" => {
-                    let o = pcmail_claude_hooks::uninstall(&path)?;
+                    let o = pcmail_claude_hooks::uninstall_for(agent, &path)?;
                     println!(
                         "pcmail: hooks {} in {}",
                         if o.changed { "removed" } else { "were not installed" },
@@ -970,7 +986,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     );
                 }
                 _ => {
-                    let s = pcmail_claude_hooks::status(&path)?;
+                    let s = pcmail_claude_hooks::status_for(agent, &path)?;
                     let form = if s.hooks.is_empty() {
                         ""
                     } else if s.needs_migration() {
@@ -978,11 +994,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     } else {
                         ", shell form"
                     };
-                    println!(
-                        "pcmail: hooks {:?} ({}){form}",
-                        s.level(pcmail_claude_hooks::DEFAULT_EVENTS),
-                        path.display()
-                    );
+                    println!("pcmail: hooks {:?} ({}){form}", s.level(&agent.events()), path.display());
                 }
             }
             Ok(())
@@ -1015,7 +1027,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Mcp { action } => mcp(action),
+        Cmd::Mcp { action, tools } => mcp(action, tools),
         Cmd::Handoff { action } => handoff_cmd::handoff(action, json),
         Cmd::Memory { action } => handoff_cmd::memory(action, json),
     }
@@ -1024,10 +1036,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// What `hooks install` and `doctor --fix` register: `pcmail-hook` when it sits beside this
 /// `pcmail`, else `pcmail hook`; shell form either way (see crates/claude-hooks).
 pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
+    hook_spec_for(pcmail_claude_hooks::Agent::Claude)
+}
+
+/// The same for `agent`'s hooks file (Claude Code's events depend on its release).
+pub(crate) fn hook_spec_for(agent: pcmail_claude_hooks::Agent) -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     // canonicalize() gives `\\?\C:\…` on Windows, which Git Bash cannot run.
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
-    let mut spec = pcmail_claude_hooks::HookSpec::new(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe));
+    let command = pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe);
+    if agent != pcmail_claude_hooks::Agent::Claude {
+        return Ok(pcmail_claude_hooks::HookSpec::for_agent(agent, command));
+    }
+    let mut spec = pcmail_claude_hooks::HookSpec::new(command);
     // SessionEnd only where the installed Claude Code knows it (1.0.62 rejects an unknown event).
     let version = match pcmail_claude_hooks::claude_code_version(std::ffi::OsStr::new("claude"), Duration::from_secs(5))
     {
@@ -1038,10 +1059,14 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     Ok(spec)
 }
 
-fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
+fn mcp(action: Option<McpCmd>, tools: Option<String>) -> anyhow::Result<()> {
     use pcmail_mcp::install::{self, Agent, Outcome, Scope, Target};
+    let profile = match tools.as_deref() {
+        Some(t) => pcmail_mcp::Profile::parse(t).map_err(pcmail_api::ApiError::Usage)?,
+        None => pcmail_mcp::Profile::default(),
+    };
     let (installing, scope, client) = match action {
-        None => return Ok(pcmail_mcp::run_stdio(paths()?)?),
+        None => return Ok(pcmail_mcp::run_stdio(paths()?, &profile)?),
         Some(McpCmd::Install { scope, client }) => (true, scope, client),
         Some(McpCmd::Uninstall { scope, client }) => (false, scope, client),
     };
@@ -1064,7 +1089,8 @@ fn mcp(action: Option<McpCmd>) -> anyhow::Result<()> {
     // canonicalize() gives `\\?\C:\…` on Windows, which other programs cannot always run.
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
-    let t = Target::from_env(agent, scope, exe).map_err(as_api)?;
+    let mut t = Target::from_env(agent, scope, exe).map_err(as_api)?;
+    t.tools = profile.to_arg();
     let out = if installing { install::install(&t) } else { install::uninstall(&t) }.map_err(as_api)?;
     let verb = if installing { "installed" } else { "removed" };
     match out {

@@ -444,7 +444,27 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
         }
         state = pcmail_claude_hooks::status(&path);
     }
+    // The plugin's hooks file is static: when settings.json registers the same events,
+    // pcmail-hook keeps the plugin's run silent and the settings entry acts.
+    let plugin = pcmail_claude_hooks::enabled_plugin(&path);
+    if let (Some(p), Ok(s)) = (&plugin, &state) {
+        let mut events: Vec<&str> = s.hooks.iter().map(|h| h.event.as_str()).collect();
+        events.dedup();
+        let line = if events.is_empty() {
+            format!("Claude Code plugin {p}: enabled, its hooks act")
+        } else {
+            format!(
+                "Claude Code plugin {p}: enabled; {} also registers {}: the settings.json entries act, the plugin's stay silent (`pcmail hooks uninstall` leaves the plugin alone)",
+                path.display(),
+                events.join(", ")
+            )
+        };
+        checks.push((line, true, String::new()));
+    }
     match state {
+        Ok(s) if plugin.is_some() && s.hooks.is_empty() => {
+            checks.push(("Claude Code hooks: none in settings.json (the plugin's act)".into(), true, String::new()));
+        }
         Ok(s) => {
             let level = s.level(DEFAULT_EVENTS);
             let old = s.hooks.iter().any(|h| h.form == HandlerForm::ExecWithArgs);

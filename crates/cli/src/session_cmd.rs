@@ -100,9 +100,12 @@ extern "C" fn on_signal(_: libc::c_int) {
 pub fn watch(session: Option<String>) -> anyhow::Result<()> {
     use std::io::Write;
     let paths = pcmail_client::config::Paths::from_env()?;
-    let session = match session.or_else(|| std::env::var("PCMAIL_SESSION").ok().filter(|s| !s.trim().is_empty())) {
+    // Claude Code gives a plugin's monitor its session id (CLAUDE_CODE_SESSION_ID), the same
+    // id its hooks receive.
+    let from_env = |k: &str| std::env::var(k).ok().filter(|s| !s.trim().is_empty());
+    let session = match session.or_else(|| from_env("PCMAIL_SESSION")).or_else(|| from_env("CLAUDE_CODE_SESSION_ID")) {
         Some(s) => s,
-        None => session_above(&paths).ok_or_else(|| {
+        None => session_above_soon(&paths).ok_or_else(|| {
             pcmail_api::ApiError::Usage(
                 "no Claude Code session above this command (the hook records sessions on SessionStart): run it from a session's Monitor tool, or pass --session".into(),
             )
@@ -153,6 +156,26 @@ fn stdin_is_pipe() -> bool {
     #[cfg(not(unix))]
     {
         false
+    }
+}
+
+/// How long `watch` waits for the session of the agent above it to be
+/// recorded: a plugin's monitor starts with the session, beside the
+/// SessionStart hook that records it.
+const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// [`session_above`], waiting up to [`SESSION_WAIT`] while an agent process is
+/// above this command but its session is not recorded yet (none above: at once).
+fn session_above_soon(paths: &pcmail_client::config::Paths) -> Option<String> {
+    let deadline = std::time::Instant::now() + SESSION_WAIT;
+    loop {
+        if let Some(s) = session_above(paths) {
+            return Some(s);
+        }
+        if pcmail_client::process::claude_ancestor().is_none() || std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
 

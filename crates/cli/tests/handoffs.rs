@@ -185,7 +185,10 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     let repo_arg = repo.path().to_str().unwrap().to_string();
     rt.block_on(async {
         let mut cmd = tokio::process::Command::new(exe());
-        cmd.arg("mcp").env("PCMAIL_HOME", a.home.path()).env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_CREDENTIAL", &a.cred);
+        cmd.args(["mcp", "--tools", "all"])
+            .env("PCMAIL_HOME", a.home.path())
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", &a.cred);
         let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
         let client = ().serve(transport).await.unwrap();
         let call = |tool: &str, args: Value| {

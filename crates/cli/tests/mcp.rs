@@ -15,6 +15,22 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 use std::process::Stdio;
 
+/// The default profile (`pcmail mcp` with no `--tools`).
+const DEFAULT_TOOLS: [&str; 12] = [
+    "ack",
+    "handoff_new",
+    "handoff_pickup",
+    "inbox",
+    "lease_claim",
+    "lease_list",
+    "lease_release",
+    "read",
+    "reply",
+    "send",
+    "wait_for",
+    "who",
+];
+
 const TOOLS: [&str; 41] = [
     "ack",
     "alerts",
@@ -68,7 +84,7 @@ impl Mcp {
     fn start(pc: &Pc) -> Mcp {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut cmd = tokio::process::Command::new(exe());
-        cmd.arg("mcp")
+        cmd.args(["mcp", "--tools", "all"])
             .env("PCMAIL_HOME", pc.home.path())
             .env("PCMAIL_CREDENTIAL", &pc.cred)
             .env("PCMAIL_TOKEN", TOKEN)
@@ -580,14 +596,14 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
     let exe = exe().canonicalize().unwrap();
 
     // Codex: [mcp_servers.pcmail] in ~/.codex/config.toml.
-    assert!(ok(&["mcp", "install", "--client", "codex"]).contains("installed"));
+    assert!(ok(&["mcp", "install", "--client", "codex", "--tools", "all"]).contains("installed"));
     let codex = home.path().join(".codex/config.toml");
     let v: toml::Value = toml::from_str(&std::fs::read_to_string(&codex).unwrap()).unwrap();
     let s = &v["mcp_servers"]["pcmail"];
     assert_eq!(s["command"].as_str(), exe.to_str());
     let args: Vec<Value> = s["args"].as_array().unwrap().iter().map(|x| json!(x.as_str().unwrap())).collect();
     assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), &args, &a), TOOLS);
-    assert!(ok(&["mcp", "install", "--client", "codex"]).contains("already installed"));
+    assert!(ok(&["mcp", "install", "--client", "codex", "--tools", "all"]).contains("already installed"));
 
     // Gemini CLI: mcpServers.pcmail in ~/.gemini/settings.json (and in the project's .gemini/).
     for (scope, file) in
@@ -598,7 +614,7 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
         let s = &v["mcpServers"]["pcmail"];
         assert_eq!(
             tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a),
-            TOOLS
+            DEFAULT_TOOLS
         );
     }
 
@@ -606,7 +622,10 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
     ok(&["mcp", "install", "--client", "claude", "--scope", "project"]);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap()).unwrap();
     let s = &v["mcpServers"]["pcmail"];
-    assert_eq!(tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a), TOOLS);
+    assert_eq!(
+        tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a),
+        DEFAULT_TOOLS
+    );
     let out = run(&["mcp", "install"]);
     assert_eq!(out.status.code(), Some(9));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -664,7 +683,7 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
     // The trace logs go to a file: a pipe nobody reads fills up and stalls the server.
     let logs = tempfile::NamedTempFile::new().unwrap();
     let mut child = a
-        .cmd(&["mcp"])
+        .cmd(&["mcp", "--tools", "all"])
         .env("PCMAIL_LOG", "trace")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

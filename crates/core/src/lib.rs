@@ -1,6 +1,7 @@
 //! pcmail core: the mail model, ids, the state machine, roster resolution and
 //! the protocol types. Pure logic: no I/O, no clock (time is passed in as ms).
 
+pub mod answers;
 pub mod auth;
 pub mod error;
 pub mod ids;

@@ -10,7 +10,7 @@ use crate::job::{
 use crate::lease::{
     parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release,
 };
-use crate::model::{limits, Kind, Mark, MarkOp, Millis, OutgoingMail, PROTOCOL_VERSION};
+use crate::model::{limits, Kind, Mark, MarkOp, MarkResult, Millis, OutgoingMail, PROTOCOL_VERSION};
 use crate::op_table::{OpKind, OpSpec};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
@@ -244,13 +244,18 @@ pub struct BadMark {
 
 impl BadMark {
     /// The item's entry in the answer's results.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"index": self.index, "markId": self.mark_id, "id": self.id, "ok": false,
-            "code": self.error.code.as_str(), "message": self.error.message});
-        if let Some(f) = &self.error.field {
-            v["field"] = json!(f);
+    pub fn to_result(&self) -> MarkResult {
+        MarkResult {
+            index: Some(self.index),
+            mark_id: self.mark_id.clone(),
+            id: self.id.clone(),
+            ok: false,
+            state: None,
+            changed: None,
+            code: Some(self.error.code.as_str().to_string()),
+            field: self.error.field.clone(),
+            message: Some(self.error.message.clone()),
         }
-        v
     }
 }
 

@@ -14,14 +14,11 @@ use pcmail_store::{inbox, marks, meta, Store, StoreError};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// A poll older than this makes the hook start a detached poller.
 pub const STALE_POLL_MS: Millis = 3 * 60 * 1000;
 /// Don't spawn pollers in a tight loop when they keep failing.
 const RESPAWN_GAP_MS: Millis = 60 * 1000;
-/// The longest the hook waits for the store's write lock.
-pub const LOCK_BUDGET: Duration = Duration::from_millis(1500);
 /// Hook input larger than this is not Claude Code's.
 const STDIN_MAX: u64 = 1 << 20;
 
@@ -100,6 +97,27 @@ pub struct HookInput {
     pub tool_name: Option<String>,
     /// PreToolUse: the file the tool edits (`file_path`, or `notebook_path`).
     pub file_path: Option<String>,
+    /// PreToolUse of Codex's `apply_patch`: every file its patch text adds,
+    /// updates, deletes or moves to ([`patch_paths`]).
+    pub patch_paths: Vec<String>,
+}
+
+/// The files a Codex `apply_patch` patch writes: the paths after `*** Add
+/// File: `, `*** Update File: `, `*** Delete File: ` and `*** Move to: `, in
+/// order, each once.
+pub fn patch_paths(patch: &str) -> Vec<String> {
+    const MARKERS: [&str; 4] = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "];
+    let mut out: Vec<String> = vec![];
+    for line in patch.lines() {
+        let line = line.trim_end_matches('\r');
+        if let Some(p) = MARKERS.iter().find_map(|m| line.strip_prefix(m)) {
+            let p = p.trim();
+            if !p.is_empty() && !out.iter().any(|x| x == p) {
+                out.push(p.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// The hook JSON of a known event with a session id, or None: anything else
@@ -115,8 +133,16 @@ pub fn parse_input(stdin: &[u8]) -> Option<HookInput> {
     let cwd = text(v.get("cwd"));
     let source = text(v.get("source")).or_else(|| text(v.get("reason")));
     let tool_name = text(v.get("tool_name"));
-    let file_path = v.get("tool_input").and_then(|t| text(t.get("file_path")).or_else(|| text(t.get("notebook_path"))));
-    Some(HookInput { session_id: session_id.to_string(), event, cwd, source, tool_name, file_path })
+    let tool_input = v.get("tool_input");
+    let file_path = tool_input.and_then(|t| text(t.get("file_path")).or_else(|| text(t.get("notebook_path"))));
+    // Codex sends apply_patch's patch text as `command` (`input` in some releases).
+    let patch_paths = match (tool_name.as_deref(), tool_input) {
+        (Some("apply_patch"), Some(t)) => {
+            text(t.get("command")).or_else(|| text(t.get("input"))).map(|p| patch_paths(&p)).unwrap_or_default()
+        }
+        _ => vec![],
+    };
+    Some(HookInput { session_id: session_id.to_string(), event, cwd, source, tool_name, file_path, patch_paths })
 }
 
 /// What the hook decided; `output` is the JSON to print (None: print nothing).
@@ -136,6 +162,9 @@ pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String>
         let _ = std::io::stdin().take(STDIN_MAX).read_to_end(&mut raw);
     }
     let input = parse_input(&raw)?;
+    if plugin_defers(&input) {
+        return None;
+    }
     let paths = Paths::from_env().ok()?;
     if input.event == Event::Stop {
         return crate::handoff_hook::on_stop(&paths, &raw, crate::system_now());
@@ -147,6 +176,33 @@ pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String>
         }
     }
     r.output
+}
+
+/// `PCMAIL_HOOK_ORIGIN` is `plugin` in the commands of the Claude Code plugin's
+/// hooks file. A plugin's hooks are static, so when `pcmail hooks install`
+/// also registered this event in a settings file Claude Code reads (the
+/// user's, the project's or its local one), both run; the plugin's then
+/// stays silent and the settings entry acts, once. An entry whose program is
+/// gone does not count (it could not act).
+pub fn plugin_defers(input: &HookInput) -> bool {
+    if std::env::var("PCMAIL_HOOK_ORIGIN").ok().as_deref() != Some("plugin") {
+        return false;
+    }
+    let project =
+        std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from).or_else(|| input.cwd.clone().map(PathBuf::from));
+    settings_register(input.event.as_str(), project.as_deref())
+}
+
+/// Whether a settings file Claude Code reads registers pcmail's hook for `event`.
+pub fn settings_register(event: &str, project: Option<&Path>) -> bool {
+    let mut files: Vec<PathBuf> = pcmail_claude_hooks::default_settings_path().into_iter().collect();
+    if let Some(p) = project {
+        files.push(p.join(".claude").join("settings.json"));
+        files.push(p.join(".claude").join("settings.local.json"));
+    }
+    files
+        .iter()
+        .any(|f| pcmail_claude_hooks::status(f).is_ok_and(|s| s.hooks.iter().any(|h| h.event == event && h.exe_exists)))
 }
 
 /// One dispatch on the event.
@@ -178,7 +234,7 @@ fn actor(me: &str, session: &str) -> String {
 pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
     let config = Config::load(paths)?;
     let me = config.label.clone();
-    let Some(mut store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else {
+    let Some(mut store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else {
         // Never synced yet: get a poller going so there is a store next time.
         return Ok(HookRun { spawn_poller: !locks::poller_alive(paths), ..Default::default() });
     };
@@ -424,7 +480,8 @@ fn server_offset(store: &Store) -> Millis {
 /// The tools whose edits the lease guard checks: Claude Code's (Codex CLI
 /// sends the same names), and Gemini CLI's file-writing tools (`write_file`,
 /// `replace`: its tools reference), which take `file_path` too.
-pub const GUARDED_TOOLS: [&str; 6] = ["Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "replace"];
+pub const GUARDED_TOOLS: [&str; 7] =
+    ["Edit", "Write", "MultiEdit", "NotebookEdit", "write_file", "replace", "apply_patch"];
 
 /// PreToolUse: denies an edit of a file under another session's exclusive
 /// lease in the same repo, from the local cache only. Otherwise no decision
@@ -434,7 +491,25 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
     if !input.tool_name.as_deref().is_some_and(|t| GUARDED_TOOLS.contains(&t)) {
         return Ok(None);
     }
-    let Some(file) = input.file_path.as_deref() else { return Ok(None) };
+    // Every file the call writes (a patch may touch several): the first refusal wins.
+    let mut context = None;
+    for file in input.file_path.iter().chain(&input.patch_paths) {
+        match guard_file(paths, input, file, now)? {
+            Some(GuardSays::Deny(reason)) => return Ok(Some(guard_output(input.event, GuardSays::Deny(reason)))),
+            Some(c) if context.is_none() => context = Some(c),
+            _ => {}
+        }
+    }
+    Ok(context.map(|c| guard_output(input.event, c)))
+}
+
+/// The guard for one file the tool writes.
+fn guard_file(
+    paths: &Paths,
+    input: &HookInput,
+    file: &str,
+    now: Millis,
+) -> Result<Option<GuardSays>, Box<dyn std::error::Error>> {
     let mut path = PathBuf::from(file);
     if path.is_relative() {
         let Some(cwd) = input.cwd.as_deref() else { return Ok(None) };
@@ -454,25 +529,22 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
                 // a covering lease is this PC's under another session id.
                 let own = if leases.iter().any(|l| l.holder_pc == config.label && l.holder_session != input.session_id)
                 {
-                    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+                    let Some(store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else {
+                        return Ok(None);
+                    };
                     sl::fences_of_session(store.conn(), &input.session_id).unwrap_or_default()
                 } else {
                     vec![]
                 };
                 let me = Me { pc: &config.label, session: &input.session_id, own };
                 if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-                    return Ok(Some(guard_output(
-                        input.event,
-                        GuardSays::Deny(lease_view::refusal(l, &rel, now + file.offset)),
-                    )));
+                    return Ok(Some(GuardSays::Deny(lease_view::refusal(l, &rel, now + file.offset))));
                 }
             }
-            return Ok(
-                lease_view::age_line(file.at, now).map(|line| guard_output(input.event, GuardSays::Context(line)))
-            );
+            return Ok(lease_view::age_line(file.at, now).map(GuardSays::Context));
         }
     }
-    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+    let Some(store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else { return Ok(None) };
     // Only the leases covering this file are read whole; the config and the
     // session's own leases only when one does.
     let leases = lease_view::covering_exclusive(store.conn(), &info.id, &rel)?;
@@ -480,13 +552,10 @@ pub fn guard(paths: &Paths, input: &HookInput, now: Millis) -> Result<Option<Str
         let config = Config::load(paths)?;
         let me = Me::load(store.conn(), &config.label, &input.session_id);
         if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-            return Ok(Some(guard_output(
-                input.event,
-                GuardSays::Deny(lease_view::refusal(l, &rel, now + server_offset(&store))),
-            )));
+            return Ok(Some(GuardSays::Deny(lease_view::refusal(l, &rel, now + server_offset(&store)))));
         }
     }
-    Ok(lease_view::cache_age_line(store.conn(), now).map(|line| guard_output(input.event, GuardSays::Context(line))))
+    Ok(lease_view::cache_age_line(store.conn(), now).map(GuardSays::Context))
 }
 
 /// What the guard has to say: a refusal, or a line of context.
@@ -516,7 +585,9 @@ pub fn guard_output(event: Event, says: GuardSays) -> String {
 /// (the process goes on under a new id), queues the release of the
 /// session's leases for the poller, and starts one if none runs.
 pub fn session_end(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
-    let Some(mut store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(HookRun::default()) };
+    let Some(mut store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else {
+        return Ok(HookRun::default());
+    };
     let reason = input.source.clone().unwrap_or_else(|| "other".into());
     let release = !matches!(reason.as_str(), "clear" | "resume");
     let proc = if release { process::claude_ancestor() } else { None };
@@ -585,6 +656,22 @@ mod tests {
         ] {
             assert_eq!(parse_input(bad), None, "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn apply_patch_input_names_every_file_the_patch_writes() {
+        let patch = "*** Begin Patch\n*** Add File: src/new.rs\n+fn x() {}\n*** Update File: src/auth/login.rs\n*** Move to: src/auth/signin.rs\n@@\n-a\n+b\n*** Delete File: old.txt\n*** Update File: src/new.rs\n*** End Patch\n";
+        assert_eq!(patch_paths(patch), ["src/new.rs", "src/auth/login.rs", "src/auth/signin.rs", "old.txt"]);
+        assert!(patch_paths("*** Begin Patch\n+*** Add File: not-a-header\n*** End Patch").is_empty());
+        let v = serde_json::json!({"session_id": "s", "hook_event_name": "PreToolUse", "cwd": "/r",
+            "tool_name": "apply_patch", "tool_input": {"command": patch}});
+        let i = parse_input(v.to_string().as_bytes()).unwrap();
+        assert_eq!(i.patch_paths.len(), 4);
+        assert_eq!(i.file_path, None);
+        // The same text under another tool is not a patch.
+        let v = serde_json::json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": patch}});
+        assert!(parse_input(v.to_string().as_bytes()).unwrap().patch_paths.is_empty());
     }
 
     #[test]

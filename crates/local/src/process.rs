@@ -2,7 +2,8 @@
 //! so a PID the OS reused for another program is not the same process. One
 //! `cfg` function per platform for the start time (Linux `/proc/PID/stat`,
 //! Windows `GetProcessTimes`), and the walk up the ancestors that finds the
-//! Claude Code process a hook or a `pcmail lease claim` runs under.
+//! agent process (Claude Code, Codex CLI or Gemini CLI) a hook or a `pcmail
+//! lease claim` runs under: the session lives as long as that process.
 
 /// A process: PID and start time (platform units: clock ticks since boot on
 /// Linux, FILETIME on Windows; only ever compared for equality).
@@ -101,10 +102,39 @@ pub fn looks_like_claude(desc: &str) -> bool {
     })
 }
 
-/// The Claude Code process this process runs under, looking at most 12
-/// ancestors up. `PCMAIL_CLAUDE_PID` names it instead (tests, wrappers;
-/// `0`: there is none).
+/// Whether a process description names an agent a session runs in: Claude
+/// Code ([`looks_like_claude`]), Codex CLI (its native `codex` binary, which
+/// runs the hooks and MCP servers, or the npm package's `codex.js`
+/// launcher), or Gemini CLI (Node running the npm package's `gemini.js`,
+/// or the `gemini` command).
+pub fn looks_like_agent(desc: &str) -> bool {
+    looks_like_claude(desc)
+        || desc.split('\0').any(|part| {
+            let base = part.rsplit(['/', '\\']).next().unwrap_or(part).to_ascii_lowercase();
+            let base = base.strip_suffix(".exe").unwrap_or(&base);
+            matches!(base, "codex" | "codex.js" | "gemini" | "gemini.js")
+                || part.contains("@openai/codex")
+                || part.contains("@google/gemini-cli")
+        })
+}
+
+/// Whether `pid` is Claude Code rather than another agent: false only for a
+/// process seen to be Codex or Gemini CLI (where a process cannot be read,
+/// or `PCMAIL_CLAUDE_PID` names it, it counts as Claude Code, as before).
+pub fn is_claude(pid: i64) -> bool {
+    parent_and_name(pid).is_none_or(|(_, desc)| looks_like_claude(&desc) || !looks_like_agent(&desc))
+}
+
+/// The agent process this process runs under (see [`agent_ancestor`]).
 pub fn claude_ancestor() -> Option<ProcId> {
+    agent_ancestor()
+}
+
+/// The agent process (Claude Code, Codex CLI, Gemini CLI) this process runs
+/// under, looking at most 12 ancestors up; the nearest one wins (a Node
+/// launcher above the native Codex binary is not the session).
+/// `PCMAIL_CLAUDE_PID` names it instead (tests, wrappers; `0`: there is none).
+pub fn agent_ancestor() -> Option<ProcId> {
     if let Ok(pid) = std::env::var("PCMAIL_CLAUDE_PID") {
         return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
     }
@@ -115,7 +145,7 @@ pub fn claude_ancestor() -> Option<ProcId> {
             return None;
         }
         let (_, desc) = parent_and_name(ppid)?;
-        if looks_like_claude(&desc) {
+        if looks_like_agent(&desc) {
             return ProcId::of(ppid);
         }
         pid = ppid;
@@ -314,6 +344,19 @@ mod tests {
         assert!(looks_like_claude("claude.exe"));
         assert!(!looks_like_claude("bash\0/bin/bash\0-c"));
         assert!(!looks_like_claude("claudette\0x"));
+        // Codex CLI and Gemini CLI as their npm packages start them.
+        for agent in [
+            "codex\0/home/u/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex\0exec",
+            "node\0node\0/home/u/node_modules/@openai/codex/bin/codex.js",
+            "node\0node\0/home/u/node_modules/@google/gemini-cli/bundle/gemini.js",
+            "node\0node\0/usr/local/bin/gemini",
+            "claude\0claude\0-p",
+        ] {
+            assert!(looks_like_agent(agent), "{agent}");
+        }
+        for other in ["bash\0/bin/bash\0-c", "codexify\0x", "node\0node\0/srv/gemini-notes/app.js", "sh\0sh\0-c"] {
+            assert!(!looks_like_agent(other), "{other}");
+        }
     }
 
     #[test]

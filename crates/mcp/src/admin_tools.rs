@@ -50,7 +50,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Admin: stop (on=true, default) or resume (on=false) accepting the shared token for PC operations, once every PC has its credential. Result: {on, unbound: [labels still on the shared token]}."
+        description = "Admin: stop (on=true, default) or resume (on=false) accepting the shared token for PC operations, once every PC has its credential. Result: {requireCredentials, changed, unbound: [labels still on the shared token]}."
     )]
     async fn roster_require_credentials(
         &self,

@@ -12,9 +12,19 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// The arguments of one tool call, or why they are not usable. Named
-/// `Parameters` so rmcp's `#[tool]` macro takes the input schema from `T`.
-pub struct Parameters<T>(pub Result<T, UsageError>);
+/// Arguments that a known client adds to every tool call of its own accord,
+/// not the model: ignored (and named in the result's `_meta`) instead of
+/// refused, so the tools work under that client. Gemini CLI adds
+/// `wait_for_previous` (whether to wait for the calls before it).
+pub const INJECTED_ARGUMENTS: &[&str] = &["wait_for_previous"];
+
+/// The arguments of one tool call, or why they are not usable, and the
+/// injected ones that were dropped. Named `Parameters` so rmcp's `#[tool]`
+/// macro takes the input schema from `T`.
+pub struct Parameters<T> {
+    pub args: Result<T, UsageError>,
+    pub ignored: Vec<String>,
+}
 
 /// A usage error (exit 2) about one argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +39,19 @@ impl UsageError {
     pub fn api_error(&self) -> ApiError {
         ApiError::Usage(self.message.clone())
     }
+}
+
+/// Drops the [`INJECTED_ARGUMENTS`] the tool's schema does not name, then
+/// [`parse`]s the rest.
+pub fn parse_call<T: DeserializeOwned + JsonSchema + 'static>(mut args: JsonObject) -> Parameters<T> {
+    let known = schema_properties::<T>().unwrap_or_default();
+    let mut ignored = vec![];
+    for name in INJECTED_ARGUMENTS {
+        if !known.iter().any(|k| k == name) && args.remove(*name).is_some() {
+            ignored.push((*name).to_string());
+        }
+    }
+    Parameters { args: parse(args), ignored }
 }
 
 /// The one check every tool's arguments go through: no argument the schema
@@ -77,7 +100,7 @@ fn schema_properties<T: JsonSchema + 'static>() -> Option<Vec<String>> {
 
 impl<S, T: DeserializeOwned + JsonSchema + 'static> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
     fn from_context_part(context: &mut ToolCallContext<S>) -> Result<Self, rmcp::ErrorData> {
-        Ok(Parameters(parse(context.arguments.take().unwrap_or_default())))
+        Ok(parse_call(context.arguments.take().unwrap_or_default()))
     }
 }
 
@@ -125,6 +148,21 @@ mod tests {
         assert_eq!((e.field.as_str(), e.message.as_str()), ("x", "unknown argument `x` (it takes no arguments)"));
 
         assert_eq!(e.api_error().exit() as i32, 2);
+    }
+
+    #[test]
+    fn an_injected_argument_is_dropped_and_named_any_other_unknown_one_is_refused() {
+        let p = parse_call::<SendArgs>(obj(json!({"to": "pc-b", "body": "x", "wait_for_previous": true})));
+        assert_eq!(p.ignored, vec!["wait_for_previous".to_string()]);
+        assert_eq!(p.args.unwrap().body, "x");
+        let p = parse_call::<NoArgs>(obj(json!({"wait_for_previous": false})));
+        assert_eq!((p.args.is_ok(), p.ignored.len()), (true, 1));
+        // Anything else is still a usage error naming the field, injected one or not.
+        let p = parse_call::<SendArgs>(obj(json!({"to": "pc-b", "body": "x", "wait_for_previous": 1, "bdy": 2})));
+        assert_eq!(p.args.unwrap_err().field, "bdy");
+        let p = parse_call::<NoArgs>(obj(json!({"wait_for_prev": true})));
+        assert_eq!(p.args.unwrap_err().field, "wait_for_prev");
+        assert!(p.ignored.is_empty());
     }
 
     #[test]

@@ -20,7 +20,7 @@ fn now() -> chrono::DateTime<chrono::Utc> {
 #[tool_router(router = handoff_tool_router, vis = "pub(crate)")]
 impl PcmailMcp {
     #[tool(
-        description = "Write a handoff for the next session: .claude/handoffs/<YYYY-MM-DD_HH-MM>_<session8>_<slug>.md with the five sections (goal; done, with paths; what didn't work and why; state working|broken|blocked; next step), never overwriting, and an ACTIVE line in INDEX.md. goal, state and next are required (as fields or as Markdown headings in `markdown`). announce mails a one-line notice (`*`: the roster). Result: {name, path, gitattributes_changed, session[, announced]}."
+        description = "Write a handoff for the next session (.claude/handoffs/, ACTIVE in INDEX.md, never overwriting). goal, state and next are required, as fields or as headings in markdown."
     )]
     async fn handoff_new(&self, a: Parameters<HandoffNewArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_new(&p, &a, now())).await
@@ -41,7 +41,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Pick up a handoff: the same as handoff_show, and records PICKED_UP by this PC and session in INDEX.md."
+        description = "Read a handoff (its name or a unique part) and record PICKED_UP by this session in INDEX.md."
     )]
     async fn handoff_pickup(&self, a: Parameters<HandoffNameArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_pickup(&p, &a, now())).await

@@ -7,8 +7,22 @@
 //!   is Claude Code's own state file: never written here.
 //! - Codex CLI: `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`),
 //!   table `[mcp_servers.pcmail]` with `command` and `args` (user scope only).
+//!   Codex gives an MCP server only a short list of its own environment, so
+//!   the entry also says `env = { PCMAIL_HOME = … }` when `PCMAIL_HOME` is set
+//!   (else the server would open the default PC store, not the user's) and
+//!   `env_vars = [names]` for the credential variables that are set: Codex
+//!   passes those on from its own environment, so no secret is written.
 //! - Gemini CLI: `~/.gemini/settings.json` (project: `.gemini/settings.json`),
-//!   `mcpServers.pcmail` with `command` and `args`.
+//!   `mcpServers.pcmail` with `command`, `args` and, as for Codex, `env`:
+//!   `PCMAIL_HOME` by value and each credential variable as `"$NAME"`, which
+//!   Gemini expands when it starts the server (it withholds variables whose
+//!   names look like secrets unless `env` names them). The file may hold
+//!   comments, as Gemini allows: only `mcpServers.pcmail` changes
+//!   (crates/jsonc), every comment stays. Gemini's non-interactive mode hides
+//!   every tool its policy would ask about, so a user-scope install also
+//!   writes `~/.gemini/policies/pcmail.toml`, a rule that allows pcmail's
+//!   read-only tools (the same ones Codex runs without asking); the others
+//!   stay the user's decision.
 //!
 //! Files are merged, never clobbered (other keys, comments and order kept),
 //! written atomically (temp file + rename) after a backup copy, and only when
@@ -24,6 +38,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The name pcmail's server is registered under in every client.
 pub const SERVER_NAME: &str = "pcmail";
+
+/// The environment variables that carry a credential (the shared token, this
+/// PC's own credential, the admin secret): passed on by name, never by value.
+pub const CREDENTIAL_VARS: &[&str] = &["PCMAIL_TOKEN", "PCMAIL_CREDENTIAL", "PCMAIL_ADMIN_TOKEN"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -62,6 +80,12 @@ pub struct Target {
     pub codex_home: Option<PathBuf>,
     /// The `claude` executable, when on PATH.
     pub claude: Option<PathBuf>,
+    /// `PCMAIL_HOME` when set.
+    pub pcmail_home: Option<PathBuf>,
+    /// The [`CREDENTIAL_VARS`] that are set.
+    pub credential_vars: Vec<String>,
+    /// `--tools` for `pcmail mcp` (None: the default tools).
+    pub tools: Option<String>,
 }
 
 impl Target {
@@ -74,7 +98,24 @@ impl Target {
             .ok_or_else(|| InstallError::Usage("no home directory (HOME is not set)".into()))?;
         let project = std::env::current_dir().map_err(io_err("reading the current directory of", Path::new(".")))?;
         let codex_home = std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        Ok(Target { agent, scope, exe, home, project, codex_home, claude: find_on_path("claude") })
+        let pcmail_home = std::env::var_os("PCMAIL_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let credential_vars = CREDENTIAL_VARS
+            .iter()
+            .filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+            .map(|v| v.to_string())
+            .collect();
+        Ok(Target {
+            agent,
+            scope,
+            exe,
+            home,
+            project,
+            codex_home,
+            claude: find_on_path("claude"),
+            pcmail_home,
+            credential_vars,
+            tools: None,
+        })
     }
 }
 
@@ -151,9 +192,22 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The arguments after the executable: `mcp`, and `--tools GROUPS` when asked.
+pub fn server_args(t: &Target) -> Vec<String> {
+    let mut a = vec!["mcp".to_string()];
+    if let Some(g) = &t.tools {
+        a.push("--tools".into());
+        a.push(g.clone());
+    }
+    a
+}
+
 fn claude_add_args(t: &Target) -> Vec<String> {
     let exe = t.exe.to_string_lossy().into_owned();
-    ["mcp", "add", "--scope", t.scope.as_str(), SERVER_NAME, "--", &exe, "mcp"].iter().map(|s| s.to_string()).collect()
+    let mut a: Vec<String> =
+        ["mcp", "add", "--scope", t.scope.as_str(), SERVER_NAME, "--", &exe].iter().map(|s| s.to_string()).collect();
+    a.extend(server_args(t));
+    a
 }
 
 fn claude_add_line(t: &Target) -> String {
@@ -161,7 +215,49 @@ fn claude_add_line(t: &Target) -> String {
     format!("claude {}", args.join(" "))
 }
 
+/// The first line of the policy file pcmail writes for Gemini (how uninstall knows it is ours).
+const POLICY_MARKER: &str = "# Written by `pcmail mcp install --client gemini`";
+
+/// `~/.gemini/policies/pcmail.toml` (user scope only: Gemini ignores project policies).
+fn gemini_policy_path(t: &Target) -> Option<PathBuf> {
+    (t.agent == Agent::Gemini && t.scope == Scope::User)
+        .then(|| t.home.join(".gemini").join("policies").join(format!("{SERVER_NAME}.toml")))
+}
+
+/// A Gemini policy rule allowing the read-only tools of the installed profile.
+fn gemini_policy(t: &Target) -> String {
+    let profile = match &t.tools {
+        Some(g) => crate::catalog::Profile::parse(g).unwrap_or_default(),
+        None => crate::catalog::Profile::default(),
+    };
+    let names: Vec<String> = crate::catalog::TOOLS
+        .iter()
+        .filter(|s| s.read_only && profile.includes(s.group))
+        .map(|s| format!("\"{}\"", s.name))
+        .collect();
+    format!(
+        "{POLICY_MARKER}: pcmail's read-only MCP tools (readOnlyHint)\n\
+         # run without a confirmation, also in `gemini -p`. Tools that change something stay yours to allow.\n\
+         [[rule]]\nmcpName = \"{SERVER_NAME}\"\ntoolName = [{}]\ndecision = \"allow\"\npriority = 100\n",
+        names.join(", ")
+    )
+}
+
 pub fn install(t: &Target) -> Result<Outcome, InstallError> {
+    let out = install_config(t)?;
+    if let Some(policy) = gemini_policy_path(t) {
+        let text = gemini_policy(t);
+        if let Outcome::File { changed: false, .. } = merge_file(&policy, |_| Ok(text.clone()))? {
+            return Ok(out);
+        }
+        if let Outcome::File { path, backup, .. } = out {
+            return Ok(Outcome::File { path, changed: true, backup });
+        }
+    }
+    Ok(out)
+}
+
+fn install_config(t: &Target) -> Result<Outcome, InstallError> {
     let exe = exe_str(t)?.to_string();
     let Some(path) = config_path(t)? else {
         // Re-adding replaces: remove first (absent is fine), so install is idempotent.
@@ -173,14 +269,20 @@ pub fn install(t: &Target) -> Result<Outcome, InstallError> {
     };
     let changed = |old: &str| -> Result<String, InstallError> {
         match t.agent {
-            Agent::Codex => codex_set(&path, old, Some(&exe)),
-            Agent::Claude | Agent::Gemini => json_set(&path, old, Some(&exe)),
+            Agent::Codex => codex_set(&path, old, Some(t)),
+            Agent::Claude => json_set(&path, old, Some(json_entry(t, &exe, false))),
+            Agent::Gemini => jsonc_set(&path, old, Some(json_entry(t, &exe, true))),
         }
     };
     merge_file(&path, changed)
 }
 
 pub fn uninstall(t: &Target) -> Result<Outcome, InstallError> {
+    if let Some(policy) = gemini_policy_path(t) {
+        if fs::read_to_string(&policy).is_ok_and(|p| p.starts_with(POLICY_MARKER)) {
+            fs::remove_file(&policy).map_err(io_err("removing", &policy))?;
+        }
+    }
     let Some(path) = config_path(t)? else {
         let args: Vec<String> = ["mcp", "remove", "--scope", t.scope.as_str(), SERVER_NAME].map(String::from).to_vec();
         run_claude(t, &args, false)?;
@@ -192,7 +294,8 @@ pub fn uninstall(t: &Target) -> Result<Outcome, InstallError> {
     let edit = |old: &str| -> Result<String, InstallError> {
         match t.agent {
             Agent::Codex => codex_set(&path, old, None),
-            Agent::Claude | Agent::Gemini => json_set(&path, old, None),
+            Agent::Claude => json_set(&path, old, None),
+            Agent::Gemini => jsonc_set(&path, old, None),
         }
     };
     merge_file(&path, edit)
@@ -216,8 +319,45 @@ fn run_claude(t: &Target, args: &[String], quiet: bool) -> Result<(), InstallErr
     })
 }
 
-/// `mcpServers.pcmail = {command, args}` in a JSON object (`exe` None: removed).
-fn json_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, InstallError> {
+/// `{command, args[, env]}`: `env` (Gemini) holds `PCMAIL_HOME` by value and
+/// the credential variables as `$NAME`, expanded by the agent.
+fn json_entry(t: &Target, exe: &str, with_env: bool) -> Map<String, Value> {
+    let mut entry = Map::new();
+    entry.insert("command".into(), Value::String(exe.into()));
+    entry.insert("args".into(), serde_json::json!(server_args(t)));
+    let mut env = Map::new();
+    if with_env {
+        if let Some(h) = &t.pcmail_home {
+            env.insert("PCMAIL_HOME".into(), Value::String(h.to_string_lossy().into_owned()));
+        }
+        for v in &t.credential_vars {
+            env.insert(v.clone(), Value::String(format!("${v}")));
+        }
+    }
+    if !env.is_empty() {
+        entry.insert("env".into(), Value::Object(env));
+    }
+    entry
+}
+
+/// `mcpServers.pcmail` in a JSON-with-comments file, changed in place (None: removed).
+fn jsonc_set(path: &Path, old: &str, entry: Option<Map<String, Value>>) -> Result<String, InstallError> {
+    let unreadable = |detail: String| InstallError::Unreadable { path: path.to_path_buf(), detail };
+    let root = pcmail_jsonc::parse(old).map_err(|e| unreadable(format!("not JSON ({e})")))?;
+    let current = root.get("mcpServers").and_then(|s| s.get(SERVER_NAME));
+    let want = entry.map(Value::Object);
+    if current == want.as_ref() {
+        return Ok(old.to_string());
+    }
+    if old.trim().is_empty() && want.is_none() {
+        return Ok(old.to_string());
+    }
+    let text = if old.trim().is_empty() { "{}\n" } else { old };
+    pcmail_jsonc::set(text, &["mcpServers", SERVER_NAME], want.as_ref()).map_err(|e| unreadable(e.to_string()))
+}
+
+/// `mcpServers.pcmail = {command, args}` in a JSON object (`entry` None: removed).
+fn json_set(path: &Path, old: &str, entry: Option<Map<String, Value>>) -> Result<String, InstallError> {
     let unreadable = |detail: String| InstallError::Unreadable { path: path.to_path_buf(), detail };
     let mut root: Map<String, Value> = if old.trim().is_empty() {
         Map::new()
@@ -228,16 +368,17 @@ fn json_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, Install
             Err(e) => return Err(unreadable(format!("not JSON ({e})"))),
         }
     };
-    match exe {
-        Some(exe) => {
+    match entry {
+        Some(want) => {
             let servers = root.entry("mcpServers").or_insert_with(|| Value::Object(Map::new()));
             let Value::Object(servers) = servers else { return Err(unreadable("mcpServers is not an object".into())) };
             let entry = servers.entry(SERVER_NAME).or_insert_with(|| Value::Object(Map::new()));
             let Value::Object(entry) = entry else {
                 return Err(unreadable("mcpServers.pcmail is not an object".into()));
             };
-            entry.insert("command".into(), Value::String(exe.into()));
-            entry.insert("args".into(), serde_json::json!(["mcp"]));
+            for (k, v) in want {
+                entry.insert(k, v);
+            }
         }
         None => {
             if let Some(Value::Object(servers)) = root.get_mut("mcpServers") {
@@ -253,12 +394,16 @@ fn json_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, Install
     Ok(s)
 }
 
-/// `[mcp_servers.pcmail]` with `command` and `args` in Codex's config.toml (`exe` None: removed).
-fn codex_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, InstallError> {
+/// `[mcp_servers.pcmail]` in Codex's config.toml: `command`, `args`, `env`
+/// (`PCMAIL_HOME`) and `env_vars` (the credential variables' names), each
+/// rewritten only when it differs so an unchanged entry stays as the user
+/// formatted it (`t` None: removed).
+fn codex_set(path: &Path, old: &str, t: Option<&Target>) -> Result<String, InstallError> {
     let unreadable = |detail: String| InstallError::Unreadable { path: path.to_path_buf(), detail };
     let mut doc: toml_edit::DocumentMut = old.parse().map_err(|e| unreadable(format!("not TOML ({e})")))?;
-    match exe {
-        Some(exe) => {
+    match t {
+        Some(t) => {
+            let exe = exe_str(t)?;
             let servers = doc.entry("mcp_servers").or_insert_with(|| {
                 let mut t = toml_edit::Table::new();
                 t.set_implicit(true);
@@ -270,14 +415,53 @@ fn codex_set(path: &Path, old: &str, exe: Option<&str>) -> Result<String, Instal
             if entry.get("command").and_then(|c| c.as_str()) != Some(exe) {
                 entry["command"] = toml_edit::value(exe);
             }
-            let want_args = entry
-                .get("args")
-                .and_then(|a| a.as_array())
-                .is_some_and(|a| a.len() == 1 && a.get(0).and_then(|x| x.as_str()) == Some("mcp"));
-            if !want_args {
+            let strings = |item: Option<&toml_edit::Item>| -> Option<Vec<String>> {
+                item?.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            };
+            let array = |v: &[String]| {
                 let mut a = toml_edit::Array::new();
-                a.push("mcp");
-                entry["args"] = toml_edit::value(a);
+                v.iter().for_each(|x| a.push(x.as_str()));
+                toml_edit::value(a)
+            };
+            let args = server_args(t);
+            if strings(entry.get("args")).as_deref() != Some(args.as_slice()) {
+                entry["args"] = array(&args);
+            }
+            let home = t.pcmail_home.as_ref().map(|h| h.to_string_lossy().into_owned());
+            let current_home = entry
+                .get("env")
+                .and_then(|e| e.as_table_like())
+                .and_then(|e| e.get("PCMAIL_HOME"))
+                .and_then(|h| h.as_str())
+                .map(str::to_string);
+            if current_home != home {
+                // Only PCMAIL_HOME in `env`: the user's other variables stay.
+                if entry.get("env").is_some_and(|e| e.as_table_like().is_none()) {
+                    return Err(unreadable("mcp_servers.pcmail.env is not a table".into()));
+                }
+                match &home {
+                    Some(h) => {
+                        if entry.get("env").is_none() {
+                            entry["env"] = toml_edit::value(toml_edit::InlineTable::new());
+                        }
+                        let env = entry["env"].as_table_like_mut().expect("checked: a table");
+                        env.insert("PCMAIL_HOME", toml_edit::value(h.as_str()));
+                    }
+                    None => {
+                        let env = entry["env"].as_table_like_mut().expect("present: it held PCMAIL_HOME");
+                        env.remove("PCMAIL_HOME");
+                        if env.is_empty() {
+                            entry.remove("env");
+                        }
+                    }
+                }
+            }
+            if strings(entry.get("env_vars")).unwrap_or_default() != t.credential_vars {
+                if t.credential_vars.is_empty() {
+                    entry.remove("env_vars");
+                } else {
+                    entry["env_vars"] = array(&t.credential_vars);
+                }
             }
         }
         None => {

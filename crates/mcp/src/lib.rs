@@ -6,22 +6,24 @@
 
 mod admin_tools;
 pub mod args;
+pub mod catalog;
 mod handoff_tools;
 pub mod install;
 mod job_tools;
 pub mod server;
 mod session_tools;
 
-pub use server::{tool_names, PcmailMcp};
+pub use catalog::Profile;
+pub use server::{tool_names, tools_list_json, PcmailMcp};
 
 use pcmail_client::config::Paths;
 use rmcp::ServiceExt;
 
 /// Serves MCP on stdin/stdout until the client closes it.
-pub fn run_stdio(paths: Paths) -> std::io::Result<()> {
+pub fn run_stdio(paths: Paths, profile: &Profile) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
-        let service = PcmailMcp::new(paths)
+        let service = PcmailMcp::with_profile(paths, profile)
             // Non-blocking pipes on Linux (no thread hand-off per message); plain stdio elsewhere.
             .serve(rmcp::transport::stdio_pipes())
             .await

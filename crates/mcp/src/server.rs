@@ -4,6 +4,7 @@
 //! `isError: true`.
 
 use crate::args::{Parameters, UsageError};
+use crate::catalog::{self, Profile};
 use pcmail_api::features::{self, Group, Hello};
 use pcmail_api::leases::{self, LeaseCheckArgs, LeaseClaimArgs, LeaseListArgs, LeaseReleaseArgs, LeaseTakeoverArgs};
 use pcmail_api::{
@@ -13,8 +14,11 @@ use pcmail_api::{
 use pcmail_client::config::Paths;
 use pcmail_client::Client;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler};
+use rmcp::model::{
+    CallToolResult, Implementation, MetaObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,6 +27,9 @@ use std::time::{Duration, Instant, SystemTime};
 /// While the server can't be reached, `hello` is asked again at most this often
 /// (not before every tool call: each try costs a connection timeout).
 const HELLO_RETRY: Duration = Duration::from_secs(60);
+
+/// A `wait_for` with a progress token reports this often that it still waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// The `pcmail mcp` server for one PC user (`PCMAIL_HOME`).
 #[derive(Clone)]
@@ -73,19 +80,36 @@ fn error_result(e: &ApiError, extra: Option<Value>) -> CallToolResult {
     CallToolResult::structured_error(json!({ "error": err }))
 }
 
+/// Notes in the result's `_meta` the arguments a client injected that the
+/// tool ignored (`pcmail/ignoredArguments`).
+fn note_ignored(mut r: CallToolResult, ignored: &[String]) -> CallToolResult {
+    if !ignored.is_empty() {
+        let mut meta = r.meta.take().unwrap_or_else(|| MetaObject(Default::default()));
+        meta.0.insert("pcmail/ignoredArguments".into(), json!(ignored));
+        r.meta = Some(meta);
+    }
+    r
+}
+
 /// A bad argument: `{error: {code: "usage", exit: 2, field, message}}`.
 fn usage_result(e: &UsageError) -> CallToolResult {
     error_result(&e.api_error(), Some(json!({ "field": e.field })))
 }
 
 impl PcmailMcp {
+    /// The default tools only.
     pub fn new(paths: Paths) -> PcmailMcp {
+        PcmailMcp::with_profile(paths, &Profile::default())
+    }
+
+    /// The tools of `profile`.
+    pub fn with_profile(paths: Paths, profile: &Profile) -> PcmailMcp {
         PcmailMcp {
             paths,
             hello: Arc::new(OnceLock::new()),
             hello_failed_at: Arc::new(Mutex::new(None)),
             idle: Arc::new(Mutex::new(None)),
-            tool_router: Self::all_tools(),
+            tool_router: Self::tools(profile),
         }
     }
 
@@ -150,22 +174,24 @@ impl PcmailMcp {
         T: Serialize + Send + 'static,
         F: FnOnce(&mut Client, A) -> Result<T, ApiError> + Send + 'static,
     {
-        let a = match args.0 {
+        let a = match args.args {
             Ok(a) => a,
             Err(e) => return Ok(usage_result(&e)),
         };
-        Ok(to_result(self.run_client(group, move |c| op(c, a)).await?))
+        Ok(note_ignored(to_result(self.run_client(group, move |c| op(c, a)).await?), &args.ignored))
     }
 
-    /// The mail tools, the handoff/memory tools (crate::handoff_tools), the session tools
-    /// (crate::session_tools), the job tools (crate::job_tools), and the code map and admin
-    /// tools (crate::admin_tools).
-    fn all_tools() -> ToolRouter<Self> {
-        Self::tool_router()
+    /// The tools of `profile` (crate::catalog) from the mail tools, the handoff/memory tools
+    /// (crate::handoff_tools), the session tools (crate::session_tools), the job tools
+    /// (crate::job_tools), and the code map and admin tools (crate::admin_tools).
+    fn tools(profile: &Profile) -> ToolRouter<Self> {
+        let mut r = Self::tool_router()
             + Self::handoff_tool_router()
             + Self::session_tool_router()
             + Self::job_tool_router()
-            + Self::admin_tool_router()
+            + Self::admin_tool_router();
+        catalog::apply(&mut r, profile);
+        r
     }
 
     /// Runs `op` on the PC's files only (no server, no token).
@@ -175,7 +201,7 @@ impl PcmailMcp {
         T: Serialize + Send + 'static,
         F: FnOnce(Paths, A) -> Result<T, ApiError> + Send + 'static,
     {
-        let a = match args.0 {
+        let a = match args.args {
             Ok(a) => a,
             Err(e) => return Ok(usage_result(&e)),
         };
@@ -183,29 +209,27 @@ impl PcmailMcp {
         let r = tokio::task::spawn_blocking(move || op(paths, a))
             .await
             .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))?;
-        Ok(to_result(r))
+        Ok(note_ignored(to_result(r), &args.ignored))
     }
 }
 
 #[tool_router]
 impl PcmailMcp {
     #[tool(
-        description = "Send mail to an exact roster label, number or hostname (`*` = every PC). An inexact address is not sent: error unknown_address (exit 4) with candidates. With wait_for, answers once every copy reached that state (error timeout, exit 8, after timeout_secs). Result: {ids, queued, existing[, mails]}."
+        description = "Send mail. An inexact address is not sent (unknown_address, exit 4, with candidates). wait_for: answer once every copy got there."
     )]
     async fn send(&self, a: Parameters<SendArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::send(c, &a)).await
     }
 
     #[tool(
-        description = "Mail for this PC from the local store (open mail by default; all=true adds done, failed and expired). Works offline. Result: {mails}. Reading does not mark mail seen; use `read`."
+        description = "This PC's open mail from the local store (all=true: done, failed, expired too); works offline, marks nothing seen (`read` does)."
     )]
     async fn inbox(&self, a: Parameters<InboxArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| pcmail_api::inbox(&p, &a)).await
     }
 
-    #[tool(
-        description = "Show one mail of this PC's inbox and mark it seen. Result: the mail. Error not_found (exit 7) for an unknown id."
-    )]
+    #[tool(description = "One mail of this PC's inbox, marked seen (not_found, exit 7, for an unknown id).")]
     async fn read(&self, a: Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::read(c, &a)).await
     }
@@ -216,7 +240,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Answer a mail (the reply id is fixed, so a retry is one mail; the original becomes done). Replying to a reply is refused: error reply_to_reply (exit 3). Result: {ids, queued, existing}."
+        description = "Answer a mail; it becomes done. A retry is the same reply; a reply to a reply is refused (exit 3)."
     )]
     async fn reply(&self, a: Parameters<ReplyArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::reply(c, &a)).await
@@ -231,7 +255,8 @@ impl PcmailMcp {
         description = "The server's whole timeline of mail ids (new → delivered → seen → done|failed|expired, who and when). Result: {mails, missing}; any missing id makes it error not_found (exit 7) with the rest in the error."
     )]
     async fn status(&self, a: Parameters<IdsArgs>) -> Result<CallToolResult, ErrorData> {
-        let a = match a.0 {
+        let ignored = a.ignored;
+        let a = match a.args {
             Ok(a) => a,
             Err(e) => return Ok(usage_result(&e)),
         };
@@ -241,15 +266,47 @@ impl PcmailMcp {
                 let e = ApiError::Client(pcmail_client::ClientError::NotFound(s.missing.join(", ")));
                 error_result(&e, Some(json!({"missing": s.missing, "mails": s.mails})))
             }
-            other => to_result(other),
+            other => note_ignored(to_result(other), &ignored),
         })
     }
 
     #[tool(
-        description = "Wait until every copy of each mail id reached a state (delivered, seen or done; a final state also ends the wait). Error timeout (exit 8) after timeout_secs (default 300). Result: {mails}."
+        description = "Wait until every copy of each id reached state (or a final one); timeout: exit 8. Reports progress when asked."
     )]
-    async fn wait_for(&self, a: Parameters<WaitForArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_client(Group::Mail, a, |c, a| pcmail_api::wait_for(c, &a)).await
+    async fn wait_for(
+        &self,
+        a: Parameters<WaitForArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        // With a progress token: a notification every PROGRESS_EVERY until the answer (the
+        // progress is the seconds waited, of timeout_secs), so a client can tell a long wait
+        // from a hung server.
+        let ticker = match (ctx.meta.get_progress_token(), &a.args) {
+            (Some(token), Ok(w)) => {
+                let total = w.timeout_secs.unwrap_or(pcmail_api::DEFAULT_WAIT_SECS) as f64;
+                let what = format!("waiting for {} mail(s) to reach {:?}", w.ids.len(), w.state).to_lowercase();
+                let peer = ctx.peer.clone();
+                Some(tokio::spawn(async move {
+                    let start = Instant::now();
+                    loop {
+                        tokio::time::sleep(PROGRESS_EVERY).await;
+                        let waited = start.elapsed().as_secs_f64().min(total);
+                        let p = ProgressNotificationParam::new(token.clone(), waited)
+                            .with_total(total)
+                            .with_message(format!("{what}: {} s of {} s", waited as u64, total as u64));
+                        if peer.notify_progress(p).await.is_err() {
+                            break;
+                        }
+                    }
+                }))
+            }
+            _ => None,
+        };
+        let r = self.with_client(Group::Mail, a, |c, a| pcmail_api::wait_for(c, &a)).await;
+        if let Some(t) = ticker {
+            t.abort();
+        }
+        r
     }
 
     #[tool(
@@ -286,21 +343,19 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Hold a resource (a module, staging-deploy, gpu:0) across PCs, exclusively (default) or shared. files: repo-relative globs whose edits and commits by other sessions are then refused. The lease follows the Claude Code process above this server (or pid; or ttl: ends after that long). Result: {outcome: granted, lease: {fence, …}, follows} or {outcome: unconfirmed} when the server is unreachable. Errors: held (exit 10) or stale (exit 11: holder silent, use lease_takeover), each with the holder's lease."
+        description = "Hold a resource across PCs; other sessions may then not edit or commit its files. Lives as long as the agent process above this server (or pid, or ttl). granted (lease.fence), unconfirmed (server down), or held (exit 10) / stale (exit 11) with the holder."
     )]
     async fn lease_claim(&self, a: Parameters<LeaseClaimArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_claim(c, &a)).await
     }
 
-    #[tool(
-        description = "Release this PC's lease of a resource (queued for the poller when the server is unreachable). Result: {released: [{resource, fence, released, queued}]}."
-    )]
+    #[tool(description = "Release this PC's lease of a resource (queued while the server is unreachable).")]
     async fn lease_release(&self, a: Parameters<LeaseReleaseArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_release(c, &a)).await
     }
 
     #[tool(
-        description = "Who holds what: every live lease (holder, description, files, grantedAt, heartbeatAt, stale), optionally of one repo or resource; all=true adds leases ended in the last 24 h. Result: {leases, mine, now[, unreachable, cacheAt]} (unreachable: the last poll's view)."
+        description = "Who holds what: live leases (holder, files, stale), of a repo or resource if given; all=true adds the last 24 h's ended ones. unreachable: the last poll's view."
     )]
     async fn lease_list(&self, a: Parameters<LeaseListArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_list(c, &a)).await
@@ -341,7 +396,12 @@ impl ServerHandler for PcmailMcp {
     }
 }
 
-/// The tool names, in the order `tools/list` gives them (for tests and docs).
-pub fn tool_names() -> Vec<String> {
-    PcmailMcp::all_tools().list_all().into_iter().map(|t| t.name.to_string()).collect()
+/// The tool names of `profile`, in the order `tools/list` gives them (for tests and docs).
+pub fn tool_names(profile: &Profile) -> Vec<String> {
+    PcmailMcp::tools(profile).list_all().into_iter().map(|t| t.name.to_string()).collect()
+}
+
+/// What `tools/list` answers for `profile`, as JSON (for tests and docs).
+pub fn tools_list_json(profile: &Profile) -> Value {
+    json!({ "tools": PcmailMcp::tools(profile).list_all() })
 }

@@ -18,7 +18,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Every live session on every PC, from the server: {sessions: [{name, pc, session, repo, branch, cwd, idleMs, leases}], idleNames: [names no live session holds, with their last holder]}."
+        description = "Every live session on every PC (name, pc, repo, branch, idle time, leases) and the names no live session holds."
     )]
     async fn who(&self, a: Parameters<WhoArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Sessions, a, |c, a| api::who(c, &a)).await

@@ -5,7 +5,6 @@
 use pcmail_core::auth::Caller;
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use serde_json::{Map, Value};
 
 /// Why an op failed: a protocol error for the caller, or storage trouble.
 #[derive(Debug, thiserror::Error)]
@@ -76,13 +75,5 @@ impl Ctx<'_> {
             self.news.push(news);
         }
         self.touched.push(pc);
-    }
-}
-
-/// An answer's fields (the object an op's answer serialises to).
-pub(crate) fn fields(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
     }
 }

@@ -5,8 +5,7 @@ use crate::ctx::{Ctx, OpResult};
 use crate::p;
 use crate::store::{Optional, Row};
 use pcmail_core::op_table::News;
-use pcmail_core::{Millis, State};
-use serde_json::{json, Value};
+use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};
 
 /// A stored mail, all columns.
 #[derive(Debug, Clone)]
@@ -33,6 +32,15 @@ pub(crate) struct StoredMail {
 pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, body, urgent, expires_at, \
      in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
 
+/// A state column; anything else is a storage error (never a wrong answer).
+pub(crate) fn parse_state(i: usize, s: &str) -> crate::store::DbResult<State> {
+    State::parse(s).ok_or_else(|| crate::store::DbError::Decode { col: i, what: format!("bad state {s:?}") })
+}
+
+pub(crate) fn state_column(r: &Row<'_>, i: usize) -> crate::store::DbResult<State> {
+    parse_state(i, &r.get::<_, String>(i)?)
+}
+
 impl StoredMail {
     pub(crate) fn from_row(r: &Row<'_>) -> crate::store::DbResult<StoredMail> {
         let state: String = r.get(12)?;
@@ -49,23 +57,33 @@ impl StoredMail {
             auto: r.get(9)?,
             hop: r.get(10)?,
             created_at: r.get(11)?,
-            state: State::parse(&state)
-                .ok_or_else(|| crate::store::DbError::Decode { col: 12, what: format!("bad state {state:?}") })?,
+            state: parse_state(12, &state)?,
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,
             expires_in: r.get(15)?,
         })
     }
 
-    /// The wire form; `timeline` as given.
-    pub(crate) fn to_json(&self, timeline: Vec<Value>) -> Value {
-        json!({
-            "id": self.id, "from": self.sender, "to": self.recipient, "kind": self.kind,
-            "subject": self.subject, "body": self.body, "urgent": self.urgent,
-            "expiresAt": self.expires_at, "inReplyTo": self.in_reply_to, "auto": self.auto,
-            "hop": self.hop, "createdAt": self.created_at, "state": self.state.as_str(),
-            "broadcastOf": self.broadcast_of, "timeline": timeline,
-        })
+    /// The wire form; `timeline` as given. (`send` stores only the kinds it
+    /// parsed, so every stored kind is one of them.)
+    pub(crate) fn to_mail(&self, timeline: Vec<TimelineEntry>) -> Mail {
+        Mail {
+            id: self.id.clone(),
+            from: self.sender.clone(),
+            to: self.recipient.clone(),
+            kind: Kind::parse(&self.kind).unwrap_or_default(),
+            subject: self.subject.clone(),
+            body: self.body.clone(),
+            urgent: self.urgent,
+            expires_at: self.expires_at,
+            in_reply_to: self.in_reply_to.clone(),
+            auto: self.auto,
+            hop: self.hop,
+            created_at: self.created_at,
+            state: self.state,
+            broadcast_of: self.broadcast_of.clone(),
+            timeline,
+        }
     }
 }
 
@@ -74,13 +92,10 @@ pub(crate) fn load_mail(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredMail>>
     Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![id], StoredMail::from_row).optional()?)
 }
 
-pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<Value>> {
+pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
     let mut stmt = ctx.tx.prepare_cached("SELECT state, at, by, note FROM event WHERE mail_id = ?1 ORDER BY seq")?;
     let rows = stmt.query_map(p![id], |r| {
-        Ok(json!({
-            "state": r.get::<_, String>(0)?, "at": r.get::<_, i64>(1)?,
-            "by": r.get::<_, String>(2)?, "note": r.get::<_, Option<String>>(3)?,
-        }))
+        Ok(TimelineEntry { state: state_column(r, 0)?, at: r.get(1)?, by: r.get(2)?, note: r.get(3)? })
     })?;
     Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }

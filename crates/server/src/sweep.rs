@@ -2,14 +2,15 @@
 //! row per (subject, kind) updated in place and resolved when the condition
 //! clears. Also the `alerts` op.
 
-use crate::ctx::{fields, Ctx, OpResult};
+use crate::ctx::{Ctx, OpResult};
 use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
 use crate::p;
 use crate::store::Optional;
+use pcmail_core::answers::{AlertsAnswer, SweepAnswer, SweptAlerts, SweptJobs, SweptLeases};
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
-use pcmail_core::{AlertKind, Millis, State};
-use serde_json::{json, Map, Value};
+use pcmail_core::{Alert, AlertKind, Millis, State};
+use serde_json::{json, Value};
 use std::collections::HashSet;
 
 /// A condition that holds right now and deserves an alert.
@@ -39,7 +40,7 @@ fn ago(ms: Millis) -> String {
     }
 }
 
-pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
+pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
     let now = ctx.now;
     // 1. Expiry (the state machine keeps done/failed as they are).
     let sql = format!(
@@ -112,12 +113,12 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(p![key, now])?;
         resolved += 1;
     }
-    Ok(fields(json!({
-        "expired": expired,
-        "alerts": {"opened": opened, "updated": updated, "resolved": resolved},
-        "leases": {"stale": leases.stale, "expired": leases.expired},
-        "jobs": {"timedOut": jobs_timed_out, "cancelled": jobs_cancelled},
-    })))
+    Ok(SweepAnswer {
+        expired,
+        alerts: SweptAlerts { opened, updated, resolved },
+        leases: SweptLeases { stale: leases.stale, expired: leases.expired },
+        jobs: SweptJobs { timed_out: jobs_timed_out, cancelled: jobs_cancelled },
+    })
 }
 
 /// What the next sweep would do, and why, without doing it (`_debug_sweep_plan`):
@@ -222,7 +223,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     Ok(out)
 }
 
-pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<String, Value>> {
+pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<AlertsAnswer> {
     let sql = format!(
         "SELECT key, kind, subject, pc, message, opened_at, updated_at, resolved_at, count, posted, post_tries, last_error \
          FROM alert {} \
@@ -231,13 +232,22 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<St
     );
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
     let rows = stmt.query_map(p![], |r| {
-        Ok(json!({
-            "key": r.get::<_, String>(0)?, "kind": r.get::<_, String>(1)?, "subject": r.get::<_, String>(2)?,
-            "pc": r.get::<_, String>(3)?, "message": r.get::<_, String>(4)?, "openedAt": r.get::<_, i64>(5)?,
-            "updatedAt": r.get::<_, i64>(6)?, "resolvedAt": r.get::<_, Option<i64>>(7)?,
-            "count": r.get::<_, i64>(8)?, "posted": r.get::<_, bool>(9)?,
-            "postTries": r.get::<_, i64>(10)?, "lastError": r.get::<_, Option<String>>(11)?,
-        }))
+        // Only the sweep writes kinds, each one `AlertKind` knows.
+        let kind: String = r.get(1)?;
+        Ok(Alert {
+            key: r.get(0)?,
+            kind: AlertKind::parse(&kind).unwrap_or(AlertKind::Other),
+            subject: r.get(2)?,
+            pc: r.get(3)?,
+            message: r.get(4)?,
+            opened_at: r.get(5)?,
+            updated_at: r.get(6)?,
+            resolved_at: r.get(7)?,
+            count: r.get(8)?,
+            posted: r.get(9)?,
+            post_tries: r.get(10)?,
+            last_error: r.get(11)?,
+        })
     })?;
-    Ok(fields(json!({"alerts": rows.collect::<crate::store::DbResult<Vec<_>>>()?})))
+    Ok(AlertsAnswer { alerts: rows.collect::<crate::store::DbResult<Vec<_>>>()? })
 }

@@ -177,6 +177,28 @@ class Pc {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// the plugin
+
+/** `claude plugin …` for this PC (no model involved). */
+export function claudePlugin(pc, args) {
+  const { argv } = claudeCode();
+  const r = spawnSync(argv[0], [...argv.slice(1), 'plugin', ...args], {
+    env: pc.env({ CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1' }),
+    cwd: pc.repo, encoding: 'utf8', timeout: 60_000,
+  });
+  if (r.status !== 0) throw new Error(`claude plugin ${args.join(' ')}: ${r.stdout}${r.stderr}`);
+  return r.stdout;
+}
+
+/** The plugin as its users install it: this repo's marketplace by its local path, then the plugin. */
+export function installPlugin(pc) {
+  const added = claudePlugin(pc, ['marketplace', 'add', repoRoot]);
+  if (!/Successfully added marketplace: pcmail/.test(added)) throw new Error(added);
+  const installed = claudePlugin(pc, ['install', 'pcmail@pcmail']);
+  if (!/Successfully installed plugin: pcmail@pcmail/.test(installed)) throw new Error(installed);
+}
+
 /**
  * A scenario: a temp root, a fake API, and PCs (`pcs` labels). `server: 'embedded'` (default)
  * links the PCs through one embedded server file; `server: 'serve'` starts `pcmail serve` on
@@ -210,7 +232,7 @@ export async function scenario(name, { pcs = ['pc-a'], server = 'embedded', scri
   s.close = async () => {
     await s.api.close();
     if (s.serve) s.serve.child.kill();
-    if (!process.env.KEEP_SCENARIOS) fs.rmSync(s.root, { recursive: true, force: true });
+    if (!process.env.KEEP_SCENARIOS) fs.rmSync(s.root, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     if (s.api.errors.length) throw s.api.errors[0];
   };
   return s;

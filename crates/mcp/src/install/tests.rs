@@ -13,6 +13,9 @@ fn target(dir: &Path, agent: Agent, scope: Scope) -> Target {
         project,
         codex_home: None,
         claude: None,
+        pcmail_home: None,
+        credential_vars: vec![],
+        tools: None,
     }
 }
 
@@ -165,4 +168,72 @@ fn claude_on_path_is_asked_to_add_and_remove_the_server() {
         ]
     );
     assert!(!t.home.join(".claude.json").exists());
+}
+
+#[test]
+fn codex_gets_pcmail_home_by_value_the_credentials_by_name_and_the_tool_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = target(dir.path(), Agent::Codex, Scope::User);
+    t.pcmail_home = Some(PathBuf::from("/srv/pc store"));
+    t.credential_vars = vec!["PCMAIL_TOKEN".into(), "PCMAIL_CREDENTIAL".into()];
+    t.tools = Some("jobs,admin".into());
+    let path = t.home.join(".codex/config.toml");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, "[mcp_servers.pcmail]\ncommand = \"/old/pcmail\"\nenv = { KEEP = \"1\" }\n").unwrap();
+    install(&t).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    let e = &v["mcp_servers"]["pcmail"];
+    assert_eq!(e["args"], toml::Value::Array(vec!["mcp".into(), "--tools".into(), "jobs,admin".into()]));
+    assert_eq!(e["env"]["PCMAIL_HOME"].as_str(), Some("/srv/pc store"));
+    assert_eq!(e["env"]["KEEP"].as_str(), Some("1"), "the user's own variables stay");
+    assert_eq!(e["env_vars"], toml::Value::Array(vec!["PCMAIL_TOKEN".into(), "PCMAIL_CREDENTIAL".into()]));
+    assert!(!text.contains("secret"), "no value of a credential is written");
+    assert!(!file_outcome(install(&t).unwrap()).1, "unchanged: not rewritten");
+    // Without PCMAIL_HOME and credentials in the environment, the entry loses them again.
+    t.pcmail_home = None;
+    t.credential_vars.clear();
+    t.tools = None;
+    install(&t).unwrap();
+    let v: toml::Value = toml::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    let e = &v["mcp_servers"]["pcmail"];
+    assert!(e["env"].get("PCMAIL_HOME").is_none() && e.get("env_vars").is_none(), "{e}");
+    assert_eq!(e["env"]["KEEP"].as_str(), Some("1"));
+    assert_eq!(e["args"], toml::Value::Array(vec!["mcp".into()]));
+}
+
+#[test]
+fn gemini_settings_with_comments_are_accepted_and_keep_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = target(dir.path(), Agent::Gemini, Scope::User);
+    t.pcmail_home = Some(PathBuf::from("/srv/pcmail"));
+    t.credential_vars = vec!["PCMAIL_TOKEN".into()];
+    let path = t.home.join(".gemini/settings.json");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let original = "{\n  // my look\n  \"theme\": \"Dracula\",\n  \"mcpServers\": {\n    \"other\": { \"command\": \"x\" }, /* mine */\n  },\n}\n";
+    fs::write(&path, original).unwrap();
+    let (_, changed, backup) = file_outcome(install(&t).unwrap());
+    assert!(changed && backup.is_some());
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(text.contains("// my look") && text.contains("/* mine */"), "comments kept:\n{text}");
+    let v = pcmail_jsonc::parse(&text).unwrap();
+    assert_eq!(
+        v["mcpServers"]["pcmail"],
+        serde_json::json!({"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"],
+            "env": {"PCMAIL_HOME": "/srv/pcmail", "PCMAIL_TOKEN": "$PCMAIL_TOKEN"}})
+    );
+    assert!(!file_outcome(install(&t).unwrap()).1, "idempotent");
+    // Gemini's headless mode hides tools that would need a confirmation: the read-only ones are allowed.
+    let policy = fs::read_to_string(t.home.join(".gemini/policies/pcmail.toml")).unwrap();
+    let rule: toml::Value = toml::from_str(&policy).unwrap();
+    let allowed: Vec<&str> =
+        rule["rule"][0]["toolName"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(allowed, ["inbox", "wait_for", "lease_list", "who"]);
+    assert_eq!(
+        (rule["rule"][0]["mcpName"].as_str(), rule["rule"][0]["decision"].as_str()),
+        (Some("pcmail"), Some("allow"))
+    );
+    file_outcome(uninstall(&t).unwrap());
+    assert_eq!(fs::read_to_string(&path).unwrap(), original, "uninstall gives the text back");
+    assert!(!t.home.join(".gemini/policies/pcmail.toml").exists());
 }

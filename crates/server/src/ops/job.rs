@@ -4,17 +4,18 @@
 //! are `pcmail_core::job`'s; this file keeps the states, who and when.
 
 use super::job_builtins::run_builtin;
-use super::job_state::{end_job, job_columns, load, record, to_json, visible_jobs, StoredJob};
-use crate::ctx::{fields, Ctx, OpError, OpResult};
+use super::job_state::{end_job, load, record, to_wire, visible_jobs, StoredJob, JOB_COLUMNS};
+use crate::ctx::{Ctx, OpError, OpResult};
 use crate::p;
 use crate::store::Dialect;
 use crate::store::Optional;
 use pcmail_core::job::{
-    self as cj, CancelArgs, CommandSpec, Job, JobState, ListArgs, PollJob, ReportArgs, StartArgs, SubmitArgs, Whitelist,
+    self as cj, CancelArgs, CommandSpec, Job, JobAnswer, JobState, ListAnswer, ListArgs, PollJob, PollJobAnswer,
+    ReportArgs, Reported, StartArgs, SubmitAnswer, SubmitArgs, Whitelist,
 };
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Most jobs a poll reports in `finished` at once (the rest in the next poll).
@@ -70,7 +71,7 @@ fn executor(ctx: &Ctx<'_>, pc: &str) -> OpResult<Option<Whitelist>> {
 
 // ---- job.submit ----
 
-pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer> {
     if a.submitter.pc != ctx.pc {
         return Err(OpError::proto(
             ErrorCode::Forbidden,
@@ -108,7 +109,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
         }
         let j = load(ctx, &job_id)?
             .ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("job {job_id} was pruned")))?;
-        return Ok(fields(json!({"deduped": job_id != a.job_id, "job": to_json(ctx, &j, true)?})));
+        return Ok(SubmitAnswer { deduped: job_id != a.job_id, job: to_wire(ctx, &j, true)? });
     }
 
     // A revoked PC cannot poll: its jobs would only wait (issue 13).
@@ -185,7 +186,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
                 .execute(p![j.job.id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
             insert_submit(ctx, &a.job_id, &j.job.id, &key)?;
             let j = load(ctx, &j.job.id)?.expect("just updated");
-            return Ok(fields(json!({"deduped": true, "job": to_json(ctx, &j, true)?})));
+            return Ok(SubmitAnswer { deduped: true, job: to_wire(ctx, &j, true)? });
         }
     }
 
@@ -221,7 +222,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<Map<String, 
         ctx.wake(News::Job, a.target.clone());
     }
     let j = load(ctx, &a.job_id)?.expect("just inserted");
-    Ok(fields(json!({"deduped": false, "job": to_json(ctx, &j, true)?})))
+    Ok(SubmitAnswer { deduped: false, job: to_wire(ctx, &j, true)? })
 }
 
 fn insert_submit(ctx: &Ctx<'_>, id: &str, job_id: &str, key: &str) -> OpResult<()> {
@@ -235,45 +236,35 @@ fn insert_submit(ctx: &Ctx<'_>, id: &str, job_id: &str, key: &str) -> OpResult<(
 /// ended ok/failed less than `window` ago.
 fn find_same(ctx: &Ctx<'_>, dedup: &str, window: Millis) -> OpResult<Option<StoredJob>> {
     let sql = match ctx.tx.dialect() {
-        Dialect::Sqlite => concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM job INDEXED BY job_live_by_key \
-             WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
+        Dialect::Sqlite => format!(
+            "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_live_by_key WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
         ),
-        Dialect::Postgres => concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM job \
-             WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
+        Dialect::Postgres => format!(
+            "SELECT {JOB_COLUMNS} FROM job WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
         ),
     };
-    if let Some(j) = ctx.tx.prepare_cached(sql)?.query_row(p![dedup], StoredJob::from_row).optional()? {
+    if let Some(j) = ctx.tx.prepare_cached(&sql)?.query_row(p![dedup], StoredJob::from_row).optional()? {
         return Ok(Some(j));
     }
     if window <= 0 {
         return Ok(None);
     }
     let sql = match ctx.tx.dialect() {
-        Dialect::Sqlite => concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM job INDEXED BY job_ended_by_key \
-             WHERE dedup_key = ?1 AND state IN ('ok', 'failed') AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
+        Dialect::Sqlite => format!(
+            "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_ended_by_key WHERE dedup_key = ?1 AND state IN ('ok', 'failed') \
+             AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
         ),
-        Dialect::Postgres => concat!(
-            "SELECT ",
-            job_columns!(),
-            " FROM job \
-             WHERE dedup_key = ?1 AND state IN ('ok', 'failed') AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
+        Dialect::Postgres => format!(
+            "SELECT {JOB_COLUMNS} FROM job WHERE dedup_key = ?1 AND state IN ('ok', 'failed') \
+             AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
         ),
     };
-    Ok(ctx.tx.prepare_cached(sql)?.query_row(p![dedup, ctx.now - window], StoredJob::from_row).optional()?)
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![dedup, ctx.now - window], StoredJob::from_row).optional()?)
 }
 
 // ---- job.status / job.list ----
 
-pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<Map<String, Value>> {
+pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<JobAnswer> {
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if !may_see(ctx, &j.job)? {
         return Err(OpError::proto(
@@ -281,16 +272,16 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, id: &str) -> OpResult<Map<String, Value>
             format!("job {id} is neither submitted by, joined by nor targeted at {}", ctx.pc),
         ));
     }
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
-pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<Map<String, Value>> {
-    Ok(fields(json!({"jobs": visible_jobs(ctx, a)?})))
+pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<ListAnswer> {
+    Ok(ListAnswer { jobs: visible_jobs(ctx, a)? })
 }
 
 // ---- job.cancel ----
 
-pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<JobAnswer> {
     let id = &a.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.submitter.pc && ctx.pc != j.job.target {
@@ -313,12 +304,12 @@ pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<Map<String, 
         _ => {}
     }
     let j = load(ctx, id)?.expect("loaded above");
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
 // ---- job.start ----
 
-pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<JobAnswer> {
     let id = &a.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.target {
@@ -363,12 +354,12 @@ pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<Map<String, Va
         }
     }
     let j = load(ctx, id)?.expect("loaded above");
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
 // ---- job.report ----
 
-pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<JobAnswer> {
     let id = &r.job_id;
     let j = load(ctx, id)?.ok_or_else(|| OpError::proto(ErrorCode::NotFound, format!("no job {id}")))?;
     if ctx.pc != j.job.target {
@@ -376,7 +367,7 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<Map<String, 
     }
     if j.job.state.is_ended() {
         // A retried report (or one after the sweep closed it): unchanged.
-        return Ok(fields(json!({"job": to_json(ctx, &j, true)?})));
+        return Ok(JobAnswer { job: to_wire(ctx, &j, true)? });
     }
     if j.job.state == JobState::Queued && r.result.ran {
         return Err(OpError::proto(
@@ -397,12 +388,12 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<Map<String, 
     let by = pcmail_core::rules::sanitize_actor(&r.runner);
     end_job(ctx, &j, r.state, &by, r.reason.as_deref(), Some(&result))?;
     let j = load(ctx, id)?.expect("loaded above");
-    Ok(fields(json!({"job": to_json(ctx, &j, true)?})))
+    Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
 }
 
 // ---- the poll's `job` ----
 
-pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
+pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer> {
     if let Some(w) = &p.whitelist {
         ctx.tx
             .prepare_cached(
@@ -429,12 +420,16 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
     for item in &p.reports {
         match item {
             Ok(r) => match report(ctx, r) {
-                Ok(_) => reported.push(json!({"jobId": r.job_id, "ok": true})),
-                Err(OpError::Proto(e)) => reported
-                    .push(json!({"jobId": r.job_id, "ok": false, "code": e.code.as_str(), "message": e.message})),
+                Ok(_) => reported.push(Reported { job_id: r.job_id.clone(), ok: true, code: None, message: None }),
+                Err(OpError::Proto(e)) => reported.push(Reported {
+                    job_id: r.job_id.clone(),
+                    ok: false,
+                    code: Some(e.code.as_str().into()),
+                    message: Some(e.message),
+                }),
                 Err(e) => return Err(e),
             },
-            Err(bad) => errors.push(json!(bad.to_error("reports"))),
+            Err(bad) => errors.push(bad.to_error("reports")),
         }
     }
     let hash: Option<String> = ctx
@@ -447,22 +442,14 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
     if p.take {
         let creds = require_credentials(ctx)?;
         let sql = match ctx.tx.dialect() {
-            Dialect::Sqlite => concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM job INDEXED BY job_queued WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"
-            ),
-            Dialect::Postgres => concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"
-            ),
+            Dialect::Sqlite => format!("SELECT {JOB_COLUMNS} FROM job INDEXED BY job_queued WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"),
+            Dialect::Postgres => format!("SELECT {JOB_COLUMNS} FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"),
         };
-        let mut stmt = ctx.tx.prepare_cached(sql)?;
+        let mut stmt = ctx.tx.prepare_cached(&sql)?;
         for j in stmt.query_map(p![ctx.pc, cj::OFFERED_MAX as i64], StoredJob::from_row)? {
             let mut job = j?.job;
             job.credentials_required = Some(creds);
-            offered.push(json!(job));
+            offered.push(job);
         }
     }
     let cancel: Vec<String> = ctx
@@ -489,13 +476,10 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<Value> {
             .prepare_cached("UPDATE job_watch SET tell = 0 WHERE job_id = ?1 AND pc = ?2")?
             .execute(p![id, ctx.pc])?;
         if let Some(j) = load(ctx, id)? {
-            finished.push(json!(j.job));
+            finished.push(j.job);
         }
     }
-    Ok(json!({
-        "whitelistHash": hash, "offered": offered, "cancel": cancel, "reported": reported,
-        "finished": finished, "errors": errors,
-    }))
+    Ok(PollJobAnswer { whitelist_hash: hash, offered, cancel, reported, finished, errors })
 }
 
 fn to_text<T: serde::Serialize>(v: &T) -> String {

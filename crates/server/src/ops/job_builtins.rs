@@ -44,12 +44,12 @@ fn builtin_answer(ctx: &mut Ctx<'_>, name: &str, args: &BTreeMap<String, ArgValu
         "_debug_mail" => {
             let id = args.get("id").map(ArgValue::to_arg_string).unwrap_or_default();
             let answer = super::status::status(ctx, std::slice::from_ref(&id))?;
-            if answer.get("mails").and_then(Value::as_array).is_none_or(|a| a.is_empty()) {
+            if answer.mails.is_empty() {
                 return Ok(Err(format!("no mail {id} that {} sent or received", ctx.pc)));
             }
-            Value::Object(answer)
+            wire(&answer)
         }
-        "_debug_alerts" => Value::Object(crate::sweep::list_alerts(ctx, true)?),
+        "_debug_alerts" => wire(&crate::sweep::list_alerts(ctx, true)?),
         "_debug_sweep_plan" => crate::sweep::plan(ctx)?,
         "_debug_jobs" => {
             let state = args.get("state").and_then(|v| JobState::parse(&v.to_arg_string()));
@@ -62,7 +62,7 @@ fn builtin_answer(ctx: &mut Ctx<'_>, name: &str, args: &BTreeMap<String, ArgValu
             }
             json!({"counts": counts, "jobs": visible_jobs(ctx, &l)?})
         }
-        "sweep" => Value::Object(crate::sweep::sweep(ctx)?),
+        "sweep" => wire(&crate::sweep::sweep(ctx)?),
         "prune" => {
             let cutoff = ctx.now - ctx.retention_ms;
             let mut mail = 0;
@@ -82,6 +82,11 @@ fn builtin_answer(ctx: &mut Ctx<'_>, name: &str, args: &BTreeMap<String, ArgValu
         }
         other => return Ok(Err(format!("{other} is not a built-in"))),
     }))
+}
+
+/// An op's answer as a built-in's data.
+fn wire<A: serde::Serialize>(a: &A) -> Value {
+    serde_json::to_value(a).unwrap_or(Value::Null)
 }
 
 fn debug_roster(ctx: &Ctx<'_>) -> OpResult<Value> {

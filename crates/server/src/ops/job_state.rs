@@ -9,20 +9,12 @@ use crate::store::{Optional, Row};
 use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ListArgs, Submitter, TimelineEntry};
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// The job columns `StoredJob::from_row` reads, as a literal (for `concat!`).
-macro_rules! job_columns {
-    () => {
-        "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
-         rerun_of, state, submitted_at, started_at, run_started_at, runner, heartbeat_at, ended_at, time_limit_ms, \
-         cancel_requested, joined, result, reason, chunked, runs, run_sent_at, last_at"
-    };
-}
-pub(crate) use job_columns;
-
-pub(crate) const JOB_COLUMNS: &str = job_columns!();
+pub(crate) const JOB_COLUMNS: &str =
+    "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
+     rerun_of, state, submitted_at, started_at, run_started_at, runner, heartbeat_at, ended_at, time_limit_ms, \
+     cancel_requested, joined, result, reason, chunked, runs, run_sent_at, last_at";
 
 /// A stored job, all columns.
 #[derive(Debug, Clone)]
@@ -84,8 +76,8 @@ impl StoredJob {
 }
 
 pub(crate) fn load(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredJob>> {
-    const SQL: &str = concat!("SELECT ", job_columns!(), " FROM job WHERE id = ?1");
-    Ok(ctx.tx.prepare_cached(SQL)?.query_row(p![id], StoredJob::from_row).optional()?)
+    let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE id = ?1");
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![id], StoredJob::from_row).optional()?)
 }
 
 pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
@@ -104,12 +96,12 @@ pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> 
 }
 
 /// The wire form of a job, with its timeline or without (lists).
-pub(crate) fn to_json(ctx: &Ctx<'_>, j: &StoredJob, with_timeline: bool) -> OpResult<Value> {
+pub(crate) fn to_wire(ctx: &Ctx<'_>, j: &StoredJob, with_timeline: bool) -> OpResult<Job> {
     let mut job = j.job.clone();
     if with_timeline {
         job.timeline = Some(timeline(ctx, &job.id)?);
     }
-    Ok(json!(job))
+    Ok(job)
 }
 
 pub(crate) fn record(
@@ -173,7 +165,7 @@ pub(crate) fn end_job(
 
 /// Jobs the caller may see, newest first: targeted at it, or watched by it
 /// (submitted or joined); `mine` only the latter.
-pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Value>> {
+pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Job>> {
     let cols = JOB_COLUMNS.split(", ").map(|c| format!("j.{c}")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "SELECT {cols} FROM job j WHERE \
@@ -187,7 +179,7 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Value>> 
         stmt.query_map(p![ctx.pc, a.mine, a.target, a.state.map(|s| s.as_str()), a.limit as i64], StoredJob::from_row)?;
     let mut out = Vec::new();
     for j in rows {
-        out.push(json!(j?.job));
+        out.push(j?.job);
     }
     Ok(out)
 }

@@ -16,62 +16,82 @@ mod send;
 pub(crate) mod sessions;
 pub(crate) mod status;
 
-use crate::ctx::{fields, Ctx, OpError, OpResult};
+use crate::ctx::{Ctx, OpError, OpResult};
+use pcmail_core::answers::{Answer, HelloAnswer, MarkAnswer};
+use pcmail_core::op_table::OpKind;
 use pcmail_core::protocol::Op;
 use pcmail_core::ErrorCode;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+/// Runs the op; its answer is the object of fields beside `ok` and `now`.
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {
     if op.spec().on_roster {
         require_on_roster(ctx)?;
     }
+    let kind = op.kind();
     match op {
-        Op::Hello => Ok(fields(json!({
-            "server": "pcmail-rust",
-            "protocol": pcmail_core::PROTOCOL_VERSION,
-            "rosterVersion": roster::version(ctx)?,
-            "features": pcmail_core::protocol::FEATURES,
-            // How this caller got in (`credential`, `token` = an old PC on
-            // the shared token, `admin`, `open`): doctor says which.
-            "auth": ctx.caller.as_str(),
-            "requireCredentials": crate::auth::require_credentials(ctx.tx)?,
-        }))),
-        Op::RosterGet => roster::get(ctx),
+        Op::Hello => answer(kind, hello(ctx)),
+        Op::RosterGet => answer(kind, roster::get(ctx)),
         Op::RosterSet { label, hostname, number, claim, replace } => {
             let claim = match (claim, ctx.cred) {
                 (true, Some(cred)) => Some(roster::Claim { cred, replace: *replace }),
                 _ => None,
             };
-            roster::set(ctx, label, hostname, *number, claim)
+            answer(kind, roster::set(ctx, label, hostname, *number, claim))
         }
-        Op::RosterRemove { label } => roster::remove(ctx, label),
+        Op::RosterRemove { label } => answer(kind, roster::remove(ctx, label)),
         Op::Enrol { label, hostname, code, expires_in } => {
-            creds::enrol(ctx, label, hostname.as_deref(), code, *expires_in)
+            answer(kind, creds::enrol(ctx, label, hostname.as_deref(), code, *expires_in))
         }
-        Op::Join { code, hostname } => creds::join(ctx, code, hostname),
-        Op::Revoke { label } => creds::revoke(ctx, label),
-        Op::Rotate { new_cred } => creds::rotate(ctx, new_cred),
-        Op::RequireCredentials { on } => creds::require_credentials(ctx, *on),
-        Op::AuditLog { limit } => creds::log(ctx, *limit),
-        Op::Send { mail } => send::send(ctx, mail),
-        Op::Poll(args) => poll::poll(ctx, args),
-        Op::Mark { marks } => Ok(fields(json!({"results": mark::apply_marks(ctx, marks)?}))),
-        Op::Status { ids } => status::status(ctx, ids),
-        Op::Sweep => crate::sweep::sweep(ctx),
-        Op::Alerts { open_only } => crate::sweep::list_alerts(ctx, *open_only),
-        Op::LeaseClaim(c) => lease::claim(ctx, c),
-        Op::LeaseRelease(r) => lease::release(ctx, r),
-        Op::LeaseList(a) => lease::list(ctx, a),
-        Op::LeaseCheck { resource, fence } => lease::check(ctx, resource, *fence),
-        Op::JobSubmit(a) => job::submit(ctx, a),
-        Op::JobStatus { job_id } => job::status(ctx, job_id),
-        Op::JobList(a) => job::list(ctx, a),
-        Op::JobCancel(a) => job::cancel(ctx, a),
-        Op::JobStart(a) => job::start(ctx, a),
-        Op::JobReport(a) => job::report(ctx, a),
-        Op::NameTake { name, session, live } => sessions::take(ctx, name, session, live.as_deref()),
-        Op::Who => sessions::who(ctx),
+        Op::Join { code, hostname } => answer(kind, creds::join(ctx, code, hostname)),
+        Op::Revoke { label } => answer(kind, creds::revoke(ctx, label)),
+        Op::Rotate { new_cred } => answer(kind, creds::rotate(ctx, new_cred)),
+        Op::RequireCredentials { on } => answer(kind, creds::require_credentials(ctx, *on)),
+        Op::AuditLog { limit } => answer(kind, creds::log(ctx, *limit)),
+        Op::Send { mail } => answer(kind, send::send(ctx, mail)),
+        Op::Poll(args) => answer(kind, poll::poll(ctx, args)),
+        Op::Mark { marks } => answer(kind, mark::apply_marks(ctx, marks).map(|results| MarkAnswer { results })),
+        Op::Status { ids } => answer(kind, status::status(ctx, ids)),
+        Op::Sweep => answer(kind, crate::sweep::sweep(ctx)),
+        Op::Alerts { open_only } => answer(kind, crate::sweep::list_alerts(ctx, *open_only)),
+        Op::LeaseClaim(c) => answer(kind, lease::claim(ctx, c)),
+        Op::LeaseRelease(r) => answer(kind, lease::release(ctx, r)),
+        Op::LeaseList(a) => answer(kind, lease::list(ctx, a)),
+        Op::LeaseCheck { resource, fence } => answer(kind, lease::check(ctx, resource, *fence)),
+        Op::JobSubmit(a) => answer(kind, job::submit(ctx, a)),
+        Op::JobStatus { job_id } => answer(kind, job::status(ctx, job_id)),
+        Op::JobList(a) => answer(kind, job::list(ctx, a)),
+        Op::JobCancel(a) => answer(kind, job::cancel(ctx, a)),
+        Op::JobStart(a) => answer(kind, job::start(ctx, a)),
+        Op::JobReport(a) => answer(kind, job::report(ctx, a)),
+        Op::NameTake { name, session, live } => answer(kind, sessions::take(ctx, name, session, live.as_deref())),
+        Op::Who => answer(kind, sessions::who(ctx)),
     }
+}
+
+/// The answer's fields; the answer type must be the one for this op.
+fn answer<A: Answer>(kind: OpKind, a: OpResult<A>) -> OpResult<Map<String, Value>> {
+    debug_assert!(A::OPS.contains(&kind), "{} answered with another op's type", kind.name());
+    match serde_json::to_value(a?) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(OpError::proto(ErrorCode::Internal, "an answer that is not an object")),
+        Err(e) => Err(OpError::proto(ErrorCode::Internal, format!("answer not serialisable: {e}"))),
+    }
+}
+
+fn hello(ctx: &Ctx<'_>) -> OpResult<HelloAnswer> {
+    Ok(HelloAnswer {
+        server: "pcmail-rust".into(),
+        protocol: pcmail_core::PROTOCOL_VERSION,
+        roster_version: roster::version(ctx)?,
+        features: Some(pcmail_core::protocol::FEATURES.iter().map(|f| f.to_string()).collect()),
+        // How this caller got in (`credential`, `token` = an old PC on the
+        // shared token, `admin`, `open`): doctor says which.
+        auth: Some(ctx.caller.as_str().into()),
+        require_credentials: crate::auth::require_credentials(ctx.tx)?,
+        tls_fingerprint: None,
+        insecure_http: false,
+    })
 }
 
 /// The caller must be on the roster (its credential was checked before the

@@ -1,11 +1,11 @@
 //! roster.get / roster.set / roster.remove: working number ⇔ label ⇔ hostname.
 
 use super::{audit, names};
-use crate::ctx::{fields, Ctx, OpError, OpResult};
+use crate::ctx::{Ctx, OpError, OpResult};
 use crate::p;
 use crate::store::Optional;
+use pcmail_core::answers::{RosterAnswer, RosterRemoveAnswer, RosterSetAnswer};
 use pcmail_core::{ErrorCode, Pc};
-use serde_json::{json, Map, Value};
 
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
     Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row(p![], |r| r.get(0))?)
@@ -23,13 +23,8 @@ pub(crate) fn load_all(ctx: &Ctx<'_>) -> OpResult<Vec<Pc>> {
     Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
-fn pc_json(pc: &Pc) -> Value {
-    json!({"number": pc.number, "label": pc.label, "hostname": pc.hostname})
-}
-
-pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
-    let pcs: Vec<Value> = load_all(ctx)?.iter().map(pc_json).collect();
-    Ok(fields(json!({"pcs": pcs, "version": version(ctx)?})))
+pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<RosterAnswer> {
+    Ok(RosterAnswer { pcs: load_all(ctx)?, version: version(ctx)? })
 }
 
 /// `roster.set` with `claim`: bind the label to this credential.
@@ -46,7 +41,7 @@ pub(crate) fn set(
     hostname: &str,
     number: Option<i64>,
     claim: Option<Claim<'_>>,
-) -> OpResult<Map<String, Value>> {
+) -> OpResult<RosterSetAnswer> {
     // Checked before anything changes: a refused claim leaves the row as it was.
     if let Some(c) = &claim {
         if let Some(Some(bound)) = label_binding(ctx.tx, label)? {
@@ -96,7 +91,7 @@ pub(crate) fn set(
     if changed && ctx.caller == pcmail_core::auth::Caller::Admin {
         audit::audit(ctx, "roster.set", label, Some(&format!("number {} hostname {}", pc.number, pc.hostname)))?;
     }
-    let mut out = fields(json!({"pc": pc_json(&pc), "changed": changed, "version": version}));
+    let mut out = RosterSetAnswer { pc, changed, version, bound: None };
     if let Some(c) = claim {
         // Idempotent: the same credential writes the same hash. A replace
         // (admin) also lifts a revoke: that label has a PC again.
@@ -109,19 +104,19 @@ pub(crate) fn set(
         if rebound {
             audit::audit(ctx, if c.replace { "replace" } else { "claim" }, label, None)?;
         }
-        out.insert("bound".into(), json!(true));
+        out.bound = Some(true);
     }
     Ok(out)
 }
 
-pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Value>> {
+pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<RosterRemoveAnswer> {
     let removed = ctx.tx.prepare_cached("DELETE FROM pc WHERE label = ?1")?.execute(p![label])? > 0;
     let version = if removed { bump_version(ctx)? } else { version(ctx)? };
     if removed {
         ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute(p![label])?;
         audit::audit(ctx, "roster.remove", label, None)?;
     }
-    Ok(fields(json!({"removed": removed, "version": version})))
+    Ok(RosterRemoveAnswer { removed, version })
 }
 
 /// `None`: the label is not on the roster; `Some(None)`: on it, not bound;

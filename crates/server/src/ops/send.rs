@@ -2,15 +2,15 @@
 //! broadcast copies, and a reply finishing the original.
 
 use super::{names, roster};
-use crate::ctx::{fields, Ctx, OpError, OpResult};
+use crate::ctx::{Ctx, OpError, OpResult};
 use crate::mail::{load_mail, record_event, transition, MailEvent, StoredMail};
 use crate::p;
 use crate::store::Optional;
+use pcmail_core::answers::SendAnswer;
 use pcmail_core::ids::broadcast_copy_id;
 use pcmail_core::model::limits;
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State};
-use serde_json::{json, Map, Value};
 
 /// The content a retry must repeat exactly to be "the same mail".
 #[derive(Debug, PartialEq)]
@@ -134,7 +134,7 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
     Ok(None)
 }
 
-pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<String, Value>> {
+pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswer> {
     // 3. exact label only; near misses are suggestions, never deliveries.
     let pcs = roster::load_all(ctx).map_err(|_| {
         OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered")
@@ -183,7 +183,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
     };
     if let Some((content, ids)) = stored {
         if content == wanted {
-            return Ok(fields(json!({"ids": ids, "existing": true})));
+            return Ok(SendAnswer { ids, existing: true });
         }
         return Err(OpError::proto(
             ErrorCode::DuplicateId,
@@ -214,7 +214,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
             transition(ctx, &orig, State::Done, now, &pc, Some(&note))?;
         }
     }
-    Ok(fields(json!({"ids": ids, "existing": false})))
+    Ok(SendAnswer { ids, existing: false })
 }
 
 fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {

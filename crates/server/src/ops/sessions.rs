@@ -8,14 +8,16 @@
 
 use super::names::{held_by, holder, is_live};
 use super::roster;
-use crate::ctx::{fields, Ctx, OpError, OpResult};
+use crate::ctx::{Ctx, OpError, OpResult};
 use crate::mail::{record_event, MailEvent, StoredMail, MAIL_COLUMNS};
 use crate::p;
 use crate::store::Dialect;
 use pcmail_core::op_table::News;
-use pcmail_core::sessions::{LiveSession, NameHolder, WhoSession, REPORT_FRESH_MS};
+use pcmail_core::sessions::{
+    LiveSession, NameHolder, PollSessionsAnswer, TakeAnswer, WhoAnswer, WhoSession, REPORT_FRESH_MS,
+};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
 /// Replaces the caller's list of live sessions with `live`.
 pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveSession]) -> OpResult<()> {
@@ -138,7 +140,7 @@ fn row_mail(r: &crate::store::Row<'_>) -> crate::store::DbResult<StoredMail> {
 
 /// The poll's `sessions`: the report applied, then the names this PC holds
 /// and the mail it must withdraw (told once).
-pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult<Value> {
+pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult<PollSessionsAnswer> {
     report(ctx, live)?;
     let names = held_by(ctx, ctx.pc)?;
     let withdrawn: Vec<String> = {
@@ -146,7 +148,7 @@ pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult
         st.query_map(p![ctx.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
     ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute(p![ctx.pc])?;
-    Ok(json!({"names": names, "withdrawn": withdrawn}))
+    Ok(PollSessionsAnswer { names, withdrawn })
 }
 
 fn conflict(message: String) -> OpError {
@@ -156,12 +158,7 @@ fn conflict(message: String) -> OpError {
 /// `name.take`: the caller's `session` takes `name`. Refused when it is a
 /// PC label, or another session that is live holds it; otherwise it moves
 /// here (recorded), and unseen mail delivered to another PC comes here.
-pub(crate) fn take(
-    ctx: &mut Ctx<'_>,
-    name: &str,
-    session: &str,
-    live: Option<&[LiveSession]>,
-) -> OpResult<Map<String, Value>> {
+pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[LiveSession]>) -> OpResult<TakeAnswer> {
     if let Some(l) = live {
         report(ctx, l)?;
     }
@@ -176,7 +173,13 @@ pub(crate) fn take(
     let prev = holder(ctx, name)?;
     if let Some(p) = &prev {
         if p.pc == ctx.pc && p.session == session {
-            return Ok(fields(json!({"name": name, "holder": p, "previous": null, "changed": false, "requeued": 0})));
+            return Ok(TakeAnswer {
+                name: name.to_string(),
+                holder: p.clone(),
+                previous: None,
+                changed: false,
+                requeued: 0,
+            });
         }
         if is_live(ctx, &p.pc, &p.session)? {
             return Err(conflict(format!(
@@ -241,12 +244,12 @@ pub(crate) fn take(
         ])?;
     let me = ctx.pc.to_string();
     ctx.wake(News::Mail, me);
-    Ok(fields(json!({"name": name, "holder": mine, "previous": prev, "changed": true, "requeued": requeued})))
+    Ok(TakeAnswer { name: name.to_string(), holder: mine, previous: prev, changed: true, requeued })
 }
 
 /// `who`: every live session on every PC (fresh reports only), with the
 /// name it holds, and the names no live session holds.
-pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
+pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<WhoAnswer> {
     let fresh = ctx.now - REPORT_FRESH_MS;
     let mut st = ctx.tx.prepare_cached(match ctx.tx.dialect() {
         Dialect::Sqlite => {
@@ -290,5 +293,5 @@ pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
             idle_names.push(h);
         }
     }
-    Ok(fields(json!({"sessions": sessions, "idleNames": idle_names})))
+    Ok(WhoAnswer { sessions, idle_names })
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The release step of the Claude Code plugin: builds pcmail and pcmail-hook and puts them in
+# plugins/pcmail/bin/native/, where the plugin's launchers look first; with --archive it also
+# packs the marketplace (its .claude-plugin/marketplace.json and plugins/pcmail, binaries
+# included) into dist/pcmail-plugin-<version>-<os>-<arch>.tar.gz, which a user without Rust
+# unpacks and adds as a local marketplace (docs/agents.md, "The Claude Code plugin").
+# --debug uses the debug build (for a quick try; a release ships --release binaries).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=release archive=0
+for a in "$@"; do
+  case "$a" in
+    --debug) profile=debug ;;
+    --archive) archive=1 ;;
+    *) echo "usage: scripts/plugin-bin.sh [--debug] [--archive]" >&2; exit 2 ;;
+  esac
+done
+flags=(--release); [ "$profile" = debug ] && flags=()
+cargo build "${flags[@]}" -p pcmail-cli -p pcmail-hook
+out="${CARGO_TARGET_DIR:-target}/$profile"
+dest=plugins/pcmail/bin/native
+mkdir -p "$dest"
+install -m 0755 "$out/pcmail" "$out/pcmail-hook" "$dest/"
+echo "plugin-bin: $dest holds $("$dest/pcmail" --version) and $("$dest/pcmail-hook" --version)"
+if [ "$archive" = 1 ]; then
+  version=$(python3 -c 'import json; print(json.load(open("plugins/pcmail/.claude-plugin/plugin.json"))["version"])')
+  name="pcmail-plugin-$version-$(uname -s | tr 'A-Z' 'a-z')-$(uname -m)"
+  mkdir -p dist
+  tar czf "dist/$name.tar.gz" --transform "s,^,$name/," .claude-plugin/marketplace.json plugins/pcmail
+  echo "plugin-bin: dist/$name.tar.gz"
+fi
