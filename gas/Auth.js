@@ -13,6 +13,17 @@ const JOIN_CODE_DEFAULT_MS = 24 * 60 * 60 * 1000;
 const JOIN_CODE_MAX_MS = 30 * 24 * 60 * 60 * 1000;
 const CRED_REREAD_KEY = 'pcmail:cred-reread';
 const CRED_REREAD_S = 60;
+// Failed join attempts, as pcmail_core::auth counts them: fixed windows per label and per
+// peer. Apps Script sees no caller address, so every caller is the peer 'unknown' and its
+// limit is one over all labels. A right code is checked before any limit and always joins.
+const JOIN_WINDOW_MS = 10 * 60 * 1000;
+const JOIN_FAILURES_PER_LABEL = 10;
+const JOIN_FAILURES_PER_PEER = 30;
+const UNKNOWN_PEER = 'unknown';
+// The windows live in CacheService, not Script Properties: a flood of wrong codes must not
+// spend the Properties write quota that a rightful join needs. A window the cache drops
+// early only starts counting again; it never refuses a right code.
+const JOIN_ATTEMPT_PREFIX = 'pcmail:join-attempt:';
 
 function opClass_(req) {
   switch (req.op) {
@@ -143,9 +154,14 @@ function actor_(req) {
 }
 
 function audit_(req, now, action, label, detail) {
+  return auditBy_(now, actor_(req), action, label, detail);
+}
+
+// Appends an audit row; returns its sheet row.
+function auditBy_(now, by, action, label, detail) {
   const sh = tab_('Audit');
   const seq = sh.getLastRow(); // row 1 is the header
-  appendText_(sh, [[String(seq), String(now), actor_(req), action, label, detail || '']]);
+  return appendText_(sh, [[String(seq), String(now), by, action, label, detail || '']]);
 }
 
 // Fresh (not cached) JSON of a join code, under the script lock.
@@ -183,7 +199,69 @@ function opEnrol_(req, now) {
   return { label: a.label, expiresAt: expiresAt, existing: false };
 }
 
+// A failed join is counted and logged (joinRefused_); a right code never reaches a limit.
 function opJoin_(req, now) {
+  try {
+    return joinChecked_(req, now);
+  } catch (e) {
+    if (e && e.pcmail && isJoinFailure_(e.pcmail.code)) throw joinRefused_(req.pc, UNKNOWN_PEER, now, e);
+    throw e;
+  }
+}
+
+function isJoinFailure_(code) {
+  return code === 'join_code_invalid' || code === 'join_code_expired' || code === 'join_code_used';
+}
+
+// {start, n, row} of a window still open at `now`, or a fresh one.
+function joinWindow_(key, now) {
+  let w = null;
+  try { w = JSON.parse(CacheService.getScriptCache().get(JOIN_ATTEMPT_PREFIX + key) || 'null'); } catch (e) { w = null; }
+  if (!w || !(w.start > now - JOIN_WINDOW_MS)) return { start: now, n: 0, row: null };
+  return w;
+}
+
+function putJoinWindow_(key, w, now) {
+  const ttl = Math.max(1, Math.ceil((w.start + JOIN_WINDOW_MS - now) / 1000));
+  try { CacheService.getScriptCache().put(JOIN_ATTEMPT_PREFIX + key, JSON.stringify(w), ttl); } catch (e) { /* best effort */ }
+}
+
+// The rule of pcmail_core::auth::judge_join_failure, the audit rows of ops/creds.rs refused_join.
+function joinRefused_(label, peer, now, err) {
+  const labelKey = 'label:' + label;
+  const peerKey = 'peer:' + peer;
+  const lw = joinWindow_(labelKey, now);
+  const pw = joinWindow_(peerKey, now);
+  const verdict = pw.n >= JOIN_FAILURES_PER_PEER ? 'peer' : (lw.n >= JOIN_FAILURES_PER_LABEL ? 'label' : 'logged');
+  lw.n += 1;
+  pw.n += 1;
+  putJoinWindow_(labelKey, lw, now);
+  putJoinWindow_(peerKey, pw, now);
+  if (verdict === 'logged') {
+    auditBy_(now, peer, 'join-failed', label, err.pcmail.code);
+    return err;
+  }
+  // One entry per window counts what the limit refused: a flood adds a row per window.
+  const refusedKey = verdict === 'peer' ? 'refused:peer:' + peer : 'refused:label:' + label + '|' + peer;
+  const since = verdict === 'peer' ? pw.start : lw.start;
+  const why = verdict === 'peer'
+    ? 'over ' + JOIN_FAILURES_PER_PEER + ' failures from this address'
+    : 'over ' + JOIN_FAILURES_PER_LABEL + ' failures for this label';
+  const rw = joinWindow_(refusedKey, now);
+  rw.n += 1;
+  const detail = rw.n + ' join attempt(s) refused (' + why + ' in ' + (JOIN_WINDOW_MS / 60000) + ' min), the last at ' + now + ' for ' + JSON.stringify(label);
+  if (rw.row) {
+    writeText_(tab_('Audit'), rw.row, 6, [[detail]]);
+  } else {
+    rw.row = auditBy_(now, peer, 'join-throttled', verdict === 'peer' ? '*' : label, detail);
+  }
+  putJoinWindow_(refusedKey, rw, now);
+  const minutes = Math.ceil(Math.max(1, since + JOIN_WINDOW_MS - now) / 60000);
+  return pcErr_('rate_limited', 'too many failed join attempts for this label or from this address: try again in ' + minutes +
+    ' min (a right join code is always accepted; ask the admin for a new one if yours fails)');
+}
+
+function joinChecked_(req, now) {
   const hash = sha256Hex_(req.args.code);
   const credHash = credHash_(req.cred);
   const j = joinCode_(hash);

@@ -194,3 +194,90 @@ pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<Map<String, Value
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(fields(json!({"entries": entries})))
 }
+
+/// A failed `join` (its own transaction: the op's was rolled back): counted
+/// per label and per peer, in `roster log`, and past a limit answered
+/// `rate_limited` (`pcmail_core::auth::judge_join_failure`). Every label
+/// string is counted the same way, on the roster or not, so a known label
+/// and an unknown one answer alike. `peer` is the address as the log shows
+/// it and `peer_key` what the per-peer limit counts by.
+pub(crate) fn refused_join(
+    tx: &rusqlite::Transaction<'_>,
+    now: Millis,
+    label: &str,
+    peer: &str,
+    peer_key: &str,
+    refusal: &pcmail_core::ProtoError,
+) -> OpResult<pcmail_core::ProtoError> {
+    use pcmail_core::auth::{join_rate_limited, judge_join_failure, JoinFailure, JOIN_WINDOW_MS};
+    tx.prepare_cached("DELETE FROM join_attempt WHERE window_start <= ?1")?.execute([now - JOIN_WINDOW_MS])?;
+    // (failures so far, when the window started, the audit entry that counts refusals)
+    let window = |key: &str| -> rusqlite::Result<(i64, Millis, Option<i64>)> {
+        Ok(tx
+            .prepare_cached("SELECT failures, window_start, audit_seq FROM join_attempt WHERE key = ?1")?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?
+            .unwrap_or((0, now, None)))
+    };
+    let count = |key: &str| -> rusqlite::Result<()> {
+        tx.prepare_cached(
+            "INSERT INTO join_attempt (key, window_start, failures) VALUES (?1, ?2, 1)
+             ON CONFLICT (key) DO UPDATE SET failures = failures + 1",
+        )?
+        .execute(params![key, now])?;
+        Ok(())
+    };
+    let (label_key, peer_bucket) = (format!("label:{label}"), format!("peer:{peer_key}"));
+    let (label_failures, label_since, _) = window(&label_key)?;
+    let (peer_failures, peer_since, _) = window(&peer_bucket)?;
+    count(&label_key)?;
+    count(&peer_bucket)?;
+    let insert_audit = |action: &str, label: &str, detail: &str| -> rusqlite::Result<i64> {
+        tx.prepare_cached("INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
+            .execute(params![now, peer, action, label, detail])?;
+        Ok(tx.last_insert_rowid())
+    };
+    let (refused_key, since, audit_label, why) = match judge_join_failure(label_failures, peer_failures) {
+        JoinFailure::Logged => {
+            insert_audit("join-failed", label, refusal.code.as_str())?;
+            return Ok(refusal.clone());
+        }
+        JoinFailure::PeerLimited => (
+            format!("refused:peer:{peer_key}"),
+            peer_since,
+            "*",
+            format!("over {} failures from this address", pcmail_core::auth::JOIN_FAILURES_PER_PEER),
+        ),
+        JoinFailure::LabelLimited => (
+            format!("refused:label:{label}|{peer_key}"),
+            label_since,
+            label,
+            format!("over {} failures for this label", pcmail_core::auth::JOIN_FAILURES_PER_LABEL),
+        ),
+    };
+    // One entry per window counts what the limit refused, so a flood adds a
+    // row per window, not a row per attempt.
+    let (refused, _, seq) = window(&refused_key)?;
+    let detail = |n: i64| {
+        format!(
+            "{n} join attempt(s) refused ({why} in {} min), the last at {now} for {label:?}",
+            JOIN_WINDOW_MS / 60_000
+        )
+    };
+    match seq {
+        Some(seq) => {
+            tx.prepare_cached("UPDATE audit SET detail = ?2 WHERE seq = ?1")?
+                .execute(params![seq, detail(refused + 1)])?;
+            count(&refused_key)?;
+        }
+        None => {
+            let seq = insert_audit("join-throttled", audit_label, &detail(1))?;
+            tx.prepare_cached(
+                "INSERT INTO join_attempt (key, window_start, failures, audit_seq) VALUES (?1, ?2, 1, ?3)
+                 ON CONFLICT (key) DO UPDATE SET failures = 1, window_start = ?2, audit_seq = ?3",
+            )?
+            .execute(params![refused_key, now, seq])?;
+        }
+    }
+    Ok(join_rate_limited(since + JOIN_WINDOW_MS - now))
+}
