@@ -6,7 +6,7 @@
 //! RFC 7239 `Forwarded`) on each request. Nothing a client sends is believed
 //! by default.
 
-use ipnet::IpNet;
+pub use ipnet::IpNet;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
 
