@@ -20,6 +20,9 @@ const JOIN_WINDOW_MS = 10 * 60 * 1000;
 const JOIN_FAILURES_PER_LABEL = 10;
 const JOIN_FAILURES_PER_PEER = 30;
 const UNKNOWN_PEER = 'unknown';
+const JOIN_AUDIT_ROWS_PER_WINDOW = 300;
+const JOIN_ROWS_KEY = 'rows:*';
+const JOIN_OVERFLOW_KEY = 'refused:overflow';
 // The windows live in CacheService, not Script Properties: a flood of wrong codes must not
 // spend the Properties write quota that a rightful join needs. A window the cache drops
 // early only starts counting again; it never refuses a right code.
@@ -233,32 +236,59 @@ function joinRefused_(label, peer, now, err) {
   const lw = joinWindow_(labelKey, now);
   const pw = joinWindow_(peerKey, now);
   const verdict = pw.n >= JOIN_FAILURES_PER_PEER ? 'peer' : (lw.n >= JOIN_FAILURES_PER_LABEL ? 'label' : 'logged');
-  lw.n += 1;
-  pw.n += 1;
-  putJoinWindow_(labelKey, lw, now);
-  putJoinWindow_(peerKey, pw, now);
-  if (verdict === 'logged') {
-    auditBy_(now, peer, 'join-failed', label, err.pcmail.code);
-    return err;
+  bumpJoinWindow_(labelKey, lw, now);
+  bumpJoinWindow_(peerKey, pw, now);
+  let answer = err;
+  let entryKey = null;
+  let entryLabel = label;
+  if (verdict !== 'logged') {
+    entryKey = verdict === 'peer' ? 'refused:peer:' + peer : 'refused:label:' + label;
+    entryLabel = verdict === 'peer' ? '*' : label;
+    const since = verdict === 'peer' ? pw.start : lw.start;
+    const minutes = Math.ceil(Math.max(1, since + JOIN_WINDOW_MS - now) / 60000);
+    answer = pcErr_('rate_limited', 'too many failed join attempts for this label or from this address: try again in ' + minutes +
+      ' min (a right join code is always accepted; ask the admin for a new one if yours fails)');
   }
-  // One entry per window counts what the limit refused: a flood adds a row per window.
-  const refusedKey = verdict === 'peer' ? 'refused:peer:' + peer : 'refused:label:' + label + '|' + peer;
-  const since = verdict === 'peer' ? pw.start : lw.start;
+  // A window's entry that counts refusals is updated in place: a flood adds one row, not one each.
+  if (entryKey) {
+    const ew = joinWindow_(entryKey, now);
+    if (ew.row) {
+      writeText_(tab_('Audit'), ew.row, 6, [[joinRefusedDetail_(verdict, ew.n + 1, now, label, peer)]]);
+      bumpJoinWindow_(entryKey, ew, now);
+      return answer;
+    }
+  }
+  // A new row, unless the window's budget of rows is spent: then one entry counts the rest.
+  const rows = joinWindow_(JOIN_ROWS_KEY, now);
+  if (rows.n < JOIN_AUDIT_ROWS_PER_WINDOW) {
+    bumpJoinWindow_(JOIN_ROWS_KEY, rows, now);
+    if (!entryKey) {
+      auditBy_(now, peer, 'join-failed', entryLabel, err.pcmail.code);
+    } else {
+      const ew = { start: now, n: 0, row: auditBy_(now, peer, 'join-throttled', entryLabel, joinRefusedDetail_(verdict, 1, now, label, peer)) };
+      bumpJoinWindow_(entryKey, ew, now);
+    }
+    return answer;
+  }
+  const ow = joinWindow_(JOIN_OVERFLOW_KEY, now);
+  const detail = (ow.n + 1) + ' failed join attempt(s) not logged one by one (over ' + JOIN_AUDIT_ROWS_PER_WINDOW + ' rows in ' +
+    (JOIN_WINDOW_MS / 60000) + ' min), the last at ' + now + ' for "' + label + '" from ' + peer;
+  if (ow.row) writeText_(tab_('Audit'), ow.row, 6, [[detail]]);
+  else ow.row = auditBy_(now, peer, 'join-throttled', '*', detail);
+  bumpJoinWindow_(JOIN_OVERFLOW_KEY, ow, now);
+  return answer;
+}
+
+function joinRefusedDetail_(verdict, n, now, label, peer) {
   const why = verdict === 'peer'
     ? 'over ' + JOIN_FAILURES_PER_PEER + ' failures from this address'
     : 'over ' + JOIN_FAILURES_PER_LABEL + ' failures for this label';
-  const rw = joinWindow_(refusedKey, now);
-  rw.n += 1;
-  const detail = rw.n + ' join attempt(s) refused (' + why + ' in ' + (JOIN_WINDOW_MS / 60000) + ' min), the last at ' + now + ' for ' + JSON.stringify(label);
-  if (rw.row) {
-    writeText_(tab_('Audit'), rw.row, 6, [[detail]]);
-  } else {
-    rw.row = auditBy_(now, peer, 'join-throttled', verdict === 'peer' ? '*' : label, detail);
-  }
-  putJoinWindow_(refusedKey, rw, now);
-  const minutes = Math.ceil(Math.max(1, since + JOIN_WINDOW_MS - now) / 60000);
-  return pcErr_('rate_limited', 'too many failed join attempts for this label or from this address: try again in ' + minutes +
-    ' min (a right join code is always accepted; ask the admin for a new one if yours fails)');
+  return n + ' join attempt(s) refused (' + why + ' in ' + (JOIN_WINDOW_MS / 60000) + ' min), the last at ' + now + ' for "' + label + '" from ' + peer;
+}
+
+function bumpJoinWindow_(key, w, now) {
+  w.n += 1;
+  putJoinWindow_(key, w, now);
 }
 
 function joinChecked_(req, now) {

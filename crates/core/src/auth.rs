@@ -50,6 +50,35 @@ pub fn judge_join_failure(label_failures: i64, peer_failures: i64) -> JoinFailur
     }
 }
 
+/// The audit log gets at most this many rows for failed joins in a window
+/// (one each under the limits, one per limit and key past them); the rest
+/// of the window's failures are counted in one more.
+pub const JOIN_AUDIT_ROWS_PER_WINDOW: i64 = 300;
+/// The counting keys of that budget and of the entry that counts past it.
+pub const JOIN_ROWS_KEY: &str = "rows:*";
+pub const JOIN_OVERFLOW_KEY: &str = "refused:overflow";
+
+/// The `detail` of a window's `join-throttled` entry for a limit.
+pub fn join_refused_detail(verdict: JoinFailure, n: i64, now: Millis, label: &str, peer: &str) -> String {
+    let why = match verdict {
+        JoinFailure::PeerLimited => format!("over {JOIN_FAILURES_PER_PEER} failures from this address"),
+        _ => format!("over {JOIN_FAILURES_PER_LABEL} failures for this label"),
+    };
+    format!(
+        "{n} join attempt(s) refused ({why} in {} min), the last at {now} for \"{label}\" from {peer}",
+        JOIN_WINDOW_MS / 60_000
+    )
+}
+
+/// The `detail` of the entry that counts the failures past the window's budget of rows.
+pub fn join_overflow_detail(n: i64, now: Millis, label: &str, peer: &str) -> String {
+    format!(
+        "{n} failed join attempt(s) not logged one by one (over {JOIN_AUDIT_ROWS_PER_WINDOW} rows in {} min), \
+         the last at {now} for \"{label}\" from {peer}",
+        JOIN_WINDOW_MS / 60_000
+    )
+}
+
 /// The answers of `join` that count as a failed attempt (a malformed
 /// request is refused before any code is looked at, and is not one).
 pub fn is_join_failure(code: ErrorCode) -> bool {

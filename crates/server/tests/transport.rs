@@ -53,16 +53,12 @@ impl Server {
         self.task.take().unwrap().await.unwrap().unwrap();
     }
 
-    /// A connection from `from` (any 127.0.0.0/8 address is this machine).
     async fn connect_from(&self, from: &str) -> TcpStream {
-        let s = TcpSocket::new_v4().unwrap();
-        s.bind(format!("{from}:0").parse().unwrap()).unwrap();
-        s.connect(self.addr).await.unwrap()
+        connect_at(self.addr, from).await
     }
 
     async fn call_from(&self, from: &str, body: &Value, extra_headers: &str) -> Value {
-        let mut c = self.connect_from(from).await;
-        post(&mut c, body, extra_headers).await.expect("an answer")
+        call_at(self.addr, from, body, extra_headers).await
     }
 
     /// The peer the audit log names for the newest failed join.
@@ -72,6 +68,18 @@ impl Server {
         assert!(matches!(e["action"].as_str(), Some("join-failed" | "join-throttled")), "{r}");
         e["by"].as_str().unwrap().to_string()
     }
+}
+
+/// A connection from `from` (any 127.0.0.0/8 address is this machine).
+async fn connect_at(addr: SocketAddr, from: &str) -> TcpStream {
+    let s = TcpSocket::new_v4().unwrap();
+    s.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    s.connect(addr).await.unwrap()
+}
+
+async fn call_at(addr: SocketAddr, from: &str, body: &Value, extra_headers: &str) -> Value {
+    let mut c = connect_at(addr, from).await;
+    post(&mut c, body, extra_headers).await.expect("an answer")
 }
 
 fn admin(op: &str, args: Value) -> Value {
@@ -362,4 +370,69 @@ async fn a_forwarded_header_is_believed_only_from_a_trusted_proxy() {
     .await;
     assert_eq!(s.last_refusal_by().await, "127.0.0.1");
     s.stop().await;
+}
+
+/// A real haproxy (Debian's package) in front: TCP mode with `send-proxy`
+/// (v1) and `send-proxy-v2`, and HTTP mode with `option forwardfor`. The
+/// client connects from 127.0.0.5 (or .6, .7); haproxy reaches the server
+/// from 127.0.0.1, which the server trusts: the audit log names the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_real_haproxy_the_client_is_the_peer() {
+    let pp = Server::start(Limits::default(), proxied(PeerMode::ProxyProtocol, "127.0.0.1")).await;
+    let xff = Server::start(Limits::default(), proxied(PeerMode::XForwardedFor, "127.0.0.1")).await;
+    let ports: Vec<u16> =
+        (0..3).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxconn 200\ndefaults\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\n\
+             frontend v1\n  mode tcp\n  bind 127.0.0.1:{p0}\n  default_backend v1\n\
+             backend v1\n  mode tcp\n  server s {pp} send-proxy\n\
+             frontend v2\n  mode tcp\n  bind 127.0.0.1:{p1}\n  default_backend v2\n\
+             backend v2\n  mode tcp\n  server s {pp} send-proxy-v2\n\
+             frontend web\n  mode http\n  option forwardfor\n  bind 127.0.0.1:{p2}\n  default_backend web\n\
+             backend web\n  mode http\n  server s {xff}\n",
+            p0 = ports[0],
+            p1 = ports[1],
+            p2 = ports[2],
+            pp = pp.addr,
+            xff = xff.addr
+        ),
+    )
+    .unwrap();
+    let mut haproxy = std::process::Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("haproxy is not installed (scripts/install-deps.sh installs it)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ports.iter().any(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_err()) {
+        assert!(Instant::now() < deadline, "haproxy did not start listening");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (port, from, server) in
+        [(ports[0], "127.0.0.5", &pp), (ports[1], "127.0.0.6", &pp), (ports[2], "127.0.0.7", &xff)]
+    {
+        let front = SocketAddr::from(([127, 0, 0, 1], port));
+        let r = call_at(front, from, &wrong_join("pc-b", 7), "").await;
+        assert_eq!(r["error"]["code"], json!("join_code_invalid"), "through haproxy port {port}: {r}");
+        let by =
+            if server.addr == pp.addr { server.last_refusal_by_proxy().await } else { server.last_refusal_by().await };
+        assert_eq!(by, from, "through haproxy port {port}");
+        // A client's own forwarded header through haproxy does not make it someone else.
+        let r = call_at(front, from, &wrong_join("pc-b", 8), "X-Forwarded-For: 203.0.113.66\r\n").await;
+        assert_eq!(r["error"]["code"], json!("join_code_invalid"));
+        let by =
+            if server.addr == pp.addr { server.last_refusal_by_proxy().await } else { server.last_refusal_by().await };
+        assert_eq!(by, from, "a spoofed header through haproxy port {port}");
+    }
+    let _ = haproxy.kill();
+    let _ = haproxy.wait();
+    pp.stop().await;
+    xff.stop().await;
 }

@@ -209,8 +209,8 @@ pub(crate) fn refused_join(
     peer_key: &str,
     refusal: &pcmail_core::ProtoError,
 ) -> OpResult<pcmail_core::ProtoError> {
-    use pcmail_core::auth::{join_rate_limited, judge_join_failure, JoinFailure, JOIN_WINDOW_MS};
-    tx.prepare_cached("DELETE FROM join_attempt WHERE window_start <= ?1")?.execute([now - JOIN_WINDOW_MS])?;
+    use pcmail_core::auth::{self as a, JoinFailure};
+    tx.prepare_cached("DELETE FROM join_attempt WHERE window_start <= ?1")?.execute([now - a::JOIN_WINDOW_MS])?;
     // (failures so far, when the window started, the audit entry that counts refusals)
     let window = |key: &str| -> rusqlite::Result<(i64, Millis, Option<i64>)> {
         Ok(tx
@@ -219,65 +219,73 @@ pub(crate) fn refused_join(
             .optional()?
             .unwrap_or((0, now, None)))
     };
-    let count = |key: &str| -> rusqlite::Result<()> {
+    let count = |key: &str, seq: Option<i64>| -> rusqlite::Result<()> {
         tx.prepare_cached(
-            "INSERT INTO join_attempt (key, window_start, failures) VALUES (?1, ?2, 1)
+            "INSERT INTO join_attempt (key, window_start, failures, audit_seq) VALUES (?1, ?2, 1, ?3)
              ON CONFLICT (key) DO UPDATE SET failures = failures + 1",
         )?
-        .execute(params![key, now])?;
+        .execute(params![key, now, seq])?;
         Ok(())
     };
     let (label_key, peer_bucket) = (format!("label:{label}"), format!("peer:{peer_key}"));
     let (label_failures, label_since, _) = window(&label_key)?;
     let (peer_failures, peer_since, _) = window(&peer_bucket)?;
-    count(&label_key)?;
-    count(&peer_bucket)?;
+    count(&label_key, None)?;
+    count(&peer_bucket, None)?;
+    let verdict = a::judge_join_failure(label_failures, peer_failures);
+    let (entry_key, entry_label, answer) = match verdict {
+        JoinFailure::Logged => (None, label, refusal.clone()),
+        JoinFailure::PeerLimited => {
+            (Some(format!("refused:peer:{peer_key}")), "*", a::join_rate_limited(peer_since + a::JOIN_WINDOW_MS - now))
+        }
+        JoinFailure::LabelLimited => {
+            (Some(format!("refused:label:{label}")), label, a::join_rate_limited(label_since + a::JOIN_WINDOW_MS - now))
+        }
+    };
     let insert_audit = |action: &str, label: &str, detail: &str| -> rusqlite::Result<i64> {
         tx.prepare_cached("INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
             .execute(params![now, peer, action, label, detail])?;
         Ok(tx.last_insert_rowid())
     };
-    let (refused_key, since, audit_label, why) = match judge_join_failure(label_failures, peer_failures) {
-        JoinFailure::Logged => {
-            insert_audit("join-failed", label, refusal.code.as_str())?;
-            return Ok(refusal.clone());
-        }
-        JoinFailure::PeerLimited => (
-            format!("refused:peer:{peer_key}"),
-            peer_since,
-            "*",
-            format!("over {} failures from this address", pcmail_core::auth::JOIN_FAILURES_PER_PEER),
-        ),
-        JoinFailure::LabelLimited => (
-            format!("refused:label:{label}|{peer_key}"),
-            label_since,
-            label,
-            format!("over {} failures for this label", pcmail_core::auth::JOIN_FAILURES_PER_LABEL),
-        ),
+    let update_audit = |seq: i64, detail: &str| -> rusqlite::Result<()> {
+        tx.prepare_cached("UPDATE audit SET detail = ?2 WHERE seq = ?1")?.execute(params![seq, detail])?;
+        Ok(())
     };
-    // One entry per window counts what the limit refused, so a flood adds a
-    // row per window, not a row per attempt.
-    let (refused, _, seq) = window(&refused_key)?;
-    let detail = |n: i64| {
-        format!(
-            "{n} join attempt(s) refused ({why} in {} min), the last at {now} for {label:?}",
-            JOIN_WINDOW_MS / 60_000
-        )
-    };
-    match seq {
-        Some(seq) => {
-            tx.prepare_cached("UPDATE audit SET detail = ?2 WHERE seq = ?1")?
-                .execute(params![seq, detail(refused + 1)])?;
-            count(&refused_key)?;
-        }
-        None => {
-            let seq = insert_audit("join-throttled", audit_label, &detail(1))?;
-            tx.prepare_cached(
-                "INSERT INTO join_attempt (key, window_start, failures, audit_seq) VALUES (?1, ?2, 1, ?3)
-                 ON CONFLICT (key) DO UPDATE SET failures = 1, window_start = ?2, audit_seq = ?3",
-            )?
-            .execute(params![refused_key, now, seq])?;
+    // A window's entry that counts refusals is updated in place: a flood adds one row, not one each.
+    if let Some(key) = &entry_key {
+        let (refused, _, seq) = window(key)?;
+        if let Some(seq) = seq {
+            update_audit(seq, &a::join_refused_detail(verdict, refused + 1, now, label, peer))?;
+            count(key, Some(seq))?;
+            return Ok(answer);
         }
     }
-    Ok(join_rate_limited(since + JOIN_WINDOW_MS - now))
+    // A new row, unless the window's budget of rows is spent: then one entry counts the rest.
+    let (rows, _, _) = window(a::JOIN_ROWS_KEY)?;
+    if rows < a::JOIN_AUDIT_ROWS_PER_WINDOW {
+        count(a::JOIN_ROWS_KEY, None)?;
+        match &entry_key {
+            None => {
+                insert_audit("join-failed", entry_label, refusal.code.as_str())?;
+            }
+            Some(key) => {
+                let seq =
+                    insert_audit("join-throttled", entry_label, &a::join_refused_detail(verdict, 1, now, label, peer))?;
+                count(key, Some(seq))?;
+            }
+        }
+        return Ok(answer);
+    }
+    let (overflowed, _, seq) = window(a::JOIN_OVERFLOW_KEY)?;
+    let detail = a::join_overflow_detail(overflowed + 1, now, label, peer);
+    match seq {
+        Some(seq) => update_audit(seq, &detail)?,
+        None => {
+            let seq = insert_audit("join-throttled", "*", &detail)?;
+            count(a::JOIN_OVERFLOW_KEY, Some(seq))?;
+            return Ok(answer);
+        }
+    }
+    count(a::JOIN_OVERFLOW_KEY, seq)?;
+    Ok(answer)
 }
