@@ -2,7 +2,8 @@
 # Installs what pcmail's build and tests need on Debian/Ubuntu: Rust (if
 # missing), the Tauri system libraries, Xvfb + D-Bus for the tray smoke test,
 # trayer + xdotool + imagemagick for the tray menu screenshot, GNOME's
-# notification-daemon for the notification screenshot with its buttons, Chromium for the UI tests, Node for the Apps Script tests, and for the
+# notification-daemon for the notification screenshot with its buttons, Chromium for the UI tests, Node for the Apps Script tests, haproxy
+# for the balancer tests (PROXY protocol, forwarded headers), and for the
 # Windows suite under Wine: mingw-w64, Wine 8 and Rust's windows-gnu target. Idempotent.
 set -euo pipefail
 SUDO=""
@@ -12,7 +13,8 @@ pkgs=(build-essential pkg-config libssl-dev curl ca-certificates
       libwebkit2gtk-4.1-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
       xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring faketime
       trayer xdotool x11-utils imagemagick notification-daemon
-      gcc-mingw-w64-x86-64 wine64 wine)
+      gcc-mingw-w64-x86-64 wine64 wine
+      haproxy)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -436,3 +436,31 @@ async fn behind_a_real_haproxy_the_client_is_the_peer() {
     pp.stop().await;
     xff.stop().await;
 }
+
+/// Over TLS a connection that never finishes its handshake is closed at the
+/// handshake timeout (and the closing counts from the TCP accept, not from a
+/// request that never comes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_handshake_that_never_finishes_is_cut_at_the_handshake_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = ServeOptions::new(dir.path().join("serve.db"), TOKEN);
+    opts.transport = pcmail_server::tls::ServeTransport::SelfSigned { dir: dir.path().to_path_buf() };
+    opts.limits = Limits { handshake_timeout: Duration::from_millis(400), ..Limits::default() };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_with_listener(listener, opts, async move {
+        let _ = stopped.await;
+    }));
+    let mut silent = connect_at(addr, "127.0.0.2").await;
+    let mut partial = connect_at(addr, "127.0.0.2").await;
+    // The first bytes of a ClientHello record, and no more.
+    partial.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).await.unwrap();
+    let t0 = Instant::now();
+    for c in [&mut silent, &mut partial] {
+        closed_within(c, Duration::from_secs(3)).await.expect("an unfinished handshake is open after 3 s");
+        assert!(t0.elapsed() >= Duration::from_millis(300), "closed before its time: {:?}", t0.elapsed());
+    }
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
