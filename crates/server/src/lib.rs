@@ -4,7 +4,9 @@
 mod auth;
 pub mod engine;
 pub mod http;
+pub mod listen;
 mod ops;
+pub mod peer;
 pub mod prune;
 mod schema;
 mod sweep;

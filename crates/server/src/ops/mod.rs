@@ -1,7 +1,7 @@
 //! The ops of docs/protocol.md, and the helpers they share (loading mail,
 //! recording a transition with who and when).
 
-mod creds;
+pub(crate) mod creds;
 pub mod import;
 pub(crate) mod job;
 pub(crate) mod lease;
