@@ -161,11 +161,11 @@ test('received-updates: only a caller that asks gets the second feed', () => {
 
 test('jobs: the built-ins, limits and sweep reasons are those of crates/core job.rs', () => {
   const src = fs.readFileSync(path.join(__dirname, '../../crates/core/src/job.rs'), 'utf8');
-  const rustBuiltins = [...src.matchAll(/(?<![a-z_])probe\("([a-z_]+)"/g)].map((m) => m[1]);
+  const rustBuiltins = [...src.matchAll(/(?<![a-z_])probe\(\s*"([a-z_]+)"/g)].map((m) => m[1]);
   const s = makeServer();
   assert.deepStrictEqual(Object.keys(s.ctx.__get('BUILTIN_JOBS')), rustBuiltins);
   // A PC executor's built-in probes (job.rs pc_builtins), which a whitelist may name.
-  const rustPcProbes = [...src.matchAll(/pc_probe\("([a-z_]+)"/g)].map((m) => m[1]);
+  const rustPcProbes = [...src.matchAll(/pc_probe\(\s*"([a-z_]+)"/g)].map((m) => m[1]);
   assert.ok(rustPcProbes.length > 0);
   assert.deepStrictEqual([...s.ctx.__get('PC_PROBES')], rustPcProbes);
   const str = (name) => new RegExp('pub const ' + name + ': &str = "([^"]+)";').exec(src)[1];
