@@ -13,6 +13,20 @@ const JOIN_CODE_DEFAULT_MS = 24 * 60 * 60 * 1000;
 const JOIN_CODE_MAX_MS = 30 * 24 * 60 * 60 * 1000;
 const CRED_REREAD_KEY = 'pcmail:cred-reread';
 const CRED_REREAD_S = 60;
+// Failed join attempts, as pcmail_core::auth counts them: fixed windows per label and per
+// peer. Apps Script sees no caller address, so every caller is the peer 'unknown' and its
+// limit is one over all labels. A right code is checked before any limit and always joins.
+const JOIN_WINDOW_MS = 10 * 60 * 1000;
+const JOIN_FAILURES_PER_LABEL = 10;
+const JOIN_FAILURES_PER_PEER = 30;
+const UNKNOWN_PEER = 'unknown';
+const JOIN_AUDIT_ROWS_PER_WINDOW = 300;
+const JOIN_ROWS_KEY = 'rows:*';
+const JOIN_OVERFLOW_KEY = 'refused:overflow';
+// The windows live in CacheService, not Script Properties: a flood of wrong codes must not
+// spend the Properties write quota that a rightful join needs. A window the cache drops
+// early only starts counting again; it never refuses a right code.
+const JOIN_ATTEMPT_PREFIX = 'pcmail:join-attempt:';
 
 function opClass_(req) {
   switch (req.op) {
@@ -143,9 +157,14 @@ function actor_(req) {
 }
 
 function audit_(req, now, action, label, detail) {
+  return auditBy_(now, actor_(req), action, label, detail);
+}
+
+// Appends an audit row; returns its sheet row.
+function auditBy_(now, by, action, label, detail) {
   const sh = tab_('Audit');
   const seq = sh.getLastRow(); // row 1 is the header
-  appendText_(sh, [[String(seq), String(now), actor_(req), action, label, detail || '']]);
+  return appendText_(sh, [[String(seq), String(now), by, action, label, detail || '']]);
 }
 
 // Fresh (not cached) JSON of a join code, under the script lock.
@@ -183,7 +202,96 @@ function opEnrol_(req, now) {
   return { label: a.label, expiresAt: expiresAt, existing: false };
 }
 
+// A failed join is counted and logged (joinRefused_); a right code never reaches a limit.
 function opJoin_(req, now) {
+  try {
+    return joinChecked_(req, now);
+  } catch (e) {
+    if (e && e.pcmail && isJoinFailure_(e.pcmail.code)) throw joinRefused_(req.pc, UNKNOWN_PEER, now, e);
+    throw e;
+  }
+}
+
+function isJoinFailure_(code) {
+  return code === 'join_code_invalid' || code === 'join_code_expired' || code === 'join_code_used';
+}
+
+// {start, n, row} of a window still open at `now`, or a fresh one.
+function joinWindow_(key, now) {
+  let w = null;
+  try { w = JSON.parse(CacheService.getScriptCache().get(JOIN_ATTEMPT_PREFIX + key) || 'null'); } catch (e) { w = null; }
+  if (!w || !(w.start > now - JOIN_WINDOW_MS)) return { start: now, n: 0, row: null };
+  return w;
+}
+
+function putJoinWindow_(key, w, now) {
+  const ttl = Math.max(1, Math.ceil((w.start + JOIN_WINDOW_MS - now) / 1000));
+  try { CacheService.getScriptCache().put(JOIN_ATTEMPT_PREFIX + key, JSON.stringify(w), ttl); } catch (e) { /* best effort */ }
+}
+
+// The rule of pcmail_core::auth::judge_join_failure, the audit rows of ops/creds.rs refused_join.
+function joinRefused_(label, peer, now, err) {
+  const labelKey = 'label:' + label;
+  const peerKey = 'peer:' + peer;
+  const lw = joinWindow_(labelKey, now);
+  const pw = joinWindow_(peerKey, now);
+  const verdict = pw.n >= JOIN_FAILURES_PER_PEER ? 'peer' : (lw.n >= JOIN_FAILURES_PER_LABEL ? 'label' : 'logged');
+  bumpJoinWindow_(labelKey, lw, now);
+  bumpJoinWindow_(peerKey, pw, now);
+  let answer = err;
+  let entryKey = null;
+  let entryLabel = label;
+  if (verdict !== 'logged') {
+    entryKey = verdict === 'peer' ? 'refused:peer:' + peer : 'refused:label:' + label;
+    entryLabel = verdict === 'peer' ? '*' : label;
+    const since = verdict === 'peer' ? pw.start : lw.start;
+    const minutes = Math.ceil(Math.max(1, since + JOIN_WINDOW_MS - now) / 60000);
+    answer = pcErr_('rate_limited', 'too many failed join attempts for this label or from this address: try again in ' + minutes +
+      ' min (a right join code is always accepted; ask the admin for a new one if yours fails)');
+  }
+  // A window's entry that counts refusals is updated in place: a flood adds one row, not one each.
+  if (entryKey) {
+    const ew = joinWindow_(entryKey, now);
+    if (ew.row) {
+      writeText_(tab_('Audit'), ew.row, 6, [[joinRefusedDetail_(verdict, ew.n + 1, now, label, peer)]]);
+      bumpJoinWindow_(entryKey, ew, now);
+      return answer;
+    }
+  }
+  // A new row, unless the window's budget of rows is spent: then one entry counts the rest.
+  const rows = joinWindow_(JOIN_ROWS_KEY, now);
+  if (rows.n < JOIN_AUDIT_ROWS_PER_WINDOW) {
+    bumpJoinWindow_(JOIN_ROWS_KEY, rows, now);
+    if (!entryKey) {
+      auditBy_(now, peer, 'join-failed', entryLabel, err.pcmail.code);
+    } else {
+      const ew = { start: now, n: 0, row: auditBy_(now, peer, 'join-throttled', entryLabel, joinRefusedDetail_(verdict, 1, now, label, peer)) };
+      bumpJoinWindow_(entryKey, ew, now);
+    }
+    return answer;
+  }
+  const ow = joinWindow_(JOIN_OVERFLOW_KEY, now);
+  const detail = (ow.n + 1) + ' failed join attempt(s) not logged one by one (over ' + JOIN_AUDIT_ROWS_PER_WINDOW + ' rows in ' +
+    (JOIN_WINDOW_MS / 60000) + ' min), the last at ' + now + ' for "' + label + '" from ' + peer;
+  if (ow.row) writeText_(tab_('Audit'), ow.row, 6, [[detail]]);
+  else ow.row = auditBy_(now, peer, 'join-throttled', '*', detail);
+  bumpJoinWindow_(JOIN_OVERFLOW_KEY, ow, now);
+  return answer;
+}
+
+function joinRefusedDetail_(verdict, n, now, label, peer) {
+  const why = verdict === 'peer'
+    ? 'over ' + JOIN_FAILURES_PER_PEER + ' failures from this address'
+    : 'over ' + JOIN_FAILURES_PER_LABEL + ' failures for this label';
+  return n + ' join attempt(s) refused (' + why + ' in ' + (JOIN_WINDOW_MS / 60000) + ' min), the last at ' + now + ' for "' + label + '" from ' + peer;
+}
+
+function bumpJoinWindow_(key, w, now) {
+  w.n += 1;
+  putJoinWindow_(key, w, now);
+}
+
+function joinChecked_(req, now) {
   const hash = sha256Hex_(req.args.code);
   const credHash = credHash_(req.cred);
   const j = joinCode_(hash);

@@ -4,7 +4,8 @@
 # trayer + xdotool + imagemagick for the tray menu screenshot, GNOME's
 # notification-daemon for the notification screenshot with its buttons, Chromium for the UI tests, Node for the Apps Script tests,
 # tmux for the interactive Claude Code that runs the plugin's monitor, PostgreSQL (the tests start throwaway
-# clusters of their own) and haproxy (in front of two `pcmail serve`), and for the
+# clusters of their own), haproxy for the balancer and cluster tests (PROXY protocol, forwarded headers,
+# two `pcmail serve` on one PostgreSQL), and for the
 # Windows suite under Wine: mingw-w64, Wine 8 and Rust's windows-gnu target. Idempotent.
 set -euo pipefail
 SUDO=""

@@ -8,6 +8,7 @@ mod job_cmd;
 mod lease_cmd;
 mod print;
 mod roster_cmd;
+mod serve_net;
 mod service_cmd;
 mod session_cmd;
 
@@ -251,6 +252,8 @@ enum Cmd {
         /// Only for a network that is private by itself (a VPN); `pcmail doctor` flags it.
         #[arg(long, conflicts_with_all = ["tls", "tls_cert", "tls_key"])]
         insecure_http: bool,
+        #[command(flatten)]
+        net: serve_net::ServeNet,
     },
     /// Check config, server, poller and hooks, each with the fix.
     Doctor {
@@ -911,7 +914,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve { listen, db, migrate_from, webhook, retention_days, tls, tls_cert, tls_key, insecure_http } => {
+        Cmd::Serve {
+            listen,
+            db,
+            migrate_from,
+            webhook,
+            retention_days,
+            tls,
+            tls_cert,
+            tls_key,
+            insecure_http,
+            net,
+        } => {
             let p = paths()?;
             let postgres = match db.as_deref() {
                 Some(url) if pcmail_server::store::pg_url::is_postgres_url(url) => Some(postgres_target(url)?),
@@ -939,6 +953,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // Before the secret is read: a refused --listen says so first.
             let transport = pcmail_server::tls::decide(listen, &choice, &db_dir)
                 .map_err(|e| anyhow::anyhow!(ClientError::Invalid(e)))?;
+            let (limits, peers) = net.parts().map_err(|e| anyhow::anyhow!(ClientError::Invalid(e)))?;
             let token = pcmail_client::token::load("serve").map_err(|e| {
                 anyhow::anyhow!(ClientError::Invalid(format!(
                     "pcmail serve needs the admin secret: {e} (`echo SECRET | pcmail token set --serve`, or PCMAIL_ADMIN_TOKEN)"
@@ -950,6 +965,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             opts.transport = transport;
             opts.webhook_url = webhook;
             opts.retention_ms = Some(i64::from(retention_days.max(1)) * 24 * 60 * 60 * 1000);
+            (opts.limits, opts.peers) = (limits, peers);
             pcmail_server::http::serve_blocking(opts)
         }
         Cmd::Doctor { fix } => print::doctor(json, fix),

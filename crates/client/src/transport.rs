@@ -182,6 +182,8 @@ fn client_builder() -> reqwest::blocking::ClientBuilder {
     reqwest::blocking::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(60))
+        // Dropped before `pcmail serve` closes it (60 s idle), so no request goes out on a closing connection.
+        .pool_idle_timeout(Duration::from_secs(50))
         // POST → 302 → GET is how Apps Script serves a result.
         .redirect(reqwest::redirect::Policy::limited(5))
         .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))

@@ -7,10 +7,96 @@
 use crate::error::{ErrorCode, ProtoError};
 use crate::op_table::ClassRule;
 use crate::protocol::Op;
+use crate::Millis;
 
 pub use crate::model::limits::{JOIN_CODE_DEFAULT_MS, JOIN_CODE_MAX_MS};
 pub use crate::op_table::OpClass;
 pub use crate::rules::check_join_secret;
+
+/// Failed join attempts are counted in fixed windows of this length, per
+/// label and per peer address (docs/protocol.md, "Join attempts")…
+pub const JOIN_WINDOW_MS: Millis = 10 * 60 * 1000;
+/// …at most this many failures for one label in a window are checked and
+/// logged one by one; past it a failure is `rate_limited`…
+pub const JOIN_FAILURES_PER_LABEL: i64 = 10;
+/// …and at most this many from one peer (a /64 for IPv6), whatever the label.
+pub const JOIN_FAILURES_PER_PEER: i64 = 30;
+/// The peer failures are counted under when the server cannot see the
+/// address (Apps Script): every caller there shares it, so its limit is one
+/// over all labels.
+pub const UNKNOWN_PEER: &str = "unknown";
+
+/// What becomes of a failed join attempt. A right code never gets here: it
+/// is checked before any limit, so no flood of wrong codes can lock the
+/// rightful PC out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinFailure {
+    /// Under both limits: answered with its own code, one audit entry of its own.
+    Logged,
+    /// Over the peer's limit: `rate_limited`, counted in one entry per peer and window.
+    PeerLimited,
+    /// Over the label's limit: `rate_limited`, counted in one entry per label, peer and window.
+    LabelLimited,
+}
+
+/// The rule both servers apply; `*_failures` were counted in the current
+/// windows before this attempt.
+pub fn judge_join_failure(label_failures: i64, peer_failures: i64) -> JoinFailure {
+    if peer_failures >= JOIN_FAILURES_PER_PEER {
+        JoinFailure::PeerLimited
+    } else if label_failures >= JOIN_FAILURES_PER_LABEL {
+        JoinFailure::LabelLimited
+    } else {
+        JoinFailure::Logged
+    }
+}
+
+/// The audit log gets at most this many rows for failed joins in a window
+/// (one each under the limits, one per limit and key past them); the rest
+/// of the window's failures are counted in one more.
+pub const JOIN_AUDIT_ROWS_PER_WINDOW: i64 = 300;
+/// The counting keys of that budget and of the entry that counts past it.
+pub const JOIN_ROWS_KEY: &str = "rows:*";
+pub const JOIN_OVERFLOW_KEY: &str = "refused:overflow";
+
+/// The `detail` of a window's `join-throttled` entry for a limit.
+pub fn join_refused_detail(verdict: JoinFailure, n: i64, now: Millis, label: &str, peer: &str) -> String {
+    let why = match verdict {
+        JoinFailure::PeerLimited => format!("over {JOIN_FAILURES_PER_PEER} failures from this address"),
+        _ => format!("over {JOIN_FAILURES_PER_LABEL} failures for this label"),
+    };
+    format!(
+        "{n} join attempt(s) refused ({why} in {} min), the last at {now} for \"{label}\" from {peer}",
+        JOIN_WINDOW_MS / 60_000
+    )
+}
+
+/// The `detail` of the entry that counts the failures past the window's budget of rows.
+pub fn join_overflow_detail(n: i64, now: Millis, label: &str, peer: &str) -> String {
+    format!(
+        "{n} failed join attempt(s) not logged one by one (over {JOIN_AUDIT_ROWS_PER_WINDOW} rows in {} min), \
+         the last at {now} for \"{label}\" from {peer}",
+        JOIN_WINDOW_MS / 60_000
+    )
+}
+
+/// The answers of `join` that count as a failed attempt (a malformed
+/// request is refused before any code is looked at, and is not one).
+pub fn is_join_failure(code: ErrorCode) -> bool {
+    matches!(code, ErrorCode::JoinCodeInvalid | ErrorCode::JoinCodeExpired | ErrorCode::JoinCodeUsed)
+}
+
+/// The answer past a limit; `retry_after_ms` until the window that limits ends.
+pub fn join_rate_limited(retry_after_ms: Millis) -> ProtoError {
+    let minutes = (retry_after_ms.max(1) + 59_999) / 60_000;
+    ProtoError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "too many failed join attempts for this label or from this address: try again in {minutes} min \
+             (a right join code is always accepted; ask the admin for a new one if yours fails)"
+        ),
+    )
+}
 
 /// The class of an op sent as `pc`, from its row of the op table.
 /// `roster.set` of the caller's own label (its hostname, or an old PC's
@@ -163,6 +249,7 @@ pub fn is_identity_refusal(code: ErrorCode) -> bool {
             | ErrorCode::JoinCodeInvalid
             | ErrorCode::JoinCodeExpired
             | ErrorCode::JoinCodeUsed
+            | ErrorCode::RateLimited
     )
 }
 
@@ -300,6 +387,17 @@ mod tests {
         assert_eq!(code(authenticate(OpClass::Admin, "pc-a", &f)), Ok(Caller::Admin));
         f.admin = false;
         assert_eq!(code(authenticate(OpClass::Any, "pc-a", &f)), Err(ErrorCode::Unauthorized));
+    }
+
+    #[test]
+    fn the_peer_limit_comes_first_then_the_label_limit() {
+        assert_eq!(judge_join_failure(0, 0), JoinFailure::Logged);
+        assert_eq!(judge_join_failure(JOIN_FAILURES_PER_LABEL - 1, JOIN_FAILURES_PER_PEER - 1), JoinFailure::Logged);
+        assert_eq!(judge_join_failure(JOIN_FAILURES_PER_LABEL, 0), JoinFailure::LabelLimited);
+        assert_eq!(judge_join_failure(JOIN_FAILURES_PER_LABEL, JOIN_FAILURES_PER_PEER), JoinFailure::PeerLimited);
+        assert_eq!(join_rate_limited(1).code, ErrorCode::RateLimited);
+        assert!(join_rate_limited(9 * 60_000 + 1).message.contains("10 min"));
+        assert!(is_identity_refusal(ErrorCode::RateLimited), "the CLI exits 12, as for a wrong code");
     }
 
     #[test]

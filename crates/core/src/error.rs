@@ -45,10 +45,13 @@ pub enum ErrorCode {
     /// A job the target will not run (issue 13): `error.reason` says why
     /// (`no_executor`, `not_whitelisted`, `bad_argument` + `field`, `submitter_not_allowed`).
     JobRefused,
+    /// Too many failed join attempts for a label or from an address; a
+    /// right join code is accepted all the same.
+    RateLimited,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::BadJson,
         ErrorCode::BadVersion,
         ErrorCode::UnknownOp,
@@ -77,6 +80,7 @@ impl ErrorCode {
         ErrorCode::Held,
         ErrorCode::Stale,
         ErrorCode::JobRefused,
+        ErrorCode::RateLimited,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -109,6 +113,7 @@ impl ErrorCode {
             ErrorCode::Held => "held",
             ErrorCode::Stale => "stale",
             ErrorCode::JobRefused => "job_refused",
+            ErrorCode::RateLimited => "rate_limited",
         }
     }
 

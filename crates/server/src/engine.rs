@@ -279,10 +279,30 @@ impl Engine {
 
     /// Handles a parsed request: who the caller is, then the op, in one transaction.
     pub fn handle_request(&self, req: &Request, now: Millis) -> Value {
+        self.handle_request_from(req, now, None)
+    }
+
+    /// The same, from a caller at `peer` (None: an address the server cannot
+    /// see, e.g. in-process): failed join attempts are limited per peer.
+    pub fn handle_request_from(&self, req: &Request, now: Millis, peer: Option<std::net::IpAddr>) -> Value {
         match self.run(req, now) {
             Ok(fields) => ok_response(now, fields),
+            Err(e) if matches!(req.op, Op::Join { .. }) && pcmail_core::auth::is_join_failure(e.code) => {
+                self.refused_join(req, now, peer, e).to_json()
+            }
             Err(e) => e.to_json(),
         }
+    }
+
+    /// Records a failed join (counted, in the audit log) in a transaction of
+    /// its own, the op's having been rolled back, and answers it.
+    fn refused_join(&self, req: &Request, now: Millis, peer: Option<std::net::IpAddr>, e: ProtoError) -> ProtoError {
+        let (shown, key) = match peer {
+            Some(ip) => (crate::peer::canonical(ip).to_string(), crate::peer::peer_key(ip).to_string()),
+            None => (pcmail_core::auth::UNKNOWN_PEER.to_string(), pcmail_core::auth::UNKNOWN_PEER.to_string()),
+        };
+        self.with_tx(Mode::Write, |tx| ops::creds::refused_join(tx, now, &req.pc, &shown, &key, &e))
+            .unwrap_or_else(OpError::into_proto)
     }
 
     /// True when `req` may hold a long poll open: it authenticates as the
@@ -504,6 +524,7 @@ const DUMP_TABLES: &[(&str, &str)] = &[
     ("job_submit", "id"),
     ("job_watch", "job_id, pc"),
     ("job_executor", "pc"),
+    ("join_attempt", "key"),
 ];
 
 /// PostgreSQL: tells the other instances which PCs' long polls to wake.

@@ -3,11 +3,15 @@
 //! outside the engine, on a per-label watch channel that commits trigger.
 
 use crate::engine::{Engine, EngineConfig};
-use crate::tls::{ServeTransport, TlsListener};
+use crate::listen::{ConnInfo, Limits};
+use crate::peer::PeerSource;
+use crate::tls::ServeTransport;
 use crate::webhook;
 use anyhow::Context;
 use axum::body::Body;
 use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use pcmail_core::job::PollJob;
@@ -18,7 +22,7 @@ use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,6 +48,10 @@ pub struct ServeOptions {
     pub retention_ms: Option<Millis>,
     /// Plain HTTP on loopback, TLS beyond it (see `tls::decide`).
     pub transport: ServeTransport,
+    /// Bounds on connections: time (head, body, idle, handshake) and number.
+    pub limits: Limits,
+    /// Where the real peer comes from behind a balancer (by default: the TCP peer).
+    pub peers: PeerSource,
 }
 
 impl ServeOptions {
@@ -57,6 +65,8 @@ impl ServeOptions {
             body_limit: DEFAULT_BODY_LIMIT,
             retention_ms: None,
             transport: ServeTransport::Plain,
+            limits: Limits::default(),
+            peers: PeerSource::default(),
         }
     }
 }
@@ -72,6 +82,8 @@ impl std::fmt::Debug for ServeOptions {
             .field("webhook_url", &self.webhook_url.as_ref().map(|_| "<set>"))
             .field("body_limit", &self.body_limit)
             .field("transport", &self.transport)
+            .field("limits", &self.limits)
+            .field("peers", &self.peers)
             .finish()
     }
 }
@@ -116,10 +128,23 @@ async fn open_engine_blocking(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>
 /// Binds `opts.listen`, prints the certificate's fingerprint (TLS) and then
 /// `listening on http(s)://ADDR/api`, serves until SIGTERM or ctrl-c.
 pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
+    // Before anything opens a file: the default soft limit (1,024) is what a
+    // slowloris would exhaust, and the connection cap is kept below it.
+    let fds = crate::listen::raise_fd_limit();
     let engine = open_engine_blocking(&opts).await?;
     let identity = crate::tls::identity(&opts.transport)?;
     let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("binding {}", opts.listen))?;
     let addr = listener.local_addr()?;
+    let max = crate::listen::effective_max_connections(opts.limits.max_connections, fds);
+    if max < opts.limits.max_connections {
+        eprintln!(
+            "pcmail: at most {max} connections (not {}): the open-file limit is {} and {} stay in reserve \
+             (raise the hard limit, e.g. LimitNOFILE= in the systemd unit)",
+            opts.limits.max_connections,
+            fds.unwrap_or(0),
+            crate::listen::FD_RESERVE
+        );
+    }
     let Some(identity) = identity else {
         if opts.transport == ServeTransport::InsecureHttp {
             eprintln!(
@@ -130,7 +155,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         println!("listening on http://{addr}/api");
         let info =
             if opts.transport == ServeTransport::InsecureHttp { json!({"insecureHttp": true}) } else { json!({}) };
-        return run(listener, engine, opts.body_limit, info, shutdown_signal()).await;
+        return run(listener, engine, &opts, None, info, shutdown_signal()).await;
     };
     println!(
         "TLS certificate {} ({}), SHA-256 fingerprint {}",
@@ -140,8 +165,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     );
     println!("listening on https://{addr}/api");
     let info = json!({"tlsFingerprint": identity.fingerprint});
-    let listener = TlsListener::new(listener, identity.config)?;
-    run(listener, engine, opts.body_limit, info, shutdown_signal()).await
+    run(listener, engine, &opts, Some(identity.config), info, shutdown_signal()).await
 }
 
 /// `serve` on its own tokio runtime, for the CLI.
@@ -150,30 +174,30 @@ pub fn serve_blocking(opts: ServeOptions) -> anyhow::Result<()> {
 }
 
 /// Serves on a bound listener until `shutdown` completes (tests bind port 0
-/// and read the address from the listener).
+/// and read the address from the listener), with `opts`' transport and limits.
 pub async fn serve_with_listener(
     listener: TcpListener,
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let engine = open_engine_blocking(&opts).await?;
-    run(listener, engine, opts.body_limit, json!({}), shutdown).await
+    let identity = crate::tls::identity(&opts.transport)?;
+    let info = identity.as_ref().map(|i| json!({"tlsFingerprint": i.fingerprint})).unwrap_or_else(|| json!({}));
+    run(listener, engine, &opts, identity.map(|i| i.config), info, shutdown).await
 }
 
 /// `transport_info` is merged into `hello` and `enrol` answers: the
 /// certificate's fingerprint (the admin's `roster add` puts it in the join
 /// code) or `insecureHttp` (which `doctor` flags).
-async fn run<L>(
-    listener: L,
+async fn run(
+    listener: TcpListener,
     engine: Arc<Engine>,
-    body_limit: usize,
+    opts: &ServeOptions,
+    tls: Option<Arc<rustls::ServerConfig>>,
     transport_info: Value,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()>
-where
-    L: axum::serve::Listener<Addr = SocketAddr>,
-{
-    let (app, stopping, wakers) = app(engine.clone(), body_limit);
+) -> anyhow::Result<()> {
+    let (app, stopping, wakers) = app(engine.clone(), opts.body_limit, opts.limits.body_timeout, opts.peers.clone());
     let app = app.layer(axum::Extension(TransportInfo(Arc::new(transport_info))));
     // Other instances on the same PostgreSQL: their commits wake our long polls.
     let stop_listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -186,34 +210,55 @@ where
     };
     let listener_thread = engine.spawn_wake_listener(heard, stop_listening.clone());
     let sweeper = tokio::spawn(sweep_timer(engine));
-    tracing::info!(addr = %listener.local_addr()?, "pcmail server listening");
+    let max = crate::listen::effective_max_connections(opts.limits.max_connections, crate::listen::fd_limit());
+    let table = crate::listen::ConnTable::new(max, opts.limits.max_connections_per_peer);
+    tracing::info!(addr = %listener.local_addr()?, max_connections = max, "pcmail server listening");
+    let serving = Arc::new(crate::listen::Serving {
+        router: app,
+        limits: opts.limits.clone(),
+        peers: opts.peers.clone(),
+        tls: tls.map(tokio_rustls::TlsAcceptor::from),
+    });
     // On shutdown, open long polls answer at once (with what they have) so
     // the graceful shutdown does not wait out their 25 s.
     let shutdown = async move {
         shutdown.await;
         let _ = stopping.send(true);
     };
-    let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    crate::listen::serve_connections(listener, serving, table, shutdown).await;
     sweeper.abort();
     stop_listening.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = listener_thread {
         let _ = tokio::task::spawn_blocking(move || t.join()).await;
     }
-    result.context("http server")
+    Ok(())
 }
 
 /// The routes over an engine (also used by tests that drive an in-memory engine).
 pub fn router(engine: Arc<Engine>, body_limit: usize) -> Router {
-    app(engine, body_limit).0
+    app(engine, body_limit, Limits::default().body_timeout, PeerSource::default()).0
 }
 
 /// The routes, the switch that ends open long polls, and the waiters.
-fn app(engine: Arc<Engine>, body_limit: usize) -> (Router, watch::Sender<bool>, Arc<Wakers>) {
+fn app(
+    engine: Arc<Engine>,
+    body_limit: usize,
+    body_timeout: Duration,
+    peers: PeerSource,
+) -> (Router, watch::Sender<bool>, Arc<Wakers>) {
     let wakers = Arc::new(Wakers::default());
     let w = wakers.clone();
     engine.set_change_listener(Some(Arc::new(move |labels: &[String]| w.wake(labels))));
     let (stop_tx, stopping) = watch::channel(false);
-    let state = AppState { engine, wakers: wakers.clone(), body_limit, client: webhook_client(), stopping };
+    let state = AppState {
+        engine,
+        wakers: wakers.clone(),
+        body_limit,
+        body_timeout,
+        peers: Arc::new(peers),
+        client: webhook_client(),
+        stopping,
+    };
     (Router::new().route("/api", post(api)).route("/health", get(health)).with_state(state), stop_tx, wakers)
 }
 
@@ -284,6 +329,9 @@ struct AppState {
     engine: Arc<Engine>,
     wakers: Arc<Wakers>,
     body_limit: usize,
+    /// The whole body must arrive within this (a slow sender holds a connection).
+    body_timeout: Duration,
+    peers: Arc<PeerSource>,
     client: reqwest::Client,
     /// Turns true when the server is shutting down.
     stopping: watch::Receiver<bool>,
@@ -357,23 +405,53 @@ async fn health() -> Json<Value> {
     Json(json!({"ok": true, "server": "pcmail-rust", "protocol": pcmail_core::PROTOCOL_VERSION}))
 }
 
-async fn api(State(state): State<AppState>, info: Option<axum::Extension<TransportInfo>>, body: Body) -> Json<Value> {
-    api_answer(state, info.map(|axum::Extension(TransportInfo(i))| i), body).await
-}
-
-async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: Body) -> Json<Value> {
-    let bytes = match axum::body::to_bytes(body, state.body_limit).await {
-        Ok(b) => b,
-        Err(_) => {
+async fn api(
+    State(state): State<AppState>,
+    info: Option<axum::Extension<TransportInfo>>,
+    conn: Option<axum::Extension<ConnInfo>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let conn = conn.map(|axum::Extension(c)| c);
+    // The peer of this request: its connection's, or what a trusted proxy's header says.
+    let peer = conn.as_ref().map(|c| {
+        let values = crate::peer::header_name(state.peers.mode)
+            .map(|name| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        state.peers.request_peer(c.peer, values.into_iter())
+    });
+    let bytes = match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.body_limit)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             return Json(
                 ProtoError::new(ErrorCode::TooLarge, format!("the request body exceeds {} bytes", state.body_limit))
                     .to_json(),
             )
+            .into_response()
+        }
+        Err(_) => {
+            // The rest of the body may still come: the connection cannot carry another request.
+            let e = ProtoError::new(
+                ErrorCode::BadRequest,
+                format!("the request body did not arrive within {} s", state.body_timeout.as_secs_f64()),
+            );
+            return ([(axum::http::header::CONNECTION, "close")], Json(e.to_json())).into_response();
         }
     };
-    let req = match parse_request_bytes(&bytes) {
+    let answer = api_answer(&state, info.map(|axum::Extension(TransportInfo(i))| i), conn.as_ref(), peer, &bytes).await;
+    Json(answer).into_response()
+}
+
+async fn api_answer(
+    state: &AppState,
+    transport_info: Option<Arc<Value>>,
+    conn: Option<&ConnInfo>,
+    peer: Option<IpAddr>,
+    bytes: &[u8],
+) -> Value {
+    let req = match parse_request_bytes(bytes) {
         Ok(r) => r,
-        Err(e) => return Json(e.to_json()),
+        Err(e) => return e.to_json(),
     };
     tracing::debug!(op = req.op.name(), pc = %req.pc, "request");
     let wait_ms = match &req.op {
@@ -386,9 +464,19 @@ async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: B
     // poll must not leave anything behind (it once grew the server by 280 MB).
     let mut waiter = None;
     if wait_ms > 0 && !*state.stopping.borrow() && may_wait(&state.engine, &req).await {
+        // A PC's long poll: its connection is one to keep when strangers are shed.
+        if let Some(c) = conn {
+            c.handle.prove();
+        }
         waiter = state.wakers.subscribe(&req.pc);
     }
-    let first = handle(&state.engine, req.clone()).await;
+    let first = handle_from(&state.engine, req.clone(), peer).await;
+    if first["ok"] == json!(true) {
+        // Only an authenticated caller is answered ok (serve always has a secret).
+        if let Some(c) = conn {
+            c.handle.prove();
+        }
+    }
 
     if let (Some(w), Op::Poll(args)) = (waiter.as_mut(), &req.op) {
         if nothing_to_return(&first) {
@@ -407,7 +495,7 @@ async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: B
                 later["marks"] = first["marks"].clone();
                 merge_lease(&first, &mut later);
                 merge_job(&first, &mut later);
-                return Json(later);
+                return later;
             }
         }
     }
@@ -433,7 +521,7 @@ async fn api_answer(state: AppState, transport_info: Option<Arc<Value>>, body: B
             obj.extend(info.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
     }
-    Json(first)
+    first
 }
 
 fn nothing_to_return(resp: &Value) -> bool {
@@ -539,8 +627,13 @@ async fn long_poll(
 }
 
 async fn handle(engine: &Arc<Engine>, req: Request) -> Value {
+    handle_from(engine, req, None).await
+}
+
+/// `peer`: the caller's address, where the op needs it (join attempts are limited per peer).
+async fn handle_from(engine: &Arc<Engine>, req: Request, peer: Option<IpAddr>) -> Value {
     let engine = engine.clone();
-    match tokio::task::spawn_blocking(move || engine.handle_request(&req, now_ms())).await {
+    match tokio::task::spawn_blocking(move || engine.handle_request_from(&req, now_ms(), peer)).await {
         Ok(v) => v,
         Err(e) => {
             tracing::error!(error = %e, "engine task failed");
@@ -583,7 +676,7 @@ mod tests {
     // leave a waiter per label behind (11.8 MB → 295 MB after ~1M requests).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn strangers_leave_no_waiters_and_no_memory_behind() {
-        let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT);
+        let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT, Duration::from_secs(30), PeerSource::default());
         let poll = |pc: String, token: &str| json!({"v":1,"op":"poll","pc":pc,"token":token,"args":{"waitMs":25000}});
         // warm up allocator and caches before measuring
         for i in 0..2_000 {
@@ -607,7 +700,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_waiter_goes_when_its_long_poll_ends() {
-        let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT);
+        let (app, _stop, wakers) = app(engine(), DEFAULT_BODY_LIMIT, Duration::from_secs(30), PeerSource::default());
         let a = app.clone();
         let pending = tokio::spawn(async move {
             post_json(&a, json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"args":{"waitMs":400}})).await

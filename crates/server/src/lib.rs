@@ -6,16 +6,14 @@ mod auth;
 mod ctx;
 pub mod engine;
 pub mod http;
+pub mod listen;
 mod mail;
-#[allow(dead_code)]
 pub mod migrate_from;
 mod ops;
+pub mod peer;
 pub mod prune;
 mod schema;
-// Wired into the engine once the ops run on `store::Db` (the next step).
-#[allow(dead_code)]
 mod schema_pg;
-#[allow(dead_code)]
 pub mod store;
 mod sweep;
 pub mod tls;

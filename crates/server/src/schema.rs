@@ -373,6 +373,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (pc, mail_id)
     ) WITHOUT ROWID;
     "#,
+    // 11: failed join attempts, counted per label and per peer in fixed
+    // windows (`pcmail_core::auth::JOIN_WINDOW_MS`), in the database so that
+    // every instance on one database shares them. `key` is `label:<label>`,
+    // `peer:<address>`, or `refused:…` for the audit entry that counts the
+    // attempts a limit refused (`audit_seq`).
+    r#"
+    CREATE TABLE join_attempt (
+        key          TEXT PRIMARY KEY,
+        window_start INTEGER NOT NULL,
+        failures     INTEGER NOT NULL,
+        audit_seq    INTEGER
+    );
+    CREATE INDEX join_attempt_by_window ON join_attempt (window_start);
+    "#,
 ];
 
 pub fn schema_version() -> usize {

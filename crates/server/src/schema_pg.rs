@@ -326,6 +326,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (pc, mail_id)
     );
     "#,
+    // 11: failed join attempts per label and per peer, shared by every instance.
+    r#"
+    CREATE TABLE join_attempt (
+        key          TEXT PRIMARY KEY,
+        window_start BIGINT NOT NULL,
+        failures     BIGINT NOT NULL,
+        audit_seq    BIGINT
+    );
+    CREATE INDEX join_attempt_by_window ON join_attempt (window_start);
+    "#,
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -9,11 +9,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 
 /// The self-signed pair's file names, beside serve.db.
 pub const SELF_SIGNED_CERT: &str = "serve-cert.pem";
@@ -136,74 +131,6 @@ fn make_self_signed_if_missing(dir: &Path, cert: &Path, key: &Path) -> anyhow::R
         .with_context(|| format!("writing {}", key.display()))?;
     std::fs::write(cert, made.cert.pem()).with_context(|| format!("writing {}", cert.display()))?;
     Ok(true)
-}
-
-/// A listener that hands axum connections once their TLS handshake is done.
-/// Handshakes run in their own tasks, so a slow or silent client never holds
-/// up the others.
-pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-    acceptor_task: tokio::task::JoinHandle<()>,
-}
-
-/// A client gets this long to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl TlsListener {
-    pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<TlsListener> {
-        let local = tcp.local_addr()?;
-        let acceptor = TlsAcceptor::from(config);
-        let (tx, ready) = mpsc::channel(64);
-        let acceptor_task = tokio::spawn(async move {
-            loop {
-                let (stream, peer) = match tcp.accept().await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        // Out of file descriptors and the like: wait, as axum's own listener does.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        // A PC that pinned another certificate ends up here (it refuses ours).
-                        Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(TlsListener { ready, local, acceptor_task })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor_task.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(conn) => conn,
-            // The accept task is gone (only when dropped): nothing more comes.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
 }
 
 #[cfg(test)]

@@ -187,3 +187,99 @@ pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<AuditLogAnswer> {
         .collect::<crate::store::DbResult<Vec<_>>>()?;
     Ok(AuditLogAnswer { entries })
 }
+
+/// A failed `join` (its own transaction: the op's was rolled back): counted
+/// per label and per peer, in `roster log`, and past a limit answered
+/// `rate_limited` (`pcmail_core::auth::judge_join_failure`). Every label
+/// string is counted the same way, on the roster or not, so a known label
+/// and an unknown one answer alike. `peer` is the address as the log shows
+/// it and `peer_key` what the per-peer limit counts by.
+pub(crate) fn refused_join(
+    tx: &dyn crate::store::Db,
+    now: Millis,
+    label: &str,
+    peer: &str,
+    peer_key: &str,
+    refusal: &pcmail_core::ProtoError,
+) -> OpResult<pcmail_core::ProtoError> {
+    use pcmail_core::auth::{self as a, JoinFailure};
+    tx.prepare_cached("DELETE FROM join_attempt WHERE window_start <= ?1")?.execute(p![now - a::JOIN_WINDOW_MS])?;
+    // (failures so far, when the window started, the audit entry that counts refusals)
+    let window = |key: &str| -> crate::store::DbResult<(i64, Millis, Option<i64>)> {
+        Ok(tx
+            .prepare_cached("SELECT failures, window_start, audit_seq FROM join_attempt WHERE key = ?1")?
+            .query_row(p![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?
+            .unwrap_or((0, now, None)))
+    };
+    let count = |key: &str, seq: Option<i64>| -> crate::store::DbResult<()> {
+        tx.prepare_cached(
+            "INSERT INTO join_attempt (key, window_start, failures, audit_seq) VALUES (?1, ?2, 1, ?3)
+             ON CONFLICT (key) DO UPDATE SET failures = join_attempt.failures + 1",
+        )?
+        .execute(p![key, now, seq])?;
+        Ok(())
+    };
+    let (label_key, peer_bucket) = (format!("label:{label}"), format!("peer:{peer_key}"));
+    let (label_failures, label_since, _) = window(&label_key)?;
+    let (peer_failures, peer_since, _) = window(&peer_bucket)?;
+    count(&label_key, None)?;
+    count(&peer_bucket, None)?;
+    let verdict = a::judge_join_failure(label_failures, peer_failures);
+    let (entry_key, entry_label, answer) = match verdict {
+        JoinFailure::Logged => (None, label, refusal.clone()),
+        JoinFailure::PeerLimited => {
+            (Some(format!("refused:peer:{peer_key}")), "*", a::join_rate_limited(peer_since + a::JOIN_WINDOW_MS - now))
+        }
+        JoinFailure::LabelLimited => {
+            (Some(format!("refused:label:{label}")), label, a::join_rate_limited(label_since + a::JOIN_WINDOW_MS - now))
+        }
+    };
+    let insert_audit = |action: &str, label: &str, detail: &str| -> crate::store::DbResult<i64> {
+        tx.prepare_cached(
+            "INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq",
+        )?
+        .query_row(p![now, peer, action, label, detail], |r| r.get(0))
+    };
+    let update_audit = |seq: i64, detail: &str| -> crate::store::DbResult<()> {
+        tx.prepare_cached("UPDATE audit SET detail = ?2 WHERE seq = ?1")?.execute(p![seq, detail])?;
+        Ok(())
+    };
+    // A window's entry that counts refusals is updated in place: a flood adds one row, not one each.
+    if let Some(key) = &entry_key {
+        let (refused, _, seq) = window(key)?;
+        if let Some(seq) = seq {
+            update_audit(seq, &a::join_refused_detail(verdict, refused + 1, now, label, peer))?;
+            count(key, Some(seq))?;
+            return Ok(answer);
+        }
+    }
+    // A new row, unless the window's budget of rows is spent: then one entry counts the rest.
+    let (rows, _, _) = window(a::JOIN_ROWS_KEY)?;
+    if rows < a::JOIN_AUDIT_ROWS_PER_WINDOW {
+        count(a::JOIN_ROWS_KEY, None)?;
+        match &entry_key {
+            None => {
+                insert_audit("join-failed", entry_label, refusal.code.as_str())?;
+            }
+            Some(key) => {
+                let seq =
+                    insert_audit("join-throttled", entry_label, &a::join_refused_detail(verdict, 1, now, label, peer))?;
+                count(key, Some(seq))?;
+            }
+        }
+        return Ok(answer);
+    }
+    let (overflowed, _, seq) = window(a::JOIN_OVERFLOW_KEY)?;
+    let detail = a::join_overflow_detail(overflowed + 1, now, label, peer);
+    match seq {
+        Some(seq) => update_audit(seq, &detail)?,
+        None => {
+            let seq = insert_audit("join-throttled", "*", &detail)?;
+            count(a::JOIN_OVERFLOW_KEY, Some(seq))?;
+            return Ok(answer);
+        }
+    }
+    count(a::JOIN_OVERFLOW_KEY, seq)?;
+    Ok(answer)
+}

@@ -2,7 +2,7 @@
 //! the op table (roster check) and calls the op's module.
 
 pub(crate) mod audit;
-mod creds;
+pub(crate) mod creds;
 pub mod import;
 pub(crate) mod job;
 mod job_builtins;
