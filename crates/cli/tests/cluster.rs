@@ -161,7 +161,9 @@ impl Drop for Balancer {
 }
 
 /// One request as a PC does it: again with the same ids while the answer is
-/// a transport error or `busy`; anything else is the answer.
+/// a transport error or a transient code (`busy`, `internal`,
+/// `roster_unavailable`: `ErrorCode::is_transient`, what the client retries);
+/// anything else is the answer.
 fn call_retrying(http: &reqwest::blocking::Client, url: &str, pc: &str, op: &str, args: Value) -> (Value, u32) {
     let body = json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args});
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -170,6 +172,10 @@ fn call_retrying(http: &reqwest::blocking::Client, url: &str, pc: &str, op: &str
         match http.post(url).json(&body).send().and_then(|r| r.json::<Value>()) {
             Ok(v) if v["ok"] == true => return (v, retries),
             Ok(v) if v["error"]["code"] == "busy" => {}
+            // Counted: the stores answer `busy` for a database that is away, never these.
+            Ok(v) if v["error"]["code"] == "internal" || v["error"]["code"] == "roster_unavailable" => {
+                panic!("{op}: {v} (a database outage must answer busy)")
+            }
             Ok(v) => return (v, retries),
             Err(_) => {}
         }

@@ -80,9 +80,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
     }
     let server = a.target == cj::SERVER_TARGET;
     if !server {
-        let pcs = super::roster::load_all(ctx).map_err(|_| {
-            OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was queued")
-        })?;
+        let pcs = super::roster::load_all(ctx).map_err(|e| super::roster_unreadable(e, "queued"))?;
         if !pcs.iter().any(|p| p.label == a.target) {
             return Err(OpError::Proto(
                 ProtoError::new(

@@ -136,9 +136,7 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
 
 pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswer> {
     // 3. exact label only; near misses are suggestions, never deliveries.
-    let pcs = roster::load_all(ctx).map_err(|_| {
-        OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered")
-    })?;
+    let pcs = roster::load_all(ctx).map_err(|e| super::roster_unreadable(e, "delivered"))?;
     let broadcast = mail.to == "*";
     // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
     let name_holder =
