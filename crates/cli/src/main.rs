@@ -541,7 +541,7 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
 
 /// A `--db postgres://…` with its password from the OS keyring (`pcmail
 /// token set --db`) or a libpq passfile; refused when the URL holds one.
-fn postgres_target(url: &str) -> anyhow::Result<pcmail_server::store::pg_url::PgTarget> {
+pub(crate) fn postgres_target(url: &str) -> anyhow::Result<pcmail_server::store::pg_url::PgTarget> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut t = pcmail_server::store::pg_url::PgTarget::parse(url, home.as_deref())
         .map_err(|e| anyhow::anyhow!(ClientError::Invalid(e.to_string())))?;

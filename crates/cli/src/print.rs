@@ -201,6 +201,15 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     use pcmail_client::config::{Config, Paths};
     let mut checks: Vec<(String, bool, String)> = vec![];
     let paths = Paths::from_env()?;
+    // On an instance host: the database `pcmail serve` would use, redacted (never its password).
+    if let Some(url) = std::env::var("PCMAIL_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        checks.push(match crate::postgres_target(&url) {
+            Ok(t) => {
+                (format!("serve database: {} (password: {})", t.redacted(), t.password_source), true, String::new())
+            }
+            Err(e) => (format!("serve database (PCMAIL_DATABASE_URL): {e}"), false, "fix PCMAIL_DATABASE_URL".into()),
+        });
+    }
     let config = match Config::load(&paths) {
         Ok(c) => {
             let more = if c.failover_urls.is_empty() {
