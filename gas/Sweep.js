@@ -205,19 +205,18 @@ function wantedAlerts_(mails, pcs, now) {
     if (names === null) names = nameWhereabouts_(now);
     return names[to] || null;
   };
-  const H = 60 * LIMITS.MIN;
   function add(kind, subject, pc, message) {
     want[subject + '|' + kind] = { kind: kind, subject: subject, pc: pc, message: message };
   }
   mails.forEach(function (m) {
     if (m.state === 'delivered') {
       const age = now - deliveredAt_(m);
-      if (age > (m.urgent ? 2 * H : 6 * H)) {
+      if (age > (m.urgent ? LIMITS.UNSEEN_URGENT_MS : LIMITS.UNSEEN_MS)) {
         const at = whereIs(m.to);
         add('unseen', m.id, at ? at.pc : m.to, 'pcmail: ' + (m.urgent ? 'urgent ' : '') + 'mail ' + m.id + ' from ' + m.from + ' to ' +
           recipientText_(m.to, at) + ' was delivered ' + ago_(age) + ' ago and nobody has read it');
       }
-    } else if (m.state === 'new' && now - m.createdAt > 30 * LIMITS.MIN) {
+    } else if (m.state === 'new' && now - m.createdAt > LIMITS.UNDELIVERED_MS) {
       const at = whereIs(m.to);
       const hint = !at ? 'is the poller on ' + m.to + ' running?' : at.live ? 'is the poller on ' + at.pc + ' running?'
         : 'it waits until a session takes ' + m.to;
@@ -226,7 +225,7 @@ function wantedAlerts_(mails, pcs, now) {
     }
   });
   pcs.forEach(function (p) {
-    if (p.lastPollAt !== null && now - p.lastPollAt > 10 * LIMITS.MIN) {
+    if (p.lastPollAt !== null && now - p.lastPollAt > LIMITS.STALE_PC_MS) {
       add('stale_pc', p.label, p.label, 'pcmail: ' + p.label + ' has not polled for ' + ago_(now - p.lastPollAt));
     }
   });

@@ -1,19 +1,22 @@
 // Request parsing, field for field as the Rust core (crates/core/src/protocol.rs)
 // so both servers answer the same code and `field` for the same bad input.
 
+// Checked against tests/protocol/generated/op-table.json (test/op-table.test.js).
 const LIMITS = {
   SUBJECT_MAX: 200, BODY_MAX: 20000, HOP_LIMIT: 3, POLL_DEFAULT: 100, POLL_MAX: 500,
   UPDATES_MAX: 200, STATUS_MAX: 200, MARKS_MAX: 500, WAIT_MAX: 25000, BODY_BYTES_MAX: 256 * 1024,
-  MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000
+  MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000,
+  UNSEEN_URGENT_MS: 2 * 60 * 60000, UNSEEN_MS: 6 * 60 * 60000, UNDELIVERED_MS: 30 * 60000, STALE_PC_MS: 10 * 60000
 };
+// The op table's names, in its order (test/op-table.test.js checks both).
 const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll', 'mark',
   'status', 'sweep', 'alerts',
-  // issue 14 (Auth.js)
+  // credentials (Auth.js)
   'roster.enrol', 'join', 'roster.revoke', 'rotate', 'roster.requireCredentials', 'roster.log',
   'lease.claim', 'lease.release', 'lease.list', 'lease.check',
-  // issue 13 (Jobs.js)
+  // jobs (Jobs.js)
   'job.submit', 'job.status', 'job.list', 'job.cancel', 'job.start', 'job.report',
-  'name.take', 'who']; // issue 11 (Sessions.js)
+  'name.take', 'who']; // sessions and names (Sessions.js)
 
 function has_(o, k) {
   return Object.prototype.hasOwnProperty.call(o, k) && o[k] !== null && o[k] !== undefined;

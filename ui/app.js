@@ -8,8 +8,12 @@
 
 (function () {
   const HOUR = 3600 * 1000;
-  const UNSEEN_URGENT_MS = 2 * HOUR; // pcmail_core::limits::UNSEEN_URGENT_MS
-  const UNSEEN_MS = 6 * HOUR;        // pcmail_core::limits::UNSEEN_MS
+  // The unread thresholds the servers alert on, from the table pcmail-core
+  // generates (op-table.js, loaded before this file).
+  const LIMITS = (window.PCMAIL_OP_TABLE && window.PCMAIL_OP_TABLE.limits) || {};
+  const UNSEEN_URGENT_MS = LIMITS.UNSEEN_URGENT_MS;
+  const UNSEEN_MS = LIMITS.UNSEEN_MS;
+  if (!UNSEEN_URGENT_MS || !UNSEEN_MS) console.error('op-table.js did not load: no unread SLA badges');
   const ROW_H = 64;                  // px, must match .row height in style.css
   const OVERSCAN = 6;
 
@@ -87,9 +91,9 @@
    * mail has one. level: ok (< 50 %), warn (50–100 %), over (> 100 %).
    */
   function sla(m, now) {
-    if (!UNREAD.has(m.state)) return null;
-    const since = m.deliveredAt || m.createdAt || now;
     const limit = m.urgent ? UNSEEN_URGENT_MS : UNSEEN_MS;
+    if (!UNREAD.has(m.state) || !limit) return null;
+    const since = m.deliveredAt || m.createdAt || now;
     const age = Math.max(0, now - since);
     const ratio = age / limit;
     const level = ratio < 0.5 ? 'ok' : ratio <= 1 ? 'warn' : 'over';

@@ -1,5 +1,6 @@
 'use strict';
-// What the vectors leave open about per-item marks, expiresIn and hello's features:
+// What the vectors leave open about per-item marks and expiresIn (hello's features and
+// every shared limit: op-table.test.js):
 // parity details with crates/core, the stored expiresIn across the archive, old rows.
 const test = require('node:test');
 const assert = require('node:assert');
@@ -10,18 +11,6 @@ const { makeServer, N0 } = require('../lib/testkit');
 const ID = (n) => 'mail-1767225600000-' + n.toString(16).padStart(8, '0');
 const MIN = 60000;
 const DAY = 24 * 60 * MIN;
-
-test('hello lists exactly the features of pcmail_core::protocol::FEATURES', () => {
-  const src = fs.readFileSync(path.join(__dirname, '../../crates/core/src/protocol.rs'), 'utf8');
-  const consts = {};
-  for (const m of src.matchAll(/pub const (FEATURE_[A-Z_]+): &str = "([^"]+)";/g)) consts[m[1]] = m[2];
-  const list = /pub const FEATURES: &\[&str\] = &\[([^\]]*)\];/.exec(src);
-  assert.ok(list, 'FEATURES not found in protocol.rs');
-  const rust = list[1].split(',').map((s) => s.trim()).filter(Boolean).map((k) => consts[k]);
-  assert.deepStrictEqual(rust, ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs', 'sessions']);
-  const s = makeServer();
-  assert.deepStrictEqual(s.call('hello', 'pc-a').features, rust);
-});
 
 test('mark text and markId follow the Rust rules, not JS trim or UTF-8 length', () => {
   const s = makeServer();
@@ -157,23 +146,4 @@ test('received-updates: only a caller that asks gets the second feed', () => {
   assert.ok(!('receivedUpdates' in plain) && !('receivedCursor' in plain), JSON.stringify(plain));
   const asked = s.call('poll', 'pc-b', { receivedSince: 0 });
   assert.deepStrictEqual(asked.receivedUpdates.map((u) => u.state), ['delivered']);
-});
-
-test('jobs: the built-ins, limits and sweep reasons are those of crates/core job.rs', () => {
-  const src = fs.readFileSync(path.join(__dirname, '../../crates/core/src/job.rs'), 'utf8');
-  const rustBuiltins = [...src.matchAll(/(?<![a-z_])probe\(\s*"([a-z_]+)"/g)].map((m) => m[1]);
-  const s = makeServer();
-  assert.deepStrictEqual(Object.keys(s.ctx.__get('BUILTIN_JOBS')), rustBuiltins);
-  // A PC executor's built-in probes (job.rs pc_builtins), which a whitelist may name.
-  const rustPcProbes = [...src.matchAll(/pc_probe\(\s*"([a-z_]+)"/g)].map((m) => m[1]);
-  assert.ok(rustPcProbes.length > 0);
-  assert.deepStrictEqual([...s.ctx.__get('PC_PROBES')], rustPcProbes);
-  const str = (name) => new RegExp('pub const ' + name + ': &str = "([^"]+)";').exec(src)[1];
-  const num = (name) => Number(new RegExp('pub const ' + name + ': [A-Za-z0-9]+ = ([0-9_ *]+);').exec(src)[1].replace(/_/g, '').split('*').reduce((a, b) => a * Number(b), 1));
-  const JOB = s.ctx.__get('JOB');
-  assert.deepStrictEqual([JOB.DEDUP_DEFAULT_MS, JOB.DEDUP_MAX_MS, JOB.QUEUED_MAX_MS, JOB.ARGS_MAX, JOB.STRING_DEFAULT_MAX, JOB.STRING_HARD_MAX, JOB.COMMANDS_MAX, JOB.OFFER_MAX, JOB.POLL_ITEMS_MAX],
-    [num('DEDUP_WINDOW_DEFAULT_MS'), num('DEDUP_WINDOW_MAX_MS'), num('QUEUED_MAX_AGE_MS'), num('ARGS_MAX'), num('STRING_MAX_LEN_DEFAULT'), num('STRING_MAX_LEN_CAP'), num('COMMANDS_MAX'), num('OFFERED_MAX'), num('POLL_ITEMS_MAX')]);
-  const reasons = [str('REASON_NO_HEARTBEAT'), str('REASON_PAST_LIMIT'), str('REASON_NEVER_STARTED')];
-  const gasSrc = fs.readFileSync(path.join(__dirname, '../Jobs.js'), 'utf8');
-  reasons.forEach((r) => assert.ok(gasSrc.includes("'" + r + "'"), r));
 });

@@ -112,6 +112,31 @@ test('unread SLA badges: green under 50 %, amber 50–100 %, red over (2 h urgen
   await page.close();
 });
 
+test('the SLA thresholds come from op-table.js, which is the op table pcmail-core writes', async () => {
+  const table = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', '..', 'tests', 'protocol', 'generated', 'op-table.json'), 'utf8'));
+  const js = fs.readFileSync(path.resolve(__dirname, '..', 'op-table.js'), 'utf8');
+  const m = /window\.PCMAIL_OP_TABLE = (\{[\s\S]*\});\s*$/.exec(js);
+  assert.ok(m, 'op-table.js assigns window.PCMAIL_OP_TABLE');
+  assert.deepEqual(JSON.parse(m[1]), table, 'ui/op-table.js is tests/protocol/generated/op-table.json');
+  assert.equal(table.limits.UNSEEN_MS, 6 * H);
+  // The window reads the table, not a copy: with a 3 h limit, 4 h unread is over, not amber.
+  const page = await ctx.newPage();
+  await page.addInitScript(() => {
+    let t;
+    Object.defineProperty(window, 'PCMAIL_OP_TABLE', {
+      configurable: true,
+      get() { return t; },
+      set(v) { v.limits.UNSEEN_MS = 3 * 3600 * 1000; t = v; },
+    });
+  });
+  await page.addInitScript(installFakeBackend, sampleSeed());
+  await page.goto(UI);
+  await page.waitForSelector('#inbox-list .row');
+  assert.equal(await page.$eval('#inbox-list .row[data-id="mail-1-00000002"] .sla', (b) => b.dataset.level), 'over');
+  assert.equal(await page.$eval('#inbox-list .row[data-id="mail-1-00000001"] .sla', (b) => b.dataset.level), 'ok');
+  await page.close();
+});
+
 test('opening a mail marks it seen, and the timeline is shown oldest first with times and actors', async () => {
   const seed = sampleSeed();
   // timeline handed over out of order: the UI must order it by time

@@ -5,7 +5,6 @@
 use crate::{ApiError, Result};
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
-use serde::{Deserialize, Serialize};
 
 /// A set of operations that arrives with one server feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,19 +31,13 @@ impl Group {
     }
 }
 
-/// What `hello` answers (fields this crate uses).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Hello {
-    #[serde(default)]
-    pub server: String,
-    /// Absent on servers older than the features list: they speak mail only.
-    #[serde(default)]
-    pub features: Option<Vec<String>>,
-}
+/// What `hello` answers (the name the MCP server knows it by).
+pub type Hello = pcmail_core::answers::HelloAnswer;
 
+/// `hello`; an answer that is not one reads as a mail-only server's.
 pub fn hello(client: &Client) -> Result<Hello> {
     let v = client.transport.call(&Op::Hello)?;
-    Ok(serde_json::from_value(v).unwrap_or_default())
+    Ok(pcmail_client::transport::decode(&Op::Hello, v).unwrap_or_default())
 }
 
 /// `Ok` when a server with these `hello` features serves the group that needs `feature`.

@@ -22,6 +22,7 @@ use pcmail_client::config::Paths;
 use pcmail_client::ops::{Draft, Expires, SendOutcome};
 use pcmail_client::sync::CycleReport;
 use pcmail_client::{locks, notify, Client, ClientError};
+use pcmail_core::answers::AlertsAnswer;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Alert, Kind, Mail, MarkOp, Pc, State};
 use pcmail_store::{InboxMail, SentMail, Store};
@@ -480,9 +481,10 @@ pub fn roster_remove(client: &mut Client, args: &RosterRemoveArgs) -> Result<Val
 
 /// `alerts`: the server's sweep alerts (open ones cached), or the cache when it is unreachable.
 pub fn alerts(client: &mut Client, args: &AlertsArgs) -> Result<AlertsResult> {
-    match client.transport.call(&Op::Alerts { open_only: !args.all }) {
+    let op = Op::Alerts { open_only: !args.all };
+    match client.transport.call(&op) {
         Ok(v) => {
-            let a: Vec<Alert> = serde_json::from_value(v["alerts"].clone()).unwrap_or_default();
+            let a: Vec<Alert> = pcmail_client::transport::decode::<AlertsAnswer>(&op, v).unwrap_or_default().alerts;
             if !args.all {
                 let _ = client.store.alerts_replace(&a);
             }

@@ -6,12 +6,12 @@
 use crate::config::{Config, Paths, ServerConfig};
 use crate::sync::LABEL_CLAIMED;
 use crate::token::credential;
-use crate::transport::CallError;
+use crate::transport::{call_as, CallError};
 use crate::{Client, ClientError};
+use pcmail_core::answers::{EnrolAnswer, JoinAnswer, RotateAnswer};
 use pcmail_core::auth::JoinCode;
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
-use serde_json::Value;
 
 /// What `init --join` did.
 #[derive(Debug, Clone)]
@@ -66,7 +66,9 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
     let host = crate::config::hostname();
     let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).collect();
     let host = if host.is_empty() { code.label.clone() } else { host };
-    let call = |hostname: String| client.transport.call(&Op::Join { code: code.secret.clone(), hostname });
+    let call = |hostname: String| {
+        call_as::<JoinAnswer>(client.transport.as_ref(), &Op::Join { code: code.secret.clone(), hostname })
+    };
     let resp = match call(host.clone()) {
         // Another PC has this hostname (or a test runs several on one machine).
         Err(CallError::Server(p)) if p.code == ErrorCode::Conflict => call(format!("{host}.{}", code.label))?,
@@ -75,12 +77,7 @@ pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, Clien
     // Bound: the poller need not claim the label with the shared token.
     let record = format!("{}\tbound", client.claim_key());
     client.store.meta_set(LABEL_CLAIMED, &record)?;
-    Ok(Joined {
-        label: code.label,
-        server: url,
-        existing: resp.get("existing").and_then(Value::as_bool) == Some(true),
-        tls_fingerprint: code.fingerprint,
-    })
+    Ok(Joined { label: code.label, server: url, existing: resp.existing, tls_fingerprint: code.fingerprint })
 }
 
 /// `pcmail token rotate`: a new credential for this PC. The new one is kept
@@ -104,7 +101,7 @@ pub fn rotate(client: &mut Client) -> Result<(), ClientError> {
         Some((current, credential::Source::Keyring)) => client.transport.set_credential(Some(current)),
     }
     let new = credential::pending_rotation(&url, &label, &installation)?;
-    client.transport.call(&Op::Rotate { new_cred: new.clone() })?;
+    call_as::<RotateAnswer>(client.transport.as_ref(), &Op::Rotate { new_cred: new.clone() })?;
     credential::finish_rotation(&url, &label, &installation, &new)?;
     client.transport.set_credential(Some(new));
     Ok(())
@@ -125,10 +122,8 @@ pub fn enrol(
         code: code.secret.clone(),
         expires_in,
     };
-    let resp = client.transport.call(&op)?;
-    let expires_at = resp.get("expiresAt").and_then(Value::as_i64).unwrap_or(0);
+    let a: EnrolAnswer = call_as(client.transport.as_ref(), &op)?;
     // A `pcmail serve` on TLS names its certificate: the new PC pins it from the code.
-    code.fingerprint =
-        resp.get("tlsFingerprint").and_then(Value::as_str).and_then(pcmail_core::auth::parse_fingerprint);
-    Ok((code, expires_at))
+    code.fingerprint = a.tls_fingerprint.as_deref().and_then(pcmail_core::auth::parse_fingerprint);
+    Ok((code, a.expires_at))
 }

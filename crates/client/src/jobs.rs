@@ -35,38 +35,7 @@ pub const WHITELIST_HASH: &str = "job_whitelist_hash";
 /// Reason a run left behind by a stopped executor is reported with.
 pub const REASON_INTERRUPTED: &str = "the executor stopped while the job ran (its run was interrupted)";
 
-/// The jobs this process runs: id → its cancel flag. Shared with the workers.
-#[derive(Default, Clone)]
-pub struct Executor {
-    running: Arc<Mutex<HashMap<String, Arc<AtomicBool>>>>,
-    /// Offered jobs held back this cycle (their subject is busy): the poller
-    /// pauses briefly instead of long-polling on an answer that is never empty.
-    held_back: Arc<AtomicBool>,
-    /// Worker threads, joined by tests that need a run to finish.
-    workers: Arc<Mutex<Vec<std::thread::JoinHandle<()>>>>,
-    /// config.toml's mtime when `[jobs]` was last read: an edited whitelist
-    /// is published by a running daemon at its next poll.
-    config_mtime: Arc<Mutex<Option<std::time::SystemTime>>>,
-}
-
-impl Executor {
-    pub fn running_ids(&self) -> Vec<String> {
-        self.running.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default()
-    }
-    fn is_running(&self, id: &str) -> bool {
-        self.running.lock().map(|m| m.contains_key(id)).unwrap_or(false)
-    }
-    pub fn held_back(&self) -> bool {
-        self.held_back.load(Ordering::Relaxed)
-    }
-    /// Waits for every worker started so far (tests).
-    pub fn join_workers(&self) {
-        let hs: Vec<_> = self.workers.lock().map(|mut w| w.drain(..).collect()).unwrap_or_default();
-        for h in hs {
-            let _ = h.join();
-        }
-    }
-}
+pub use crate::executor::Executor;
 
 /// This PC's whitelist as published: every command checked (this PC's
 /// rules, then core's `check_spec`). An invalid `[jobs]` publishes nothing.
@@ -165,11 +134,11 @@ impl Client {
     /// cancels, jobs of this PC's sessions that ended, and offered jobs.
     pub(crate) fn apply_job_answer(
         &mut self,
-        resp: &Value,
+        answer: Option<cj::PollJobAnswer>,
         sent: Option<&cj::PollJob>,
         now: Millis,
     ) -> Result<(), ClientError> {
-        let Some(a) = resp.get("job").and_then(|v| serde_json::from_value::<cj::PollJobAnswer>(v.clone()).ok()) else {
+        let Some(a) = answer else {
             return Ok(());
         };
         if let Some(h) = &a.whitelist_hash {
@@ -744,12 +713,12 @@ pub struct SubmitRequest {
     pub name: Option<String>,
 }
 
-fn job_answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v)
-        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
-}
-
 impl Client {
+    fn call_job_as<A: pcmail_core::answers::Answer>(&mut self, op: &Op) -> Result<A, ClientError> {
+        let v = self.call_job(op)?;
+        Ok(crate::transport::decode(op, v)?)
+    }
+
     fn call_job(&mut self, op: &Op) -> Result<Value, ClientError> {
         match self.transport.call(op) {
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
@@ -778,7 +747,7 @@ impl Client {
             submitter: Submitter { pc: self.me().to_string(), session: req.session.clone(), name: req.name.clone() },
             dedup_window_ms: None,
         };
-        let a: cj::SubmitAnswer = job_answer(self.call_job(&Op::JobSubmit(args))?, "job.submit")?;
+        let a: cj::SubmitAnswer = self.call_job_as(&Op::JobSubmit(args))?;
         self.remember_job(&a.job, &req.session, now, true)?;
         Ok(a)
     }
@@ -802,21 +771,19 @@ impl Client {
     }
 
     pub fn job_status(&mut self, job_id: &str) -> Result<Job, ClientError> {
-        let a: cj::JobAnswer = job_answer(self.call_job(&Op::JobStatus { job_id: job_id.to_string() })?, "job.status")?;
+        let a: cj::JobAnswer = self.call_job_as(&Op::JobStatus { job_id: job_id.to_string() })?;
         Ok(a.job)
     }
 
     pub fn job_list(&mut self, args: cj::ListArgs) -> Result<Vec<Job>, ClientError> {
-        let a: cj::ListAnswer = job_answer(self.call_job(&Op::JobList(args))?, "job.list")?;
+        let a: cj::ListAnswer = self.call_job_as(&Op::JobList(args))?;
         Ok(a.jobs)
     }
 
     pub fn job_cancel(&mut self, job_id: &str, session: &str, reason: Option<String>) -> Result<Job, ClientError> {
         let by = pcmail_core::rules::actor(self.me(), Some(session));
-        let a: cj::JobAnswer = job_answer(
-            self.call_job(&Op::JobCancel(cj::CancelArgs { job_id: job_id.to_string(), by, reason }))?,
-            "job.cancel",
-        )?;
+        let a: cj::JobAnswer =
+            self.call_job_as(&Op::JobCancel(cj::CancelArgs { job_id: job_id.to_string(), by, reason }))?;
         Ok(a.job)
     }
 
@@ -840,7 +807,8 @@ impl Client {
             if start.elapsed() >= timeout {
                 return Ok((job, false));
             }
-            let step = if quota_bound { crate::ops::wait_interval(true, attempt) } else { Duration::from_millis(50) };
+            let step =
+                if quota_bound { crate::backoff::wait_interval(true, attempt) } else { Duration::from_millis(50) };
             std::thread::sleep(step.min(timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1))));
             attempt += 1;
         }

@@ -70,8 +70,7 @@ fn cached(l: &Lease) -> CachedLease {
 }
 
 fn answer<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ClientError> {
-    serde_json::from_value(v)
-        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")).into())
+    Ok(crate::transport::decode_as(v, what)?)
 }
 
 impl Client {
@@ -309,7 +308,7 @@ impl Client {
                     self.store.lease_mine_remove(&l.claim_id)?;
                 }
                 Err(e) => {
-                    self.store.lease_release_retry(&l.claim_id, now + crate::ops::backoff_ms(2))?;
+                    self.store.lease_release_retry(&l.claim_id, now + crate::backoff::backoff_ms(2))?;
                     return Err(e.into());
                 }
             }
@@ -405,11 +404,11 @@ impl Client {
     /// lost, and the server's list into the guard cache.
     pub(crate) fn apply_lease_answer(
         &mut self,
-        resp: &Value,
+        answer: Option<PollLeaseAnswer>,
         sent_releases: &[MyLease],
         now: Millis,
     ) -> Result<(), ClientError> {
-        let Some(a) = resp.get("lease").and_then(|v| serde_json::from_value::<PollLeaseAnswer>(v.clone()).ok()) else {
+        let Some(a) = answer else {
             return Ok(());
         };
         for l in sent_releases {

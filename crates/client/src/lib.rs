@@ -5,7 +5,9 @@
 // Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
 // under their old paths so every user of `pcmail_client::config::…` compiles.
 pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn, watch};
+pub mod backoff;
 pub mod creds;
+pub mod executor;
 pub mod jobs;
 pub mod leases;
 pub mod notify;
@@ -88,7 +90,7 @@ pub struct Client {
     pub transport: Box<dyn Transport>,
     pub clock: fn() -> Millis,
     /// Set on the poller that executes jobs (the daemon, the tray's poller).
-    pub executor: Option<jobs::Executor>,
+    pub executor: Option<executor::Executor>,
 }
 
 impl Client {

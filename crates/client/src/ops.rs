@@ -1,26 +1,21 @@
 //! What the CLI and the tray do on a person's or an agent's request.
 
 use crate::sync::{CycleReport, UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES};
-use crate::transport::CallError;
+use crate::transport::{decode, CallError};
 use crate::{Client, ClientError};
+use pcmail_core::answers::{MarkAnswer, SendAnswer, StatusAnswer};
 use pcmail_core::ids::{new_mail_id, reply_id};
 use pcmail_core::protocol::Op;
 use pcmail_core::roster::{resolve, Resolution};
-use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, MarkResult, Millis, OutgoingMail, State};
+use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, Millis, OutgoingMail, State};
 use pcmail_store::{inbox, marks, InboxMail};
-use serde_json::Value;
 use std::time::{Duration, Instant};
+
+pub use crate::backoff::{backoff_ms, wait_interval};
 
 /// What `status` found (the mails), which ids it did not find, and for mail
 /// to a name nobody live holds, why it waits (id, the server's note).
 pub type StatusNotingWaits = (Vec<Mail>, Vec<String>, Vec<(String, String)>);
-
-/// Exponential backoff with jitter: 5 s, 10 s, 20 s … capped at 5 min.
-pub fn backoff_ms(attempt: u32) -> Millis {
-    let base: Millis = 5_000i64.saturating_mul(1i64 << attempt.min(6)).min(300_000);
-    let jitter: f64 = rand::random::<f64>() * 0.5 + 0.75;
-    (base as f64 * jitter) as Millis
-}
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SendOutcome {
@@ -49,17 +44,6 @@ pub enum Expires {
     In(Millis),
     /// A point in time (`--expires 2026-12-01T10:00:00Z`), read by the server's clock.
     At(Millis),
-}
-
-/// How long `--wait-for` waits before asking again: fast where asking is
-/// cheap (embedded, `pcmail serve`), from 5 s growing to a minute against Apps
-/// Script, whose URL fetches are a daily quota.
-pub fn wait_interval(quota_bound: bool, attempt: u32) -> Duration {
-    if !quota_bound {
-        return Duration::from_millis(250);
-    }
-    let ms = 5_000f64 * 1.5f64.powi(attempt.min(10) as i32);
-    Duration::from_millis(ms.min(60_000.0) as u64)
 }
 
 impl Client {
@@ -155,7 +139,8 @@ impl Client {
         mail: &OutgoingMail,
         may_regenerate: bool,
     ) -> Result<SendOutcome, ClientError> {
-        let resp = match self.transport.call(&Op::Send { mail: mail.clone() }) {
+        let op = Op::Send { mail: mail.clone() };
+        let resp = match self.transport.call(&op) {
             Err(CallError::Server(p)) if p.code == ErrorCode::DuplicateId && may_regenerate => {
                 let mut again = mail.clone();
                 again.id = new_mail_id(self.now(), &mut rand::rng());
@@ -163,16 +148,11 @@ impl Client {
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
                 self.register_self()?;
-                self.transport.call(&Op::Send { mail: mail.clone() })?
+                self.transport.call(&op)?
             }
             other => other?,
         };
-        let ids: Vec<String> = resp
-            .get("ids")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-            .unwrap_or_else(|| vec![mail.id.clone()]);
-        let existing = resp.get("existing").and_then(Value::as_bool).unwrap_or(false);
+        let SendAnswer { ids, existing } = decode(&op, resp)?;
         let me = self.config.label.clone();
         self.store.sent_record(mail, &ids, &me, self.now())?;
         Ok(SendOutcome { ids, queued: false, existing })
@@ -261,9 +241,8 @@ impl Client {
         let op = Op::Mark { marks: due.iter().map(|p| Ok(p.mark.clone())).collect() };
         match self.transport.call(&op) {
             Ok(resp) => {
-                let results: Vec<MarkResult> =
-                    resp.get("results").and_then(|r| serde_json::from_value(r.clone()).ok()).unwrap_or_default();
-                self.apply_results(results, &due, now, &mut report)?;
+                let a: MarkAnswer = decode(&op, resp).unwrap_or_default();
+                self.apply_results(a.results, &due, now, &mut report)?;
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownOp => {
                 for m in &due {
@@ -291,24 +270,14 @@ impl Client {
     /// `status`, and for mail to a name nobody live holds, why it waits
     /// (id → the server's note; issue 11).
     pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<StatusNotingWaits, ClientError> {
-        let resp = self.transport.call(&Op::Status { ids: ids.to_vec() })?;
-        let waiting: Vec<(String, String)> = resp
-            .get("mails")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|m| Some((m.get("id")?.as_str()?.to_string(), m.get("waiting")?.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let op = Op::Status { ids: ids.to_vec() };
+        let resp = self.transport.call(&op)?;
         let now = self.now();
         self.record_server_clock(&resp, now);
-        let mails: Vec<Mail> = resp
-            .get("mails")
-            .and_then(|m| serde_json::from_value(m.clone()).ok())
-            .ok_or_else(|| CallError::Transient("status answer without mails".into()))?;
-        let missing: Vec<String> =
-            resp.get("missing").and_then(|m| serde_json::from_value(m.clone()).ok()).unwrap_or_default();
+        let StatusAnswer { mails, missing } = decode(&op, resp)?;
+        let waiting: Vec<(String, String)> =
+            mails.iter().filter_map(|m| Some((m.mail.id.clone(), m.waiting.clone()?))).collect();
+        let mails: Vec<Mail> = mails.into_iter().map(|m| m.mail).collect();
         for m in &mails {
             let _ = self.store.sent_apply_status(m);
             // The same timeline in the store, for mail sent or received here.
@@ -364,27 +333,4 @@ fn reply_subject(s: &str) -> String {
 fn check_draft(mail: &OutgoingMail) -> Result<(), ClientError> {
     let req = pcmail_core::protocol::request_json("x", None, &Op::Send { mail: mail.clone() });
     pcmail_core::protocol::parse_request(&req).map(|_| ()).map_err(|e| ClientError::Invalid(e.message))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Issue 8 defect 11: --wait-for asked every 250 ms even against Apps Script.
-    #[test]
-    fn waiting_asks_often_where_it_is_cheap_and_seldom_against_apps_script() {
-        assert_eq!(wait_interval(false, 0), Duration::from_millis(250));
-        assert_eq!(wait_interval(false, 50), Duration::from_millis(250));
-        assert_eq!(wait_interval(true, 0), Duration::from_secs(5));
-        assert!(wait_interval(true, 1) > wait_interval(true, 0), "it grows");
-        assert_eq!(wait_interval(true, 40), Duration::from_secs(60), "capped at a minute");
-        // Ten minutes of waiting against Apps Script costs a few dozen requests, not 2,400.
-        let mut t = Duration::ZERO;
-        let mut asks = 0;
-        while t < Duration::from_secs(600) {
-            t += wait_interval(true, asks);
-            asks += 1;
-        }
-        assert!(asks < 25, "{asks} requests in 10 minutes");
-    }
 }

@@ -62,9 +62,8 @@ impl Client {
 
     /// Applies the poll's `sessions` answer: the names held here, and mail
     /// to drop because its name moved to another PC. Returns how many were withdrawn.
-    pub(crate) fn apply_sessions_answer(&mut self, resp: &Value) -> Result<usize, ClientError> {
-        let Some(a) = resp.get("sessions").and_then(|v| serde_json::from_value::<PollSessionsAnswer>(v.clone()).ok())
-        else {
+    pub(crate) fn apply_sessions_answer(&mut self, answer: Option<PollSessionsAnswer>) -> Result<usize, ClientError> {
+        let Some(a) = answer else {
             return Ok(0);
         };
         let held: Vec<(String, String)> = a.names.iter().map(|h| (h.name.clone(), h.session.clone())).collect();

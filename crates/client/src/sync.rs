@@ -3,8 +3,9 @@
 //! Each mail is stored on its own; only stored mail is ever confirmed, so a
 //! lost response or a killed poller means the mail comes again, never lost.
 
-use crate::transport::CallError;
+use crate::transport::{call_as, decode, CallError};
 use crate::{Client, ClientError};
+use pcmail_core::answers::{AlertsAnswer, Lenient, PollAnswer, RosterAnswer, RosterSetAnswer};
 use pcmail_core::ids::is_valid_any_id;
 use pcmail_core::model::limits;
 use pcmail_core::protocol::{Op, PollArgs};
@@ -116,7 +117,8 @@ impl Client {
                 job: job.clone(),
                 sessions,
             };
-            let resp = match self.transport.call(&Op::Poll(args)) {
+            let op = Op::Poll(args);
+            let resp = match self.transport.call(&op) {
                 Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
                     self.register_self()?;
                     continue;
@@ -127,45 +129,40 @@ impl Client {
             // A long poll may have waited: stamp what follows with the answer's time.
             let now = self.now();
             self.record_server_clock(&resp, now);
+            let answer: PollAnswer = decode(&op, resp)?;
 
             // Confirmed ids: stored here and known to the server.
-            let confirmed: Vec<String> = str_array(&resp, "confirmed");
-            report.confirmed += confirmed.len();
-            self.store.mark_confirmed(&confirmed, now)?;
-            self.apply_mark_results(&resp, &due, now, report)?;
+            report.confirmed += answer.confirmed.len();
+            self.store.mark_confirmed(&answer.confirmed, now)?;
+            self.apply_mark_results(answer.marks.and_then(Lenient::ok), &due, now, report)?;
             if round == 0 {
-                self.apply_lease_answer(&resp, &lease_releases, now)?;
-                self.apply_job_answer(&resp, job.as_ref(), now)?;
+                self.apply_lease_answer(answer.lease.and_then(Lenient::ok), &lease_releases, now)?;
+                self.apply_job_answer(answer.job.and_then(Lenient::ok), job.as_ref(), now)?;
             }
 
             // Names first: mail to a name is stored for the session holding it.
-            report.withdrawn += self.apply_sessions_answer(&resp)?;
-            let mails = resp.get("mail").and_then(Value::as_array).cloned().unwrap_or_default();
-            let fetched = mails.len();
-            for raw in &mails {
-                self.store_one(raw, now, report);
+            report.withdrawn += self.apply_sessions_answer(answer.sessions.and_then(Lenient::ok))?;
+            let fetched = answer.mail.len();
+            for item in answer.mail {
+                self.store_one(item, now, report);
             }
             // Test hook: die like a killed poller between storing and confirming.
             if !report.stored.is_empty() && std::env::var("PCMAIL_FAULT").as_deref() == Ok("exit-after-store") {
                 std::process::exit(137);
             }
 
-            let updates: Vec<Update> =
-                resp.get("updates").and_then(|u| serde_json::from_value(u.clone()).ok()).unwrap_or_default();
+            let updates: Vec<Update> = answer.updates.ok().unwrap_or_default();
             for u in &updates {
                 self.store.sent_apply_update(u)?;
             }
             report.updates += updates.len();
             // The server's record of mail this PC received: its times, its own
             // changes (`expired`), recorded in the store's timeline.
-            if let Some(rc) = resp.get("receivedCursor").and_then(Value::as_i64) {
-                let received: Vec<ReceivedUpdate> = resp
-                    .get("receivedUpdates")
-                    .and_then(|u| serde_json::from_value(u.clone()).ok())
-                    .unwrap_or_default();
+            if let Some(rc) = answer.received_cursor {
+                let received: Vec<ReceivedUpdate> = answer.received_updates.and_then(Lenient::ok).unwrap_or_default();
                 self.store.apply_received_updates(&received)?;
                 report.received_updates += received.len();
-                let reset = resp.get("receivedCursorReset").and_then(Value::as_bool) == Some(true);
+                let reset = answer.received_cursor_reset;
                 // Entries between the pruned point and here may be lost: the
                 // open received mail is re-read after the rounds.
                 report.received_cursor_reset |= reset;
@@ -173,23 +170,23 @@ impl Client {
                     self.store.meta_set_i64(meta::RECEIVED_CURSOR, rc)?;
                 }
             }
-            if resp.get("cursorReset").and_then(Value::as_bool) == Some(true) {
+            if answer.cursor_reset {
                 // The server pruned updates this PC had not read: re-read the
                 // state of every open sent mail instead.
                 report.cursor_reset = true;
             }
-            if let Some(c) = resp.get("cursor").and_then(Value::as_i64) {
+            if let Some(c) = answer.cursor {
                 if c > since || report.cursor_reset {
                     self.store.meta_set_i64(meta::UPDATES_CURSOR, c)?;
                 }
             }
-            if let Some(v) = resp.get("rosterVersion").and_then(Value::as_i64) {
+            if let Some(v) = answer.roster_version {
                 if self.store.meta_i64(meta::ROSTER_VERSION)? != Some(v) {
                     self.refresh_roster()?;
                     report.roster_refreshed = true;
                 }
             }
-            let more = resp.get("more").and_then(Value::as_bool).unwrap_or(false);
+            let more = answer.more;
             // Another round only to confirm what we just stored or fetch the
             // rest. When nothing was fetched and the confirms left are the
             // ones the server just did not take (mail it no longer has), stop
@@ -215,15 +212,18 @@ impl Client {
     /// Validates and stores one fetched mail in its own transaction. A
     /// validation error quarantines it and queues a `fail`; an I/O error
     /// leaves it unconfirmed so the next cycle fetches it again.
-    fn store_one(&mut self, raw: &Value, now: Millis, report: &mut CycleReport) {
+    fn store_one(&mut self, item: Lenient<Mail>, now: Millis, report: &mut CycleReport) {
         let me = self.config.label.clone();
-        let mail: Result<Mail, String> =
-            serde_json::from_value::<Mail>(raw.clone()).map_err(|e| format!("malformed mail: {e}")).and_then(|m| {
+        let raw = serde_json::to_value(&item).unwrap_or(Value::Null);
+        let mail: Result<Mail, String> = match item {
+            Lenient::Ok(m) => {
                 // Mail to a name this PC holds is checked as addressed to it.
                 let to =
                     if m.to != me && self.store.holds_name(&m.to).unwrap_or(false) { m.to.clone() } else { me.clone() };
                 validate_incoming(&m, &to).map(|()| m)
-            });
+            }
+            Lenient::Bad { error, .. } => Err(format!("malformed mail: {error}")),
+        };
         match mail {
             Ok(m) => match self.store.write(|tx| inbox::insert_received(tx, &m, now)) {
                 Ok(true) => report.stored.push(m.id.clone()),
@@ -257,7 +257,7 @@ impl Client {
 
     fn apply_mark_results(
         &mut self,
-        resp: &Value,
+        results: Option<Vec<MarkResult>>,
         sent: &[pcmail_store::PendingMark],
         now: Millis,
         report: &mut CycleReport,
@@ -265,8 +265,7 @@ impl Client {
         if sent.is_empty() {
             return Ok(());
         }
-        let Some(results) = resp.get("marks").and_then(|m| serde_json::from_value::<Vec<MarkResult>>(m.clone()).ok())
-        else {
+        let Some(results) = results else {
             // An old server that ignores marks: back off an hour, give up after 5.
             for p in sent {
                 if self.store.mark_retry_later(
@@ -360,7 +359,7 @@ impl Client {
                     report.outbox_sent.extend(out.ids);
                 }
                 Err(ClientError::Call(e)) if e.is_transient() => {
-                    let backoff = crate::ops::backoff_ms(q.attempts as u32 + 1);
+                    let backoff = crate::backoff::backoff_ms(q.attempts as u32 + 1);
                     self.store.outbox_retry_later(&q.mail.id, &e.to_string(), now + backoff)?;
                     report.outbox_left += 1;
                     return Err(ClientError::Call(e));
@@ -430,7 +429,7 @@ impl Client {
         };
         let mut note = None;
         let done = match self.transport.call(&op) {
-            Ok(v) => Ok(v),
+            Ok(v) => Ok((op, v)),
             // Hostnames are unique on the roster, and another label holds this
             // one (two PCMAIL_HOMEs on one machine, or this machine's earlier
             // label). The documented rule: `<hostname>.<label>`, said out loud
@@ -444,18 +443,19 @@ impl Client {
                 ));
                 let op =
                     Op::RosterSet { label: self.config.label.clone(), hostname: listed, number: None, claim, replace };
-                Ok(self.transport.call(&op)?)
+                let v = self.transport.call(&op)?;
+                Ok((op, v))
             }
             Err(e) => Err(ClientError::from(e)),
         };
-        let resp = done?;
+        let (op, resp) = done?;
         match &note {
             Some(n) => self.store.meta_set(meta::HOSTNAME_NOTE, n)?,
             None => self.store.meta_del(meta::HOSTNAME_NOTE)?,
         }
         if claim {
             // A server without label binding ignores the claim: noted, so it is not asked again.
-            let bound = resp.get("bound").and_then(Value::as_bool) == Some(true);
+            let bound = decode::<RosterSetAnswer>(&op, resp)?.bound == Some(true);
             let value = format!("{}\t{}", self.claim_key(), if bound { "bound" } else { "unsupported" });
             self.store.meta_set(LABEL_CLAIMED, &value)?;
         }
@@ -465,9 +465,9 @@ impl Client {
     /// The label that holds `hostname` on the roster (hostnames compare
     /// without case, as the servers do).
     fn hostname_holder(&self, hostname: &str) -> Option<String> {
-        let resp = self.transport.call(&Op::RosterGet).ok()?;
-        let pcs: Vec<Pc> = serde_json::from_value(resp.get("pcs")?.clone()).ok()?;
-        pcs.into_iter()
+        let a: RosterAnswer = call_as(self.transport.as_ref(), &Op::RosterGet).ok()?;
+        a.pcs
+            .into_iter()
             .find(|p| p.hostname.eq_ignore_ascii_case(hostname) && p.label != self.config.label)
             .map(|p| p.label)
     }
@@ -542,12 +542,7 @@ impl Client {
     }
 
     pub fn refresh_roster(&mut self) -> Result<Vec<Pc>, ClientError> {
-        let resp = self.transport.call(&Op::RosterGet)?;
-        let pcs: Vec<Pc> = resp
-            .get("pcs")
-            .and_then(|p| serde_json::from_value(p.clone()).ok())
-            .ok_or_else(|| CallError::Transient("roster answer without pcs".into()))?;
-        let version = resp.get("version").and_then(Value::as_i64).unwrap_or(0);
+        let RosterAnswer { pcs, version } = call_as(self.transport.as_ref(), &Op::RosterGet)?;
         self.store.roster_replace(&pcs, version, self.now())?;
         Ok(pcs)
     }
@@ -568,12 +563,8 @@ impl Client {
         if let Err(e) = self.store.prune_final(now, retention) {
             tracing::warn!("retention: {e}");
         }
-        if let Ok(resp) = self.transport.call(&Op::Alerts { open_only: true }) {
-            if let Some(a) =
-                resp.get("alerts").and_then(|a| serde_json::from_value::<Vec<pcmail_core::Alert>>(a.clone()).ok())
-            {
-                let _ = self.store.alerts_replace(&a);
-            }
+        if let Ok(a) = call_as::<AlertsAnswer>(self.transport.as_ref(), &Op::Alerts { open_only: true }) {
+            let _ = self.store.alerts_replace(&a.alerts);
         }
         let _ = self.store.meta_set_i64(meta::LAST_SWEEP_AT, now);
     }
@@ -609,11 +600,4 @@ pub fn validate_incoming(m: &Mail, me: &str) -> Result<(), String> {
         return Err("mail text contains NUL".into());
     }
     Ok(())
-}
-
-fn str_array(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-        .unwrap_or_default()
 }

@@ -2,6 +2,7 @@
 //! one JSON endpoint over HTTP (`pcmail serve` or Apps Script). Both speak the
 //! same protocol value; only the carrier differs.
 
+use pcmail_core::answers::Answer;
 use pcmail_core::protocol::{request_json, request_json_with_cred, Op};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::Value;
@@ -36,6 +37,24 @@ impl CallError {
             CallError::Transient(_) | CallError::Untrusted(_) => None,
         }
     }
+}
+
+/// `v` (a success body) as `op`'s answer type; a body that is not one is a
+/// transient failure, as an HTML page instead of JSON is.
+pub fn decode<A: Answer>(op: &Op, v: Value) -> Result<A, CallError> {
+    debug_assert!(A::OPS.contains(&op.kind()), "{} is not answered by this type", op.name());
+    decode_as(v, op.name())
+}
+
+/// `v` as the answer of the op named `what`.
+pub fn decode_as<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, CallError> {
+    serde_json::from_value(v)
+        .map_err(|e| CallError::Transient(format!("the server's {what} answer is not understood: {e}")))
+}
+
+/// Calls `op` and decodes its answer.
+pub fn call_as<A: Answer>(t: &dyn Transport, op: &Op) -> Result<A, CallError> {
+    decode(op, t.call(op)?)
 }
 
 pub trait Transport: Send + Sync {

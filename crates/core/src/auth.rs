@@ -1,16 +1,17 @@
-//! Who may do what (issue 14): the admin secret, per-PC credentials, join
-//! codes. One decision function, `authenticate`, that the Rust server calls
-//! with the facts it looked up; gas/Auth.js follows the same table, and the
-//! vectors in tests/protocol/ (`cred-*.json`) hold both to it.
+//! Who may do what: the admin secret, per-PC credentials, join codes. One
+//! decision function, `authenticate`, that the Rust server calls with the
+//! facts it looked up; gas/Auth.js follows the same rule (its op classes are
+//! checked against the op table), and the vectors in tests/protocol/
+//! (`cred-*.json`) hold both to it.
 
 use crate::error::{ErrorCode, ProtoError};
+use crate::op_table::ClassRule;
 use crate::protocol::Op;
 use crate::Millis;
 
-/// A join code lives 24 hours unless the admin says otherwise…
-pub const JOIN_CODE_DEFAULT_MS: Millis = 24 * 60 * 60 * 1000;
-/// …and at most 30 days.
-pub const JOIN_CODE_MAX_MS: Millis = 30 * 24 * 60 * 60 * 1000;
+pub use crate::model::limits::{JOIN_CODE_DEFAULT_MS, JOIN_CODE_MAX_MS};
+pub use crate::op_table::OpClass;
+pub use crate::rules::check_join_secret;
 
 /// Failed join attempts are counted in fixed windows of this length, per
 /// label and per peer address (docs/protocol.md, "Join attempts")…
@@ -97,45 +98,17 @@ pub fn join_rate_limited(retry_after_ms: Millis) -> ProtoError {
     )
 }
 
-/// Which identity an op needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpClass {
-    /// Acts as the envelope's PC: its own mail only (`send`, `poll`, `mark`,
-    /// `status`, `rotate`).
-    Pc,
-    /// Any authenticated caller, PC or admin (`hello`, `roster.get`, `sweep`, `alerts`).
-    Any,
-    /// Needs the admin secret (roster changes, enrol, revoke, require, log).
-    Admin,
-    /// Authenticated by the join code in its arguments.
-    Join,
-}
-
-/// The class of an op sent as `pc`. `roster.set` of the caller's own label
-/// (its hostname, or an old PC's claim) is the PC's own business; taking a
-/// label over (`replace`) and every other roster change is the admin's.
+/// The class of an op sent as `pc`, from its row of the op table.
+/// `roster.set` of the caller's own label (its hostname, or an old PC's
+/// claim) is the PC's own business; taking a label over (`replace`) and
+/// every other roster change is the admin's.
 pub fn op_class(op: &Op, pc: &str) -> OpClass {
-    match op {
-        Op::RosterSet { label, replace: false, .. } if label == pc => OpClass::Pc,
-        Op::Send { .. } | Op::Poll(_) | Op::Mark { .. } | Op::Status { .. } | Op::Rotate { .. } => OpClass::Pc,
-        Op::LeaseClaim(_) | Op::LeaseRelease(_) | Op::LeaseList(_) | Op::LeaseCheck { .. } => OpClass::Pc,
-        // Jobs act as the envelope's PC: the server decides what that PC may
-        // see or do (its submits, its joins, the jobs targeted at it).
-        Op::JobSubmit(_)
-        | Op::JobStatus { .. }
-        | Op::JobList(_)
-        | Op::JobCancel(_)
-        | Op::JobStart(_)
-        | Op::JobReport(_) => OpClass::Pc,
-        Op::NameTake { .. } | Op::Who => OpClass::Pc,
-        Op::Hello | Op::RosterGet | Op::Sweep | Op::Alerts { .. } => OpClass::Any,
-        Op::RosterSet { .. }
-        | Op::RosterRemove { .. }
-        | Op::Enrol { .. }
-        | Op::Revoke { .. }
-        | Op::RequireCredentials { .. }
-        | Op::AuditLog { .. } => OpClass::Admin,
-        Op::Join { .. } => OpClass::Join,
+    match op.spec().class {
+        ClassRule::Always(class) => class,
+        ClassRule::OwnEntryOrAdmin => match op {
+            Op::RosterSet { label, replace: false, .. } if label == pc => OpClass::Pc,
+            _ => OpClass::Admin,
+        },
     }
 }
 
@@ -296,16 +269,6 @@ pub fn admin_required() -> ProtoError {
         ErrorCode::AdminRequired,
         "this needs the admin secret (PCMAIL_ADMIN_TOKEN, or `pcmail token set --admin`)",
     )
-}
-
-/// The secret of a join code: 32 lower-case hex characters (128 bits,
-/// enough for a one-time code that lives a day).
-pub fn check_join_secret(s: &str) -> Result<(), ProtoError> {
-    if s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-        Ok(())
-    } else {
-        Err(ProtoError::field("code", "a join code's secret is 32 lower-case hex characters"))
-    }
 }
 
 /// The SHA-256 fingerprint of a certificate (its DER bytes): 64 lower-case

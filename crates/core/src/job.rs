@@ -455,6 +455,8 @@ pub struct Reported {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// One item of a poll's `job` argument that failed, with its list and index.

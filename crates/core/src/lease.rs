@@ -4,9 +4,9 @@
 //! them before it sends. See docs/protocol.md "Leases".
 
 use crate::error::ProtoError;
+use crate::model::Millis;
 use crate::roster::is_valid_label;
 use crate::rules::{check_lease_files, check_resource, check_text, ACTOR_MAX_CHARS, REASON_MAX_CHARS};
-use crate::Millis;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -21,12 +21,7 @@ pub const ENDED_WINDOW_MS: Millis = 24 * 60 * 60_000;
 /// Shortest and longest `ttlMs`.
 pub const TTL_MIN_MS: Millis = 1_000;
 pub const TTL_MAX_MS: Millis = 7 * 24 * 60 * 60_000;
-/// Most globs a lease may name.
-pub const FILES_MAX: usize = 200;
-/// Longest glob.
-pub const GLOB_MAX_CHARS: usize = 400;
-/// Longest resource name.
-pub const RESOURCE_MAX_CHARS: usize = 100;
+pub use crate::rules::{FILES_MAX, GLOB_MAX_CHARS, RESOURCE_MAX_CHARS};
 pub const DESCRIPTION_MAX_CHARS: usize = 1_000;
 pub const REPO_MAX_CHARS: usize = 500;
 pub const CLAIM_ID_MAX_CHARS: usize = 100;

@@ -1,7 +1,13 @@
 //! The mail model as it travels on the wire (camelCase JSON, see docs/protocol.md).
 
-use crate::{Millis, State};
+use crate::state::State;
 use serde::{Deserialize, Serialize};
+
+/// Unix epoch milliseconds. Time is always a value passed in, never read here.
+pub type Millis = i64;
+
+/// The protocol version every request carries (`"v"`).
+pub const PROTOCOL_VERSION: i64 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -202,6 +208,9 @@ pub struct MarkResult {
     pub changed: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// The field a refused mark was refused for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -307,4 +316,10 @@ pub mod limits {
     pub const SWEEP_EVERY_MS: i64 = 10 * MIN;
     /// Longest `expiresIn` a mail may ask for (a year).
     pub const EXPIRES_IN_MAX_MS: i64 = 366 * 24 * 60 * MIN;
+    /// Largest request body a server reads (bytes).
+    pub const BODY_BYTES_MAX: usize = 256 * 1024;
+    /// A join code lives 24 hours unless the admin says otherwise…
+    pub const JOIN_CODE_DEFAULT_MS: i64 = 24 * 60 * MIN;
+    /// …and at most 30 days.
+    pub const JOIN_CODE_MAX_MS: i64 = 30 * 24 * 60 * MIN;
 }

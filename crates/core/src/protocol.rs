@@ -10,11 +10,11 @@ use crate::job::{
 use crate::lease::{
     parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release,
 };
-use crate::model::{limits, Kind, Mark, MarkOp, OutgoingMail};
+use crate::model::{limits, Kind, Mark, MarkOp, MarkResult, Millis, OutgoingMail, PROTOCOL_VERSION};
+use crate::op_table::{OpKind, OpSpec};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
 use crate::sessions::{parse_poll_sessions, parse_take, LiveSession};
-use crate::{Millis, PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,36 +114,47 @@ pub enum Op {
 }
 
 impl Op {
+    /// The op's row of the op table.
+    pub fn spec(&self) -> OpSpec {
+        self.kind().spec()
+    }
+
+    /// The wire name.
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// Which op this is, without its arguments (exhaustive: a new op needs its row).
+    pub fn kind(&self) -> OpKind {
         match self {
-            Op::Hello => "hello",
-            Op::RosterGet => "roster.get",
-            Op::RosterSet { .. } => "roster.set",
-            Op::RosterRemove { .. } => "roster.remove",
-            Op::Send { .. } => "send",
-            Op::Poll(_) => "poll",
-            Op::Mark { .. } => "mark",
-            Op::Status { .. } => "status",
-            Op::Sweep => "sweep",
-            Op::Alerts { .. } => "alerts",
-            Op::Enrol { .. } => "roster.enrol",
-            Op::Join { .. } => "join",
-            Op::Revoke { .. } => "roster.revoke",
-            Op::Rotate { .. } => "rotate",
-            Op::RequireCredentials { .. } => "roster.requireCredentials",
-            Op::AuditLog { .. } => "roster.log",
-            Op::LeaseClaim(_) => "lease.claim",
-            Op::LeaseRelease(_) => "lease.release",
-            Op::LeaseList(_) => "lease.list",
-            Op::LeaseCheck { .. } => "lease.check",
-            Op::JobSubmit(_) => "job.submit",
-            Op::JobStatus { .. } => "job.status",
-            Op::JobList(_) => "job.list",
-            Op::JobCancel(_) => "job.cancel",
-            Op::JobStart(_) => "job.start",
-            Op::JobReport(_) => "job.report",
-            Op::NameTake { .. } => "name.take",
-            Op::Who => "who",
+            Op::Hello => OpKind::Hello,
+            Op::RosterGet => OpKind::RosterGet,
+            Op::RosterSet { .. } => OpKind::RosterSet,
+            Op::RosterRemove { .. } => OpKind::RosterRemove,
+            Op::Send { .. } => OpKind::Send,
+            Op::Poll(_) => OpKind::Poll,
+            Op::Mark { .. } => OpKind::Mark,
+            Op::Status { .. } => OpKind::Status,
+            Op::Sweep => OpKind::Sweep,
+            Op::Alerts { .. } => OpKind::Alerts,
+            Op::Enrol { .. } => OpKind::Enrol,
+            Op::Join { .. } => OpKind::Join,
+            Op::Revoke { .. } => OpKind::Revoke,
+            Op::Rotate { .. } => OpKind::Rotate,
+            Op::RequireCredentials { .. } => OpKind::RequireCredentials,
+            Op::AuditLog { .. } => OpKind::AuditLog,
+            Op::LeaseClaim(_) => OpKind::LeaseClaim,
+            Op::LeaseRelease(_) => OpKind::LeaseRelease,
+            Op::LeaseList(_) => OpKind::LeaseList,
+            Op::LeaseCheck { .. } => OpKind::LeaseCheck,
+            Op::JobSubmit(_) => OpKind::JobSubmit,
+            Op::JobStatus { .. } => OpKind::JobStatus,
+            Op::JobList(_) => OpKind::JobList,
+            Op::JobCancel(_) => OpKind::JobCancel,
+            Op::JobStart(_) => OpKind::JobStart,
+            Op::JobReport(_) => OpKind::JobReport,
+            Op::NameTake { .. } => OpKind::NameTake,
+            Op::Who => OpKind::Who,
         }
     }
 
@@ -233,13 +244,18 @@ pub struct BadMark {
 
 impl BadMark {
     /// The item's entry in the answer's results.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"index": self.index, "markId": self.mark_id, "id": self.id, "ok": false,
-            "code": self.error.code.as_str(), "message": self.error.message});
-        if let Some(f) = &self.error.field {
-            v["field"] = json!(f);
+    pub fn to_result(&self) -> MarkResult {
+        MarkResult {
+            index: Some(self.index),
+            mark_id: self.mark_id.clone(),
+            id: self.id.clone(),
+            ok: false,
+            state: None,
+            changed: None,
+            code: Some(self.error.code.as_str().to_string()),
+            field: self.error.field.clone(),
+            message: Some(self.error.message.clone()),
         }
-        v
     }
 }
 
@@ -283,36 +299,10 @@ impl Default for PollArgs {
     }
 }
 
-/// What this protocol implementation supports beyond the first version, as
-/// `hello` answers it (clients ask instead of guessing; docs/protocol.md).
-pub const FEATURES: &[&str] = &[
-    FEATURE_MARK_RESULTS,
-    FEATURE_EXPIRES_IN,
-    FEATURE_LABEL_BINDING,
-    FEATURE_CREDENTIALS,
-    FEATURE_LEASES,
-    FEATURE_RECEIVED_UPDATES,
-    FEATURE_JOBS,
-    FEATURE_SESSIONS,
-];
-/// The poll's `sessions` argument, `name.take`, `who`, and mail to a name (issue 11).
-pub const FEATURE_SESSIONS: &str = "sessions";
-/// Marks are answered item by item (with `index`); a bad mark never fails the batch.
-pub const FEATURE_MARK_RESULTS: &str = "mark-results";
-/// `mail.expiresIn`: expiry as a duration measured by the server's clock.
-pub const FEATURE_EXPIRES_IN: &str = "expires-in";
-/// `cred` in the envelope and `roster.set` with `claim`: a label belongs to one installation.
-pub const FEATURE_LABEL_BINDING: &str = "label-binding";
-/// Per-PC credentials (issue 14): join codes, the admin secret, revoke, rotate, the audit log.
-pub const FEATURE_CREDENTIALS: &str = "credentials";
-/// `lease.*` ops and the poll's `lease` argument (issue 10).
-pub const FEATURE_LEASES: &str = "leases";
-/// `poll.receivedSince`: a second updates feed, of mail the caller received
-/// (`receivedUpdates`, `receivedCursor`), so a receiving PC records the
-/// server's own times and a server-side `expired`.
-pub const FEATURE_RECEIVED_UPDATES: &str = "received-updates";
-/// `job.*` ops and the poll's `job` argument (issue 13).
-pub const FEATURE_JOBS: &str = "jobs";
+pub use crate::op_table::{
+    FEATURES, FEATURE_CREDENTIALS, FEATURE_EXPIRES_IN, FEATURE_JOBS, FEATURE_LABEL_BINDING, FEATURE_LEASES,
+    FEATURE_MARK_RESULTS, FEATURE_RECEIVED_UPDATES, FEATURE_SESSIONS,
+};
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
 /// make 64 hex characters (256 random bits); `PCMAIL_CREDENTIAL` may be any
@@ -403,10 +393,12 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
         Some(Value::Object(m)) => m,
         Some(_) => return Err(ProtoError::field("args", "\"args\" must be an object")),
     };
-    let op = match op_name.as_str() {
-        "hello" => Op::Hello,
-        "roster.get" => Op::RosterGet,
-        "roster.set" => {
+    let kind = OpKind::from_name(&op_name)
+        .ok_or_else(|| ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {op_name:?}")))?;
+    let op = match kind {
+        OpKind::Hello => Op::Hello,
+        OpKind::RosterGet => Op::RosterGet,
+        OpKind::RosterSet => {
             let label = req_str(args, "label")?;
             check_label("label", &label)?;
             let hostname = req_str(args, "hostname")?;
@@ -426,12 +418,12 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             }
             Op::RosterSet { label, hostname, number, claim, replace }
         }
-        "roster.remove" => {
+        OpKind::RosterRemove => {
             let label = req_str(args, "label")?;
             check_label("label", &label)?;
             Op::RosterRemove { label }
         }
-        "send" => {
+        OpKind::Send => {
             let m = args
                 .get("mail")
                 .ok_or_else(|| ProtoError::field("mail", "missing \"mail\""))?
@@ -439,7 +431,7 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 .ok_or_else(|| ProtoError::field("mail", "\"mail\" must be an object"))?;
             Op::Send { mail: parse_mail(m)? }
         }
-        "poll" => {
+        OpKind::Poll => {
             // A malformed id is left out like an unknown one: one bad id never fails the poll.
             let confirm: Vec<String> = opt_str_array(args, "confirm", limits::POLL_LIMIT_MAX)?
                 .into_iter()
@@ -482,11 +474,11 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             };
             Op::Poll(PollArgs { confirm, marks, limit, since, wait_ms, lease, received_since, job, sessions })
         }
-        "mark" => {
+        OpKind::Mark => {
             let v = args.get("marks").ok_or_else(|| ProtoError::field("marks", "missing \"marks\""))?;
             Op::Mark { marks: parse_marks(v)? }
         }
-        "status" => {
+        OpKind::Status => {
             // An id that is not a mail id is answered as missing, like an unknown one.
             let ids = opt_str_array(args, "ids", limits::STATUS_IDS_MAX)?;
             if ids.is_empty() {
@@ -494,9 +486,9 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             }
             Op::Status { ids }
         }
-        "sweep" => Op::Sweep,
-        "alerts" => Op::Alerts { open_only: opt_bool(args, "open")?.unwrap_or(true) },
-        "roster.enrol" => {
+        OpKind::Sweep => Op::Sweep,
+        OpKind::Alerts => Op::Alerts { open_only: opt_bool(args, "open")?.unwrap_or(true) },
+        OpKind::Enrol => {
             let label = req_str(args, "label")?;
             check_label("label", &label)?;
             let hostname = opt_str(args, "hostname")?;
@@ -509,34 +501,34 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
                 }
             }
             let code = req_str(args, "code")?;
-            crate::auth::check_join_secret(&code)?;
-            let expires_in = opt_int(args, "expiresIn")?.unwrap_or(crate::auth::JOIN_CODE_DEFAULT_MS);
-            if !(1..=crate::auth::JOIN_CODE_MAX_MS).contains(&expires_in) {
+            crate::rules::check_join_secret(&code)?;
+            let expires_in = opt_int(args, "expiresIn")?.unwrap_or(limits::JOIN_CODE_DEFAULT_MS);
+            if !(1..=limits::JOIN_CODE_MAX_MS).contains(&expires_in) {
                 return Err(ProtoError::field("expiresIn", "expiresIn must be 1 ms to 30 days"));
             }
             Op::Enrol { label, hostname, code, expires_in }
         }
-        "join" => {
+        OpKind::Join => {
             let code = req_str(args, "code")?;
-            crate::auth::check_join_secret(&code)?;
+            crate::rules::check_join_secret(&code)?;
             let hostname = req_str(args, "hostname")?;
             if !is_valid_hostname(&hostname) {
                 return Err(ProtoError::field("hostname", "hostname must be 1-253 characters of A-Z a-z 0-9 . _ -"));
             }
             Op::Join { code, hostname }
         }
-        "roster.revoke" => {
+        OpKind::Revoke => {
             let label = req_str(args, "label")?;
             check_label("label", &label)?;
             Op::Revoke { label }
         }
-        "rotate" => {
+        OpKind::Rotate => {
             let new_cred = req_str(args, "newCred")?;
             check_credential(&new_cred).map_err(|e| ProtoError::field("newCred", e.message))?;
             Op::Rotate { new_cred }
         }
-        "roster.requireCredentials" => Op::RequireCredentials { on: opt_bool(args, "on")?.unwrap_or(true) },
-        "roster.log" => {
+        OpKind::RequireCredentials => Op::RequireCredentials { on: opt_bool(args, "on")?.unwrap_or(true) },
+        OpKind::AuditLog => {
             let limit = match opt_int(args, "limit")? {
                 None => 100,
                 Some(n) if (1..=500).contains(&n) => n as usize,
@@ -544,27 +536,24 @@ pub fn parse_request(v: &Value) -> Result<Request, ProtoError> {
             };
             Op::AuditLog { limit }
         }
-        "lease.claim" => Op::LeaseClaim(parse_claim(args)?),
-        "lease.release" => Op::LeaseRelease(parse_release(args)?),
-        "lease.list" => Op::LeaseList(parse_list(args)?),
-        "name.take" => {
+        OpKind::LeaseClaim => Op::LeaseClaim(parse_claim(args)?),
+        OpKind::LeaseRelease => Op::LeaseRelease(parse_release(args)?),
+        OpKind::LeaseList => Op::LeaseList(parse_list(args)?),
+        OpKind::NameTake => {
             let (name, session, live) = parse_take(args)?;
             Op::NameTake { name, session, live }
         }
-        "who" => Op::Who,
-        "lease.check" => {
+        OpKind::Who => Op::Who,
+        OpKind::LeaseCheck => {
             let (resource, fence) = parse_check(args)?;
             Op::LeaseCheck { resource, fence }
         }
-        "job.submit" => Op::JobSubmit(parse_submit(args)?),
-        "job.status" => Op::JobStatus { job_id: parse_job_id(args)? },
-        "job.list" => Op::JobList(crate::job::parse_list(args)?),
-        "job.cancel" => Op::JobCancel(parse_cancel(args)?),
-        "job.start" => Op::JobStart(parse_start(args)?),
-        "job.report" => Op::JobReport(parse_report(args)?),
-        other => {
-            return Err(ProtoError::new(ErrorCode::UnknownOp, format!("unknown op {other:?}")));
-        }
+        OpKind::JobSubmit => Op::JobSubmit(parse_submit(args)?),
+        OpKind::JobStatus => Op::JobStatus { job_id: parse_job_id(args)? },
+        OpKind::JobList => Op::JobList(crate::job::parse_list(args)?),
+        OpKind::JobCancel => Op::JobCancel(parse_cancel(args)?),
+        OpKind::JobStart => Op::JobStart(parse_start(args)?),
+        OpKind::JobReport => Op::JobReport(parse_report(args)?),
     };
     // The caller's label is checked after the op so `unknown_op` wins over a bad label.
     check_label("pc", &pc)?;

@@ -11,6 +11,12 @@ pub const ACTOR_MAX_CHARS: usize = 100;
 pub const REASON_MAX_CHARS: usize = 2000;
 /// How much of a session id goes into an actor name.
 pub const ACTOR_SESSION_CHARS: usize = 8;
+/// Most globs a lease may name.
+pub const FILES_MAX: usize = 200;
+/// Longest glob a lease may name.
+pub const GLOB_MAX_CHARS: usize = 400;
+/// Longest lease resource name.
+pub const RESOURCE_MAX_CHARS: usize = 100;
 
 /// Text must fit and carry no control characters but tab and newlines when
 /// `multiline` (a NUL or an escape sequence has no business in mail that lands
@@ -45,6 +51,16 @@ pub fn check_mark_text(op: MarkOp, by: &str, reason: Option<&str>) -> Result<(),
     Ok(())
 }
 
+/// The secret of a join code: 32 lower-case hex characters (128 bits,
+/// enough for a one-time code that lives a day).
+pub fn check_join_secret(s: &str) -> Result<(), ProtoError> {
+    if s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(ProtoError::field("code", "a join code's secret is 32 lower-case hex characters"))
+    }
+}
+
 /// A lease's resource name: like a label (lower-case `a-z 0-9 . _ -`,
 /// starting with a letter or digit) plus `/` and `:`, up to 100 characters
 /// (`staging-deploy`, `gpu-host-a:2`, `module/auth`). The CLI checks it
@@ -52,7 +68,7 @@ pub fn check_mark_text(op: MarkOp, by: &str, reason: Option<&str>) -> Result<(),
 pub fn check_resource(s: &str) -> Result<(), ProtoError> {
     let b = s.as_bytes();
     let ok = !b.is_empty()
-        && b.len() <= crate::lease::RESOURCE_MAX_CHARS
+        && b.len() <= RESOURCE_MAX_CHARS
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-' | b'/' | b':'));
@@ -71,7 +87,7 @@ pub fn check_resource(s: &str) -> Result<(), ProtoError> {
 /// letter, and no `..` segment (a lease never reaches outside its repo).
 pub fn check_file_glob(glob: &str) -> Result<(), ProtoError> {
     let bad = |why: &str| Err(ProtoError::field("files", format!("file glob {glob:?} {why}")));
-    if glob.is_empty() || glob.chars().count() > crate::lease::GLOB_MAX_CHARS {
+    if glob.is_empty() || glob.chars().count() > GLOB_MAX_CHARS {
         return bad("must be 1-400 characters");
     }
     if glob.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')) {
@@ -92,8 +108,8 @@ pub fn check_file_glob(glob: &str) -> Result<(), ProtoError> {
 
 /// A lease's `files`: at most 200 globs, each passing [`check_file_glob`].
 pub fn check_lease_files(files: &[String]) -> Result<(), ProtoError> {
-    if files.len() > crate::lease::FILES_MAX {
-        return Err(ProtoError::field("files", format!("at most {} globs in \"files\"", crate::lease::FILES_MAX)));
+    if files.len() > FILES_MAX {
+        return Err(ProtoError::field("files", format!("at most {} globs in \"files\"", FILES_MAX)));
     }
     files.iter().try_for_each(|g| check_file_glob(g))
 }

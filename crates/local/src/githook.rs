@@ -142,7 +142,7 @@ fn committing_session(store: &Store) -> Option<String> {
 /// exclusive lease, None to let it through (also on any trouble reading).
 pub fn check(paths: &Paths, dir: &Path, now: Millis) -> Option<String> {
     let info = repo::identify(dir)?;
-    let store = Store::open_existing(&paths.store(), crate::hook::LOCK_BUDGET).ok()??;
+    let store = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET).ok()??;
     let leases = sl::cache_exclusive_in_repo(store.conn(), &info.id).ok()?;
     if leases.is_empty() {
         return None;

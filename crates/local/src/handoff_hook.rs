@@ -32,6 +32,6 @@ pub fn stop_outcome(paths: &Paths, raw: &[u8], now: Millis) -> Option<stop::Outc
     if let Some(silent) = stop::precheck(&input, cfg) {
         return Some(silent);
     }
-    let mut store = Store::open_existing(&paths.store(), crate::hook::LOCK_BUDGET).ok()??;
+    let mut store = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET).ok()??;
     stop::decide(&mut store, &input, cfg, now).ok()
 }

@@ -14,14 +14,11 @@ use pcmail_store::{inbox, marks, meta, Store, StoreError};
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// A poll older than this makes the hook start a detached poller.
 pub const STALE_POLL_MS: Millis = 3 * 60 * 1000;
 /// Don't spawn pollers in a tight loop when they keep failing.
 const RESPAWN_GAP_MS: Millis = 60 * 1000;
-/// The longest the hook waits for the store's write lock.
-pub const LOCK_BUDGET: Duration = Duration::from_millis(1500);
 /// Hook input larger than this is not Claude Code's.
 const STDIN_MAX: u64 = 1 << 20;
 
@@ -237,7 +234,7 @@ fn actor(me: &str, session: &str) -> String {
 pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
     let config = Config::load(paths)?;
     let me = config.label.clone();
-    let Some(mut store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else {
+    let Some(mut store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else {
         // Never synced yet: get a poller going so there is a store next time.
         return Ok(HookRun { spawn_poller: !locks::poller_alive(paths), ..Default::default() });
     };
@@ -532,7 +529,9 @@ fn guard_file(
                 // a covering lease is this PC's under another session id.
                 let own = if leases.iter().any(|l| l.holder_pc == config.label && l.holder_session != input.session_id)
                 {
-                    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+                    let Some(store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else {
+                        return Ok(None);
+                    };
                     sl::fences_of_session(store.conn(), &input.session_id).unwrap_or_default()
                 } else {
                     vec![]
@@ -545,7 +544,7 @@ fn guard_file(
             return Ok(lease_view::age_line(file.at, now).map(GuardSays::Context));
         }
     }
-    let Some(store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(None) };
+    let Some(store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else { return Ok(None) };
     // Only the leases covering this file are read whole; the config and the
     // session's own leases only when one does.
     let leases = lease_view::covering_exclusive(store.conn(), &info.id, &rel)?;
@@ -586,7 +585,9 @@ pub fn guard_output(event: Event, says: GuardSays) -> String {
 /// (the process goes on under a new id), queues the release of the
 /// session's leases for the poller, and starts one if none runs.
 pub fn session_end(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
-    let Some(mut store) = Store::open_existing(&paths.store(), LOCK_BUDGET)? else { return Ok(HookRun::default()) };
+    let Some(mut store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else {
+        return Ok(HookRun::default());
+    };
     let reason = input.source.clone().unwrap_or_else(|| "other".into());
     let release = !matches!(reason.as_str(), "clear" | "resume");
     let proc = if release { process::claude_ancestor() } else { None };

@@ -4,6 +4,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::Path;
+use std::time::Duration;
+
+/// The longest a hook (or another reader that must not stall a session)
+/// waits for the store's write lock.
+pub const HOOK_LOCK_BUDGET: Duration = Duration::from_millis(1500);
 
 pub struct HeldLock {
     _file: File,

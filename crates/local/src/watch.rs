@@ -94,7 +94,7 @@ pub fn run(
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        if let Some(s) = Store::open_existing(&paths.store(), crate::hook::LOCK_BUDGET)? {
+        if let Some(s) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? {
             break s;
         }
         std::thread::sleep(Duration::from_millis(200));

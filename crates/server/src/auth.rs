@@ -1,15 +1,16 @@
-//! Who is calling (issue 14): looks up the facts `pcmail_core::auth::authenticate`
+//! Who is calling: looks up the facts `pcmail_core::auth::authenticate`
 //! decides on — the admin secret, the credential's owner, the label's entry —
 //! inside the request's own transaction.
 
-use crate::engine::{EngineConfig, OpResult};
+use crate::ctx::OpResult;
 use pcmail_core::auth::{op_class, AuthFacts, Caller, CredFound, LabelFound};
 use pcmail_core::protocol::{credential_hash, Op, Request};
 use rusqlite::{OptionalExtension, Transaction};
 use subtle::ConstantTimeEq;
 
-pub(crate) fn authenticate(tx: &Transaction<'_>, config: &EngineConfig, req: &Request) -> OpResult<Caller> {
-    let Some(secret) = &config.token else {
+/// `secret`: the admin secret; None (the embedded default) accepts anyone.
+pub(crate) fn authenticate(tx: &Transaction<'_>, secret: Option<&str>, req: &Request) -> OpResult<Caller> {
+    let Some(secret) = secret else {
         return Ok(Caller::Open);
     };
     let token_given = req.token.is_some();

@@ -2,11 +2,12 @@
 //! HTTP server, the embedded default and the vector tests all call. Each
 //! request is one transaction; the clock is a value passed in.
 
+use crate::ctx::{Ctx, OpError, OpResult};
 use crate::ops;
 use crate::schema;
 use pcmail_core::auth::Caller;
 use pcmail_core::protocol::{parse_request, parse_request_bytes, Op, Request};
-use pcmail_core::{ErrorCode, Millis, ProtoError};
+use pcmail_core::{Millis, ProtoError};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use serde_json::{json, Map, Value};
 use std::path::Path;
@@ -35,59 +36,6 @@ pub enum EngineError {
     Db(#[from] rusqlite::Error),
     #[error(transparent)]
     Schema(#[from] crate::schema::MigrateError),
-}
-
-/// Why an op failed: a protocol error for the caller, or storage trouble.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum OpError {
-    #[error(transparent)]
-    Proto(#[from] ProtoError),
-    #[error("database: {0}")]
-    Db(#[from] rusqlite::Error),
-}
-
-pub(crate) type OpResult<T> = Result<T, OpError>;
-
-impl OpError {
-    pub(crate) fn proto(code: ErrorCode, message: impl Into<String>) -> OpError {
-        OpError::Proto(ProtoError::new(code, message))
-    }
-
-    pub(crate) fn into_proto(self) -> ProtoError {
-        match self {
-            OpError::Proto(p) => p,
-            OpError::Db(e) => db_error_to_proto(&e),
-        }
-    }
-}
-
-pub(crate) fn db_error_to_proto(e: &rusqlite::Error) -> ProtoError {
-    if is_busy(e) {
-        ProtoError::new(ErrorCode::Busy, "the database is locked by another writer; retry")
-    } else {
-        tracing::error!(error = %e, "storage failure");
-        ProtoError::new(ErrorCode::Internal, "storage failure; nothing was stored")
-    }
-}
-
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked))
-}
-
-/// What one op sees: the open transaction, the clock and the caller.
-pub(crate) struct Ctx<'a> {
-    pub tx: &'a rusqlite::Transaction<'a>,
-    pub now: Millis,
-    pub pc: &'a str,
-    /// The credential the caller presented (`cred`), if any.
-    pub cred: Option<&'a str>,
-    /// Who the caller proved to be (`pcmail_core::auth::authenticate`).
-    pub caller: Caller,
-    /// Labels whose long-polls should wake after commit (new mail for them,
-    /// or a state change of mail they sent).
-    pub touched: Vec<String>,
-    /// How long final mail and ended jobs are kept (the `prune` built-in).
-    pub retention_ms: Millis,
 }
 
 /// Called after a commit with the labels that have something new.
@@ -198,8 +146,8 @@ impl Engine {
     /// answered without anything kept for it.
     pub fn may_long_poll(&self, req: &Request) -> bool {
         self.with_tx(TransactionBehavior::Deferred, |tx| {
-            let caller = crate::auth::authenticate(tx, &self.config, req)?;
-            Ok(caller != Caller::Admin && ops::label_binding(tx, &req.pc)?.is_some())
+            let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
+            Ok(caller != Caller::Admin && ops::roster::label_binding(tx, &req.pc)?.is_some())
         })
         .unwrap_or(false)
     }
@@ -214,6 +162,7 @@ impl Engine {
                 cred: None,
                 caller: Caller::Admin,
                 touched: Vec::new(),
+                news: Vec::new(),
                 retention_ms: self.retention_ms(),
             };
             ops::dispatch(&mut ctx, &Op::Sweep)
@@ -225,15 +174,37 @@ impl Engine {
     }
 
     fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
-        let behavior =
-            if ops::is_read_only(&req.op) { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
+        let spec = req.op.spec();
+        // A read-only op takes no write lock: it runs in a deferred (read) transaction.
+        let behavior = if spec.read_only { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
         let (fields, touched) = self
             .with_tx(behavior, |tx| {
-                let caller = crate::auth::authenticate(tx, &self.config, req)?;
+                let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
                 let retention_ms = self.retention_ms();
-                let mut ctx =
-                    Ctx { tx, now, pc: &req.pc, cred: req.cred.as_deref(), caller, touched: Vec::new(), retention_ms };
+                let changes_before = tx.total_changes();
+                let mut ctx = Ctx {
+                    tx,
+                    now,
+                    pc: &req.pc,
+                    cred: req.cred.as_deref(),
+                    caller,
+                    touched: Vec::new(),
+                    news: Vec::new(),
+                    retention_ms,
+                };
                 let fields = ops::dispatch(&mut ctx, &req.op)?;
+                debug_assert!(
+                    !spec.read_only || tx.total_changes() == changes_before,
+                    "{} is read-only in the op table but wrote",
+                    spec.name
+                );
+                debug_assert!(
+                    ctx.news.iter().all(|n| spec.wakes.contains(n)),
+                    "{} woke polls with {:?} news; its row in the op table says {:?}",
+                    spec.name,
+                    ctx.news,
+                    spec.wakes
+                );
                 Ok((fields, ctx.touched))
             })
             .map_err(OpError::into_proto)?;
@@ -273,7 +244,7 @@ impl Engine {
             // Ended jobs past the same window, in the same bands.
             let jobs = self
                 .with_tx(TransactionBehavior::Immediate, |tx| {
-                    Ok(crate::ops::job::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?)
+                    Ok(crate::ops::job_state::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?)
                 })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             total += n + jobs;
@@ -307,13 +278,13 @@ impl Engine {
         if self.config.webhook_url.is_none() {
             return Ok(vec![]);
         }
-        self.with_tx(TransactionBehavior::Deferred, |tx| crate::webhook::pending(tx, now))
+        self.with_tx(TransactionBehavior::Deferred, |tx| crate::alert_posts::pending(tx, now))
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Records the outcome of one webhook post.
     pub fn record_webhook_result(&self, key: &str, ok: bool, now: Millis) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| crate::webhook::record(tx, key, ok, now))
+        self.with_tx(TransactionBehavior::Immediate, |tx| crate::alert_posts::record(tx, key, ok, now))
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
 

@@ -30,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
-pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
+pub const DEFAULT_BODY_LIMIT: usize = pcmail_core::model::limits::BODY_BYTES_MAX;
 
 #[derive(Clone)]
 pub struct ServeOptions {

@@ -1,10 +1,13 @@
 //! pcmail-server: the server engine on SQLite (used in-process as the embedded
 //! default and behind HTTP by `pcmail serve`), implementing docs/protocol.md.
 
+mod alert_posts;
 mod auth;
+mod ctx;
 pub mod engine;
 pub mod http;
 pub mod listen;
+mod mail;
 mod ops;
 pub mod peer;
 pub mod prune;

@@ -2,13 +2,14 @@
 //! row per (subject, kind) updated in place and resolved when the condition
 //! clears. Also the `alerts` op.
 
-use crate::engine::{Ctx, OpResult};
-use crate::ops::{fields, transition, StoredMail, MAIL_COLUMNS};
+use crate::ctx::{Ctx, OpResult};
+use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
+use pcmail_core::answers::{AlertsAnswer, SweepAnswer, SweptAlerts, SweptJobs, SweptLeases};
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
-use pcmail_core::{AlertKind, Millis, State};
+use pcmail_core::{Alert, AlertKind, Millis, State};
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::HashSet;
 
 /// A condition that holds right now and deserves an alert.
@@ -38,7 +39,7 @@ fn ago(ms: Millis) -> String {
     }
 }
 
-pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
+pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
     let now = ctx.now;
     // 1. Expiry (the state machine keeps done/failed as they are).
     let sql = format!(
@@ -57,7 +58,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
     // 5. Leases: stale, TTL expiry (alerts below).
     let leases = crate::ops::lease::refresh(ctx)?;
     // 6. Jobs: running without a heartbeat or past twice the limit; queued for 7 days.
-    let (jobs_timed_out, jobs_cancelled) = crate::ops::job::sweep(ctx)?;
+    let (jobs_timed_out, jobs_cancelled) = crate::ops::job_state::sweep(ctx)?;
 
     let conditions = current_conditions(ctx)?;
     let (mut opened, mut updated, mut resolved) = (0, 0, 0);
@@ -108,18 +109,18 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
         ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(params![key, now])?;
         resolved += 1;
     }
-    Ok(fields(json!({
-        "expired": expired,
-        "alerts": {"opened": opened, "updated": updated, "resolved": resolved},
-        "leases": {"stale": leases.stale, "expired": leases.expired},
-        "jobs": {"timedOut": jobs_timed_out, "cancelled": jobs_cancelled},
-    })))
+    Ok(SweepAnswer {
+        expired,
+        alerts: SweptAlerts { opened, updated, resolved },
+        leases: SweptLeases { stale: leases.stale, expired: leases.expired },
+        jobs: SweptJobs { timed_out: jobs_timed_out, cancelled: jobs_cancelled },
+    })
 }
 
 /// What the next sweep would do, and why, without doing it (`_debug_sweep_plan`):
 /// jobs first, then mail to expire, then the alert conditions that hold now.
 pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
-    let jobs: Vec<Value> = crate::ops::job::due(ctx)?
+    let jobs: Vec<Value> = crate::ops::job_state::due(ctx)?
         .into_iter()
         .map(|(id, state, reason)| json!({"id": id, "state": state.as_str(), "reason": reason}))
         .collect();
@@ -169,7 +170,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
         let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
         if now - delivered_at > limit {
             // Mail to a name: the text names the name and the PC holding it.
-            let holder = crate::ops::sessions::holder_live(ctx, &to)?;
+            let holder = crate::ops::names::holder_live(ctx, &to)?;
             let at = recipient_at(&holder);
             out.push(Condition {
                 kind: AlertKind::Unseen,
@@ -188,7 +189,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     })?;
     let undelivered = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     for (id, from, to, created_at) in undelivered {
-        let holder = crate::ops::sessions::holder_live(ctx, &to)?;
+        let holder = crate::ops::names::holder_live(ctx, &to)?;
         let at = recipient_at(&holder);
         out.push(Condition {
             kind: AlertKind::Undelivered,
@@ -218,7 +219,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     Ok(out)
 }
 
-pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<String, Value>> {
+pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<AlertsAnswer> {
     let sql = format!(
         "SELECT key, kind, subject, pc, message, opened_at, updated_at, resolved_at, count, posted, post_tries, last_error \
          FROM alert {} \
@@ -227,13 +228,22 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Map<St
     );
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
     let rows = stmt.query_map([], |r| {
-        Ok(json!({
-            "key": r.get::<_, String>(0)?, "kind": r.get::<_, String>(1)?, "subject": r.get::<_, String>(2)?,
-            "pc": r.get::<_, String>(3)?, "message": r.get::<_, String>(4)?, "openedAt": r.get::<_, i64>(5)?,
-            "updatedAt": r.get::<_, i64>(6)?, "resolvedAt": r.get::<_, Option<i64>>(7)?,
-            "count": r.get::<_, i64>(8)?, "posted": r.get::<_, bool>(9)?,
-            "postTries": r.get::<_, i64>(10)?, "lastError": r.get::<_, Option<String>>(11)?,
-        }))
+        // Only the sweep writes kinds, each one `AlertKind` knows.
+        let kind: String = r.get(1)?;
+        Ok(Alert {
+            key: r.get(0)?,
+            kind: AlertKind::parse(&kind).unwrap_or(AlertKind::Other),
+            subject: r.get(2)?,
+            pc: r.get(3)?,
+            message: r.get(4)?,
+            opened_at: r.get(5)?,
+            updated_at: r.get(6)?,
+            resolved_at: r.get(7)?,
+            count: r.get(8)?,
+            posted: r.get(9)?,
+            post_tries: r.get(10)?,
+            last_error: r.get(11)?,
+        })
     })?;
-    Ok(fields(json!({"alerts": rows.collect::<rusqlite::Result<Vec<_>>>()?})))
+    Ok(AlertsAnswer { alerts: rows.collect::<rusqlite::Result<Vec<_>>>()? })
 }

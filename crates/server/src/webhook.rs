@@ -8,13 +8,13 @@
 //! (`lastError` in the `alerts` op), so an alert stays visible with the reason
 //! its post failed, whatever the webhook does.
 
-use crate::engine::{Engine, OpResult};
+use crate::alert_posts::record_outcome;
+pub use crate::alert_posts::{Outcome, MAX_TRIES};
+use crate::engine::Engine;
 use pcmail_core::Millis;
-use rusqlite::params;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub const MAX_TRIES: i64 = 5;
 pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest `Retry-After` honoured (a larger one is cut to this).
 pub const MAX_RETRY_AFTER_MS: Millis = 24 * 3600 * 1000;
@@ -62,41 +62,6 @@ pub fn retry_after_ms(value: &str) -> Option<Millis> {
         return None;
     }
     Some(((secs * 1000.0).ceil() as Millis).min(MAX_RETRY_AFTER_MS))
-}
-
-/// What one post attempt did, as recorded on the alert row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub ok: bool,
-    /// Whether it uses up one of the `MAX_TRIES` (a rate-limited answer does not).
-    pub counts: bool,
-    pub error: Option<String>,
-    pub next_try_at: Option<Millis>,
-}
-
-pub(crate) fn pending(tx: &rusqlite::Transaction<'_>, now: Millis) -> OpResult<Vec<(String, String)>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT key, message FROM alert WHERE posted = 0 AND post_tries < ?1 AND resolved_at IS NULL \
-         AND (next_try_at IS NULL OR next_try_at <= ?2) ORDER BY opened_at, key",
-    )?;
-    let rows = stmt.query_map(params![MAX_TRIES, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-}
-
-pub(crate) fn record(tx: &rusqlite::Transaction<'_>, key: &str, ok: bool, now: Millis) -> OpResult<()> {
-    let error = (!ok).then(|| "post failed".to_string());
-    record_outcome(tx, key, &Outcome { ok, counts: true, error, next_try_at: None }, now)
-}
-
-pub(crate) fn record_outcome(tx: &rusqlite::Transaction<'_>, key: &str, o: &Outcome, now: Millis) -> OpResult<()> {
-    tx.prepare_cached(
-        "UPDATE alert SET posted = CASE WHEN ?2 THEN 1 ELSE posted END, \
-         post_tries = post_tries + CASE WHEN ?3 THEN 1 ELSE 0 END, last_try_at = ?4, \
-         last_error = CASE WHEN ?2 THEN NULL ELSE COALESCE(?5, last_error) END, next_try_at = ?6 \
-         WHERE key = ?1",
-    )?
-    .execute(params![key, o.ok, o.counts, now, o.error, o.next_try_at])?;
-    Ok(())
 }
 
 /// One post; never an error: the outcome says what happened.

@@ -36,7 +36,8 @@ async fn hello(addr: std::net::SocketAddr) -> Option<Value> {
     let s = TcpSocket::new_v4().ok()?;
     let mut c = s.connect(addr).await.ok()?;
     let body = json!({"v": 1, "op": "hello", "pc": "pc-admin", "token": TOKEN, "args": {}}).to_string();
-    let req = format!("POST /api HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let req =
+        format!("POST /api HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}", body.len());
     c.write_all(req.as_bytes()).await.ok()?;
     let mut out = Vec::new();
     c.read_to_end(&mut out).await.ok()?;
@@ -74,7 +75,11 @@ async fn out_of_file_descriptors_the_server_backs_off_and_serves_a_pc() {
     let (c0, t0) = (cpu(), Instant::now());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let used = (cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
-    eprintln!("{} strangers hold this process's descriptors; {:.0} % of a core used meanwhile", strangers.len(), used * 100.0);
+    eprintln!(
+        "{} strangers hold this process's descriptors; {:.0} % of a core used meanwhile",
+        strangers.len(),
+        used * 100.0
+    );
     assert!(used < 0.5, "the process used {:.0} % of a core while out of descriptors", used * 100.0);
     // A PC (one stranger gives its descriptor back for the PC's socket) is served at once.
     drop(strangers.pop());

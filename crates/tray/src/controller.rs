@@ -7,7 +7,9 @@ use crate::view::{
     mail_view, sent_view, ConnState, Connection, Counts, LeaseCounts, LeaseView, LeasesView, LostLeaseView, MailView,
     SentView, Status,
 };
+use pcmail_core::job::Job;
 use pcmail_core::lease::STALE_AFTER_MS;
+use pcmail_core::sessions::WhoAnswer;
 use pcmail_core::{Kind, MarkOp, Millis, State};
 use pcmail_store::leases::{self as sl, LostLease};
 use pcmail_store::{inbox, marks, meta, Store, StoreError};
@@ -68,6 +70,13 @@ impl TrayError {
 
 pub type Result<T> = std::result::Result<T, TrayError>;
 
+/// The last answer a live view had, kept while the app runs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastAnswers {
+    pub who: Option<(WhoAnswer, Millis)>,
+    pub jobs: Option<(Vec<Job>, Millis)>,
+}
+
 pub struct Controller {
     store: Store,
     pc: String,
@@ -81,7 +90,7 @@ pub struct Controller {
     last_version: Option<i64>,
     lang: Lang,
     /// The Sessions and Jobs views' last answers from the server.
-    pub(crate) live: crate::live::LastAnswers,
+    pub(crate) live: LastAnswers,
 }
 
 impl Controller {

@@ -16,13 +16,6 @@ use serde::Serialize;
 /// Characters of a job's output the Jobs view carries (its tail).
 pub const OUTPUT_TAIL_CHARS: usize = 4_000;
 
-/// The last answer a live view had, kept while the app runs.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LastAnswers {
-    pub who: Option<(WhoAnswer, Millis)>,
-    pub jobs: Option<(Vec<Job>, Millis)>,
-}
-
 /// Whether what a live view shows is the server's answer now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,6 +1,6 @@
 //! Bulk import of mail with timelines (benchmark seeding, moving from another store).
 
-use crate::engine::OpResult;
+use crate::ctx::OpResult;
 use pcmail_core::Mail;
 use rusqlite::params;
 

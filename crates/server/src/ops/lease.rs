@@ -3,15 +3,16 @@
 //! leases up to `now` (stale after 6·H, TTL leases expired), so an answer
 //! never depends on when the sweep last ran.
 
-use super::fields;
-use crate::engine::{Ctx, OpError, OpResult};
+use crate::ctx::{Ctx, OpError, OpResult};
 use pcmail_core::lease::{
-    self, Claim, Event, Evidence, Holder, Lease, LeaseState, ListArgs, Lost, Mode, PollLease, Release, Released,
-    TimelineEntry, ENDED_WINDOW_MS, STALE_AFTER_MS, STALE_ALERT_MS,
+    self, CheckAnswer, Claim, ClaimAnswer, Event, Evidence, Holder, Lease, LeaseState, ListAnswer, ListArgs, Lost,
+    Mode, PollLease, PollLeaseAnswer, Release, ReleaseAnswer, Released, TimelineEntry, ENDED_WINDOW_MS, STALE_AFTER_MS,
+    STALE_ALERT_MS,
 };
+use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use rusqlite::{params, OptionalExtension, Row};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
 /// A lease row.
 #[derive(Debug, Clone)]
@@ -75,10 +76,6 @@ impl StoredLease {
             stale: self.state == LeaseState::Stale,
             timeline,
         }
-    }
-
-    fn json(&self) -> Value {
-        json!(self.to_lease(None))
     }
 }
 
@@ -163,7 +160,7 @@ fn queue_lost(ctx: &mut Ctx<'_>, l: &StoredLease, lost: &Lost) -> OpResult<()> {
         )?
         .execute(params![l.holder.pc, l.resource, l.fence, taken_by, lost.at, lost.reason, lost.event.as_str()])?;
     // Wake that PC's long poll, so it hears of it now.
-    ctx.touched.push(l.holder.pc.clone());
+    ctx.wake(News::Lease, l.holder.pc.clone());
     Ok(())
 }
 
@@ -249,7 +246,7 @@ fn require_own_pc(ctx: &Ctx<'_>, holder: &Holder) -> OpResult<()> {
 }
 
 fn with_lease(code: ErrorCode, message: String, l: &StoredLease) -> OpError {
-    OpError::Proto(ProtoError::new(code, message).with_lease(l.json()))
+    OpError::Proto(ProtoError::new(code, message).with_lease(json!(l.to_lease(None))))
 }
 
 fn since(l: &StoredLease) -> String {
@@ -347,9 +344,9 @@ fn grant(ctx: &mut Ctx<'_>, c: &Claim, fence: i64) -> OpResult<StoredLease> {
     Ok(l)
 }
 
-fn claim_answer(ctx: &Ctx<'_>, l: &StoredLease) -> OpResult<Map<String, Value>> {
+fn claim_answer(ctx: &Ctx<'_>, l: &StoredLease) -> OpResult<ClaimAnswer> {
     let tl = timeline(ctx, &l.resource, l.fence)?;
-    Ok(fields(json!({"granted": true, "lease": l.to_lease(Some(tl))})))
+    Ok(ClaimAnswer { granted: true, lease: l.to_lease(Some(tl)) })
 }
 
 fn renew(ctx: &Ctx<'_>, l: &mut StoredLease) -> OpResult<()> {
@@ -365,7 +362,7 @@ fn renew(ctx: &Ctx<'_>, l: &mut StoredLease) -> OpResult<()> {
     Ok(())
 }
 
-pub(crate) fn claim(ctx: &mut Ctx<'_>, c: &Claim) -> OpResult<Map<String, Value>> {
+pub(crate) fn claim(ctx: &mut Ctx<'_>, c: &Claim) -> OpResult<ClaimAnswer> {
     require_own_pc(ctx, &c.holder)?;
     refresh(ctx)?;
     // 1. A retried claim is answered with what it got the first time.
@@ -477,13 +474,13 @@ fn release_one(ctx: &mut Ctx<'_>, r: &Release) -> OpResult<(bool, StoredLease)> 
     Ok((true, l))
 }
 
-pub(crate) fn release(ctx: &mut Ctx<'_>, r: &Release) -> OpResult<Map<String, Value>> {
+pub(crate) fn release(ctx: &mut Ctx<'_>, r: &Release) -> OpResult<ReleaseAnswer> {
     refresh(ctx)?;
     let (released, l) = release_one(ctx, r)?;
-    Ok(fields(json!({"released": released, "lease": l.json()})))
+    Ok(ReleaseAnswer { released, lease: l.to_lease(None) })
 }
 
-pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<ListAnswer> {
     refresh(ctx)?;
     let mut leases = query_leases(
         ctx,
@@ -503,15 +500,15 @@ pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<Map<String, Valu
         let tl = if a.timeline { Some(timeline(ctx, &l.resource, l.fence)?) } else { None };
         out.push(l.to_lease(tl));
     }
-    Ok(fields(json!({"leases": out, "version": version(ctx)?})))
+    Ok(ListAnswer { leases: out, version: version(ctx)? })
 }
 
-pub(crate) fn check(ctx: &mut Ctx<'_>, resource: &str, fence: i64) -> OpResult<Map<String, Value>> {
+pub(crate) fn check(ctx: &mut Ctx<'_>, resource: &str, fence: i64) -> OpResult<CheckAnswer> {
     refresh(ctx)?;
     let newest = live_on(ctx, resource)?.last().map(|l| l.fence);
     let l = load(ctx, resource, fence)?;
     let current = l.as_ref().is_some_and(|l| l.state.is_live());
-    Ok(fields(json!({"current": current, "fence": newest, "lease": l.map(|l| l.json())})))
+    Ok(CheckAnswer { current, fence: newest, lease: l.map(|l| l.to_lease(None)) })
 }
 
 /// Why a lease the caller renewed is not its own any more.
@@ -553,7 +550,7 @@ fn lost_of(ctx: &Ctx<'_>, resource: &str, fence: i64, l: Option<&StoredLease>) -
 
 /// The poll's `lease` argument: releases, then renewals, then what this PC
 /// lost meanwhile (once), the version and, when it moved, the live list.
-pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<Value> {
+pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLeaseAnswer> {
     refresh(ctx)?;
     let mut errors = Vec::new();
     let mut released = Vec::new();
@@ -643,12 +640,13 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<Value> {
     }
     ctx.tx.prepare_cached("DELETE FROM lease_lost WHERE pc = ?1")?.execute([ctx.pc])?;
     let v = version(ctx)?;
-    let mut out = json!({"renewed": renewed, "released": released, "lost": reported, "errors": errors, "version": v});
-    if v != p.known {
+    let list = if v != p.known {
         let live = query_leases(ctx, "state IN ('held', 'stale') ORDER BY resource, fence", [])?;
-        out["list"] = json!(live.iter().map(|l| l.to_lease(None)).collect::<Vec<_>>());
-    }
-    Ok(out)
+        Some(live.iter().map(|l| l.to_lease(None)).collect())
+    } else {
+        None
+    };
+    Ok(PollLeaseAnswer { renewed, released, lost: reported, errors, version: v, list })
 }
 
 /// For the sweep: `(resource, holder pc, message)` of every lease stale for

@@ -1,25 +1,39 @@
 //! mark (also the `marks` of poll): seen / ack / fail by the recipient.
 //! One bad mark never fails the others.
 
-use super::{load_mail, transition};
-use crate::engine::{Ctx, OpResult};
+use crate::ctx::{Ctx, OpResult};
+use crate::mail::{load_mail, transition};
 use pcmail_core::protocol::MarkItem;
-use pcmail_core::MarkOp;
-use serde_json::{json, Value};
+use pcmail_core::{MarkOp, MarkResult};
 
 /// Results in request order, each with its `index`; a malformed mark gets its
 /// own `bad_request` and the rest (and the poll carrying them) go on.
-pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[MarkItem]) -> OpResult<Vec<Value>> {
+pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[MarkItem]) -> OpResult<Vec<MarkResult>> {
     let mut results = Vec::with_capacity(marks.len());
     for (index, item) in marks.iter().enumerate() {
         let m = match item {
             Ok(m) => m,
             Err(bad) => {
-                results.push(bad.to_json());
+                results.push(bad.to_result());
                 continue;
             }
         };
-        let failed = |code: &str, message: &str| json!({"index": index, "markId": m.mark_id, "id": m.id, "ok": false, "code": code, "message": message});
+        let item = MarkResult {
+            index: Some(index),
+            mark_id: Some(m.mark_id.clone()),
+            id: Some(m.id.clone()),
+            ok: false,
+            state: None,
+            changed: None,
+            code: None,
+            field: None,
+            message: None,
+        };
+        let failed = |code: &str, message: &str| MarkResult {
+            code: Some(code.into()),
+            message: Some(message.into()),
+            ..item.clone()
+        };
         let Some(mail) = load_mail(ctx, &m.id)? else {
             results.push(failed("not_found", "no such mail"));
             continue;
@@ -36,7 +50,7 @@ pub(crate) fn apply_marks(ctx: &mut Ctx<'_>, marks: &[MarkItem]) -> OpResult<Vec
         // When it happened on the PC, but never in the server's future.
         let at = m.at.min(ctx.now);
         let (state, changed) = transition(ctx, &mail, m.op.target(), at, &m.by, note.as_deref())?;
-        results.push(json!({"index": index, "markId": m.mark_id, "id": m.id, "ok": true, "state": state.as_str(), "changed": changed}));
+        results.push(MarkResult { ok: true, state: Some(state), changed: Some(changed), ..item });
     }
     Ok(results)
 }

@@ -3,15 +3,16 @@
 //! go through partial indexes, so their cost does not grow with history; so
 //! does the feed of mail it received, when it asks (`receivedSince`).
 
-use super::{fields, load_mail, mark::apply_marks, roster_version, transition, StoredMail, MAIL_COLUMNS};
-use crate::engine::{Ctx, OpResult};
+use super::{mark::apply_marks, roster};
+use crate::ctx::{Ctx, OpResult};
+use crate::mail::{load_mail, state_column, transition, StoredMail, MAIL_COLUMNS};
+use pcmail_core::answers::{Lenient, PollAnswer};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
-use pcmail_core::State;
+use pcmail_core::{Mail, ReceivedUpdate, State, TimelineEntry, Update};
 use rusqlite::params;
-use serde_json::{json, Map, Value};
 
-pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, Value>> {
+pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
     ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(params![ctx.pc, ctx.now])?;
 
     let mut confirmed = Vec::new();
@@ -27,7 +28,7 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
         }
         let (now, pc) = (ctx.now, ctx.pc.to_string());
         transition(ctx, &mail, State::Delivered, now, &pc, None)?;
-        confirmed.push(Value::String(mail.id));
+        confirmed.push(mail.id);
     }
     let marks = apply_marks(ctx, &args.marks)?;
     let lease = match &args.lease {
@@ -42,36 +43,35 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<Map<String, V
     };
     let (mail, more_mail) = new_mail_for(ctx, args.limit)?;
     let (updates, more_updates) = updates_for(ctx, args.since)?;
-    let cursor = updates.last().and_then(|u| u["seq"].as_i64()).unwrap_or(args.since);
-    let mut out = fields(json!({
-        "mail": mail, "confirmed": confirmed, "marks": marks, "updates": updates,
-        "cursor": cursor, "more": more_mail || more_updates, "rosterVersion": roster_version(ctx)?,
-    }));
-    if let Some(l) = lease {
-        out.insert("lease".into(), l);
-    }
+    let cursor = updates.last().map(|u| u.seq).unwrap_or(args.since);
+    let mut out = PollAnswer {
+        mail: mail.into_iter().map(Lenient::Ok).collect(),
+        confirmed,
+        marks: Some(Lenient::Ok(marks)),
+        updates: Lenient::Ok(updates),
+        cursor: Some(cursor),
+        more: more_mail || more_updates,
+        roster_version: Some(roster::version(ctx)?),
+        lease: lease.map(Lenient::Ok),
+        sessions: sessions.map(Lenient::Ok),
+        ..PollAnswer::default()
+    };
     // Jobs (feature `jobs`): only a poll that carries `job` takes, reports or hears of any.
     if let Some(j) = &args.job {
-        out.insert("job".into(), super::job::poll_job(ctx, j)?);
-    }
-    if let Some(s) = sessions {
-        out.insert("sessions".into(), s);
+        out.job = Some(Lenient::Ok(super::job::poll_job(ctx, j)?));
     }
     // Only a caller that asks gets the second feed: an older client sees the answer it knows.
     if let Some(since) = args.received_since {
         let (received, more_received) = received_updates_for(ctx, since)?;
-        let cursor = received.last().and_then(|u| u["seq"].as_i64()).unwrap_or(since);
-        out.insert("receivedUpdates".into(), Value::Array(received));
-        out.insert("receivedCursor".into(), json!(cursor));
-        if more_received {
-            out.insert("more".into(), Value::Bool(true));
-        }
+        out.received_cursor = Some(received.last().map(|u| u.seq).unwrap_or(since));
+        out.received_updates = Some(Lenient::Ok(received));
+        out.more |= more_received;
     }
     Ok(out)
 }
 
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
-fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
+fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Mail>, bool)> {
     // `state = 'new'` is written out literally so the partial index applies.
     let sql =
         format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
@@ -89,8 +89,8 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
     for (_, m) in all {
         // A mail still `new` has exactly one timeline entry: its creation
         // (a re-queued one is sent with it too: the PC records delivery itself).
-        let created = json!({"state": "new", "at": m.created_at, "by": m.sender, "note": null});
-        out.push(m.to_json(vec![created]));
+        let created = TimelineEntry { state: State::New, at: m.created_at, by: m.sender.clone(), note: None };
+        out.push(m.to_mail(vec![created]));
     }
     let more = out.len() > limit;
     out.truncate(limit);
@@ -99,15 +99,19 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Value>, bool)> {
 
 /// State changes of mail the caller received, after `since`, oldest first,
 /// with the note the timeline has (fail reason, `ack`, `reply:<id>`).
-fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool)> {
+fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<ReceivedUpdate>, bool)> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT seq, mail_id, state, at, by, note FROM event WHERE recipient = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;
     let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
-        Ok(json!({
-            "seq": r.get::<_, i64>(0)?, "id": r.get::<_, String>(1)?, "state": r.get::<_, String>(2)?,
-            "at": r.get::<_, i64>(3)?, "by": r.get::<_, String>(4)?, "note": r.get::<_, Option<String>>(5)?,
-        }))
+        Ok(ReceivedUpdate {
+            seq: r.get(0)?,
+            id: r.get(1)?,
+            state: state_column(r, 2)?,
+            at: r.get(3)?,
+            by: r.get(4)?,
+            note: r.get(5)?,
+        })
     })?;
     let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     let more = out.len() > limits::UPDATES_MAX;
@@ -116,15 +120,12 @@ fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool
 }
 
 /// State changes of mail the caller sent, after `since`, oldest first.
-fn updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Value>, bool)> {
+fn updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Update>, bool)> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT seq, mail_id, state, at, by FROM event WHERE sender = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;
     let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
-        Ok(json!({
-            "seq": r.get::<_, i64>(0)?, "id": r.get::<_, String>(1)?, "state": r.get::<_, String>(2)?,
-            "at": r.get::<_, i64>(3)?, "by": r.get::<_, String>(4)?,
-        }))
+        Ok(Update { seq: r.get(0)?, id: r.get(1)?, state: state_column(r, 2)?, at: r.get(3)?, by: r.get(4)? })
     })?;
     let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
     let more = out.len() > limits::UPDATES_MAX;

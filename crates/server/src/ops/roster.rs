@@ -1,10 +1,10 @@
 //! roster.get / roster.set / roster.remove: working number ⇔ label ⇔ hostname.
 
-use super::fields;
-use crate::engine::{Ctx, OpError, OpResult};
+use super::{audit, names};
+use crate::ctx::{Ctx, OpError, OpResult};
+use pcmail_core::answers::{RosterAnswer, RosterRemoveAnswer, RosterSetAnswer};
 use pcmail_core::{ErrorCode, Pc};
-use rusqlite::params;
-use serde_json::{json, Map, Value};
+use rusqlite::{params, OptionalExtension};
 
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
     Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row([], |r| r.get(0))?)
@@ -22,13 +22,8 @@ pub(crate) fn load_all(ctx: &Ctx<'_>) -> OpResult<Vec<Pc>> {
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
-fn pc_json(pc: &Pc) -> Value {
-    json!({"number": pc.number, "label": pc.label, "hostname": pc.hostname})
-}
-
-pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
-    let pcs: Vec<Value> = load_all(ctx)?.iter().map(pc_json).collect();
-    Ok(fields(json!({"pcs": pcs, "version": version(ctx)?})))
+pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<RosterAnswer> {
+    Ok(RosterAnswer { pcs: load_all(ctx)?, version: version(ctx)? })
 }
 
 /// `roster.set` with `claim`: bind the label to this credential.
@@ -45,19 +40,19 @@ pub(crate) fn set(
     hostname: &str,
     number: Option<i64>,
     claim: Option<Claim<'_>>,
-) -> OpResult<Map<String, Value>> {
+) -> OpResult<RosterSetAnswer> {
     // Checked before anything changes: a refused claim leaves the row as it was.
     if let Some(c) = &claim {
-        if let Some(Some(bound)) = super::label_binding(ctx.tx, label)? {
-            if !c.replace && !super::cred_matches(Some(&bound), Some(c.cred)) {
-                return Err(super::label_taken(label));
+        if let Some(Some(bound)) = label_binding(ctx.tx, label)? {
+            if !c.replace && !cred_matches(Some(&bound), Some(c.cred)) {
+                return Err(label_taken(label));
             }
         }
     }
     let pcs = load_all(ctx)?;
     let current = pcs.iter().find(|p| p.label == label);
     if current.is_none() {
-        super::sessions::refuse_label_equal_to_name(ctx, label)?;
+        refuse_label_equal_to_name(ctx, label)?;
     }
     if let Some(other) = pcs.iter().find(|p| p.label != label && p.hostname.eq_ignore_ascii_case(hostname)) {
         return Err(OpError::proto(ErrorCode::Conflict, format!("hostname {hostname:?} belongs to {:?}", other.label)));
@@ -91,9 +86,9 @@ pub(crate) fn set(
     };
     let version = if changed { bump_version(ctx)? } else { version(ctx)? };
     if changed && ctx.caller == pcmail_core::auth::Caller::Admin {
-        super::creds::audit(ctx, "roster.set", label, Some(&format!("number {} hostname {}", pc.number, pc.hostname)))?;
+        audit::audit(ctx, "roster.set", label, Some(&format!("number {} hostname {}", pc.number, pc.hostname)))?;
     }
-    let mut out = fields(json!({"pc": pc_json(&pc), "changed": changed, "version": version}));
+    let mut out = RosterSetAnswer { pc, changed, version, bound: None };
     if let Some(c) = claim {
         // Idempotent: the same credential writes the same hash. A replace
         // (admin) also lifts a revoke: that label has a PC again.
@@ -104,19 +99,57 @@ pub(crate) fn set(
             .execute(params![label, hash])?
             > 0;
         if rebound {
-            super::creds::audit(ctx, if c.replace { "replace" } else { "claim" }, label, None)?;
+            audit::audit(ctx, if c.replace { "replace" } else { "claim" }, label, None)?;
         }
-        out.insert("bound".into(), json!(true));
+        out.bound = Some(true);
     }
     Ok(out)
 }
 
-pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<Map<String, Value>> {
+pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<RosterRemoveAnswer> {
     let removed = ctx.tx.prepare_cached("DELETE FROM pc WHERE label = ?1")?.execute([label])? > 0;
     let version = if removed { bump_version(ctx)? } else { version(ctx)? };
     if removed {
         ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
-        super::creds::audit(ctx, "roster.remove", label, None)?;
+        audit::audit(ctx, "roster.remove", label, None)?;
     }
-    Ok(fields(json!({"removed": removed, "version": version})))
+    Ok(RosterRemoveAnswer { removed, version })
+}
+
+/// `None`: the label is not on the roster; `Some(None)`: on it, not bound;
+/// `Some(Some(hash))`: bound to the credential with that SHA-256 hex.
+pub(crate) fn label_binding(tx: &rusqlite::Transaction<'_>, label: &str) -> rusqlite::Result<Option<Option<String>>> {
+    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?.query_row([label], |r| r.get(0)).optional()
+}
+
+/// An unbound label accepts anyone (old clients; the next claim binds it);
+/// a bound one only its credential, compared in constant time.
+pub(crate) fn cred_matches(bound_hash: Option<&str>, cred: Option<&str>) -> bool {
+    use subtle::ConstantTimeEq;
+    match (bound_hash, cred) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(h), Some(c)) => bool::from(pcmail_core::protocol::credential_hash(c).as_bytes().ct_eq(h.as_bytes())),
+    }
+}
+
+pub(crate) fn label_taken(label: &str) -> OpError {
+    OpError::proto(
+        ErrorCode::LabelTaken,
+        format!("label {label:?} belongs to another installation: pick another label, or replace it"),
+    )
+}
+
+/// `roster.set` of a new label: refused when a name is spelled so.
+fn refuse_label_equal_to_name(ctx: &Ctx<'_>, label: &str) -> OpResult<()> {
+    match names::holder(ctx, label)? {
+        Some(h) => Err(OpError::proto(
+            ErrorCode::Conflict,
+            format!(
+                "{label:?} is a session name (held by {}/{}); names and labels share one namespace: pick another label",
+                h.pc, h.session
+            ),
+        )),
+        None => Ok(()),
+    }
 }

@@ -1,13 +1,15 @@
 //! send: fail-closed exact addressing, loop/hop refusals, idempotency by id,
 //! broadcast copies, and a reply finishing the original.
 
-use super::{fields, load_mail, record_event, roster, transition, StoredMail};
-use crate::engine::{Ctx, OpError, OpResult};
+use super::{names, roster};
+use crate::ctx::{Ctx, OpError, OpResult};
+use crate::mail::{load_mail, record_event, transition, MailEvent, StoredMail};
+use pcmail_core::answers::SendAnswer;
 use pcmail_core::ids::broadcast_copy_id;
 use pcmail_core::model::limits;
+use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State};
 use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Map, Value};
 
 /// The content a retry must repeat exactly to be "the same mail".
 #[derive(Debug, PartialEq)]
@@ -131,21 +133,18 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
     Ok(None)
 }
 
-pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<String, Value>> {
+pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswer> {
     // 3. exact label only; near misses are suggestions, never deliveries.
     let pcs = roster::load_all(ctx).map_err(|_| {
         OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered")
     })?;
     let broadcast = mail.to == "*";
     // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
-    let name_holder = if broadcast || pcs.iter().any(|p| p.label == mail.to) {
-        None
-    } else {
-        super::sessions::holder(ctx, &mail.to)?
-    };
+    let name_holder =
+        if broadcast || pcs.iter().any(|p| p.label == mail.to) { None } else { names::holder(ctx, &mail.to)? };
     if !broadcast && name_holder.is_none() && !pcs.iter().any(|p| p.label == mail.to) {
         let mut candidates = roster_candidates(&pcs, &mail.to);
-        candidates.extend(name_candidates(&super::sessions::all_names(ctx)?, &mail.to));
+        candidates.extend(name_candidates(&names::all_names(ctx)?, &mail.to));
         return Err(OpError::Proto(
             ProtoError::new(
                 ErrorCode::UnknownRecipient,
@@ -183,7 +182,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
     };
     if let Some((content, ids)) = stored {
         if content == wanted {
-            return Ok(fields(json!({"ids": ids, "existing": true})));
+            return Ok(SendAnswer { ids, existing: true });
         }
         return Err(OpError::proto(
             ErrorCode::DuplicateId,
@@ -214,7 +213,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<Map<Strin
             transition(ctx, &orig, State::Done, now, &pc, Some(&note))?;
         }
     }
-    Ok(fields(json!({"ids": ids, "existing": false})))
+    Ok(SendAnswer { ids, existing: false })
 }
 
 fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
@@ -267,11 +266,11 @@ fn insert_mail(
             id, ctx.pc, recipient, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto,
             m.hop, ctx.now, broadcast_of, m.expires_in
         ])?;
-    record_event(ctx, id, ctx.pc, State::New, ctx.now, ctx.pc, None)?;
-    ctx.touched.push(recipient.to_string());
+    record_event(ctx, &MailEvent::new(id, ctx.pc, State::New, ctx.now, ctx.pc))?;
+    ctx.wake(News::Mail, recipient.to_string());
     // Mail to a name wakes the long poll of the PC holding it.
-    if let Some(h) = super::sessions::holder(ctx, recipient)? {
-        ctx.touched.push(h.pc);
+    if let Some(h) = names::holder(ctx, recipient)? {
+        ctx.wake(News::Mail, h.pc);
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Sessions and names (issue 11 §1, docs/protocol.md "Sessions and names"):
+//! Sessions and names (docs/protocol.md "Sessions and names"):
 //! the live sessions a poll reports, `name.take`, `who`, and how mail to a
 //! name finds the PC holding it (and leaves the one that held it before).
 //!
@@ -6,12 +6,17 @@
 //! `REPORT_FRESH_MS`: every poll of a PC that reports sessions renews it); a
 //! name's mail goes out only while its holder is live, otherwise it waits.
 
-use super::{fields, roster, StoredMail, MAIL_COLUMNS};
-use crate::engine::{Ctx, OpError, OpResult};
-use pcmail_core::sessions::{LiveSession, NameHolder, WhoSession, REPORT_FRESH_MS};
+use super::names::{held_by, holder, is_live};
+use super::roster;
+use crate::ctx::{Ctx, OpError, OpResult};
+use crate::mail::{record_event, MailEvent, StoredMail, MAIL_COLUMNS};
+use pcmail_core::op_table::News;
+use pcmail_core::sessions::{
+    LiveSession, NameHolder, PollSessionsAnswer, TakeAnswer, WhoAnswer, WhoSession, REPORT_FRESH_MS,
+};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use rusqlite::{params, OptionalExtension};
-use serde_json::{json, Map, Value};
+use rusqlite::params;
+use serde_json::json;
 
 /// Replaces the caller's list of live sessions with `live`.
 pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveSession]) -> OpResult<()> {
@@ -33,42 +38,6 @@ pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveSession]) -> OpResult<()> {
         ])?;
     }
     Ok(())
-}
-
-/// The holder of `name`, if it is a name.
-pub(crate) fn holder(ctx: &Ctx<'_>, name: &str) -> OpResult<Option<NameHolder>> {
-    Ok(ctx
-        .tx
-        .prepare_cached("SELECT name, pc, session, since FROM name WHERE name = ?1")?
-        .query_row([name], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))
-        .optional()?)
-}
-
-/// The holder of `name` and whether it is live; None for a PC label.
-pub(crate) fn holder_live(ctx: &Ctx<'_>, name: &str) -> OpResult<Option<(NameHolder, bool)>> {
-    let Some(h) = holder(ctx, name)? else { return Ok(None) };
-    let live = is_live(ctx, &h.pc, &h.session)?;
-    Ok(Some((h, live)))
-}
-
-/// Whether `session` of `pc` is live: in the PC's last report, and that
-/// report fresh (the caller's own report always counts).
-pub(crate) fn is_live(ctx: &Ctx<'_>, pc: &str, session: &str) -> OpResult<bool> {
-    Ok(ctx
-        .tx
-        .prepare_cached(
-            "SELECT 1 FROM live_session l WHERE l.pc = ?1 AND l.session = ?2 AND (l.pc = ?3 OR l.reported_at >= ?4)",
-        )?
-        .query_row(params![pc, session, ctx.pc, ctx.now - REPORT_FRESH_MS], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
-/// Every name, for `unknown_recipient` candidates.
-pub(crate) fn all_names(ctx: &Ctx<'_>) -> OpResult<Vec<String>> {
-    let mut st = ctx.tx.prepare_cached("SELECT name FROM name ORDER BY name")?;
-    let names = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(names)
 }
 
 /// Whether the caller may confirm, mark and read `mail` as its recipient:
@@ -102,8 +71,11 @@ pub(crate) fn confirmed_here(ctx: &mut Ctx<'_>, mail: &StoredMail) -> OpResult<(
             .execute(params![mail.id, at])?;
         let note = pcmail_core::sessions::redelivered_note(&mail.recipient);
         let pc = ctx.pc.to_string();
-        super::record_event(ctx, &mail.id, &mail.sender, pcmail_core::State::Delivered, at, &pc, Some(&note))?;
-        ctx.touched.push(mail.sender.clone());
+        record_event(
+            ctx,
+            &MailEvent::new(&mail.id, &mail.sender, pcmail_core::State::Delivered, at, &pc).note(Some(&note)),
+        )?;
+        ctx.wake(News::Mail, mail.sender.clone());
     }
     Ok(())
 }
@@ -181,16 +153,9 @@ fn row_mail(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMail> {
     })
 }
 
-fn held_by(ctx: &Ctx<'_>, pc: &str) -> OpResult<Vec<NameHolder>> {
-    let mut st = ctx.tx.prepare_cached("SELECT name, pc, session, since FROM name WHERE pc = ?1 ORDER BY name")?;
-    let rows = st
-        .query_map([pc], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-}
-
 /// The poll's `sessions`: the report applied, then the names this PC holds
 /// and the mail it must withdraw (told once).
-pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult<Value> {
+pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult<PollSessionsAnswer> {
     report(ctx, live)?;
     let names = held_by(ctx, ctx.pc)?;
     let withdrawn: Vec<String> = {
@@ -199,33 +164,17 @@ pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult
         ids
     };
     ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute([ctx.pc])?;
-    Ok(json!({"names": names, "withdrawn": withdrawn}))
+    Ok(PollSessionsAnswer { names, withdrawn })
 }
 
 fn conflict(message: String) -> OpError {
     OpError::Proto(ProtoError::new(ErrorCode::Conflict, message))
 }
 
-/// `roster.set` of a new label: refused when a name is spelled so.
-pub(crate) fn refuse_label_equal_to_name(ctx: &Ctx<'_>, label: &str) -> OpResult<()> {
-    match holder(ctx, label)? {
-        Some(h) => Err(conflict(format!(
-            "{label:?} is a session name (held by {}/{}); names and labels share one namespace: pick another label",
-            h.pc, h.session
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// `name.take`: the caller's `session` takes `name`. Refused when it is a
 /// PC label, or another session that is live holds it; otherwise it moves
 /// here (recorded), and unseen mail delivered to another PC comes here.
-pub(crate) fn take(
-    ctx: &mut Ctx<'_>,
-    name: &str,
-    session: &str,
-    live: Option<&[LiveSession]>,
-) -> OpResult<Map<String, Value>> {
+pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[LiveSession]>) -> OpResult<TakeAnswer> {
     if let Some(l) = live {
         report(ctx, l)?;
     }
@@ -240,7 +189,13 @@ pub(crate) fn take(
     let prev = holder(ctx, name)?;
     if let Some(p) = &prev {
         if p.pc == ctx.pc && p.session == session {
-            return Ok(fields(json!({"name": name, "holder": p, "previous": null, "changed": false, "requeued": 0})));
+            return Ok(TakeAnswer {
+                name: name.to_string(),
+                holder: p.clone(),
+                previous: None,
+                changed: false,
+                requeued: 0,
+            });
         }
         if is_live(ctx, &p.pc, &p.session)? {
             return Err(conflict(format!(
@@ -281,20 +236,15 @@ pub(crate) fn take(
             ctx.tx
                 .prepare_cached("UPDATE mail SET delivered_at = ?2, last_at = ?2 WHERE id = ?1")?
                 .execute(params![id, at])?;
-            super::record_event_for(
-                ctx,
-                id,
-                &sender,
-                pcmail_core::State::Delivered,
-                at,
-                "server",
-                Some(&note),
-                Some(&p.pc),
-            )?;
-            ctx.touched.push(sender);
+            let event = MailEvent {
+                feed_pc: Some(&p.pc),
+                ..MailEvent::new(id, &sender, pcmail_core::State::Delivered, at, "server").note(Some(&note))
+            };
+            record_event(ctx, &event)?;
+            ctx.wake(News::Mail, sender);
         }
         requeued = ids.len();
-        ctx.touched.push(p.pc.clone());
+        ctx.wake(News::Mail, p.pc.clone());
     }
     ctx.tx
         .prepare_cached(
@@ -309,13 +259,14 @@ pub(crate) fn take(
             prev.as_ref().map(|p| &p.session),
             requeued as i64
         ])?;
-    ctx.touched.push(ctx.pc.to_string());
-    Ok(fields(json!({"name": name, "holder": mine, "previous": prev, "changed": true, "requeued": requeued})))
+    let me = ctx.pc.to_string();
+    ctx.wake(News::Mail, me);
+    Ok(TakeAnswer { name: name.to_string(), holder: mine, previous: prev, changed: true, requeued })
 }
 
 /// `who`: every live session on every PC (fresh reports only), with the
 /// name it holds, and the names no live session holds.
-pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
+pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<WhoAnswer> {
     let fresh = ctx.now - REPORT_FRESH_MS;
     let mut st = ctx.tx.prepare_cached(
         "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
@@ -352,5 +303,5 @@ pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<Map<String, Value>> {
             idle_names.push(h);
         }
     }
-    Ok(fields(json!({"sessions": sessions, "idleNames": idle_names})))
+    Ok(WhoAnswer { sessions, idle_names })
 }

@@ -2,12 +2,13 @@
 //! A PC sees only mail it sent or received (issue 14): anyone else's is
 //! answered in `missing`, exactly like an unknown id, so it learns nothing.
 
-use super::{fields, load_mail, send::copy_ids, timeline};
-use crate::engine::{Ctx, OpResult};
+use super::send::copy_ids;
+use crate::ctx::{Ctx, OpResult};
+use crate::mail::{load_mail, timeline};
+use pcmail_core::answers::{StatusAnswer, StatusMail};
 use rusqlite::OptionalExtension;
-use serde_json::{json, Map, Value};
 
-pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, Value>> {
+pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer> {
     let mut mails = Vec::new();
     let mut missing = Vec::new();
     for id in ids {
@@ -22,12 +23,9 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
                 continue;
             }
             let t = timeline(ctx, &m.id)?;
-            let mut v = m.to_json(t);
             // Mail to a name nobody live holds: the sender hears that it waits.
-            if let Some(note) = super::sessions::waiting_note(ctx, &m)? {
-                v["waiting"] = json!(note);
-            }
-            mails.push(v);
+            let waiting = super::sessions::waiting_note(ctx, &m)?;
+            mails.push(StatusMail { mail: m.to_mail(t), waiting });
             continue;
         }
         let copies = copy_ids(ctx, id)?;
@@ -46,12 +44,12 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<Map<String, 
             if let Some(m) = load_mail(ctx, &c)?.filter(|m| m.sender == ctx.pc || m.recipient == ctx.pc) {
                 seen_any = true;
                 let t = timeline(ctx, &m.id)?;
-                mails.push(m.to_json(t));
+                mails.push(StatusMail { mail: m.to_mail(t), waiting: None });
             }
         }
         if !seen_any {
             missing.push(id.clone());
         }
     }
-    Ok(fields(json!({"mails": mails, "missing": missing})))
+    Ok(StatusAnswer { mails, missing })
 }

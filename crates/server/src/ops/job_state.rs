@@ -1,0 +1,265 @@
+//! Job rows: loading a job, its timeline, recording a step, ending it (the
+//! watchers are told and their long polls wake), the jobs a PC may see, and
+//! the job steps of the sweep, a revoke and retention.
+
+use crate::ctx::{Ctx, OpError, OpResult};
+use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ListArgs, Submitter, TimelineEntry};
+use pcmail_core::op_table::News;
+use pcmail_core::{ErrorCode, Millis};
+use rusqlite::{params, OptionalExtension, Row};
+use std::collections::BTreeMap;
+
+pub(crate) const JOB_COLUMNS: &str =
+    "id, target, command, args, subject, submitter_pc, submitter_session, submitter_name, force, \
+     rerun_of, state, submitted_at, started_at, run_started_at, runner, heartbeat_at, ended_at, time_limit_ms, \
+     cancel_requested, joined, result, reason, chunked, runs, run_sent_at, last_at";
+
+/// A stored job, all columns.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredJob {
+    pub job: Job,
+    pub chunked: bool,
+    pub runs: i64,
+    pub run_sent_at: Option<Millis>,
+    pub last_at: Millis,
+}
+
+pub(crate) fn bad_column(i: usize, what: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())
+}
+
+impl StoredJob {
+    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredJob> {
+        let args_s: String = r.get(3)?;
+        let args: BTreeMap<String, ArgValue> =
+            serde_json::from_str(&args_s).map_err(|e| bad_column(3, format!("args: {e}")))?;
+        let state_s: String = r.get(10)?;
+        let state = JobState::parse(&state_s).ok_or_else(|| bad_column(10, format!("bad state {state_s:?}")))?;
+        let result: Option<String> = r.get(20)?;
+        let result: Option<JobResult> = match result {
+            None => None,
+            Some(s) => Some(serde_json::from_str(&s).map_err(|e| bad_column(20, format!("result: {e}")))?),
+        };
+        Ok(StoredJob {
+            job: Job {
+                id: r.get(0)?,
+                target: r.get(1)?,
+                command: r.get(2)?,
+                args,
+                subject: r.get(4)?,
+                submitter: Submitter { pc: r.get(5)?, session: r.get(6)?, name: r.get(7)? },
+                force: r.get(8)?,
+                rerun_of: r.get(9)?,
+                state,
+                submitted_at: r.get(11)?,
+                started_at: r.get(12)?,
+                run_started_at: r.get(13)?,
+                runner: r.get(14)?,
+                heartbeat_at: r.get(15)?,
+                ended_at: r.get(16)?,
+                time_limit_ms: r.get(17)?,
+                cancel_requested: r.get(18)?,
+                joined: r.get(19)?,
+                result,
+                reason: r.get(21)?,
+                credentials_required: None,
+                timeline: None,
+            },
+            chunked: r.get(22)?,
+            runs: r.get(23)?,
+            run_sent_at: r.get(24)?,
+            last_at: r.get(25)?,
+        })
+    }
+}
+
+pub(crate) fn load(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredJob>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE id = ?1");
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row([id], StoredJob::from_row).optional()?)
+}
+
+pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
+    let mut stmt =
+        ctx.tx.prepare_cached("SELECT at, state, by, reason FROM job_event WHERE job_id = ?1 ORDER BY seq")?;
+    let rows = stmt.query_map([id], |r| {
+        let s: String = r.get(1)?;
+        Ok(TimelineEntry {
+            at: r.get(0)?,
+            state: JobState::parse(&s).ok_or_else(|| bad_column(1, format!("bad state {s:?}")))?,
+            by: r.get(2)?,
+            reason: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// The wire form of a job, with its timeline or without (lists).
+pub(crate) fn to_wire(ctx: &Ctx<'_>, j: &StoredJob, with_timeline: bool) -> OpResult<Job> {
+    let mut job = j.job.clone();
+    if with_timeline {
+        job.timeline = Some(timeline(ctx, &job.id)?);
+    }
+    Ok(job)
+}
+
+pub(crate) fn record(
+    ctx: &Ctx<'_>,
+    id: &str,
+    state: JobState,
+    at: Millis,
+    by: &str,
+    reason: Option<&str>,
+) -> OpResult<()> {
+    ctx.tx
+        .prepare_cached("INSERT INTO job_event (job_id, at, state, by, reason) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![id, at, state.as_str(), by, reason])?;
+    ctx.tx.prepare_cached("UPDATE job SET last_at = max(last_at, ?2) WHERE id = ?1")?.execute(params![id, at])?;
+    Ok(())
+}
+
+/// The PCs that hear of this job's end (submitter's and joined).
+fn watchers(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<String>> {
+    let mut stmt = ctx.tx.prepare_cached("SELECT pc FROM job_watch WHERE job_id = ?1")?;
+    let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Ends a job (forward only): state, result, reason, the timeline entry; its
+/// watchers are owed a `finished` and their long polls wake.
+pub(crate) fn end_job(
+    ctx: &mut Ctx<'_>,
+    j: &StoredJob,
+    state: JobState,
+    by: &str,
+    reason: Option<&str>,
+    result: Option<&JobResult>,
+) -> OpResult<bool> {
+    if !j.job.state.can_move_to(state) || !state.is_ended() {
+        return Ok(false);
+    }
+    let at = ctx.now.max(j.last_at);
+    let result_json = match result {
+        Some(r) => Some(serde_json::to_string(r).map_err(|e| OpError::proto(ErrorCode::Internal, e.to_string()))?),
+        None => None,
+    };
+    ctx.tx
+        .prepare_cached(
+            "UPDATE job SET state = ?2, ended_at = ?3, result = coalesce(?4, result), reason = ?5 WHERE id = ?1",
+        )?
+        .execute(params![j.job.id, state.as_str(), at, result_json, reason])?;
+    record(ctx, &j.job.id, state, at, by, reason)?;
+    ctx.tx.prepare_cached("UPDATE job_watch SET tell = 1 WHERE job_id = ?1")?.execute([&j.job.id])?;
+    let w = watchers(ctx, &j.job.id)?;
+    for pc in w {
+        ctx.wake(News::Job, pc);
+    }
+    ctx.wake(News::Job, j.job.target.clone());
+    Ok(true)
+}
+
+/// Jobs the caller may see, newest first: targeted at it, or watched by it
+/// (submitted or joined); `mine` only the latter.
+pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Job>> {
+    let cols = JOB_COLUMNS.split(", ").map(|c| format!("j.{c}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "SELECT {cols} FROM job j WHERE \
+         (j.seq IN (SELECT j2.seq FROM job_watch w JOIN job j2 ON j2.id = w.job_id WHERE w.pc = ?1) \
+          OR (?2 = 0 AND j.target = ?1)) \
+         AND (?3 IS NULL OR j.target = ?3) AND (?4 IS NULL OR j.state = ?4) \
+         ORDER BY j.seq DESC LIMIT ?5"
+    );
+    let mut stmt = ctx.tx.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        params![ctx.pc, a.mine, a.target, a.state.map(|s| s.as_str()), a.limit as i64],
+        StoredJob::from_row,
+    )?;
+    let mut out = Vec::new();
+    for j in rows {
+        out.push(j?.job);
+    }
+    Ok(out)
+}
+
+/// `roster.revoke`: the PC's queued jobs are cancelled, with why and how it
+/// comes back, so their submitters' `status` says so. (Its running jobs end
+/// `timed_out` when their heartbeat stops, as any silent executor's.)
+pub(crate) fn cancel_queued_for_revoked(ctx: &mut Ctx<'_>, label: &str) -> OpResult<usize> {
+    let ids: Vec<String> = {
+        let mut st = ctx.tx.prepare_cached("SELECT id FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq")?;
+        let ids = st.query_map([label], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+        ids
+    };
+    let reason = cj::revoked_target_reason(label);
+    let mut n = 0;
+    for id in ids {
+        let Some(j) = load(ctx, &id)? else { continue };
+        if end_job(ctx, &j, JobState::Cancelled, cj::SERVER_ACTOR, Some(&reason), None)? {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+// ---- sweep ----
+
+/// What the sweep would do to jobs now: (id, the end state, the reason).
+pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str)>> {
+    let now = ctx.now;
+    let mut out = Vec::new();
+    // Running: no heartbeat for 6·H, or past twice the time limit. Both reads
+    // are bounded by the running jobs (partial indexes), never by history.
+    let mut stmt = ctx.tx.prepare_cached(
+        "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+         INDEXED BY job_heartbeat WHERE state = 'running' ORDER BY seq",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+    })?;
+    for row in rows {
+        let (id, heartbeat, run_start, limit) = row?;
+        if heartbeat.unwrap_or(run_start) + cj::STALE_AFTER_MS <= now {
+            out.push((id, JobState::TimedOut, cj::REASON_NO_HEARTBEAT));
+        } else if run_start + 2 * limit <= now {
+            out.push((id, JobState::TimedOut, cj::REASON_PAST_LIMIT));
+        }
+    }
+    let mut stmt = ctx
+        .tx
+        .prepare_cached("SELECT id FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at")?;
+    for id in stmt.query_map([now - cj::QUEUED_MAX_AGE_MS], |r| r.get::<_, String>(0))? {
+        out.push((id?, JobState::Cancelled, cj::REASON_NEVER_STARTED));
+    }
+    Ok(out)
+}
+
+/// The sweep's job step: (timed out, cancelled).
+pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<(i64, i64)> {
+    let (mut timed_out, mut cancelled) = (0, 0);
+    for (id, state, reason) in due(ctx)? {
+        let Some(j) = load(ctx, &id)? else { continue };
+        if end_job(ctx, &j, state, cj::SERVER_ACTOR, Some(reason), None)? {
+            if state == JobState::TimedOut {
+                timed_out += 1;
+            } else {
+                cancelled += 1;
+            }
+        }
+    }
+    Ok((timed_out, cancelled))
+}
+
+/// Retention: ended jobs whose end is before `cutoff`, with their timeline,
+/// submits and watches, at most `max` of them. Returns how many went.
+pub(crate) fn prune_jobs(tx: &rusqlite::Transaction<'_>, cutoff: Millis, max: usize) -> rusqlite::Result<usize> {
+    let ids: Vec<String> = tx
+        .prepare_cached("SELECT id FROM job WHERE ended_at IS NOT NULL AND ended_at < ?1 ORDER BY ended_at LIMIT ?2")?
+        .query_map(params![cutoff, max as i64], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in &ids {
+        tx.prepare_cached("DELETE FROM job_event WHERE job_id = ?1")?.execute([id])?;
+        tx.prepare_cached("DELETE FROM job_submit WHERE job_id = ?1")?.execute([id])?;
+        tx.prepare_cached("DELETE FROM job_watch WHERE job_id = ?1")?.execute([id])?;
+        tx.prepare_cached("DELETE FROM job WHERE id = ?1")?.execute([id])?;
+    }
+    Ok(ids.len())
+}
