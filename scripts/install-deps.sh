@@ -3,8 +3,9 @@
 # missing), the Tauri system libraries, Xvfb + D-Bus for the tray smoke test,
 # trayer + xdotool + imagemagick for the tray menu screenshot, GNOME's
 # notification-daemon for the notification screenshot with its buttons, Chromium for the UI tests, Node for the Apps Script tests,
-# tmux for the interactive Claude Code that runs the plugin's monitor, haproxy for the balancer tests (PROXY
-# protocol, forwarded headers), and for the
+# tmux for the interactive Claude Code that runs the plugin's monitor, PostgreSQL (the tests start throwaway
+# clusters of their own), haproxy for the balancer and cluster tests (PROXY protocol, forwarded headers,
+# two `pcmail serve` on one PostgreSQL), and for the
 # Windows suite under Wine: mingw-w64, Wine 8 and Rust's windows-gnu target. Idempotent.
 set -euo pipefail
 SUDO=""
@@ -15,7 +16,7 @@ pkgs=(build-essential pkg-config libssl-dev curl ca-certificates
       xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring faketime
       trayer xdotool x11-utils imagemagick notification-daemon
       gcc-mingw-w64-x86-64 wine64 wine
-      tmux haproxy)
+      tmux postgresql haproxy)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

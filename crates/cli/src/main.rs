@@ -66,9 +66,10 @@ enum Cmd {
     Init {
         #[arg(long)]
         label: Option<String>,
-        /// `embedded`, a `pcmail serve` URL (http://host:7878/api) or an Apps Script /exec URL.
-        #[arg(long)]
-        server: Option<String>,
+        /// `embedded`, a `pcmail serve` URL (http://host:7878/api) or an Apps Script /exec URL. Given
+        /// again, more addresses of the same pcmail serve cluster, tried in order when one is unreachable.
+        #[arg(long, action = clap::ArgAction::Append)]
+        server: Vec<String>,
         /// SQLite file of the embedded server (share one file to link sessions of several users on one machine).
         #[arg(long)]
         embedded_db: Option<PathBuf>,
@@ -101,6 +102,9 @@ enum Cmd {
         /// The token `pcmail serve` requires (default: the one for the configured server URL).
         #[arg(long)]
         serve: bool,
+        /// The password `pcmail serve --db postgres://…` logs in with (kept only in the OS keyring).
+        #[arg(long, conflicts_with = "serve")]
+        db: bool,
     },
     /// Send mail to an exact roster label, number or hostname (`*` = every PC).
     Send {
@@ -219,9 +223,15 @@ enum Cmd {
         /// Address to listen on; anything but loopback is reachable from other machines.
         #[arg(long, default_value = "127.0.0.1:7878")]
         listen: std::net::SocketAddr,
-        /// SQLite file of the server [default: $PCMAIL_HOME/serve.db]
+        /// SQLite file of the server [default: $PCMAIL_HOME/serve.db], or a PostgreSQL URL
+        /// (postgres://USER@HOST/DB, no password in it: `pcmail token set --db`, ~/.pgpass, or peer
+        /// authentication over ?host=/run/postgresql) shared by several `pcmail serve` instances.
+        #[arg(long, env = "PCMAIL_DATABASE_URL", hide_env_values = true)]
+        db: Option<String>,
+        /// With --db postgres://…: copy this SQLite serve database (stopped, or a snapshot) into the
+        /// empty PostgreSQL database, check every table's rows, print the counts and exit.
         #[arg(long)]
-        db: Option<PathBuf>,
+        migrate_from: Option<PathBuf>,
         /// Discord- or Slack-style webhook URL that new alerts are posted to.
         #[arg(long)]
         webhook: Option<String>,
@@ -529,10 +539,56 @@ fn body_from(body: Option<String>, file: Option<PathBuf>) -> anyhow::Result<Stri
     Ok(s)
 }
 
+/// A `--db postgres://…` with its password from the OS keyring (`pcmail
+/// token set --db`) or a libpq passfile; refused when the URL holds one.
+pub(crate) fn postgres_target(url: &str) -> anyhow::Result<pcmail_server::store::pg_url::PgTarget> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut t = pcmail_server::store::pg_url::PgTarget::parse(url, home.as_deref())
+        .map_err(|e| anyhow::anyhow!(ClientError::Invalid(e.to_string())))?;
+    if let Some(pw) = pcmail_client::token::db_password() {
+        t.set_password(&pw);
+    } else {
+        t.password_from_passfile(home.as_deref());
+    }
+    Ok(t)
+}
+
+/// `serve --db postgres://… --migrate-from serve.db`.
+fn copy_sqlite_into_postgres(
+    source: &std::path::Path,
+    target: &pcmail_server::store::pg_url::PgTarget,
+    json: bool,
+) -> anyhow::Result<()> {
+    let report = pcmail_server::migrate_from::migrate_from_sqlite(source, target)
+        .map_err(|e| anyhow::anyhow!(ClientError::Invalid(e.to_string())))?;
+    if json {
+        let tables: serde_json::Map<String, serde_json::Value> =
+            report.tables.iter().map(|t| (t.table.clone(), serde_json::json!(t.rows))).collect();
+        println!(
+            "{}",
+            serde_json::json!({"ok": true, "from": source.display().to_string(), "to": target.redacted(),
+                               "tables": tables, "rows": report.total_rows(), "schema": report.schema_version})
+        );
+    } else {
+        println!(
+            "pcmail: copied {} rows from {} into {} (schema {}), every table checked:",
+            report.total_rows(),
+            source.display(),
+            target.redacted(),
+            report.schema_version
+        );
+        for t in report.tables.iter().filter(|t| t.rows > 0) {
+            println!("  {:<14} {:>8}", t.table, t.rows);
+        }
+        println!("pcmail: now start every instance with `pcmail serve --db {}`", target.redacted());
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.cmd {
-        Cmd::Init { join: Some(code), server: Some(server), .. } => {
+        Cmd::Init { join: Some(code), server, .. } => {
             let j = pcmail_client::creds::join(paths()?, &code, &server)?;
             println!(
                 "pcmail: this PC is {:?} on {}, with its own credential in the OS keyring (or PCMAIL_CREDENTIAL){}",
@@ -555,12 +611,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 c.label = l;
             }
-            if let Some(s) = server {
+            if let Some((s, more)) = server.split_first() {
                 c.server = if s == "embedded" {
                     ServerConfig::Embedded { db: embedded_db.clone() }
                 } else {
-                    ServerConfig::from_url(&s)
+                    ServerConfig::from_url(s)
                 };
+                if !more.is_empty() && !matches!(c.server, ServerConfig::Http { .. }) {
+                    anyhow::bail!(ClientError::Invalid(
+                        "several --server addresses are for a pcmail serve cluster (http:// or https://), not embedded or Apps Script".into()
+                    ));
+                }
+                c.failover_urls = more.to_vec();
             } else if let Some(db) = embedded_db {
                 c.server = ServerConfig::Embedded { db: Some(db) };
             }
@@ -639,7 +701,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Err(e) => Err(e.into()),
             }
         }
-        Cmd::Token { action, serve } if action == "rotate" => {
+        Cmd::Token { action, db: true, .. } => {
+            if action == "clear" {
+                pcmail_client::token::delete(pcmail_client::token::DB_PASSWORD_KEY)?;
+                println!("pcmail: the database password is removed from the OS keyring");
+            } else if action == "set" {
+                let mut t = String::new();
+                std::io::stdin().read_line(&mut t)?;
+                let t = t.trim_end_matches(['\r', '\n']);
+                if t.is_empty() {
+                    anyhow::bail!(ClientError::Invalid("empty password on stdin".into()));
+                }
+                pcmail_client::token::store(pcmail_client::token::DB_PASSWORD_KEY, t)?;
+                println!("pcmail: the database password is stored in the OS keyring (pcmail serve reads it there)");
+            } else {
+                anyhow::bail!(ClientError::Invalid("the database password is `set` or `clear`ed, not rotated".into()));
+            }
+            Ok(())
+        }
+        Cmd::Token { action, serve, .. } if action == "rotate" => {
             if serve {
                 anyhow::bail!(ClientError::Invalid(
                     "rotate is for a PC's credential; change the serve secret with `pcmail token set --serve`".into()
@@ -654,7 +734,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Token { action, serve } => {
+        Cmd::Token { action, serve, .. } => {
             let c = Config::load(&paths()?)?;
             let key = match &c.server {
                 ServerConfig::Http { url } | ServerConfig::AppsScript { url } if !serve => url.clone(),
@@ -834,11 +914,41 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Daemon => daemon(),
-        Cmd::Serve { listen, db, webhook, retention_days, tls, tls_cert, tls_key, insecure_http, net } => {
+        Cmd::Serve {
+            listen,
+            db,
+            migrate_from,
+            webhook,
+            retention_days,
+            tls,
+            tls_cert,
+            tls_key,
+            insecure_http,
+            net,
+        } => {
             let p = paths()?;
-            let db = db.unwrap_or_else(|| p.home.join("serve.db"));
-            let db_dir =
-                db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf();
+            let postgres = match db.as_deref() {
+                Some(url) if pcmail_server::store::pg_url::is_postgres_url(url) => Some(postgres_target(url)?),
+                _ => None,
+            };
+            if let Some(source) = migrate_from {
+                let Some(target) = &postgres else {
+                    anyhow::bail!(ClientError::Invalid(
+                        "--migrate-from copies into PostgreSQL: give --db postgres://USER@HOST/DB".into()
+                    ));
+                };
+                return copy_sqlite_into_postgres(&source, target, json);
+            }
+            let db = match (&postgres, db) {
+                (None, Some(path)) => PathBuf::from(path),
+                _ => p.home.join("serve.db"),
+            };
+            // TLS files (a made certificate) live beside the SQLite file, or in PCMAIL_HOME.
+            let db_dir = if postgres.is_some() {
+                p.home.clone()
+            } else {
+                db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new(".")).to_path_buf()
+            };
             let choice = pcmail_server::tls::TlsChoice { tls, cert: tls_cert, key: tls_key, insecure_http };
             // Before the secret is read: a refused --listen says so first.
             let transport = pcmail_server::tls::decide(listen, &choice, &db_dir)
@@ -850,6 +960,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )))
             })?;
             let mut opts = pcmail_server::http::ServeOptions::new(db, token);
+            opts.postgres = postgres;
             opts.listen = listen;
             opts.transport = transport;
             opts.webhook_url = webhook;

@@ -201,9 +201,27 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     use pcmail_client::config::{Config, Paths};
     let mut checks: Vec<(String, bool, String)> = vec![];
     let paths = Paths::from_env()?;
+    // On an instance host: the database `pcmail serve` would use, redacted (never its password).
+    if let Some(url) = std::env::var("PCMAIL_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        checks.push(match crate::postgres_target(&url) {
+            Ok(t) => {
+                (format!("serve database: {} (password: {})", t.redacted(), t.password_source), true, String::new())
+            }
+            Err(e) => (format!("serve database (PCMAIL_DATABASE_URL): {e}"), false, "fix PCMAIL_DATABASE_URL".into()),
+        });
+    }
     let config = match Config::load(&paths) {
         Ok(c) => {
-            checks.push((format!("config: PC {:?}, server {}", c.label, c.server.describe()), true, String::new()));
+            let more = if c.failover_urls.is_empty() {
+                String::new()
+            } else {
+                format!(" (then, if it is unreachable: {})", c.failover_urls.join(", "))
+            };
+            checks.push((
+                format!("config: PC {:?}, server {}{more}", c.label, c.server.describe()),
+                true,
+                String::new(),
+            ));
             Some(c)
         }
         Err(e) => {
@@ -220,7 +238,13 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
             Ok(t) => match t.call(&pcmail_core::protocol::Op::Hello) {
                 Ok(v) => {
                     checks.push((
-                        format!("server reachable: {} ({})", t.describe(), v["server"].as_str().unwrap_or("?")),
+                        format!(
+                            "server reachable: {} ({}){}",
+                            t.describe(),
+                            v["server"].as_str().unwrap_or("?"),
+                            // Which of several addresses answered this time.
+                            if c.failover_urls.is_empty() { "" } else { " answered" }
+                        ),
                         true,
                         String::new(),
                     ));

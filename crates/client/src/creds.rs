@@ -36,19 +36,29 @@ fn server_url(config: &Config) -> Result<String, ClientError> {
 /// `pcmail init --join CODE --server URL`: this PC becomes the code's label
 /// on that server, with a credential made here (256 bits, in the keyring or
 /// `PCMAIL_CREDENTIAL`, never in a file).
-pub fn join(paths: Paths, code_text: &str, server: &str) -> Result<Joined, ClientError> {
+/// Several addresses: the instances of one `pcmail serve` cluster, the
+/// first preferred (`failover_urls` in config.toml).
+pub fn join(paths: Paths, code_text: &str, servers: &[String]) -> Result<Joined, ClientError> {
     let code = JoinCode::parse(code_text).map_err(|e| ClientError::Invalid(e.message))?;
     let mut config = Config::load(&paths)?;
     config.label = code.label.clone();
+    let (server, more) =
+        servers.split_first().ok_or_else(|| ClientError::Invalid("--join needs --server URL".into()))?;
     config.server =
         if server == "embedded" { ServerConfig::Embedded { db: None } } else { ServerConfig::from_url(server) };
     let url = server_url(&config)?;
+    if !more.is_empty() && !matches!(config.server, ServerConfig::Http { .. }) {
+        return Err(ClientError::Invalid("several --server addresses are for a pcmail serve cluster".into()));
+    }
+    config.failover_urls = more.to_vec();
+    let all = std::iter::once(&url).chain(more.iter());
     match &code.fingerprint {
         // The certificate is pinned now, before the code is spent: the exchange itself goes over it.
-        Some(fp) if url.starts_with("https://") => config.tls_fingerprint = Some(fp.clone()),
+        Some(fp) if all.clone().all(|u| u.starts_with("https://")) => config.tls_fingerprint = Some(fp.clone()),
         Some(_) => {
             return Err(ClientError::Invalid(format!(
-                "this join code pins the server's TLS certificate, but {url} is not https://: use the https:// address `pcmail serve` printed"
+                "this join code pins the server's TLS certificate, but {} is not https://: use the https:// address `pcmail serve` printed",
+                all.clone().find(|u| !u.starts_with("https://")).unwrap_or(&url)
             )))
         }
         // A plain-HTTP server (loopback, or --insecure-http): nothing to pin.

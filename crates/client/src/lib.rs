@@ -149,16 +149,26 @@ fn http_transport(url: &str, config: &Config, long_poll: bool) -> Result<transpo
         Err(e) => return Err(e.into()),
     };
     let (u, label, inst) = (url.to_string(), config.label.clone(), config.installation.clone());
-    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?.with_credential_reload(Box::new(
-        move || token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c),
-    ));
+    for more in &config.failover_urls {
+        if !(more.starts_with("http://") || more.starts_with("https://")) {
+            return Err(ClientError::Invalid(format!(
+                "config.toml: failover_urls holds {more:?}, not an http:// or https:// address of a pcmail serve instance"
+            )));
+        }
+    }
+    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?
+        .with_failover(&config.failover_urls, transport::DEFAULT_RETURN_AFTER)
+        .with_credential_reload(Box::new(move || {
+            token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c)
+        }));
     t.set_credential(cred);
+    let all_https = url.starts_with("https://") && config.failover_urls.iter().all(|u| u.starts_with("https://"));
     match &config.tls_fingerprint {
-        Some(fp) if url.starts_with("https://") => Ok(t.with_pinned_certificate(fp)?),
+        Some(fp) if all_https => Ok(t.with_pinned_certificate(fp)?),
         // Never a silent step down from a pinned certificate to plain HTTP.
         Some(_) => Err(ClientError::Invalid(format!(
-            "config.toml pins the server's TLS certificate (tls_fingerprint), but the server URL {url} is not https://: \
-             `pcmail init --server https://…` (the address `pcmail serve` printed)"
+            "config.toml pins the server's TLS certificate (tls_fingerprint), but the server URL {url} (or one of \
+             failover_urls) is not https://: `pcmail init --server https://…` (the address `pcmail serve` printed)"
         ))),
         None => Ok(t),
     }

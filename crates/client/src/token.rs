@@ -40,6 +40,15 @@ pub fn load(server_url: &str) -> Result<String, TokenError> {
     }
 }
 
+/// The keyring entry of `pcmail serve --db postgres://…`'s password.
+pub const DB_PASSWORD_KEY: &str = "serve-db-password";
+
+/// The PostgreSQL password from the OS keyring, if one was stored (`pcmail
+/// token set --db`); never from the environment or a file of pcmail's.
+pub fn db_password() -> Option<String> {
+    entry(DB_PASSWORD_KEY).ok()?.get_password().ok()
+}
+
 pub fn store(server_url: &str, token: &str) -> Result<(), TokenError> {
     entry(server_url)?.set_password(token).map_err(|e| TokenError::Keyring(e.to_string()))
 }

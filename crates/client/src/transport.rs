@@ -141,9 +141,24 @@ impl Transport for Embedded {
 }
 
 /// One JSON endpoint over HTTP. Follows Apps Script's 302 to a GET.
+///
+/// A `pcmail serve` cluster (several instances on one PostgreSQL) has
+/// several addresses for one server: `urls` in order of preference. A
+/// request that cannot reach one (connection refused, reset, timed out,
+/// HTML from a balancer) goes to the next; the one that answered is used
+/// from then on, and the first is tried again after `return_after`, so a
+/// PC comes back to its preferred instance once it is up. Every request is
+/// idempotent by its ids, so one sent twice (answer lost, then retried
+/// elsewhere) is applied once. All addresses share the one pinned
+/// certificate: every instance serves the same one.
 pub struct Http {
     client: reqwest::blocking::Client,
-    url: String,
+    urls: Vec<String>,
+    /// Index into `urls` of the address that last answered.
+    current: std::sync::atomic::AtomicUsize,
+    /// When a request last moved off the first address.
+    moved_at: std::sync::Mutex<Option<std::time::Instant>>,
+    return_after: Duration,
     /// The admin secret (the old shared token), on a PC that has it. A PC
     /// enrolled with a join code has none: its credential is enough.
     token: Option<String>,
@@ -159,6 +174,9 @@ pub struct Http {
     /// fingerprint of a certificate it refused.
     pin: Option<(String, std::sync::Arc<std::sync::Mutex<Option<String>>>)>,
 }
+
+/// How long a PC stays on a later address before trying the first again.
+pub const DEFAULT_RETURN_AFTER: Duration = Duration::from_secs(60);
 
 fn client_builder() -> reqwest::blocking::ClientBuilder {
     reqwest::blocking::Client::builder()
@@ -176,7 +194,10 @@ impl Http {
         let client = client_builder().build().map_err(|e| CallError::Transient(e.to_string()))?;
         Ok(Http {
             client,
-            url: url.to_string(),
+            urls: vec![url.to_string()],
+            current: std::sync::atomic::AtomicUsize::new(0),
+            moved_at: std::sync::Mutex::new(None),
+            return_after: DEFAULT_RETURN_AFTER,
             token: token.map(str::to_string),
             pc: pc.to_string(),
             long_poll,
@@ -200,12 +221,62 @@ impl Http {
         Ok(self)
     }
 
+    /// More addresses of the same server, tried in order after the first.
+    pub fn with_failover(mut self, more: &[String], return_after: Duration) -> Http {
+        for u in more {
+            if !self.urls.contains(u) {
+                self.urls.push(u.clone());
+            }
+        }
+        self.return_after = return_after;
+        self
+    }
+
+    /// The address that answered last (the first until one did not).
+    pub fn current_url(&self) -> &str {
+        &self.urls[self.current.load(std::sync::atomic::Ordering::Relaxed).min(self.urls.len() - 1)]
+    }
+
     pub fn with_credential_reload(mut self, reload: Box<dyn Fn() -> Option<String> + Send + Sync>) -> Http {
         self.reload_cred = Some(reload);
         self
     }
 
-    fn call_once(&self, op: &Op) -> Result<Value, CallError> {
+    /// One request, over each address in turn until one answers.
+    fn call_any(&self, op: &Op) -> Result<Value, CallError> {
+        use std::sync::atomic::Ordering;
+        let n = self.urls.len();
+        let mut start = self.current.load(Ordering::Relaxed).min(n - 1);
+        if start != 0 {
+            let mut moved = self.moved_at.lock().unwrap_or_else(|e| e.into_inner());
+            if moved.is_none_or(|t| t.elapsed() >= self.return_after) {
+                // Time to see whether the first address is back.
+                start = 0;
+                *moved = None;
+            }
+        }
+        let mut last = None;
+        for k in 0..n {
+            let i = (start + k) % n;
+            match self.call_once(op, &self.urls[i]) {
+                Err(CallError::Transient(why)) => {
+                    if n > 1 {
+                        tracing::info!(url = %self.urls[i], %why, "server address unreachable; trying the next");
+                    }
+                    last = Some(CallError::Transient(format!("{}: {why}", self.urls[i])));
+                }
+                other => {
+                    if self.current.swap(i, Ordering::Relaxed) != i && i != 0 {
+                        *self.moved_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+                    }
+                    return other;
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| CallError::Transient("no server address".into())))
+    }
+
+    fn call_once(&self, op: &Op, url: &str) -> Result<Value, CallError> {
         let req = {
             let cred = self.cred.read().unwrap_or_else(|e| e.into_inner());
             request_json_with_cred(&self.pc, self.token.as_deref(), cred.as_deref(), op)
@@ -217,12 +288,12 @@ impl Http {
         };
         let resp = self
             .client
-            .post(&self.url)
+            .post(url)
             .timeout(Duration::from_secs(30) + wait)
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&req).expect("request serialises"))
             .send()
-            .map_err(|e| self.send_error(&e))?;
+            .map_err(|e| self.send_error(&e, url))?;
         let status = resp.status();
         let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {
@@ -233,10 +304,10 @@ impl Http {
 }
 
 impl Http {
-    fn send_error(&self, e: &reqwest::Error) -> CallError {
+    fn send_error(&self, e: &reqwest::Error, url: &str) -> CallError {
         if let Some((pinned, refused)) = &self.pin {
             if let Some(seen) = refused.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                return CallError::Untrusted(crate::pin::mismatch_message(&self.url, pinned, &seen));
+                return CallError::Untrusted(crate::pin::mismatch_message(url, pinned, &seen));
             }
         }
         CallError::Transient(describe_reqwest(e))
@@ -245,14 +316,14 @@ impl Http {
 
 impl Transport for Http {
     fn call(&self, op: &Op) -> Result<Value, CallError> {
-        match self.call_once(op) {
+        match self.call_any(op) {
             Err(CallError::Server(p)) if p.code == ErrorCode::NotEnrolled => {
                 let fresh = self.reload_cred.as_ref().and_then(|r| r());
                 let current = self.cred.read().unwrap_or_else(|e| e.into_inner()).clone();
                 match fresh {
                     Some(c) if Some(&c) != current.as_ref() => {
                         self.set_credential(Some(c));
-                        self.call_once(op)
+                        self.call_any(op)
                     }
                     _ => Err(CallError::Server(p)),
                 }
@@ -264,7 +335,7 @@ impl Transport for Http {
         self.long_poll
     }
     fn describe(&self) -> String {
-        self.url.clone()
+        self.current_url().to_string()
     }
     fn quota_bound(&self) -> bool {
         // The HTTP transport without long-poll is Apps Script.

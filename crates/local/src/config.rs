@@ -104,6 +104,12 @@ pub struct Config {
     pub label: String,
     #[serde(default)]
     pub server: ServerConfig,
+    /// More addresses of the same `pcmail serve` (instances of one cluster
+    /// on one PostgreSQL), tried in order when `server.url` cannot be
+    /// reached; the PC goes back to `server.url` once it answers again. They
+    /// share `tls_fingerprint`: every instance serves the same certificate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failover_urls: Vec<String>,
     /// Seconds between polls when long-poll is not available; 0 (or absent) =
     /// the default for the server kind: 120 for Apps Script, 2 embedded.
     /// Left out of config.toml while it is the default.
@@ -256,6 +262,7 @@ impl Config {
         Config {
             label: label.to_string(),
             server,
+            failover_urls: Vec::new(),
             poll_interval_secs: 0,
             notify_webhook: None,
             native_notifications: true,

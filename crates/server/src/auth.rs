@@ -3,13 +3,14 @@
 //! inside the request's own transaction.
 
 use crate::ctx::OpResult;
+use crate::p;
+use crate::store::{Db, Optional};
 use pcmail_core::auth::{op_class, AuthFacts, Caller, CredFound, LabelFound};
 use pcmail_core::protocol::{credential_hash, Op, Request};
-use rusqlite::{OptionalExtension, Transaction};
 use subtle::ConstantTimeEq;
 
 /// `secret`: the admin secret; None (the embedded default) accepts anyone.
-pub(crate) fn authenticate(tx: &Transaction<'_>, secret: Option<&str>, req: &Request) -> OpResult<Caller> {
+pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> OpResult<Caller> {
     let Some(secret) = secret else {
         return Ok(Caller::Open);
     };
@@ -40,10 +41,10 @@ pub(crate) fn authenticate(tx: &Transaction<'_>, secret: Option<&str>, req: &Req
 /// The label holding this credential hash: the caller's own when it holds
 /// it (one `PCMAIL_CREDENTIAL` may serve several labels), else any.
 /// Compared by index lookup of the hash, which reveals nothing of the secret.
-fn find_cred(tx: &Transaction<'_>, hash: &str, pc: &str) -> OpResult<CredFound> {
+fn find_cred(tx: &dyn Db, hash: &str, pc: &str) -> OpResult<CredFound> {
     let mut stmt =
         tx.prepare_cached("SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1")?;
-    let row: Option<(String, Option<i64>)> = stmt.query_row([hash, pc], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    let row: Option<(String, Option<i64>)> = stmt.query_row(p![hash, pc], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(match row {
         None => CredFound::Unknown,
         Some((label, None)) => CredFound::Active(label),
@@ -51,10 +52,10 @@ fn find_cred(tx: &Transaction<'_>, hash: &str, pc: &str) -> OpResult<CredFound> 
     })
 }
 
-fn find_label(tx: &Transaction<'_>, label: &str) -> OpResult<LabelFound> {
+fn find_label(tx: &dyn Db, label: &str) -> OpResult<LabelFound> {
     let row: Option<(Option<String>, Option<i64>)> = tx
         .prepare_cached("SELECT cred_hash, revoked_at FROM pc WHERE label = ?1")?
-        .query_row([label], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(p![label], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(match row {
         None => LabelFound::Absent,
@@ -64,10 +65,10 @@ fn find_label(tx: &Transaction<'_>, label: &str) -> OpResult<LabelFound> {
     })
 }
 
-pub(crate) fn require_credentials(tx: &Transaction<'_>) -> OpResult<bool> {
+pub(crate) fn require_credentials(tx: &dyn Db) -> OpResult<bool> {
     let v: Option<i64> = tx
         .prepare_cached("SELECT value FROM meta WHERE key = 'require_credentials'")?
-        .query_row([], |r| r.get(0))
+        .query_row(p![], |r| r.get(0))
         .optional()?;
     Ok(v.unwrap_or(0) != 0)
 }

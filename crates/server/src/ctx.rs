@@ -12,7 +12,7 @@ pub(crate) enum OpError {
     #[error(transparent)]
     Proto(#[from] ProtoError),
     #[error("database: {0}")]
-    Db(#[from] rusqlite::Error),
+    Db(#[from] crate::store::DbError),
 }
 
 pub(crate) type OpResult<T> = Result<T, OpError>;
@@ -30,22 +30,28 @@ impl OpError {
     }
 }
 
-pub(crate) fn db_error_to_proto(e: &rusqlite::Error) -> ProtoError {
-    if is_busy(e) {
-        ProtoError::new(ErrorCode::Busy, "the database is locked by another writer; retry")
+/// A store failure as the caller sees it: `busy` (transient: another
+/// writer holds the lock, the database restarts, the connection went; the
+/// same request again is safe) or `internal`. Never the SQL or its values.
+pub(crate) fn db_error_to_proto(e: &crate::store::DbError) -> ProtoError {
+    if e.is_transient() {
+        let message = match e {
+            crate::store::DbError::Sqlite(_) => "the database is locked by another writer; retry",
+            _ => {
+                tracing::warn!(error = %e, "database busy or unreachable");
+                "the database is busy or unreachable; retry"
+            }
+        };
+        ProtoError::new(ErrorCode::Busy, message)
     } else {
         tracing::error!(error = %e, "storage failure");
         ProtoError::new(ErrorCode::Internal, "storage failure; nothing was stored")
     }
 }
 
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked))
-}
-
 /// What one op sees: the open transaction, the clock and the caller.
 pub(crate) struct Ctx<'a> {
-    pub tx: &'a rusqlite::Transaction<'a>,
+    pub tx: &'a dyn crate::store::Db,
     pub now: Millis,
     pub pc: &'a str,
     /// The credential the caller presented (`cred`), if any.

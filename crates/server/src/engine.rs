@@ -1,10 +1,15 @@
-//! The engine: one SQLite database, one entry point (`handle_value`) that the
-//! HTTP server, the embedded default and the vector tests all call. Each
-//! request is one transaction; the clock is a value passed in.
+//! The engine: one database (a SQLite file, or PostgreSQL shared by several
+//! `pcmail serve` instances), one entry point (`handle_value`) that the HTTP
+//! server, the embedded default and the vector tests all call. Each request
+//! is one transaction; the clock is a value passed in. The ops see only the
+//! store interface (`crate::store::Db`), so each is written once.
 
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::ops;
 use crate::schema;
+use crate::store::pg::PgStore;
+use crate::store::pg_url::PgTarget;
+use crate::store::Db;
 use pcmail_core::auth::Caller;
 use pcmail_core::protocol::{parse_request, parse_request_bytes, Op, Request};
 use pcmail_core::{Millis, ProtoError};
@@ -36,17 +41,33 @@ pub enum EngineError {
     Db(#[from] rusqlite::Error),
     #[error(transparent)]
     Schema(#[from] crate::schema::MigrateError),
+    #[error(transparent)]
+    Postgres(#[from] crate::store::pg::PgOpenError),
 }
+
+/// Read-only (one snapshot, no write lock) or read-write.
+pub(crate) use crate::store::pg::TxKind as Mode;
+
+/// Where the engine keeps its data.
+enum Backend {
+    Sqlite {
+        conn: Mutex<Connection>,
+        /// The database file (None in memory): maintenance opens its own connection.
+        path: Option<std::path::PathBuf>,
+    },
+    Postgres(Arc<PgStore>),
+}
+
+/// Called with the labels another instance woke (`None`: every long poll).
+pub type WakeFn = Arc<dyn Fn(Option<&[String]>) + Send + Sync>;
 
 /// Called after a commit with the labels that have something new.
 pub type ChangeListener = Arc<dyn Fn(&[String]) + Send + Sync>;
 
 pub struct Engine {
-    conn: Mutex<Connection>,
+    backend: Backend,
     config: EngineConfig,
     listener: RwLock<Option<ChangeListener>>,
-    /// The database file (None in memory): maintenance opens its own connection.
-    path: Option<std::path::PathBuf>,
 }
 
 impl Engine {
@@ -62,8 +83,147 @@ impl Engine {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         let mut e = Engine::from_connection(conn, config, true)?;
-        e.path = Some(path.to_path_buf());
+        if let Backend::Sqlite { path: p, .. } = &mut e.backend {
+            *p = Some(path.to_path_buf());
+        }
         Ok(e)
+    }
+
+    /// Connects to PostgreSQL (`pcmail serve --db postgres://…`), migrates
+    /// the schema (refusing one newer than this build) and pools connections.
+    pub fn open_postgres(target: PgTarget, config: EngineConfig) -> Result<Engine, EngineError> {
+        let store = PgStore::open(target)?;
+        Ok(Engine { backend: Backend::Postgres(Arc::new(store)), config, listener: RwLock::new(None) })
+    }
+
+    /// Another engine on the same PostgreSQL store (its pool and prepared
+    /// statements) with another configuration: tests that run many short
+    /// scenarios. SQLite: None.
+    pub fn sharing_store(&self, config: EngineConfig) -> Option<Engine> {
+        let Backend::Postgres(pg) = &self.backend else { return None };
+        Some(Engine { backend: Backend::Postgres(pg.clone()), config, listener: RwLock::new(None) })
+    }
+
+    /// Deletes every row of every table and resets the counters, leaving the
+    /// schema: the per-case reset of tests on PostgreSQL. Never called by
+    /// pcmail itself.
+    #[doc(hidden)]
+    pub fn erase_everything_for_tests(&self) -> anyhow::Result<()> {
+        let Backend::Postgres(pg) = &self.backend else { anyhow::bail!("only for PostgreSQL") };
+        pg.with_client(|c| {
+            // DELETE and setval, not TRUNCATE: tens of times faster on small tables.
+            let mut sql = String::from("BEGIN;");
+            for r in c.query(
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() \
+                 AND table_name NOT IN ('pcmail_schema', 'meta')",
+                &[],
+            )? {
+                sql.push_str(&format!("DELETE FROM {};", r.get::<_, String>(0)));
+            }
+            for r in c.query(
+                "SELECT table_name::text, column_name::text FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND is_identity = 'YES'",
+                &[],
+            )? {
+                let (t, col): (String, String) = (r.get(0), r.get(1));
+                sql.push_str(&format!("SELECT setval(pg_get_serial_sequence('{t}', '{col}'), 1, false);"));
+            }
+            sql.push_str(
+                "DELETE FROM meta WHERE key NOT IN ('roster_version', 'require_credentials', 'lease_version'); \
+                 UPDATE meta SET value = 0; COMMIT;",
+            );
+            c.batch_execute(&sql)?;
+            Ok(())
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn store_kind(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite { .. } => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The database as logs and `doctor` may show it (no secret).
+    pub fn describe_store(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite { path: Some(p), .. } => p.display().to_string(),
+            Backend::Sqlite { path: None, .. } => "in memory".into(),
+            Backend::Postgres(pg) => pg.target().redacted().to_string(),
+        }
+    }
+
+    /// Requests that ran again after a serialization failure (PostgreSQL).
+    pub fn retries(&self) -> u64 {
+        match &self.backend {
+            Backend::Postgres(pg) => pg.retries.load(std::sync::atomic::Ordering::Relaxed),
+            Backend::Sqlite { .. } => 0,
+        }
+    }
+
+    /// PostgreSQL: listens for what other instances commit and calls `wake`
+    /// (`None`: wake every long poll, after a reconnect) until `stop`.
+    /// SQLite: one process owns the file's server; nothing to listen to.
+    pub fn spawn_wake_listener(
+        &self,
+        wake: WakeFn,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<std::thread::JoinHandle<()>> {
+        let Backend::Postgres(pg) = &self.backend else { return None };
+        let on = Arc::new(move |w: crate::store::pg::Wake| match w {
+            crate::store::pg::Wake::All => wake(None),
+            crate::store::pg::Wake::Labels(l) => wake(Some(&l)),
+        });
+        Some(crate::store::pg::spawn_listener(pg.target().clone(), pg.instance.clone(), on, stop))
+    }
+
+    /// The timer's work (sweep, retention, webhooks), once per period for the
+    /// whole cluster: under the maintenance lock, and skipped when any
+    /// instance did it less than half a period ago (`meta.maintenance_at`).
+    /// False: skipped. With SQLite it always runs.
+    pub fn maintenance(self: &Arc<Self>, now: Millis, f: impl FnOnce(&Arc<Engine>)) -> anyhow::Result<bool> {
+        let Backend::Postgres(_) = &self.backend else {
+            f(self);
+            return Ok(true);
+        };
+        let ran = self.exclusively(|| -> anyhow::Result<bool> {
+            let half = pcmail_core::model::limits::SWEEP_EVERY_MS / 2;
+            let last: Option<i64> = self
+                .with_tx(Mode::Read, |tx| {
+                    Ok(tx
+                        .prepare_cached("SELECT value FROM meta WHERE key = 'maintenance_at'")?
+                        .query_row(crate::p![], |r| r.get(0))
+                        .map(Some)
+                        .or_else(|e| if matches!(e, crate::store::DbError::NoRow) { Ok(None) } else { Err(e) })?)
+                })
+                .map_err(|e| anyhow::anyhow!("{}", e.into_proto().message))?;
+            if last.is_some_and(|t| now - t < half && now >= t) {
+                return Ok(false);
+            }
+            f(self);
+            self.with_tx(Mode::Write, |tx| {
+                tx.prepare_cached(
+                    "INSERT INTO meta (key, value) VALUES ('maintenance_at', ?1) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                )?
+                .execute(crate::p![now])?;
+                Ok(())
+            })
+            .map_err(|e| anyhow::anyhow!("{}", e.into_proto().message))?;
+            Ok(true)
+        })?;
+        ran.unwrap_or(Ok(false))
+    }
+
+    /// Runs `f` unless another instance runs it now (the cluster's sweep,
+    /// retention and webhooks); with SQLite this process is the only one.
+    pub fn exclusively<T>(&self, f: impl FnOnce() -> T) -> anyhow::Result<Option<T>> {
+        match &self.backend {
+            Backend::Sqlite { .. } => Ok(Some(f())),
+            Backend::Postgres(pg) => pg.exclusively(f).map_err(|e| anyhow::anyhow!("{e}")),
+        }
     }
 
     pub fn open_in_memory(config: EngineConfig) -> Result<Engine, EngineError> {
@@ -81,7 +241,11 @@ impl Engine {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.set_prepared_statement_cache_capacity(64);
         schema::migrate(&mut conn)?;
-        Ok(Engine { conn: Mutex::new(conn), config, listener: RwLock::new(None), path: None })
+        Ok(Engine {
+            backend: Backend::Sqlite { conn: Mutex::new(conn), path: None },
+            config,
+            listener: RwLock::new(None),
+        })
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -137,7 +301,7 @@ impl Engine {
             Some(ip) => (crate::peer::canonical(ip).to_string(), crate::peer::peer_key(ip).to_string()),
             None => (pcmail_core::auth::UNKNOWN_PEER.to_string(), pcmail_core::auth::UNKNOWN_PEER.to_string()),
         };
-        self.with_tx(TransactionBehavior::Immediate, |tx| ops::creds::refused_join(tx, now, &req.pc, &shown, &key, &e))
+        self.with_tx(Mode::Write, |tx| ops::creds::refused_join(tx, now, &req.pc, &shown, &key, &e))
             .unwrap_or_else(OpError::into_proto)
     }
 
@@ -145,7 +309,7 @@ impl Engine {
     /// PC it names and that PC is on the roster. Read-only; a stranger is
     /// answered without anything kept for it.
     pub fn may_long_poll(&self, req: &Request) -> bool {
-        self.with_tx(TransactionBehavior::Deferred, |tx| {
+        self.with_tx(Mode::Read, |tx| {
             let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
             Ok(caller != Caller::Admin && ops::roster::label_binding(tx, &req.pc)?.is_some())
         })
@@ -154,7 +318,7 @@ impl Engine {
 
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
-        let out = self.with_tx(TransactionBehavior::Immediate, |tx| {
+        let out = self.with_tx_feed(Mode::Write, true, |tx| {
             let mut ctx = Ctx {
                 tx,
                 now,
@@ -176,9 +340,9 @@ impl Engine {
     fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
         let spec = req.op.spec();
         // A read-only op takes no write lock: it runs in a deferred (read) transaction.
-        let behavior = if spec.read_only { TransactionBehavior::Deferred } else { TransactionBehavior::Immediate };
+        let mode = if spec.read_only { Mode::Read } else { Mode::Write };
         let (fields, touched) = self
-            .with_tx(behavior, |tx| {
+            .with_tx_feed(mode, writes_feed(&req.op, &spec), |tx| {
                 let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
                 let retention_ms = self.retention_ms();
                 let changes_before = tx.total_changes();
@@ -205,6 +369,10 @@ impl Engine {
                     ctx.news,
                     spec.wakes
                 );
+                if !ctx.touched.is_empty() && tx.dialect() == crate::store::Dialect::Postgres {
+                    // Delivered at commit to every instance's listener (never for a rollback).
+                    notify_instances(self, tx, &ctx.touched)?;
+                }
                 Ok((fields, ctx.touched))
             })
             .map_err(OpError::into_proto)?;
@@ -216,36 +384,56 @@ impl Engine {
         Ok(fields)
     }
 
-    /// Runs `f` in one transaction: committed when it returns Ok, rolled back otherwise.
-    pub(crate) fn with_tx<T>(
+    /// Runs `f` in one transaction: committed when it returns Ok, rolled back
+    /// otherwise. On PostgreSQL `f` may run more than once (a serialization
+    /// failure runs the request again from the start): it must have no effect
+    /// outside the transaction.
+    pub(crate) fn with_tx<T>(&self, mode: Mode, f: impl FnMut(&dyn Db) -> OpResult<T>) -> OpResult<T> {
+        self.with_tx_feed(mode, false, f)
+    }
+
+    /// `with_tx`, saying whether the op writes the poll's feeds (PostgreSQL
+    /// then takes the feed lock before it begins; see `store::pg`).
+    pub(crate) fn with_tx_feed<T>(
         &self,
-        behavior: TransactionBehavior,
-        f: impl FnOnce(&rusqlite::Transaction<'_>) -> OpResult<T>,
+        mode: Mode,
+        writes_feed: bool,
+        mut f: impl FnMut(&dyn Db) -> OpResult<T>,
     ) -> OpResult<T> {
-        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let tx = conn.transaction_with_behavior(behavior)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let behavior = match mode {
+                    Mode::Read => TransactionBehavior::Deferred,
+                    Mode::Write => TransactionBehavior::Immediate,
+                };
+                let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+                let tx = conn.transaction_with_behavior(behavior).map_err(crate::store::DbError::from)?;
+                let out = f(&*tx)?;
+                tx.commit().map_err(crate::store::DbError::from)?;
+                Ok(out)
+            }
+            Backend::Postgres(pg) => pg.run(mode, writes_feed, f),
+        }
     }
 
     /// Deletes final mail past the retention window, band by band (each its
     /// own short transaction, so polls go in between). Returns how many went.
     pub fn prune(&self, now: Millis) -> anyhow::Result<usize> {
         let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
-        let checkpointer = self.path.as_ref().and_then(|p| Connection::open(p).ok());
+        let checkpointer = match &self.backend {
+            Backend::Sqlite { path: Some(p), .. } => Connection::open(p).ok(),
+            _ => None,
+        };
         let mut total = 0;
         loop {
             let n = self
-                .with_tx(TransactionBehavior::Immediate, |tx| {
+                .with_tx(Mode::Write, |tx| {
                     Ok(crate::prune::prune_band(tx, cutoff, crate::prune::BAND_ROWS, crate::prune::BAND_BUDGET)?)
                 })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             // Ended jobs past the same window, in the same bands.
             let jobs = self
-                .with_tx(TransactionBehavior::Immediate, |tx| {
-                    Ok(crate::ops::job_state::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?)
-                })
+                .with_tx(Mode::Write, |tx| Ok(crate::ops::job_state::prune_jobs(tx, cutoff, crate::prune::BAND_ROWS)?))
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             total += n + jobs;
             if n == 0 && jobs == 0 {
@@ -269,8 +457,7 @@ impl Engine {
     /// Final mail past the retention window that `prune` would delete.
     pub fn prunable(&self, now: Millis) -> anyhow::Result<i64> {
         let cutoff = now - self.config.retention_ms.unwrap_or(crate::prune::DEFAULT_RETENTION_MS);
-        self.with_tx(TransactionBehavior::Deferred, |tx| Ok(crate::prune::prunable(tx, cutoff)?))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(Mode::Read, |tx| Ok(crate::prune::prunable(tx, cutoff)?)).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Alerts whose webhook post is still due: `(key, content)`.
@@ -278,61 +465,91 @@ impl Engine {
         if self.config.webhook_url.is_none() {
             return Ok(vec![]);
         }
-        self.with_tx(TransactionBehavior::Deferred, |tx| crate::alert_posts::pending(tx, now))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(Mode::Read, |tx| crate::alert_posts::pending(tx, now)).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Records the outcome of one webhook post.
     pub fn record_webhook_result(&self, key: &str, ok: bool, now: Millis) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| crate::alert_posts::record(tx, key, ok, now))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(Mode::Write, |tx| crate::alert_posts::record(tx, key, ok, now)).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Bulk import of mail with its timeline in one transaction (benchmarks,
     /// migrations from another store). Ids must be new.
     pub fn import_mail(&self, mails: &[pcmail_core::Mail]) -> anyhow::Result<()> {
-        self.with_tx(TransactionBehavior::Immediate, |tx| ops::import::import_mail(tx, mails))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        self.with_tx(Mode::Write, |tx| ops::import::import_mail(tx, mails)).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// Every row of every table, for tests that prove a failed request stored nothing.
     pub fn dump_rows(&self) -> anyhow::Result<Vec<String>> {
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::new();
-        for table in [
-            "meta",
-            "pc",
-            "mail",
-            "broadcast",
-            "event",
-            "alert",
-            "join_code",
-            "audit",
-            "lease",
-            "lease_fence",
-            "lease_event",
-            "lease_lost",
-            "job",
-            "job_event",
-            "job_submit",
-            "job_watch",
-            "job_executor",
-            "join_attempt",
-        ] {
-            let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY rowid"))?;
-            let n = stmt.column_count();
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let cells: Vec<String> = (0..n)
-                    .map(|i| {
-                        let cell = r.get_ref(i).ok().and_then(|v| rusqlite::types::Value::try_from(v).ok());
-                        format!("{:?}", cell.unwrap_or(rusqlite::types::Value::Null))
-                    })
-                    .collect();
-                out.push(format!("{table}: {}", cells.join(" | ")));
+        use crate::store::Value;
+        self.with_tx(Mode::Read, |tx| {
+            let mut out = Vec::new();
+            for (table, order) in DUMP_TABLES {
+                let sql = format!("SELECT * FROM {table} ORDER BY {order}");
+                let mut rows = Vec::new();
+                tx.query(&sql, &[], &mut |r| {
+                    let mut cells = Vec::new();
+                    let mut i = 0;
+                    while let Ok(v) = r.get::<_, Value>(i) {
+                        cells.push(format!("{v:?}"));
+                        i += 1;
+                    }
+                    rows.push(format!("{table}: {}", cells.join(" | ")));
+                    Ok(true)
+                })?;
+                out.extend(rows);
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+/// The tables `dump_rows` lists, each in a stable order both stores share.
+const DUMP_TABLES: &[(&str, &str)] = &[
+    ("meta", "key"),
+    ("pc", "label"),
+    ("mail", "seq"),
+    ("broadcast", "id"),
+    ("event", "seq"),
+    ("alert", "key"),
+    ("join_code", "hash"),
+    ("audit", "seq"),
+    ("lease", "id"),
+    ("lease_fence", "resource"),
+    ("lease_event", "seq"),
+    ("lease_lost", "id"),
+    ("job", "seq"),
+    ("job_event", "seq"),
+    ("job_submit", "id"),
+    ("job_watch", "job_id, pc"),
+    ("job_executor", "pc"),
+    ("join_attempt", "key"),
+];
+
+/// PostgreSQL: tells the other instances which PCs' long polls to wake.
+fn notify_instances(engine: &Engine, tx: &dyn Db, labels: &[String]) -> OpResult<()> {
+    let Backend::Postgres(pg) = &engine.backend else { return Ok(()) };
+    let mut unique: Vec<String> = labels.to_vec();
+    unique.sort();
+    unique.dedup();
+    let payload = crate::store::pg::wake_payload(&pg.instance, &unique);
+    tx.prepare_cached("SELECT pg_notify(?1, ?2)")?.execute(crate::p![crate::store::pg::WAKE_CHANNEL, payload])?;
+    Ok(())
+}
+
+/// Whether an op is known to write the poll's feeds (`event` rows): it moves
+/// mail. PostgreSQL takes the feed lock before such a transaction begins;
+/// any other that turns out to write one takes it when it does.
+fn writes_feed(op: &Op, spec: &pcmail_core::op_table::OpSpec) -> bool {
+    use pcmail_core::op_table::News;
+    if spec.read_only || !spec.wakes.contains(&News::Mail) {
+        return false;
+    }
+    match op {
+        Op::Poll(a) => !a.confirm.is_empty() || !a.marks.is_empty(),
+        Op::JobSubmit(_) => false,
+        _ => true,
     }
 }
 

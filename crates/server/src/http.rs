@@ -35,6 +35,9 @@ pub const DEFAULT_BODY_LIMIT: usize = pcmail_core::model::limits::BODY_BYTES_MAX
 #[derive(Clone)]
 pub struct ServeOptions {
     pub db_path: PathBuf,
+    /// PostgreSQL instead of the SQLite file at `db_path` (`--db postgres://…`):
+    /// this instance is one of any number on that database.
+    pub postgres: Option<crate::store::pg_url::PgTarget>,
     /// Loopback unless told otherwise.
     pub listen: SocketAddr,
     /// Required and non-empty: every request must carry it.
@@ -55,6 +58,7 @@ impl ServeOptions {
     pub fn new(db_path: impl Into<PathBuf>, token: impl Into<String>) -> ServeOptions {
         ServeOptions {
             db_path: db_path.into(),
+            postgres: None,
             listen: DEFAULT_LISTEN.parse().expect("default listen address"),
             token: token.into(),
             webhook_url: None,
@@ -72,6 +76,7 @@ impl std::fmt::Debug for ServeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeOptions")
             .field("db_path", &self.db_path)
+            .field("postgres", &self.postgres.as_ref().map(|t| t.redacted().to_string()))
             .field("listen", &self.listen)
             .field("token", &"<redacted>")
             .field("webhook_url", &self.webhook_url.as_ref().map(|_| "<set>"))
@@ -95,20 +100,29 @@ fn open_engine(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
             "serve needs a token that is not blank (`echo TOKEN | pcmail token set --serve`, or PCMAIL_TOKEN)"
         );
     }
+    let config = EngineConfig {
+        token: Some(opts.token.clone()),
+        webhook_url: opts.webhook_url.clone(),
+        busy_timeout: None,
+        retention_ms: opts.retention_ms,
+    };
+    if let Some(target) = &opts.postgres {
+        let engine =
+            Engine::open_postgres(target.clone(), config).with_context(|| format!("opening {}", target.redacted()))?;
+        tracing::info!(db = %target.redacted(), "database: PostgreSQL");
+        return Ok(Arc::new(engine));
+    }
     if let Some(dir) = opts.db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         pcmail_fsmode::create_private_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let engine = Engine::open(
-        &opts.db_path,
-        EngineConfig {
-            token: Some(opts.token.clone()),
-            webhook_url: opts.webhook_url.clone(),
-            busy_timeout: None,
-            retention_ms: opts.retention_ms,
-        },
-    )
-    .with_context(|| format!("opening {}", opts.db_path.display()))?;
+    let engine = Engine::open(&opts.db_path, config).with_context(|| format!("opening {}", opts.db_path.display()))?;
     Ok(Arc::new(engine))
+}
+
+/// `open_engine` off the async threads: the PostgreSQL client blocks.
+async fn open_engine_blocking(opts: &ServeOptions) -> anyhow::Result<Arc<Engine>> {
+    let opts = opts.clone();
+    tokio::task::spawn_blocking(move || open_engine(&opts)).await.context("opening the database")?
 }
 
 /// Binds `opts.listen`, prints the certificate's fingerprint (TLS) and then
@@ -117,7 +131,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     // Before anything opens a file: the default soft limit (1,024) is what a
     // slowloris would exhaust, and the connection cap is kept below it.
     let fds = crate::listen::raise_fd_limit();
-    let engine = open_engine(&opts)?;
+    let engine = open_engine_blocking(&opts).await?;
     let identity = crate::tls::identity(&opts.transport)?;
     let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("binding {}", opts.listen))?;
     let addr = listener.local_addr()?;
@@ -166,7 +180,7 @@ pub async fn serve_with_listener(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let engine = open_engine(&opts)?;
+    let engine = open_engine_blocking(&opts).await?;
     let identity = crate::tls::identity(&opts.transport)?;
     let info = identity.as_ref().map(|i| json!({"tlsFingerprint": i.fingerprint})).unwrap_or_else(|| json!({}));
     run(listener, engine, &opts, identity.map(|i| i.config), info, shutdown).await
@@ -183,8 +197,18 @@ async fn run(
     transport_info: Value,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (app, stopping, _) = app(engine.clone(), opts.body_limit, opts.limits.body_timeout, opts.peers.clone());
+    let (app, stopping, wakers) = app(engine.clone(), opts.body_limit, opts.limits.body_timeout, opts.peers.clone());
     let app = app.layer(axum::Extension(TransportInfo(Arc::new(transport_info))));
+    // Other instances on the same PostgreSQL: their commits wake our long polls.
+    let stop_listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let heard = {
+        let w = wakers.clone();
+        Arc::new(move |labels: Option<&[String]>| match labels {
+            Some(labels) => w.wake(labels),
+            None => w.wake_all(),
+        })
+    };
+    let listener_thread = engine.spawn_wake_listener(heard, stop_listening.clone());
     let sweeper = tokio::spawn(sweep_timer(engine));
     let max = crate::listen::effective_max_connections(opts.limits.max_connections, crate::listen::fd_limit());
     let table = crate::listen::ConnTable::new(max, opts.limits.max_connections_per_peer);
@@ -203,6 +227,10 @@ async fn run(
     };
     crate::listen::serve_connections(listener, serving, table, shutdown).await;
     sweeper.abort();
+    stop_listening.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = listener_thread {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
     Ok(())
 }
 
@@ -257,25 +285,38 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// Every 10 minutes: sweep with the system clock, then post pending webhooks.
+/// Every 10 minutes: sweep with the system clock, then retention, then post
+/// pending webhooks. On PostgreSQL every instance has this timer, and the
+/// work runs once for the cluster: under the maintenance lock, and only when
+/// no instance has done it in the last period (`Engine::maintenance`).
 async fn sweep_timer(engine: Arc<Engine>) {
     let client = webhook_client();
     let mut every = tokio::time::interval(Duration::from_millis(limits::SWEEP_EVERY_MS as u64));
     loop {
         every.tick().await;
-        let e = engine.clone();
-        match tokio::task::spawn_blocking(move || e.run_sweep(now_ms())).await {
-            Ok(r) if r["ok"] == json!(true) => tracing::info!(expired = %r["expired"], alerts = %r["alerts"], "sweep"),
-            Ok(r) => tracing::warn!(error = %r["error"]["code"], "sweep failed"),
-            Err(e) => tracing::error!(error = %e, "sweep task failed"),
+        let (e, c, rt) = (engine.clone(), client.clone(), tokio::runtime::Handle::current());
+        match tokio::task::spawn_blocking(move || e.maintenance(now_ms(), |e| maintain(e, &c, &rt))).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => tracing::debug!("maintenance: another instance ran it this period"),
+            Ok(Err(err)) => tracing::warn!(error = %err, "maintenance failed"),
+            Err(err) => tracing::error!(error = %err, "maintenance task failed"),
         }
-        let e = engine.clone();
-        if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.prune(now_ms())).await {
-            tracing::warn!(error = %err, "retention prune failed");
-        }
-        if let Err(e) = webhook::flush(engine.clone(), &client, now_ms()).await {
-            tracing::warn!(error = %e, "webhook flush failed");
-        }
+    }
+}
+
+/// One round of the timer's work (on a blocking thread, under the lock).
+fn maintain(engine: &Arc<Engine>, client: &reqwest::Client, rt: &tokio::runtime::Handle) {
+    let r = engine.run_sweep(now_ms());
+    if r["ok"] == json!(true) {
+        tracing::info!(expired = %r["expired"], alerts = %r["alerts"], "sweep");
+    } else {
+        tracing::warn!(error = %r["error"]["code"], "sweep failed");
+    }
+    if let Err(err) = engine.prune(now_ms()) {
+        tracing::warn!(error = %err, "retention prune failed");
+    }
+    if let Err(e) = rt.block_on(webhook::flush(engine.clone(), client, now_ms())) {
+        tracing::warn!(error = %e, "webhook flush failed");
     }
 }
 
@@ -339,6 +380,15 @@ impl Wakers {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.by_label.lock().unwrap().len()
+    }
+
+    /// Every waiter re-reads: what woke it may have been missed (another
+    /// instance's notifications while the listener was reconnecting).
+    fn wake_all(&self) {
+        let map = self.by_label.lock().unwrap_or_else(|e| e.into_inner());
+        for tx in map.values() {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     fn wake(&self, labels: &[String]) {
@@ -451,9 +501,15 @@ async fn api_answer(
     }
     if is_sweep && first["alerts"]["opened"].as_i64().unwrap_or(0) > 0 {
         let (engine, client) = (state.engine.clone(), state.client.clone());
-        tokio::spawn(async move {
-            if let Err(e) = webhook::flush(engine, &client, now_ms()).await {
-                tracing::warn!(error = %e, "webhook flush failed");
+        let rt = tokio::runtime::Handle::current();
+        // Posted once for the cluster: under the maintenance lock (if another
+        // instance holds it, that instance posts what is due).
+        tokio::task::spawn_blocking(move || {
+            let e = engine.clone();
+            let posted = engine.exclusively(|| rt.block_on(webhook::flush(e, &client, now_ms())));
+            match posted {
+                Ok(Some(Err(e))) | Err(e) => tracing::warn!(error = %e, "webhook flush failed"),
+                _ => {}
             }
         });
     }

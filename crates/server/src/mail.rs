@@ -2,9 +2,10 @@
 //! (`transition`) every op that moves a mail goes through.
 
 use crate::ctx::{Ctx, OpResult};
+use crate::p;
+use crate::store::{Optional, Row};
 use pcmail_core::op_table::News;
 use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};
-use rusqlite::{params, OptionalExtension, Row};
 
 /// A stored mail, all columns.
 #[derive(Debug, Clone)]
@@ -32,18 +33,16 @@ pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, bod
      in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
 
 /// A state column; anything else is a storage error (never a wrong answer).
-pub(crate) fn parse_state(i: usize, s: &str) -> rusqlite::Result<State> {
-    State::parse(s).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, format!("bad state {s:?}").into())
-    })
+pub(crate) fn parse_state(i: usize, s: &str) -> crate::store::DbResult<State> {
+    State::parse(s).ok_or_else(|| crate::store::DbError::Decode { col: i, what: format!("bad state {s:?}") })
 }
 
-pub(crate) fn state_column(r: &Row<'_>, i: usize) -> rusqlite::Result<State> {
+pub(crate) fn state_column(r: &Row<'_>, i: usize) -> crate::store::DbResult<State> {
     parse_state(i, &r.get::<_, String>(i)?)
 }
 
 impl StoredMail {
-    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredMail> {
+    pub(crate) fn from_row(r: &Row<'_>) -> crate::store::DbResult<StoredMail> {
         let state: String = r.get(12)?;
         Ok(StoredMail {
             id: r.get(0)?,
@@ -90,15 +89,15 @@ impl StoredMail {
 
 pub(crate) fn load_mail(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredMail>> {
     let sql = format!("SELECT {MAIL_COLUMNS} FROM mail WHERE id = ?1");
-    Ok(ctx.tx.prepare_cached(&sql)?.query_row([id], StoredMail::from_row).optional()?)
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![id], StoredMail::from_row).optional()?)
 }
 
 pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
     let mut stmt = ctx.tx.prepare_cached("SELECT state, at, by, note FROM event WHERE mail_id = ?1 ORDER BY seq")?;
-    let rows = stmt.query_map([id], |r| {
+    let rows = stmt.query_map(p![id], |r| {
         Ok(TimelineEntry { state: state_column(r, 0)?, at: r.get(1)?, by: r.get(2)?, note: r.get(3)? })
     })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 /// Moves `mail` toward `target` if that is forward (the one state machine);
@@ -121,7 +120,7 @@ pub(crate) fn transition(
             "UPDATE mail SET state = ?2, last_at = ?3, \
              delivered_at = CASE WHEN ?2 = 'delivered' THEN ?3 ELSE delivered_at END WHERE id = ?1",
         )?
-        .execute(params![mail.id, next.as_str(), at])?;
+        .execute(p![mail.id, next.as_str(), at])?;
     record_event(ctx, &MailEvent::new(&mail.id, &mail.sender, next, at, by).note(note))?;
     ctx.wake(News::Mail, mail.sender.clone());
     // The recipient's long poll wakes too: its received-updates feed has news
@@ -138,7 +137,7 @@ pub(crate) fn received_feed_pc(ctx: &Ctx<'_>, mail_id: &str) -> OpResult<Option<
     Ok(ctx
         .tx
         .prepare_cached("SELECT name_pc FROM mail WHERE id = ?1")?
-        .query_row([mail_id], |r| r.get::<_, Option<String>>(0))
+        .query_row(p![mail_id], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .flatten())
 }
@@ -175,6 +174,6 @@ pub(crate) fn record_event(ctx: &Ctx<'_>, e: &MailEvent<'_>) -> OpResult<()> {
             "INSERT INTO event (mail_id, sender, state, at, by, note, recipient) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, COALESCE(?7, (SELECT COALESCE(name_pc, recipient) FROM mail WHERE id = ?1)))",
         )?
-        .execute(params![e.mail_id, e.sender, e.state.as_str(), e.at, e.by, e.note, e.feed_pc])?;
+        .execute(p![e.mail_id, e.sender, e.state.as_str(), e.at, e.by, e.note, e.feed_pc])?;
     Ok(())
 }

@@ -2,8 +2,9 @@
 //! window is deleted with its timeline, in short bands so a poll never waits
 //! long behind it. `VACUUM` is never run here: SQLite reuses the freed pages.
 
+use crate::p;
+use crate::store::Db;
 use pcmail_core::Millis;
-use rusqlite::{params, Transaction};
 use std::time::{Duration, Instant};
 
 /// Default: final mail is kept 90 days after its last transition.
@@ -16,19 +17,19 @@ pub const BAND_BUDGET: Duration = Duration::from_millis(8);
 /// Deletes one band of final mail whose last transition is before `cutoff`.
 /// Returns how many mails went.
 pub(crate) fn prune_band(
-    tx: &Transaction<'_>,
+    tx: &dyn Db,
     cutoff: Millis,
     max_rows: usize,
     budget: Duration,
-) -> rusqlite::Result<usize> {
+) -> crate::store::DbResult<usize> {
     let started = Instant::now();
     let ids: Vec<(String, Option<String>)> = tx
         .prepare_cached(
             "SELECT id, broadcast_of FROM mail WHERE state IN ('done', 'failed', 'expired') AND last_at < ?1 \
              ORDER BY last_at LIMIT ?2",
         )?
-        .query_map(params![cutoff, max_rows as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+        .query_map(p![cutoff, max_rows as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<crate::store::DbResult<_>>()?;
     let mut del_mail = tx.prepare_cached("DELETE FROM mail WHERE id = ?1")?;
     let mut del_events = tx.prepare_cached("DELETE FROM event WHERE mail_id = ?1")?;
     let mut del_original = tx.prepare_cached(
@@ -36,10 +37,10 @@ pub(crate) fn prune_band(
     )?;
     let mut n = 0;
     for (id, original) in &ids {
-        del_events.execute([id])?;
-        del_mail.execute([id])?;
+        del_events.execute(p![id])?;
+        del_mail.execute(p![id])?;
         if let Some(o) = original {
-            del_original.execute([o])?;
+            del_original.execute(p![o])?;
         }
         n += 1;
         if started.elapsed() >= budget {
@@ -50,10 +51,10 @@ pub(crate) fn prune_band(
 }
 
 /// Counts final mail past the cutoff (for tests and `doctor`-like reports).
-pub(crate) fn prunable(tx: &Transaction<'_>, cutoff: Millis) -> rusqlite::Result<i64> {
+pub(crate) fn prunable(tx: &dyn Db, cutoff: Millis) -> crate::store::DbResult<i64> {
     tx.query_row(
         "SELECT count(*) FROM mail WHERE state IN ('done', 'failed', 'expired') AND last_at < ?1",
-        [cutoff],
+        p![cutoff],
         |r| r.get(0),
     )
 }

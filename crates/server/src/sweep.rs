@@ -4,11 +4,12 @@
 
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::answers::{AlertsAnswer, SweepAnswer, SweptAlerts, SweptJobs, SweptLeases};
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
 use pcmail_core::{Alert, AlertKind, Millis, State};
-use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
@@ -46,8 +47,11 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
         "SELECT {MAIL_COLUMNS} FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
          AND expires_at <= ?1 ORDER BY seq"
     );
-    let expiring =
-        ctx.tx.prepare_cached(&sql)?.query_map([now], StoredMail::from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let expiring = ctx
+        .tx
+        .prepare_cached(&sql)?
+        .query_map(p![now], StoredMail::from_row)?
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
     let mut expired = 0;
     for m in &expiring {
         if transition(ctx, m, State::Expired, now, "server", None)?.1 {
@@ -68,7 +72,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
         let existing: Option<Option<Millis>> = ctx
             .tx
             .prepare_cached("SELECT resolved_at FROM alert WHERE key = ?1")?
-            .query_row([&key], |r| r.get(0))
+            .query_row(p![&key], |r| r.get(0))
             .optional()?;
         match existing {
             None => {
@@ -77,7 +81,7 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
                         "INSERT INTO alert (key, kind, subject, pc, message, opened_at, updated_at, count) \
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, 1)",
                     )?
-                    .execute(params![key, c.kind.as_str(), c.subject, c.pc, c.message, now])?;
+                    .execute(p![key, c.kind.as_str(), c.subject, c.pc, c.message, now])?;
                 opened += 1;
             }
             Some(Some(_)) => {
@@ -88,13 +92,13 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
                          message = ?3, pc = ?4, posted = 0, post_tries = 0, last_try_at = NULL, last_error = NULL, next_try_at = NULL \
                          WHERE key = ?1",
                     )?
-                    .execute(params![key, now, c.message, c.pc])?;
+                    .execute(p![key, now, c.message, c.pc])?;
                 opened += 1;
             }
             Some(None) => {
                 ctx.tx
                     .prepare_cached("UPDATE alert SET updated_at = ?2, count = count + 1, message = ?3 WHERE key = ?1")?
-                    .execute(params![key, now, c.message])?;
+                    .execute(p![key, now, c.message])?;
                 updated += 1;
             }
         }
@@ -103,10 +107,10 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
     let open_keys = ctx
         .tx
         .prepare_cached("SELECT key FROM alert WHERE resolved_at IS NULL")?
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .query_map(p![], |r| r.get::<_, String>(0))?
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
     for key in open_keys.iter().filter(|k| !holding.contains(*k)) {
-        ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(params![key, now])?;
+        ctx.tx.prepare_cached("UPDATE alert SET resolved_at = ?2 WHERE key = ?1")?.execute(p![key, now])?;
         resolved += 1;
     }
     Ok(SweepAnswer {
@@ -130,10 +134,10 @@ pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
             "SELECT id, expires_at FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
              AND expires_at <= ?1 ORDER BY seq",
         )?
-        .query_map([ctx.now], |r| {
+        .query_map(p![ctx.now], |r| {
             Ok(json!({"id": r.get::<_, String>(0)?, "expiresAt": r.get::<_, i64>(1)?, "reason": "past its expiry"}))
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::store::DbResult<_>>()?;
     let alerts: Vec<Value> = current_conditions(ctx)?
         .into_iter()
         .map(|c| json!({"kind": c.kind.as_str(), "subject": c.subject, "pc": c.pc, "message": c.message}))
@@ -156,7 +160,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
         "SELECT id, sender, recipient, urgent, delivered_at FROM mail \
          WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at",
     )?;
-    let rows = stmt.query_map([now - limits::UNSEEN_URGENT_MS], |r| {
+    let rows = stmt.query_map(p![now - limits::UNSEEN_URGENT_MS], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -165,7 +169,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
             r.get::<_, i64>(4)?,
         ))
     })?;
-    let unseen = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let unseen = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     for (id, from, to, urgent, delivered_at) in unseen {
         let limit = if urgent { limits::UNSEEN_URGENT_MS } else { limits::UNSEEN_MS };
         if now - delivered_at > limit {
@@ -184,10 +188,10 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT id, sender, recipient, created_at FROM mail WHERE state = 'new' AND created_at < ?1 ORDER BY seq",
     )?;
-    let rows = stmt.query_map([now - limits::UNDELIVERED_MS], |r| {
+    let rows = stmt.query_map(p![now - limits::UNDELIVERED_MS], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
     })?;
-    let undelivered = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let undelivered = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     for (id, from, to, created_at) in undelivered {
         let holder = crate::ops::names::holder_live(ctx, &to)?;
         let at = recipient_at(&holder);
@@ -202,7 +206,7 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT label, last_poll_at FROM pc WHERE last_poll_at IS NOT NULL AND last_poll_at < ?1 ORDER BY number",
     )?;
-    let rows = stmt.query_map([now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    let rows = stmt.query_map(p![now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
     for row in rows {
         let (label, last) = row?;
         out.push(Condition {
@@ -227,7 +231,7 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Alerts
         if open_only { "WHERE resolved_at IS NULL" } else { "" }
     );
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map(p![], |r| {
         // Only the sweep writes kinds, each one `AlertKind` knows.
         let kind: String = r.get(1)?;
         Ok(Alert {
@@ -245,5 +249,5 @@ pub(crate) fn list_alerts(ctx: &mut Ctx<'_>, open_only: bool) -> OpResult<Alerts
             last_error: r.get(11)?,
         })
     })?;
-    Ok(AlertsAnswer { alerts: rows.collect::<rusqlite::Result<Vec<_>>>()? })
+    Ok(AlertsAnswer { alerts: rows.collect::<crate::store::DbResult<Vec<_>>>()? })
 }

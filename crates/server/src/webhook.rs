@@ -118,7 +118,7 @@ pub async fn flush(engine: Arc<Engine>, client: &reqwest::Client, now: Millis) -
         posted += usize::from(outcome.ok);
         let e = engine.clone();
         tokio::task::spawn_blocking(move || {
-            e.with_tx(rusqlite::TransactionBehavior::Immediate, |tx| record_outcome(tx, &key, &outcome, now))
+            e.with_tx(crate::engine::Mode::Write, |tx| record_outcome(tx, &key, &outcome, now))
                 .map_err(|err| anyhow::anyhow!("{err}"))
         })
         .await??;

@@ -1,5 +1,7 @@
 //! Property test: random sequences of ops against the engine, with the
-//! protocol's invariants checked after every step.
+//! protocol's invariants checked after every step; on SQLite (a fresh
+//! in-memory database per case) and on PostgreSQL (one database in a
+//! throwaway cluster, emptied before each case).
 
 use pcmail_core::{ErrorCode, State};
 use pcmail_server::{Engine, EngineConfig};
@@ -79,7 +81,10 @@ fn check_shape(resp: &Value) -> Result<(), TestCaseError> {
 }
 
 fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let engine = Engine::open_in_memory(EngineConfig::default()).unwrap();
+    run_on(&Engine::open_in_memory(EngineConfig::default()).unwrap(), steps)
+}
+
+fn run_on(engine: &Engine, steps: Vec<Step>) -> Result<(), TestCaseError> {
     for (i, pc) in PCS.iter().enumerate() {
         let r = engine.handle_value(&req("roster.set", pc, json!({"label": pc, "hostname": format!("H{i}")})), T0);
         prop_assert_eq!(&r["ok"], &json!(true));
@@ -167,7 +172,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     r["mail"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap().to_string()).collect();
                 let _ = limit;
                 // At least once until confirmed, never after: exactly the mail still new for me.
-                let status = status_of(&engine, &m, now)?;
+                let status = status_of(engine, &m, now)?;
                 for (id, to) in &m.accepted {
                     let new_for_me = to == me && status[id]["state"] == json!("new");
                     prop_assert_eq!(returned.contains(id), new_for_me, "poll of {} and mail {}", me, id);
@@ -189,7 +194,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
         }
         // Invariants over every accepted mail.
-        let status = status_of(&engine, &m, now)?;
+        let status = status_of(engine, &m, now)?;
         for (id, to) in &m.accepted {
             let mail = &status[id];
             let state = State::parse(mail["state"].as_str().unwrap()).unwrap();
@@ -242,5 +247,29 @@ proptest! {
     #[test]
     fn random_op_sequences_keep_the_invariants(steps in prop::collection::vec(step(), 1..40)) {
         run(steps)?;
+    }
+}
+
+/// The cluster and the engine on it, started once for all cases of this process.
+fn postgres_engine() -> &'static Engine {
+    static PG: std::sync::OnceLock<(pcmail_pgtest::Postgres, Engine)> = std::sync::OnceLock::new();
+    &PG.get_or_init(|| {
+        let pg = pcmail_pgtest::Postgres::start();
+        let url = pg.create_database("props");
+        let target = pcmail_server::store::pg_url::PgTarget::parse(&url, None).unwrap();
+        let engine = Engine::open_postgres(target, EngineConfig::default()).unwrap();
+        (pg, engine)
+    })
+    .1
+}
+
+proptest! {
+    // Fewer cases than SQLite's: each step is a few round trips to PostgreSQL.
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn random_op_sequences_keep_the_invariants_on_postgres(steps in prop::collection::vec(step(), 1..40)) {
+        let engine = postgres_engine();
+        engine.erase_everything_for_tests().unwrap();
+        run_on(engine, steps)?;
     }
 }

@@ -1,6 +1,10 @@
 //! Runs every protocol vector in `tests/protocol/*.json` (docs/protocol.md,
-//! "Vector files") against a fresh in-memory engine per file.
+//! "Vector files") against a fresh engine per file: on SQLite (in memory)
+//! and on PostgreSQL (a database copied from a migrated template, in a
+//! throwaway cluster this test starts).
 
+use pcmail_pgtest::Postgres;
+use pcmail_server::store::pg_url::PgTarget;
 use pcmail_server::{Engine, EngineConfig};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -40,7 +44,10 @@ fn subset_match(expect: &Value, actual: &Value, path: &str) -> Result<(), String
     }
 }
 
-fn run_file(path: &PathBuf) -> Result<usize, String> {
+/// Makes the engine a vector file runs on.
+type Open<'a> = dyn FnMut(EngineConfig) -> Result<Engine, String> + 'a;
+
+fn run_file(path: &PathBuf, open: &mut Open<'_>) -> Result<usize, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read: {e}"))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
     // "servers": ["gas"] marks a vector for behaviour only gas has so far (docs/protocol.md).
@@ -51,8 +58,7 @@ fn run_file(path: &PathBuf) -> Result<usize, String> {
         }
     }
     let token = v["token"].as_str().filter(|t| !t.is_empty()).map(str::to_string);
-    let engine = Engine::open_in_memory(EngineConfig { token: token.clone(), ..Default::default() })
-        .map_err(|e| format!("engine: {e}"))?;
+    let engine = open(EngineConfig { token: token.clone(), ..Default::default() })?;
     let steps = v["steps"].as_array().ok_or("no \"steps\" array")?;
     let first_now = steps.first().and_then(|s| s["now"].as_i64()).unwrap_or(0);
     // The roster is seeded with roster.set semantics.
@@ -87,8 +93,7 @@ fn run_file(path: &PathBuf) -> Result<usize, String> {
     Ok(steps.len())
 }
 
-#[test]
-fn every_protocol_vector_passes() {
+fn vector_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(vector_dir())
         .expect("tests/protocol exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -96,23 +101,45 @@ fn every_protocol_vector_passes() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no vectors found in {}", vector_dir().display());
+    files
+}
+
+fn run_all(store: &str, open: &mut Open<'_>) {
+    let files = vector_files();
     let mut failures = Vec::new();
     let mut steps = 0;
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        match run_file(f) {
+        match run_file(f, open) {
             Ok(n) => steps += n,
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {} vector files failed:\n{}",
+        "{store}: {} of {} vector files failed:\n{}",
         failures.len(),
         files.len(),
         failures.join("\n\n")
     );
-    eprintln!("{} vector files, {steps} steps passed", files.len());
+    eprintln!("{store}: {} vector files, {steps} steps passed", files.len());
+}
+
+#[test]
+fn every_protocol_vector_passes() {
+    run_all("sqlite", &mut |config| Engine::open_in_memory(config).map_err(|e| format!("engine: {e}")));
+}
+
+#[test]
+fn every_protocol_vector_passes_on_postgres() {
+    let pg = Postgres::start();
+    let url = pg.create_database("vectors");
+    // One store (its connections and prepared statements), emptied before each file.
+    let base = Engine::open_postgres(PgTarget::parse(&url, None).unwrap(), EngineConfig::default()).unwrap();
+    run_all("postgres", &mut |config| {
+        base.erase_everything_for_tests().map_err(|e| format!("reset: {e}"))?;
+        Ok(base.sharing_store(config).expect("a PostgreSQL engine"))
+    });
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! The audit log of admin actions (and a PC's own credential changes).
 
 use crate::ctx::{Ctx, OpResult};
+use crate::p;
 use pcmail_core::auth::Caller;
-use rusqlite::params;
 
 /// Who did it, as the audit log shows: `admin@<the managing PC>` or the PC itself.
 pub(crate) fn actor(ctx: &Ctx<'_>) -> String {
@@ -15,6 +15,6 @@ pub(crate) fn actor(ctx: &Ctx<'_>) -> String {
 pub(crate) fn audit(ctx: &Ctx<'_>, action: &str, label: &str, detail: Option<&str>) -> OpResult<()> {
     ctx.tx
         .prepare_cached("INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![ctx.now, actor(ctx), action, label, detail])?;
+        .execute(p![ctx.now, actor(ctx), action, label, detail])?;
     Ok(())
 }

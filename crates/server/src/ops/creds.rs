@@ -5,13 +5,14 @@
 use super::audit::audit;
 use super::{job_state, roster};
 use crate::ctx::{Ctx, OpError, OpResult};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::answers::{
     AuditEntry, AuditLogAnswer, EnrolAnswer, JoinAnswer, RequireCredentialsAnswer, RevokeAnswer, RotateAnswer,
 };
 use pcmail_core::op_table::News;
 use pcmail_core::protocol::credential_hash;
 use pcmail_core::{ErrorCode, Millis};
-use rusqlite::{params, OptionalExtension};
 
 /// `roster.enrol`: stores the hash of a join code the admin's client made.
 /// The same code again (a retry) is answered as before; the PC need not be
@@ -27,7 +28,7 @@ pub(crate) fn enrol(
     let existing: Option<(String, Millis)> = ctx
         .tx
         .prepare_cached("SELECT label, expires_at FROM join_code WHERE hash = ?1")?
-        .query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(p![&hash], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     if let Some((l, expires_at)) = existing {
         if l != label {
@@ -50,7 +51,7 @@ pub(crate) fn enrol(
         .prepare_cached(
             "INSERT INTO join_code (hash, label, hostname, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
-        .execute(params![hash, label, hostname, ctx.now, expires_at])?;
+        .execute(p![hash, label, hostname, ctx.now, expires_at])?;
     audit(ctx, "enrol", label, Some(&format!("join code expires at {expires_at}")))?;
     Ok(EnrolAnswer { label: label.to_string(), expires_at, existing: false, tls_fingerprint: None })
 }
@@ -63,7 +64,7 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Jo
     let row: Option<(String, Option<String>, Millis, Option<String>)> = ctx
         .tx
         .prepare_cached("SELECT label, hostname, expires_at, used_by_hash FROM join_code WHERE hash = ?1")?
-        .query_row([credential_hash(code)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row(p![credential_hash(code)], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
     let Some((label, code_hostname, expires_at, used_by)) = row.filter(|r| r.0 == ctx.pc) else {
         return Err(OpError::proto(
@@ -105,8 +106,8 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Jo
     };
     ctx.tx
         .prepare_cached("UPDATE pc SET cred_hash = ?2, revoked_at = NULL WHERE label = ?1")?
-        .execute(params![label, cred_hash])?;
-    ctx.tx.prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?.execute(params![
+        .execute(p![label, cred_hash])?;
+    ctx.tx.prepare_cached("UPDATE join_code SET used_at = ?2, used_by_hash = ?3 WHERE hash = ?1")?.execute(p![
         credential_hash(code),
         ctx.now,
         cred_hash
@@ -122,13 +123,13 @@ pub(crate) fn revoke(ctx: &mut Ctx<'_>, label: &str) -> OpResult<RevokeAnswer> {
     let changed = ctx
         .tx
         .prepare_cached("UPDATE pc SET revoked_at = ?2 WHERE label = ?1 AND revoked_at IS NULL")?
-        .execute(params![label, ctx.now])?
+        .execute(p![label, ctx.now])?
         > 0;
     if !changed && roster::label_binding(ctx.tx, label)?.is_none() {
         return Err(OpError::proto(ErrorCode::UnknownPc, format!("{label:?} is not on the roster")));
     }
     // Its unused join codes go too: a revoke must not leave a way back in.
-    ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
+    ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute(p![label])?;
     let jobs_cancelled = if changed { job_state::cancel_queued_for_revoked(ctx, label)? } else { 0 };
     if changed {
         audit(ctx, "revoke", label, None)?;
@@ -143,7 +144,7 @@ pub(crate) fn rotate(ctx: &mut Ctx<'_>, new_cred: &str) -> OpResult<RotateAnswer
     let changed = ctx
         .tx
         .prepare_cached("UPDATE pc SET cred_hash = ?2 WHERE label = ?1 AND (cred_hash IS NULL OR cred_hash <> ?2)")?
-        .execute(params![ctx.pc, hash])?
+        .execute(p![ctx.pc, hash])?
         > 0;
     if changed {
         audit(ctx, "rotate", ctx.pc, None)?;
@@ -157,14 +158,14 @@ pub(crate) fn require_credentials(ctx: &mut Ctx<'_>, on: bool) -> OpResult<Requi
     let changed = ctx
         .tx
         .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'require_credentials' AND value <> ?1")?
-        .execute([i64::from(on)])?
+        .execute(p![i64::from(on)])?
         > 0;
     if changed {
         audit(ctx, if on { "require-credentials" } else { "allow-shared-token" }, "*", None)?;
     }
     let mut stmt =
         ctx.tx.prepare_cached("SELECT label FROM pc WHERE cred_hash IS NULL AND revoked_at IS NULL ORDER BY number")?;
-    let unbound = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let unbound = stmt.query_map(p![], |r| r.get::<_, String>(0))?.collect::<crate::store::DbResult<Vec<_>>>()?;
     Ok(RequireCredentialsAnswer { require_credentials: on, changed, unbound })
 }
 
@@ -173,7 +174,7 @@ pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<AuditLogAnswer> {
     let mut stmt =
         ctx.tx.prepare_cached("SELECT seq, at, by, action, label, detail FROM audit ORDER BY seq DESC LIMIT ?1")?;
     let entries = stmt
-        .query_map([limit as i64], |r| {
+        .query_map(p![limit as i64], |r| {
             Ok(AuditEntry {
                 seq: r.get(0)?,
                 at: r.get(1)?,
@@ -183,7 +184,7 @@ pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<AuditLogAnswer> {
                 detail: r.get(5)?,
             })
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
     Ok(AuditLogAnswer { entries })
 }
 
@@ -194,7 +195,7 @@ pub(crate) fn log(ctx: &mut Ctx<'_>, limit: usize) -> OpResult<AuditLogAnswer> {
 /// and an unknown one answer alike. `peer` is the address as the log shows
 /// it and `peer_key` what the per-peer limit counts by.
 pub(crate) fn refused_join(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &dyn crate::store::Db,
     now: Millis,
     label: &str,
     peer: &str,
@@ -202,21 +203,21 @@ pub(crate) fn refused_join(
     refusal: &pcmail_core::ProtoError,
 ) -> OpResult<pcmail_core::ProtoError> {
     use pcmail_core::auth::{self as a, JoinFailure};
-    tx.prepare_cached("DELETE FROM join_attempt WHERE window_start <= ?1")?.execute([now - a::JOIN_WINDOW_MS])?;
+    tx.prepare_cached("DELETE FROM join_attempt WHERE window_start <= ?1")?.execute(p![now - a::JOIN_WINDOW_MS])?;
     // (failures so far, when the window started, the audit entry that counts refusals)
-    let window = |key: &str| -> rusqlite::Result<(i64, Millis, Option<i64>)> {
+    let window = |key: &str| -> crate::store::DbResult<(i64, Millis, Option<i64>)> {
         Ok(tx
             .prepare_cached("SELECT failures, window_start, audit_seq FROM join_attempt WHERE key = ?1")?
-            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row(p![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?
             .unwrap_or((0, now, None)))
     };
-    let count = |key: &str, seq: Option<i64>| -> rusqlite::Result<()> {
+    let count = |key: &str, seq: Option<i64>| -> crate::store::DbResult<()> {
         tx.prepare_cached(
             "INSERT INTO join_attempt (key, window_start, failures, audit_seq) VALUES (?1, ?2, 1, ?3)
-             ON CONFLICT (key) DO UPDATE SET failures = failures + 1",
+             ON CONFLICT (key) DO UPDATE SET failures = join_attempt.failures + 1",
         )?
-        .execute(params![key, now, seq])?;
+        .execute(p![key, now, seq])?;
         Ok(())
     };
     let (label_key, peer_bucket) = (format!("label:{label}"), format!("peer:{peer_key}"));
@@ -234,13 +235,14 @@ pub(crate) fn refused_join(
             (Some(format!("refused:label:{label}")), label, a::join_rate_limited(label_since + a::JOIN_WINDOW_MS - now))
         }
     };
-    let insert_audit = |action: &str, label: &str, detail: &str| -> rusqlite::Result<i64> {
-        tx.prepare_cached("INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-            .execute(params![now, peer, action, label, detail])?;
-        Ok(tx.last_insert_rowid())
+    let insert_audit = |action: &str, label: &str, detail: &str| -> crate::store::DbResult<i64> {
+        tx.prepare_cached(
+            "INSERT INTO audit (at, by, action, label, detail) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING seq",
+        )?
+        .query_row(p![now, peer, action, label, detail], |r| r.get(0))
     };
-    let update_audit = |seq: i64, detail: &str| -> rusqlite::Result<()> {
-        tx.prepare_cached("UPDATE audit SET detail = ?2 WHERE seq = ?1")?.execute(params![seq, detail])?;
+    let update_audit = |seq: i64, detail: &str| -> crate::store::DbResult<()> {
+        tx.prepare_cached("UPDATE audit SET detail = ?2 WHERE seq = ?1")?.execute(p![seq, detail])?;
         Ok(())
     };
     // A window's entry that counts refusals is updated in place: a flood adds one row, not one each.

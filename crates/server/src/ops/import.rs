@@ -1,10 +1,10 @@
 //! Bulk import of mail with timelines (benchmark seeding, moving from another store).
 
 use crate::ctx::OpResult;
+use crate::p;
 use pcmail_core::Mail;
-use rusqlite::params;
 
-pub(crate) fn import_mail(tx: &rusqlite::Transaction<'_>, mails: &[Mail]) -> OpResult<()> {
+pub(crate) fn import_mail(tx: &dyn crate::store::Db, mails: &[Mail]) -> OpResult<()> {
     let mut ins_mail = tx.prepare_cached(
         "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
          created_at, state, broadcast_of, delivered_at, last_at) \
@@ -16,7 +16,7 @@ pub(crate) fn import_mail(tx: &rusqlite::Transaction<'_>, mails: &[Mail]) -> OpR
     for m in mails {
         let delivered_at = m.timeline.iter().find(|t| t.state == pcmail_core::State::Delivered).map(|t| t.at);
         let last_at = m.timeline.last().map(|t| t.at).unwrap_or(m.created_at);
-        ins_mail.execute(params![
+        ins_mail.execute(p![
             m.id,
             m.from,
             m.to,
@@ -35,7 +35,7 @@ pub(crate) fn import_mail(tx: &rusqlite::Transaction<'_>, mails: &[Mail]) -> OpR
             last_at
         ])?;
         for t in &m.timeline {
-            ins_event.execute(params![m.id, m.from, t.state.as_str(), t.at, t.by, t.note, m.to])?;
+            ins_event.execute(p![m.id, m.from, t.state.as_str(), t.at, t.by, t.note, m.to])?;
         }
     }
     Ok(())

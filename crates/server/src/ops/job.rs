@@ -6,13 +6,15 @@
 use super::job_builtins::run_builtin;
 use super::job_state::{end_job, load, record, to_wire, visible_jobs, StoredJob, JOB_COLUMNS};
 use crate::ctx::{Ctx, OpError, OpResult};
+use crate::p;
+use crate::store::Dialect;
+use crate::store::Optional;
 use pcmail_core::job::{
     self as cj, CancelArgs, CommandSpec, Job, JobAnswer, JobState, ListAnswer, ListArgs, PollJob, PollJobAnswer,
     ReportArgs, Reported, StartArgs, SubmitAnswer, SubmitArgs, Whitelist,
 };
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -27,7 +29,7 @@ fn may_see(ctx: &Ctx<'_>, j: &Job) -> OpResult<bool> {
     Ok(ctx
         .tx
         .prepare_cached("SELECT 1 FROM job_watch WHERE job_id = ?1 AND pc = ?2")?
-        .query_row(params![j.id, ctx.pc], |_| Ok(()))
+        .query_row(p![j.id, ctx.pc], |_| Ok(()))
         .optional()?
         .is_some())
 }
@@ -52,7 +54,7 @@ fn executor(ctx: &Ctx<'_>, pc: &str) -> OpResult<Option<Whitelist>> {
     let row: Option<(String, String, Option<String>, String)> = ctx
         .tx
         .prepare_cached("SELECT hash, commands, allowed_submitters, checkouts FROM job_executor WHERE pc = ?1")?
-        .query_row([pc], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row(p![pc], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
     let Some((hash, commands, allowed, checkouts)) = row else { return Ok(None) };
     let bad = |e: serde_json::Error| OpError::proto(ErrorCode::Internal, format!("stored whitelist of {pc}: {e}"));
@@ -78,9 +80,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
     }
     let server = a.target == cj::SERVER_TARGET;
     if !server {
-        let pcs = super::roster::load_all(ctx).map_err(|_| {
-            OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was queued")
-        })?;
+        let pcs = super::roster::load_all(ctx).map_err(|e| super::roster_unreadable(e, "queued"))?;
         if !pcs.iter().any(|p| p.label == a.target) {
             return Err(OpError::Proto(
                 ProtoError::new(
@@ -96,7 +96,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
     let known: Option<(String, String)> = ctx
         .tx
         .prepare_cached("SELECT job_id, submit_key FROM job_submit WHERE id = ?1")?
-        .query_row([&a.job_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(p![&a.job_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     if let Some((job_id, stored_key)) = known {
         if stored_key != key {
@@ -115,7 +115,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
         let revoked: bool = ctx
             .tx
             .prepare_cached("SELECT revoked_at IS NOT NULL FROM pc WHERE label = ?1")?
-            .query_row([&a.target], |r| r.get(0))
+            .query_row(p![&a.target], |r| r.get(0))
             .optional()?
             .unwrap_or(false);
         cj::check_target_not_revoked(&a.target, revoked).map_err(OpError::Proto)?;
@@ -174,13 +174,14 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
     if !a.force && !server {
         let window = a.dedup_window_ms.unwrap_or(cj::DEDUP_WINDOW_DEFAULT_MS);
         if let Some(j) = find_same(ctx, &dedup, window)? {
-            ctx.tx.prepare_cached("UPDATE job SET joined = joined + 1 WHERE id = ?1")?.execute([&j.job.id])?;
+            ctx.tx.prepare_cached("UPDATE job SET joined = joined + 1 WHERE id = ?1")?.execute(p![&j.job.id])?;
             // Told of the end like the first submitter; a job already ended is answered here (told).
             ctx.tx
                 .prepare_cached(
-                    "INSERT OR IGNORE INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0)",
+                    "INSERT INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0) \
+                     ON CONFLICT DO NOTHING",
                 )?
-                .execute(params![j.job.id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
+                .execute(p![j.job.id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
             insert_submit(ctx, &a.job_id, &j.job.id, &key)?;
             let j = load(ctx, &j.job.id)?.expect("just updated");
             return Ok(SubmitAnswer { deduped: true, job: to_wire(ctx, &j, true)? });
@@ -195,7 +196,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
              force, rerun_of, state, submitted_at, time_limit_ms, chunked, last_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'queued', ?12, ?13, ?14, ?12)",
         )?
-        .execute(params![
+        .execute(p![
             a.job_id, a.target, a.command, args_json, subject, dedup, a.submitter.pc, a.submitter.session, a.submitter.name,
             a.force, a.rerun_of, ctx.now, spec.time_limit_ms, spec.chunked
         ])?;
@@ -206,14 +207,14 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
         .prepare_cached(
             "INSERT INTO job_watch (job_id, pc, session, name, joined_at, tell) VALUES (?1, ?2, ?3, ?4, ?5, 0)",
         )?
-        .execute(params![a.job_id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
+        .execute(p![a.job_id, a.submitter.pc, a.submitter.session, a.submitter.name, ctx.now])?;
 
     if server {
         run_builtin(ctx, &a.job_id, &spec, &args)?;
         // The submit's answer tells the submitter: no `finished` for it later.
         ctx.tx
             .prepare_cached("UPDATE job_watch SET tell = 0 WHERE job_id = ?1 AND pc = ?2")?
-            .execute(params![a.job_id, a.submitter.pc])?;
+            .execute(p![a.job_id, a.submitter.pc])?;
     } else {
         // The target's long poll wakes: it is offered the job at once.
         ctx.wake(News::Job, a.target.clone());
@@ -225,27 +226,38 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
 fn insert_submit(ctx: &Ctx<'_>, id: &str, job_id: &str, key: &str) -> OpResult<()> {
     ctx.tx
         .prepare_cached("INSERT INTO job_submit (id, job_id, submit_key, pc, at) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![id, job_id, key, ctx.pc, ctx.now])?;
+        .execute(p![id, job_id, key, ctx.pc, ctx.now])?;
     Ok(())
 }
 
 /// A job with this dedup key that is queued or running, else the newest that
 /// ended ok/failed less than `window` ago.
 fn find_same(ctx: &Ctx<'_>, dedup: &str, window: Millis) -> OpResult<Option<StoredJob>> {
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_live_by_key WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
-    );
-    if let Some(j) = ctx.tx.prepare_cached(&sql)?.query_row([dedup], StoredJob::from_row).optional()? {
+    let sql = match ctx.tx.dialect() {
+        Dialect::Sqlite => format!(
+            "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_live_by_key WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
+        ),
+        Dialect::Postgres => format!(
+            "SELECT {JOB_COLUMNS} FROM job WHERE dedup_key = ?1 AND state IN ('queued', 'running') ORDER BY seq DESC LIMIT 1"
+        ),
+    };
+    if let Some(j) = ctx.tx.prepare_cached(&sql)?.query_row(p![dedup], StoredJob::from_row).optional()? {
         return Ok(Some(j));
     }
     if window <= 0 {
         return Ok(None);
     }
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_ended_by_key WHERE dedup_key = ?1 AND state IN ('ok', 'failed') \
-         AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
-    );
-    Ok(ctx.tx.prepare_cached(&sql)?.query_row(params![dedup, ctx.now - window], StoredJob::from_row).optional()?)
+    let sql = match ctx.tx.dialect() {
+        Dialect::Sqlite => format!(
+            "SELECT {JOB_COLUMNS} FROM job INDEXED BY job_ended_by_key WHERE dedup_key = ?1 AND state IN ('ok', 'failed') \
+             AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
+        ),
+        Dialect::Postgres => format!(
+            "SELECT {JOB_COLUMNS} FROM job WHERE dedup_key = ?1 AND state IN ('ok', 'failed') \
+             AND ended_at > ?2 ORDER BY ended_at DESC LIMIT 1"
+        ),
+    };
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![dedup, ctx.now - window], StoredJob::from_row).optional()?)
 }
 
 // ---- job.status / job.list ----
@@ -283,7 +295,7 @@ pub(crate) fn cancel(ctx: &mut Ctx<'_>, a: &CancelArgs) -> OpResult<JobAnswer> {
             end_job(ctx, &j, JobState::Cancelled, &by, Some(&reason), None)?;
         }
         JobState::Running if !j.job.cancel_requested => {
-            ctx.tx.prepare_cached("UPDATE job SET cancel_requested = 1 WHERE id = ?1")?.execute([id])?;
+            ctx.tx.prepare_cached("UPDATE job SET cancel_requested = 1 WHERE id = ?1")?.execute(p![id])?;
             // The executor hears it in its next poll: wake it now.
             ctx.wake(News::Job, j.job.target.clone());
         }
@@ -312,7 +324,7 @@ pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<JobAnswer> {
                     "UPDATE job SET state = 'running', started_at = ?2, run_started_at = ?2, run_sent_at = ?3, runner = ?4, \
                      heartbeat_at = ?5, runs = 1 WHERE id = ?1",
                 )?
-                .execute(params![id, at, a.started_at, a.runner, now])?;
+                .execute(p![id, at, a.started_at, a.runner, now])?;
             record(ctx, id, JobState::Running, at, &by, None)?;
         }
         JobState::Running
@@ -327,7 +339,7 @@ pub(crate) fn start(ctx: &mut Ctx<'_>, a: &StartArgs) -> OpResult<JobAnswer> {
                 .prepare_cached(
                     "UPDATE job SET run_started_at = ?2, run_sent_at = ?3, runner = ?4, heartbeat_at = ?5, runs = ?6 WHERE id = ?1",
                 )?
-                .execute(params![id, at, a.started_at, a.runner, now, run])?;
+                .execute(p![id, at, a.started_at, a.runner, now, run])?;
             record(ctx, id, JobState::Running, at, &by, Some(&format!("run {run}")))?;
         }
         s => {
@@ -387,7 +399,7 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                  ON CONFLICT (pc) DO UPDATE SET hash = ?2, commands = ?3, allowed_submitters = ?4, checkouts = ?5, published_at = ?6",
             )?
-            .execute(params![
+            .execute(p![
                 ctx.pc,
                 w.hash,
                 to_text(&w.commands),
@@ -399,7 +411,7 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer
     for id in &p.running {
         ctx.tx
             .prepare_cached("UPDATE job SET heartbeat_at = ?3 WHERE id = ?1 AND target = ?2 AND state = 'running'")?
-            .execute(params![id, ctx.pc, ctx.now])?;
+            .execute(p![id, ctx.pc, ctx.now])?;
     }
     let mut reported = Vec::new();
     let mut errors = Vec::new();
@@ -421,15 +433,18 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer
     let hash: Option<String> = ctx
         .tx
         .prepare_cached("SELECT hash FROM job_executor WHERE pc = ?1")?
-        .query_row([ctx.pc], |r| r.get(0))
+        .query_row(p![ctx.pc], |r| r.get(0))
         .optional()?;
 
     let mut offered = Vec::new();
     if p.take {
         let creds = require_credentials(ctx)?;
-        let sql = format!("SELECT {JOB_COLUMNS} FROM job INDEXED BY job_queued WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2");
+        let sql = match ctx.tx.dialect() {
+            Dialect::Sqlite => format!("SELECT {JOB_COLUMNS} FROM job INDEXED BY job_queued WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"),
+            Dialect::Postgres => format!("SELECT {JOB_COLUMNS} FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq LIMIT ?2"),
+        };
         let mut stmt = ctx.tx.prepare_cached(&sql)?;
-        for j in stmt.query_map(params![ctx.pc, cj::OFFERED_MAX as i64], StoredJob::from_row)? {
+        for j in stmt.query_map(p![ctx.pc, cj::OFFERED_MAX as i64], StoredJob::from_row)? {
             let mut job = j?.job;
             job.credentials_required = Some(creds);
             offered.push(job);
@@ -437,21 +452,27 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer
     }
     let cancel: Vec<String> = ctx
         .tx
-        .prepare_cached("SELECT id FROM job INDEXED BY job_running WHERE target = ?1 AND state = 'running' AND cancel_requested = 1 ORDER BY seq")?
-        .query_map([ctx.pc], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .prepare_cached(match ctx.tx.dialect() {
+            Dialect::Sqlite => "SELECT id FROM job INDEXED BY job_running WHERE target = ?1 AND state = 'running' AND cancel_requested = 1 ORDER BY seq",
+            Dialect::Postgres => "SELECT id FROM job WHERE target = ?1 AND state = 'running' AND cancel_requested = 1 ORDER BY seq",
+        })?
+        .query_map(p![ctx.pc], |r| r.get(0))?
+        .collect::<crate::store::DbResult<_>>()?;
 
     // Ended jobs this PC submitted or joined, each told once.
     let told: Vec<String> = ctx
         .tx
-        .prepare_cached("SELECT job_id FROM job_watch INDEXED BY job_watch_tell WHERE pc = ?1 AND tell = 1 ORDER BY job_id LIMIT ?2")?
-        .query_map(params![ctx.pc, FINISHED_MAX], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .prepare_cached(match ctx.tx.dialect() {
+            Dialect::Sqlite => "SELECT job_id FROM job_watch INDEXED BY job_watch_tell WHERE pc = ?1 AND tell = 1 ORDER BY job_id LIMIT ?2",
+            Dialect::Postgres => "SELECT job_id FROM job_watch WHERE pc = ?1 AND tell = 1 ORDER BY job_id LIMIT ?2",
+        })?
+        .query_map(p![ctx.pc, FINISHED_MAX], |r| r.get(0))?
+        .collect::<crate::store::DbResult<_>>()?;
     let mut finished = Vec::new();
     for id in &told {
         ctx.tx
             .prepare_cached("UPDATE job_watch SET tell = 0 WHERE job_id = ?1 AND pc = ?2")?
-            .execute(params![id, ctx.pc])?;
+            .execute(p![id, ctx.pc])?;
         if let Some(j) = load(ctx, id)? {
             finished.push(j.job);
         }

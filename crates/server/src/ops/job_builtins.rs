@@ -3,8 +3,8 @@
 
 use super::job_state::{end_job, load, prune_jobs, record, visible_jobs};
 use crate::ctx::{Ctx, OpResult};
+use crate::p;
 use pcmail_core::job::{self as cj, ArgValue, CommandSpec, JobResult, JobState, ListArgs};
-use rusqlite::params;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -24,7 +24,7 @@ pub(crate) fn run_builtin(
         .prepare_cached(
             "UPDATE job SET state = 'running', started_at = ?2, run_started_at = ?2, runner = 'server', heartbeat_at = ?2, runs = 1 WHERE id = ?1",
         )?
-        .execute(params![id, now])?;
+        .execute(p![id, now])?;
     record(ctx, id, JobState::Running, now, cj::SERVER_ACTOR, None)?;
     let outcome = builtin_answer(ctx, &spec.name, args)?;
     let j = load(ctx, id)?.expect("just inserted");
@@ -56,7 +56,7 @@ fn builtin_answer(ctx: &mut Ctx<'_>, name: &str, args: &BTreeMap<String, ArgValu
             let l = ListArgs { state, limit: DEBUG_JOBS_MAX, ..Default::default() };
             let mut counts = Map::new();
             let mut stmt = ctx.tx.prepare_cached("SELECT state, count(*) FROM job GROUP BY state ORDER BY state")?;
-            for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            for row in stmt.query_map(p![], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
                 let (s, n) = row?;
                 counts.insert(s, json!(n));
             }
@@ -95,7 +95,7 @@ fn debug_roster(ctx: &Ctx<'_>) -> OpResult<Value> {
          e.hash, e.commands, e.allowed_submitters, e.checkouts, e.published_at \
          FROM pc p LEFT JOIN job_executor e ON e.pc = p.label ORDER BY p.number",
     )?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map(p![], |r| {
         let commands: Option<String> = r.get(7)?;
         let executor = match commands {
             None => Value::Null,
@@ -118,6 +118,6 @@ fn debug_roster(ctx: &Ctx<'_>) -> OpResult<Value> {
             "revoked": r.get::<_, Option<i64>>(5)?.is_some(), "executor": executor,
         }))
     })?;
-    let pcs = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let pcs = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     Ok(json!({"pcs": pcs, "requireCredentials": crate::auth::require_credentials(ctx.tx)?}))
 }

@@ -3,10 +3,12 @@
 //! the job steps of the sweep, a revoke and retention.
 
 use crate::ctx::{Ctx, OpError, OpResult};
+use crate::p;
+use crate::store::Dialect;
+use crate::store::{Optional, Row};
 use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ListArgs, Submitter, TimelineEntry};
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis};
-use rusqlite::{params, OptionalExtension, Row};
 use std::collections::BTreeMap;
 
 pub(crate) const JOB_COLUMNS: &str =
@@ -24,12 +26,12 @@ pub(crate) struct StoredJob {
     pub last_at: Millis,
 }
 
-pub(crate) fn bad_column(i: usize, what: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.into())
+pub(crate) fn bad_column(i: usize, what: String) -> crate::store::DbError {
+    crate::store::DbError::Decode { col: i, what }
 }
 
 impl StoredJob {
-    pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredJob> {
+    pub(crate) fn from_row(r: &Row<'_>) -> crate::store::DbResult<StoredJob> {
         let args_s: String = r.get(3)?;
         let args: BTreeMap<String, ArgValue> =
             serde_json::from_str(&args_s).map_err(|e| bad_column(3, format!("args: {e}")))?;
@@ -75,13 +77,13 @@ impl StoredJob {
 
 pub(crate) fn load(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<StoredJob>> {
     let sql = format!("SELECT {JOB_COLUMNS} FROM job WHERE id = ?1");
-    Ok(ctx.tx.prepare_cached(&sql)?.query_row([id], StoredJob::from_row).optional()?)
+    Ok(ctx.tx.prepare_cached(&sql)?.query_row(p![id], StoredJob::from_row).optional()?)
 }
 
 pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> {
     let mut stmt =
         ctx.tx.prepare_cached("SELECT at, state, by, reason FROM job_event WHERE job_id = ?1 ORDER BY seq")?;
-    let rows = stmt.query_map([id], |r| {
+    let rows = stmt.query_map(p![id], |r| {
         let s: String = r.get(1)?;
         Ok(TimelineEntry {
             at: r.get(0)?,
@@ -90,7 +92,7 @@ pub(crate) fn timeline(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<TimelineEntry>> 
             reason: r.get(3)?,
         })
     })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 /// The wire form of a job, with its timeline or without (lists).
@@ -112,16 +114,20 @@ pub(crate) fn record(
 ) -> OpResult<()> {
     ctx.tx
         .prepare_cached("INSERT INTO job_event (job_id, at, state, by, reason) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![id, at, state.as_str(), by, reason])?;
-    ctx.tx.prepare_cached("UPDATE job SET last_at = max(last_at, ?2) WHERE id = ?1")?.execute(params![id, at])?;
+        .execute(p![id, at, state.as_str(), by, reason])?;
+    let sql = match ctx.tx.dialect() {
+        Dialect::Sqlite => "UPDATE job SET last_at = max(last_at, ?2) WHERE id = ?1",
+        Dialect::Postgres => "UPDATE job SET last_at = GREATEST(last_at, ?2) WHERE id = ?1",
+    };
+    ctx.tx.prepare_cached(sql)?.execute(p![id, at])?;
     Ok(())
 }
 
 /// The PCs that hear of this job's end (submitter's and joined).
 fn watchers(ctx: &Ctx<'_>, id: &str) -> OpResult<Vec<String>> {
     let mut stmt = ctx.tx.prepare_cached("SELECT pc FROM job_watch WHERE job_id = ?1")?;
-    let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    let rows = stmt.query_map(p![id], |r| r.get::<_, String>(0))?;
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 /// Ends a job (forward only): state, result, reason, the timeline entry; its
@@ -146,9 +152,9 @@ pub(crate) fn end_job(
         .prepare_cached(
             "UPDATE job SET state = ?2, ended_at = ?3, result = coalesce(?4, result), reason = ?5 WHERE id = ?1",
         )?
-        .execute(params![j.job.id, state.as_str(), at, result_json, reason])?;
+        .execute(p![j.job.id, state.as_str(), at, result_json, reason])?;
     record(ctx, &j.job.id, state, at, by, reason)?;
-    ctx.tx.prepare_cached("UPDATE job_watch SET tell = 1 WHERE job_id = ?1")?.execute([&j.job.id])?;
+    ctx.tx.prepare_cached("UPDATE job_watch SET tell = 1 WHERE job_id = ?1")?.execute(p![&j.job.id])?;
     let w = watchers(ctx, &j.job.id)?;
     for pc in w {
         ctx.wake(News::Job, pc);
@@ -165,14 +171,12 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Job>> {
         "SELECT {cols} FROM job j WHERE \
          (j.seq IN (SELECT j2.seq FROM job_watch w JOIN job j2 ON j2.id = w.job_id WHERE w.pc = ?1) \
           OR (?2 = 0 AND j.target = ?1)) \
-         AND (?3 IS NULL OR j.target = ?3) AND (?4 IS NULL OR j.state = ?4) \
+         AND (CAST(?3 AS TEXT) IS NULL OR j.target = ?3) AND (CAST(?4 AS TEXT) IS NULL OR j.state = ?4) \
          ORDER BY j.seq DESC LIMIT ?5"
     );
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        params![ctx.pc, a.mine, a.target, a.state.map(|s| s.as_str()), a.limit as i64],
-        StoredJob::from_row,
-    )?;
+    let rows =
+        stmt.query_map(p![ctx.pc, a.mine, a.target, a.state.map(|s| s.as_str()), a.limit as i64], StoredJob::from_row)?;
     let mut out = Vec::new();
     for j in rows {
         out.push(j?.job);
@@ -186,8 +190,7 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Job>> {
 pub(crate) fn cancel_queued_for_revoked(ctx: &mut Ctx<'_>, label: &str) -> OpResult<usize> {
     let ids: Vec<String> = {
         let mut st = ctx.tx.prepare_cached("SELECT id FROM job WHERE target = ?1 AND state = 'queued' ORDER BY seq")?;
-        let ids = st.query_map([label], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
-        ids
+        st.query_map(p![label], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
     let reason = cj::revoked_target_reason(label);
     let mut n = 0;
@@ -208,11 +211,17 @@ pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str
     let mut out = Vec::new();
     // Running: no heartbeat for 6·H, or past twice the time limit. Both reads
     // are bounded by the running jobs (partial indexes), never by history.
-    let mut stmt = ctx.tx.prepare_cached(
-        "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
-         INDEXED BY job_heartbeat WHERE state = 'running' ORDER BY seq",
-    )?;
-    let rows = stmt.query_map([], |r| {
+    let mut stmt = ctx.tx.prepare_cached(match ctx.tx.dialect() {
+        Dialect::Sqlite => {
+            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+             INDEXED BY job_heartbeat WHERE state = 'running' ORDER BY seq"
+        }
+        Dialect::Postgres => {
+            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+             WHERE state = 'running' ORDER BY seq"
+        }
+    })?;
+    let rows = stmt.query_map(p![], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
     })?;
     for row in rows {
@@ -223,10 +232,11 @@ pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str
             out.push((id, JobState::TimedOut, cj::REASON_PAST_LIMIT));
         }
     }
-    let mut stmt = ctx
-        .tx
-        .prepare_cached("SELECT id FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at")?;
-    for id in stmt.query_map([now - cj::QUEUED_MAX_AGE_MS], |r| r.get::<_, String>(0))? {
+    let mut stmt = ctx.tx.prepare_cached(match ctx.tx.dialect() {
+        Dialect::Sqlite => "SELECT id FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
+        Dialect::Postgres => "SELECT id FROM job WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
+    })?;
+    for id in stmt.query_map(p![now - cj::QUEUED_MAX_AGE_MS], |r| r.get::<_, String>(0))? {
         out.push((id?, JobState::Cancelled, cj::REASON_NEVER_STARTED));
     }
     Ok(out)
@@ -250,16 +260,16 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<(i64, i64)> {
 
 /// Retention: ended jobs whose end is before `cutoff`, with their timeline,
 /// submits and watches, at most `max` of them. Returns how many went.
-pub(crate) fn prune_jobs(tx: &rusqlite::Transaction<'_>, cutoff: Millis, max: usize) -> rusqlite::Result<usize> {
+pub(crate) fn prune_jobs(tx: &dyn crate::store::Db, cutoff: Millis, max: usize) -> crate::store::DbResult<usize> {
     let ids: Vec<String> = tx
         .prepare_cached("SELECT id FROM job WHERE ended_at IS NOT NULL AND ended_at < ?1 ORDER BY ended_at LIMIT ?2")?
-        .query_map(params![cutoff, max as i64], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .query_map(p![cutoff, max as i64], |r| r.get(0))?
+        .collect::<crate::store::DbResult<_>>()?;
     for id in &ids {
-        tx.prepare_cached("DELETE FROM job_event WHERE job_id = ?1")?.execute([id])?;
-        tx.prepare_cached("DELETE FROM job_submit WHERE job_id = ?1")?.execute([id])?;
-        tx.prepare_cached("DELETE FROM job_watch WHERE job_id = ?1")?.execute([id])?;
-        tx.prepare_cached("DELETE FROM job WHERE id = ?1")?.execute([id])?;
+        tx.prepare_cached("DELETE FROM job_event WHERE job_id = ?1")?.execute(p![id])?;
+        tx.prepare_cached("DELETE FROM job_submit WHERE job_id = ?1")?.execute(p![id])?;
+        tx.prepare_cached("DELETE FROM job_watch WHERE job_id = ?1")?.execute(p![id])?;
+        tx.prepare_cached("DELETE FROM job WHERE id = ?1")?.execute(p![id])?;
     }
     Ok(ids.len())
 }

@@ -4,6 +4,8 @@
 //! never depends on when the sweep last ran.
 
 use crate::ctx::{Ctx, OpError, OpResult};
+use crate::p;
+use crate::store::{Optional, Row};
 use pcmail_core::lease::{
     self, CheckAnswer, Claim, ClaimAnswer, Event, Evidence, Holder, Lease, LeaseState, ListAnswer, ListArgs, Lost,
     Mode, PollLease, PollLeaseAnswer, Release, ReleaseAnswer, Released, TimelineEntry, ENDED_WINDOW_MS, STALE_AFTER_MS,
@@ -11,7 +13,6 @@ use pcmail_core::lease::{
 };
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use rusqlite::{params, OptionalExtension, Row};
 use serde_json::json;
 
 /// A lease row.
@@ -34,12 +35,12 @@ pub(crate) struct StoredLease {
 const COLUMNS: &str = "resource, fence, repo, description, files, mode, holder_pc, holder_session, holder_name, \
      claim_id, granted_at, heartbeat_at, ttl_expires_at, state";
 
-fn bad_column(i: usize, what: &str) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, what.to_string().into())
+fn bad_column(i: usize, what: &str) -> crate::store::DbError {
+    crate::store::DbError::Decode { col: i, what: what.to_string() }
 }
 
 impl StoredLease {
-    fn from_row(r: &Row<'_>) -> rusqlite::Result<StoredLease> {
+    fn from_row(r: &Row<'_>) -> crate::store::DbResult<StoredLease> {
         let files: String = r.get(4)?;
         let mode: String = r.get(5)?;
         let state: String = r.get(13)?;
@@ -84,34 +85,34 @@ fn actor(h: &Holder) -> String {
     pcmail_core::rules::actor(&h.pc, Some(&h.session))
 }
 
-fn query_leases(ctx: &Ctx<'_>, where_sql: &str, p: impl rusqlite::Params) -> OpResult<Vec<StoredLease>> {
+fn query_leases(ctx: &Ctx<'_>, where_sql: &str, p: &[crate::store::P<'_>]) -> OpResult<Vec<StoredLease>> {
     let sql = format!("SELECT {COLUMNS} FROM lease WHERE {where_sql}");
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
     let rows = stmt.query_map(p, StoredLease::from_row)?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 fn load(ctx: &Ctx<'_>, resource: &str, fence: i64) -> OpResult<Option<StoredLease>> {
-    Ok(query_leases(ctx, "resource = ?1 AND fence = ?2", params![resource, fence])?.into_iter().next())
+    Ok(query_leases(ctx, "resource = ?1 AND fence = ?2", p![resource, fence])?.into_iter().next())
 }
 
 fn live_on(ctx: &Ctx<'_>, resource: &str) -> OpResult<Vec<StoredLease>> {
-    query_leases(ctx, "resource = ?1 AND state IN ('held', 'stale') ORDER BY fence", params![resource])
+    query_leases(ctx, "resource = ?1 AND state IN ('held', 'stale') ORDER BY fence", p![resource])
 }
 
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
-    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'lease_version'")?.query_row([], |r| r.get(0))?)
+    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'lease_version'")?.query_row(p![], |r| r.get(0))?)
 }
 
 fn bump(ctx: &Ctx<'_>) -> OpResult<()> {
-    ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'lease_version'")?.execute([])?;
+    ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'lease_version'")?.execute(p![])?;
     Ok(())
 }
 
 fn set_state(ctx: &Ctx<'_>, l: &StoredLease, state: LeaseState, ended_at: Option<Millis>) -> OpResult<()> {
     ctx.tx
         .prepare_cached("UPDATE lease SET state = ?3, ended_at = ?4 WHERE resource = ?1 AND fence = ?2")?
-        .execute(params![l.resource, l.fence, state.as_str(), ended_at])?;
+        .execute(p![l.resource, l.fence, state.as_str(), ended_at])?;
     bump(ctx)
 }
 
@@ -137,7 +138,7 @@ fn record(ctx: &Ctx<'_>, l: &StoredLease, e: Entry<'_>) -> OpResult<()> {
             "INSERT INTO lease_event (resource, fence, new_fence, at, event, by, reason, evidence, detail) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
-        .execute(params![
+        .execute(p![
             l.resource,
             l.fence,
             e.new_fence,
@@ -158,7 +159,7 @@ fn queue_lost(ctx: &mut Ctx<'_>, l: &StoredLease, lost: &Lost) -> OpResult<()> {
         .prepare_cached(
             "INSERT INTO lease_lost (pc, resource, fence, taken_by, at, reason, event) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
-        .execute(params![l.holder.pc, l.resource, l.fence, taken_by, lost.at, lost.reason, lost.event.as_str()])?;
+        .execute(p![l.holder.pc, l.resource, l.fence, taken_by, lost.at, lost.reason, lost.event.as_str()])?;
     // Wake that PC's long poll, so it hears of it now.
     ctx.wake(News::Lease, l.holder.pc.clone());
     Ok(())
@@ -173,7 +174,7 @@ fn timeline(ctx: &Ctx<'_>, resource: &str, fence: i64) -> OpResult<Vec<TimelineE
          SELECT seq, at, event, by, fence, reason, evidence, detail FROM lease_event WHERE resource = ?1 AND new_fence = ?2 \
          ORDER BY seq",
     )?;
-    let rows = stmt.query_map(params![resource, fence], |r| {
+    let rows = stmt.query_map(p![resource, fence], |r| {
         let event: String = r.get(2)?;
         let evidence: Option<String> = r.get(6)?;
         Ok(TimelineEntry {
@@ -186,7 +187,7 @@ fn timeline(ctx: &Ctx<'_>, resource: &str, fence: i64) -> OpResult<Vec<TimelineE
             detail: r.get(7)?,
         })
     })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 /// What `refresh` changed.
@@ -206,7 +207,7 @@ pub(crate) fn refresh(ctx: &mut Ctx<'_>) -> OpResult<Refreshed> {
     let going_stale = query_leases(
         ctx,
         "state = 'held' AND ttl_expires_at IS NULL AND heartbeat_at <= ?1 ORDER BY heartbeat_at",
-        params![now - STALE_AFTER_MS],
+        p![now - STALE_AFTER_MS],
     )?;
     for l in &going_stale {
         set_state(ctx, l, LeaseState::Stale, None)?;
@@ -216,7 +217,7 @@ pub(crate) fn refresh(ctx: &mut Ctx<'_>) -> OpResult<Refreshed> {
     let ending = query_leases(
         ctx,
         "state IN ('held', 'stale') AND ttl_expires_at IS NOT NULL AND ttl_expires_at <= ?1 ORDER BY ttl_expires_at",
-        params![now],
+        p![now],
     )?;
     for l in &ending {
         let at = l.ttl_expires_at.unwrap_or(now);
@@ -275,7 +276,7 @@ fn refuse_takeover(ctx: &Ctx<'_>, l: &StoredLease, evidence: Evidence) -> OpResu
             let last: Option<Millis> = ctx
                 .tx
                 .prepare_cached("SELECT last_poll_at FROM pc WHERE label = ?1")?
-                .query_row([&l.holder.pc], |r| r.get(0))
+                .query_row(p![&l.holder.pc], |r| r.get(0))
                 .optional()?
                 .flatten();
             match last {
@@ -297,9 +298,9 @@ fn next_fence(ctx: &Ctx<'_>, resource: &str) -> OpResult<i64> {
         .tx
         .prepare_cached(
             "INSERT INTO lease_fence (resource, last) VALUES (?1, 1) \
-             ON CONFLICT (resource) DO UPDATE SET last = last + 1 RETURNING last",
+             ON CONFLICT (resource) DO UPDATE SET last = lease_fence.last + 1 RETURNING last",
         )?
-        .query_row([resource], |r| r.get(0))?)
+        .query_row(p![resource], |r| r.get(0))?)
 }
 
 fn grant(ctx: &mut Ctx<'_>, c: &Claim, fence: i64) -> OpResult<StoredLease> {
@@ -324,7 +325,7 @@ fn grant(ctx: &mut Ctx<'_>, c: &Claim, fence: i64) -> OpResult<StoredLease> {
              claim_id, granted_at, heartbeat_at, ttl_expires_at, state) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, 'held')",
         )?
-        .execute(params![
+        .execute(p![
             l.resource,
             l.fence,
             l.repo,
@@ -352,7 +353,7 @@ fn claim_answer(ctx: &Ctx<'_>, l: &StoredLease) -> OpResult<ClaimAnswer> {
 fn renew(ctx: &Ctx<'_>, l: &mut StoredLease) -> OpResult<()> {
     ctx.tx
         .prepare_cached("UPDATE lease SET heartbeat_at = ?3, state = 'held' WHERE resource = ?1 AND fence = ?2")?
-        .execute(params![l.resource, l.fence, ctx.now])?;
+        .execute(p![l.resource, l.fence, ctx.now])?;
     l.heartbeat_at = ctx.now;
     if l.state == LeaseState::Stale {
         // Back to held: the PCs' caches must hear of it.
@@ -366,7 +367,7 @@ pub(crate) fn claim(ctx: &mut Ctx<'_>, c: &Claim) -> OpResult<ClaimAnswer> {
     require_own_pc(ctx, &c.holder)?;
     refresh(ctx)?;
     // 1. A retried claim is answered with what it got the first time.
-    if let Some(prev) = query_leases(ctx, "claim_id = ?1", params![c.claim_id])?.into_iter().next() {
+    if let Some(prev) = query_leases(ctx, "claim_id = ?1", p![c.claim_id])?.into_iter().next() {
         if prev.resource != c.resource || prev.holder.pc != c.holder.pc {
             return Err(OpError::proto(
                 ErrorCode::DuplicateId,
@@ -484,14 +485,15 @@ pub(crate) fn list(ctx: &mut Ctx<'_>, a: &ListArgs) -> OpResult<ListAnswer> {
     refresh(ctx)?;
     let mut leases = query_leases(
         ctx,
-        "(?1 IS NULL OR resource = ?1) AND (?2 IS NULL OR repo = ?2) AND state IN ('held', 'stale') ORDER BY resource, fence",
-        params![a.resource, a.repo],
+        "(CAST(?1 AS TEXT) IS NULL OR resource = ?1) AND (CAST(?2 AS TEXT) IS NULL OR repo = ?2) AND state IN ('held', 'stale') ORDER BY resource, fence",
+        p![a.resource, a.repo],
     )?;
     if a.all {
         leases.extend(query_leases(
             ctx,
-            "(?2 IS NULL OR resource = ?2) AND (?3 IS NULL OR repo = ?3) AND ended_at IS NOT NULL AND ended_at >= ?1",
-            params![ctx.now - ENDED_WINDOW_MS, a.resource, a.repo],
+            "(CAST(?2 AS TEXT) IS NULL OR resource = ?2) AND (CAST(?3 AS TEXT) IS NULL OR repo = ?3) \
+             AND ended_at IS NOT NULL AND ended_at >= ?1",
+            p![ctx.now - ENDED_WINDOW_MS, a.resource, a.repo],
         )?);
         leases.sort_by(|x, y| (&x.resource, x.fence).cmp(&(&y.resource, y.fence)));
     }
@@ -531,7 +533,7 @@ fn lost_of(ctx: &Ctx<'_>, resource: &str, fence: i64, l: Option<&StoredLease>) -
             "SELECT at, event, reason, new_fence FROM lease_event WHERE resource = ?1 AND fence = ?2 \
              AND event IN ('released', 'expired', 'taken_over') ORDER BY seq DESC LIMIT 1",
         )?
-        .query_row(params![resource, fence], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_row(p![resource, fence], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
     let Some((at, event, reason, new_fence)) = end else { return Ok(gone("it ended")) };
     let taken_by = match new_fence {
@@ -605,7 +607,7 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
         let mut stmt = ctx.tx.prepare_cached(
             "SELECT id, resource, fence, taken_by, at, reason, event FROM lease_lost WHERE pc = ?1 ORDER BY id",
         )?;
-        let rows = stmt.query_map([ctx.pc], |r| {
+        let rows = stmt.query_map(p![ctx.pc], |r| {
             let taken_by: Option<String> = r.get(3)?;
             let event: String = r.get(6)?;
             Ok((
@@ -620,7 +622,7 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
                 },
             ))
         })?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()?
+        rows.collect::<crate::store::DbResult<Vec<_>>>()?
     };
     let mut reported: Vec<Lost> = Vec::new();
     for (_, x) in queued {
@@ -638,10 +640,10 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
             reported.push(x);
         }
     }
-    ctx.tx.prepare_cached("DELETE FROM lease_lost WHERE pc = ?1")?.execute([ctx.pc])?;
+    ctx.tx.prepare_cached("DELETE FROM lease_lost WHERE pc = ?1")?.execute(p![ctx.pc])?;
     let v = version(ctx)?;
     let list = if v != p.known {
-        let live = query_leases(ctx, "state IN ('held', 'stale') ORDER BY resource, fence", [])?;
+        let live = query_leases(ctx, "state IN ('held', 'stale') ORDER BY resource, fence", p![])?;
         Some(live.iter().map(|l| l.to_lease(None)).collect())
     } else {
         None
@@ -653,7 +655,7 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
 /// over an hour, one per resource.
 pub(crate) fn stale_over_an_hour(ctx: &Ctx<'_>) -> OpResult<Vec<(String, String, String)>> {
     let cut = ctx.now - STALE_AFTER_MS - STALE_ALERT_MS;
-    let mut leases = query_leases(ctx, "state = 'stale' AND heartbeat_at < ?1", params![cut])?;
+    let mut leases = query_leases(ctx, "state = 'stale' AND heartbeat_at < ?1", p![cut])?;
     leases.sort_by(|x, y| (&x.resource, x.fence).cmp(&(&y.resource, y.fence)));
     let mut out: Vec<(String, String, String)> = Vec::new();
     for l in leases {

@@ -3,15 +3,18 @@
 //! session ops share.
 
 use crate::ctx::{Ctx, OpResult};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::sessions::{NameHolder, REPORT_FRESH_MS};
-use rusqlite::{params, OptionalExtension};
 
 /// The holder of `name`, if it is a name.
 pub(crate) fn holder(ctx: &Ctx<'_>, name: &str) -> OpResult<Option<NameHolder>> {
     Ok(ctx
         .tx
         .prepare_cached("SELECT name, pc, session, since FROM name WHERE name = ?1")?
-        .query_row([name], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))
+        .query_row(p![name], |r| {
+            Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? })
+        })
         .optional()?)
 }
 
@@ -30,7 +33,7 @@ pub(crate) fn is_live(ctx: &Ctx<'_>, pc: &str, session: &str) -> OpResult<bool> 
         .prepare_cached(
             "SELECT 1 FROM live_session l WHERE l.pc = ?1 AND l.session = ?2 AND (l.pc = ?3 OR l.reported_at >= ?4)",
         )?
-        .query_row(params![pc, session, ctx.pc, ctx.now - REPORT_FRESH_MS], |_| Ok(()))
+        .query_row(p![pc, session, ctx.pc, ctx.now - REPORT_FRESH_MS], |_| Ok(()))
         .optional()?
         .is_some())
 }
@@ -38,13 +41,14 @@ pub(crate) fn is_live(ctx: &Ctx<'_>, pc: &str, session: &str) -> OpResult<bool> 
 /// Every name, for `unknown_recipient` candidates.
 pub(crate) fn all_names(ctx: &Ctx<'_>) -> OpResult<Vec<String>> {
     let mut st = ctx.tx.prepare_cached("SELECT name FROM name ORDER BY name")?;
-    let names = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    let names = st.query_map(p![], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?;
     Ok(names)
 }
 
 pub(crate) fn held_by(ctx: &Ctx<'_>, pc: &str) -> OpResult<Vec<NameHolder>> {
     let mut st = ctx.tx.prepare_cached("SELECT name, pc, session, since FROM name WHERE pc = ?1 ORDER BY name")?;
-    let rows = st
-        .query_map([pc], |r| Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? }))?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    let rows = st.query_map(p![pc], |r| {
+        Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? })
+    })?;
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }

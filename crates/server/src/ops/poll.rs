@@ -6,14 +6,14 @@
 use super::{mark::apply_marks, roster};
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{load_mail, state_column, transition, StoredMail, MAIL_COLUMNS};
+use crate::p;
 use pcmail_core::answers::{Lenient, PollAnswer};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
 use pcmail_core::{Mail, ReceivedUpdate, State, TimelineEntry, Update};
-use rusqlite::params;
 
 pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
-    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(params![ctx.pc, ctx.now])?;
+    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(p![ctx.pc, ctx.now])?;
 
     let mut confirmed = Vec::new();
     for id in &args.confirm {
@@ -77,8 +77,8 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Mail>, bool)> {
         format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
     let rows =
-        stmt.query_map(params![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
-    let mut all = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+        stmt.query_map(p![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
+    let mut all = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     // Mail to the names this PC's live sessions hold, in the same order.
     let named = super::sessions::name_mail_for(ctx, limit)?;
     if !named.is_empty() {
@@ -103,7 +103,7 @@ fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<ReceivedUpda
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT seq, mail_id, state, at, by, note FROM event WHERE recipient = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
+    let rows = stmt.query_map(p![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
         Ok(ReceivedUpdate {
             seq: r.get(0)?,
             id: r.get(1)?,
@@ -113,7 +113,7 @@ fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<ReceivedUpda
             note: r.get(5)?,
         })
     })?;
-    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut out = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     let more = out.len() > limits::UPDATES_MAX;
     out.truncate(limits::UPDATES_MAX);
     Ok((out, more))
@@ -124,10 +124,10 @@ fn updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Update>, bool)> {
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT seq, mail_id, state, at, by FROM event WHERE sender = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
+    let rows = stmt.query_map(p![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
         Ok(Update { seq: r.get(0)?, id: r.get(1)?, state: state_column(r, 2)?, at: r.get(3)?, by: r.get(4)? })
     })?;
-    let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut out = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     let more = out.len() > limits::UPDATES_MAX;
     out.truncate(limits::UPDATES_MAX);
     Ok((out, more))

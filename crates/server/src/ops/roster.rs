@@ -2,24 +2,25 @@
 
 use super::{audit, names};
 use crate::ctx::{Ctx, OpError, OpResult};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::answers::{RosterAnswer, RosterRemoveAnswer, RosterSetAnswer};
 use pcmail_core::{ErrorCode, Pc};
-use rusqlite::{params, OptionalExtension};
 
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
-    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row([], |r| r.get(0))?)
+    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row(p![], |r| r.get(0))?)
 }
 
 fn bump_version(ctx: &Ctx<'_>) -> OpResult<i64> {
-    ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'roster_version'")?.execute([])?;
+    ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'roster_version'")?.execute(p![])?;
     version(ctx)
 }
 
 /// The whole roster, sorted by number.
 pub(crate) fn load_all(ctx: &Ctx<'_>) -> OpResult<Vec<Pc>> {
     let mut stmt = ctx.tx.prepare_cached("SELECT number, label, hostname FROM pc ORDER BY number")?;
-    let rows = stmt.query_map([], |r| Ok(Pc { number: r.get(0)?, label: r.get(1)?, hostname: r.get(2)? }))?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    let rows = stmt.query_map(p![], |r| Ok(Pc { number: r.get(0)?, label: r.get(1)?, hostname: r.get(2)? }))?;
+    Ok(rows.collect::<crate::store::DbResult<Vec<_>>>()?)
 }
 
 pub(crate) fn get(ctx: &mut Ctx<'_>) -> OpResult<RosterAnswer> {
@@ -68,9 +69,11 @@ pub(crate) fn set(
                 Pc { number: number.unwrap_or(cur.number), label: label.to_string(), hostname: hostname.to_string() };
             let changed = &wanted != cur;
             if changed {
-                ctx.tx
-                    .prepare_cached("UPDATE pc SET number = ?2, hostname = ?3 WHERE label = ?1")?
-                    .execute(params![label, wanted.number, wanted.hostname])?;
+                ctx.tx.prepare_cached("UPDATE pc SET number = ?2, hostname = ?3 WHERE label = ?1")?.execute(p![
+                    label,
+                    wanted.number,
+                    wanted.hostname
+                ])?;
             }
             (wanted, changed)
         }
@@ -80,7 +83,7 @@ pub(crate) fn set(
             let n = number.unwrap_or_else(|| pcs.iter().map(|p| p.number).max().unwrap_or(0) + 1);
             ctx.tx
                 .prepare_cached("INSERT INTO pc (label, number, hostname) VALUES (?1, ?2, ?3)")?
-                .execute(params![label, n, hostname])?;
+                .execute(p![label, n, hostname])?;
             (Pc { number: n, label: label.to_string(), hostname: hostname.to_string() }, true)
         }
     };
@@ -96,7 +99,7 @@ pub(crate) fn set(
         let rebound = ctx
             .tx
             .prepare_cached("UPDATE pc SET cred_hash = ?2, revoked_at = NULL WHERE label = ?1 AND (cred_hash IS NULL OR cred_hash <> ?2 OR revoked_at IS NOT NULL)")?
-            .execute(params![label, hash])?
+            .execute(p![label, hash])?
             > 0;
         if rebound {
             audit::audit(ctx, if c.replace { "replace" } else { "claim" }, label, None)?;
@@ -107,10 +110,10 @@ pub(crate) fn set(
 }
 
 pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<RosterRemoveAnswer> {
-    let removed = ctx.tx.prepare_cached("DELETE FROM pc WHERE label = ?1")?.execute([label])? > 0;
+    let removed = ctx.tx.prepare_cached("DELETE FROM pc WHERE label = ?1")?.execute(p![label])? > 0;
     let version = if removed { bump_version(ctx)? } else { version(ctx)? };
     if removed {
-        ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute([label])?;
+        ctx.tx.prepare_cached("DELETE FROM join_code WHERE label = ?1 AND used_at IS NULL")?.execute(p![label])?;
         audit::audit(ctx, "roster.remove", label, None)?;
     }
     Ok(RosterRemoveAnswer { removed, version })
@@ -118,8 +121,8 @@ pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<RosterRemoveAns
 
 /// `None`: the label is not on the roster; `Some(None)`: on it, not bound;
 /// `Some(Some(hash))`: bound to the credential with that SHA-256 hex.
-pub(crate) fn label_binding(tx: &rusqlite::Transaction<'_>, label: &str) -> rusqlite::Result<Option<Option<String>>> {
-    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?.query_row([label], |r| r.get(0)).optional()
+pub(crate) fn label_binding(tx: &dyn crate::store::Db, label: &str) -> crate::store::DbResult<Option<Option<String>>> {
+    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?.query_row(p![label], |r| r.get(0)).optional()
 }
 
 /// An unbound label accepts anyone (old clients; the next claim binds it);

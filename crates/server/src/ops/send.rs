@@ -4,12 +4,13 @@
 use super::{names, roster};
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::mail::{load_mail, record_event, transition, MailEvent, StoredMail};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::answers::SendAnswer;
 use pcmail_core::ids::broadcast_copy_id;
 use pcmail_core::model::limits;
 use pcmail_core::op_table::News;
 use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State};
-use rusqlite::{params, OptionalExtension};
 
 /// The content a retry must repeat exactly to be "the same mail".
 #[derive(Debug, PartialEq)]
@@ -92,7 +93,7 @@ fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
         .prepare_cached(
             "SELECT sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, expires_in FROM broadcast WHERE id = ?1",
         )?
-        .query_row([id], |r| {
+        .query_row(p![id], |r| {
             Ok(Content {
                 sender: r.get(0)?,
                 to: "*".into(),
@@ -111,7 +112,7 @@ fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
 
 pub(crate) fn copy_ids(ctx: &Ctx<'_>, original: &str) -> OpResult<Vec<String>> {
     let mut stmt = ctx.tx.prepare_cached("SELECT id FROM mail WHERE broadcast_of = ?1 ORDER BY seq")?;
-    let ids = stmt.query_map([original], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    let ids = stmt.query_map(p![original], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?;
     Ok(ids)
 }
 
@@ -135,9 +136,7 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
 
 pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswer> {
     // 3. exact label only; near misses are suggestions, never deliveries.
-    let pcs = roster::load_all(ctx).map_err(|_| {
-        OpError::proto(ErrorCode::RosterUnavailable, "the roster cannot be read; nothing was delivered")
-    })?;
+    let pcs = roster::load_all(ctx).map_err(|e| super::roster_unreadable(e, "delivered"))?;
     let broadcast = mail.to == "*";
     // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
     let name_holder =
@@ -242,7 +241,7 @@ fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
             "INSERT INTO broadcast (id, sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, created_at, expires_in) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?
-        .execute(params![
+        .execute(p![
             m.id, ctx.pc, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto, m.hop,
             ctx.now, m.expires_in
         ])?;
@@ -262,7 +261,7 @@ fn insert_mail(
              created_at, state, broadcast_of, last_at, expires_in) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'new', ?13, ?12, ?14)",
         )?
-        .execute(params![
+        .execute(p![
             id, ctx.pc, recipient, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto,
             m.hop, ctx.now, broadcast_of, m.expires_in
         ])?;

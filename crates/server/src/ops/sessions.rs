@@ -10,32 +10,24 @@ use super::names::{held_by, holder, is_live};
 use super::roster;
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::mail::{record_event, MailEvent, StoredMail, MAIL_COLUMNS};
+use crate::p;
+use crate::store::Dialect;
 use pcmail_core::op_table::News;
 use pcmail_core::sessions::{
     LiveSession, NameHolder, PollSessionsAnswer, TakeAnswer, WhoAnswer, WhoSession, REPORT_FRESH_MS,
 };
 use pcmail_core::{ErrorCode, Millis, ProtoError};
-use rusqlite::params;
 use serde_json::json;
 
 /// Replaces the caller's list of live sessions with `live`.
 pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveSession]) -> OpResult<()> {
-    ctx.tx.prepare_cached("DELETE FROM live_session WHERE pc = ?1")?.execute([ctx.pc])?;
+    ctx.tx.prepare_cached("DELETE FROM live_session WHERE pc = ?1")?.execute(p![ctx.pc])?;
     let mut ins = ctx.tx.prepare_cached(
         "INSERT INTO live_session (pc, session, repo, branch, cwd, idle_ms, leases, reported_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for s in live {
-        ins.execute(params![
-            ctx.pc,
-            s.session,
-            s.repo,
-            s.branch,
-            s.cwd,
-            s.idle_ms,
-            json!(s.leases).to_string(),
-            ctx.now
-        ])?;
+        ins.execute(p![ctx.pc, s.session, s.repo, s.branch, s.cwd, s.idle_ms, json!(s.leases).to_string(), ctx.now])?;
     }
     Ok(())
 }
@@ -51,7 +43,7 @@ pub(crate) fn receives(ctx: &Ctx<'_>, mail: &StoredMail) -> OpResult<bool> {
         return Ok(true);
     }
     let name_pc: Option<String> =
-        ctx.tx.prepare_cached("SELECT name_pc FROM mail WHERE id = ?1")?.query_row([&mail.id], |r| r.get(0))?;
+        ctx.tx.prepare_cached("SELECT name_pc FROM mail WHERE id = ?1")?.query_row(p![&mail.id], |r| r.get(0))?;
     Ok(name_pc.as_deref() == Some(ctx.pc))
 }
 
@@ -60,15 +52,13 @@ pub(crate) fn receives(ctx: &Ctx<'_>, mail: &StoredMail) -> OpResult<bool> {
 /// (so this PC's received feed has it) with the server's time.
 pub(crate) fn confirmed_here(ctx: &mut Ctx<'_>, mail: &StoredMail) -> OpResult<()> {
     let requeued: bool =
-        ctx.tx.prepare_cached("SELECT requeued FROM mail WHERE id = ?1")?.query_row([&mail.id], |r| r.get(0))?;
-    ctx.tx
-        .prepare_cached("UPDATE mail SET name_pc = ?2, requeued = 0 WHERE id = ?1")?
-        .execute(params![mail.id, ctx.pc])?;
+        ctx.tx.prepare_cached("SELECT requeued FROM mail WHERE id = ?1")?.query_row(p![&mail.id], |r| r.get(0))?;
+    ctx.tx.prepare_cached("UPDATE mail SET name_pc = ?2, requeued = 0 WHERE id = ?1")?.execute(p![mail.id, ctx.pc])?;
     if requeued && mail.state == pcmail_core::State::Delivered {
         let at = ctx.now.max(mail.last_at);
         ctx.tx
             .prepare_cached("UPDATE mail SET delivered_at = ?2, last_at = ?2 WHERE id = ?1")?
-            .execute(params![mail.id, at])?;
+            .execute(p![mail.id, at])?;
         let note = pcmail_core::sessions::redelivered_note(&mail.recipient);
         let pc = ctx.pc.to_string();
         record_event(
@@ -112,7 +102,7 @@ pub(crate) fn name_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<Vec<(i64, S
              ORDER BY seq LIMIT ?2"
         );
         let mut st = ctx.tx.prepare_cached(&sql)?;
-        let rows = st.query_map(params![h.name, limit as i64 + 1], |r| {
+        let rows = st.query_map(p![h.name, limit as i64 + 1], |r| {
             let seq: i64 = r.get(0)?;
             Ok((seq, row_mail(r)?))
         })?;
@@ -125,7 +115,7 @@ pub(crate) fn name_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<Vec<(i64, S
 }
 
 /// `StoredMail::from_row` over columns shifted by one (the seq first).
-fn row_mail(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMail> {
+fn row_mail(r: &crate::store::Row<'_>) -> crate::store::DbResult<StoredMail> {
     let state: String = r.get(13)?;
     Ok(StoredMail {
         id: r.get(1)?,
@@ -140,13 +130,8 @@ fn row_mail(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMail> {
         auto: r.get(10)?,
         hop: r.get(11)?,
         created_at: r.get(12)?,
-        state: pcmail_core::State::parse(&state).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                13,
-                rusqlite::types::Type::Text,
-                format!("bad state {state:?}").into(),
-            )
-        })?,
+        state: pcmail_core::State::parse(&state)
+            .ok_or_else(|| crate::store::DbError::Decode { col: 13, what: format!("bad state {state:?}") })?,
         broadcast_of: r.get(14)?,
         last_at: r.get(15)?,
         expires_in: r.get(16)?,
@@ -160,10 +145,9 @@ pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult
     let names = held_by(ctx, ctx.pc)?;
     let withdrawn: Vec<String> = {
         let mut st = ctx.tx.prepare_cached("SELECT mail_id FROM name_withdraw WHERE pc = ?1 ORDER BY mail_id")?;
-        let ids = st.query_map([ctx.pc], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
-        ids
+        st.query_map(p![ctx.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
-    ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute([ctx.pc])?;
+    ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute(p![ctx.pc])?;
     Ok(PollSessionsAnswer { names, withdrawn })
 }
 
@@ -209,7 +193,7 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
             "INSERT INTO name (name, pc, session, since) VALUES (?1, ?2, ?3, ?4) \
              ON CONFLICT (name) DO UPDATE SET pc = excluded.pc, session = excluded.session, since = excluded.since",
         )?
-        .execute(params![name, ctx.pc, session, ctx.now])?;
+        .execute(p![name, ctx.pc, session, ctx.now])?;
     let mut requeued = 0;
     if let Some(p) = prev.as_ref().filter(|p| p.pc != ctx.pc) {
         // Delivered there and not seen yet: back on the server for this PC, and out of that PC's store.
@@ -217,25 +201,24 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
             let mut st = ctx
                 .tx
                 .prepare_cached("SELECT id FROM mail WHERE recipient = ?1 AND state = 'delivered' AND name_pc = ?2")?;
-            let ids = st.query_map(params![name, p.pc], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
-            ids
+            st.query_map(p![name, p.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
         };
         let note = pcmail_core::sessions::withdrawn_note(name, ctx.pc);
         for id in &ids {
-            ctx.tx.prepare_cached("UPDATE mail SET name_pc = NULL, requeued = 1 WHERE id = ?1")?.execute([id])?;
+            ctx.tx.prepare_cached("UPDATE mail SET name_pc = NULL, requeued = 1 WHERE id = ?1")?.execute(p![id])?;
             ctx.tx
-                .prepare_cached("INSERT OR IGNORE INTO name_withdraw (pc, mail_id) VALUES (?1, ?2)")?
-                .execute(params![p.pc, id])?;
+                .prepare_cached("INSERT INTO name_withdraw (pc, mail_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING")?
+                .execute(p![p.pc, id])?;
             // The old PC's received feed (and the timeline) say it left: still
             // `delivered` on the server, withdrawn from that PC by the server.
             let (sender, last_at): (String, Millis) = ctx
                 .tx
                 .prepare_cached("SELECT sender, last_at FROM mail WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                .query_row(p![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             let at = ctx.now.max(last_at);
             ctx.tx
                 .prepare_cached("UPDATE mail SET delivered_at = ?2, last_at = ?2 WHERE id = ?1")?
-                .execute(params![id, at])?;
+                .execute(p![id, at])?;
             let event = MailEvent {
                 feed_pc: Some(&p.pc),
                 ..MailEvent::new(id, &sender, pcmail_core::State::Delivered, at, "server").note(Some(&note))
@@ -250,7 +233,7 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
         .prepare_cached(
             "INSERT INTO name_event (name, at, pc, session, prev_pc, prev_session, requeued) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
-        .execute(params![
+        .execute(p![
             name,
             ctx.now,
             ctx.pc,
@@ -268,13 +251,20 @@ pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[
 /// name it holds, and the names no live session holds.
 pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<WhoAnswer> {
     let fresh = ctx.now - REPORT_FRESH_MS;
-    let mut st = ctx.tx.prepare_cached(
-        "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
-                (SELECT group_concat(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
-         FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session",
-    )?;
+    let mut st = ctx.tx.prepare_cached(match ctx.tx.dialect() {
+        Dialect::Sqlite => {
+            "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
+                    (SELECT group_concat(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
+             FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session"
+        }
+        Dialect::Postgres => {
+            "SELECT l.pc, l.session, l.repo, l.branch, l.cwd, l.idle_ms, l.leases, l.reported_at, \
+                    (SELECT string_agg(n.name, ' ') FROM name n WHERE n.pc = l.pc AND n.session = l.session) \
+             FROM live_session l WHERE l.reported_at >= ?1 OR l.pc = ?2 ORDER BY l.pc, l.session"
+        }
+    })?;
     let now = ctx.now;
-    let rows = st.query_map(params![fresh, ctx.pc], |r| {
+    let rows = st.query_map(p![fresh, ctx.pc], |r| {
         let leases: String = r.get(6)?;
         let reported: Millis = r.get(7)?;
         let idle: Millis = r.get(5)?;
@@ -289,14 +279,14 @@ pub(crate) fn who(ctx: &mut Ctx<'_>) -> OpResult<WhoAnswer> {
             name: r.get(8)?,
         })
     })?;
-    let sessions = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let sessions = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     let mut idle_names = Vec::new();
     let all: Vec<NameHolder> = {
         let mut st = ctx.tx.prepare_cached("SELECT name, pc, session, since FROM name ORDER BY name")?;
-        let rows = st.query_map([], |r| {
+        let rows = st.query_map(p![], |r| {
             Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? })
         })?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()?
+        rows.collect::<crate::store::DbResult<Vec<_>>>()?
     };
     for h in all {
         if !sessions.iter().any(|s| s.pc == h.pc && s.session == h.session) {

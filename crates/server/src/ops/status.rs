@@ -5,8 +5,9 @@
 use super::send::copy_ids;
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{load_mail, timeline};
+use crate::p;
+use crate::store::Optional;
 use pcmail_core::answers::{StatusAnswer, StatusMail};
-use rusqlite::OptionalExtension;
 
 pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer> {
     let mut mails = Vec::new();
@@ -32,7 +33,7 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer
         let sender: Option<String> = ctx
             .tx
             .prepare_cached("SELECT sender FROM broadcast WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))
+            .query_row(p![id], |r| r.get(0))
             .optional()?;
         let Some(sender) = sender else {
             missing.push(id.clone());

@@ -1,0 +1,837 @@
+//! [`Db`] on PostgreSQL, for several `pcmail serve` instances on one database.
+//!
+//! - **Transactions.** A request is one transaction. Writes run at
+//!   SERIALIZABLE: PostgreSQL then aborts one of two transactions whose
+//!   interleaving no serial order could give (a claim checked and inserted
+//!   by two instances at once, two fences from one counter, one job started
+//!   twice) with SQLSTATE 40001 or 40P01, and the whole request runs again
+//!   from the start on a fresh snapshot. A request has no effect outside its
+//!   transaction, so running it again is idempotent. Reads run at
+//!   REPEATABLE READ, READ ONLY: one consistent snapshot, like SQLite's.
+//! - **Feeds in commit order.** The poll's `updates` and `receivedUpdates`
+//!   are read by cursor (`event.seq > since`). A sequence number is handed
+//!   out at insert, not at commit: with two writers, seq 11 could commit
+//!   before seq 10 and a poller that read 11 would never see 10. So every
+//!   transaction that writes `event` holds the feed lock ([`FEED_LOCK`])
+//!   from its first `event` row until it commits: such rows are numbered and
+//!   committed one transaction at a time, as with SQLite's single writer.
+//!   Ops known to write events take it before `BEGIN` (so their snapshot is
+//!   taken after the previous holder committed); any other transaction
+//!   tries it when it first writes an event and, if it is taken, runs again
+//!   holding it from the start. Nobody waits for it while holding a row, so
+//!   it adds no deadlock.
+//! - **Statements** are prepared once per connection and kept by their text.
+//! - **Wake-ups** across instances: a transaction that has news for some
+//!   PCs sends `NOTIFY pcmail_wake` (delivered at commit, never for a rolled
+//!   back one); every instance listens ([`spawn_listener`]) and wakes its
+//!   long polls; after a reconnect it wakes them all, since notifications
+//!   sent while it was away are lost and the woken polls re-read by cursor.
+
+use super::pg_url::PgTarget;
+use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Row, P};
+use postgres::types::{private::BytesMut, IsNull, ToSql, Type};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Advisory lock keys (one 64-bit space per database; "pcmail" + a number).
+pub(crate) const FEED_LOCK: i64 = 0x7063_6d61_696c_0001;
+/// Held by the instance running the cluster's sweep, retention and webhooks.
+pub(crate) const MAINTENANCE_LOCK: i64 = 0x7063_6d61_696c_0002;
+/// Held while migrating, so two instances starting at once migrate once.
+pub(crate) const MIGRATE_LOCK: i64 = 0x7063_6d61_696c_0003;
+
+/// The channel of cross-instance wake-ups.
+pub(crate) const WAKE_CHANNEL: &str = "pcmail_wake";
+
+/// How many times a request runs before a serialization failure is answered `busy`.
+const MAX_ATTEMPTS: u32 = 12;
+
+impl ToSql for P<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match *self {
+            P::Null => Ok(IsNull::Yes),
+            P::Int(v) => match *ty {
+                Type::INT8 => v.to_sql(ty, out),
+                Type::INT4 => i32::try_from(v)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(v)?.to_sql(ty, out),
+                Type::BOOL => (v != 0).to_sql(ty, out),
+                Type::FLOAT8 => (v as f64).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => v.to_string().as_str().to_sql(ty, out),
+                _ => Err(format!("an integer cannot bind a parameter of type {ty}").into()),
+            },
+            P::Real(v) => match *ty {
+                Type::FLOAT8 => v.to_sql(ty, out),
+                Type::FLOAT4 => (v as f32).to_sql(ty, out),
+                _ => Err(format!("a number cannot bind a parameter of type {ty}").into()),
+            },
+            P::Text(s) => match *ty {
+                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => s.to_sql(ty, out),
+                _ => Err(format!("text cannot bind a parameter of type {ty}").into()),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+/// A pooled connection and the statements prepared on it.
+pub(crate) struct PgConn {
+    client: postgres::Client,
+    stmts: HashMap<String, postgres::Statement>,
+}
+
+pub(crate) struct Manager {
+    target: PgTarget,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+}
+
+impl Manager {
+    fn new(target: PgTarget) -> Result<Manager, super::pg_url::UrlError> {
+        let tls = target.rustls()?;
+        Ok(Manager { target, tls })
+    }
+
+    fn client(&self) -> Result<postgres::Client, postgres::Error> {
+        let cfg: postgres::Config = self.target.config().clone().into();
+        match &self.tls {
+            Some(t) => cfg.connect(t.clone()),
+            None => cfg.connect(postgres::NoTls),
+        }
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgConn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgConn, postgres::Error> {
+        let mut client = self.client()?;
+        // A statement or an idle transaction never holds locks for long.
+        client.batch_execute("SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'")?;
+        Ok(PgConn { client, stmts: HashMap::new() })
+    }
+
+    fn is_valid(&self, c: &mut PgConn) -> Result<(), postgres::Error> {
+        c.client.simple_query("").map(|_| ())
+    }
+
+    fn has_broken(&self, c: &mut PgConn) -> bool {
+        c.client.is_closed()
+    }
+}
+
+/// Read-only (one snapshot) or read-write (SERIALIZABLE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxKind {
+    Read,
+    Write,
+}
+
+/// The PostgreSQL store: a pool of connections to one database.
+pub(crate) struct PgStore {
+    /// Always Some until dropped (see `Drop`).
+    pool: Option<r2d2::Pool<Manager>>,
+    target: PgTarget,
+    /// This process's name in wake-up payloads (its own are not re-delivered).
+    pub instance: String,
+    /// Requests that ran again after a serialization failure (the bench prints it).
+    pub retries: AtomicU64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PgOpenError {
+    #[error(transparent)]
+    Url(#[from] super::pg_url::UrlError),
+    #[error("connecting to {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("{0}")]
+    Migrate(String),
+}
+
+impl PgStore {
+    /// Connects, migrates (refusing a schema newer than this build) and makes the pool.
+    pub(crate) fn open(target: PgTarget) -> Result<PgStore, PgOpenError> {
+        let manager = Manager::new(target.clone())?;
+        let url = target.redacted().to_string();
+        let mut first =
+            manager.client().map_err(|e| PgOpenError::Connect { url: url.clone(), message: super::pg_message(&e) })?;
+        crate::schema_pg::migrate(&mut first).map_err(|e| PgOpenError::Migrate(e.to_string()))?;
+        drop(first);
+        let pool = r2d2::Pool::builder()
+            .max_size(target.pool_size)
+            .min_idle(Some(1))
+            .test_on_check_out(false)
+            .connection_timeout(Duration::from_secs(5))
+            .error_handler(Box::new(LogErrors))
+            .build_unchecked(manager);
+        let instance = format!("{:016x}", rand_u64());
+        Ok(PgStore { pool: Some(pool), target, instance, retries: AtomicU64::new(0) })
+    }
+
+    pub(crate) fn target(&self) -> &PgTarget {
+        &self.target
+    }
+
+    fn conn(&self) -> DbResult<r2d2::PooledConnection<Manager>> {
+        let pool = self.pool.as_ref().ok_or_else(|| DbError::Unavailable("the store is closing".into()))?;
+        pool.get().map_err(|e| DbError::Unavailable(e.to_string()))
+    }
+
+    /// Runs `f` in one transaction, again from the start after a
+    /// serialization failure (up to [`MAX_ATTEMPTS`]). `feed_lock_first`:
+    /// the op writes the feed, so the feed lock is taken before `BEGIN`.
+    pub(crate) fn run<T, E>(
+        &self,
+        kind: TxKind,
+        feed_lock_first: bool,
+        mut f: impl FnMut(&dyn Db) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<DbError>,
+    {
+        let mut lock_first = feed_lock_first && kind == TxKind::Write;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut conn = self.conn()?;
+            let outcome = attempt_once(&mut conn, kind, lock_first, &mut f);
+            match outcome {
+                Attempt::Done(r) => return r,
+                Attempt::Retry { err, needs_feed_lock } => {
+                    if attempt >= MAX_ATTEMPTS {
+                        return Err(E::from(err));
+                    }
+                    lock_first |= needs_feed_lock;
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                    // Back off a little, with jitter, so two retrying writers part.
+                    let base = 1u64 << attempt.min(6);
+                    std::thread::sleep(Duration::from_micros(base * 500 + rand_u64() % (base * 500)));
+                }
+            }
+        }
+    }
+
+    /// Runs statements outside any request (maintenance bookkeeping).
+    pub(crate) fn with_client<T>(&self, f: impl FnOnce(&mut postgres::Client) -> DbResult<T>) -> DbResult<T> {
+        let mut conn = self.conn()?;
+        f(&mut conn.client)
+    }
+
+    /// Runs `f` only if no other instance is running it: the cluster's sweep,
+    /// retention and webhooks, under a session advisory lock held on a
+    /// connection of its own for as long as `f` runs (if this process dies,
+    /// the connection closes and the lock goes with it). None: another
+    /// instance holds it.
+    pub(crate) fn exclusively<T>(&self, f: impl FnOnce() -> T) -> DbResult<Option<T>> {
+        let mut conn = self.conn()?;
+        let got: bool = conn.client.query_one("SELECT pg_try_advisory_lock($1)", &[&MAINTENANCE_LOCK])?.get(0);
+        if !got {
+            return Ok(None);
+        }
+        let out = f();
+        let _ = conn.client.query_one("SELECT pg_advisory_unlock($1)", &[&MAINTENANCE_LOCK]);
+        Ok(Some(out))
+    }
+}
+
+/// The sync client blocks when it closes a connection, which an async
+/// thread must never do: the pool is closed on a thread of its own.
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::Builder::new().name("pcmail-pg-close".into()).spawn(move || drop(pool));
+            } else {
+                drop(pool);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LogErrors;
+
+impl r2d2::HandleError<postgres::Error> for LogErrors {
+    fn handle_error(&self, e: postgres::Error) {
+        tracing::warn!(error = %super::pg_message(&e), "PostgreSQL connection failed");
+    }
+}
+
+enum Attempt<T, E> {
+    Done(Result<T, E>),
+    Retry { err: DbError, needs_feed_lock: bool },
+}
+
+fn attempt_once<T, E: From<DbError>>(
+    conn: &mut PgConn,
+    kind: TxKind,
+    lock_first: bool,
+    f: &mut impl FnMut(&dyn Db) -> Result<T, E>,
+) -> Attempt<T, E> {
+    let PgConn { client, stmts } = conn;
+    if lock_first {
+        if let Err(e) = client.query_one("SELECT pg_advisory_lock($1)", &[&FEED_LOCK]) {
+            return Attempt::Done(Err(E::from(DbError::Pg(e))));
+        }
+    }
+    let out = (|| {
+        let builder = client.build_transaction();
+        let tx = match kind {
+            TxKind::Write => builder.isolation_level(postgres::IsolationLevel::Serializable),
+            TxKind::Read => builder.isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true),
+        }
+        .start();
+        let tx = match tx {
+            Ok(tx) => tx,
+            Err(e) => return Attempt::Done(Err(E::from(DbError::Pg(e)))),
+        };
+        let db = PgTx {
+            tx: RefCell::new(tx),
+            stmts: RefCell::new(stmts),
+            failed: RefCell::new(None),
+            feed_locked: Cell::new(lock_first),
+            changes: Cell::new(0),
+        };
+        let r = f(&db);
+        let failed = db.failed.take();
+        let PgTx { tx, .. } = db;
+        let tx = tx.into_inner();
+        match (r, failed) {
+            // A statement failed: the transaction is void whatever `f` made of it.
+            (_, Some(Failure { retryable: true, feed_lock, message })) => {
+                drop(tx);
+                let err = if feed_lock { DbError::NeedsFeedLock } else { DbError::Aborted(message) };
+                Attempt::Retry { err, needs_feed_lock: feed_lock }
+            }
+            (Ok(_), Some(Failure { message, .. })) => {
+                drop(tx);
+                Attempt::Done(Err(E::from(DbError::Aborted(message))))
+            }
+            (Err(e), _) => {
+                drop(tx);
+                Attempt::Done(Err(e))
+            }
+            (Ok(v), None) => match tx.commit() {
+                Ok(()) => Attempt::Done(Ok(v)),
+                Err(e) => {
+                    let err = DbError::Pg(e);
+                    if err.is_retryable() {
+                        Attempt::Retry { err, needs_feed_lock: false }
+                    } else {
+                        Attempt::Done(Err(E::from(err)))
+                    }
+                }
+            },
+        }
+    })();
+    if lock_first {
+        let _ = client.query_one("SELECT pg_advisory_unlock($1)", &[&FEED_LOCK]);
+    }
+    out
+}
+
+struct Failure {
+    retryable: bool,
+    feed_lock: bool,
+    message: String,
+}
+
+/// One open PostgreSQL transaction as a [`Db`].
+struct PgTx<'c> {
+    tx: RefCell<postgres::Transaction<'c>>,
+    stmts: RefCell<&'c mut HashMap<String, postgres::Statement>>,
+    /// The first statement that failed: PostgreSQL voids the rest of the transaction.
+    failed: RefCell<Option<Failure>>,
+    feed_locked: Cell<bool>,
+    changes: Cell<u64>,
+}
+
+impl PgTx<'_> {
+    fn note<T>(&self, r: Result<T, postgres::Error>) -> DbResult<T> {
+        r.map_err(|e| {
+            let e = DbError::Pg(e);
+            let mut failed = self.failed.borrow_mut();
+            if failed.is_none() {
+                *failed = Some(Failure { retryable: e.is_retryable(), feed_lock: false, message: e.to_string() });
+            }
+            e
+        })
+    }
+
+    fn statement(&self, sql: &str) -> DbResult<postgres::Statement> {
+        if let Some(s) = self.stmts.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let prepared = self.note(self.tx.borrow_mut().prepare(&to_dollar_params(sql)))?;
+        self.stmts.borrow_mut().insert(sql.to_string(), prepared.clone());
+        Ok(prepared)
+    }
+
+    fn rows(&self, stmt: &postgres::Statement, params: &[P<'_>]) -> DbResult<Vec<postgres::Row>> {
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        self.note(self.tx.borrow_mut().query(stmt, &refs))
+    }
+}
+
+impl Db for PgTx<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn execute(&self, sql: &str, params: &[P<'_>]) -> DbResult<usize> {
+        let stmt = self.statement(sql)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        let r = self.tx.borrow_mut().execute(&stmt, &refs);
+        let n = self.note(r)?;
+        self.changes.set(self.changes.get() + n);
+        Ok(n as usize)
+    }
+
+    fn query(&self, sql: &str, params: &[P<'_>], each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>) -> DbResult<()> {
+        let stmt = self.statement(sql)?;
+        for r in self.rows(&stmt, params)? {
+            if !each(&Row::Pg(&r))? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn batch(&self, sql: &str) -> DbResult<()> {
+        let r = self.tx.borrow_mut().batch_execute(sql);
+        self.note(r)
+    }
+
+    fn total_changes(&self) -> u64 {
+        self.changes.get()
+    }
+
+    fn before_feed_write(&self) -> DbResult<()> {
+        if self.feed_locked.get() {
+            return Ok(());
+        }
+        let stmt = self.statement("SELECT pg_try_advisory_xact_lock(?1)")?;
+        let got: bool = self.rows(&stmt, &[P::Int(FEED_LOCK)])?.first().map(|r| r.get(0)).unwrap_or(false);
+        if got {
+            self.feed_locked.set(true);
+            return Ok(());
+        }
+        // Taken: waiting here, holding rows, could deadlock. Run again holding it from the start.
+        *self.failed.borrow_mut() =
+            Some(Failure { retryable: true, feed_lock: true, message: "the feed lock is taken".into() });
+        Err(DbError::NeedsFeedLock)
+    }
+}
+
+/// What a wake-up tells an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// These labels have news.
+    Labels(Vec<String>),
+    /// Anything may have changed (after a reconnect): every long poll re-reads.
+    All,
+}
+
+/// The payload of `pg_notify(WAKE_CHANNEL, …)` for these labels (at most
+/// PostgreSQL's 8,000 bytes; more labels than fit wake everyone instead).
+pub(crate) fn wake_payload(instance: &str, labels: &[String]) -> String {
+    let v = serde_json::json!({"i": instance, "l": labels});
+    let s = v.to_string();
+    if s.len() < 7_900 {
+        s
+    } else {
+        serde_json::json!({"i": instance, "all": true}).to_string()
+    }
+}
+
+fn parse_wake(instance: &str, payload: &str) -> Option<Wake> {
+    let v: serde_json::Value = serde_json::from_str(payload).ok()?;
+    if v["i"].as_str() == Some(instance) {
+        // Our own commit: the local listener already woke those polls.
+        return None;
+    }
+    if v["all"] == serde_json::json!(true) {
+        return Some(Wake::All);
+    }
+    let labels = v["l"].as_array()?.iter().filter_map(|l| l.as_str().map(str::to_string)).collect();
+    Some(Wake::Labels(labels))
+}
+
+/// Listens for other instances' wake-ups on a connection of its own until
+/// `stop`, reconnecting with backoff; every (re)connect wakes all.
+pub(crate) fn spawn_listener(
+    target: PgTarget,
+    instance: String,
+    on: Arc<dyn Fn(Wake) + Send + Sync>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("pcmail-pg-listen".into())
+        .spawn(move || {
+            let Ok(manager) = Manager::new(target) else { return };
+            let mut backoff = Duration::from_millis(50);
+            let mut was_connected = false;
+            while !stop.load(Ordering::Relaxed) {
+                let mut client = match manager.client() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        if was_connected {
+                            tracing::warn!(error = %super::pg_message(&e), "wake-up listener: reconnecting");
+                        }
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        continue;
+                    }
+                };
+                if client.batch_execute(&format!("LISTEN {WAKE_CHANNEL}")).is_err() {
+                    continue;
+                }
+                backoff = Duration::from_millis(50);
+                if was_connected {
+                    tracing::info!("wake-up listener reconnected: every long poll re-reads");
+                }
+                was_connected = true;
+                // Whatever was sent while we were away is lost: everyone re-reads by cursor.
+                on(Wake::All);
+                let mut idle_rounds = 0u32;
+                'listen: while !stop.load(Ordering::Relaxed) {
+                    use postgres::fallible_iterator::FallibleIterator;
+                    let mut woke = Vec::new();
+                    {
+                        let mut n = client.notifications();
+                        // Wait (at most half a second) for the first; then take what is already here.
+                        match n.timeout_iter(Duration::from_millis(500)).next() {
+                            Ok(Some(note)) => woke.push(note.payload().to_string()),
+                            Ok(None) => {}
+                            Err(_) => break 'listen,
+                        }
+                        if !woke.is_empty() {
+                            let mut more = n.iter();
+                            while let Ok(Some(note)) = more.next() {
+                                woke.push(note.payload().to_string());
+                                if woke.len() >= 256 {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    for p in &woke {
+                        if let Some(w) = parse_wake(&instance, p) {
+                            on(w);
+                        }
+                    }
+                    // The connection may be dead without an error: check it when idle.
+                    if woke_nothing_for_a_while(&mut idle_rounds, &woke)
+                        && (client.is_closed() || client.simple_query("").is_err())
+                    {
+                        break;
+                    }
+                }
+            }
+        })
+        .expect("spawning the wake-up listener")
+}
+
+/// True every few idle rounds (about two seconds), when the listener checks
+/// that its connection still answers.
+fn woke_nothing_for_a_while(idle_rounds: &mut u32, woke: &[String]) -> bool {
+    if !woke.is_empty() {
+        *idle_rounds = 0;
+        return false;
+    }
+    *idle_rounds += 1;
+    (*idle_rounds).is_multiple_of(4)
+}
+
+/// A random number from the OS (instance names, retry jitter).
+pub(crate) fn rand_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b)).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        return (t as u64) ^ u64::from(std::process::id());
+    }
+    u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_payload_is_not_delivered_to_its_own_instance_and_never_too_long() {
+        let p = wake_payload("me", &["pc-a".into(), "pc b".into()]);
+        assert_eq!(parse_wake("me", &p), None);
+        assert_eq!(parse_wake("other", &p), Some(Wake::Labels(vec!["pc-a".into(), "pc b".into()])));
+        let many: Vec<String> = (0..2000).map(|i| format!("label-{i}")).collect();
+        let p = wake_payload("me", &many);
+        assert!(p.len() < 8000);
+        assert_eq!(parse_wake("other", &p), Some(Wake::All));
+    }
+}
+
+#[cfg(test)]
+mod pg_tests {
+    use super::*;
+    use crate::p;
+    use crate::store::DbExt;
+    use pcmail_pgtest::Postgres;
+    use std::sync::{Barrier, Mutex};
+    use std::time::Instant;
+
+    fn store(pg: &Postgres, db: &str) -> PgStore {
+        let url = pg.create_database(db);
+        PgStore::open(PgTarget::parse(&url, None).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_postgres_transaction_runs_the_portable_subset() {
+        let pg = Postgres::start();
+        let s = store(&pg, "subset");
+        let n: i64 = s
+            .run(TxKind::Write, false, |db| -> DbResult<i64> {
+                db.batch("CREATE TABLE t (k TEXT PRIMARY KEY, n BIGINT NOT NULL, o TEXT)")?;
+                assert_eq!(
+                    db.execute("INSERT INTO t (k, n, o) VALUES (?1, ?2, ?3)", p!["a", 1i64, None::<String>])?,
+                    1
+                );
+                assert_eq!(
+                    db.execute("INSERT INTO t (k, n) VALUES (?1, ?2) ON CONFLICT (k) DO NOTHING", p!["a", 5i64])?,
+                    0
+                );
+                db.query_one(
+                    "INSERT INTO t (k, n) VALUES (?1, 1) ON CONFLICT (k) DO UPDATE SET n = t.n + 1 RETURNING n",
+                    p!["a"],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        let rows = s
+            .run(TxKind::Read, false, |db| {
+                db.query_all("SELECT k, n, o, count(*) OVER () FROM t ORDER BY k", p![], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, i64>(3)?,
+                    ))
+                })
+            })
+            .unwrap();
+        assert_eq!(rows, vec![("a".to_string(), 2, None, 1)]);
+        // A read-only transaction refuses writes.
+        let r = s.run(TxKind::Read, false, |db| db.execute("DELETE FROM t WHERE k = ?1", p!["a"]));
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_swallowed_statement_error_never_commits() {
+        let pg = Postgres::start();
+        let s = store(&pg, "swallow");
+        s.run(TxKind::Write, false, |db| db.batch("CREATE TABLE t (k TEXT PRIMARY KEY)")).unwrap();
+        let r = s.run(TxKind::Write, false, |db| -> DbResult<()> {
+            db.execute("INSERT INTO t (k) VALUES (?1)", p!["x"])?;
+            let _ = db.execute("INSERT INTO nowhere (k) VALUES (?1)", p!["y"]);
+            Ok(())
+        });
+        assert!(matches!(r, Err(DbError::Aborted(_))), "{r:?}");
+        let n: i64 =
+            s.run(TxKind::Read, false, |db| db.query_one("SELECT count(*) FROM t", p![], |r| r.get(0))).unwrap();
+        assert_eq!(n, 0, "nothing of the voided transaction is kept");
+    }
+
+    /// Two instances check-then-insert the same key at once: SERIALIZABLE
+    /// aborts one, which runs again and sees the other's row.
+    #[test]
+    fn check_then_insert_from_two_writers_keeps_one_row() {
+        let pg = Postgres::start();
+        let s = Arc::new(store(&pg, "claims"));
+        s.run(TxKind::Write, false, |db| db.batch("CREATE TABLE claim (resource TEXT NOT NULL, holder TEXT NOT NULL)"))
+            .unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let outcomes = Arc::new(Mutex::new(Vec::new()));
+        let threads: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|who| {
+                let (s, barrier, outcomes) = (s.clone(), barrier.clone(), outcomes.clone());
+                std::thread::spawn(move || {
+                    let mut first = true;
+                    let got = s
+                        .run(TxKind::Write, false, |db| -> DbResult<bool> {
+                            let held: i64 =
+                                db.query_one("SELECT count(*) FROM claim WHERE resource = ?1", p!["r"], |r| r.get(0))?;
+                            if std::mem::take(&mut first) {
+                                // Both have read "free" before either writes.
+                                barrier.wait();
+                            }
+                            if held > 0 {
+                                return Ok(false);
+                            }
+                            db.execute("INSERT INTO claim (resource, holder) VALUES (?1, ?2)", p!["r", who])?;
+                            Ok(true)
+                        })
+                        .unwrap();
+                    outcomes.lock().unwrap().push(got);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let n: i64 =
+            s.run(TxKind::Read, false, |db| db.query_one("SELECT count(*) FROM claim", p![], |r| r.get(0))).unwrap();
+        assert_eq!(n, 1, "one holder");
+        let mut o = outcomes.lock().unwrap().clone();
+        o.sort();
+        assert_eq!(o, vec![false, true], "one claim won, the other saw it after running again");
+        assert!(s.retries.load(Ordering::Relaxed) >= 1);
+    }
+
+    /// A second writer of the feed waits for the first to commit, so rows
+    /// become visible in `seq` order.
+    #[test]
+    fn feed_rows_commit_in_seq_order() {
+        let pg = Postgres::start();
+        let s = Arc::new(store(&pg, "feed"));
+        s.run(TxKind::Write, false, |db| {
+            db.batch("CREATE TABLE ev (seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, who TEXT NOT NULL)")
+        })
+        .unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let inside = Arc::new(Barrier::new(2));
+        let a = {
+            let (s, order, inside) = (s.clone(), order.clone(), inside.clone());
+            std::thread::spawn(move || {
+                let seq: i64 = s
+                    .run(TxKind::Write, false, |db| -> DbResult<i64> {
+                        db.before_feed_write()?;
+                        let seq =
+                            db.query_one("INSERT INTO ev (who) VALUES ('a') RETURNING seq", p![], |r| r.get(0))?;
+                        inside.wait();
+                        std::thread::sleep(Duration::from_millis(300));
+                        Ok(seq)
+                    })
+                    .unwrap();
+                order.lock().unwrap().push(("a", seq, Instant::now()));
+            })
+        };
+        inside.wait();
+        let seq: i64 = s
+            .run(TxKind::Write, false, |db| -> DbResult<i64> {
+                db.before_feed_write()?;
+                db.query_one("INSERT INTO ev (who) VALUES ('b') RETURNING seq", p![], |r| r.get(0))
+            })
+            .unwrap();
+        order.lock().unwrap().push(("b", seq, Instant::now()));
+        a.join().unwrap();
+        let o = order.lock().unwrap().clone();
+        assert_eq!(o.len(), 2);
+        let (first, second) = (&o[0], &o[1]);
+        assert_eq!(first.0, "a", "b waited for a's commit");
+        assert!(second.1 > first.1, "the later commit has the larger seq: {o:?}");
+        assert!(s.retries.load(Ordering::Relaxed) >= 1, "b ran again holding the lock from the start");
+    }
+
+    #[test]
+    fn the_listener_hears_other_instances_and_wakes_all_after_a_reconnect() {
+        let pg = Postgres::start();
+        let s = store(&pg, "listen");
+        let heard = Arc::new(Mutex::new(Vec::<Wake>::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = heard.clone();
+        let mut target = s.target().clone();
+        target.set_application_name_for_tests("pcmail-listen-test");
+        let thread =
+            spawn_listener(target, s.instance.clone(), Arc::new(move |w| h.lock().unwrap().push(w)), stop.clone());
+        let wait_for = |pred: &dyn Fn(&[Wake]) -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !pred(&heard.lock().unwrap()) {
+                assert!(Instant::now() < deadline, "not heard: {:?}", heard.lock().unwrap());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        wait_for(&|w| w.contains(&Wake::All));
+        heard.lock().unwrap().clear();
+        let send = |instance: &str, labels: &[&str]| {
+            let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+            let payload = wake_payload(instance, &labels);
+            s.run(TxKind::Write, false, |db| db.execute("SELECT pg_notify(?1, ?2)", p![WAKE_CHANNEL, payload]))
+                .unwrap();
+        };
+        send(&s.instance, &["mine"]);
+        let t = Instant::now();
+        send("another", &["pc-b"]);
+        wait_for(&|w| w.contains(&Wake::Labels(vec!["pc-b".into()])));
+        assert!(t.elapsed() < Duration::from_millis(600), "heard in {:?}", t.elapsed());
+        assert!(!heard.lock().unwrap().contains(&Wake::Labels(vec!["mine".into()])), "its own are not re-delivered");
+        heard.lock().unwrap().clear();
+        // The listener's connection is cut (a restart, a network blip): it comes back and wakes everyone.
+        pg.admin()
+            .batch_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pcmail-listen-test'",
+            )
+            .unwrap();
+        wait_for(&|w| w.contains(&Wake::All));
+        stop.store(true, Ordering::Relaxed);
+        thread.join().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+    use crate::p;
+    use crate::store::DbExt;
+    use pcmail_pgtest::{Options, Postgres};
+
+    fn tls_url(pg: &Postgres, roots: &std::path::Path, host: &str) -> String {
+        format!("postgres://postgres@{host}:{}/postgres?sslmode=require&sslrootcert={}", pg.port(), roots.display())
+    }
+
+    #[test]
+    fn tls_to_postgres_is_verified_and_the_password_comes_from_the_passfile() {
+        let pg =
+            Postgres::start_with(Options { tls: true, password: Some("pw-from-file".into()), ..Default::default() });
+        let home = tempfile::tempdir().unwrap();
+        let pass = home.path().join(".pgpass");
+        std::fs::write(&pass, format!("localhost:{}:*:postgres:pw-from-file\n", pg.port())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        let mut target = PgTarget::parse(&tls_url(&pg, &pg.ca_cert(), "localhost"), Some(home.path())).unwrap();
+        target.password_from_passfile(Some(home.path()));
+        assert_eq!(target.password_source, "passfile");
+        assert!(!format!("{target:?}{}", target.redacted()).contains("pw-from-file"), "never shown");
+        let s = PgStore::open(target).unwrap();
+        let ssl: bool = s
+            .run(TxKind::Read, false, |db| {
+                db.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", p![], |r| r.get(0))
+            })
+            .unwrap();
+        assert!(ssl, "the session is encrypted");
+
+        // Another CA: the server is not the one we trust.
+        let other = Postgres::start_with(Options { tls: true, ..Default::default() });
+        let mut target = PgTarget::parse(&tls_url(&pg, &other.ca_cert(), "localhost"), None).unwrap();
+        target.set_password("pw-from-file");
+        let e = PgStore::open(target).err().expect("an unknown CA is refused");
+        assert!(e.to_string().contains("connecting to"), "{e}");
+
+        // Clear text is refused by a server that requires TLS, and a wrong password by any.
+        let mut target =
+            PgTarget::parse(&format!("postgres://postgres@localhost:{}/postgres?sslmode=disable", pg.port()), None)
+                .unwrap();
+        target.set_password("pw-from-file");
+        assert!(PgStore::open(target).is_err());
+        let mut target = PgTarget::parse(&tls_url(&pg, &pg.ca_cert(), "localhost"), None).unwrap();
+        target.set_password("wrong");
+        assert!(PgStore::open(target).is_err());
+    }
+}
