@@ -2,7 +2,7 @@
 //! attempt did (the poster itself, `webhook`, runs off the request path).
 
 use crate::ctx::OpResult;
-use crate::p;
+use crate::store::p;
 use pcmail_core::Millis;
 
 /// Tries in all for one alert's post.

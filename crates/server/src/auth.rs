@@ -3,7 +3,7 @@
 //! inside the request's own transaction.
 
 use crate::ctx::OpResult;
-use crate::p;
+use crate::store::p;
 use crate::store::{Db, Optional};
 use pcmail_core::auth::{op_class, AuthFacts, Caller, CredFound, LabelFound};
 use pcmail_core::protocol::{credential_hash, Op, Request};

@@ -194,7 +194,7 @@ impl Engine {
                 .with_tx(Mode::Read, |tx| {
                     Ok(tx
                         .prepare_cached("SELECT value FROM meta WHERE key = 'maintenance_at'")?
-                        .query_row(crate::p![], |r| r.get(0))
+                        .query_row(crate::store::p![], |r| r.get(0))
                         .map(Some)
                         .or_else(|e| if matches!(e, crate::store::DbError::NoRow) { Ok(None) } else { Err(e) })?)
                 })
@@ -208,7 +208,7 @@ impl Engine {
                     "INSERT INTO meta (key, value) VALUES ('maintenance_at', ?1) \
                      ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 )?
-                .execute(crate::p![now])?;
+                .execute(crate::store::p![now])?;
                 Ok(())
             })
             .map_err(|e| anyhow::anyhow!("{}", e.into_proto().message))?;
@@ -534,7 +534,7 @@ fn notify_instances(engine: &Engine, tx: &dyn Db, labels: &[String]) -> OpResult
     unique.sort();
     unique.dedup();
     let payload = crate::store::pg::wake_payload(&pg.instance, &unique);
-    tx.prepare_cached("SELECT pg_notify(?1, ?2)")?.execute(crate::p![crate::store::pg::WAKE_CHANNEL, payload])?;
+    tx.prepare_cached("SELECT pg_notify(?1, ?2)")?.execute(crate::store::p![crate::store::pg::WAKE_CHANNEL, payload])?;
     Ok(())
 }
 

@@ -23,3 +23,9 @@ pub use engine::{ChangeListener, Engine, EngineConfig, EngineError};
 pub use http::{serve, serve_blocking, serve_with_listener, ServeOptions};
 pub use schema::schema_version;
 pub use sweep::alert_key;
+
+/// Connects to the database and brings its schema to this build's (what
+/// `pcmail serve --db postgres://…` does at start), then lets go.
+pub fn prepare_postgres(target: &store::pg_url::PgTarget) -> Result<(), store::pg::PgOpenError> {
+    store::pg::PgStore::open(target.clone()).map(drop)
+}

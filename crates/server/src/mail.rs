@@ -2,7 +2,7 @@
 //! (`transition`) every op that moves a mail goes through.
 
 use crate::ctx::{Ctx, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::{Optional, Row};
 use pcmail_core::op_table::News;
 use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};

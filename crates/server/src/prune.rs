@@ -2,7 +2,7 @@
 //! window is deleted with its timeline, in short bands so a poll never waits
 //! long behind it. `VACUUM` is never run here: SQLite reuses the freed pages.
 
-use crate::p;
+use crate::store::p;
 use crate::store::Db;
 use pcmail_core::Millis;
 use std::time::{Duration, Instant};

@@ -10,7 +10,9 @@
 //! past them); `COLLATE NOCASE UNIQUE` → a unique index on `lower(…)`;
 //! `WITHOUT ROWID` dropped. A test compares the two schemas column by column.
 
-use crate::store::pg::MIGRATE_LOCK;
+/// Held while migrating, so two instances starting at once migrate once
+/// (the other advisory locks pcmail takes are in `store::pg`, numbered beside it).
+pub(crate) const MIGRATE_LOCK: i64 = 0x7063_6d61_696c_0003;
 
 /// Step N (1-based) brings the database to version N; `schema::MIGRATIONS[N-1]` is its SQLite twin.
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -340,7 +342,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum PgMigrateError {
-    #[error("{}", crate::store::pg_message(.0))]
+    #[error("{}", crate::store::pg_error::pg_message(.0))]
     Db(#[from] postgres::Error),
     #[error("the database was written by a newer pcmail (schema {found}; this build knows {known}): update pcmail, or use another --db")]
     TooNew { found: i64, known: i64 },

@@ -4,7 +4,7 @@
 
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
-use crate::p;
+use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::{AlertsAnswer, SweepAnswer, SweptAlerts, SweptJobs, SweptLeases};
 use pcmail_core::model::limits;

@@ -80,7 +80,7 @@ fn every_vectors_state_is_copied_whole_and_a_second_copy_is_refused() {
     let pg = Postgres::start();
     // One database with the schema made, copied for each vector (its own migration is then a no-op).
     let tpl = pg.create_database("tpl");
-    pcmail_server::store::prepare_postgres(&PgTarget::parse(&tpl, None).unwrap()).unwrap();
+    pcmail_server::prepare_postgres(&PgTarget::parse(&tpl, None).unwrap()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut copied_rows = 0u64;
     let mut tables_seen = std::collections::BTreeSet::new();

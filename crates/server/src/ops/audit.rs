@@ -1,7 +1,7 @@
 //! The audit log of admin actions (and a PC's own credential changes).
 
 use crate::ctx::{Ctx, OpResult};
-use crate::p;
+use crate::store::p;
 use pcmail_core::auth::Caller;
 
 /// Who did it, as the audit log shows: `admin@<the managing PC>` or the PC itself.

@@ -5,7 +5,7 @@
 use super::audit::audit;
 use super::{job_state, roster};
 use crate::ctx::{Ctx, OpError, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::{
     AuditEntry, AuditLogAnswer, EnrolAnswer, JoinAnswer, RequireCredentialsAnswer, RevokeAnswer, RotateAnswer,

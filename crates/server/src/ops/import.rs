@@ -1,7 +1,7 @@
 //! Bulk import of mail with timelines (benchmark seeding, moving from another store).
 
 use crate::ctx::OpResult;
-use crate::p;
+use crate::store::p;
 use pcmail_core::Mail;
 
 pub(crate) fn import_mail(tx: &dyn crate::store::Db, mails: &[Mail]) -> OpResult<()> {

@@ -6,7 +6,7 @@
 use super::job_builtins::run_builtin;
 use super::job_state::{end_job, load, record, to_wire, visible_jobs, StoredJob, JOB_COLUMNS};
 use crate::ctx::{Ctx, OpError, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::Dialect;
 use crate::store::Optional;
 use pcmail_core::job::{
@@ -80,7 +80,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
     }
     let server = a.target == cj::SERVER_TARGET;
     if !server {
-        let pcs = super::roster::load_all(ctx).map_err(|e| super::roster_unreadable(e, "queued"))?;
+        let pcs = super::roster::load_all(ctx).map_err(|e| super::roster::unreadable(e, "queued"))?;
         if !pcs.iter().any(|p| p.label == a.target) {
             return Err(OpError::Proto(
                 ProtoError::new(

@@ -3,7 +3,7 @@
 
 use super::job_state::{end_job, load, prune_jobs, record, visible_jobs};
 use crate::ctx::{Ctx, OpResult};
-use crate::p;
+use crate::store::p;
 use pcmail_core::job::{self as cj, ArgValue, CommandSpec, JobResult, JobState, ListArgs};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;

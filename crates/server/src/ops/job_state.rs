@@ -3,7 +3,7 @@
 //! the job steps of the sweep, a revoke and retention.
 
 use crate::ctx::{Ctx, OpError, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::Dialect;
 use crate::store::{Optional, Row};
 use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ListArgs, Submitter, TimelineEntry};

@@ -4,7 +4,7 @@
 //! never depends on when the sweep last ran.
 
 use crate::ctx::{Ctx, OpError, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::{Optional, Row};
 use pcmail_core::lease::{
     self, CheckAnswer, Claim, ClaimAnswer, Event, Evidence, Holder, Lease, LeaseState, ListAnswer, ListArgs, Lost,

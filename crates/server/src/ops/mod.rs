@@ -94,20 +94,10 @@ fn hello(ctx: &Ctx<'_>) -> OpResult<HelloAnswer> {
     })
 }
 
-/// A roster that cannot be read: a database that is busy or away (another
-/// writer, a restart) answers `busy` like any other transient store failure;
-/// anything else fails closed with `roster_unavailable`.
-pub(crate) fn roster_unreadable(e: OpError, what: &str) -> OpError {
-    match e {
-        OpError::Db(db) if db.is_transient() => OpError::Db(db),
-        _ => OpError::proto(ErrorCode::RosterUnavailable, format!("the roster cannot be read; nothing was {what}")),
-    }
-}
-
 /// The caller must be on the roster (its credential was checked before the
 /// op, `crate::auth`); a roster that cannot be read fails closed.
 fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
-    let binding = roster::label_binding(ctx.tx, ctx.pc).map_err(|e| roster_unreadable(OpError::Db(e), "delivered"))?;
+    let binding = roster::label_binding(ctx.tx, ctx.pc).map_err(|e| roster::unreadable(OpError::Db(e), "delivered"))?;
     match binding {
         None => Err(OpError::proto(
             ErrorCode::UnknownPc,

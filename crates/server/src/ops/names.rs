@@ -3,7 +3,7 @@
 //! session ops share.
 
 use crate::ctx::{Ctx, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::sessions::{NameHolder, REPORT_FRESH_MS};
 

@@ -6,7 +6,7 @@
 use super::{mark::apply_marks, roster};
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{load_mail, state_column, transition, StoredMail, MAIL_COLUMNS};
-use crate::p;
+use crate::store::p;
 use pcmail_core::answers::{Lenient, PollAnswer};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;

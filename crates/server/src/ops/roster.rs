@@ -2,10 +2,20 @@
 
 use super::{audit, names};
 use crate::ctx::{Ctx, OpError, OpResult};
-use crate::p;
+use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::{RosterAnswer, RosterRemoveAnswer, RosterSetAnswer};
 use pcmail_core::{ErrorCode, Pc};
+
+/// A roster that cannot be read: a database that is busy or away (another
+/// writer, a restart) answers `busy` like any other transient store failure;
+/// anything else fails closed with `roster_unavailable`.
+pub(crate) fn unreadable(e: OpError, what: &str) -> OpError {
+    match e {
+        OpError::Db(db) if db.is_transient() => OpError::Db(db),
+        _ => OpError::proto(ErrorCode::RosterUnavailable, format!("the roster cannot be read; nothing was {what}")),
+    }
+}
 
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
     Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row(p![], |r| r.get(0))?)

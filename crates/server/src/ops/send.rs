@@ -4,7 +4,7 @@
 use super::{names, roster};
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::mail::{load_mail, record_event, transition, MailEvent, StoredMail};
-use crate::p;
+use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::SendAnswer;
 use pcmail_core::ids::broadcast_copy_id;
@@ -136,7 +136,7 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
 
 pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswer> {
     // 3. exact label only; near misses are suggestions, never deliveries.
-    let pcs = roster::load_all(ctx).map_err(|e| super::roster_unreadable(e, "delivered"))?;
+    let pcs = roster::load_all(ctx).map_err(|e| super::roster::unreadable(e, "delivered"))?;
     let broadcast = mail.to == "*";
     // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
     let name_holder =

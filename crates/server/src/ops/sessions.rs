@@ -10,7 +10,7 @@ use super::names::{held_by, holder, is_live};
 use super::roster;
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::mail::{record_event, MailEvent, StoredMail, MAIL_COLUMNS};
-use crate::p;
+use crate::store::p;
 use crate::store::Dialect;
 use pcmail_core::op_table::News;
 use pcmail_core::sessions::{

@@ -5,7 +5,7 @@
 use super::send::copy_ids;
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{load_mail, timeline};
-use crate::p;
+use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::{StatusAnswer, StatusMail};
 

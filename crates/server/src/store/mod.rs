@@ -11,14 +11,9 @@
 //! `&'static str`, so both stores cache prepared statements by it.
 
 pub(crate) mod pg;
+pub(crate) mod pg_error;
 pub mod pg_url;
 mod sqlite;
-
-/// Connects to the database and brings its schema to this build's (what
-/// `pcmail serve --db postgres://…` does at start), then lets go.
-pub fn prepare_postgres(target: &pg_url::PgTarget) -> Result<(), pg::PgOpenError> {
-    pg::PgStore::open(target.clone()).map(drop)
-}
 
 /// Which SQL dialect a [`Db`] speaks, for the rare statement that differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,13 +48,7 @@ pub enum DbError {
     NeedsFeedLock,
 }
 
-/// The SQLSTATE and message of a PostgreSQL error, never the parameters.
-pub(crate) fn pg_message(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
-    }
-}
+pub(crate) use pg_error::pg_message;
 
 impl DbError {
     /// Another writer holds the lock, the connection went, the server is
@@ -175,12 +164,14 @@ macro_rules! int_params {
 int_params!(i64, i32, u32, u16, u8, usize);
 
 /// Parameters for a statement: `p![a, b, c]` binds `?1`, `?2`, `?3`.
-#[macro_export]
 macro_rules! p {
     ($($x:expr),* $(,)?) => {
         &[$($crate::store::P::from(&$x)),*] as &[$crate::store::P<'_>]
     };
 }
+// A crate-local macro reached by path (`crate::store::p`), so a file that
+// binds parameters depends on the store module, not on the crate root.
+pub(crate) use p;
 
 /// A row being read; cells by 0-based index.
 pub enum Row<'a> {

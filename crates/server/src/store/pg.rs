@@ -40,8 +40,7 @@ use std::time::Duration;
 pub(crate) const FEED_LOCK: i64 = 0x7063_6d61_696c_0001;
 /// Held by the instance running the cluster's sweep, retention and webhooks.
 pub(crate) const MAINTENANCE_LOCK: i64 = 0x7063_6d61_696c_0002;
-/// Held while migrating, so two instances starting at once migrate once.
-pub(crate) const MIGRATE_LOCK: i64 = 0x7063_6d61_696c_0003;
+// 0x7063_6d61_696c_0003 is the migration lock, held by the schema's migrations (schema_pg).
 
 /// The channel of cross-instance wake-ups.
 pub(crate) const WAKE_CHANNEL: &str = "pcmail_wake";
@@ -579,7 +578,7 @@ mod tests {
 #[cfg(test)]
 mod pg_tests {
     use super::*;
-    use crate::p;
+    use crate::store::p;
     use crate::store::DbExt;
     use pcmail_pgtest::Postgres;
     use std::sync::{Barrier, Mutex};
@@ -787,7 +786,7 @@ mod pg_tests {
 #[cfg(test)]
 mod tls_tests {
     use super::*;
-    use crate::p;
+    use crate::store::p;
     use crate::store::DbExt;
     use pcmail_pgtest::{Options, Postgres};
 

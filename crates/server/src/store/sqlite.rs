@@ -64,7 +64,7 @@ impl Db for rusqlite::Connection {
 
 #[cfg(test)]
 mod tests {
-    use crate::p;
+    use crate::store::p;
     use crate::store::{Db, DbExt};
 
     #[test]
