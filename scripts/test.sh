@@ -11,44 +11,61 @@ bash scripts/install-deps.sh
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 LOG="$(mktemp -d)"
 trap 'rm -rf "$LOG"' EXIT
+# Each section's wall time, printed in the closing lines (the suite's budget:
+# docs/architecture.md "CI time").
+SUITE_START=$SECONDS
+SECTION_NAME=""; SECTION_START=$SECONDS
+: > "$LOG/times"
+section() {
+  if [[ -n "$SECTION_NAME" ]]; then echo "$SECTION_NAME $(( SECONDS - SECTION_START ))" >> "$LOG/times"; fi
+  SECTION_NAME="$1"; SECTION_START=$SECONDS
+  echo "== $2"
+}
 
-echo "== Apps Script server (gas/, node --test)"
+section gates "the gates: cargo fmt --check, clippy -D warnings on the workspace and the tray app"
+# Seconds for fmt; clippy is a check build (metadata only) of the workspace and of the tray app.
+cargo fmt --all -- --check
+(cd src-tauri && cargo fmt -- --check)
+cargo clippy --workspace --all-targets -q -- -D warnings
+(cd src-tauri && cargo clippy --all-targets -q -- -D warnings)
+
+section gas "Apps Script server (gas/, node --test)"
 (cd gas && npm ci --no-audit --no-fund --ignore-scripts && npm test) 2>&1 | tee "$LOG/gas"
 
-echo "== Rust workspace"
+section rust "Rust workspace"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 else
   cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 fi
 
-echo "== real Claude Code against a scripted fake Messages API (tests/claude-code/)"
+section claude-code "real Claude Code against a scripted fake Messages API (tests/claude-code/)"
 # Claude Code from npm (pinned by package-lock.json), offline: every run points it at a fake
 # API on loopback. Runs the debug pcmail the Rust section built.
 cargo build -p pcmail-cli 2>&1 | tail -1
 (cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
-echo "== real Codex CLI and Gemini CLI against fakes of their model APIs (tests/agents/)"
+section agents "real Codex CLI and Gemini CLI against fakes of their model APIs (tests/agents/)"
 # Codex (npm @openai/codex) and Gemini CLI (npm @google/gemini-cli), pinned by package-lock.json,
 # offline: each run points the agent at a scripted fake of its model API on loopback. pcmail is
 # installed with its own commands; runs the debug pcmail the Claude Code section built.
 (cd tests/agents && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/agents"
-echo "== the sessions demo (scripts/demo-sessions.sh: names, a lease conflict, a handoff, watch)"
+section demo "the sessions demo (scripts/demo-sessions.sh: names, a lease conflict, a handoff, watch)"
 # Fails the run if any step of the walk-through fails (set -e inside); ~3 s after the build.
 bash scripts/demo-sessions.sh > "$LOG/demo-out" 2>&1 || { cat "$LOG/demo-out"; exit 1; }
 tail -3 "$LOG/demo-out"; echo "demo: 1 passed" | tee "$LOG/demo"
 
-echo "== MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"
+section mcp "MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"
 # `npm install` (it installs the locked versions): npm 11 leaves vite's
 # Windows-only optional dependency out of the lockfile, and `npm ci` then refuses it.
 (cd tests/mcp && npm install --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/mcp"
 
-echo "== tray UI in headless Chromium (ui/)"
+section ui "tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
 
-echo "== tray app under Xvfb (src-tauri/)"
+section smoke "tray app under Xvfb (src-tauri/)"
 bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 
-echo "== tray app installed from its .deb (src-tauri/tests/deb.sh)"
+section deb "tray app installed from its .deb (src-tauri/tests/deb.sh)"
 # One release build, by the pinned Tauri CLI (`tauri build --bundles deb`),
 # incremental in CI's reused target dir (docs/tray.md "Install": the CI time
 # it adds); the .deb is installed with dpkg -i, run under Xvfb as a throwaway
@@ -69,7 +86,7 @@ else
     bash src-tauri/tests/deb.sh 2>&1 | tee "$LOG/deb"
 fi
 
-echo "== Windows under Wine (tests/windows/)"
+section windows "Windows under Wine (tests/windows/)"
 bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
 
 # One closing line for all suites (each suite above already failed the run
@@ -81,4 +98,7 @@ deb_pass=$(grep -Eo '^deb: [0-9]+ passed' "$LOG/deb" | grep -Eo '[0-9]+' || echo
 windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
 demo_pass=$(grep -Eo '^demo: [0-9]+ passed' "$LOG/demo" | grep -Eo '[0-9]+' || echo 0)
 total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/agents") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass + demo_pass ))
+section end ""
+echo "section times (s):"; awk '{printf "  %-12s %5d\n", $1, $2}' "$LOG/times"
+echo "  total        $(( SECONDS - SUITE_START ))"
 echo "all: $total passed, 0 failed"
