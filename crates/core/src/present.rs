@@ -152,8 +152,12 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
         let c = Category::of(m.kind, m.urgent, m.reply_to_mine);
         by_cat[c as usize].push(m);
     }
+    // Newest first in each category, urgent mail before the rest of its
+    // category: urgent mail never waits, so it is the last to be left out.
     for v in by_cat.iter_mut() {
-        v.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+        v.sort_by(|a, b| {
+            b.urgent.cmp(&a.urgent).then_with(|| b.created_at.cmp(&a.created_at)).then_with(|| b.id.cmp(&a.id))
+        });
     }
 
     let mut blocks = String::new();
@@ -162,16 +166,27 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
         (counts.more_urgent, counts.more_requests, counts.more_notes);
     let mut room = counts.room;
     let mut held = false;
-    // Room kept for the header (at its longest for these candidates) and the
-    // closing lines, so all fits the total budget.
-    let reserve = header(me, candidates.iter()).chars().count() + CLOSING_MAX;
+    // Each mail is taken if the whole text still fits with it: the header for
+    // what is shown so far plus this mail, the blocks, and the closing lines
+    // with the largest counts they can still reach (every later candidate
+    // left out). Counts only shrink and the header is checked again with each
+    // later mail, so what is finally written fits too. A fixed reserve for the
+    // longest header and closing lines once left a fifth of the budget unused
+    // while urgent mail waited.
+    let mut blocks_chars = 0;
+    let mut considered = 0;
     for cat in Category::ORDER {
         for (i, m) in by_cat[cat as usize].iter().enumerate() {
+            considered += 1;
             let fits_room = !m.may_wait() || room.is_none_or(|r| r > 0);
             let block = render_mail(m, now, lang);
-            let fits = i < cat.budget()
-                && fits_room
-                && blocks.chars().count() + 1 + block.chars().count() + reserve <= TOTAL_CHARS;
+            let block_chars = block.chars().count();
+            let fits = i < cat.budget() && fits_room && {
+                let later = candidates.len() - considered;
+                let not_shown_at_most = urgent_left + requests_left + notes_left + later;
+                let head = header(me, shown.iter().copied().chain(std::iter::once(*m))).chars().count();
+                head + blocks_chars + 1 + block_chars + closing_chars_at_most(not_shown_at_most, counts) <= TOTAL_CHARS
+            };
             if !fits {
                 held |= !fits_room;
                 match (m.may_wait(), m.kind) {
@@ -186,6 +201,7 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
             }
             blocks.push('\n');
             blocks.push_str(&block);
+            blocks_chars += 1 + block_chars;
             shown.push(m);
         }
     }
@@ -231,8 +247,22 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
     Presentation { text: out, shown: shown.iter().map(|m| m.id.clone()).collect() }
 }
 
-/// Longest closing lines: "+N more (…), N shown earlier…" and the backlog line.
-const CLOSING_MAX: usize = 180;
+/// The longest the closing lines can be when at most `not_shown` mails are
+/// left out: the "+N more (…)" line and, under a backlog bound, the count line.
+fn closing_chars_at_most(not_shown: usize, counts: &Counts) -> usize {
+    let mut n = format!(
+        "\n+{not_shown} more ({} expired not shown), {} shown earlier in this session: {LIST_COMMAND}",
+        counts.expired, counts.already_shown
+    )
+    .chars()
+    .count();
+    if counts.room.is_some() {
+        n += format!("\npcmail: {not_shown} more unread mails ({not_shown} work requests): {LIST_COMMAND}")
+            .chars()
+            .count();
+    }
+    n
+}
 
 /// The framing, and what the model may do for each kind of mail shown.
 fn header<'a>(me: &str, shown: impl Iterator<Item = &'a PresentMail> + Clone) -> String {
@@ -454,6 +484,57 @@ mod tests {
         };
         let p = present("a-forty-character-label-xxxxxxxxxxxxxxxxx", &all, &counts, 0);
         assert!(p.text.chars().count() <= TOTAL_CHARS, "{}", p.text.chars().count());
+    }
+
+    /// 5 decision requests of 300 characters, 4 work requests, 2 urgent
+    /// mails, 6 notes and 4 replies: a fixed reserve for the longest header
+    /// and closing lines once showed only the 3 decisions (1,421 of 1,800
+    /// characters) and left the urgent mail out though a block still fit.
+    #[test]
+    fn the_budget_is_filled_and_urgent_mail_comes_first_after_decisions() {
+        let long = "d".repeat(300);
+        let mut c = vec![];
+        for i in 0..5 {
+            c.push(mail(&format!("d{i}"), Kind::Decision, false, false, 100 + i, &long));
+        }
+        for i in 0..4 {
+            c.push(mail(&format!("w{i}"), Kind::Request, false, false, 200 + i, "please build the thing"));
+        }
+        for i in 0..2 {
+            c.push(mail(&format!("u{i}"), Kind::Note, true, false, 10 + i, "the build is red"));
+        }
+        for i in 0..6 {
+            c.push(mail(&format!("n{i}"), Kind::Note, false, false, 300 + i, "fyi"));
+        }
+        for i in 0..4 {
+            c.push(mail(&format!("r{i}"), Kind::Note, false, true, 400 + i, "thanks"));
+        }
+        let p = present("pc-b", &c, &none(), 1000);
+        let chars = p.text.chars().count();
+        assert!(chars <= TOTAL_CHARS, "{chars}");
+        assert_eq!(&p.shown[..3], &["d4", "d3", "d2"]);
+        assert_eq!(p.shown.get(3).map(String::as_str), Some("u1"), "urgent mail next: {:?}", p.shown);
+        // Nothing left out would still have fit.
+        let left_out: Vec<_> = c.iter().filter(|m| !p.shown.contains(&m.id)).collect();
+        let cheapest = left_out.iter().map(|m| render_mail(m, 1000, Lang::En).chars().count() + 1).min().unwrap();
+        assert!(chars + cheapest > TOTAL_CHARS - 120, "{chars} used, a block of {cheapest} left out: {}", p.text);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_total_budget_always_holds(
+            mails in proptest::collection::vec((0u8..4, proptest::bool::ANY, 0usize..600, 0i64..1000), 0..30),
+            more in 0usize..100_000,
+            room in proptest::option::of(0usize..5),
+        ) {
+            let c: Vec<_> = mails.iter().enumerate().map(|(i, (k, urgent, len, at))| {
+                let (kind, reply) = match k { 0 => (Kind::Decision, false), 1 => (Kind::Request, false), 2 => (Kind::Note, true), _ => (Kind::Note, false) };
+                mail(&format!("m{i}"), kind, *urgent, reply, *at, &"x".repeat(*len))
+            }).collect();
+            let counts = Counts { more_urgent: more, more_requests: more, more_notes: more, already_shown: more, expired: more, room };
+            let p = present("a-forty-character-label-xxxxxxxxxxxxxxxxx", &c, &counts, 1000);
+            proptest::prop_assert!(p.text.chars().count() <= TOTAL_CHARS, "{}", p.text.chars().count());
+        }
     }
 
     #[test]
