@@ -1,7 +1,7 @@
 //! What SessionStart shows of handoffs and memory (DESIGN.md "Shared
 //! conventions": after mail and the one-line items, inside the 1,800-char
-//! budget): the latest rollup's name, the ACTIVE handoffs newer than its
-//! `through` (newest first, one line each: goal and next step), then the
+//! budget): the latest rollup's name, the ACTIVE handoffs it does not
+//! cover (newest first, one line each: goal and next step), then the
 //! memory count and the newest gotchas. A part that does not fit becomes a
 //! count with the command that shows it. Reads the repo's files only.
 
@@ -45,16 +45,23 @@ pub fn view(repo: &Repo) -> Result<HookView> {
     if !all.is_empty() {
         let lines = index::read(&repo.index_path())?;
         let latest = index::latest(&lines);
+        // What the latest rollup covers is the list it names, not every
+        // handoff up to its `through`: names and `through` have minute
+        // resolution, so a handoff written in the same minute after a
+        // `--through now` rollup would otherwise be hidden until the next
+        // rollup folded it in unseen.
+        let mut covered = std::collections::HashSet::new();
         if let Some((name, p)) = all.iter().find(|(_, p)| p.rollup) {
-            let s = handoffs::summarise(&dir, name, p);
+            let text = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap_or_default();
+            let s = handoffs::summarise_text(name, p, &text);
+            covered.extend(handoffs::front_list(&handoffs::strip_front_matter(&text).0, "covers"));
             v.rollup = Some((name.clone(), s.through));
         }
-        let through = v.rollup.as_ref().and_then(|r| r.1);
         let active: Vec<_> = all
             .iter()
             .filter(|(n, p)| {
                 !p.rollup
-                    && through.is_none_or(|t| p.at > t)
+                    && !covered.contains(n.as_str())
                     && latest.get(n.as_str()).is_none_or(|l| l.event == Event::Active)
             })
             .collect();

@@ -92,3 +92,27 @@ fn names_never_collide_and_files_are_never_overwritten() {
         handoffs::new_handoff(&repo, "x", &Author { session: "s", by: "b", at: t(1, 1) }, &Sections::default());
     assert!(matches!(missing, Err(HandoffError::Usage(m)) if m.contains("goal") && m.contains("next step")));
 }
+
+/// A handoff written in the same minute as a `--through now` rollup, after
+/// it, is not covered by it: the next session sees it as ACTIVE, and the next
+/// rollup covers it.
+#[test]
+fn a_handoff_written_in_the_minute_of_a_rollup_is_still_shown() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join(".git")).unwrap();
+    let repo = Repo::at(d.path());
+    let first = write(&repo, "first", t(16, 9));
+    let now = t(16, 10) + chrono::Duration::seconds(5);
+    let author = Author { session: "b858f500", by: "pc-b/b858f500", at: now };
+    let r = handoffs::rollup(&repo, "morning", &author, now, "One session.").unwrap();
+    assert_eq!(r.covers, [first]);
+    let same_minute = write(&repo, "after-the-rollup", now + chrono::Duration::seconds(30));
+    let view = pcmail_handoff::summary::view(&repo).unwrap();
+    assert_eq!(view.active_total, 1, "the handoff after the rollup is ACTIVE");
+    assert_eq!(view.active.iter().map(|s| s.name.clone()).collect::<Vec<_>>(), [same_minute.clone()]);
+    // The next rollup covers it.
+    let later = Author { session: "b858f500", by: "pc-b/b858f500", at: t(16, 11) };
+    let r2 = handoffs::rollup(&repo, "noon", &later, t(16, 11), "Then one more.").unwrap();
+    assert_eq!(r2.covers, [same_minute]);
+    assert_eq!(pcmail_handoff::summary::view(&repo).unwrap().active_total, 0);
+}
