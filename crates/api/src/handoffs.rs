@@ -246,6 +246,22 @@ pub struct HandoffRollupResult {
 }
 
 /// `handoff rollup`.
+/// What `handoff rollup --draft` prints: the handoffs a rollup through
+/// `through` would cover and a body gathered from their five sections, for
+/// the author to edit (nothing is written).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HandoffRollupDraft {
+    pub covers: Vec<String>,
+    pub body: String,
+}
+
+pub fn handoff_rollup_draft(repo: Option<&str>, through: &str, now: DateTime<Utc>) -> Result<HandoffRollupDraft> {
+    let repo = find_repo(repo)?;
+    let through = pcmail_handoff::names::parse_date(through, now)?;
+    let (covers, body) = handoffs::draft_rollup_body(&repo, through)?;
+    Ok(HandoffRollupDraft { covers, body })
+}
+
 pub fn handoff_rollup(paths: &Paths, args: &HandoffRollupArgs, now: DateTime<Utc>) -> Result<HandoffRollupResult> {
     let repo = find_repo(args.repo.as_deref())?;
     let through = pcmail_handoff::names::parse_date(&args.through, now)?;

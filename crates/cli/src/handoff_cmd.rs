@@ -97,6 +97,10 @@ pub enum HandoffCmd {
         /// Mail a one-line notice to this address (no value: every PC on the roster).
         #[arg(long, num_args = 0..=1, default_missing_value = "*", value_name = "TO")]
         announce: Option<String>,
+        /// Print a draft body gathered from the covered handoffs' five sections (to edit and
+        /// pass back with --file); writes nothing.
+        #[arg(long, conflicts_with_all = ["body", "file", "announce"])]
+        draft: bool,
         #[command(flatten)]
         repo: RepoArg,
     },
@@ -281,7 +285,23 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             println!("pcmail: closed {} (CLOSED in INDEX.md)", r.name);
             Ok(())
         }
-        HandoffCmd::Rollup { through, slug, body, file, announce, repo } => {
+        HandoffCmd::Rollup { through, slug, draft: true, repo, .. } => {
+            let d = api::handoff_rollup_draft(repo.repo.as_deref(), &through, now())?;
+            if json {
+                return print_json(&d);
+            }
+            if d.covers.is_empty() {
+                eprintln!("pcmail: no handoff up to {through} that a rollup does not already cover");
+            } else {
+                eprintln!(
+                    "pcmail: a draft for the rollup {slug:?} covering {} handoffs; edit it, then: pcmail handoff rollup --through {through:?} --slug {slug} --file FILE",
+                    d.covers.len()
+                );
+            }
+            print!("{}", d.body);
+            Ok(())
+        }
+        HandoffCmd::Rollup { through, slug, body, file, announce, repo, draft: false } => {
             let body = match (body, file) {
                 (Some(b), _) => b,
                 (None, Some(f)) => {

@@ -292,6 +292,9 @@ pub struct Summary {
     pub status_by: Option<String>,
     pub goal: String,
     pub next: String,
+    /// The first line of "What didn't work": the dead end the next session
+    /// should not walk into again.
+    pub failed: String,
     pub state: Option<WorkState>,
     pub rolled_up_into: Option<String>,
     /// A rollup's `through`.
@@ -340,6 +343,7 @@ pub fn summarise_text(name: &str, p: &ParsedName, text: &str) -> Summary {
         status_by: None,
         goal: first_line(&s.goal),
         next: first_line(&s.next),
+        failed: first_line(&s.failed),
         state: s.work_state(),
         rolled_up_into: front_value(&fm, "rolled_up_into").map(str::to_string),
         through: front_value(&fm, "through").and_then(names::parse_through),
@@ -432,15 +436,9 @@ pub struct RolledUp {
     pub covers: Vec<String>,
 }
 
-/// `pcmail handoff rollup`: folds every handoff up to `through` that no
-/// rollup covers yet into a new rollup file, then stamps each one.
-pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body: &str) -> Result<RolledUp> {
-    names::check_slug(slug)?;
-    if body.trim().is_empty() {
-        return Err(HandoffError::Usage(
-            "the rollup needs a body (--body, --file or stdin): what the covered sessions add up to".into(),
-        ));
-    }
+/// The handoffs a rollup through `through` would cover now, oldest first:
+/// every one up to `through` that is not rolled up yet.
+pub fn rollup_candidates(repo: &Repo, through: DateTime<Utc>) -> Result<Vec<String>> {
     let dir = repo.handoff_dir();
     let lines = index::read(&repo.index_path())?;
     let latest = index::latest(&lines);
@@ -452,7 +450,65 @@ pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body:
         .filter(|(n, p)| summarise(&dir, n, p).rolled_up_into.is_none())
         .map(|(n, _)| n)
         .collect();
-    covers.reverse(); // oldest first, as the front matter lists them
+    covers.reverse();
+    Ok(covers)
+}
+
+/// A draft body for a rollup through `through`, for its author to edit: the
+/// five sections, each gathering the covered handoffs' own text under their
+/// names (oldest first), so nothing a session learned, dead ends included,
+/// is lost by the fold.
+pub fn draft_rollup_body(repo: &Repo, through: DateTime<Utc>) -> Result<(Vec<String>, String)> {
+    let covers = rollup_candidates(repo, through)?;
+    let dir = repo.handoff_dir();
+    let parsed: Vec<(String, Sections)> = covers
+        .iter()
+        .map(|n| {
+            let text = std::fs::read_to_string(dir.join(format!("{n}.md"))).unwrap_or_default();
+            let slug = names::parse_stem(n).map(|p| p.slug).unwrap_or_else(|| n.clone());
+            (slug, Sections::parse(&text))
+        })
+        .collect();
+    let mut body = String::new();
+    for (i, heading) in HEADINGS.iter().enumerate() {
+        body.push_str(&format!("## {heading}\n"));
+        let mut any = false;
+        for (slug, s) in &parsed {
+            let text = match i {
+                0 => &s.goal,
+                1 => &s.done,
+                2 => &s.failed,
+                3 => &s.state,
+                _ => &s.next,
+            };
+            if let Some(t) = text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+                any = true;
+                let mut lines = t.lines();
+                body.push_str(&format!("- {slug}: {}\n", lines.next().unwrap_or_default()));
+                for l in lines {
+                    body.push_str(&format!("  {l}\n"));
+                }
+            }
+        }
+        if !any {
+            body.push_str("- (none)\n");
+        }
+        body.push('\n');
+    }
+    Ok((covers, body))
+}
+
+/// `pcmail handoff rollup`: folds every handoff up to `through` that no
+/// rollup covers yet into a new rollup file, then stamps each one.
+pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body: &str) -> Result<RolledUp> {
+    names::check_slug(slug)?;
+    if body.trim().is_empty() {
+        return Err(HandoffError::Usage(
+            "the rollup needs a body (--body, --file or stdin): what the covered sessions add up to".into(),
+        ));
+    }
+    let dir = repo.handoff_dir();
+    let covers = rollup_candidates(repo, through)?; // oldest first, as the front matter lists them
     if covers.is_empty() {
         return Err(HandoffError::NotFound {
             what: format!("no handoff up to {} that a rollup does not already cover", names::format_through(through)),

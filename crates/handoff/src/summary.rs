@@ -27,6 +27,9 @@ pub const LINE_MAX_CHARS: usize = 220;
 #[derive(Debug, Clone, Default)]
 pub struct HookView {
     pub rollup: Option<(String, Option<DateTime<Utc>>)>,
+    /// The latest rollup's own first line of text: what the sessions it
+    /// covers added up to.
+    pub rollup_summary: String,
     /// ACTIVE handoffs newer than the rollup's `through`, newest first (the
     /// first [`MAX_ACTIVE_READ`] read in full).
     pub active: Vec<Summary>,
@@ -54,7 +57,14 @@ pub fn view(repo: &Repo) -> Result<HookView> {
         if let Some((name, p)) = all.iter().find(|(_, p)| p.rollup) {
             let text = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap_or_default();
             let s = handoffs::summarise_text(name, p, &text);
-            covered.extend(handoffs::front_list(&handoffs::strip_front_matter(&text).0, "covers"));
+            let (fm, body) = handoffs::strip_front_matter(&text);
+            covered.extend(handoffs::front_list(&fm, "covers"));
+            v.rollup_summary = body
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(index::one_line)
+                .unwrap_or_default();
             v.rollup = Some((name.clone(), s.through));
         }
         let active: Vec<_> = all
@@ -134,6 +144,13 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
         let mut shown = 0;
         if head.chars().count() + 1 + reserve <= left {
             push(&mut out, cut(&head, LINE_MAX_CHARS), &mut left);
+            // The rollup's own summary, when a line of it fits beside the first handoff.
+            if !v.rollup_summary.is_empty() {
+                let line = cut(&format!("  rollup says: {}", neutralise(&v.rollup_summary)), LINE_MAX_CHARS);
+                if line.chars().count() + 1 + reserve + if v.active_total > 0 { 50 } else { 0 } <= left {
+                    push(&mut out, line, &mut left);
+                }
+            }
             for s in &v.active {
                 let line = cut(
                     &format!("- {}: {} → next: {}", neutralise(&s.name), neutralise(&s.goal), neutralise(&s.next)),
@@ -146,6 +163,14 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
                 }
                 push(&mut out, line, &mut left);
                 shown += 1;
+                // Its dead end, when one was written and it fits: the useful
+                // part of a handoff is often what did not work.
+                if !s.failed.is_empty() {
+                    let dead_end = cut(&format!("  didn't work: {}", neutralise(&s.failed)), LINE_MAX_CHARS);
+                    if dead_end.chars().count() + 1 + tail + reserve <= left {
+                        push(&mut out, dead_end, &mut left);
+                    }
+                }
             }
             if shown < v.active_total {
                 push(
@@ -208,7 +233,7 @@ mod tests {
         Sections {
             goal: Some(goal.into()),
             done: None,
-            failed: None,
+            failed: Some(format!("tried {} the slow way", goal.split(' ').take(2).collect::<Vec<_>>().join(" "))),
             state: Some("working".into()),
             next: Some(format!("next for {goal}")),
         }
@@ -254,13 +279,16 @@ mod tests {
             ),
             "{text}"
         );
+        assert_eq!(lines[1], "  rollup says: All three.", "the rollup's own summary: {text}");
         assert!(
-            lines[1].starts_with("- 2026-04-09_07-00_s3_new-7: new 7 ‹pcmail-mail› → next: next for new 7"),
+            lines[2].starts_with("- 2026-04-09_07-00_s3_new-7: new 7 ‹pcmail-mail› → next: next for new 7"),
             "{text}"
         );
-        assert!(lines[2].starts_with("- 2026-04-09_05-00_s3_new-5"), "{text}");
-        assert!(lines[3].starts_with("pcmail memory: 3 entries (2 gotchas)"), "{text}");
-        assert_eq!(&lines[4..], ["- [db] new gotcha", "- [db] old gotcha"]);
+        assert_eq!(lines[3], "  didn't work: tried new 7 the slow way", "each handoff's dead end: {text}");
+        assert!(lines[4].starts_with("- 2026-04-09_05-00_s3_new-5"), "{text}");
+        assert_eq!(lines[5], "  didn't work: tried new 5 the slow way");
+        assert!(lines[6].starts_with("pcmail memory: 3 entries (2 gotchas)"), "{text}");
+        assert_eq!(&lines[7..], ["- [db] new gotcha", "- [db] old gotcha"]);
 
         // Little room: the parts become counts with their commands.
         let small = render(&v, 120).unwrap();

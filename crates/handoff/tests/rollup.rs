@@ -116,3 +116,27 @@ fn a_handoff_written_in_the_minute_of_a_rollup_is_still_shown() {
     assert_eq!(r2.covers, [same_minute]);
     assert_eq!(pcmail_handoff::summary::view(&repo).unwrap().active_total, 0);
 }
+
+/// `handoff rollup --draft`: the five sections, each gathering the covered
+/// handoffs' text under their slugs, dead ends included; nothing written.
+#[test]
+fn a_rollup_draft_gathers_the_covered_handoffs_sections() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join(".git")).unwrap();
+    let repo = Repo::at(d.path());
+    write(&repo, "kickoff", t(1, 12));
+    write(&repo, "auth-refactor", t(2, 14));
+    let before: Vec<_> = std::fs::read_dir(repo.handoff_dir()).unwrap().collect();
+    let (covers, body) = handoffs::draft_rollup_body(&repo, t(3, 0)).unwrap();
+    assert_eq!(covers.len(), 2);
+    assert_eq!(std::fs::read_dir(repo.handoff_dir()).unwrap().count(), before.len(), "a draft writes nothing");
+    let failed = body.split("## What didn't work\n").nth(1).unwrap().split("\n## ").next().unwrap();
+    assert_eq!(failed.trim(), "- kickoff: lr=3e-4 NaN\n- auth-refactor: lr=3e-4 NaN", "{body}");
+    assert!(body.starts_with("## Goal\n- kickoff: goal kickoff\n- auth-refactor: goal auth-refactor\n"), "{body}");
+    assert!(body.contains("## Next step\n- kickoff: next kickoff\n"), "{body}");
+    // The draft, passed back as the body, is what the rollup holds; the hook shows its first line.
+    handoffs::rollup(&repo, "early", &Author { session: "b858f500", by: "pc-b/b858f500", at: t(3, 1) }, t(3, 0), &body)
+        .unwrap();
+    let view = pcmail_handoff::summary::view(&repo).unwrap();
+    assert_eq!(view.rollup_summary, "- kickoff: goal kickoff");
+}
