@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod codemap;
 mod error;
+pub mod export;
 pub mod features;
 pub mod handoffs;
 pub mod jobs;

@@ -158,6 +158,12 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Write what this PC knows (its mail with timelines, leases, names, sessions, jobs) as
+    /// Markdown and JSON files into a new or empty folder, readable without pcmail.
+    Export {
+        /// The folder: new, or empty.
+        dir: PathBuf,
+    },
     /// Mail this PC sent, with its live state.
     Sent {
         #[arg(long, default_value_t = 30)]
@@ -833,6 +839,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // Expiry and age by the server's clock (this PC's offset from it).
             let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_client::system_now());
             print::inbox(&r.mails, now, json);
+            Ok(())
+        }
+        Cmd::Export { dir } => {
+            let r = pcmail_api::export::export(&paths()?, &dir, pcmail_client::system_now())?;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+                return Ok(());
+            }
+            println!(
+                "pcmail: exported {} received and {} sent mails, {} leases, {} names, {} sessions and {} jobs to {} ({} files; README.md lists them)",
+                r.received, r.sent, r.leases, r.names, r.sessions, r.jobs, r.dir.display(), r.files
+            );
             Ok(())
         }
         Cmd::Sent { limit } => {
