@@ -136,7 +136,7 @@ pub fn watch(state: Arc<AppState>) {
         }
         turns += 1;
         // every 5 s even without a commit: "offline" is also a matter of time passing
-        let forced = state.refresh_now.swap(false, Ordering::Relaxed) || turns % 20 == 0;
+        let forced = state.refresh_now.swap(false, Ordering::Relaxed) || turns.is_multiple_of(20);
         let outcome = {
             let mut c = state.controller.lock().unwrap();
             let now = clock.now_ms();
