@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # pcmail's main job on its embedded default: two simulated PCs exchange mail
 # through the in-process server (no Google account, no network, no token);
-# then scripts/demo-sessions.sh walks two named sessions through names, leases,
-# handoffs, rollups, memory and `pcmail watch`.
+# then two named sessions go through names, leases, handoffs, a rollup, memory,
+# `pcmail watch` and a job. `pcmail demo` does all of it; this script only
+# makes sure there is a pcmail to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi
@@ -14,6 +15,4 @@ if ! command -v cargo >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
     . "$HOME/.cargo/env"
   fi
 fi
-cargo run --quiet -p pcmail-cli -- demo "$@"
-# Part two (issue 11): two named sessions, ani and vasya, through every layer.
-exec bash scripts/demo-sessions.sh
+exec cargo run --quiet -p pcmail-cli -- demo "$@"

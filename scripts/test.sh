@@ -49,9 +49,9 @@ section agents "real Codex CLI and Gemini CLI against fakes of their model APIs 
 # offline: each run points the agent at a scripted fake of its model API on loopback. pcmail is
 # installed with its own commands; runs the debug pcmail the Claude Code section built.
 (cd tests/agents && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/agents"
-section demo "the sessions demo (scripts/demo-sessions.sh: names, a lease conflict, a handoff, watch)"
-# Fails the run if any step of the walk-through fails (set -e inside); ~3 s after the build.
-bash scripts/demo-sessions.sh > "$LOG/demo-out" 2>&1 || { cat "$LOG/demo-out"; exit 1; }
+section demo "pcmail demo --no-pause (every layer: mail, names, leases, handoffs, rollup, memory, watch, a job)"
+# The binary alone walks every layer and fails on any step that does not do what it shows; ~3 s.
+"${CARGO_TARGET_DIR:-target}/debug/pcmail" demo --no-pause > "$LOG/demo-out" 2>&1 || { cat "$LOG/demo-out"; exit 1; }
 tail -3 "$LOG/demo-out"; echo "demo: 1 passed" | tee "$LOG/demo"
 
 section mcp "MCP server under the MCP Inspector (tests/mcp/, uses the pcmail binary the Rust section built)"

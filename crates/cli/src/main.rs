@@ -2,6 +2,7 @@
 //! (and pcmail-server for `serve`); this file only parses, calls and prints.
 
 mod demo;
+mod demo_sessions;
 mod exit;
 mod handoff_cmd;
 mod job_cmd;
@@ -330,8 +331,14 @@ enum Cmd {
         #[arg(long)]
         repair: bool,
     },
-    /// Two simulated PCs on the embedded default exchange mail; prints timelines and a Mermaid diagram.
-    Demo,
+    /// Every layer on the embedded default, no account, no network: two PCs exchange mail (timelines
+    /// and a Mermaid diagram), then two named sessions go through names, leases, handoffs, a rollup,
+    /// memory, watch and a job.
+    Demo {
+        /// Run every step without waiting for Enter between them (the default when not on a terminal).
+        #[arg(long)]
+        no_pause: bool,
+    },
     /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale.
     Map {
         /// The repo (default: the one containing the current directory).
@@ -1035,7 +1042,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Hook => unreachable!("handled before logging starts"),
         Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
-        Cmd::Demo => demo::run(json),
+        Cmd::Demo { no_pause } => {
+            demo::run(json)?;
+            // Part two: every layer above the mail, run by this binary as a user would.
+            let exe = std::env::current_exe().context("the path of this pcmail binary")?;
+            demo_sessions::run(exe, no_pause)
+        }
         Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
             // One pcmail-api function for this and the MCP tools `map` / `map_check`.
             let args = pcmail_api::codemap::MapArgs {

@@ -109,7 +109,7 @@ fn a_handoff_written_in_the_minute_of_a_rollup_is_still_shown() {
     let same_minute = write(&repo, "after-the-rollup", now + chrono::Duration::seconds(30));
     let view = pcmail_handoff::summary::view(&repo).unwrap();
     assert_eq!(view.active_total, 1, "the handoff after the rollup is ACTIVE");
-    assert_eq!(view.active.iter().map(|s| s.name.clone()).collect::<Vec<_>>(), [same_minute.clone()]);
+    assert_eq!(view.active.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), [same_minute.as_str()]);
     // The next rollup covers it.
     let later = Author { session: "b858f500", by: "pc-b/b858f500", at: t(16, 11) };
     let r2 = handoffs::rollup(&repo, "noon", &later, t(16, 11), "Then one more.").unwrap();
