@@ -89,6 +89,86 @@ pub fn run(check: &LeaseCheck, resource: &str, holder: &str) -> Result<CheckPass
     }
 }
 
+/// How long ago a commit touching a lease's files still counts as work in
+/// progress on it.
+pub const RECENT_COMMIT_SECS: i64 = 30 * 60;
+
+/// The built-in check of a module lease (one with `files`), run before a
+/// takeover when this folder is a checkout of the lease's repo: the leased
+/// files themselves show whether someone is working on them. Busy when a
+/// commit from the last 30 minutes touches them (any PC's, once fetched), or,
+/// when the holder is a session of this PC and so works in a checkout here,
+/// when they have uncommitted changes. Ok with what was looked at when
+/// neither; None when there is nothing to look at (no files, not in the repo,
+/// no git).
+pub fn module_activity(
+    lease: &pcmail_core::lease::Lease,
+    me: &str,
+    cwd: &std::path::Path,
+    now_secs: i64,
+) -> Option<Result<CheckPassed>> {
+    if lease.files.is_empty() {
+        return None;
+    }
+    let repo = pcmail_local::repo::identify(cwd)?;
+    if repo.id != lease.repo {
+        return None;
+    }
+    let specs: Vec<String> = lease.files.iter().map(|g| format!(":(glob){g}")).collect();
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&repo.root)
+            .args(args)
+            .arg("--")
+            .args(&specs)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+    };
+    let holder = holder_of(lease);
+    let since = format!("--since=@{}", now_secs - RECENT_COMMIT_SECS);
+    let recent = git(&["log", "-1", "--format=%ct %an: %s", &since])?;
+    if let Some((at, what)) = recent.trim().split_once(' ') {
+        let ago = (now_secs - at.parse::<i64>().unwrap_or(now_secs)).max(0) / 60;
+        return Some(Err(ApiError::Busy(format!(
+            "{} is still in use: a commit {ago} min ago touches its files ({}). Not taken; ask {holder} or wait, \
+             or --force with a reason",
+            lease.resource,
+            pcmail_core::present::truncate_chars(what, 120)
+        ))));
+    }
+    if lease.holder.pc == me {
+        let changed = git(&["status", "--porcelain"])?;
+        if !changed.is_empty() {
+            let files: Vec<&str> = changed.lines().take(3).map(|l| l.get(3..).unwrap_or(l)).collect();
+            return Some(Err(ApiError::Busy(format!(
+                "{} is still in use: its files have uncommitted changes in this checkout ({}{}). Not taken; ask \
+                 {holder} or wait, or --force with a reason",
+                lease.resource,
+                files.join(", "),
+                if changed.lines().count() > 3 { ", …" } else { "" }
+            ))));
+        }
+    }
+    Some(Ok(CheckPassed {
+        detail: format!(
+            "its files: no commit in the last {} min{}",
+            RECENT_COMMIT_SECS / 60,
+            if lease.holder.pc == me { ", no uncommitted change here" } else { "" }
+        ),
+    }))
+}
+
+fn holder_of(l: &pcmail_core::lease::Lease) -> String {
+    match &l.holder.name {
+        Some(n) => format!("{}/{n}", l.holder.pc),
+        None => format!("{}/{}", l.holder.pc, l.holder.session.chars().take(8).collect::<String>()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +212,104 @@ mod tests {
         // `exec` so the kill reaches the sleeping process itself.
         let e = run(&check("exec sleep 30", Some(1)), "gpu-0", "h").unwrap_err();
         assert!(e.to_string().contains("did not finish in 1 s"), "{e}");
+    }
+
+    fn git(dir: &std::path::Path, args: &[&str], date: Option<&str>) {
+        let mut c = Command::new("git");
+        c.arg("-C").arg(dir).args(["-c", "user.name=holder", "-c", "user.email=h@example.com"]).args(args);
+        if let Some(d) = date {
+            c.env("GIT_AUTHOR_DATE", d).env("GIT_COMMITTER_DATE", d);
+        }
+        assert!(c.stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().success(), "git {args:?}");
+    }
+
+    fn lease(repo: &str, pc: &str, files: &[&str]) -> pcmail_core::lease::Lease {
+        pcmail_core::lease::Lease {
+            resource: "module/auth".into(),
+            repo: repo.into(),
+            description: "refactor".into(),
+            files: files.iter().map(|f| f.to_string()).collect(),
+            mode: pcmail_core::lease::Mode::Exclusive,
+            holder: pcmail_core::lease::Holder {
+                pc: pc.into(),
+                session: "0a1c2e4f-aaaa".into(),
+                name: Some("ani".into()),
+            },
+            fence: 1,
+            claim_id: "c1".into(),
+            granted_at: 0,
+            heartbeat_at: 0,
+            ttl_expires_at: None,
+            state: pcmail_core::lease::LeaseState::Stale,
+            stale: true,
+            timeline: None,
+        }
+    }
+
+    /// The leased files themselves: uncommitted changes (when the holder works
+    /// in a checkout on this PC) or a recent commit touching them say busy;
+    /// an old commit and a clean tree let the takeover go on.
+    #[test]
+    fn a_module_lease_is_busy_while_its_files_change() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        git(root, &["init", "-q"], None);
+        git(root, &["remote", "add", "origin", "https://github.com/o/app.git"], None);
+        std::fs::create_dir_all(root.join("src/auth")).unwrap();
+        std::fs::write(root.join("src/auth/mod.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(root.join("README.md"), "app\n").unwrap();
+        git(root, &["add", "."], None);
+        git(root, &["commit", "-q", "-m", "old work"], Some("2020-01-01T00:00:00Z"));
+        let id = pcmail_local::repo::identify(root).unwrap().id;
+        let now = 1_800_000_000;
+
+        // Not a module lease, or another repo: nothing to look at.
+        assert!(module_activity(&lease(&id, "pc-a", &[]), "pc-a", root, now).is_none());
+        assert!(module_activity(&lease("github.com/o/other", "pc-a", &["src/auth/**"]), "pc-a", root, now).is_none());
+        // Clean and old: the takeover may go on, and the timeline says what was looked at.
+        let ok = module_activity(&lease(&id, "pc-a", &["src/auth/**"]), "pc-a", root, now).unwrap().unwrap();
+        assert!(ok.detail.contains("no commit in the last 30 min") && ok.detail.contains("no uncommitted change"));
+
+        // Uncommitted changes in the leased files, the holder on this PC: busy (exit 10).
+        std::fs::write(root.join("src/auth/mod.rs"), "fn a() { todo!() }\n").unwrap();
+        let e = module_activity(&lease(&id, "pc-a", &["src/auth/**"]), "pc-a", root, now).unwrap().unwrap_err();
+        assert_eq!((e.exit() as i32, e.code()), (10, "held"));
+        assert!(e.to_string().contains("uncommitted changes") && e.to_string().contains("src/auth/mod.rs"), "{e}");
+        // A change outside the leased files is not the lease's business.
+        assert!(module_activity(&lease(&id, "pc-a", &["docs/**"]), "pc-a", root, now).unwrap().is_ok());
+        // The holder on another PC: this checkout's changes are the taker's own.
+        assert!(module_activity(&lease(&id, "pc-b", &["src/auth/**"]), "pc-a", root, now).unwrap().is_ok());
+
+        // A commit touching them 5 minutes ago: busy whoever holds it.
+        git(root, &["commit", "-q", "-am", "auth: half done"], Some("@1799999700 +0000"));
+        let e = module_activity(&lease(&id, "pc-b", &["src/auth/**"]), "pc-a", root, now).unwrap().unwrap_err();
+        assert!(e.to_string().contains("a commit 5 min ago touches its files (holder: auth: half done)"), "{e}");
+        // An hour later it is old.
+        assert!(module_activity(&lease(&id, "pc-b", &["src/auth/**"]), "pc-a", root, now + 3600).unwrap().is_ok());
+    }
+
+    /// The documented GPU check (README "Leases"): busy while `nvidia-smi`
+    /// lists a compute process. A stand-in `nvidia-smi` plays the card here.
+    #[test]
+    fn the_gpu_check_pattern_reads_nvidia_smi() {
+        let d = tempfile::tempdir().unwrap();
+        let smi = d.path().join("nvidia-smi");
+        let gpu = |busy: bool| {
+            std::fs::write(&smi, if busy { "#!/bin/sh\necho 4242\n" } else { "#!/bin/sh\n" }).unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        };
+        let script = format!(
+            "PATH={}:$PATH; nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q .",
+            d.path().display()
+        );
+        let c = check(&script, None);
+        gpu(true);
+        assert_eq!(run(&c, "gpu-0", "pc-b/ani").unwrap_err().exit() as i32, 10);
+        gpu(false);
+        assert!(run(&c, "gpu-0", "pc-b/ani").unwrap().detail.contains("exited 1 (not busy)"));
     }
 }

@@ -239,8 +239,22 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
                 Some(c) => Some(crate::lease_checks::run(c, &a.resource, &holders)?),
                 None => None,
             };
+            // A module lease: its files say whether someone is still at work on
+            // them (a person's --force decides over it).
+            let mut module = None;
+            if !a.force {
+                let cwd = std::env::current_dir().ok();
+                let now_secs = pcmail_client::system_now() / 1000;
+                for l in &current {
+                    if let Some(r) =
+                        cwd.as_deref().and_then(|d| crate::lease_checks::module_activity(l, client.me(), d, now_secs))
+                    {
+                        module = Some(r?.detail);
+                    }
+                }
+            }
             let (evidence, detail) = common_evidence(client, &current, a.force)?;
-            let detail = [detail, check.map(|c| c.detail)].into_iter().flatten().collect::<Vec<_>>().join("; ");
+            let detail = [detail, check.map(|c| c.detail), module].into_iter().flatten().collect::<Vec<_>>().join("; ");
             Some(Takeover { evidence, reason: a.reason.clone(), detail: (!detail.is_empty()).then_some(detail) })
         }
     };
