@@ -169,10 +169,13 @@ fn session_start_adds_handoffs_and_memory_after_the_mail_within_the_budget() {
         ),
         "{text}"
     );
-    assert!(lines[1].starts_with("- 2026-04-05_09-00_s_task-5: goal 5 → next: next 5"), "{text}");
+    assert_eq!(lines[1], "  rollup says: first three", "{text}");
+    assert!(lines[2].starts_with("- 2026-04-05_09-00_s_task-5: goal 5 → next: next 5"), "{text}");
+    // No dead end was written ("(nothing recorded)"): no line for it.
+    assert!(!text.contains("didn't work"), "{text}");
     assert!(
-        lines[3].starts_with("pcmail memory: 1 entries (1 gotchas)")
-            && lines[4] == "- [db/wal] checkpoint only from the poller",
+        lines[4].starts_with("pcmail memory: 1 entries (1 gotchas)")
+            && lines[5] == "- [db/wal] checkpoint only from the poller",
         "{text}"
     );
 

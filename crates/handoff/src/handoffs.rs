@@ -48,6 +48,9 @@ pub struct Sections {
     pub next: Option<String>,
 }
 
+/// What an empty section says in the file.
+pub const NOTHING_RECORDED: &str = "(nothing recorded)";
+
 /// The headings as written.
 pub const HEADINGS: [&str; 5] = ["Goal", "Done", "What didn't work", "State", "Next step"];
 
@@ -212,7 +215,7 @@ pub fn front_list(fm: &[&str], key: &str) -> Vec<String> {
 fn section_text(s: &Option<String>) -> String {
     // A line that would read as one of our headings is escaped, so the file
     // parses back to the same sections.
-    let t = s.as_deref().map(str::trim).filter(|t| !t.is_empty()).unwrap_or("(nothing recorded)");
+    let t = s.as_deref().map(str::trim).filter(|t| !t.is_empty()).unwrap_or(NOTHING_RECORDED);
     t.lines()
         .map(|l| if heading_of(l).is_some() { format!("\\{}", l.trim_start()) } else { l.to_string() })
         .collect::<Vec<_>>()
@@ -343,7 +346,7 @@ pub fn summarise_text(name: &str, p: &ParsedName, text: &str) -> Summary {
         status_by: None,
         goal: first_line(&s.goal),
         next: first_line(&s.next),
-        failed: first_line(&s.failed),
+        failed: Some(first_line(&s.failed)).filter(|l| l != NOTHING_RECORDED).unwrap_or_default(),
         state: s.work_state(),
         rolled_up_into: front_value(&fm, "rolled_up_into").map(str::to_string),
         through: front_value(&fm, "through").and_then(names::parse_through),
@@ -481,7 +484,7 @@ pub fn draft_rollup_body(repo: &Repo, through: DateTime<Utc>) -> Result<(Vec<Str
                 3 => &s.state,
                 _ => &s.next,
             };
-            if let Some(t) = text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            if let Some(t) = text.as_deref().map(str::trim).filter(|t| !t.is_empty() && *t != NOTHING_RECORDED) {
                 any = true;
                 let mut lines = t.lines();
                 body.push_str(&format!("- {slug}: {}\n", lines.next().unwrap_or_default()));
