@@ -1,5 +1,5 @@
-//! One error type for every operation, carrying the CLI's exit code (README
-//! table) and a stable string code that MCP tool results carry.
+//! One error type for every operation, carrying the CLI's exit code
+//! (docs/exit-codes.md) and a stable string code that MCP tool results carry.
 
 use pcmail_client::config::ConfigError;
 use pcmail_client::transport::CallError;
@@ -8,7 +8,7 @@ use pcmail_core::ErrorCode;
 use pcmail_store::StoreError;
 use serde_json::{json, Value};
 
-/// Exit codes (README "Exit codes", DESIGN.md "Shared conventions"): scripts
+/// Exit codes (docs/exit-codes.md, DESIGN.md "Shared conventions"): scripts
 /// and agents branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {

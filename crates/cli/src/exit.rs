@@ -1,4 +1,4 @@
-//! Exit codes (documented in README.md): scripts and agents branch on them.
+//! Exit codes (documented in docs/exit-codes.md): scripts and agents branch on them.
 //! The mapping lives on `pcmail_api::ApiError` (shared with `pcmail mcp`);
 //! this maps the errors of the commands that don't go through the api.
 

@@ -648,7 +648,7 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
 }
 
 /// Codex CLI and Gemini CLI send SessionStart with the same fields pcmail's hook
-/// reads (README "Other agents"): the hook answers them with the mail.
+/// reads (docs/agents.md "Other agents"): the hook answers them with the mail.
 #[test]
 fn codex_and_gemini_session_start_payloads_get_the_mail_from_pcmail_hook() {
     use std::io::Write;

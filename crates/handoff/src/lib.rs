@@ -21,7 +21,7 @@ pub mod summary;
 use std::path::PathBuf;
 
 /// What can go wrong; each kind maps to one exit code at the edges
-/// (README "Exit codes"): usage 2, not found 7, local trouble 9.
+/// (docs/exit-codes.md): usage 2, not found 7, local trouble 9.
 #[derive(Debug, thiserror::Error)]
 pub enum HandoffError {
     /// Bad input: a slug, a topic, a date, a missing section.

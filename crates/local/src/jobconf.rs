@@ -70,7 +70,7 @@ pub struct CommandConfig {
     #[serde(default)]
     pub read_only: bool,
     /// Resumes over several runs: one process per input (`{input}` in argv),
-    /// progress kept per input (see README "Jobs").
+    /// progress kept per input (see docs/jobs.md).
     #[serde(default)]
     pub chunked: bool,
     /// A chunked command's inputs: the files directly in this folder (relative to the checkout).
