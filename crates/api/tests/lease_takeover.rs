@@ -222,3 +222,40 @@ fn a_check_answering_busy_refuses_the_takeover_before_the_server_is_asked() {
     // A resource no check matches is not checked.
     assert!(c.client.config.leases.check_for("staging-deploy").is_none());
 }
+
+/// A `--ttl` lease of one session is not taken by another session on the
+/// same PC just because it follows no process: it is held until its time
+/// ends or it is released (the server refuses --force on a lease still live).
+#[test]
+fn a_ttl_lease_on_this_pc_is_not_taken_without_force_while_its_time_runs() {
+    let (_g, root) = setup();
+    let mut a = pc(root.path(), "pc-a", vec![]);
+    std::env::set_var("PCMAIL_SESSION", "sess-ttl");
+    let args = LeaseClaimArgs {
+        resource: "staging-deploy".into(),
+        description: "deploying".into(),
+        repo: Some("github.com/o/r".into()),
+        ttl: Some("30m".into()),
+        ..Default::default()
+    };
+    let r = api::lease_claim(&mut a.client, &args).unwrap();
+    assert!(matches!(r.outcome, ClaimOutcome::Granted { .. }));
+    std::env::set_var("PCMAIL_SESSION", "sess-other");
+    let take = LeaseTakeoverArgs {
+        resource: "staging-deploy".into(),
+        reason: "mine now".into(),
+        ttl: Some("10m".into()),
+        ..Default::default()
+    };
+    let e = api::lease_takeover(&mut a.client, &take).unwrap_err();
+    assert!(e.to_string().contains("for a fixed time (--ttl) that ends in 30m"), "{e}");
+    let held = a.client.lease_list(ListArgs { resource: Some("staging-deploy".into()), ..Default::default() }).unwrap();
+    assert_eq!(held.leases.iter().filter(|l| l.state.is_live()).count(), 1);
+    assert_eq!(held.leases[0].holder.session, "sess-ttl", "still the first session's");
+    // Past its end it is the next session's.
+    NOW.fetch_add(31 * 60 * 1000, Ordering::SeqCst);
+    a.client.sync_once(0).unwrap();
+    let r = api::lease_claim(&mut a.client, &LeaseClaimArgs { ttl: Some("10m".into()), ..args }).unwrap();
+    assert!(matches!(r.outcome, ClaimOutcome::Granted { .. }), "{:?}", r.outcome);
+    std::env::remove_var("PCMAIL_SESSION");
+}

@@ -237,6 +237,20 @@ impl Client {
                 .leases_mine()?
                 .into_iter()
                 .find(|l| l.resource == lease.resource && l.fence == Some(lease.fence));
+            // A `--ttl` lease follows no process: while its time runs it is
+            // held whatever process made it (only its end or a release give
+            // it up), so "no process" is no evidence.
+            if let Some(l) = mine.as_ref().filter(|l| l.pid.is_none()) {
+                let server_now = self.now() + self.server_offset();
+                if let Some(end) = lease.ttl_expires_at.or(l.ttl_expires_at).filter(|end| *end > server_now) {
+                    return Err(ClientError::Invalid(format!(
+                        "{} holds {} for a fixed time (--ttl) that ends in {}: ask them to release it, or wait",
+                        holder_label(&lease.holder),
+                        lease.resource,
+                        pcmail_core::present::age(end - server_now)
+                    )));
+                }
+            }
             return match mine.as_ref().and_then(|l| l.pid.map(|pid| ProcId { pid, start: l.pid_start })) {
                 Some(p) if p.alive() => Err(ClientError::Invalid(format!(
                     "the holder's process (PID {}) still runs on this PC: ask it to release, or end it first",
