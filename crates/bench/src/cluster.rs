@@ -83,6 +83,9 @@ fn run_phase(
 ) -> Result<Phase> {
     let urls: Vec<String> = servers.iter().map(|x| x.url.clone()).collect();
     let cursors = catch_up(&urls[0])?;
+    // Unmeasured: every client thread's connections, and each instance's pool, open first.
+    let warm = Settings { threads: s.threads, phase: s.phase.min(Duration::from_secs(2)), round_trips: 0 };
+    poll_load_across(&urls, &warm, cursors.clone())?;
     let serve_cpu = || -> Result<f64> { servers.iter().map(|x| cpu_ms(x.pid(), false)).sum() };
     let db_cpu = || -> Result<f64> { postmaster.map(postgres_cpu_ms).transpose().map(|c| c.unwrap_or(0.0)) };
     let (s0, d0) = (serve_cpu()?, db_cpu()?);
