@@ -569,7 +569,7 @@ fn bench_prune() -> Result<()> {
 fn bench_who() -> Result<()> {
     let rounds = env_num("PCMAIL_BENCH_ROUNDS", 200);
     let dir = tempfile::tempdir()?;
-    let server = ServerChild::start(&dir.path().join("serve.db"))?;
+    let server = ServerChild::start(dir.path().join("serve.db"))?;
     let http = client();
     let call = |pc: &str, op: &str, args: Value| -> Result<Value> {
         let v: Value =

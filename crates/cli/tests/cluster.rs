@@ -472,7 +472,13 @@ fn a_long_poll_on_one_instance_wakes_for_a_lease_claimed_or_released_through_ano
     const REPO: &str = "github.com/acme/app";
     let sessions = json!({"live": [{"session": "w1", "repo": REPO, "branch": "main", "cwd": "/src/app",
                                       "idleMs": 0, "leases": []}]});
-    let r = call(&http, &a.url, "pc-w", "poll", json!({"sessions": sessions, "lease": {"known": 0, "renew": [], "release": []}}));
+    let r = call(
+        &http,
+        &a.url,
+        "pc-w",
+        "poll",
+        json!({"sessions": sessions, "lease": {"known": 0, "renew": [], "release": []}}),
+    );
     assert_eq!(r["ok"], true, "{r}");
     let mut known = r["lease"]["version"].as_i64().unwrap();
     let mut lat = Vec::new();
@@ -743,7 +749,12 @@ fn jobs_submitted_while_an_executor_and_an_instance_are_killed_end_once_and_trut
             other => panic!("{id} ended {other}: {j}"),
         }
         // The end is on its timeline once.
-        let ends = j["timeline"].as_array().unwrap().iter().filter(|t| final_states.contains(&t["state"].as_str().unwrap())).count();
+        let ends = j["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| final_states.contains(&t["state"].as_str().unwrap()))
+            .count();
         assert_eq!(ends, 1, "{j}");
     }
     assert!(runs.keys().all(|id| ids.contains(id)), "a run of an unknown job: {runs:?}");
