@@ -11,8 +11,13 @@ use std::time::{Duration, Instant};
 
 const TOKEN: &str = "cluster-token-0123456789";
 
+/// The `pcmail` binary cargo built; `PCMAIL_TEST_BIN` names a copy instead
+/// (a target folder shared by several checkouts may have replaced the built
+/// one by another checkout's before the test runs).
 fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pcmail"))
+    std::env::var_os("PCMAIL_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pcmail")))
 }
 
 /// One `pcmail serve --db postgres://…` process.
