@@ -3,6 +3,7 @@
 //! HTTP with keep-alive clients from this process. `pcmail-bench jobs`: the
 //! job queue (jobs.rs).
 
+mod cluster;
 mod jobs;
 
 use anyhow::{bail, Context, Result};
@@ -24,6 +25,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("server") => bench_server(),
+        Some("server-pg") => cluster::bench_server_pg(),
         Some("seen") => bench_seen(),
         Some("prune") => bench_prune(),
         Some("jobs") => jobs::bench_jobs(),
@@ -31,10 +33,13 @@ fn main() -> Result<()> {
         Some("serve-child") => {
             let db = args.get(2).context("serve-child DB")?;
             let mut opts = ServeOptions::new(db, TOKEN);
+            if pcmail_server::store::pg_url::is_postgres_url(db) {
+                opts.postgres = Some(pcmail_server::store::pg_url::PgTarget::parse(db, None)?);
+            }
             opts.listen = "127.0.0.1:0".parse()?;
             pcmail_server::serve_blocking(opts)
         }
-        _ => bail!("usage: pcmail-bench server | seen | prune | jobs | who"),
+        _ => bail!("usage: pcmail-bench server | server-pg | seen | prune | jobs | who"),
     }
 }
 
@@ -72,7 +77,7 @@ fn bench_server() -> Result<()> {
             r.errors
         );
         if history == 100_000 {
-            let lat = send_to_long_poller(&server.url, s.round_trips)?;
+            let lat = send_to_long_poller(&server.url, &server.url, s.round_trips, 0)?;
             println!(
                 "  send → delivered+confirmed at a long-polling PC ({} round trips): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
                 lat.len(), pct(&lat, 0.50), pct(&lat, 0.99), pct(&lat, 1.0)
@@ -97,7 +102,7 @@ fn env_num(name: &str, default: usize) -> usize {
 }
 
 /// 200 PCs and `history` mails, almost all in final states, in one transaction.
-fn seed(db: &Path, history: usize) -> Result<()> {
+pub(crate) fn seed(db: &Path, history: usize) -> Result<()> {
     let engine = Engine::open(db, EngineConfig::default())?;
     for i in 0..PCS {
         let label = format!("pc-{i:03}");
@@ -157,17 +162,28 @@ struct ServerChild {
 }
 
 impl ServerChild {
-    fn start(db: &Path) -> Result<ServerChild> {
+    fn start(db: impl AsRef<std::ffi::OsStr>) -> Result<ServerChild> {
         let mut child = Command::new(std::env::current_exe()?)
             .arg("serve-child")
             .arg(db)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("child stdout")?).read_line(&mut line)?;
-        let url = line.trim().strip_prefix("listening on ").context("no listening line")?.to_string();
+        let mut out = BufReader::new(child.stdout.take().context("child stdout")?);
+        let url = loop {
+            let mut line = String::new();
+            if out.read_line(&mut line)? == 0 {
+                bail!("the server exited before it listened");
+            }
+            if let Some(u) = line.trim().strip_prefix("listening on ") {
+                break u.to_string();
+            }
+        };
         Ok(ServerChild { child, url })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -237,11 +253,16 @@ fn pct(sorted: &[f64], q: f64) -> f64 {
 
 /// `threads` clients poll as the 200 PCs (each thread owns some) for one phase.
 fn poll_load(url: &str, s: &Settings, cursors: Vec<i64>) -> Result<Load> {
+    poll_load_across(&[url.to_string()], s, cursors)
+}
+
+/// The same, thread `t` sending to `urls[t % urls.len()]` (several instances).
+fn poll_load_across(urls: &[String], s: &Settings, cursors: Vec<i64>) -> Result<Load> {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let handles: Vec<_> = (0..s.threads)
         .map(|t| {
-            let (url, stop) = (url.to_string(), stop.clone());
+            let (url, stop) = (urls[t % urls.len()].clone(), stop.clone());
             let mine: Vec<(String, i64)> =
                 (t..PCS).step_by(s.threads).map(|i| (format!("pc-{i:03}"), cursors[i])).collect();
             std::thread::spawn(move || {
@@ -279,11 +300,13 @@ fn poll_load(url: &str, s: &Settings, cursors: Vec<i64>) -> Result<Load> {
     Ok(load)
 }
 
-/// A PC long-polls; another client sends; the time until the poller has the
-/// mail and has confirmed it.
-fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
+/// A PC long-polls at `poll_url`; another client sends through `send_url`
+/// (another instance, or the same); the time until the poller has the mail
+/// and has confirmed it. `salt` keeps mail ids apart between runs on one store.
+fn send_to_long_poller(poll_url: &str, send_url: &str, n: usize, salt: u32) -> Result<Vec<f64>> {
     let (got_tx, got_rx) = mpsc::channel::<(String, Instant)>();
-    let poll_url = url.to_string();
+    let url = send_url;
+    let poll_url = poll_url.to_string();
     let poller = std::thread::spawn(move || -> Result<()> {
         let c = client();
         let mut since = 0;
@@ -313,7 +336,7 @@ fn send_to_long_poller(url: &str, n: usize) -> Result<Vec<f64>> {
     let mut lat = Vec::new();
     for i in 0..n {
         std::thread::sleep(Duration::from_millis(30)); // let the poller's next long-poll start waiting
-        let id = format!("mail-{}-{:08x}", T0 + 10_000_000, 0xb000_0000u32 + i as u32);
+        let id = format!("mail-{}-{:08x}", T0 + 10_000_000, 0xb000_0000u32 + salt * 0x0010_0000 + i as u32);
         let sent_at = Instant::now();
         let r = call(
             &c,
@@ -347,18 +370,6 @@ fn bench_seen() -> Result<()> {
     };
     anyhow::ensure!(pcmail.exists(), "no pcmail binary at {} (set PCMAIL_BIN)", pcmail.display());
     let dir = tempfile::tempdir()?;
-    // Each simulated PC's own credential (its label is bound to it on the server).
-    let cred = |home: &Path| if home.ends_with("a") { "a".repeat(64) } else { "b".repeat(64) };
-    let run = |home: &Path, args: &[&str]| -> Result<std::process::Output> {
-        Ok(Command::new(&pcmail)
-            .args(args)
-            .env("PCMAIL_HOME", home)
-            .env("PCMAIL_TOKEN", TOKEN)
-            .env("PCMAIL_CREDENTIAL", cred(home))
-            .env_remove("DBUS_SESSION_BUS_ADDRESS")
-            .stdin(Stdio::null())
-            .output()?)
-    };
     let mut serve = Command::new(&pcmail)
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(dir.path().join("serve.db"))
@@ -370,12 +381,54 @@ fn bench_seen() -> Result<()> {
     let mut line = String::new();
     BufReader::new(serve.stdout.take().context("serve stdout")?).read_line(&mut line)?;
     let url = line.trim().strip_prefix("listening on ").context("no listening line")?.to_string();
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    for (home, label) in [(&a, "bench-a"), (&b, "bench-b")] {
-        anyhow::ensure!(run(home, &["init", "--label", label, "--server", &url])?.status.success(), "init {label}");
+    let (mut delivered_ms, mut seen_ms) = seen_rounds(&pcmail, dir.path(), &url, &url, rounds)?;
+    let _ = serve.kill();
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[((v.len() as f64 - 1.0) * p).round() as usize]
+    };
+    println!("pcmail-bench seen: {rounds} rounds, whole processes on pcmail serve");
+    println!(
+        "  send (CLI) → delivered at a long-polling daemon: p50 {:.0} ms, p99 {:.0} ms",
+        pct(&mut delivered_ms, 0.5),
+        pct(&mut delivered_ms, 0.99)
+    );
+    println!(
+        "  hook shows mail → sender's status says seen:    p50 {:.0} ms, p99 {:.0} ms (target p50 < 200, p99 < 1000)",
+        pct(&mut seen_ms, 0.5),
+        pct(&mut seen_ms, 0.99)
+    );
+    Ok(())
+}
+
+/// The rounds of `seen` on running servers: PC A (sender, `status`) talks
+/// to `url_a`, PC B (its daemon and hook) to `url_b`; homes under `dir`.
+/// Returns the send → delivered and hook → seen latencies (ms).
+pub(crate) fn seen_rounds(
+    pcmail: &Path,
+    dir: &Path,
+    url_a: &str,
+    url_b: &str,
+    rounds: usize,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    // Each simulated PC's own credential (its label is bound to it on the server).
+    let cred = |home: &Path| if home.ends_with("a") { "a".repeat(64) } else { "b".repeat(64) };
+    let run = |home: &Path, args: &[&str]| -> Result<std::process::Output> {
+        Ok(Command::new(pcmail)
+            .args(args)
+            .env("PCMAIL_HOME", home)
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CREDENTIAL", cred(home))
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(Stdio::null())
+            .output()?)
+    };
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for (home, label, url) in [(&a, "bench-a", url_a), (&b, "bench-b", url_b)] {
+        anyhow::ensure!(run(home, &["init", "--label", label, "--server", url])?.status.success(), "init {label}");
         anyhow::ensure!(run(home, &["sync"])?.status.success(), "sync {label}");
     }
-    let mut daemon = Command::new(&pcmail)
+    let mut daemon = Command::new(pcmail)
         .arg("daemon")
         .env("PCMAIL_HOME", &b)
         .env("PCMAIL_TOKEN", TOKEN)
@@ -387,7 +440,7 @@ fn bench_seen() -> Result<()> {
     let http = reqwest::blocking::Client::new();
     let state_of = |id: &str| -> Result<String> {
         let v: Value = http
-            .post(&url)
+            .post(url_a)
             .json(&json!({"v":1,"op":"status","pc":"bench-a","token":TOKEN,"cred":cred(&a),"args":{"ids":[id]}}))
             .send()?
             .json()?;
@@ -406,7 +459,7 @@ fn bench_seen() -> Result<()> {
         delivered_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         // The daemon is back in its long poll by now; the hook shows the mail.
         std::thread::sleep(Duration::from_millis(100));
-        let mut hook = Command::new(&pcmail)
+        let mut hook = Command::new(pcmail)
             .arg("hook")
             .env("PCMAIL_HOME", &b)
             .stdin(Stdio::piped())
@@ -429,23 +482,8 @@ fn bench_seen() -> Result<()> {
         seen_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let _ = daemon.kill();
-    let _ = serve.kill();
-    let pct = |v: &mut Vec<f64>, p: f64| {
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        v[((v.len() as f64 - 1.0) * p).round() as usize]
-    };
-    println!("pcmail-bench seen: {rounds} rounds, whole processes on pcmail serve");
-    println!(
-        "  send (CLI) → delivered at a long-polling daemon: p50 {:.0} ms, p99 {:.0} ms",
-        pct(&mut delivered_ms, 0.5),
-        pct(&mut delivered_ms, 0.99)
-    );
-    println!(
-        "  hook shows mail → sender's status says seen:    p50 {:.0} ms, p99 {:.0} ms (target p50 < 200, p99 < 1000)",
-        pct(&mut seen_ms, 0.5),
-        pct(&mut seen_ms, 0.99)
-    );
-    Ok(())
+    let _ = daemon.wait();
+    Ok((delivered_ms, seen_ms))
 }
 
 /// `pcmail-bench prune`: 100,000 final mails past the retention window are
@@ -531,7 +569,7 @@ fn bench_prune() -> Result<()> {
 fn bench_who() -> Result<()> {
     let rounds = env_num("PCMAIL_BENCH_ROUNDS", 200);
     let dir = tempfile::tempdir()?;
-    let server = ServerChild::start(&dir.path().join("serve.db"))?;
+    let server = ServerChild::start(dir.path().join("serve.db"))?;
     let http = client();
     let call = |pc: &str, op: &str, args: Value| -> Result<Value> {
         let v: Value =

@@ -109,11 +109,30 @@ fn bump(ctx: &Ctx<'_>) -> OpResult<()> {
     Ok(())
 }
 
-fn set_state(ctx: &Ctx<'_>, l: &StoredLease, state: LeaseState, ended_at: Option<Millis>) -> OpResult<()> {
+fn set_state(ctx: &mut Ctx<'_>, l: &StoredLease, state: LeaseState, ended_at: Option<Millis>) -> OpResult<()> {
     ctx.tx
         .prepare_cached("UPDATE lease SET state = ?3, ended_at = ?4 WHERE resource = ?1 AND fence = ?2")?
         .execute(p![l.resource, l.fence, state.as_str(), ended_at])?;
-    bump(ctx)
+    bump(ctx)?;
+    wake_repo(ctx, &l.repo)
+}
+
+/// Wakes the long polls of the PCs with a live session in `repo`: the live
+/// leases there changed, and their guards must hear of it now (on every
+/// instance, since the wake-up goes out with the commit).
+fn wake_repo(ctx: &mut Ctx<'_>, repo: &str) -> OpResult<()> {
+    if repo.is_empty() {
+        return Ok(());
+    }
+    let pcs: Vec<String> = {
+        let mut stmt = ctx.tx.prepare_cached("SELECT DISTINCT pc FROM live_session WHERE repo = ?1")?;
+        let rows = stmt.query_map(p![repo], |r| r.get(0))?;
+        rows.collect::<crate::store::DbResult<Vec<_>>>()?
+    };
+    for pc in pcs {
+        ctx.wake(News::Lease, pc);
+    }
+    Ok(())
 }
 
 struct Entry<'a> {
@@ -340,6 +359,7 @@ fn grant(ctx: &mut Ctx<'_>, c: &Claim, fence: i64) -> OpResult<StoredLease> {
             l.ttl_expires_at
         ])?;
     bump(ctx)?;
+    wake_repo(ctx, &l.repo)?;
     let by = actor(&l.holder);
     record(ctx, &l, Entry::new(now, Event::Granted, &by))?;
     Ok(l)

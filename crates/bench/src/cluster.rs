@@ -1,0 +1,225 @@
+//! `pcmail-bench server-pg`: the same seeded history served by SQLite ×1,
+//! PostgreSQL ×1 and PostgreSQL ×2 instances (one throwaway PostgreSQL from
+//! pcmail-pgtest, filled from the SQLite file by `migrate_from_sqlite`, as
+//! `pcmail serve --migrate-from` does), loaded by the same clients in one
+//! run: polls/s, latency, and server CPU per poll (from /proc), then the
+//! cross-instance wake-ups: a send through instance B waking a long poll on
+//! instance A, and (with the `pcmail` binary) hook → seen with whole
+//! processes, the sender on B and the receiving daemon on A.
+
+use super::{catch_up, env_num, pct, poll_load_across, seed, send_to_long_poller, Load, ServerChild, Settings, PCS};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// CPU time (user + system) in milliseconds of a process; with `children`,
+/// also what its reaped children used (PostgreSQL's backends that exited).
+fn cpu_ms(pid: u32, children: bool) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("/proc/{pid}/stat"))?;
+    // The command name may hold spaces: the fields start after its closing parenthesis.
+    let rest = stat.rsplit_once(')').context("stat format")?.1;
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(4).map(|x| x.parse().unwrap_or(0)).collect();
+    let ticks = if children { f.iter().sum() } else { f[0] + f[1] };
+    Ok(ticks as f64 * 1000.0 / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf reads a constant of the running system.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+fn ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The PostgreSQL cluster's CPU so far: the postmaster with its reaped
+/// children, and every live backend and helper process under it.
+fn postgres_cpu_ms(postmaster: u32) -> Result<f64> {
+    let mut total = cpu_ms(postmaster, true)?;
+    for e in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if ppid(pid) == Some(postmaster) {
+            total += cpu_ms(pid, false).unwrap_or(0.0); // it may have exited meanwhile
+        }
+    }
+    Ok(total)
+}
+
+fn postmaster_pid(pg: &pcmail_pgtest::Postgres) -> Result<u32> {
+    let f: PathBuf = pg.socket_dir().parent().context("cluster folder")?.join("data/postmaster.pid");
+    let text = std::fs::read_to_string(&f).with_context(|| format!("{}", f.display()))?;
+    text.lines().next().and_then(|l| l.trim().parse().ok()).context("postmaster.pid")
+}
+
+struct Phase {
+    name: &'static str,
+    load: Load,
+    /// pcmail serve processes' CPU per poll (ms).
+    serve_cpu: f64,
+    /// PostgreSQL's CPU per poll (ms); 0 for SQLite (in the server process).
+    db_cpu: f64,
+    /// send → delivered at a long poller: (poll on, send through, latencies).
+    wake: (String, Vec<f64>),
+}
+
+impl Phase {
+    fn cpu(&self) -> f64 {
+        self.serve_cpu + self.db_cpu
+    }
+}
+
+fn run_phase(
+    name: &'static str,
+    servers: &[ServerChild],
+    postmaster: Option<u32>,
+    s: &Settings,
+    salt: u32,
+) -> Result<Phase> {
+    let urls: Vec<String> = servers.iter().map(|x| x.url.clone()).collect();
+    let cursors = catch_up(&urls[0])?;
+    // Unmeasured: every client thread's connections, and each instance's pool, open first.
+    let warm = Settings { threads: s.threads, phase: s.phase.min(Duration::from_secs(2)), round_trips: 0 };
+    poll_load_across(&urls, &warm, cursors.clone())?;
+    let serve_cpu = || -> Result<f64> { servers.iter().map(|x| cpu_ms(x.pid(), false)).sum() };
+    let db_cpu = || -> Result<f64> { postmaster.map(postgres_cpu_ms).transpose().map(|c| c.unwrap_or(0.0)) };
+    let (s0, d0) = (serve_cpu()?, db_cpu()?);
+    let load = poll_load_across(&urls, s, cursors)?;
+    let (s1, d1) = (serve_cpu()?, db_cpu()?);
+    let n = load.count.max(1) as f64;
+    // The long poll on the first instance, the send through the last (another one when there are two).
+    let (poll_url, send_url) = (&urls[0], &urls[urls.len() - 1]);
+    let lat = send_to_long_poller(poll_url, send_url, s.round_trips, salt)?;
+    let how = if urls.len() > 1 { "poll on A, send through B" } else { "one instance" };
+    let p = Phase { name, load, serve_cpu: (s1 - s0) / n, db_cpu: (d1 - d0) / n, wake: (how.into(), lat) };
+    let r = &p.load;
+    println!(
+        "  {:<14} {:>7.0} polls/s ({} in {:.1} s, {} errors); p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; \
+         CPU per poll {:.3} ms (pcmail serve {:.3} + database {:.3})",
+        p.name,
+        r.rps(),
+        r.count,
+        r.secs,
+        r.errors,
+        r.p(0.5),
+        r.p(0.99),
+        r.p(1.0),
+        p.cpu(),
+        p.serve_cpu,
+        p.db_cpu
+    );
+    println!(
+        "  {:<14} send → delivered+confirmed at a long poller ({}, {} round trips): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "",
+        p.wake.0,
+        p.wake.1.len(),
+        pct(&p.wake.1, 0.5),
+        pct(&p.wake.1, 0.99),
+        pct(&p.wake.1, 1.0)
+    );
+    Ok(p)
+}
+
+pub(crate) fn bench_server_pg() -> Result<()> {
+    let s = Settings {
+        threads: env_num("PCMAIL_BENCH_THREADS", 12),
+        phase: Duration::from_secs(env_num("PCMAIL_BENCH_SECS", 8) as u64),
+        round_trips: env_num("PCMAIL_BENCH_ROUND_TRIPS", 100),
+    };
+    let history = env_num("PCMAIL_BENCH_MAILS", 100_000);
+    let rounds = env_num("PCMAIL_BENCH_ROUNDS", 40);
+    println!(
+        "pcmail-bench server-pg: {PCS} PCs, {history} mails of history, {} client threads (keep-alive), {:?} per phase",
+        s.threads, s.phase
+    );
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("server.db");
+    let t = Instant::now();
+    seed(&db, history)?;
+    let seeded = t.elapsed();
+    let t = Instant::now();
+    let pg = pcmail_pgtest::Postgres::start();
+    let url = pg.create_database("bench");
+    let target = pcmail_server::store::pg_url::PgTarget::parse(&url, None)?;
+    let report = pcmail_server::migrate_from::migrate_from_sqlite(&db, &target)?;
+    println!(
+        "seeded SQLite in {:.1} s; copied {} rows into PostgreSQL in {:.1} s (the same data for every phase)\n",
+        seeded.as_secs_f64(),
+        report.total_rows(),
+        t.elapsed().as_secs_f64()
+    );
+    let postmaster = postmaster_pid(&pg)?;
+
+    let sqlite = {
+        let server = ServerChild::start(&db)?;
+        run_phase("SQLite ×1", std::slice::from_ref(&server), None, &s, 0)?
+    };
+    let pg1 = {
+        let server = ServerChild::start(&url)?;
+        run_phase("PostgreSQL ×1", std::slice::from_ref(&server), Some(postmaster), &s, 1)?
+    };
+    let (pg2, seen) = {
+        let servers = [ServerChild::start(&url)?, ServerChild::start(&url)?];
+        let p = run_phase("PostgreSQL ×2", &servers, Some(postmaster), &s, 2)?;
+        let seen = match pcmail_bin() {
+            Some(bin) => Some(seen_across(&bin, &servers[0].url, &servers[1].url, rounds)?),
+            None => None,
+        };
+        (p, seen)
+    };
+
+    println!("\nratios (this run):");
+    println!(
+        "  PostgreSQL ×2 vs ×1: throughput {:.2}x (target ≥ 1), CPU per poll {:.2}x (target ≤ 1.2; pcmail serve alone {:.2}x)",
+        pg2.load.rps() / pg1.load.rps(),
+        pg2.cpu() / pg1.cpu(),
+        pg2.serve_cpu / pg1.serve_cpu
+    );
+    println!(
+        "  PostgreSQL ×1 vs SQLite ×1: p99 {:.2}x (target ≤ 2), p50 {:.2}x, throughput {:.2}x, CPU per poll {:.2}x",
+        pg1.load.p(0.99) / sqlite.load.p(0.99),
+        pg1.load.p(0.5) / sqlite.load.p(0.5),
+        pg1.load.rps() / sqlite.load.rps(),
+        pg1.cpu() / sqlite.cpu()
+    );
+    println!(
+        "  cross-instance send → delivered: p50 {:.1} ms, p99 {:.1} ms (target p50 < 200, p99 < 1000)",
+        pct(&pg2.wake.1, 0.5),
+        pct(&pg2.wake.1, 0.99)
+    );
+    match seen {
+        Some((delivered, seen)) => {
+            println!(
+                "  whole processes across instances ({} rounds): send (CLI, through B) → delivered at a daemon on A: \
+                 p50 {:.0} ms, p99 {:.0} ms; hook shows mail → sender's status (through B) says seen: p50 {:.0} ms, p99 {:.0} ms",
+                delivered.len(),
+                pct(&delivered, 0.5),
+                pct(&delivered, 0.99),
+                pct(&seen, 0.5),
+                pct(&seen, 0.99)
+            );
+        }
+        None => println!("  (hook → seen needs the pcmail binary beside this one, or PCMAIL_BIN)"),
+    }
+    Ok(())
+}
+
+fn pcmail_bin() -> Option<PathBuf> {
+    let p = match std::env::var_os("PCMAIL_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe().ok()?.with_file_name("pcmail"),
+    };
+    p.exists().then_some(p)
+}
+
+/// `pcmail-bench seen` across two instances: PC A (the sender) talks to
+/// `url_b`, PC B (its daemon long-polling, and its hook) to `url_a`.
+fn seen_across(pcmail: &Path, url_a: &str, url_b: &str, rounds: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    let dir = tempfile::tempdir()?;
+    super::seen_rounds(pcmail, dir.path(), url_b, url_a, rounds)
+}
