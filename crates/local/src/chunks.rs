@@ -105,8 +105,14 @@ pub fn list_inputs(dir: &Path, rel: &str) -> Vec<(String, String)> {
                     let name = e.file_name().into_string().ok()?;
                     let mtime = e.metadata().ok()?.modified().ok()?;
                     let ns = mtime.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                    // An input is one argv element: a name that starts with `-`
+                    // is given as `./-name`, never read as an option.
                     let id = if rel.is_empty() || rel == "." {
-                        name
+                        if name.starts_with('-') {
+                            format!("./{name}")
+                        } else {
+                            name
+                        }
                     } else {
                         format!("{}/{name}", rel.trim_end_matches('/'))
                     };
