@@ -759,7 +759,7 @@ required = false
         let d = tempfile::tempdir().unwrap();
         let mut c = cfg();
         c.checkouts.insert("app".into(), d.path().to_path_buf());
-        c.commands[0].artifacts = vec!["out/{command}-{subject}-{crate}-{ts}.txt".into()];
+        c.commands[0].artifacts = vec!["out/{command}-{subject}-{crate}-{filter}-{ts}.txt".into()];
         c.commands[0].reuse_within_secs = Some(3600);
         c.check().unwrap();
         let plan = |krate: &str, ts: i64| c.plan("test", &args(&[("checkout", "app"), ("crate", krate)]), "j", ts).unwrap();
