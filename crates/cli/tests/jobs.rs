@@ -806,7 +806,8 @@ fn readme_job_example_runs_as_written() {
     });
 
     // The README's command, in text: exit 0, the verify step's own output shown.
-    let out = laptop.run(&["job", "run", "build-box", "test", "checkout=app", "crate=core", "--wait", "--timeout", "600s"]);
+    let out =
+        laptop.run(&["job", "run", "build-box", "test", "checkout=app", "crate=core", "--wait", "--timeout", "600s"]);
     let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(shown.contains(" ok on build-box") || shown.contains("ok on build-box"), "{shown}");
@@ -817,10 +818,19 @@ fn readme_job_example_runs_as_written() {
     // The build: made, then answered from its artifact; another target would run.
     let build = |target: &str| {
         let out = laptop.run(&[
-            "--json", "job", "run", "build-box", "build", "checkout=app", &format!("target={target}"), "--wait", "--timeout", "600s",
+            "--json",
+            "job",
+            "run",
+            "build-box",
+            "build",
+            "checkout=app",
+            &format!("target={target}"),
+            "--wait",
+            "--timeout",
+            "600s",
         ]);
-        let v: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let v: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code(), v)
     };
     let (code, r) = build("tool");
@@ -835,5 +845,8 @@ fn readme_job_example_runs_as_written() {
     // The example's filter cannot smuggle an option to the test binary.
     let out = laptop.run(&["job", "run", "build-box", "test", "checkout=app", "crate=core", "filter=--logfile=/tmp/x"]);
     assert_eq!(out.status.code(), Some(13), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("args.filter") || String::from_utf8_lossy(&out.stderr).contains("filter"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("args.filter")
+            || String::from_utf8_lossy(&out.stderr).contains("filter")
+    );
 }

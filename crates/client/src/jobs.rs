@@ -536,8 +536,13 @@ impl Work {
                 result.read_back = Some(o.output);
             }
             if let Some(v) = &self.plan.verify {
-                let o =
-                    jobrun::run_step(&with_log(v), &self.plan.cwd, &env, &jobrun::log_path(home, &self.job.id, "verify"), left);
+                let o = jobrun::run_step(
+                    &with_log(v),
+                    &self.plan.cwd,
+                    &env,
+                    &jobrun::log_path(home, &self.job.id, "verify"),
+                    left,
+                );
                 let ok = o.ending == Ending::Exited(Some(0));
                 result.verify = Some(VerifyOutcome {
                     ok,

@@ -951,8 +951,7 @@ pub fn reuse_identity(command: &str, args: &BTreeMap<String, ArgValue>) -> Strin
 /// with artifacts an earlier job made.
 pub fn artifact_pins_identity(pattern: &str, spec_args: &[&str], subject: Option<&str>) -> bool {
     let ph = placeholders(pattern);
-    ph.contains(&"args")
-        || spec_args.iter().all(|a| ph.contains(a) || (subject == Some(*a) && ph.contains(&"subject")))
+    ph.contains(&"args") || spec_args.iter().all(|a| ph.contains(a) || (subject == Some(*a) && ph.contains(&"subject")))
 }
 
 /// An artifact pattern made a name: `{command}`, `{subject}` and each
@@ -1019,9 +1018,8 @@ pub fn reusable(found: &[Vec<FoundArtifact>], rule: ReuseRule, now: Millis) -> O
     if found.is_empty() || rule.within_ms <= 0 {
         return None;
     }
-    let fresh = |f: &&FoundArtifact| {
-        now - f.modified <= rule.within_ms && rule.not_before.is_none_or(|t| f.modified >= t)
-    };
+    let fresh =
+        |f: &&FoundArtifact| now - f.modified <= rule.within_ms && rule.not_before.is_none_or(|t| f.modified >= t);
     found
         .iter()
         .map(|fs| fs.iter().filter(fresh).max_by(|a, b| (a.modified, &a.name).cmp(&(b.modified, &b.name))))

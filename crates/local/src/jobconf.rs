@@ -307,9 +307,7 @@ impl CommandConfig {
             return Err(err(format!("command {n}: {{input}} is only for chunked commands")));
         }
         if self.argv.iter().any(|a| placeholders(a).contains(&"log")) {
-            return Err(err(format!(
-                "command {n}: {{log}} (the job's own output) is only for verify and read_back"
-            )));
+            return Err(err(format!("command {n}: {{log}} (the job's own output) is only for verify and read_back")));
         }
         if self.time_limit_secs == 0 || self.time_limit_secs > 24 * 3600 {
             return Err(err(format!("command {n}: time_limit_secs must be 1 … 86400")));
@@ -511,10 +509,8 @@ impl JobsConfig {
     ) -> Result<Plan, JobsConfigError> {
         let c = self.command(command).ok_or_else(|| err(format!("command {command} is not configured here")))?;
         let subject = c.subject.as_ref().and_then(|s| args.get(s)).map(value_text).unwrap_or_default();
-        let typed: BTreeMap<String, pcmail_core::job::ArgValue> = args
-            .iter()
-            .filter_map(|(k, v)| serde_json::from_value(v.clone()).ok().map(|t| (k.clone(), t)))
-            .collect();
+        let typed: BTreeMap<String, pcmail_core::job::ArgValue> =
+            args.iter().filter_map(|(k, v)| serde_json::from_value(v.clone()).ok().map(|t| (k.clone(), t))).collect();
         let mut names: BTreeMap<String, String> = BTreeMap::new();
         names.insert("command".into(), c.name.clone());
         names.insert("subject".into(), subject.clone());
@@ -762,7 +758,8 @@ required = false
         c.commands[0].artifacts = vec!["out/{command}-{subject}-{crate}-{filter}-{ts}.txt".into()];
         c.commands[0].reuse_within_secs = Some(3600);
         c.check().unwrap();
-        let plan = |krate: &str, ts: i64| c.plan("test", &args(&[("checkout", "app"), ("crate", krate)]), "j", ts).unwrap();
+        let plan =
+            |krate: &str, ts: i64| c.plan("test", &args(&[("checkout", "app"), ("crate", krate)]), "j", ts).unwrap();
         let core = plan("core", 1);
         std::fs::create_dir_all(d.path().join("out")).unwrap();
         std::fs::write(d.path().join(&core.artifacts[0]), "made").unwrap();
