@@ -184,4 +184,16 @@ mod tests {
         let l = list_inputs(d.path(), "in");
         assert_eq!(l.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), ["in/a.txt", "in/b.txt"]);
     }
+
+    #[test]
+    fn an_input_named_like_an_option_is_given_as_a_path() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("--output=x"), "o").unwrap();
+        std::fs::write(d.path().join("a.txt"), "a").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/etc/hostname", d.path().join("host")).unwrap();
+        let l = list_inputs(d.path(), ".");
+        // Symlinks are not inputs (they could lead out of the checkout).
+        assert_eq!(l.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), ["./--output=x", "a.txt"]);
+    }
 }
