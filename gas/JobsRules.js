@@ -61,7 +61,8 @@ function checkSpecShape_(spec, prefix) {
     if (!isObj_(a) || typeof a.name !== 'string' || ARG_TYPES.indexOf(a.type) < 0 || !optType(a, 'required', 'boolean') ||
       !optType(a, 'pattern', 'string') || (has_(a, 'maxLen') && !(Number.isSafeInteger(a.maxLen) && a.maxLen >= 0)) ||
       (has_(a, 'min') && !Number.isSafeInteger(a.min)) || (has_(a, 'max') && !Number.isSafeInteger(a.max)) ||
-      (has_(a, 'values') && !(Array.isArray(a.values) && a.values.every(function (v) { return typeof v === 'string'; })))) throw bad();
+      (has_(a, 'values') && !(Array.isArray(a.values) && a.values.every(function (v) { return typeof v === 'string'; }))) ||
+      !optType(a, 'allowDash', 'boolean')) throw bad();
   });
   if (!optType(spec, 'subject', 'string') || !optType(spec, 'readOnly', 'boolean') || !optType(spec, 'chunked', 'boolean') ||
     !optType(spec, 'verify', 'boolean') || !optType(spec, 'description', 'string')) throw bad();
@@ -72,12 +73,30 @@ function isArgName_(s) {
   return typeof s === 'string' && /^[A-Za-z][A-Za-z0-9_-]{0,39}$/.test(s);
 }
 
-// An artifact pattern: a relative path whose only braces are {command}, {subject}, {ts}.
-function artifactProblem_(p) {
+// check_artifact_pattern: a relative path whose only braces are placeholders:
+// {command}, {subject}, {ts}, {args} or one of the command's argument names.
+function artifactProblem_(p, argNames) {
   if (charCount_(p) > JOB.ARTIFACT_MAX) return 'an artifact pattern is longer than ' + JOB.ARTIFACT_MAX + ' characters';
-  const plain = p.split('{command}').join('c').split('{subject}').join('s').split('{ts}').join('0');
-  if (plain.indexOf('{') >= 0 || plain.indexOf('}') >= 0) return 'artifact patterns may only use {command}, {subject} and {ts}';
+  const builtins = ['command', 'subject', 'ts', 'args'];
+  const re = /\{([^}]*)\}/g;
+  let m;
+  while ((m = re.exec(p)) !== null) {
+    if (builtins.indexOf(m[1]) < 0 && (argNames || []).indexOf(m[1]) < 0) {
+      return '{' + m[1] + '} is not a placeholder of artifact patterns ({command}, {subject}, {ts}, {args} or an argument name)';
+    }
+  }
+  const plain = p.replace(/\{[^}]*\}/g, 'x');
+  if (plain.indexOf('{') >= 0 || plain.indexOf('}') >= 0) return 'an artifact pattern has a { or } that is not a placeholder';
   return pathProblem_(plain);
+}
+
+// check_not_an_option: a string or path value starting with - is refused
+// unless its spec allows it (allowDash), since a program reads it as an option.
+function optionProblem_(a, s) {
+  if (a.allowDash === true || (a.type !== 'string' && a.type !== 'path') || s[0] !== '-') return null;
+  const hint = a.type === 'path' ? ' (write ./-name for a file whose name starts with -)' : '';
+  return a.name + ' starts with "-", which the command would read as an option' + hint +
+    '; its PC\'s owner can allow it for this argument (allow_dash = true, or after a declared "--")';
 }
 
 // crates/core/src/job.rs pc_builtins: the read-only probes every PC executor publishes
@@ -109,6 +128,7 @@ function checkJobSpec_(spec, prefix, builtin) {
       if (a.type !== 'string' && a.type !== 'path') throw bad(af('maxLen'), 'maxLen is only for string and path arguments');
       if (a.maxLen < 1 || a.maxLen > JOB.STRING_HARD_MAX) throw bad(af('maxLen'), 'maxLen must be 1..' + JOB.STRING_HARD_MAX);
     }
+    if (a.allowDash === true && a.type !== 'string' && a.type !== 'path') throw bad(af('allowDash'), 'allowDash is only for string and path arguments');
     if ((has_(a, 'min') || has_(a, 'max')) && a.type !== 'int') throw bad(af('min'), 'min and max are only for int arguments');
     if (has_(a, 'min') && has_(a, 'max') && a.min > a.max) throw bad(af('min'), 'min must not be above max');
     if (!has_(a, 'values')) {
@@ -128,8 +148,9 @@ function checkJobSpec_(spec, prefix, builtin) {
   if (spec.timeLimitMs < JOB.TIME_LIMIT_MIN_MS || spec.timeLimitMs > JOB.TIME_LIMIT_MAX_MS) throw bad('timeLimitMs', 'timeLimitMs must be 1 second to 24 hours');
   const arts = spec.artifacts || [];
   if (arts.length > JOB.ARTIFACTS_MAX) throw bad('artifacts', 'at most ' + JOB.ARTIFACTS_MAX + ' artifact patterns');
+  const argNames = args.map(function (a) { return a.name; });
   arts.forEach(function (p, i) {
-    const why = artifactProblem_(p);
+    const why = artifactProblem_(p, argNames);
     if (why) throw bad('artifacts[' + i + ']', why);
   });
   checkText_(f('description'), spec.description || '', JOB.DESCRIPTION_MAX, true);
@@ -142,6 +163,7 @@ function normSpec_(spec) {
     args: (spec.args || []).map(function (a) {
       const o = { name: a.name, type: a.type, required: a.required === true };
       ['pattern', 'maxLen', 'min', 'max', 'values'].forEach(function (k) { if (a[k] !== undefined && a[k] !== null) o[k] = a[k]; });
+      if (a.allowDash === true) o.allowDash = true;
       return o;
     }),
     subject: spec.subject === undefined ? null : spec.subject, timeLimitMs: spec.timeLimitMs,
@@ -180,6 +202,8 @@ function checkJobArgs_(spec, args) {
       case 'string': {
         const s = str();
         text(s, maxLen);
+        const dash = optionProblem_(a, s);
+        if (dash) throw bad(n, dash);
         if (has_(a, 'pattern') && !new RegExp('^(?:' + a.pattern + ')$').test(s)) throw bad(n, n + ' does not match the pattern ' + a.pattern);
         out[n] = s;
         break;
@@ -215,6 +239,8 @@ function checkJobArgs_(spec, args) {
         text(s, maxLen);
         const why = pathProblem_(s);
         if (why) throw bad(n, n + ' ' + why);
+        const dash = optionProblem_(a, s);
+        if (dash) throw bad(n, dash);
         out[n] = s;
         break;
       }

@@ -109,6 +109,34 @@ test('refusals: no executor, not whitelisted, bad arguments (never reaching a sh
   assert.deepStrictEqual(code(submit(s, 'pc-c', { args: { checkout: 'web' } })).slice(0, 1), [true], 'pc-c is on pc-b\'s list');
 });
 
+test('arguments never become options: a leading - is refused for string and path unless the spec allows it', () => {
+  const s = withExecutor();
+  const code = (r) => [r.ok, r.error && r.error.code, r.error && r.error.reason, r.error && r.error.field];
+  [[{ checkout: 'app', filter: '--output=/tmp/x' }, 'args.filter'], [{ checkout: 'app', filter: '-' }, 'args.filter'],
+    [{ checkout: 'app', file: '--output=/tmp/x' }, 'args.file'], [{ checkout: 'app', file: '-x' }, 'args.file']]
+    .forEach(([args, field]) => {
+      const r = submit(s, 'pc-a', { args });
+      assert.deepStrictEqual(code(r), [false, 'job_refused', 'bad_argument', field], JSON.stringify(args));
+      assert.match(r.error.message, /read as an option/);
+    });
+  assert.strictEqual(submit(s, 'pc-a', { args: { checkout: 'app', file: './-x', filter: 'a-b' }, force: true }).ok, true);
+  // The executor's spec opts in per argument (allowDash), only for string and path.
+  const allowing = Object.assign({}, TEST_SPEC, {
+    args: TEST_SPEC.args.map((a) => (a.name === 'filter' ? Object.assign({}, a, { allowDash: true }) : a)),
+    artifacts: ['out/{command}-{subject}-{crate}-{args}-{ts}.log']
+  });
+  const p = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-dash', commands: [allowing], allowedSubmitters: ['pc-a'], checkouts: ['app'] }, take: true } });
+  assert.strictEqual(p.ok, true, JSON.stringify(p));
+  assert.strictEqual(submit(s, 'pc-a', { args: { checkout: 'app', filter: '--x' }, force: true }).ok, true);
+  const bad = Object.assign({}, TEST_SPEC, { args: TEST_SPEC.args.map((a) => (a.name === 'jobs' ? Object.assign({}, a, { allowDash: true }) : a)) });
+  const r = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-bad', commands: [bad], allowedSubmitters: ['pc-a'] }, take: true } });
+  assert.strictEqual(r.ok, false);
+  assert.strictEqual(r.error.field, 'job.whitelist.commands[0].args[4].allowDash');
+  const unknown = Object.assign({}, TEST_SPEC, { artifacts: ['out/{nope}'] });
+  const u = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-u', commands: [unknown], allowedSubmitters: ['pc-a'] }, take: true } });
+  assert.strictEqual(u.error.field, 'job.whitelist.commands[0].artifacts[0]');
+});
+
 test('a bad whitelist refuses the poll with its field; an unchanged hash is not stored again', () => {
   const s = withExecutor();
   const bad = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'h', commands: [{ name: 'x', timeLimitMs: 5 }] } } });

@@ -267,7 +267,16 @@ fn print_job(j: &Job, timeline: bool) {
             println!("  artifacts: {}", res.artifacts.join(", "));
         }
         if let Some(v) = &res.verify {
-            println!("  verify: {}", if v.ok { "ok" } else { "FAILED" });
+            println!(
+                "  verify: {}{}",
+                if v.ok { "ok" } else { "FAILED" },
+                v.exit.map(|e| format!(" (exit {e})")).unwrap_or_default()
+            );
+            // What the verify step printed: why it passed or failed.
+            let lines: Vec<&str> = v.output.lines().collect();
+            for l in &lines[lines.len().saturating_sub(10)..] {
+                println!("    {l}");
+            }
         }
         if let Some(rb) = &res.read_back {
             println!("  read back: {}", truncate_chars(rb.trim_end(), 200));

@@ -69,6 +69,17 @@ argv = ["sh", "-c", "echo run >> count.txt; if [ -p gate ]; then read line < gat
 cwd = "app"
 time_limit_secs = 300
 
+# Makes one file per target; its artifact names the target.
+[[jobs.commands]]
+name = "make"
+argv = ["sh", "-c", "echo $1 >> made.txt; mkdir -p out; echo $1 > \"$PCMAIL_JOB_ARTIFACTS\"", "make", "{target}"]
+cwd = "app"
+time_limit_secs = 60
+artifacts = ["out/{command}-{target}-{ts}.txt"]
+[[jobs.commands.args]]
+name = "target"
+type = "string"
+
 # Blocks on `gate` past its 1 s time limit.
 [[jobs.commands]]
 name = "slow"
@@ -127,6 +138,13 @@ type = "checkout"
 "#;
 
 fn setup() -> Setup {
+    setup_with(true)
+}
+
+/// `warm`: a first job (a probe command) runs before the test; without it
+/// the test's own first job is the first this executor ever ran (a fresh
+/// `$PCMAIL_HOME`, no `jobs/` folder yet).
+fn setup_with(warm: bool) -> Setup {
     let server = Server::start(Kind::Rust);
     let (a, b) = pair(&server);
     let app = tempfile::tempdir().unwrap();
@@ -141,16 +159,24 @@ fn setup() -> Setup {
     text.push_str(&jobs);
     std::fs::write(&cfg, text).unwrap();
     let wl = b.ok(&["job", "whitelist"]);
-    // The owner's 6 commands and the 4 built-in probes every PC executor has.
-    assert!(wl.contains("10 command(s)"), "{wl}");
+    // The owner's 7 commands and the 4 built-in probes every PC executor has.
+    assert!(wl.contains("11 command(s)"), "{wl}");
     assert!(wl.contains("_debug_sessions"), "{wl}");
     let mut s = Setup { _server: server, a, b, app, lib, daemon: None };
     s.start_daemon();
     // The whitelist reaches the server with the daemon's first poll.
     wait_until("pc-b's whitelist on the server", Duration::from_secs(20), || {
-        let out = s.a.run(&["--json", "job", "run", "pc-b", "probe", "word=ready", "--wait", "--timeout", "20s"]);
-        out.status.success()
+        if warm {
+            let out = s.a.run(&["--json", "job", "run", "pc-b", "probe", "word=ready", "--wait", "--timeout", "20s"]);
+            out.status.success()
+        } else {
+            // Published, yet nothing run: refused for a missing argument, not for an unknown command.
+            let out = s.a.run(&["--json", "job", "run", "pc-b", "probe"]);
+            String::from_utf8_lossy(&out.stdout).contains("needs argument")
+                || String::from_utf8_lossy(&out.stderr).contains("needs argument")
+        }
     });
+    assert_eq!(warm, s.b.home.path().join("jobs").exists(), "warm: a job ran; cold: none yet");
     s
 }
 
@@ -390,6 +416,10 @@ fn arguments_never_reach_a_shell_nor_leave_the_checkout() {
         ("p", "src/../../escape".into()),
         ("p", "/etc/passwd".into()),
         ("p", "a\tb".into()),
+        ("s", "--output=/tmp/x".into()),
+        ("s", "-".into()),
+        ("p", "--output=/tmp/x".into()),
+        ("p", "-x".into()),
         ("p", "y".repeat(5000)),
         ("c", "../app".into()),
         ("c", "/tmp".into()),
@@ -417,6 +447,32 @@ fn arguments_never_reach_a_shell_nor_leave_the_checkout() {
     assert!(!marker.exists());
     let escaped: Vec<PathBuf> = ["escape", "../escape"].iter().map(|p| s.app.path().join(p)).collect();
     assert!(escaped.iter().all(|p| !p.exists()));
+
+    // A path is followed inside the checkout only: a symlink out of it (to a
+    // file, through a folder, or to nothing) is refused by the executor, exit 13.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "SECRET-OUTSIDE").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), s.app.path().join("host")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), s.app.path().join("ext")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("nothing"), s.app.path().join("dangling")).unwrap();
+    std::fs::create_dir(s.app.path().join("src")).unwrap();
+    std::os::unix::fs::symlink("src", s.app.path().join("inner")).unwrap();
+    for p in ["host", "ext/secret", "ext/new", "dangling"] {
+        let mut args = ok_args("fine");
+        args.retain(|a| !a.starts_with("p="));
+        args.push(format!("p={p}"));
+        let (code, r) = run(args);
+        assert_eq!(code, 13, "{p}: {r}");
+        assert_eq!(r["job"]["result"]["ran"], false, "{p}: {r}");
+        assert!(r["job"]["reason"].as_str().unwrap().contains("bad_argument"), "{p}: {r}");
+        assert!(!r.to_string().contains("SECRET-OUTSIDE"), "{p}: {r}");
+    }
+    // A symlink that stays inside, and a file reached as ./-name, run.
+    let mut args = ok_args("fine");
+    args.retain(|a| !a.starts_with("p="));
+    args.push("p=inner/./-x".into());
+    let (code, r) = run(args);
+    assert_eq!(code, 0, "{r}");
 
     // The PC checks again before running: a job queued under the old
     // whitelist, for a submitter the PC no longer allows, is refused there.
@@ -617,4 +673,181 @@ fn a_pc_probe_answers_from_the_executor_and_a_submitter_not_allowed_is_refused()
     assert_eq!(out.status.code(), Some(13), "{}", String::from_utf8_lossy(&out.stderr));
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("submitter_not_allowed") || text.contains("does not run jobs from pc-c"), "{text}");
+}
+
+/// A chunked job is the first job a fresh executor ever runs: its log
+/// folder is made where the log is opened (0700, the log 0600), so every
+/// input runs instead of failing on a log that cannot open.
+#[test]
+fn a_chunked_job_runs_on_a_fresh_executor_home() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup_with(false);
+    let inputs = s.lib.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    for f in ["a", "b"] {
+        std::fs::write(inputs.join(f), f).unwrap();
+    }
+    let (code, r) = s.submit(&["chunk", "--wait", "--timeout", "60s"], "fresh");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["job"]["state"], "ok", "{r}");
+    assert_eq!(r["job"]["result"]["chunks"], serde_json::json!({"done": 2, "total": 2, "failed": 0, "skipped": 0}));
+    let jobs = s.b.home.path().join("jobs");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&jobs), 0o700);
+    for e in std::fs::read_dir(&jobs).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p), 0o600, "{}", p.display());
+    }
+}
+
+/// "Already made" is per identity (every argument) and fresh only: another
+/// target runs; an artifact of the same target answers without running; a
+/// commit after the artifact makes it stale.
+#[test]
+fn reuse_is_for_the_same_arguments_and_not_past_a_new_commit() {
+    let s = setup();
+    let made = || s.lines(s.app.path(), "made.txt");
+    let (code, r) = s.submit(&["make", "target=core", "--wait", "--timeout", "30s"], "re");
+    assert_eq!((code, r["job"]["result"]["ran"].as_bool()), (0, Some(true)), "{r}");
+    assert!(r["job"]["result"]["artifacts"][0].as_str().unwrap().starts_with("out/make-core-"), "{r}");
+    let (code, r) = s.submit(&["make", "target=server", "--wait", "--timeout", "30s"], "re");
+    assert_eq!((code, r["job"]["result"]["ran"].as_bool()), (0, Some(true)), "another argument runs: {r}");
+    assert_eq!(made(), 2);
+    // An artifact an earlier job left for the same arguments answers it.
+    std::fs::create_dir_all(s.app.path().join("out")).unwrap();
+    std::fs::write(s.app.path().join("out/make-other-123.txt"), "other").unwrap();
+    let (code, r) = s.submit(&["make", "target=other", "--wait", "--timeout", "30s"], "re");
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["job"]["result"]["ran"], false, "{r}");
+    assert_eq!(r["job"]["result"]["reused"], serde_json::json!(["out/make-other-123.txt"]), "{r}");
+    assert_eq!(made(), 2);
+    // A commit after the artifact: stale, it runs again.
+    std::fs::write(s.app.path().join("out/make-third-123.txt"), "third").unwrap();
+    let git = |args: &[&str]| {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(s.app.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@x")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@x")
+            .env("GIT_COMMITTER_DATE", "@3786825600 +0000")
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&st.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["commit", "-q", "--allow-empty", "-m", "later"]);
+    let (code, r) = s.submit(&["make", "target=third", "--wait", "--timeout", "30s"], "re");
+    assert_eq!((code, r["job"]["result"]["ran"].as_bool()), (0, Some(true)), "stale after a commit: {r}");
+    assert_eq!(made(), 3);
+}
+
+/// The job example, exactly as docs/jobs.md shows it (only the
+/// checkout's directory is put in), through a real executor: the `test`
+/// command passes with its verify step's output in the result, the `build`
+/// command makes its artifact and answers the same build from it, and a
+/// value that would be an option is refused.
+#[test]
+fn readme_job_example_runs_as_written() {
+    let readme = std::fs::read_to_string(repo_root().join("docs/jobs.md")).unwrap();
+    let start =
+        readme.find("```toml\n# config.toml (PCMAIL_HOME) of build-box").expect("the job example of docs/jobs.md");
+    let body = &readme[start + "```toml\n".len()..];
+    let block = &body[..body.find("\n```").unwrap()];
+    assert!(block.contains("app = \"/home/me/src/app\""), "{block}");
+
+    // A small cargo workspace as the checkout: crate `core` with a test, binary `tool`.
+    let app = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = app.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    w("Cargo.toml", "[workspace]\nmembers = [\"core\", \"tool\"]\nresolver = \"2\"\n");
+    w("core/Cargo.toml", "[package]\nname = \"core\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    w("core/src/lib.rs", "pub fn two() -> u32 { 2 }\n#[test]\nfn adds() { assert_eq!(two(), 2); }\n");
+    w("tool/Cargo.toml", "[package]\nname = \"tool\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    w("tool/src/main.rs", "fn main() { println!(\"tool\"); }\n");
+
+    let server = Server::start(Kind::Rust);
+    let laptop = Pc::new(&server, "laptop");
+    let bbox = Pc::new(&server, "build-box");
+    laptop.ok(&["sync"]);
+    bbox.ok(&["sync"]);
+    let cfg = bbox.home.path().join("config.toml");
+    let config = block.replace("\"/home/me/src/app\"", &format!("{:?}", app.path().display().to_string()));
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push('\n');
+    text.push_str(&config);
+    std::fs::write(&cfg, text).unwrap();
+    let wl = bbox.ok(&["job", "whitelist"]);
+    assert!(wl.contains("test") && wl.contains("build"), "{wl}");
+    // The daemon runs cargo as a user's would: its own target/ in the checkout.
+    let mut daemon = bbox
+        .cmd(&["daemon"])
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(&mut daemon);
+    wait_until("build-box's whitelist on the server", Duration::from_secs(30), || {
+        let out = laptop.run(&["--json", "job", "run", "build-box", "test"]);
+        String::from_utf8_lossy(&out.stdout).contains("needs argument")
+            || String::from_utf8_lossy(&out.stderr).contains("needs argument")
+    });
+
+    // The page's command, in text: exit 0, the verify step's own output shown.
+    let out =
+        laptop.run(&["job", "run", "build-box", "test", "checkout=app", "crate=core", "--wait", "--timeout", "600s"]);
+    let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains(" ok on build-box") || shown.contains("ok on build-box"), "{shown}");
+    assert!(shown.contains("verify: ok (exit 0)"), "{shown}");
+    let verify_at = shown.find("verify: ok").unwrap();
+    assert!(shown[verify_at..].contains("test result: ok"), "the verify's output: {shown}");
+
+    // The build: made, then answered from its artifact; another target would run.
+    let build = |target: &str| {
+        let out = laptop.run(&[
+            "--json",
+            "job",
+            "run",
+            "build-box",
+            "build",
+            "checkout=app",
+            &format!("target={target}"),
+            "--wait",
+            "--timeout",
+            "600s",
+        ]);
+        let v: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v)
+    };
+    let (code, r) = build("tool");
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(r["job"]["state"], "ok", "{r}");
+    assert_eq!(r["job"]["result"]["artifacts"], serde_json::json!(["target/release/tool"]), "{r}");
+    assert!(app.path().join("target/release/tool").is_file());
+    let (code, r) = build("tool");
+    assert_eq!(code, Some(0), "{r}");
+    assert!(r["deduped"] == true || r["job"]["result"]["ran"] == false, "the same build is not run twice: {r}");
+
+    // The example's filter cannot smuggle an option to the test binary.
+    let out = laptop.run(&["job", "run", "build-box", "test", "checkout=app", "crate=core", "filter=--logfile=/tmp/x"]);
+    assert_eq!(out.status.code(), Some(13), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("args.filter")
+            || String::from_utf8_lossy(&out.stderr).contains("filter")
+    );
 }

@@ -236,9 +236,7 @@ impl Client {
         }
         // Already made: answered with what exists instead of running again.
         if !spec.read_only && !job.force {
-            let reused: Vec<String> =
-                plan.artifact_patterns.iter().flat_map(|p| jobconf::find_artifacts(&plan.cwd, p)).collect();
-            if !reused.is_empty() {
+            if let Some(reused) = plan.already_made(now) {
                 let result = JobResult { ran: false, reused: reused.clone(), ..Default::default() };
                 return match &job.rerun_of {
                     Some(prev) => self.queue_report(
@@ -481,7 +479,6 @@ impl Work {
             return self.execute_chunked(&dir);
         }
         let home = &self.paths.home;
-        let _ = pcmail_fsmode::create_private_dir_all(&home.join("jobs"));
         let log = jobrun::log_path(home, &self.job.id, "run");
         let env: Vec<(String, String)> = vec![
             ("PCMAIL_JOB_ID".into(), self.job.id.clone()),
@@ -523,9 +520,14 @@ impl Work {
         };
         if state == JobState::Ok {
             let left = limit.saturating_sub(t0.elapsed()).max(Duration::from_secs(5)).min(Duration::from_secs(300));
+            // `{log}` in a step is the run's own output.
+            let log_text = log.to_string_lossy().into_owned();
+            let with_log = |t: &Vec<String>| -> Vec<String> {
+                t.iter().map(|a| a.replace(jobconf::LOG_SLOT, &log_text)).collect()
+            };
             if let Some(rb) = &self.plan.read_back {
                 let o = jobrun::run_step(
-                    rb,
+                    &with_log(rb),
                     &self.plan.cwd,
                     &env,
                     &jobrun::log_path(home, &self.job.id, "read-back"),
@@ -534,8 +536,13 @@ impl Work {
                 result.read_back = Some(o.output);
             }
             if let Some(v) = &self.plan.verify {
-                let o =
-                    jobrun::run_step(v, &self.plan.cwd, &env, &jobrun::log_path(home, &self.job.id, "verify"), left);
+                let o = jobrun::run_step(
+                    &with_log(v),
+                    &self.plan.cwd,
+                    &env,
+                    &jobrun::log_path(home, &self.job.id, "verify"),
+                    left,
+                );
                 let ok = o.ending == Ending::Exited(Some(0));
                 result.verify = Some(VerifyOutcome {
                     ok,

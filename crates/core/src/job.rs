@@ -114,6 +114,16 @@ pub struct ArgSpec {
     /// `enum`: the allowed values; `checkout`: the PC's checkout names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<String>>,
+    /// `string`/`path`: a value may start with `-`. Off by default, because
+    /// such a value is read as an option by most programs (`--output=/x`).
+    /// The executing PC sets it when its owner opted in for this argument,
+    /// or placed it only after an end-of-options `--` the command declares.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_dash: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What an executor publishes of one command (never the argv template).
@@ -127,7 +137,8 @@ pub struct CommandSpec {
     #[serde(default)]
     pub subject: Option<String>,
     pub time_limit_ms: Millis,
-    /// Patterns with `{command}`, `{subject}`, `{ts}`.
+    /// Patterns with `{command}`, `{subject}`, `{ts}`, `{args}` and the
+    /// command's argument names (`{target}`); see `artifact_name`.
     #[serde(default)]
     pub artifacts: Vec<String>,
     #[serde(default)]
@@ -597,6 +608,9 @@ fn check_spec_body(spec: &CommandSpec) -> Result<(), ProtoError> {
                 return Err(spec_err(f("maxLen"), format!("maxLen must be 1..{STRING_MAX_LEN_CAP}")));
             }
         }
+        if a.allow_dash && !matches!(a.kind, ArgType::String | ArgType::Path) {
+            return Err(spec_err(f("allowDash"), "allowDash is only for string and path arguments"));
+        }
         if (a.min.is_some() || a.max.is_some()) && a.kind != ArgType::Int {
             return Err(spec_err(f("min"), "min and max are only for int arguments"));
         }
@@ -635,22 +649,54 @@ fn check_spec_body(spec: &CommandSpec) -> Result<(), ProtoError> {
     if spec.artifacts.len() > ARTIFACTS_MAX {
         return Err(spec_err("artifacts".into(), format!("at most {ARTIFACTS_MAX} artifact patterns")));
     }
+    let arg_names: Vec<&str> = spec.args.iter().map(|a| a.name.as_str()).collect();
     for (i, p) in spec.artifacts.iter().enumerate() {
-        check_artifact_pattern(p).map_err(|m| spec_err(format!("artifacts[{i}]"), m))?;
+        check_artifact_pattern(p, &arg_names).map_err(|m| spec_err(format!("artifacts[{i}]"), m))?;
     }
     check_text("description", &spec.description, DESCRIPTION_MAX_CHARS, true)?;
     Ok(())
 }
 
+/// The placeholders every artifact pattern may use besides the command's
+/// argument names.
+pub const ARTIFACT_BUILTINS: [&str; 4] = ["command", "subject", "ts", "args"];
+
+/// The `{name}` placeholders of a template, in order (an unclosed `{` ends the list).
+pub fn placeholders(template: &str) -> Vec<&str> {
+    let mut out = vec![];
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else { break };
+        out.push(&after[..close]);
+        rest = &after[close + 1..];
+    }
+    out
+}
+
 /// An artifact pattern: a relative path (the `path` rule) whose only braces
-/// are the placeholders `{command}`, `{subject}`, `{ts}`.
-fn check_artifact_pattern(p: &str) -> Result<(), String> {
+/// are placeholders: `{command}`, `{subject}`, `{ts}`, `{args}` or one of the
+/// command's argument names.
+pub fn check_artifact_pattern(p: &str, arg_names: &[&str]) -> Result<(), String> {
     if p.chars().count() > ARTIFACT_MAX_CHARS {
         return Err(format!("an artifact pattern is longer than {ARTIFACT_MAX_CHARS} characters"));
     }
-    let plain = p.replace("{command}", "c").replace("{subject}", "s").replace("{ts}", "0");
+    if let Some(x) = placeholders(p).into_iter().find(|x| !ARTIFACT_BUILTINS.contains(x) && !arg_names.contains(x)) {
+        return Err(format!(
+            "{{{x}}} is not a placeholder of artifact patterns ({{command}}, {{subject}}, {{ts}}, {{args}} or an argument name)"
+        ));
+    }
+    let mut plain = String::new();
+    let mut rest = p;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else { break };
+        plain.push_str(&rest[..open]);
+        plain.push('x');
+        rest = &rest[open + close + 1..];
+    }
+    plain.push_str(rest);
     if plain.contains('{') || plain.contains('}') {
-        return Err("artifact patterns may only use {command}, {subject} and {ts}".into());
+        return Err("an artifact pattern has a { or } that is not a placeholder".into());
     }
     check_relative_path(&plain)
 }
@@ -740,6 +786,7 @@ fn check_arg(a: &ArgSpec, v: &Value) -> Result<ArgValue, ProtoError> {
         ArgType::String => {
             let s = string(v)?;
             text(&s, max_len)?;
+            check_not_an_option(a, &s)?;
             if let Some(p) = &a.pattern {
                 let re = compile_pattern(p).map_err(|m| bad_argument(n, m))?;
                 if !re.is_match(&s) {
@@ -785,9 +832,31 @@ fn check_arg(a: &ArgSpec, v: &Value) -> Result<ArgValue, ProtoError> {
             let s = string(v)?;
             text(&s, max_len)?;
             check_relative_path(&s).map_err(|m| bad_argument(n, format!("{n} {m}")))?;
+            check_not_an_option(a, &s)?;
             Ok(ArgValue::Str(s))
         }
     }
+}
+
+/// Arguments never become options: a `string` or `path` value that starts
+/// with `-` is refused unless its spec allows it (`allowDash`: the owner
+/// opted in, or the value only ever follows an end-of-options `--` the
+/// command declares). One rule for the submitting CLI, both servers and the
+/// executing PC (through `check_args`). A file whose name starts with `-` is
+/// still reachable as `./-name`.
+pub fn check_not_an_option(a: &ArgSpec, value: &str) -> Result<(), ProtoError> {
+    if a.allow_dash || !matches!(a.kind, ArgType::String | ArgType::Path) || !value.starts_with('-') {
+        return Ok(());
+    }
+    let n = &a.name;
+    let hint = if a.kind == ArgType::Path { " (write ./-name for a file whose name starts with -)" } else { "" };
+    Err(bad_argument(
+        n,
+        format!(
+            "{n} starts with \"-\", which the command would read as an option{hint}; \
+             its PC's owner can allow it for this argument (allow_dash = true, or after a declared \"--\")"
+        ),
+    ))
 }
 
 /// Why a revoked PC runs no jobs, and how it comes back: the refusal's
@@ -848,16 +917,114 @@ pub fn cap_output(s: &str) -> (String, bool) {
     (s[start..].to_string(), true)
 }
 
-/// An artifact pattern made a name: `{command}`, `{subject}` (characters
-/// other than `A-Z a-z 0-9 . _ -` become `_`, so a subject never adds a
-/// directory) and `{ts}` (the submit time in ms).
-pub fn artifact_name(pattern: &str, command: &str, subject: &str, ts: Millis) -> String {
-    let safe: String = subject
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-        .collect();
-    let safe = if safe.is_empty() || safe.chars().all(|c| c == '.') { "_".to_string() } else { safe };
-    pattern.replace("{command}", command).replace("{subject}", &safe).replace("{ts}", &ts.to_string())
+/// A value made safe for a file name, one to one (two different values
+/// never give the same text, so a name made of them pins what made it):
+/// `A-Z a-z 0-9 . _ -` stay, every other byte is `%XX`, a value that is only
+/// dots has its dots encoded (never `.` or `..`), the empty value is `%`.
+pub fn safe_name_part(value: &str) -> String {
+    if value.is_empty() {
+        return "%".into();
+    }
+    let only_dots = value.bytes().all(|b| b == b'.');
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if (b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || b == b'.') && !(only_dots && b == b'.') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The identity of a job for "already made" reuse: its command and every
+/// checked argument (sorted by name, typed), as 16 lower hex characters of
+/// SHA-256. `{args}` in an artifact pattern is this.
+pub fn reuse_identity(command: &str, args: &BTreeMap<String, ArgValue>) -> String {
+    let canonical = serde_json::to_string(&json!(["reuse", command, args])).unwrap_or_default();
+    Sha256::digest(canonical.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// True when every artifact name made from `pattern` says which arguments
+/// made it: the pattern has `{args}`, or names each argument (the subject's
+/// through `{subject}` or its own name). Only such patterns let a job answer
+/// with artifacts an earlier job made.
+pub fn artifact_pins_identity(pattern: &str, spec_args: &[&str], subject: Option<&str>) -> bool {
+    let ph = placeholders(pattern);
+    ph.contains(&"args") || spec_args.iter().all(|a| ph.contains(a) || (subject == Some(*a) && ph.contains(&"subject")))
+}
+
+/// An artifact pattern made a name: `{command}`, `{subject}` and each
+/// `{argument}` (its value through `safe_name_part`, so a value never adds a
+/// directory; an optional argument not given is empty), `{args}` (the
+/// `reuse_identity`), `{ts}` (`ts_text`: the submit time in ms, or `{ts}`
+/// itself for the wildcard of a search). An optional argument not given
+/// makes nothing (a given empty value makes `%`, so the two differ).
+pub fn artifact_name(
+    pattern: &str,
+    command: &str,
+    subject: &str,
+    args: &BTreeMap<String, ArgValue>,
+    ts_text: &str,
+) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else { break };
+        out.push_str(&rest[..open]);
+        let name = &rest[open + 1..open + close];
+        match name {
+            "command" => out.push_str(command),
+            "subject" => out.push_str(&safe_name_part(subject)),
+            "ts" => out.push_str(ts_text),
+            "args" => out.push_str(&reuse_identity(command, args)),
+            arg => {
+                if let Some(v) = args.get(arg) {
+                    out.push_str(&safe_name_part(&v.to_arg_string()));
+                }
+            }
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// One file found for an artifact pattern, with its modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundArtifact {
+    pub name: String,
+    pub modified: Millis,
+}
+
+/// How fresh an earlier job's artifacts must be to answer a job without
+/// running it: made within `within_ms` of now, and not before `not_before`
+/// (the checkout's HEAD commit time: a commit since makes them stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReuseRule {
+    pub within_ms: Millis,
+    pub not_before: Option<Millis>,
+}
+
+/// Default of `ReuseRule::within_ms`: a day.
+pub const REUSE_WITHIN_DEFAULT_MS: Millis = 24 * 60 * 60_000;
+
+/// The one "already made" rule (a first submit, a `--rerun-of`, and a retry
+/// of a `timed_out` job): `found[i]` are the files matching the i-th
+/// artifact pattern of this job's identity (see `artifact_pins_identity`).
+/// Reused only when every pattern has a fresh file; the answer is the newest
+/// fresh file of each. None: run it.
+pub fn reusable(found: &[Vec<FoundArtifact>], rule: ReuseRule, now: Millis) -> Option<Vec<String>> {
+    if found.is_empty() || rule.within_ms <= 0 {
+        return None;
+    }
+    let fresh =
+        |f: &&FoundArtifact| now - f.modified <= rule.within_ms && rule.not_before.is_none_or(|t| f.modified >= t);
+    found
+        .iter()
+        .map(|fs| fs.iter().filter(fresh).max_by(|a, b| (a.modified, &a.name).cmp(&(b.modified, &b.name))))
+        .map(|f| f.map(|f| f.name.clone()))
+        .collect()
 }
 
 /// The server's built-in commands (target `@server`): read-only probes and
@@ -883,6 +1050,7 @@ pub fn server_builtins() -> Vec<CommandSpec> {
         min: None,
         max: None,
         values: None,
+        allow_dash: false,
     };
     let mail_id = ArgSpec {
         pattern: Some(r"mail-[0-9]{1,15}-[0-9a-f]{8}(~[a-z0-9][a-z0-9._-]{0,39})?".into()),
@@ -1332,10 +1500,93 @@ mod tests {
 
     #[test]
     fn shell_metacharacters_are_just_characters() {
-        for s in ["a; rm -rf /", "$(id)", "`id`", "a && b | c > d < e", "'\"*?[]{}~!#&", "--help", "-rf"] {
+        for s in ["a; rm -rf /", "$(id)", "`id`", "a && b | c > d < e", "'\"*?[]{}~!#&", "a--help", "x -rf"] {
             let m = check_args(&spec(), &args(json!({"checkout": "app", "filter": s}))).unwrap();
             assert_eq!(m["filter"], ArgValue::Str(s.to_string()), "{s:?} changed");
         }
+    }
+
+    #[test]
+    fn arguments_never_become_options_unless_the_spec_allows_it() {
+        for (name, v) in [
+            ("filter", "--output=/tmp/x"),
+            ("filter", "-rf"),
+            ("filter", "-"),
+            ("file", "--output=/tmp/x"),
+            ("file", "-x/y"),
+            ("file", "-"),
+        ] {
+            let e = check_args(&spec(), &args(json!({"checkout": "app", name: v}))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::JobRefused);
+            assert_eq!(e.reason.as_deref(), Some(REFUSED_BAD_ARGUMENT));
+            assert_eq!(e.field.as_deref(), Some(format!("args.{name}").as_str()), "{v}");
+            assert!(e.message.contains("read as an option"), "{}", e.message);
+        }
+        // A dash inside the value, or a file reached as ./-name, is fine.
+        for (name, v) in [("filter", "a-b"), ("file", "./-x"), ("file", "src/-x")] {
+            assert!(check_args(&spec(), &args(json!({"checkout": "app", name: v}))).is_ok(), "{v}");
+        }
+        // The spec opts in per argument (and only string and path may).
+        let mut s = spec();
+        s.args[2].allow_dash = true;
+        s.args[6].allow_dash = true;
+        check_spec(&s).unwrap();
+        assert!(check_args(&s, &args(json!({"checkout": "app", "filter": "--x", "file": "-y"}))).is_ok());
+        let wire = serde_json::to_value(&s).unwrap();
+        assert_eq!(wire["args"][2]["allowDash"], json!(true));
+        assert!(wire["args"][1].get("allowDash").is_none(), "left out when false: {wire}");
+        s.args[3].allow_dash = true;
+        assert_eq!(check_spec(&s).unwrap_err().field.as_deref(), Some("args[3].allowDash"));
+        // Other kinds are not affected: an int may be negative.
+        let mut s = spec();
+        s.args[3].min = Some(-5);
+        assert!(check_args(&s, &args(json!({"checkout": "app", "jobs": "-3"}))).is_ok());
+    }
+
+    #[test]
+    fn the_reuse_identity_holds_every_argument() {
+        let s = spec();
+        let a = check_args(&s, &args(json!({"checkout": "app", "crate": "core"}))).unwrap();
+        let b = check_args(&s, &args(json!({"checkout": "app", "crate": "server"}))).unwrap();
+        let a2 = check_args(&s, &args(json!({"crate": "core", "checkout": "app"}))).unwrap();
+        assert_eq!(reuse_identity("test", &a), reuse_identity("test", &a2));
+        assert_ne!(reuse_identity("test", &a), reuse_identity("test", &b));
+        assert_ne!(reuse_identity("test", &a), reuse_identity("build", &a));
+        assert_eq!(reuse_identity("test", &a).len(), 16);
+        let n = |p: &str, args: &BTreeMap<String, ArgValue>| artifact_name(p, "test", "app", args, "5");
+        assert_eq!(n("out/{command}-{subject}-{crate}-{ts}.log", &a), "out/test-app-core-5.log");
+        assert_eq!(n("out/{command}-{subject}-{crate}-{ts}.log", &b), "out/test-app-server-5.log");
+        assert_eq!(n("out/{args}.log", &a), format!("out/{}.log", reuse_identity("test", &a)));
+        // An optional argument not given makes nothing; an empty one `%`.
+        assert_eq!(n("out/{filter}.log", &a), "out/.log");
+        let mut e = a.clone();
+        e.insert("filter".into(), ArgValue::Str(String::new()));
+        assert_eq!(n("out/{filter}.log", &e), "out/%.log");
+        let names: Vec<&str> = s.args.iter().map(|a| a.name.as_str()).collect();
+        assert!(artifact_pins_identity("o/{args}-{ts}", &names, Some("checkout")));
+        assert!(!artifact_pins_identity("o/{command}-{subject}-{ts}", &names, Some("checkout")));
+        assert!(artifact_pins_identity("o/{subject}", &["checkout"], Some("checkout")));
+        assert!(artifact_pins_identity("o/{checkout}-{target}", &["checkout", "target"], None));
+        assert!(!artifact_pins_identity("o/{checkout}", &["checkout", "target"], None));
+        check_artifact_pattern("o/{crate}-{args}-{ts}", &names).unwrap();
+        assert!(check_artifact_pattern("o/{nope}", &names).unwrap_err().contains("{nope}"));
+    }
+
+    #[test]
+    fn reuse_needs_every_pattern_fresh_and_newer_than_head() {
+        let f = |name: &str, modified: Millis| FoundArtifact { name: name.into(), modified };
+        let rule = ReuseRule { within_ms: 3_600_000, not_before: None };
+        let now = 10_000_000;
+        assert_eq!(reusable(&[vec![f("a-1", now - 10), f("a-2", now - 5)]], rule, now), Some(vec!["a-2".into()]));
+        // Too old, or older than the checkout's last commit: run again.
+        assert_eq!(reusable(&[vec![f("a-1", now - 3_600_001)]], rule, now), None);
+        let after_commit = ReuseRule { not_before: Some(now - 100), ..rule };
+        assert_eq!(reusable(&[vec![f("a-1", now - 101)]], after_commit, now), None);
+        assert_eq!(reusable(&[vec![f("a-1", now - 99)]], after_commit, now), Some(vec!["a-1".into()]));
+        // Every pattern must have one; none, or no pattern at all, runs it.
+        assert_eq!(reusable(&[vec![f("a", now)], vec![]], rule, now), None);
+        assert_eq!(reusable(&[], rule, now), None);
+        assert_eq!(reusable(&[vec![f("a", now)]], ReuseRule { within_ms: 0, ..rule }, now), None);
     }
 
     #[test]
@@ -1514,13 +1765,19 @@ mod tests {
 
     #[test]
     fn artifact_names_keep_the_subject_inside_its_directory() {
+        let none = BTreeMap::new();
         assert_eq!(
-            artifact_name("target/pcmail/{command}-{subject}-{ts}.log", "test", "app", 5),
+            artifact_name("target/pcmail/{command}-{subject}-{ts}.log", "test", "app", &none, "5"),
             "target/pcmail/test-app-5.log"
         );
-        assert_eq!(artifact_name("o/{subject}", "t", "../../x", 5), "o/.._.._x");
-        assert_eq!(artifact_name("o/{subject}", "t", "..", 5), "o/_");
-        assert!(check_relative_path(&artifact_name("o/{subject}", "t", "..", 5)).is_ok());
+        assert_eq!(artifact_name("o/{subject}", "t", "../../x", &none, "5"), "o/..%2F..%2Fx");
+        assert_eq!(artifact_name("o/{subject}", "t", "..", &none, "5"), "o/%2E%2E");
+        assert!(check_relative_path(&artifact_name("o/{subject}", "t", "..", &none, "5")).is_ok());
+        // One to one: values that differ give names that differ.
+        let vals = ["a/b", "a_b", "a%2Fb", "", "%", ".", "..", "a b", "é"];
+        let made: std::collections::BTreeSet<String> = vals.iter().map(|v| safe_name_part(v)).collect();
+        assert_eq!(made.len(), vals.len(), "{made:?}");
+        assert!(made.iter().all(|m| check_relative_path(m).is_ok() && !m.contains('/')));
     }
 
     #[test]

@@ -105,8 +105,14 @@ pub fn list_inputs(dir: &Path, rel: &str) -> Vec<(String, String)> {
                     let name = e.file_name().into_string().ok()?;
                     let mtime = e.metadata().ok()?.modified().ok()?;
                     let ns = mtime.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+                    // An input is one argv element: a name that starts with `-`
+                    // is given as `./-name`, never read as an option.
                     let id = if rel.is_empty() || rel == "." {
-                        name
+                        if name.starts_with('-') {
+                            format!("./{name}")
+                        } else {
+                            name
+                        }
                     } else {
                         format!("{}/{name}", rel.trim_end_matches('/'))
                     };
@@ -177,5 +183,17 @@ mod tests {
         std::fs::create_dir(d.path().join("sub")).unwrap();
         let l = list_inputs(d.path(), "in");
         assert_eq!(l.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), ["in/a.txt", "in/b.txt"]);
+    }
+
+    #[test]
+    fn an_input_named_like_an_option_is_given_as_a_path() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("--output=x"), "o").unwrap();
+        std::fs::write(d.path().join("a.txt"), "a").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/etc/hostname", d.path().join("host")).unwrap();
+        let l = list_inputs(d.path(), ".");
+        // Symlinks are not inputs (they could lead out of the checkout).
+        assert_eq!(l.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(), ["./--output=x", "a.txt"]);
     }
 }

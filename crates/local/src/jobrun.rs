@@ -64,7 +64,7 @@ pub fn run(
     let Some((program, rest)) = argv.split_first() else {
         return out(Ending::NotStarted, Some("pcmail: empty argv\n".into()));
     };
-    let file = match std::fs::OpenOptions::new().create(true).append(true).open(log) {
+    let file = match open_log(log) {
         Ok(f) => f,
         Err(e) => {
             return out(Ending::NotStarted, Some(format!("pcmail: cannot open the log {}: {e}\n", log.display())))
@@ -419,7 +419,20 @@ mod win {
 
 fn append(log: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    std::fs::OpenOptions::new().create(true).append(true).open(log)?.write_all(text.as_bytes())
+    open_log(log)?.write_all(text.as_bytes())
+}
+
+/// Opens a job's log for appending: its folder is made here, where every
+/// run (plain, chunked, verify, read-back) opens its log, so no path depends
+/// on another having run first. Folder 0700, file 0600, like every file
+/// pcmail keeps.
+pub fn open_log(log: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
+        pcmail_fsmode::create_private_dir_all(dir)?;
+    }
+    let f = pcmail_fsmode::private_open_options(std::fs::OpenOptions::new().create(true).append(true)).open(log)?;
+    pcmail_fsmode::restrict_file(log)?;
+    Ok(f)
 }
 
 /// The last `max` bytes of a file as UTF-8 (lossy), and whether it was cut.
@@ -512,6 +525,21 @@ mod tests {
         );
         assert_eq!(r.ending, Ending::NotStarted);
         assert!(r.output.contains("cannot start"), "{}", r.output);
+    }
+
+    #[test]
+    fn a_log_in_a_folder_that_does_not_exist_yet_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        // A fresh home: no jobs/ folder yet.
+        let log = log_path(&d.path().join("home"), "job-1-0000abcd", "run");
+        let never = AtomicBool::new(false);
+        let r = run(&s(&["echo", "hi"]), d.path(), &[], &log, Duration::from_secs(30), &never, &mut |_| {});
+        assert_eq!(r.ending, Ending::Exited(Some(0)), "{}", r.output);
+        assert_eq!(r.output, "hi\n");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(log.parent().unwrap()), 0o700);
+        assert_eq!(mode(&log), 0o600);
     }
 
     #[test]
