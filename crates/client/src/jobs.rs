@@ -488,8 +488,11 @@ impl Client {
                 return (JobState::TimedOut, result, unknown(": the run exited 0, its verify step did not finish"));
             };
             let ok = vrec.code == Some(0);
-            result.verify =
-                Some(VerifyOutcome { ok, exit: vrec.code.map(i64::from), output: jobrun::tail(&v, jobrun::OUTPUT_MAX).0 });
+            result.verify = Some(VerifyOutcome {
+                ok,
+                exit: vrec.code.map(i64::from),
+                output: jobrun::tail(&v, jobrun::OUTPUT_MAX).0,
+            });
             if !ok {
                 return (JobState::Failed, result, format!("its verify step failed ({late})"));
             }

@@ -81,7 +81,10 @@ pub fn run(
     let mut proc = match Proc::start(argv, cwd, env, &file, log) {
         Ok(p) => p,
         Err(e) => {
-            return out(Ending::NotStarted, Some(format!("pcmail: cannot start {program:?} in {}: {e}\n", cwd.display())))
+            return out(
+                Ending::NotStarted,
+                Some(format!("pcmail: cannot start {program:?} in {}: {e}\n", cwd.display())),
+            )
         }
     };
     let pid = proc.leader();
@@ -778,7 +781,15 @@ mod tests {
         // From a worker thread, as the daemon runs jobs.
         let d = dir.clone();
         let r = std::thread::spawn(move || {
-            run(&s(&["sh", "-c", &script]), &d, &[], &d.join("job.run.log"), Duration::from_secs(300), &never, &mut |_| {})
+            run(
+                &s(&["sh", "-c", &script]),
+                &d,
+                &[],
+                &d.join("job.run.log"),
+                Duration::from_secs(300),
+                &never,
+                &mut |_| {},
+            )
         })
         .join()
         .unwrap();
@@ -791,16 +802,16 @@ mod tests {
     fn a_killed_executor_takes_the_whole_tree_with_it() {
         let d = tempfile::tempdir().unwrap();
         let mut ex = executor_in_child(d.path(), TREE);
-        let tree = wait_for("the tree started", Duration::from_secs(20), || {
-            pids(d.path(), &["leader", "a", "b", "c", "d"])
-        });
+        let tree =
+            wait_for("the tree started", Duration::from_secs(20), || pids(d.path(), &["leader", "a", "b", "c", "d"]));
         assert!(tree.iter().all(|&p| crate::process::start_time(p).is_some()), "{tree:?}");
         ex.kill().unwrap(); // SIGKILL
         ex.wait().unwrap();
         let took = all_gone_within(&tree, Duration::from_secs(3))
             .unwrap_or_else(|alive| panic!("outlived their killed executor: {alive:?} of {tree:?}"));
         eprintln!("the tree was gone {took:?} after the executor's kill -9");
-        let rec = wait_for("the exit record", Duration::from_secs(5), || read_exit_record(&d.path().join("job.run.log")));
+        let rec =
+            wait_for("the exit record", Duration::from_secs(5), || read_exit_record(&d.path().join("job.run.log")));
         assert_eq!(rec.cause, ExitCause::ExecutorGone);
         assert_eq!(rec.signal, Some(libc::SIGKILL));
     }

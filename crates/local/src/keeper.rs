@@ -407,7 +407,13 @@ unsafe fn keeper_main(p: &Prepared, argv: &[*const libc::c_char], envp: &[*const
         libc::fchmod(lock, 0o600);
         libc::flock(lock, libc::LOCK_EX | libc::LOCK_NB);
     }
-    libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+    libc::prctl(
+        libc::PR_SET_CHILD_SUBREAPER,
+        1 as libc::c_ulong,
+        0 as libc::c_ulong,
+        0 as libc::c_ulong,
+        0 as libc::c_ulong,
+    );
     let mut ep = [0 as RawFd; 2];
     if libc::pipe2(ep.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
         send(info, TAG_NOT_STARTED, errno());
@@ -493,7 +499,13 @@ unsafe fn job_main(
     libc::setpgid(0, 0);
     // Only the keeper's own death (it is single-threaded, so no thread-exit
     // surprise): the leader then goes too, the rest is found by the next executor.
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong);
+    libc::prctl(
+        libc::PR_SET_PDEATHSIG,
+        libc::SIGKILL as libc::c_ulong,
+        0 as libc::c_ulong,
+        0 as libc::c_ulong,
+        0 as libc::c_ulong,
+    );
     if libc::getppid() != keeper {
         libc::_exit(1);
     }
