@@ -710,9 +710,10 @@ def jobs_kill_their_whole_tree():
     def status():
         r = lin.run(["--json", "job", "status", job_id])
         return (json.loads(r.stdout or b"null") or {}).get("job", {})
-    wait_until("the next daemon reports the interrupted run", lambda: status().get("state") == "timed_out", 60)
+    wait_until("the next daemon reports the run", lambda: status().get("state") == "timed_out", 60)
     job = status()
-    check("the run is reported timed_out, interrupted", job.get("state") == "timed_out" and "interrupted" in (job.get("reason") or ""), job)
+    # No exit record on Windows (no keeper): the reason says the executor stopped, never a guess.
+    check("the run is reported timed_out, the executor stopped", job.get("state") == "timed_out" and "executor stopped" in (job.get("reason") or ""), job)
 
 
 def main():

@@ -80,6 +80,21 @@ artifacts = ["out/{command}-{target}-{ts}.txt"]
 name = "target"
 type = "string"
 
+# A tree with every way out of a process group (a background child, a
+# setsid one with a child of its own), each PID in a file; waits for all.
+[[jobs.commands]]
+name = "tree"
+argv = ["sh", "-c", "sleep 100 & echo $! > tree.a; setsid sh -c 'sleep 100 & echo $! > tree.d; echo $$ > tree.c; wait' & sleep 100 & echo $! > tree.b; echo $$ > tree.leader; wait"]
+cwd = "app"
+time_limit_secs = 300
+
+# Blocks on `gate`, then fails with exit 7.
+[[jobs.commands]]
+name = "fail7"
+argv = ["sh", "-c", "echo $$ > fail7.pid; read line < gate; echo failing; exit 7"]
+cwd = "app"
+time_limit_secs = 300
+
 # Blocks on `gate` past its 1 s time limit.
 [[jobs.commands]]
 name = "slow"
@@ -159,8 +174,8 @@ fn setup_with(warm: bool) -> Setup {
     text.push_str(&jobs);
     std::fs::write(&cfg, text).unwrap();
     let wl = b.ok(&["job", "whitelist"]);
-    // The owner's 7 commands and the 4 built-in probes every PC executor has.
-    assert!(wl.contains("11 command(s)"), "{wl}");
+    // The owner's 9 commands and the 4 built-in probes every PC executor has.
+    assert!(wl.contains("13 command(s)"), "{wl}");
     assert!(wl.contains("_debug_sessions"), "{wl}");
     let mut s = Setup { _server: server, a, b, app, lib, daemon: None };
     s.start_daemon();
@@ -247,14 +262,14 @@ fn a_killed_executor_is_reported_timed_out_and_its_artifacts_are_not_made_twice(
     let pid: i64 = std::fs::read_to_string(s.app.path().join("pid")).unwrap().trim().parse().unwrap();
     assert!(alive(pid));
     s.kill9_daemon();
-    assert!(alive(pid), "the job's own process group outlives a killed daemon");
+    // The job does not outlive its executor, even one killed with -9 and not restarted.
+    wait_until("the job's process ended with its daemon", Duration::from_secs(3), || !alive(pid));
     s.start_daemon();
     wait_until("the job reported after the restart", Duration::from_secs(20), || s.state(&id) == "timed_out");
     let job = s.status(&id);
-    assert!(job["reason"].as_str().unwrap().contains("interrupted"), "{job}");
+    assert!(job["reason"].as_str().unwrap().contains("ended with it"), "{job}");
     assert_eq!(job["result"]["ran"], true);
     assert!(job["timeline"].as_array().unwrap().iter().any(|t| t["state"] == "timed_out"), "{job}");
-    wait_until("the orphaned process killed", Duration::from_secs(10), || !alive(pid));
     // The submitter's status says so, with exit 14.
     let out = s.a.run(&["job", "status", &id]);
     assert_eq!(out.status.code(), Some(14));
@@ -286,6 +301,76 @@ fn a_killed_executor_is_reported_timed_out_and_its_artifacts_are_not_made_twice(
     assert_eq!(r["job"]["result"]["ran"], true);
     assert_eq!(s.lines(s.lib.path(), "runs.txt"), 1);
     assert_eq!(r["job"]["result"]["artifacts"].as_array().unwrap().len(), 1, "{r}");
+}
+
+fn pids_in(dir: &Path, names: &[&str]) -> Option<Vec<i64>> {
+    names.iter().map(|n| std::fs::read_to_string(dir.join(n)).ok()?.trim().parse().ok()).collect()
+}
+
+/// A daemon killed with -9 and not restarted takes its job's whole tree
+/// with it, what left the job's process group with `setsid` included; the
+/// next daemon reports the run `timed_out`, saying the tree ended with it.
+#[test]
+fn a_killed_daemon_takes_its_jobs_whole_tree_with_it() {
+    let mut s = setup();
+    let (code, r) = s.submit(&["tree"], "s1");
+    assert_eq!(code, 0, "{r}");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    let names = ["tree.leader", "tree.a", "tree.b", "tree.c", "tree.d"];
+    let mut tree = vec![];
+    wait_until("the job's tree running", Duration::from_secs(20), || {
+        tree = pids_in(s.app.path(), &names).unwrap_or_default();
+        tree.len() == names.len() && tree.iter().all(|&p| alive(p))
+    });
+    let t0 = Instant::now();
+    s.kill9_daemon();
+    let gone = || tree.iter().all(|&p| !alive(p));
+    while !gone() && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left: Vec<i64> = tree.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        // SAFETY: not left behind by a failing test.
+        unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "outlived the daemon's kill -9 by 3 s: {left:?} of {tree:?}");
+    eprintln!("the job's tree was gone {:?} after the daemon's kill -9", t0.elapsed());
+    s.start_daemon();
+    wait_until("the run reported by the next daemon", Duration::from_secs(20), || s.state(&id) == "timed_out");
+    let job = s.status(&id);
+    let reason = job["reason"].as_str().unwrap();
+    assert!(reason.contains("ended with it") && !reason.contains("interrupted"), "{job}");
+}
+
+/// A job that ends while its daemon cannot record it (stopped, then killed
+/// with -9) is reported with its real exit code by the next daemon.
+#[test]
+fn a_job_that_ends_while_its_daemon_is_down_is_reported_with_its_real_exit_code() {
+    let mut s = setup();
+    let gate = s.app.path().join("gate");
+    mkfifo(&gate);
+    let (code, r) = s.submit(&["fail7"], "s1");
+    assert_eq!(code, 0, "{r}");
+    let id = r["job"]["id"].as_str().unwrap().to_string();
+    wait_until("the job running", Duration::from_secs(20), || {
+        s.state(&id) == "running" && s.app.path().join("fail7.pid").exists()
+    });
+    let daemon = s.daemon.as_ref().unwrap().id() as libc::pid_t;
+    // SAFETY: a signal to the daemon this test started.
+    unsafe { libc::kill(daemon, libc::SIGSTOP) };
+    release(&gate);
+    let record = s.b.home.path().join("jobs").join(format!("{id}.run.exit"));
+    wait_until("the job's exit record", Duration::from_secs(10), || record.exists());
+    s.kill9_daemon();
+    assert_eq!(s.state(&id), "running", "nobody reported it yet");
+    s.start_daemon();
+    wait_until("the run reported by the next daemon", Duration::from_secs(20), || s.state(&id) != "running");
+    let job = s.status(&id);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["result"]["exit"], 7, "{job}");
+    assert!(job["result"]["output"].as_str().unwrap().contains("failing"), "{job}");
+    assert!(job["reason"].as_str().unwrap().contains("exit 7"), "{job}");
+    wait_until("the exit record consumed", Duration::from_secs(10), || !record.exists());
 }
 
 /// Issue 13 point 3: while a job blocked on a FIFO runs, a probe job on the

@@ -8,8 +8,10 @@
 //! server acknowledged it. The process runs in a worker thread (the poll
 //! loop goes on: mail keeps arriving); its heartbeat rides the poll. The
 //! report is queued in the store, sent at once, and retried by the poll.
-//! A run left by an executor that died is found in the store and reported
-//! `timed_out` (its process group killed if it still runs).
+//! A run left by an executor that died is found in the store: when it ended
+//! by itself (its keeper's exit record says so) its real outcome is
+//! reported; otherwise `timed_out` with what is known (its tree ended with
+//! the executor, ended now, or "outcome unknown").
 
 use crate::transport::CallError;
 use crate::{Client, ClientError};
@@ -32,8 +34,20 @@ use std::time::{Duration, Instant};
 /// Store meta: the whitelist hash the server last answered.
 pub const WHITELIST_HASH: &str = "job_whitelist_hash";
 
-/// Reason a run left behind by a stopped executor is reported with.
-pub const REASON_INTERRUPTED: &str = "the executor stopped while the job ran (its run was interrupted)";
+/// Reasons a run left behind by a stopped executor is reported with: what is
+/// known of its end, never a guess. A run that ended by itself is reported
+/// with its real outcome instead (its keeper's exit record).
+pub const REASON_EXECUTOR_GONE: &str =
+    "the executor stopped while the job ran: its whole process tree was ended with it";
+pub const REASON_ENDED_BY_SUCCESSOR: &str =
+    "the executor stopped while the job ran: the restarted executor ended what was left of it";
+pub const REASON_KILLED_THEN_GONE: &str =
+    "the executor was ending the job (a cancel or its time limit) when it stopped: its process tree was ended";
+pub const REASON_NOT_STARTED: &str = "the executor stopped before the job's process started: it did not run";
+pub const REASON_OUTCOME_UNKNOWN: &str =
+    "outcome unknown: the executor stopped while the job ran and no exit record was left";
+/// How long a restarted executor waits for a keeper still ending a tree.
+const KEEPER_SETTLE: Duration = Duration::from_secs(5);
 
 pub use crate::executor::Executor;
 
@@ -377,8 +391,8 @@ impl Client {
     }
 
     /// Runs left in the store by an executor that is gone (killed, or this
-    /// very process before an exec restart): their process group is killed
-    /// if it still runs, and they are reported `timed_out` with the reason.
+    /// very process before an exec restart): each is reported with what is
+    /// known of its end (`orphan_outcome`), and what still runs of it is killed.
     fn recover_orphans(&mut self, ex: &Executor, now: Millis) -> Result<(), ClientError> {
         let me = this_process();
         for r in self.store.job_runs()? {
@@ -388,20 +402,100 @@ impl Client {
             if !orphan {
                 continue;
             }
-            let killed = r.pid.is_some_and(|pid| jobrun::kill_orphan(pid, r.pid_start));
-            let log = jobrun::log_path(&self.paths.home, &r.job_id, "run");
-            let (output, truncated) = jobrun::tail(&log, jobrun::OUTPUT_MAX);
-            let result = JobResult {
-                ran: r.pid.is_some(),
-                output,
-                truncated,
-                duration_ms: (now - r.started_at).max(0),
-                ..Default::default()
-            };
-            let reason = format!("{REASON_INTERRUPTED}{}", if killed { "; its process group was killed" } else { "" });
-            self.queue_report(&r.job_id, &r.runner, JobState::TimedOut, result, Some(reason), now)?;
+            let (state, result, reason) = self.orphan_outcome(&r, now);
+            self.queue_report(&r.job_id, &r.runner, state, result, Some(reason), now)?;
+            for step in ["run", "verify", "read-back"] {
+                jobrun::forget_exit_record(&jobrun::log_path(&self.paths.home, &r.job_id, step));
+            }
         }
         Ok(())
+    }
+
+    /// What is known of the end of a run whose executor is gone. Its keeper
+    /// (Linux) wrote an exit record when the run ended: a leader that exited
+    /// by itself gives the real outcome (a verify step counts as in a live
+    /// run); a tree ended with the executor is `timed_out` saying so. With
+    /// no record, a leader that still runs is killed now; one that is gone
+    /// ended in a way nobody saw: "outcome unknown".
+    fn orphan_outcome(&self, r: &JobRun, now: Millis) -> (JobState, JobResult, String) {
+        use jobrun::ExitCause;
+        let home = &self.paths.home;
+        let log = jobrun::log_path(home, &r.job_id, "run");
+        let record = jobrun::settled_exit_record(&log, KEEPER_SETTLE);
+        let killed = record.is_none() && r.pid.is_some_and(|pid| jobrun::kill_orphan(pid, r.pid_start));
+        let (output, truncated) = jobrun::tail(&log, jobrun::OUTPUT_MAX);
+        let mut result = JobResult {
+            ran: r.pid.is_some() || record.is_some(),
+            output,
+            truncated,
+            duration_ms: (now - r.started_at).max(0),
+            ..Default::default()
+        };
+        let unknown = |why: &str| format!("{REASON_OUTCOME_UNKNOWN}{why}");
+        let Some(rec) = record else {
+            return match (killed, r.pid) {
+                (true, _) => (JobState::TimedOut, result, REASON_ENDED_BY_SUCCESSOR.to_string()),
+                (false, None) => (JobState::TimedOut, result, REASON_NOT_STARTED.to_string()),
+                (false, Some(_)) => (JobState::TimedOut, result, unknown("")),
+            };
+        };
+        result.duration_ms = (rec.ended_at_ms - r.started_at).max(0);
+        result.exit = rec.code.map(i64::from);
+        match rec.cause {
+            ExitCause::ExecutorGone => return (JobState::TimedOut, result, REASON_EXECUTOR_GONE.to_string()),
+            ExitCause::Killed => return (JobState::TimedOut, result, REASON_KILLED_THEN_GONE.to_string()),
+            ExitCause::Exited => {}
+        }
+        let late = "reported by the restarted executor from the run's exit record";
+        // The plan tells whether a verify step was due and where the artifacts are.
+        let plan = serde_json::from_str::<Job>(&r.job)
+            .ok()
+            .and_then(|job| self.config.jobs.plan(&job.command, &args_json(&job.args), &job.id, job.submitted_at).ok());
+        if let Some(plan) = &plan {
+            result.artifacts = plan.artifacts.iter().filter(|a| plan.cwd.join(a).is_file()).cloned().collect();
+            if plan.inputs.is_some() {
+                return (
+                    JobState::TimedOut,
+                    result,
+                    "the executor stopped during a chunked job: the inputs done are kept, a rerun does the rest"
+                        .to_string(),
+                );
+            }
+        }
+        match rec.code {
+            Some(0) => {}
+            Some(c) => return (JobState::Failed, result, format!("exit {c} ({late})")),
+            None => {
+                let sig = rec.signal.map(|s| format!(" {s}")).unwrap_or_default();
+                return (JobState::Failed, result, format!("ended by signal{sig} ({late})"));
+            }
+        }
+        let Some(plan) = plan else {
+            return (JobState::TimedOut, result, unknown(": the run exited 0, but its command is no longer configured here, so its verify step cannot be checked"));
+        };
+        if plan.read_back.is_some() {
+            let rb = jobrun::log_path(home, &r.job_id, "read-back");
+            if jobrun::read_exit_record(&rb).is_some() {
+                result.read_back = Some(jobrun::tail(&rb, jobrun::OUTPUT_MAX).0);
+            }
+        }
+        if plan.verify.is_some() {
+            let v = jobrun::log_path(home, &r.job_id, "verify");
+            let Some(vrec) = jobrun::settled_exit_record(&v, KEEPER_SETTLE).filter(|x| x.cause == ExitCause::Exited)
+            else {
+                return (JobState::TimedOut, result, unknown(": the run exited 0, its verify step did not finish"));
+            };
+            let ok = vrec.code == Some(0);
+            result.verify = Some(VerifyOutcome {
+                ok,
+                exit: vrec.code.map(i64::from),
+                output: jobrun::tail(&v, jobrun::OUTPUT_MAX).0,
+            });
+            if !ok {
+                return (JobState::Failed, result, format!("its verify step failed ({late})"));
+            }
+        }
+        (JobState::Ok, result, format!("exit 0 ({late})"))
     }
 
     /// While this PC runs jobs: a poll at least every heartbeat period, and
@@ -427,7 +521,18 @@ impl Client {
 /// Sends one report; taken (or finally refused) → out of the queue.
 fn send_report(t: &dyn crate::transport::Transport, store: &mut pcmail_store::Store, r: &ReportArgs) {
     match t.call(&Op::JobReport(r.clone())) {
-        Ok(_) => {
+        Ok(v) => {
+            // A report after the server closed the job (its sweep: no heartbeat)
+            // leaves the job as it is; the real outcome stays in this PC's log.
+            let kept = v.get("job").and_then(|j| j.get("state")).and_then(|s| s.as_str()).map(str::to_string);
+            if let Some(kept) = kept.filter(|k| k != r.state.as_str()) {
+                tracing::warn!(
+                    "job {}: the server had already ended it {kept}; its outcome here was {} ({})",
+                    r.job_id,
+                    r.state.as_str(),
+                    r.reason.clone().unwrap_or_default()
+                );
+            }
             let _ = store.job_reports_done(std::slice::from_ref(&r.job_id));
         }
         Err(CallError::Server(p)) if !p.code.is_transient() && p.code != ErrorCode::UnknownPc => {
@@ -462,8 +567,14 @@ impl Work {
         match pcmail_store::Store::open(&self.paths.store()) {
             Ok(mut store) => {
                 let text = serde_json::to_string(&report).unwrap_or_default();
-                if let Err(e) = store.job_finish(&id, &text, now) {
-                    tracing::warn!("job {id}: cannot queue its report: {e}");
+                match store.job_finish(&id, &text, now) {
+                    // Recorded: the keepers' exit records have served.
+                    Ok(()) => {
+                        for step in ["run", "verify", "read-back"] {
+                            jobrun::forget_exit_record(&jobrun::log_path(&self.paths.home, &id, step));
+                        }
+                    }
+                    Err(e) => tracing::warn!("job {id}: cannot queue its report: {e}"),
                 }
                 if let Ok(t) = crate::make_transport(&self.paths, &self.config, self.clock) {
                     send_report(t.as_ref(), &mut store, &report);

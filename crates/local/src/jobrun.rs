@@ -6,6 +6,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+#[cfg(not(target_os = "linux"))]
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -44,6 +45,11 @@ pub struct Started {
 /// Runs `argv` in `cwd` with the given environment, output appended to
 /// `log`. `on_start` gets the process ids as soon as it runs; `cancel` is
 /// looked at every few ms; `limit` ends it as `TimedOut`.
+///
+/// On Linux the job runs under a keeper process (see `keeper`): its whole
+/// tree is ended with it when the leader exits, on a cancel or at the time
+/// limit, and also when this executor dies, however it dies; the keeper then
+/// leaves an exit record beside the log ([`read_exit_record`]).
 pub fn run(
     argv: &[String],
     cwd: &Path,
@@ -61,31 +67,19 @@ pub fn run(
         let (output, truncated) = tail(log, OUTPUT_MAX);
         RunOutcome { ending, duration_ms: t0.elapsed().as_millis() as i64, output, truncated }
     };
-    let Some((program, rest)) = argv.split_first() else {
+    let Some(program) = argv.first() else {
         return out(Ending::NotStarted, Some("pcmail: empty argv\n".into()));
     };
+    // A record left by an earlier run on the same log is not this run's.
+    forget_exit_record(log);
     let file = match open_log(log) {
         Ok(f) => f,
         Err(e) => {
             return out(Ending::NotStarted, Some(format!("pcmail: cannot open the log {}: {e}\n", log.display())))
         }
     };
-    let mut cmd = Command::new(program);
-    cmd.args(rest).current_dir(cwd).stdin(Stdio::null());
-    match (file.try_clone(), file.try_clone()) {
-        (Ok(a), Ok(b)) => {
-            cmd.stdout(Stdio::from(a)).stderr(Stdio::from(b));
-        }
-        _ => {
-            cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        }
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    own_group(&mut cmd);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    let mut proc = match Proc::start(argv, cwd, env, &file, log) {
+        Ok(p) => p,
         Err(e) => {
             return out(
                 Ending::NotStarted,
@@ -93,36 +87,23 @@ pub fn run(
             )
         }
     };
-    let pid = child.id() as i64;
-    let group = match Group::adopt(&mut child) {
-        Ok(g) => g,
-        Err(e) => return out(Ending::NotStarted, Some(format!("pcmail: cannot start {program:?}: {e}\n"))),
-    };
+    let pid = proc.leader();
     on_start(Started { pid, pgid: pid });
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                // The leader exited: whatever it left running in its group goes too.
-                group.kill();
-                return out(Ending::Exited(status.code()), None);
-            }
+        match proc.try_wait() {
+            Ok(Some(code)) => return out(Ending::Exited(code), None),
             Ok(None) => {}
             Err(e) => {
-                group.kill();
-                let _ = child.wait();
+                proc.kill();
                 return out(Ending::Exited(None), Some(format!("pcmail: lost the process: {e}\n")));
             }
         }
         if cancel.load(Ordering::Relaxed) {
-            group.kill();
-            let _ = child.kill();
-            let _ = child.wait();
+            proc.kill();
             return out(Ending::Cancelled, Some("pcmail: cancelled\n".into()));
         }
         if t0.elapsed() >= limit {
-            group.kill();
-            let _ = child.kill();
-            let _ = child.wait();
+            proc.kill();
             return out(Ending::TimedOut, Some(format!("pcmail: killed at its time limit ({} s)\n", limit.as_secs())));
         }
         // Short jobs (probes) are answered fast; long ones are looked at every 20 ms.
@@ -130,24 +111,233 @@ pub fn run(
     }
 }
 
+
+/// A started job as the run loop sees it: on Linux its keeper.
+#[cfg(target_os = "linux")]
+struct Proc(crate::keeper::Keeper);
+
+#[cfg(target_os = "linux")]
+impl Proc {
+    fn start(
+        argv: &[String],
+        cwd: &Path,
+        env: &[(String, String)],
+        file: &std::fs::File,
+        log: &Path,
+    ) -> Result<Proc, String> {
+        crate::keeper::Keeper::spawn(argv, cwd, env, file, log).map(Proc)
+    }
+
+    fn leader(&self) -> i64 {
+        self.0.leader()
+    }
+
+    /// The leader's exit code once the keeper ended the tree (None: a signal).
+    fn try_wait(&mut self) -> Result<Option<Option<i32>>, String> {
+        Ok(self.0.try_wait())
+    }
+
+    fn kill(&mut self) {
+        self.0.kill();
+        self.0.wait();
+    }
+}
+
+/// A started job elsewhere: the child in its group (Unix: a process group;
+/// Windows: a Job Object).
+#[cfg(not(target_os = "linux"))]
+struct Proc {
+    child: std::process::Child,
+    group: Group,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Proc {
+    fn start(
+        argv: &[String],
+        cwd: &Path,
+        env: &[(String, String)],
+        file: &std::fs::File,
+        _log: &Path,
+    ) -> Result<Proc, String> {
+        let (program, rest) = argv.split_first().ok_or("empty argv")?;
+        let mut cmd = Command::new(program);
+        cmd.args(rest).current_dir(cwd).stdin(Stdio::null());
+        match (file.try_clone(), file.try_clone()) {
+            (Ok(a), Ok(b)) => {
+                cmd.stdout(Stdio::from(a)).stderr(Stdio::from(b));
+            }
+            _ => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        own_group(&mut cmd);
+        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        let group = Group::adopt(&mut child)?;
+        Ok(Proc { child, group })
+    }
+
+    fn leader(&self) -> i64 {
+        self.child.id() as i64
+    }
+
+    fn try_wait(&mut self) -> Result<Option<Option<i32>>, String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                // The leader exited: whatever it left running in its group goes too.
+                self.group.kill();
+                Ok(Some(status.code()))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn kill(&mut self) {
+        self.group.kill();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How the keeper saw a run end (the exit record's `cause`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCause {
+    /// The job's leader exited by itself (its code or signal is real).
+    Exited,
+    /// The executor died while the job ran: the keeper ended the tree.
+    ExecutorGone,
+    /// The executor asked for the kill (a cancel or the time limit).
+    Killed,
+}
+
+/// What the keeper wrote beside a run's log when the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitRecord {
+    /// The leader's exit code; None when a signal ended it.
+    pub code: Option<i32>,
+    /// The signal that ended the leader, if one did.
+    pub signal: Option<i32>,
+    pub cause: ExitCause,
+    /// When the keeper wrote it (ms since the Unix epoch, the PC's clock).
+    pub ended_at_ms: i64,
+}
+
+/// Where a run's exit record is kept: `<id>.<step>.exit` beside its log.
+pub fn exit_record_path(log: &Path) -> PathBuf {
+    log.with_extension("exit")
+}
+
+/// The run's exit record, if its keeper wrote a complete one.
+pub fn read_exit_record(log: &Path) -> Option<ExitRecord> {
+    let text = std::fs::read_to_string(exit_record_path(log)).ok()?;
+    parse_exit_record(&text)
+}
+
+fn parse_exit_record(text: &str) -> Option<ExitRecord> {
+    let mut lines = text.lines();
+    if lines.next()? != "pcmail-job-exit 1" || !text.ends_with("\nend\n") {
+        return None;
+    }
+    let mut status: Option<Option<i32>> = None;
+    let (mut cause, mut ended) = (None, None);
+    for l in lines {
+        let (k, v) = l.split_once(' ').unwrap_or((l, ""));
+        match k {
+            "status" if v == "unknown" => status = Some(None),
+            "status" => status = Some(Some(v.parse().ok()?)),
+            "cause" => {
+                cause = Some(match v {
+                    "exited" => ExitCause::Exited,
+                    "executor_gone" => ExitCause::ExecutorGone,
+                    "killed" => ExitCause::Killed,
+                    _ => return None,
+                })
+            }
+            "ended_at_ms" => ended = Some(v.parse().ok()?),
+            _ => {}
+        }
+    }
+    let status = status?;
+    Some(ExitRecord {
+        code: status.and_then(wait_code),
+        signal: status.and_then(wait_signal),
+        cause: cause?,
+        ended_at_ms: ended?,
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn wait_code(status: i32) -> Option<i32> {
+    crate::keeper::code_of(status)
+}
+
+#[cfg(target_os = "linux")]
+fn wait_signal(status: i32) -> Option<i32> {
+    crate::keeper::signal_of(status)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn wait_code(status: i32) -> Option<i32> {
+    Some(status)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn wait_signal(_: i32) -> Option<i32> {
+    None
+}
+
+/// Waits (at most `limit`) while the run's keeper is still alive, finishing
+/// the tree it ends and its exit record; then the record, if it wrote one.
+/// A keeper holds a lock on `<id>.<step>.keeper` for its whole life, so
+/// "still finishing" and "gone without a record" are told apart.
+pub fn settled_exit_record(log: &Path, limit: Duration) -> Option<ExitRecord> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let Ok(f) = std::fs::OpenOptions::new().read(true).open(crate::keeper::beside(log, "keeper")) {
+            let t0 = Instant::now();
+            // SAFETY: flock on a descriptor owned here (released when `f` closes).
+            while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 && t0.elapsed() < limit {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = limit;
+    read_exit_record(log)
+}
+
+/// Removes a run's exit record and keeper lock (its report is queued, or a
+/// new run starts on the same log).
+pub fn forget_exit_record(log: &Path) {
+    for ext in ["exit", "exit.tmp", "keeper"] {
+        let _ = std::fs::remove_file(log.with_extension(ext));
+    }
+}
+
 /// A short read-only step (verify, read-back): its exit code and output.
 pub fn run_step(argv: &[String], cwd: &Path, env: &[(String, String)], log: &Path, limit: Duration) -> RunOutcome {
     let never = AtomicBool::new(false);
     let _ = std::fs::remove_file(log);
+    forget_exit_record(log);
     run(argv, cwd, env, log, limit, &never, &mut |_| {})
 }
 
-#[cfg(unix)]
+#[cfg(all(unix, not(target_os = "linux")))]
 fn own_group(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
 }
 
 /// The job's group on Unix: its process group, made at spawn.
-#[cfg(unix)]
+#[cfg(all(unix, not(target_os = "linux")))]
 struct Group(i64);
 
-#[cfg(unix)]
+#[cfg(all(unix, not(target_os = "linux")))]
 impl Group {
     fn adopt(child: &mut std::process::Child) -> Result<Group, String> {
         Ok(Group(child.id() as i64))
@@ -525,6 +715,186 @@ mod tests {
         );
         assert_eq!(r.ending, Ending::NotStarted);
         assert!(r.output.contains("cannot start"), "{}", r.output);
+    }
+
+    /// A job tree with every way out of a process group: a background
+    /// child, a `setsid` one (own session and group) with a child of its
+    /// own, and the leader waiting. Each writes its PID to a file.
+    const TREE: &str = "sleep 100 & echo $! > a; \
+        setsid sh -c 'sleep 100 & echo $! > d; echo $$ > c; wait' & \
+        sleep 100 & echo $! > b; echo $$ > leader; wait";
+
+    fn pids(dir: &Path, names: &[&str]) -> Option<Vec<i64>> {
+        names.iter().map(|n| std::fs::read_to_string(dir.join(n)).ok()?.trim().parse().ok()).collect()
+    }
+
+    fn all_gone_within(pids: &[i64], limit: Duration) -> Result<Duration, Vec<i64>> {
+        let t0 = Instant::now();
+        loop {
+            let alive: Vec<i64> = pids.iter().copied().filter(|&p| crate::process::start_time(p).is_some()).collect();
+            if alive.is_empty() {
+                return Ok(t0.elapsed());
+            }
+            if t0.elapsed() > limit {
+                // Not left behind for the next test run.
+                for &p in &alive {
+                    // SAFETY: a signal to a process this test started.
+                    unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+                }
+                return Err(alive);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+        let t0 = Instant::now();
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// An executor in a process of its own (this test binary, running the
+    /// ignored `executor_process` below): it runs `script` in `dir`.
+    fn executor_in_child(dir: &Path, script: &str) -> std::process::Child {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "jobrun::tests::executor_process", "--nocapture", "--test-threads=1"])
+            .env("PCMAIL_TEST_EXECUTOR_DIR", dir)
+            .env("PCMAIL_TEST_EXECUTOR_SCRIPT", script)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    #[ignore = "the executor process of the tests below"]
+    fn executor_process() {
+        let (Some(dir), Some(script)) =
+            (std::env::var_os("PCMAIL_TEST_EXECUTOR_DIR"), std::env::var("PCMAIL_TEST_EXECUTOR_SCRIPT").ok())
+        else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let never = AtomicBool::new(false);
+        // From a worker thread, as the daemon runs jobs.
+        let d = dir.clone();
+        let r = std::thread::spawn(move || {
+            run(
+                &s(&["sh", "-c", &script]),
+                &d,
+                &[],
+                &d.join("job.run.log"),
+                Duration::from_secs(300),
+                &never,
+                &mut |_| {},
+            )
+        })
+        .join()
+        .unwrap();
+        std::fs::write(dir.join("executor-saw"), format!("{:?}", r.ending)).unwrap();
+    }
+
+    /// Killed with -9, the executor takes the job's whole tree with it: the
+    /// leader, its background children and what left the group with setsid.
+    #[test]
+    fn a_killed_executor_takes_the_whole_tree_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let mut ex = executor_in_child(d.path(), TREE);
+        let tree =
+            wait_for("the tree started", Duration::from_secs(20), || pids(d.path(), &["leader", "a", "b", "c", "d"]));
+        assert!(tree.iter().all(|&p| crate::process::start_time(p).is_some()), "{tree:?}");
+        ex.kill().unwrap(); // SIGKILL
+        ex.wait().unwrap();
+        let took = all_gone_within(&tree, Duration::from_secs(3))
+            .unwrap_or_else(|alive| panic!("outlived their killed executor: {alive:?} of {tree:?}"));
+        eprintln!("the tree was gone {took:?} after the executor's kill -9");
+        let rec =
+            wait_for("the exit record", Duration::from_secs(5), || read_exit_record(&d.path().join("job.run.log")));
+        assert_eq!(rec.cause, ExitCause::ExecutorGone);
+        assert_eq!(rec.signal, Some(libc::SIGKILL));
+    }
+
+    /// A run that ends while its executor cannot record it (stopped, then
+    /// killed) leaves its real exit code beside its log, privately.
+    #[test]
+    fn a_run_that_ends_unseen_leaves_its_real_exit_code() {
+        let d = tempfile::tempdir().unwrap();
+        let gate = d.path().join("gate");
+        assert!(std::process::Command::new("mkfifo").arg(&gate).status().unwrap().success());
+        let mut ex = executor_in_child(d.path(), "echo $$ > leader; read x < gate; echo done; exit 7");
+        let leader = wait_for("the job started", Duration::from_secs(20), || pids(d.path(), &["leader"]))[0];
+        // SAFETY: signals to a child this test started.
+        unsafe { libc::kill(ex.id() as libc::pid_t, libc::SIGSTOP) };
+        {
+            use std::io::Write;
+            std::fs::OpenOptions::new().write(true).open(&gate).unwrap().write_all(b"go\n").unwrap();
+        }
+        let log = d.path().join("job.run.log");
+        let rec = wait_for("the exit record", Duration::from_secs(10), || read_exit_record(&log));
+        ex.kill().unwrap();
+        ex.wait().unwrap();
+        assert!(!d.path().join("executor-saw").exists(), "the executor never saw the end");
+        assert_eq!((rec.code, rec.signal, rec.cause), (Some(7), None, ExitCause::Exited));
+        assert!(crate::process::start_time(leader).is_none());
+        assert_eq!(settled_exit_record(&log, Duration::from_secs(5)), Some(rec), "the keeper is gone");
+        use std::os::unix::fs::PermissionsExt;
+        for f in [log.clone(), exit_record_path(&log)] {
+            let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{} is {mode:o}", f.display());
+        }
+        assert!(tail(&log, OUTPUT_MAX).0.contains("done"));
+    }
+
+    /// The time limit (and a cancel) end what left the group too.
+    #[test]
+    fn the_time_limit_ends_what_left_the_group() {
+        let d = tempfile::tempdir().unwrap();
+        let never = AtomicBool::new(false);
+        let dir = d.path().to_path_buf();
+        let r = std::thread::scope(|sc| {
+            let h = sc.spawn(|| {
+                run(&s(&["sh", "-c", TREE]), &dir, &[], &dir.join("a.log"), Duration::from_secs(3), &never, &mut |_| {})
+            });
+            h.join().unwrap()
+        });
+        assert_eq!(r.ending, Ending::TimedOut);
+        let tree = pids(d.path(), &["leader", "a", "b", "c", "d"]).expect("the tree had started");
+        all_gone_within(&tree, Duration::from_secs(2)).unwrap_or_else(|alive| panic!("left running: {alive:?}"));
+        let rec = read_exit_record(&d.path().join("a.log")).unwrap();
+        assert_eq!(rec.cause, ExitCause::Killed);
+    }
+
+    /// Job logs are private, also one that existed with a wider mode.
+    #[test]
+    fn job_logs_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("old.log");
+        std::fs::write(&log, "earlier\n").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let never = AtomicBool::new(false);
+        let r = run(&s(&["echo", "hi"]), d.path(), &[], &log, Duration::from_secs(30), &never, &mut |_| {});
+        assert_eq!(r.ending, Ending::Exited(Some(0)));
+        assert_eq!(std::fs::metadata(&log).unwrap().permissions().mode() & 0o777, 0o600);
+        let fresh = d.path().join("new.log");
+        run(&s(&["/no/such/program"]), d.path(), &[], &fresh, Duration::from_secs(30), &never, &mut |_| {});
+        assert_eq!(std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn an_exit_record_is_read_only_when_complete() {
+        let full = "pcmail-job-exit 1\nleader 5\nstatus 1792\ncause exited\nended_at_ms 9\nend\n";
+        let r = parse_exit_record(full).unwrap();
+        assert_eq!((r.code, r.cause, r.ended_at_ms), (Some(7), ExitCause::Exited, 9));
+        assert_eq!(parse_exit_record(&full[..full.len() - 4]), None, "cut short");
+        assert_eq!(parse_exit_record("garbage"), None);
+        let sig = parse_exit_record("pcmail-job-exit 1\nstatus 9\ncause executor_gone\nended_at_ms 1\nend\n").unwrap();
+        assert_eq!((sig.code, sig.signal), (None, Some(9)));
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod handoff_hook;
 pub mod hook;
 pub mod jobconf;
 pub mod jobrun;
+#[cfg(target_os = "linux")]
+mod keeper;
 pub mod leases;
 pub mod locks;
 pub mod process;

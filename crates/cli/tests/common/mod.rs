@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 
 pub const TOKEN: &str = "e2e-token-0123456789";
 
+/// The `pcmail` under test; `PCMAIL_TEST_EXE` names another build of it (a
+/// copy taken before a shared target directory's binary is rebuilt).
 pub fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pcmail"))
+    std::env::var_os("PCMAIL_TEST_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pcmail")))
 }
 
 pub fn repo_root() -> PathBuf {
