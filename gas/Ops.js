@@ -141,7 +141,7 @@ function applyMarks_(marks, locs, pc, now, changed, events, names) {
     const at = Math.min(mk.at, now); // never in the server's future
     // Past its expiry, the mail is expired first (as the sweep would have), so the
     // mark acts on the state the server's clock has decided.
-    const due = m.expiresAt !== null && m.expiresAt <= now && transition_(m, 'expired', m.expiresAt, 'server', null, now);
+    const due = isDue_(m, now) && transition_(m, 'expired', m.expiresAt, 'server', null, now);
     if (due) {
       changed[m.id] = loc;
       const ev0 = eventOf_(m);
@@ -237,6 +237,14 @@ function opPoll_(req, now) {
         events.push(ev);
       }
     }
+    // Past its expiry the mail is expired first (as the Rust server's catch-up does),
+    // so the confirm does not deliver it.
+    if (isDue_(loc.mail, now) && transition_(loc.mail, 'expired', loc.mail.expiresAt, 'server', null, now)) {
+      changed[id] = loc;
+      const ev0 = eventOf_(loc.mail);
+      ev0.pc = req.pc;
+      events.push(ev0);
+    }
     if (transition_(loc.mail, 'delivered', now, req.pc, null, now)) {
       changed[id] = loc;
       const ev = eventOf_(loc.mail);
@@ -258,7 +266,8 @@ function opPoll_(req, now) {
   const pending = pendingOf_(found.mine, [req.pc].concat(liveNamesOf_(st, req.pc)), a.limit);
   const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
   const out = {
-    mail: pending.mails.map(mailView_), confirmed: confirmed, marks: marks,
+    // Mail past its expiry is not offered (it is expired, whether or not a sweep wrote it).
+    mail: pending.mails.filter(function (m) { return !isDue_(m, now); }).map(mailView_), confirmed: confirmed, marks: marks,
     updates: upd.updates, cursor: upd.cursor, more: pending.more || upd.more,
     rosterVersion: rosterVersion_()
   };

@@ -316,6 +316,19 @@ impl Engine {
         .unwrap_or(false)
     }
 
+    /// The version of the live leases (`meta.lease_version`, moved by every
+    /// claim, release, takeover and end), read without a write lock: the
+    /// embedded PC's poller compares it with the one it knows to poll at once
+    /// when another PC's lease changed.
+    pub fn lease_version(&self) -> Option<i64> {
+        self.with_tx(Mode::Read, |tx| {
+            Ok(tx
+                .prepare_cached("SELECT value FROM meta WHERE key = 'lease_version'")?
+                .query_row(crate::store::p![], |r| r.get(0))?)
+        })
+        .ok()
+    }
+
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
         let out = self.with_tx_feed(Mode::Write, true, |tx| {
