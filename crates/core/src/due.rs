@@ -51,7 +51,12 @@ pub fn mail_as_read(m: &mut Mail, now: Millis) {
 /// A lease: a heartbeat lease held and silent for 6·H is `stale` from
 /// `heartbeat_at + 6·H`; a TTL lease (held or stale) past its end is `expired`
 /// at its end. Other states never move by time.
-pub fn lease(state: LeaseState, heartbeat_at: Millis, ttl_expires_at: Option<Millis>, now: Millis) -> Option<Due<LeaseState>> {
+pub fn lease(
+    state: LeaseState,
+    heartbeat_at: Millis,
+    ttl_expires_at: Option<Millis>,
+    now: Millis,
+) -> Option<Due<LeaseState>> {
     match (state, ttl_expires_at) {
         (LeaseState::Held, None) if heartbeat_at + lease::STALE_AFTER_MS <= now => {
             Some(Due { state: LeaseState::Stale, at: heartbeat_at + lease::STALE_AFTER_MS, reason: None })
@@ -72,7 +77,14 @@ pub fn job_run_start(j: &Job) -> Millis {
 /// heartbeat (or the run's start) + 6·H; running past twice its time limit is
 /// `timed_out` at that moment; queued and never started for 7 days is
 /// `cancelled`. A running job's first deadline wins.
-pub fn job(state: JobState, heartbeat_at: Option<Millis>, run_start: Millis, time_limit_ms: Millis, submitted_at: Millis, now: Millis) -> Option<Due<JobState>> {
+pub fn job(
+    state: JobState,
+    heartbeat_at: Option<Millis>,
+    run_start: Millis,
+    time_limit_ms: Millis,
+    submitted_at: Millis,
+    now: Millis,
+) -> Option<Due<JobState>> {
     match state {
         JobState::Running => {
             let silent = heartbeat_at.unwrap_or(run_start) + job::STALE_AFTER_MS;
@@ -146,7 +158,10 @@ mod tests {
     #[test]
     fn leases_go_stale_or_expire_at_their_moment() {
         let s = lease::STALE_AFTER_MS;
-        assert_eq!(lease(LeaseState::Held, 10, None, 10 + s).map(|d| (d.state, d.at)), Some((LeaseState::Stale, 10 + s)));
+        assert_eq!(
+            lease(LeaseState::Held, 10, None, 10 + s).map(|d| (d.state, d.at)),
+            Some((LeaseState::Stale, 10 + s))
+        );
         assert_eq!(lease(LeaseState::Held, 10, None, 9 + s), None);
         assert_eq!(lease(LeaseState::Stale, 10, None, i64::MAX / 4), None);
         assert_eq!(lease(LeaseState::Held, 10, Some(500), 500).map(|d| d.state), Some(LeaseState::Expired));

@@ -75,7 +75,8 @@ pub const REASON_NEVER_STARTED: &str = "never started";
 /// An executor that comes back to a run it started and finds no record of
 /// how it ended (no exit code beside the run log): the job ends `timed_out`
 /// with this reason. It may have finished, so it is never called interrupted.
-pub const REASON_OUTCOME_UNKNOWN: &str = "the executor stopped while the job ran; outcome unknown (no exit code was recorded)";
+pub const REASON_OUTCOME_UNKNOWN: &str =
+    "the executor stopped while the job ran; outcome unknown (no exit code was recorded)";
 /// The timeline note of a result that arrived after the server had timed the
 /// job out for silence: the run's own end replaces the unknown one.
 pub const LATE_REPORT_NOTE: &str = "reported by its executor after the server timed it out for silence";

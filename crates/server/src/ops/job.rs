@@ -405,8 +405,7 @@ fn correct_late(ctx: &mut Ctx<'_>, j: &StoredJob, r: &ReportArgs) -> OpResult<()
     let (output, cut) = cj::cap_output(&result.output);
     result.output = output;
     result.truncated |= cut;
-    let result_json =
-        serde_json::to_string(&result).map_err(|e| OpError::proto(ErrorCode::Internal, e.to_string()))?;
+    let result_json = serde_json::to_string(&result).map_err(|e| OpError::proto(ErrorCode::Internal, e.to_string()))?;
     let at = ctx.now.max(j.last_at);
     let reason = match &r.reason {
         Some(x) => format!("{x} ({})", cj::LATE_REPORT_NOTE),
