@@ -32,8 +32,10 @@ use std::time::{Duration, Instant};
 /// Store meta: the whitelist hash the server last answered.
 pub const WHITELIST_HASH: &str = "job_whitelist_hash";
 
-/// Reason a run left behind by a stopped executor is reported with.
-pub const REASON_INTERRUPTED: &str = "the executor stopped while the job ran (its run was interrupted)";
+/// Reason a run left behind by a stopped executor is reported with when
+/// nothing says how it ended: it may have finished, so "outcome unknown"
+/// (the one wording, in core, that both servers also use), never "interrupted".
+pub const REASON_INTERRUPTED: &str = pcmail_core::job::REASON_OUTCOME_UNKNOWN;
 
 pub use crate::executor::Executor;
 

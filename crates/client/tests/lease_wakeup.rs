@@ -181,6 +181,15 @@ fn another_pcs_guard_hears_of_a_claim_within_a_second_through_pcmail_serve() {
     let url = format!("http://{addr}/api");
     let http = |label: &str| {
         let t = Http::new(&url, Some(TOKEN), label, true).unwrap();
+        // On the roster by the admin first (as `pcmail roster add` does).
+        let op = pcmail_core::protocol::Op::RosterSet {
+            label: label.into(),
+            hostname: label.into(),
+            number: None,
+            claim: false,
+            replace: false,
+        };
+        t.call(&op).unwrap();
         client(dir.path(), label, ServerConfig::Http { url: url.clone() }, Box::new(t))
     };
     let (a, b) = (http("pc-a"), http("pc-b"));
