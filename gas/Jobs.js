@@ -587,6 +587,8 @@ function opJobCancel_(req, now) {
   if (!loc) throw jobNotFound_(a.jobId);
   const j = loc.job;
   if (j.submitter.pc !== req.pc && j.target !== req.pc) throw forbiddenJob_(j, 'its submitter\'s PC or its target PC');
+  // A job the clock has already ended is ended first (as the Rust server's catch-up does).
+  if (jobAsRead_(j, now)) jobSave_([loc]);
   const by = sanitizeActor_(a.by);
   if (j.state === 'queued') {
     jobEnd_(j, 'cancelled', now, by, a.reason === null ? 'cancelled by ' + by : a.reason, j.result);
@@ -605,7 +607,8 @@ function opJobStart_(req, now) {
   const loc = jobLocate_([a.jobId])[a.jobId];
   if (!loc) throw jobNotFound_(a.jobId);
   if (loc.job.target !== req.pc) throw forbiddenJob_(loc.job, 'its target PC ' + loc.job.target);
-  if (jobStart_(loc.job, a.runner, a.startedAt, now)) jobSave_([loc]);
+  const aged = jobAsRead_(loc.job, now); // a queued job past 7 days is cancelled first
+  if (jobStart_(loc.job, a.runner, a.startedAt, now) || aged) jobSave_([loc]);
   return { job: jobView_(loc.job, true) };
 }
 
