@@ -374,7 +374,23 @@ function jobStart_(j, runner, startedAt, now) {
 
 // job.report's rule. Returns true when the job changed.
 function jobReport_(j, r, now) {
-  if (jobEnded_(j.state)) return false;
+  const aged = jobAsRead_(j, now); // a run already timed out by the clock is ended before the report
+  if (jobEnded_(j.state)) {
+    // crates/core job.rs late_report_allowed: the server timed it out for silence, not
+    // knowing how it ended; the runner that ran it, back, reports the real exit code.
+    if (j.state === 'timed_out' && j.reason === JOB_REASON_NO_HEARTBEAT && j.runner === r.runner &&
+        r.result && r.result.ran && r.result.exit !== null && r.result.exit !== undefined &&
+        (r.state === 'ok' || r.state === 'failed' || r.state === 'timed_out')) {
+      const reason = r.reason ? r.reason + ' (' + JOB_LATE_REPORT_NOTE + ')' : JOB_LATE_REPORT_NOTE;
+      jobStep_(j, r.state, now, sanitizeActor_(r.runner), reason);
+      j.endedAt = j.timeline[j.timeline.length - 1].at;
+      j.reason = reason;
+      j.result = r.result;
+      j._.tell = j._.subs.slice();
+      return true;
+    }
+    return aged;
+  }
   if (j.state === 'queued' && r.result.ran) {
     throw pcErr_('conflict', j.id + ' was never started: a report from queued must have result.ran false');
   }
@@ -523,11 +539,12 @@ function opJobSubmit_(req, now) {
   return { deduped: false, job: jobView_(ended, true) };
 }
 
-function opJobStatus_(req) {
+function opJobStatus_(req, now) {
   rosterMember_(readRosterOrFail_(), req.pc);
   const loc = jobLocate_([req.args.jobId])[req.args.jobId];
   if (!loc) throw jobNotFound_(req.args.jobId);
   if (!jobVisible_(loc.job, req.pc)) throw forbiddenJob_(loc.job, 'its submitter\'s PC, a joined submitter\'s PC or its target PC');
+  jobAsRead_(loc.job, now); // read-only: shown as the clock has it, not saved
   return { job: jobView_(loc.job, true) };
 }
 
@@ -543,11 +560,12 @@ function allJobs_() {
   return out;
 }
 
-function listJobs_(pc, f) {
+function listJobs_(pc, f, now) {
   const seen = {};
   return allJobs_().filter(function (j) {
     if (seen[j.id]) return false;
     seen[j.id] = true;
+    jobAsRead_(j, now); // read-only: shown as the clock has it, not saved
     if (pc !== null && !jobVisible_(j, pc)) return false;
     if (f.target && j.target !== f.target) return false;
     if (f.state && j.state !== f.state) return false;
@@ -557,9 +575,9 @@ function listJobs_(pc, f) {
     .slice(0, f.limit).map(function (j) { return jobView_(j, false); });
 }
 
-function opJobList_(req) {
+function opJobList_(req, now) {
   rosterMember_(readRosterOrFail_(), req.pc);
-  return { jobs: listJobs_(req.pc, req.args) };
+  return { jobs: listJobs_(req.pc, req.args, now) };
 }
 
 function opJobCancel_(req, now) {
@@ -569,6 +587,8 @@ function opJobCancel_(req, now) {
   if (!loc) throw jobNotFound_(a.jobId);
   const j = loc.job;
   if (j.submitter.pc !== req.pc && j.target !== req.pc) throw forbiddenJob_(j, 'its submitter\'s PC or its target PC');
+  // A job the clock has already ended is ended first (as the Rust server's catch-up does).
+  if (jobAsRead_(j, now)) jobSave_([loc]);
   const by = sanitizeActor_(a.by);
   if (j.state === 'queued') {
     jobEnd_(j, 'cancelled', now, by, a.reason === null ? 'cancelled by ' + by : a.reason, j.result);
@@ -587,7 +607,8 @@ function opJobStart_(req, now) {
   const loc = jobLocate_([a.jobId])[a.jobId];
   if (!loc) throw jobNotFound_(a.jobId);
   if (loc.job.target !== req.pc) throw forbiddenJob_(loc.job, 'its target PC ' + loc.job.target);
-  if (jobStart_(loc.job, a.runner, a.startedAt, now)) jobSave_([loc]);
+  const aged = jobAsRead_(loc.job, now); // a queued job past 7 days is cancelled first
+  if (jobStart_(loc.job, a.runner, a.startedAt, now) || aged) jobSave_([loc]);
   return { job: jobView_(loc.job, true) };
 }
 
@@ -710,29 +731,54 @@ function pollJob_(pc, p, now) {
 
 // ---- the sweep's job step (under one short lock) -------------------------------------------
 
-// What the sweep would do to the live jobs at `now`: [{job, state, reason}].
+// What the server's clock has decided for one job at `now` (crates/core due.rs
+// `job`): {state, reason, at} or null. `at` is the moment the rule fired; a running
+// job's first deadline wins. The sweep writes it, and every read shows it (jobAsRead_).
+function jobDue_(j, now) {
+  if (j.state === 'running' && j._.awaiting) {
+    // A chunked team function between runs: the worker trigger runs every minute.
+    const at = j.heartbeatAt + SERVER_AWAIT_MAX_MS;
+    return at <= now ? { state: 'timed_out', at: at, reason: 'no worker run for 6 h (is the jobs worker trigger installed? run installJobsWorker)' } : null;
+  }
+  if (j.state === 'running') {
+    const worker = j.target === '@server' && !j._.builtin;
+    const silentMs = worker ? SERVER_RUN_SILENT_MS : JOB.NO_HEARTBEAT_MS;
+    const runStart = j.runStartedAt !== null ? j.runStartedAt : j.startedAt !== null ? j.startedAt : j.submittedAt;
+    const silent = (j.heartbeatAt !== null ? j.heartbeatAt : runStart) + silentMs;
+    const past = runStart + 2 * j.timeLimitMs;
+    const d = silent <= past
+      ? { state: 'timed_out', at: silent, reason: worker
+        ? 'no heartbeat for ' + (silentMs / 1000) + ' s (the worker run was killed, e.g. at Apps Script\'s 6-minute limit)'
+        : JOB_REASON_NO_HEARTBEAT }
+      : { state: 'timed_out', at: past, reason: 'running past twice its time limit' };
+    return d.at <= now ? d : null;
+  }
+  if (j.state === 'queued' && j.submittedAt + JOB.QUEUED_MAX_MS <= now) {
+    return { state: 'cancelled', at: j.submittedAt + JOB.QUEUED_MAX_MS, reason: 'never started' };
+  }
+  return null;
+}
+
+// The same text as crates/core job.rs REASON_NO_HEARTBEAT: the server cannot know how
+// the run ended, so it says "outcome unknown", never "interrupted".
+const JOB_REASON_NO_HEARTBEAT = 'no heartbeat for 180 s (executor gone; outcome unknown)';
+const JOB_LATE_REPORT_NOTE = 'reported by its executor after the server timed it out for silence';
+
+// A job as a reader sees it at `now`: the end the sweep would have written, written
+// into `j` (the caller saves it or not). True when it changed.
+function jobAsRead_(j, now) {
+  const d = jobDue_(j, now);
+  if (!d) return false;
+  jobEnd_(j, d.state, d.at, 'server', d.reason);
+  return true;
+}
+
+// What the sweep would do to the live jobs at `now`: [{job, state, reason, at}].
 function jobSweepPlan_(jobs, now) {
   const plan = [];
   jobs.forEach(function (j) {
-    if (j.state === 'running' && j._.awaiting) {
-      // A chunked team function between runs: the worker trigger runs every minute.
-      if (j.heartbeatAt + SERVER_AWAIT_MAX_MS <= now) {
-        plan.push({ job: j, state: 'timed_out', reason: 'no worker run for 6 h (is the jobs worker trigger installed? run installJobsWorker)' });
-      }
-    } else if (j.state === 'running') {
-      const worker = j.target === '@server' && !j._.builtin;
-      const silentMs = worker ? SERVER_RUN_SILENT_MS : JOB.NO_HEARTBEAT_MS;
-      const runStart = j.runStartedAt !== null ? j.runStartedAt : j.startedAt !== null ? j.startedAt : j.submittedAt;
-      if (!j._.awaiting && (j.heartbeatAt !== null ? j.heartbeatAt : runStart) + silentMs <= now) {
-        plan.push({ job: j, state: 'timed_out', reason: worker
-          ? 'no heartbeat for ' + (silentMs / 1000) + ' s (the worker run was killed, e.g. at Apps Script\'s 6-minute limit)'
-          : 'no heartbeat for 180 s (executor gone)' });
-      } else if (!j._.awaiting && runStart + 2 * j.timeLimitMs <= now) {
-        plan.push({ job: j, state: 'timed_out', reason: 'running past twice its time limit' });
-      }
-    } else if (j.state === 'queued' && j.submittedAt + JOB.QUEUED_MAX_MS <= now) {
-      plan.push({ job: j, state: 'cancelled', reason: 'never started' });
-    }
+    const d = jobDue_(j, now);
+    if (d) plan.push({ job: j, state: d.state, reason: d.reason, at: d.at });
   });
   return plan;
 }
@@ -767,7 +813,7 @@ function jobSweep_(now) {
   const counts = { timedOut: 0, cancelled: 0 };
   const plan = jobSweepPlan_(jobs.filter(function (j) { return j; }), now);
   plan.forEach(function (p) {
-    jobEnd_(p.job, p.state, now, 'server', p.reason);
+    jobEnd_(p.job, p.state, p.at, 'server', p.reason);
     if (p.state === 'timed_out') counts.timedOut++; else counts.cancelled++;
   });
   const gone = jobs.filter(function (j) { return j && jobEnded_(j.state) && !j._.tell.length; });

@@ -45,6 +45,17 @@ function mailView_(m) {
   };
 }
 
+// A mail view as a reader sees it at `now` (crates/core due.rs `mail_as_read`): past
+// its expiry and not final, it is `expired` at its expiresAt, by `server`, whether or
+// not a sweep wrote it yet. Mutates and returns the view.
+function mailAsRead_(v, now) {
+  if (v.expiresAt === null || v.expiresAt > now || RANK[v.state] >= 3) return v;
+  const last = v.timeline.length ? v.timeline[v.timeline.length - 1].at : v.expiresAt;
+  v.state = 'expired';
+  v.timeline.push({ state: 'expired', at: Math.max(v.expiresAt, last), by: 'server', note: null });
+  return v;
+}
+
 // Moves forward only; a step to a rank ≤ the current one is a no-op.
 // `at` is clamped to not before the previous timeline entry.
 function transition_(m, state, at, by, note, now) {

@@ -139,6 +139,15 @@ function applyMarks_(marks, locs, pc, now, changed, events, names) {
     const target = { seen: 'seen', ack: 'done', fail: 'failed' }[mk.op];
     const note = mk.op === 'ack' ? 'ack' : mk.op === 'fail' ? mk.reason : null;
     const at = Math.min(mk.at, now); // never in the server's future
+    // Past its expiry, the mail is expired first (as the sweep would have), so the
+    // mark acts on the state the server's clock has decided.
+    const due = isDue_(m, now) && transition_(m, 'expired', m.expiresAt, 'server', null, now);
+    if (due) {
+      changed[m.id] = loc;
+      const ev0 = eventOf_(m);
+      if (names) ev0.pc = names.delivered[m.id] || m.to;
+      events.push(ev0);
+    }
     const did = transition_(m, target, at, mk.by, note, now);
     if (did) {
       changed[m.id] = loc;
@@ -228,6 +237,14 @@ function opPoll_(req, now) {
         events.push(ev);
       }
     }
+    // Past its expiry the mail is expired first (as the Rust server's catch-up does),
+    // so the confirm does not deliver it.
+    if (isDue_(loc.mail, now) && transition_(loc.mail, 'expired', loc.mail.expiresAt, 'server', null, now)) {
+      changed[id] = loc;
+      const ev0 = eventOf_(loc.mail);
+      ev0.pc = req.pc;
+      events.push(ev0);
+    }
     if (transition_(loc.mail, 'delivered', now, req.pc, null, now)) {
       changed[id] = loc;
       const ev = eventOf_(loc.mail);
@@ -249,7 +266,8 @@ function opPoll_(req, now) {
   const pending = pendingOf_(found.mine, [req.pc].concat(liveNamesOf_(st, req.pc)), a.limit);
   const upd = updatesFor_(req.pc, a.since, LIMITS.UPDATES_MAX, tail);
   const out = {
-    mail: pending.mails.map(mailView_), confirmed: confirmed, marks: marks,
+    // Mail past its expiry is not offered (it is expired, whether or not a sweep wrote it).
+    mail: pending.mails.filter(function (m) { return !isDue_(m, now); }).map(mailView_), confirmed: confirmed, marks: marks,
     updates: upd.updates, cursor: upd.cursor, more: pending.more || upd.more,
     rosterVersion: rosterVersion_()
   };
@@ -296,9 +314,10 @@ function opStatus_(req, now) {
   const delivered = nameMailRead_();
   const mine = function (m) { return m.from === req.pc || m.to === req.pc || sessReceives_(st, m, req.pc, delivered); };
   // Mail to a name nobody live holds: the sender hears that it waits.
+  // Read-only: each mail is shown as the server's clock has it (an expiry no sweep wrote yet).
   const view = function (m) {
-    const v = mailView_(m);
-    const w = sessWaiting_(st, m, req.pc);
+    const v = mailAsRead_(mailView_(m), now);
+    const w = v.state === m.state ? sessWaiting_(st, m, req.pc) : null;
     if (w) v.waiting = w;
     return v;
   };
@@ -308,7 +327,7 @@ function opStatus_(req, now) {
       // Only mail this PC sent or received (issue 14); anyone else's is missing, like an unknown id.
       if (mine(direct[id].mail)) mails.push(view(direct[id].mail)); else missing.push(id);
     } else if (copies[id] && copies[id].some(mine)) {
-      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailView_(m)); });
+      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailAsRead_(mailView_(m), now)); });
     } else missing.push(id);
   });
   return { mails: mails, missing: missing };

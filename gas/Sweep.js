@@ -27,7 +27,7 @@ function runSweep_(now) {
     // Alerts see the states after this sweep's expiry (final mail raises none).
     const after = snap.filter(function (s) { return !s.dup; }).map(function (s) {
       const m = JSON.parse(JSON.stringify(s.mail));
-      if (isDue_(m, now)) transition_(m, 'expired', now, 'server', null, now);
+      if (isDue_(m, now)) transition_(m, 'expired', m.expiresAt, 'server', null, now);
       return m;
     });
     // Leases: stale, TTL expiry, the stale_lease alerts (Leases.js), in one short lock.
@@ -102,7 +102,7 @@ function bandPass_(snap, now, started) {
         const dup = firstRowOf[r[0]] !== undefined && firstRowOf[r[0]] < b.lo + i;
         if (!dup && r[MCOL.state - 1] && RANK[r[MCOL.state - 1]] < 3 && r[5] !== '' && Number(r[5]) <= now) {
           const m = rowToMail_(r);
-          transition_(m, 'expired', now, 'server', null, now);
+          transition_(m, 'expired', m.expiresAt, 'server', null, now);
           events.push(eventOf_(m));
           expired++;
           r = mailToRow_(m);

@@ -33,7 +33,7 @@ window.PCMAIL_OP_TABLE = {
     "POLL_ITEMS_MAX": 500,
     "QUEUED_MAX_AGE_MS": 604800000,
     "REASON_NEVER_STARTED": "never started",
-    "REASON_NO_HEARTBEAT": "no heartbeat for 180 s (executor gone)",
+    "REASON_NO_HEARTBEAT": "no heartbeat for 180 s (executor gone; outcome unknown)",
     "REASON_PAST_LIMIT": "running past twice its time limit",
     "REFUSED_BAD_ARGUMENT": "bad_argument",
     "REFUSED_NOT_WHITELISTED": "not_whitelisted",

@@ -245,10 +245,10 @@ test('the sweep: a silent executor → timed_out with the reason, twice the limi
   s.setNow(N0 + 180000);
   s.call('poll', 'pc-b', { job: { running: [slow.id] } });
   const plan = s.call('job.submit', 'pc-a', { jobId: JID(), target: '@server', command: '_debug_sweep_plan', submitter: sub('pc-a') });
-  assert.deepStrictEqual(plan.job.result.data.jobs.map((p) => [p.id, p.state, p.reason]), [[dead.id, 'timed_out', 'no heartbeat for 180 s (executor gone)']]);
+  assert.deepStrictEqual(plan.job.result.data.jobs.map((p) => [p.id, p.state, p.reason]), [[dead.id, 'timed_out', 'no heartbeat for 180 s (executor gone; outcome unknown)']]);
   assert.deepStrictEqual(s.call('sweep', 'pc-a', {}).jobs, { timedOut: 1, cancelled: 0 });
   const st = s.call('job.status', 'pc-a', { jobId: dead.id }).job;
-  assert.deepStrictEqual([st.state, st.reason, st.timeline[st.timeline.length - 1].by], ['timed_out', 'no heartbeat for 180 s (executor gone)', 'server']);
+  assert.deepStrictEqual([st.state, st.reason, st.timeline[st.timeline.length - 1].by], ['timed_out', 'no heartbeat for 180 s (executor gone; outcome unknown)', 'server']);
   assert.deepStrictEqual(s.call('poll', 'pc-a', { job: {} }).job.finished.map((j) => [j.id, j.state]), [[dead.id, 'timed_out']]);
   // Heartbeats go on, but the run passes twice its limit (600 s).
   for (let t = 210000; t <= 1200000; t += 30000) { s.setNow(N0 + t); s.call('poll', 'pc-b', { job: { running: [slow.id] } }); }

@@ -1260,8 +1260,9 @@ fn daemon() -> anyhow::Result<()> {
                 if !notes.is_empty() {
                     let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
                 }
-                // While this PC holds leases: at least one poll per heartbeat period.
-                std::thread::sleep(client.poll_pause(interval));
+                // While this PC holds leases: at least one poll per heartbeat
+                // period; sooner when another PC's lease changed.
+                client.wait_before_next_poll(interval);
             }
             Err(e) => {
                 failures += 1;

@@ -480,6 +480,15 @@ impl Client {
         // Jobs running here: their heartbeats ride the poll too.
         self.job_pause(pause)
     }
+
+    /// The daemon's wait between polls (`poll_pause`), ended early when the
+    /// server's leases moved past what this PC's guard file knows (on the
+    /// embedded server: a change of the shared database file).
+    pub fn wait_before_next_poll(&self, interval: Duration) {
+        let pause = self.poll_pause(interval);
+        let known = self.store.meta_lease_version().unwrap_or(0);
+        self.transport.wait_for_news(pause, known);
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]

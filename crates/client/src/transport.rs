@@ -64,6 +64,14 @@ pub trait Transport: Send + Sync {
     fn long_poll(&self) -> bool;
     /// Short name for logs and `doctor`.
     fn describe(&self) -> String;
+    /// Waits up to `pause` before the next timed poll, ending early when the
+    /// server may have lease news for this PC's guard (its lease version is
+    /// no longer `known_lease_version`). A server that long-polls wakes the
+    /// poll itself; the default only sleeps.
+    fn wait_for_news(&self, pause: Duration, known_lease_version: i64) {
+        let _ = known_lease_version;
+        std::thread::sleep(pause);
+    }
     /// Every request spends a daily quota (Apps Script's URL fetches): ask
     /// seldom, with growing gaps.
     fn quota_bound(&self) -> bool {
@@ -104,6 +112,24 @@ pub struct Embedded {
     engine: pcmail_server::Engine,
     pc: String,
     clock: fn() -> Millis,
+    db: std::path::PathBuf,
+    /// The lease version a wait last ended early for: never twice for the
+    /// same one (a poll that did not record it must not spin).
+    woken_for: std::sync::Mutex<Option<i64>>,
+}
+
+/// How often the embedded poller looks at the server file between polls: a
+/// `stat` of the database and its write-ahead log; the lease version is read
+/// only when one of them changed.
+pub const FILE_WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// The database file and its write-ahead log as `stat` sees them (a commit
+/// by any process on this PC changes the log's size or time).
+fn file_stamp(db: &Path) -> [Option<(std::time::SystemTime, u64)>; 2] {
+    let stamp = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    [stamp(db), stamp(Path::new(&wal))]
 }
 
 impl Embedded {
@@ -113,7 +139,7 @@ impl Embedded {
         }
         let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default())
             .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", db.display())))?;
-        Ok(Embedded { engine, pc: pc.to_string(), clock })
+        Ok(Embedded { engine, pc: pc.to_string(), clock, db: db.to_path_buf(), woken_for: Default::default() })
     }
     pub fn engine(&self) -> &pcmail_server::Engine {
         &self.engine
@@ -132,6 +158,31 @@ impl Transport for Embedded {
     }
     fn describe(&self) -> String {
         "embedded".into()
+    }
+    /// No long poll here: the other PCs write the same file, so a change of
+    /// the file whose lease version moved ends the wait (within ~20 ms plus
+    /// one read), and the poll that follows refreshes the guard file.
+    fn wait_for_news(&self, pause: Duration, known: i64) {
+        let deadline = std::time::Instant::now() + pause;
+        let mut stamp = None;
+        loop {
+            let now_stamp = file_stamp(&self.db);
+            if stamp.as_ref() != Some(&now_stamp) {
+                stamp = Some(now_stamp);
+                if let Some(v) = self.engine.lease_version().filter(|v| *v != known) {
+                    let mut w = self.woken_for.lock().unwrap_or_else(|e| e.into_inner());
+                    if *w != Some(v) {
+                        *w = Some(v);
+                        return;
+                    }
+                }
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(FILE_WATCH_EVERY));
+        }
     }
     fn prune(&self, now: Millis) {
         if let Err(e) = self.engine.prune(now) {

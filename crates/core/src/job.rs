@@ -67,9 +67,34 @@ pub const CHUNK_FAILURES_MAX: u32 = 3;
 /// …and retried again this long after its last failure.
 pub const CHUNK_FAILURE_EXPIRY_MS: Millis = 3 * 24 * 60 * 60_000;
 /// Sweep reasons (the same text on both servers).
-pub const REASON_NO_HEARTBEAT: &str = "no heartbeat for 180 s (executor gone)";
+/// The server cannot know how a run whose executor went silent ended: it
+/// says so ("outcome unknown"), never that the run was interrupted.
+pub const REASON_NO_HEARTBEAT: &str = "no heartbeat for 180 s (executor gone; outcome unknown)";
 pub const REASON_PAST_LIMIT: &str = "running past twice its time limit";
 pub const REASON_NEVER_STARTED: &str = "never started";
+/// An executor that comes back to a run it started and finds no record of
+/// how it ended (no exit code beside the run log): the job ends `timed_out`
+/// with this reason. It may have finished, so it is never called interrupted.
+pub const REASON_OUTCOME_UNKNOWN: &str =
+    "the executor stopped while the job ran; outcome unknown (no exit code was recorded)";
+/// The timeline note of a result that arrived after the server had timed the
+/// job out for silence: the run's own end replaces the unknown one.
+pub const LATE_REPORT_NOTE: &str = "reported by its executor after the server timed it out for silence";
+
+/// Whether a report may replace a job's stored end: only a `timed_out` the
+/// server decided for silence (the outcome it could not know), only by the
+/// runner that ran it, and only with the run's real exit code (`ran: true`,
+/// `exit` set) and a state that is not `cancelled`. Any other ended job keeps
+/// its end (a retried report is answered unchanged), and a job corrected once
+/// is no longer a silent `timed_out`, so it is corrected at most once.
+pub fn late_report_allowed(stored: &Job, runner: &str, state: JobState, report: &JobResult) -> bool {
+    stored.state == JobState::TimedOut
+        && stored.reason.as_deref() == Some(REASON_NO_HEARTBEAT)
+        && stored.runner.as_deref() == Some(runner)
+        && report.ran
+        && report.exit.is_some()
+        && matches!(state, JobState::Ok | JobState::Failed | JobState::TimedOut)
+}
 
 /// `error.reason` of `job_refused`.
 pub const REFUSED_NO_EXECUTOR: &str = "no_executor";

@@ -98,7 +98,9 @@ pub enum GasLock {
 pub enum News {
     /// New mail for a PC, a state change of mail it sent or received.
     Mail,
-    /// A lease a PC held was taken over or ended by someone else.
+    /// A lease a PC held was taken over or ended by someone else, or the
+    /// live leases of a repo in which the PC has a live session changed (its
+    /// edit guard must hear of a claim or a release at once).
     Lease,
     /// A job offered to a PC, cancelled at it, or ended for its watchers.
     Job,

@@ -111,7 +111,6 @@ pub fn run(
     }
 }
 
-
 /// A started job as the run loop sees it: on Linux its keeper.
 #[cfg(target_os = "linux")]
 struct Proc(crate::keeper::Keeper);

@@ -316,6 +316,19 @@ impl Engine {
         .unwrap_or(false)
     }
 
+    /// The version of the live leases (`meta.lease_version`, moved by every
+    /// claim, release, takeover and end), read without a write lock: the
+    /// embedded PC's poller compares it with the one it knows to poll at once
+    /// when another PC's lease changed.
+    pub fn lease_version(&self) -> Option<i64> {
+        self.with_tx(Mode::Read, |tx| {
+            Ok(tx
+                .prepare_cached("SELECT value FROM meta WHERE key = 'lease_version'")?
+                .query_row(crate::store::p![], |r| r.get(0))?)
+        })
+        .ok()
+    }
+
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
         let out = self.with_tx_feed(Mode::Write, true, |tx| {
@@ -345,6 +358,24 @@ impl Engine {
             .with_tx_feed(mode, writes_feed(&req.op, &spec), |tx| {
                 let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
                 let retention_ms = self.retention_ms();
+                // A write op first writes what the clock has already decided
+                // (expiry, stale leases, silent jobs), so it never acts on a
+                // state the sweep would have changed; the sweep does it itself.
+                let mut caught_up = Vec::new();
+                if !spec.read_only && !runs_its_own_sweep(&req.op) {
+                    let mut c = Ctx {
+                        tx,
+                        now,
+                        pc: "server",
+                        cred: None,
+                        caller: Caller::Admin,
+                        touched: Vec::new(),
+                        news: Vec::new(),
+                        retention_ms,
+                    };
+                    crate::sweep::catch_up(&mut c)?;
+                    caught_up = c.touched;
+                }
                 let changes_before = tx.total_changes();
                 let mut ctx = Ctx {
                     tx,
@@ -357,6 +388,7 @@ impl Engine {
                     retention_ms,
                 };
                 let fields = ops::dispatch(&mut ctx, &req.op)?;
+                ctx.touched.extend(caught_up);
                 debug_assert!(
                     !spec.read_only || tx.total_changes() == changes_before,
                     "{} is read-only in the op table but wrote",
@@ -537,6 +569,16 @@ fn notify_instances(engine: &Engine, tx: &dyn Db, labels: &[String]) -> OpResult
     tx.prepare_cached("SELECT pg_notify(?1, ?2)")?
         .execute(crate::store::p![crate::store::pg::WAKE_CHANNEL, payload])?;
     Ok(())
+}
+
+/// The sweep, and a `job.submit` to the server itself (its built-ins are the
+/// sweep and its plan): they bring the time rules up to `now` themselves.
+fn runs_its_own_sweep(op: &Op) -> bool {
+    match op {
+        Op::Sweep => true,
+        Op::JobSubmit(a) => a.target == pcmail_core::job::SERVER_TARGET,
+        _ => false,
+    }
 }
 
 /// Whether an op is known to write the poll's feeds (`event` rows): it moves

@@ -9,7 +9,7 @@ use crate::store::Optional;
 use pcmail_core::answers::{AlertsAnswer, SweepAnswer, SweptAlerts, SweptJobs, SweptLeases};
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
-use pcmail_core::{Alert, AlertKind, Millis, State};
+use pcmail_core::{Alert, AlertKind, Millis};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
@@ -40,9 +40,24 @@ fn ago(ms: Millis) -> String {
     }
 }
 
-pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
+/// What `catch_up` changed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CaughtUp {
+    pub expired: i64,
+    pub leases: crate::ops::lease::Refreshed,
+    pub jobs_timed_out: i64,
+    pub jobs_cancelled: i64,
+}
+
+/// Writes what the server's clock has already decided (`pcmail_core::due`):
+/// mail past its expiry, stale and ended leases, silent and forgotten jobs,
+/// each at the moment its rule fired. The sweep runs it, and so does every
+/// write op before its own work, so no op acts on a state the clock has
+/// already changed; read ops show the same through `pcmail_core::due`.
+pub(crate) fn catch_up(ctx: &mut Ctx<'_>) -> OpResult<CaughtUp> {
     let now = ctx.now;
-    // 1. Expiry (the state machine keeps done/failed as they are).
+    // Mail (the state machine keeps done/failed as they are). The WHERE
+    // only narrows to candidates by the index; the rule is `due::mail`.
     let sql = format!(
         "SELECT {MAIL_COLUMNS} FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
          AND expires_at <= ?1 ORDER BY seq"
@@ -52,17 +67,23 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
         .prepare_cached(&sql)?
         .query_map(p![now], StoredMail::from_row)?
         .collect::<crate::store::DbResult<Vec<_>>>()?;
-    let mut expired = 0;
+    let mut out = CaughtUp::default();
     for m in &expiring {
-        if transition(ctx, m, State::Expired, now, "server", None)?.1 {
-            expired += 1;
+        let Some(d) = pcmail_core::due::mail(m.state, m.expires_at, now) else { continue };
+        if transition(ctx, m, d.state, d.at, pcmail_core::due::SERVER_ACTOR, None)?.1 {
+            out.expired += 1;
         }
     }
+    // Leases: stale, TTL expiry (alerts in the sweep).
+    out.leases = crate::ops::lease::refresh(ctx)?;
+    // Jobs: running without a heartbeat or past twice the limit; queued for 7 days.
+    (out.jobs_timed_out, out.jobs_cancelled) = crate::ops::job_state::sweep(ctx)?;
+    Ok(out)
+}
 
-    // 5. Leases: stale, TTL expiry (alerts below).
-    let leases = crate::ops::lease::refresh(ctx)?;
-    // 6. Jobs: running without a heartbeat or past twice the limit; queued for 7 days.
-    let (jobs_timed_out, jobs_cancelled) = crate::ops::job_state::sweep(ctx)?;
+pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
+    let now = ctx.now;
+    let CaughtUp { expired, leases, jobs_timed_out, jobs_cancelled } = catch_up(ctx)?;
 
     let conditions = current_conditions(ctx)?;
     let (mut opened, mut updated, mut resolved) = (0, 0, 0);
@@ -126,18 +147,20 @@ pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
 pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
     let jobs: Vec<Value> = crate::ops::job_state::due(ctx)?
         .into_iter()
-        .map(|(id, state, reason)| json!({"id": id, "state": state.as_str(), "reason": reason}))
+        .map(|(id, state, reason, _)| json!({"id": id, "state": state.as_str(), "reason": reason}))
         .collect();
     let expire: Vec<Value> = ctx
         .tx
         .prepare_cached(
-            "SELECT id, expires_at FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
+            "SELECT id, expires_at, state FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
              AND expires_at <= ?1 ORDER BY seq",
         )?
-        .query_map(p![ctx.now], |r| {
-            Ok(json!({"id": r.get::<_, String>(0)?, "expiresAt": r.get::<_, i64>(1)?, "reason": "past its expiry"}))
-        })?
-        .collect::<crate::store::DbResult<_>>()?;
+        .query_map(p![ctx.now], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, crate::mail::state_column(r, 2)?)))?
+        .collect::<crate::store::DbResult<Vec<_>>>()?
+        .into_iter()
+        .filter(|(_, at, state)| pcmail_core::due::mail(*state, Some(*at), ctx.now).is_some())
+        .map(|(id, at, _)| json!({"id": id, "expiresAt": at, "reason": "past its expiry"}))
+        .collect();
     let alerts: Vec<Value> = current_conditions(ctx)?
         .into_iter()
         .map(|c| json!({"kind": c.kind.as_str(), "subject": c.subject, "pc": c.pc, "message": c.message}))

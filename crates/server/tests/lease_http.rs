@@ -69,3 +69,74 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
     assert_eq!(r["lease"]["renewed"], json!([1]), "{r}");
     let _ = stop.send(());
 }
+
+/// Another PC's edit guard hears of a claim and of a release at once: a
+/// lease change in a repo wakes the long polls of the PCs that have a live
+/// session in that repo (not only the holder's), and their answer carries
+/// the new lease list. A PC with no session in the repo is not woken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_change_in_a_repo_wakes_the_long_polls_of_the_pcs_with_sessions_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/api", listener.local_addr().unwrap());
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve_with_listener(listener, ServeOptions::new(dir.path().join("server.db"), TOKEN), async move {
+        let _ = rx.await;
+    }));
+    for (pc, host) in [("pc-a", "A"), ("pc-b", "B"), ("pc-c", "C")] {
+        let r = call(&url, json!({"v":1,"op":"roster.set","pc":pc,"token":TOKEN,"args":{"label":pc,"hostname":host}}))
+            .await;
+        assert_eq!(r["ok"], json!(true), "{r}");
+    }
+    let repo = "github.com/o/r";
+    let session_in = |repo: &str| json!({"live": [{"session": "s-b", "repo": repo, "idleMs": 0, "leases": []}]});
+    // pc-b has a session in the repo, pc-c in another one; both report it and learn the version.
+    let mut known = 0;
+    for (pc, r) in [("pc-b", repo), ("pc-c", "github.com/o/other")] {
+        let a = call(
+            &url,
+            json!({"v":1,"op":"poll","pc":pc,"token":TOKEN,"args":{"lease":{"known":0},"sessions":session_in(r)}}),
+        )
+        .await;
+        known = a["lease"]["version"].as_i64().unwrap();
+    }
+    let long_poll = |pc: &'static str, r: &'static str, known: i64| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let t = std::time::Instant::now();
+            let a = call(
+                &url,
+                json!({"v":1,"op":"poll","pc":pc,"token":TOKEN,"args":{"waitMs":6000,"lease":{"known":known},
+                    "sessions":{"live":[{"session":"s","repo":r,"idleMs":0,"leases":[]}]}}}),
+            )
+            .await;
+            (a, t.elapsed())
+        })
+    };
+    for (step, body) in [
+        (
+            "claim",
+            json!({"v":1,"op":"lease.claim","pc":"pc-a","token":TOKEN,"args":{"claimId":"c-1","resource":"deploy",
+                "repo":repo,"description":"deploy","files":["deploy/"],"mode":"exclusive",
+                "holder":{"pc":"pc-a","session":"s1","name":null}}}),
+        ),
+        (
+            "release",
+            json!({"v":1,"op":"lease.release","pc":"pc-a","token":TOKEN,"args":{"resource":"deploy","fence":1,"by":"pc-a/s1"}}),
+        ),
+    ] {
+        let b = long_poll("pc-b", "github.com/o/r", known);
+        let c = long_poll("pc-c", "github.com/o/other", known);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let r = call(&url, body).await;
+        assert_eq!(r["ok"], json!(true), "{step}: {r}");
+        let (a, took) = tokio::time::timeout(Duration::from_secs(15), b).await.unwrap().unwrap();
+        assert!(took < Duration::from_secs(2), "{step}: pc-b's long poll woke in {took:?}: {a}");
+        let list = a["lease"]["list"].as_array().unwrap_or_else(|| panic!("{step}: the new list: {a}"));
+        assert_eq!(list.len(), usize::from(step == "claim"), "{step}: {a}");
+        known = a["lease"]["version"].as_i64().unwrap();
+        let (a, took) = tokio::time::timeout(Duration::from_secs(15), c).await.unwrap().unwrap();
+        assert!(took >= Duration::from_secs(5), "{step}: pc-c has no session in the repo: not woken ({took:?}): {a}");
+    }
+    let _ = stop.send(());
+}

@@ -364,6 +364,13 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<JobAnswer> {
         return Err(OpError::proto(ErrorCode::Forbidden, format!("job {id} is for {}, not {}", j.job.target, ctx.pc)));
     }
     if j.job.state.is_ended() {
+        if cj::late_report_allowed(&j.job, &r.runner, r.state, &r.result) {
+            // The server timed it out for silence, not knowing how the run
+            // ended; its executor, back, knows: its end replaces the unknown one.
+            correct_late(ctx, &j, r)?;
+            let j = load(ctx, id)?.expect("loaded above");
+            return Ok(JobAnswer { job: to_wire(ctx, &j, true)? });
+        }
         // A retried report (or one after the sweep closed it): unchanged.
         return Ok(JobAnswer { job: to_wire(ctx, &j, true)? });
     }
@@ -387,6 +394,38 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, r: &ReportArgs) -> OpResult<JobAnswer> {
     end_job(ctx, &j, r.state, &by, r.reason.as_deref(), Some(&result))?;
     let j = load(ctx, id)?.expect("loaded above");
     Ok(JobAnswer { job: to_wire(ctx, &j, true)? })
+}
+
+/// Records the real end of a run the server had timed out for silence
+/// (`late_report_allowed`): state, result and reason are the executor's, the
+/// timeline keeps the server's `timed_out` and adds this end after it, and
+/// the watchers hear of the job again.
+fn correct_late(ctx: &mut Ctx<'_>, j: &StoredJob, r: &ReportArgs) -> OpResult<()> {
+    let mut result = r.result.clone();
+    let (output, cut) = cj::cap_output(&result.output);
+    result.output = output;
+    result.truncated |= cut;
+    let result_json = serde_json::to_string(&result).map_err(|e| OpError::proto(ErrorCode::Internal, e.to_string()))?;
+    let at = ctx.now.max(j.last_at);
+    let reason = match &r.reason {
+        Some(x) => format!("{x} ({})", cj::LATE_REPORT_NOTE),
+        None => cj::LATE_REPORT_NOTE.to_string(),
+    };
+    let reason: String = reason.chars().take(pcmail_core::rules::REASON_MAX_CHARS).collect();
+    ctx.tx
+        .prepare_cached("UPDATE job SET state = ?2, ended_at = ?3, result = ?4, reason = ?5 WHERE id = ?1")?
+        .execute(p![j.job.id, r.state.as_str(), at, result_json, reason])?;
+    let by = pcmail_core::rules::sanitize_actor(&r.runner);
+    record(ctx, &j.job.id, r.state, at, &by, Some(&reason))?;
+    ctx.tx.prepare_cached("UPDATE job_watch SET tell = 1 WHERE job_id = ?1")?.execute(p![&j.job.id])?;
+    let watchers: Vec<String> = {
+        let mut st = ctx.tx.prepare_cached("SELECT pc FROM job_watch WHERE job_id = ?1")?;
+        st.query_map(p![&j.job.id], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
+    };
+    for pc in watchers {
+        ctx.wake(News::Job, pc);
+    }
+    Ok(())
 }
 
 // ---- the poll's `job` ----

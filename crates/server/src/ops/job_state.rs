@@ -101,6 +101,8 @@ pub(crate) fn to_wire(ctx: &Ctx<'_>, j: &StoredJob, with_timeline: bool) -> OpRe
     if with_timeline {
         job.timeline = Some(timeline(ctx, &job.id)?);
     }
+    // A read shows what the clock has decided even when no sweep wrote it.
+    pcmail_core::due::job_as_read(&mut job, j.last_at, ctx.now);
     Ok(job)
 }
 
@@ -140,10 +142,25 @@ pub(crate) fn end_job(
     reason: Option<&str>,
     result: Option<&JobResult>,
 ) -> OpResult<bool> {
+    let now = ctx.now;
+    end_job_at(ctx, j, state, by, reason, result, now)
+}
+
+/// `end_job` at a given moment (a time rule's, which may be before `now`);
+/// never before the job's last timeline entry.
+pub(crate) fn end_job_at(
+    ctx: &mut Ctx<'_>,
+    j: &StoredJob,
+    state: JobState,
+    by: &str,
+    reason: Option<&str>,
+    result: Option<&JobResult>,
+    at: Millis,
+) -> OpResult<bool> {
     if !j.job.state.can_move_to(state) || !state.is_ended() {
         return Ok(false);
     }
-    let at = ctx.now.max(j.last_at);
+    let at = at.max(j.last_at);
     let result_json = match result {
         Some(r) => Some(serde_json::to_string(r).map_err(|e| OpError::proto(ErrorCode::Internal, e.to_string()))?),
         None => None,
@@ -171,15 +188,30 @@ pub(crate) fn visible_jobs(ctx: &Ctx<'_>, a: &ListArgs) -> OpResult<Vec<Job>> {
         "SELECT {cols} FROM job j WHERE \
          (j.seq IN (SELECT j2.seq FROM job_watch w JOIN job j2 ON j2.id = w.job_id WHERE w.pc = ?1) \
           OR (?2 = 0 AND j.target = ?1)) \
-         AND (CAST(?3 AS TEXT) IS NULL OR j.target = ?3) AND (CAST(?4 AS TEXT) IS NULL OR j.state = ?4) \
+         AND (CAST(?3 AS TEXT) IS NULL OR j.target = ?3) AND (CAST(?4 AS TEXT) IS NULL OR j.state = ?4 OR j.state = ?6) \
          ORDER BY j.seq DESC LIMIT ?5"
     );
+    // A filter on an end state also reads the live rows the clock may
+    // already have ended (a silent running job is `timed_out` to a reader);
+    // each row is then shown as read and filtered on what it shows.
+    let may_become = match a.state {
+        Some(JobState::TimedOut) => Some(JobState::Running.as_str()),
+        Some(JobState::Cancelled) => Some(JobState::Queued.as_str()),
+        _ => None,
+    };
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
-    let rows =
-        stmt.query_map(p![ctx.pc, a.mine, a.target, a.state.map(|s| s.as_str()), a.limit as i64], StoredJob::from_row)?;
+    let rows = stmt.query_map(
+        p![ctx.pc, a.mine, a.target, a.state.map(|s| s.as_str()), a.limit as i64, may_become],
+        StoredJob::from_row,
+    )?;
     let mut out = Vec::new();
     for j in rows {
-        out.push(j?.job);
+        let j = j?;
+        let mut job = j.job;
+        pcmail_core::due::job_as_read(&mut job, j.last_at, ctx.now);
+        if a.state.is_none_or(|s| s == job.state) {
+            out.push(job);
+        }
     }
     Ok(out)
 }
@@ -205,49 +237,58 @@ pub(crate) fn cancel_queued_for_revoked(ctx: &mut Ctx<'_>, label: &str) -> OpRes
 
 // ---- sweep ----
 
-/// What the sweep would do to jobs now: (id, the end state, the reason).
-pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str)>> {
+/// What the server's clock has decided for jobs (`pcmail_core::due::job`):
+/// (id, the end state, the reason, the moment). The reads narrow to the
+/// running and the old queued jobs (partial indexes), never the history.
+pub(crate) fn due(ctx: &Ctx<'_>) -> OpResult<Vec<(String, JobState, &'static str, Millis)>> {
     let now = ctx.now;
     let mut out = Vec::new();
-    // Running: no heartbeat for 6·H, or past twice the time limit. Both reads
-    // are bounded by the running jobs (partial indexes), never by history.
     let mut stmt = ctx.tx.prepare_cached(match ctx.tx.dialect() {
         Dialect::Sqlite => {
-            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms, submitted_at FROM job \
              INDEXED BY job_heartbeat WHERE state = 'running' ORDER BY seq"
         }
         Dialect::Postgres => {
-            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms FROM job \
+            "SELECT id, heartbeat_at, coalesce(run_started_at, started_at, submitted_at), time_limit_ms, submitted_at FROM job \
              WHERE state = 'running' ORDER BY seq"
         }
     })?;
     let rows = stmt.query_map(p![], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Option<i64>>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
     })?;
     for row in rows {
-        let (id, heartbeat, run_start, limit) = row?;
-        if heartbeat.unwrap_or(run_start) + cj::STALE_AFTER_MS <= now {
-            out.push((id, JobState::TimedOut, cj::REASON_NO_HEARTBEAT));
-        } else if run_start + 2 * limit <= now {
-            out.push((id, JobState::TimedOut, cj::REASON_PAST_LIMIT));
+        let (id, heartbeat, run_start, limit, submitted) = row?;
+        if let Some(d) = due_rule(JobState::Running, heartbeat, run_start, limit, submitted, now) {
+            out.push((id, d.state, d.reason.unwrap_or(cj::REASON_NO_HEARTBEAT), d.at));
         }
     }
     let mut stmt = ctx.tx.prepare_cached(match ctx.tx.dialect() {
-        Dialect::Sqlite => "SELECT id FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
-        Dialect::Postgres => "SELECT id FROM job WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
+        Dialect::Sqlite => "SELECT id, submitted_at FROM job INDEXED BY job_queued_age WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
+        Dialect::Postgres => "SELECT id, submitted_at FROM job WHERE state = 'queued' AND submitted_at <= ?1 ORDER BY submitted_at",
     })?;
-    for id in stmt.query_map(p![now - cj::QUEUED_MAX_AGE_MS], |r| r.get::<_, String>(0))? {
-        out.push((id?, JobState::Cancelled, cj::REASON_NEVER_STARTED));
+    for row in stmt.query_map(p![now - cj::QUEUED_MAX_AGE_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+        let (id, submitted) = row?;
+        if let Some(d) = due_rule(JobState::Queued, None, submitted, 0, submitted, now) {
+            out.push((id, d.state, d.reason.unwrap_or(cj::REASON_NEVER_STARTED), d.at));
+        }
     }
     Ok(out)
 }
 
-/// The sweep's job step: (timed out, cancelled).
+use pcmail_core::due::job as due_rule;
+
+/// The sweep's job step (and every write op's catch-up): (timed out, cancelled).
 pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<(i64, i64)> {
     let (mut timed_out, mut cancelled) = (0, 0);
-    for (id, state, reason) in due(ctx)? {
+    for (id, state, reason, at) in due(ctx)? {
         let Some(j) = load(ctx, &id)? else { continue };
-        if end_job(ctx, &j, state, cj::SERVER_ACTOR, Some(reason), None)? {
+        if end_job_at(ctx, &j, state, cj::SERVER_ACTOR, Some(reason), None, at)? {
             if state == JobState::TimedOut {
                 timed_out += 1;
             } else {

@@ -104,8 +104,20 @@ pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
     Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'lease_version'")?.query_row(p![], |r| r.get(0))?)
 }
 
-fn bump(ctx: &Ctx<'_>) -> OpResult<()> {
+/// The live leases changed in `repo`: the version moves, and the long polls
+/// of every PC with a live session in that repo wake, so their guard files
+/// hear of a claim or a release at once (not at their next timed poll).
+fn bump(ctx: &mut Ctx<'_>, repo: &str) -> OpResult<()> {
     ctx.tx.prepare_cached("UPDATE meta SET value = value + 1 WHERE key = 'lease_version'")?.execute(p![])?;
+    let fresh = ctx.now - pcmail_core::sessions::REPORT_FRESH_MS;
+    let pcs = ctx
+        .tx
+        .prepare_cached("SELECT DISTINCT pc FROM live_session WHERE repo = ?1 AND reported_at >= ?2 ORDER BY pc")?
+        .query_map(p![repo, fresh], |r| r.get::<_, String>(0))?
+        .collect::<crate::store::DbResult<Vec<_>>>()?;
+    for pc in pcs {
+        ctx.wake(News::Lease, pc);
+    }
     Ok(())
 }
 
@@ -113,26 +125,7 @@ fn set_state(ctx: &mut Ctx<'_>, l: &StoredLease, state: LeaseState, ended_at: Op
     ctx.tx
         .prepare_cached("UPDATE lease SET state = ?3, ended_at = ?4 WHERE resource = ?1 AND fence = ?2")?
         .execute(p![l.resource, l.fence, state.as_str(), ended_at])?;
-    bump(ctx)?;
-    wake_repo(ctx, &l.repo)
-}
-
-/// Wakes the long polls of the PCs with a live session in `repo`: the live
-/// leases there changed, and their guards must hear of it now (on every
-/// instance, since the wake-up goes out with the commit).
-fn wake_repo(ctx: &mut Ctx<'_>, repo: &str) -> OpResult<()> {
-    if repo.is_empty() {
-        return Ok(());
-    }
-    let pcs: Vec<String> = {
-        let mut stmt = ctx.tx.prepare_cached("SELECT DISTINCT pc FROM live_session WHERE repo = ?1")?;
-        let rows = stmt.query_map(p![repo], |r| r.get(0))?;
-        rows.collect::<crate::store::DbResult<Vec<_>>>()?
-    };
-    for pc in pcs {
-        ctx.wake(News::Lease, pc);
-    }
-    Ok(())
+    bump(ctx, &l.repo)
 }
 
 struct Entry<'a> {
@@ -229,8 +222,9 @@ pub(crate) fn refresh(ctx: &mut Ctx<'_>) -> OpResult<Refreshed> {
         p![now - STALE_AFTER_MS],
     )?;
     for l in &going_stale {
-        set_state(ctx, l, LeaseState::Stale, None)?;
-        record(ctx, l, Entry::new(l.heartbeat_at + STALE_AFTER_MS, Event::Stale, "server"))?;
+        let Some(d) = pcmail_core::due::lease(l.state, l.heartbeat_at, l.ttl_expires_at, now) else { continue };
+        set_state(ctx, l, d.state, None)?;
+        record(ctx, l, Entry::new(d.at, Event::Stale, "server"))?;
         out.stale += 1;
     }
     let ending = query_leases(
@@ -239,8 +233,9 @@ pub(crate) fn refresh(ctx: &mut Ctx<'_>) -> OpResult<Refreshed> {
         p![now],
     )?;
     for l in &ending {
-        let at = l.ttl_expires_at.unwrap_or(now);
-        set_state(ctx, l, LeaseState::Expired, Some(at))?;
+        let Some(d) = pcmail_core::due::lease(l.state, l.heartbeat_at, l.ttl_expires_at, now) else { continue };
+        let at = d.at;
+        set_state(ctx, l, d.state, Some(at))?;
         let reason = "its ttl ran out";
         record(ctx, l, Entry { reason: Some(reason), ..Entry::new(at, Event::Expired, "server") })?;
         let lost = Lost {
@@ -358,8 +353,7 @@ fn grant(ctx: &mut Ctx<'_>, c: &Claim, fence: i64) -> OpResult<StoredLease> {
             now,
             l.ttl_expires_at
         ])?;
-    bump(ctx)?;
-    wake_repo(ctx, &l.repo)?;
+    bump(ctx, &l.repo)?;
     let by = actor(&l.holder);
     record(ctx, &l, Entry::new(now, Event::Granted, &by))?;
     Ok(l)
@@ -370,7 +364,7 @@ fn claim_answer(ctx: &Ctx<'_>, l: &StoredLease) -> OpResult<ClaimAnswer> {
     Ok(ClaimAnswer { granted: true, lease: l.to_lease(Some(tl)) })
 }
 
-fn renew(ctx: &Ctx<'_>, l: &mut StoredLease) -> OpResult<()> {
+fn renew(ctx: &mut Ctx<'_>, l: &mut StoredLease) -> OpResult<()> {
     ctx.tx
         .prepare_cached("UPDATE lease SET heartbeat_at = ?3, state = 'held' WHERE resource = ?1 AND fence = ?2")?
         .execute(p![l.resource, l.fence, ctx.now])?;
@@ -378,7 +372,7 @@ fn renew(ctx: &Ctx<'_>, l: &mut StoredLease) -> OpResult<()> {
     if l.state == LeaseState::Stale {
         // Back to held: the PCs' caches must hear of it.
         l.state = LeaseState::Held;
-        bump(ctx)?;
+        bump(ctx, &l.repo)?;
     }
     Ok(())
 }

@@ -25,8 +25,12 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer
             }
             let t = timeline(ctx, &m.id)?;
             // Mail to a name nobody live holds: the sender hears that it waits.
-            let waiting = super::sessions::waiting_note(ctx, &m)?;
-            mails.push(StatusMail { mail: m.to_mail(t), waiting });
+            let waiting = if pcmail_core::due::mail(m.state, m.expires_at, ctx.now).is_some() {
+                None
+            } else {
+                super::sessions::waiting_note(ctx, &m)?
+            };
+            mails.push(StatusMail { mail: as_read(m.to_mail(t), ctx.now), waiting });
             continue;
         }
         let copies = copy_ids(ctx, id)?;
@@ -45,7 +49,7 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer
             if let Some(m) = load_mail(ctx, &c)?.filter(|m| m.sender == ctx.pc || m.recipient == ctx.pc) {
                 seen_any = true;
                 let t = timeline(ctx, &m.id)?;
-                mails.push(StatusMail { mail: m.to_mail(t), waiting: None });
+                mails.push(StatusMail { mail: as_read(m.to_mail(t), ctx.now), waiting: None });
             }
         }
         if !seen_any {
@@ -53,4 +57,11 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer
         }
     }
     Ok(StatusAnswer { mails, missing })
+}
+
+/// A mail as the server's clock has it now: status is read-only, so an
+/// expiry no sweep has written yet is shown as the sweep will write it.
+fn as_read(mut m: pcmail_core::Mail, now: pcmail_core::Millis) -> pcmail_core::Mail {
+    pcmail_core::due::mail_as_read(&mut m, now);
+    m
 }
