@@ -141,19 +141,34 @@ fn committing_session(store: &Store) -> Option<String> {
 /// The check: the refusal text when the commit touches another session's
 /// exclusive lease, None to let it through (also on any trouble reading).
 pub fn check(paths: &Paths, dir: &Path, now: Millis) -> Option<String> {
-    let info = repo::identify(dir)?;
+    // The repo committed to (it may have no identity yet: a repo made inside
+    // a leased folder, before its first commit), and every repo enclosing it
+    // (a `.git` made inside a leased folder does not take its files out of
+    // the outer repo's leases): each with the prefix that names this work tree.
+    let root = repo::work_tree_root(dir)?;
+    let enclosing = repo::repo_relative_all(&root).ok()?;
     let store = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET).ok()??;
-    let leases = sl::cache_exclusive_in_repo(store.conn(), &info.id).ok()?;
-    if leases.is_empty() {
+    let mut guarded = vec![];
+    for (outer, prefix) in enclosing {
+        let leases = sl::cache_exclusive_in_repo(store.conn(), &outer.id).ok()?;
+        if !leases.is_empty() {
+            guarded.push((prefix, leases));
+        }
+    }
+    if guarded.is_empty() {
         return None;
     }
     let config = Config::load(paths).ok()?;
     let session = committing_session(&store).unwrap_or_default();
     let me = Me::load(store.conn(), &config.label, &session);
     let mut lines = vec![];
-    for f in staged_files(&info.root) {
-        if let Some((l, _)) = lease_view::blocking(&leases, &me, &f) {
-            lines.push(lease_view::refusal(l, &f, now));
+    for f in staged_files(&root) {
+        for (prefix, leases) in &guarded {
+            let rel = if prefix.is_empty() { f.clone() } else { format!("{prefix}/{f}") };
+            if let Some((l, _)) = lease_view::blocking(leases, &me, &rel) {
+                lines.push(lease_view::refusal(l, &rel, now));
+                break;
+            }
         }
     }
     if lines.is_empty() {
