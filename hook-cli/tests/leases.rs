@@ -569,8 +569,9 @@ fn a_dangling_symlink_to_a_new_leased_file_is_denied() {
     assert!(why.contains("src/auth/new.rs"), "{why}");
     // Absolute, from outside the repo, through a symlinked folder on the way.
     std::os::unix::fs::symlink(f.repo.join("src/auth/other.rs"), f.outside.join("dangling")).unwrap();
-    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": f.outside.join("dangling"), "content": "x"})))
-        .is_some());
+    assert!(
+        denied(&f.pre_tool("s1", "Write", json!({"file_path": f.outside.join("dangling"), "content": "x"}))).is_some()
+    );
 }
 
 #[test]

@@ -131,7 +131,8 @@ mod tests {
     fn without_origin_the_only_remote_else_the_first_by_name() {
         let only = "[remote \"upstream\"]\n\turl = git@github.com:O/R.git\n";
         assert_eq!(remote_url(only).as_deref(), Some("git@github.com:O/R.git"));
-        let two = "[remote \"zeta\"]\n\turl = https://z/z\n[remote \"github\"]\n\turl = https://g/g\n[remote \"empty\"]\n";
+        let two =
+            "[remote \"zeta\"]\n\turl = https://z/z\n[remote \"github\"]\n\turl = https://g/g\n[remote \"empty\"]\n";
         assert_eq!(remote_url(two).as_deref(), Some("https://g/g"));
         let spaced = "[ remote  \"origin\" ]\n\turl = a:b/c\n[remote \"a\"]\n\turl = x:y/z\n";
         assert_eq!(remote_url(spaced).as_deref(), Some("a:b/c"));

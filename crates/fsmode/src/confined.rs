@@ -116,7 +116,9 @@ impl Dir {
             for n in names {
                 path.push(n);
                 match std::fs::symlink_metadata(&path) {
-                    Ok(m) if m.file_type().is_symlink() => return Err(refused(path, "a folder on its way is a symlink")),
+                    Ok(m) if m.file_type().is_symlink() => {
+                        return Err(refused(path, "a folder on its way is a symlink"))
+                    }
                     Ok(m) if !m.is_dir() => return Err(refused(path, "a folder on its way is not a folder")),
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound && create => std::fs::create_dir(&path)
@@ -258,7 +260,10 @@ impl Dir {
         let n = f.write(bytes)?;
         if n != bytes.len() {
             // Only a full disk or a quota does this to a regular file.
-            return Err(io::Error::new(io::ErrorKind::WriteZero, format!("short append: {n} of {} bytes", bytes.len())));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short append: {n} of {} bytes", bytes.len()),
+            ));
         }
         Ok(())
     }
@@ -464,7 +469,8 @@ fn cpath(_: &OsStr) -> io::Result<()> {
 fn temp_name(name: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     PathBuf::from(format!(
         ".{}.{}.{}{:08x}.tmp",
         name.to_string_lossy(),

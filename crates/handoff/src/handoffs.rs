@@ -253,12 +253,7 @@ pub struct Created {
 
 /// Creates the file `<stem>.md` (or `<stem>-2.md` … when the same session
 /// already wrote that slug this minute): O_CREAT|O_EXCL, never overwriting.
-fn create_unique(
-    root: &Path,
-    dir: &Path,
-    stem: &str,
-    content: impl Fn(&str) -> String,
-) -> Result<(String, PathBuf)> {
+fn create_unique(root: &Path, dir: &Path, stem: &str, content: impl Fn(&str) -> String) -> Result<(String, PathBuf)> {
     for n in 1..=99 {
         let name = if n == 1 { stem.to_string() } else { format!("{stem}-{n}") };
         let path = dir.join(format!("{name}.md"));
@@ -478,7 +473,11 @@ pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body:
     })?;
     for c in &covers {
         stamp_rolled_up(&repo.root, &dir.join(format!("{c}.md")), &name)?;
-        index::append(&repo.root, &repo.index_path(), &Line::new(a.at, Event::RolledUp, c, a.by, &format!("into {name}")))?;
+        index::append(
+            &repo.root,
+            &repo.index_path(),
+            &Line::new(a.at, Event::RolledUp, c, a.by, &format!("into {name}")),
+        )?;
     }
     index::append(
         &repo.root,

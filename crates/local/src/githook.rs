@@ -87,8 +87,17 @@ pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
             std::fs::rename(&hook, &chained).map_err(io(&hook))?;
         }
     }
-    let tmp = hooks.join(".pre-commit.pcmail-tmp");
-    std::fs::write(&tmp, &want).map_err(io(&tmp))?;
+    // The temp file is created new (O_EXCL never follows a symlink): a hooks
+    // folder inside the work tree (core.hooksPath) is the repo's content,
+    // and a symlink planted at this name must not carry the write elsewhere.
+    let tmp = hooks.join(format!(".pre-commit.pcmail-tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
+        f.write_all(want.as_bytes()).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
