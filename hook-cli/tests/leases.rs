@@ -555,3 +555,74 @@ fn codex_apply_patch_is_guarded_on_every_path_its_patch_writes() {
         format!("*** Begin Patch\n*** Update File: {}\n*** End Patch\n", f.repo.join("src/auth/login.rs").display());
     assert!(denied(&codex(&abs)).is_some());
 }
+
+/// Ways around the guard that must all map to the leased repo and path:
+/// a dangling symlink to a new file under the lease, an origin spelled with
+/// other case, a remote not called `origin`, a `.git` made inside the
+/// leased folder.
+#[test]
+fn a_dangling_symlink_to_a_new_leased_file_is_denied() {
+    let f = Fixture::new();
+    std::os::unix::fs::symlink("src/auth/new.rs", f.repo.join("notes.rs")).unwrap();
+    let why = denied(&f.pre_tool("s1", "Write", json!({"file_path": f.repo.join("notes.rs"), "content": "x"})))
+        .expect("writing through the link creates src/auth/new.rs");
+    assert!(why.contains("src/auth/new.rs"), "{why}");
+    // Absolute, from outside the repo, through a symlinked folder on the way.
+    std::os::unix::fs::symlink(f.repo.join("src/auth/other.rs"), f.outside.join("dangling")).unwrap();
+    assert!(
+        denied(&f.pre_tool("s1", "Write", json!({"file_path": f.outside.join("dangling"), "content": "x"}))).is_some()
+    );
+}
+
+#[test]
+fn an_origin_spelled_with_other_case_or_another_remote_name_is_the_same_repo() {
+    let f = Fixture::new();
+    let login = json!({"file_path": f.repo.join("src/auth/login.rs"), "old_string": "a", "new_string": "b"});
+    git(&f.repo, &["remote", "set-url", "origin", "https://GitHub.com/O/R.git"]);
+    assert!(denied(&f.pre_tool("s1", "Edit", login.clone())).is_some(), "host and path case on github.com");
+    git(&f.repo, &["remote", "rename", "origin", "upstream"]);
+    assert!(denied(&f.pre_tool("s1", "Edit", login.clone())).is_some(), "the only remote, not called origin");
+    git(&f.repo, &["remote", "add", "zz-fork", "https://github.com/someone/fork"]);
+    assert!(denied(&f.pre_tool("s1", "Edit", login)).is_some(), "the first remote by name");
+}
+
+#[test]
+fn a_nested_git_inside_a_leased_folder_does_not_hide_it() {
+    let f = Fixture::new();
+    let nested = f.repo.join("src/auth");
+    assert!(git(&nested, &["init", "-q", "-b", "main"]).status.success());
+    let why = denied(&f.pre_tool("s1", "Edit", json!({"file_path": nested.join("login.rs")}))).expect("denied");
+    assert!(why.contains("src/auth/login.rs"), "{why}");
+    // The pre-commit guard of the nested repo checks the outer repo's leases too.
+    pcmail_local::githook::install(&nested, Path::new(hook_exe())).unwrap();
+    std::fs::write(nested.join("login.rs"), "changed\n").unwrap();
+    git(&nested, &["add", "login.rs"]);
+    let out = Command::new("git")
+        .args(["commit", "-qm", "c"])
+        .current_dir(&nested)
+        .env("PCMAIL_HOME", &f.home)
+        .env("PCMAIL_SESSION", "s1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@x")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@x")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("src/auth/login.rs"), "{err}");
+}
+
+/// A hook payload naming a path of 250,000 names is answered at once (a
+/// refusal: it cannot be checked within the bounds), far inside Claude
+/// Code's 60 s hook timeout.
+#[test]
+fn an_absurdly_deep_path_is_refused_at_once() {
+    let f = Fixture::new();
+    let deep = format!("{}/src/auth/{}x.rs", f.repo.display(), "a/".repeat(250_000));
+    let t = std::time::Instant::now();
+    let why = denied(&f.pre_tool("s1", "Write", json!({"file_path": deep, "content": "x"}))).expect("refused");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(why.contains("cannot be checked"), "{why}");
+    let dots = format!("{}/{}src/auth/x.rs", f.repo.display(), "./".repeat(250_000));
+    assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": dots, "content": "x"}))).is_some());
+}

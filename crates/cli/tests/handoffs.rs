@@ -171,7 +171,7 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     let (code, _, _) = run_in(&a, &sub, "s", &["memory", "add", "gotcha", "--topic", "../x", "t"], "");
     assert_eq!(code, 2);
     let shown = ok_json(&a, &sub, "s", &["memory", "show", "auth"], "");
-    assert_eq!(shown["repo"], "github.com/Owner/Proj");
+    assert_eq!(shown["repo"], "github.com/owner/proj");
     assert_eq!(shown["entries"][0]["why"], "the proxy caches 10 min");
     let hits = ok_json(&a, &sub, "s", &["memory", "search", "proxy", "token"], "");
     assert_eq!(hits["entries"].as_array().unwrap().len(), 1);

@@ -376,8 +376,15 @@ fn llms_target(path: &Path) -> Result<(PathBuf, Option<PathBuf>), MapError> {
     }
 }
 
-fn write_atomic(path: &Path, content: &str) -> Result<(), MapError> {
+/// Replaces an output atomically. Inside the repo (the usual place) the
+/// write is confined to it (`pcmail_fsmode::confined`: no committed symlink
+/// at `.claude/` or at the file carries it elsewhere); an output the user
+/// put outside the repo is written where they said.
+fn write_atomic(repo: &Path, path: &Path, content: &str) -> Result<(), MapError> {
     let err = |e| MapError::Write { path: path.to_path_buf(), source: e };
+    if path.strip_prefix(repo).is_ok() {
+        return pcmail_fsmode::confined::replace(repo, path, content.as_bytes(), None).map_err(err);
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
@@ -397,7 +404,7 @@ impl Built {
     pub fn write(&mut self) -> Result<(), MapError> {
         for path in &self.report.changed {
             let content = if *path == self.report.map_path { &self.code_map } else { &self.llms };
-            write_atomic(path, content)?;
+            write_atomic(&self.report.repo, path, content)?;
         }
         if let Err(e) = write_stamp(&self.report.repo, &self.stamp) {
             self.report.stamp_error = Some(format!("cannot write the code map stamp in the git directory: {e}"));

@@ -346,3 +346,19 @@ fn a_same_size_edit_within_the_clock_tick_is_still_seen() {
     assert_eq!(r.parsed, 1);
     assert!(fs::read_to_string(&r.map_path).unwrap().contains("`pub fn bbb()`"));
 }
+
+/// A repo's committed symlink at `.claude` cannot make `pcmail map` write
+/// outside the repo: the write is refused and nothing appears there.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_claude_folder_is_not_written_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixture_repo(tmp.path(), "rust");
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let _ = fs::remove_dir_all(root.join(".claude"));
+    std::os::unix::fs::symlink(&outside, root.join(".claude")).unwrap();
+    let e = map(&Options::new(&root), None).unwrap_err();
+    assert!(e.to_string().contains("refused"), "{e}");
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "nothing written outside the repo");
+}

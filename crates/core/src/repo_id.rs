@@ -3,32 +3,52 @@
 //! PC) names a repo the same way. Pure text functions; reading `.git` is the
 //! caller's.
 
-/// The `url` of `[remote "origin"]` in a git config file (section names with
-/// any spacing, the key in any case, empty values skipped).
-pub fn origin_url(config: &str) -> Option<String> {
-    let mut in_origin = false;
+/// The URL that names the repo, from a git config file: `[remote "origin"]`'s
+/// `url`, else the only remote's, else that of the remote whose name sorts
+/// first (byte order), so a clone whose remote is called `upstream` or
+/// `github` names the same repo on every PC. Section names with any
+/// spacing, the key in any case; remotes without a URL are skipped.
+pub fn remote_url(config: &str) -> Option<String> {
+    let mut remotes: Vec<(String, String)> = vec![];
+    let mut current: Option<String> = None;
     for line in config.lines() {
         let l = line.trim();
         if l.starts_with('[') {
-            let compact: String = l.chars().filter(|c| !c.is_whitespace()).collect();
-            in_origin = compact == "[remote\"origin\"]";
+            current = remote_section(l);
             continue;
         }
-        if in_origin {
-            if let Some((k, v)) = l.split_once('=') {
-                let v = v.trim().trim_matches('"');
-                if k.trim().eq_ignore_ascii_case("url") && !v.is_empty() {
-                    return Some(v.to_string());
-                }
+        let Some(name) = &current else { continue };
+        if let Some((k, v)) = l.split_once('=') {
+            let v = v.trim().trim_matches('"');
+            if k.trim().eq_ignore_ascii_case("url") && !v.is_empty() && !remotes.iter().any(|(n, _)| n == name) {
+                remotes.push((name.clone(), v.to_string()));
             }
         }
     }
-    None
+    if let Some((_, u)) = remotes.iter().find(|(n, _)| n == "origin") {
+        return Some(u.clone());
+    }
+    remotes.sort();
+    remotes.into_iter().next().map(|(_, u)| u)
 }
 
-/// One spelling per repo: `https://github.com/O/R.git`, `git@github.com:O/R`
-/// and `ssh://git@github.com:22/O/R/` all give `github.com/O/R` (host
-/// lower-case; no user, port, scheme or `.git`). A local origin keeps its
+/// The remote's name of a `[remote "NAME"]` section header.
+fn remote_section(header: &str) -> Option<String> {
+    let inner = header.strip_prefix('[')?.split(']').next()?.trim();
+    let rest = inner.strip_prefix("remote")?.trim_start();
+    let name = rest.strip_prefix('"')?.strip_suffix('"')?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The hosts whose repo paths ignore case (`github.com/O/R` is
+/// `github.com/o/r`): their paths are lower-cased. Elsewhere only the host
+/// is, since a self-hosted server may tell `A/b` from `a/b`.
+pub const CASE_INSENSITIVE_HOSTS: &[&str] = &["github.com", "gitlab.com", "bitbucket.org"];
+
+/// One spelling per repo: `https://GitHub.com/O/R.git`, `git@github.com:O/R`
+/// and `ssh://git@github.com:22/o/r/` all give `github.com/o/r` (host
+/// lower-case, the path too on [`CASE_INSENSITIVE_HOSTS`]; no user, port,
+/// scheme or `.git`). A local origin keeps its
 /// path (`/srv/git/proj.git` and `file:///srv/git/proj` give `/srv/git/proj`).
 pub fn normalise_origin(url: &str) -> String {
     let u = url.trim();
@@ -49,6 +69,8 @@ pub fn normalise_origin(url: &str) -> String {
     let path = strip_git(path.trim_matches('/'));
     if path.is_empty() {
         host
+    } else if CASE_INSENSITIVE_HOSTS.contains(&host.as_str()) {
+        format!("{host}/{}", path.to_lowercase())
     } else {
         format!("{host}/{path}")
     }
@@ -85,8 +107,13 @@ mod tests {
             "https://user:pw@github.com/Owner/Repo",
             "https://user:tok@GitHub.com/Owner/Repo.git/",
         ] {
-            assert_eq!(normalise_origin(u), "github.com/Owner/Repo", "{u}");
+            assert_eq!(normalise_origin(u), "github.com/owner/repo", "{u}");
         }
+        // The host always ignores case; the path only on the hosts known to.
+        assert_eq!(normalise_origin("https://GitHub.com/O/R"), normalise_origin("https://github.com/o/r"));
+        assert_eq!(normalise_origin("git@GitLab.com:Grp/Sub/P.git"), "gitlab.com/grp/sub/p");
+        assert_eq!(normalise_origin("https://Bitbucket.org/T/R"), "bitbucket.org/t/r");
+        assert_eq!(normalise_origin("https://Git.Example.org/A/B"), "git.example.org/A/B");
         assert_eq!(normalise_origin("/srv/git/proj.git"), "/srv/git/proj");
         assert_eq!(normalise_origin("file:///srv/git/proj.git"), "/srv/git/proj");
         assert_eq!(normalise_origin(r"C:\repos\proj.git"), r"C:\repos\proj");
@@ -95,9 +122,20 @@ mod tests {
     #[test]
     fn origin_is_read_from_the_config() {
         let c = "[core]\n\tbare = false\n[remote \"upstream\"]\n\turl = https://x/y\n[remote \"origin\"]\n\tURL = git@h.com:a/b.git\n";
-        assert_eq!(origin_url(c).as_deref(), Some("git@h.com:a/b.git"));
-        assert_eq!(origin_url("[core]\n"), None);
-        assert_eq!(origin_url("[remote \"origin\"]\n\turl =\n\turl = x:y/z\n").as_deref(), Some("x:y/z"));
+        assert_eq!(remote_url(c).as_deref(), Some("git@h.com:a/b.git"));
+        assert_eq!(remote_url("[core]\n"), None);
+        assert_eq!(remote_url("[remote \"origin\"]\n\turl =\n\turl = x:y/z\n").as_deref(), Some("x:y/z"));
+    }
+
+    #[test]
+    fn without_origin_the_only_remote_else_the_first_by_name() {
+        let only = "[remote \"upstream\"]\n\turl = git@github.com:O/R.git\n";
+        assert_eq!(remote_url(only).as_deref(), Some("git@github.com:O/R.git"));
+        let two =
+            "[remote \"zeta\"]\n\turl = https://z/z\n[remote \"github\"]\n\turl = https://g/g\n[remote \"empty\"]\n";
+        assert_eq!(remote_url(two).as_deref(), Some("https://g/g"));
+        let spaced = "[ remote  \"origin\" ]\n\turl = a:b/c\n[remote \"a\"]\n\turl = x:y/z\n";
+        assert_eq!(remote_url(spaced).as_deref(), Some("a:b/c"));
     }
 
     #[test]

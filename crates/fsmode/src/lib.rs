@@ -5,6 +5,8 @@
 //! Unix only is proven. On Windows these functions create the same files and
 //! folders and rely on the user profile's inherited ACLs (not proven here).
 
+pub mod confined;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;

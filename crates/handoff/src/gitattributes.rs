@@ -32,7 +32,7 @@ pub fn ensure(repo_root: &Path) -> Result<bool> {
         block.push_str(l);
         block.push('\n');
     }
-    fsutil::append_block(&path, &block)?;
+    fsutil::append_block(repo_root, &path, &block)?;
     Ok(true)
 }
 

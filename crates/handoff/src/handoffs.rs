@@ -256,12 +256,11 @@ pub struct Created {
 
 /// Creates the file `<stem>.md` (or `<stem>-2.md` … when the same session
 /// already wrote that slug this minute): O_CREAT|O_EXCL, never overwriting.
-fn create_unique(dir: &Path, stem: &str, content: impl Fn(&str) -> String) -> Result<(String, PathBuf)> {
-    std::fs::create_dir_all(dir).map_err(|e| HandoffError::io(dir, e))?;
+fn create_unique(root: &Path, dir: &Path, stem: &str, content: impl Fn(&str) -> String) -> Result<(String, PathBuf)> {
     for n in 1..=99 {
         let name = if n == 1 { stem.to_string() } else { format!("{stem}-{n}") };
         let path = dir.join(format!("{name}.md"));
-        if fsutil::create_new(&path, content(&name).as_bytes())? {
+        if fsutil::create_new(root, &path, content(&name).as_bytes())? {
             return Ok((name, path));
         }
     }
@@ -277,9 +276,9 @@ pub fn new_handoff(repo: &Repo, slug: &str, a: &Author, s: &Sections) -> Result<
     }
     let gitattributes_changed = gitattributes::ensure(&repo.root)?;
     let stem = names::file_stem(a.at, a.session, slug, false);
-    let (name, path) = create_unique(&repo.handoff_dir(), &stem, |_| render_handoff(slug, a, s))?;
+    let (name, path) = create_unique(&repo.root, &repo.handoff_dir(), &stem, |_| render_handoff(slug, a, s))?;
     let goal = s.goal.as_deref().unwrap_or("");
-    index::append(&repo.index_path(), &Line::new(a.at, Event::Active, &name, a.by, goal))?;
+    index::append(&repo.root, &repo.index_path(), &Line::new(a.at, Event::Active, &name, a.by, goal))?;
     Ok(Created { name, path, gitattributes_changed })
 }
 
@@ -420,14 +419,14 @@ pub fn show(repo: &Repo, query: &str) -> Result<Shown> {
 /// `pcmail handoff pickup`: shows it and records who picked it up.
 pub fn pickup(repo: &Repo, query: &str, by: &str, now: DateTime<Utc>) -> Result<Shown> {
     let name = resolve(repo, query)?;
-    index::append(&repo.index_path(), &Line::new(now, Event::PickedUp, &name, by, ""))?;
+    index::append(&repo.root, &repo.index_path(), &Line::new(now, Event::PickedUp, &name, by, ""))?;
     show(repo, &name)
 }
 
 /// `pcmail handoff close`.
 pub fn close(repo: &Repo, query: &str, by: &str, note: &str, now: DateTime<Utc>) -> Result<Shown> {
     let name = resolve(repo, query)?;
-    index::append(&repo.index_path(), &Line::new(now, Event::Closed, &name, by, note))?;
+    index::append(&repo.root, &repo.index_path(), &Line::new(now, Event::Closed, &name, by, note))?;
     show(repo, &name)
 }
 
@@ -521,7 +520,7 @@ pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body:
     gitattributes::ensure(&repo.root)?;
     let stem = names::file_stem(a.at, a.session, slug, true);
     let covers_text: String = covers.iter().map(|c| format!("  - {c}\n")).collect();
-    let (name, path) = create_unique(&dir, &stem, |_| {
+    let (name, path) = create_unique(&repo.root, &dir, &stem, |_| {
         format!(
             "---\ntype: rollup\ncovers:\n{covers_text}through: {}\nsession: {}\nby: {}\ncreated: {}\n---\n# Rollup: {slug}\n\n{}\n",
             names::format_through(through),
@@ -532,10 +531,15 @@ pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body:
         )
     })?;
     for c in &covers {
-        stamp_rolled_up(&dir.join(format!("{c}.md")), &name)?;
-        index::append(&repo.index_path(), &Line::new(a.at, Event::RolledUp, c, a.by, &format!("into {name}")))?;
+        stamp_rolled_up(&repo.root, &dir.join(format!("{c}.md")), &name)?;
+        index::append(
+            &repo.root,
+            &repo.index_path(),
+            &Line::new(a.at, Event::RolledUp, c, a.by, &format!("into {name}")),
+        )?;
     }
     index::append(
+        &repo.root,
         &repo.index_path(),
         &Line::new(
             a.at,
@@ -550,7 +554,7 @@ pub fn rollup(repo: &Repo, slug: &str, a: &Author, through: DateTime<Utc>, body:
 
 /// Adds `rolled_up_into: <rollup>` to a handoff's front matter (a front
 /// matter is made for a file without one), replacing the file atomically.
-pub fn stamp_rolled_up(path: &Path, rollup: &str) -> Result<()> {
+pub fn stamp_rolled_up(root: &Path, path: &Path, rollup: &str) -> Result<()> {
     let text = std::fs::read_to_string(path).map_err(|e| HandoffError::io(path, e))?;
     let (fm, body) = strip_front_matter(&text);
     if front_value(&fm, "rolled_up_into").is_some() {
@@ -564,7 +568,7 @@ pub fn stamp_rolled_up(path: &Path, rollup: &str) -> Result<()> {
         }
         _ => format!("---\nrolled_up_into: {rollup}\n---\n{text}"),
     };
-    fsutil::replace_atomically(path, &stamped)
+    fsutil::replace_atomically(root, path, &stamped)
 }
 
 #[cfg(test)]
@@ -596,15 +600,15 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("h.md");
         std::fs::write(&p, "---\ntype: handoff\n---\n# H\n\n## Goal\ng\n").unwrap();
-        stamp_rolled_up(&p, "r1").unwrap();
-        stamp_rolled_up(&p, "r2").unwrap();
+        stamp_rolled_up(d.path(), &p, "r1").unwrap();
+        stamp_rolled_up(d.path(), &p, "r2").unwrap();
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
             "---\ntype: handoff\nrolled_up_into: r1\n---\n# H\n\n## Goal\ng\n"
         );
         let q = d.path().join("plain.md");
         std::fs::write(&q, "# by hand\n").unwrap();
-        stamp_rolled_up(&q, "r1").unwrap();
+        stamp_rolled_up(d.path(), &q, "r1").unwrap();
         let t = std::fs::read_to_string(&q).unwrap();
         assert_eq!(front_value(&strip_front_matter(&t).0, "rolled_up_into"), Some("r1"));
         assert!(t.ends_with("# by hand\n"));

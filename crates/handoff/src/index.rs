@@ -116,10 +116,11 @@ impl Line {
     }
 }
 
-/// Appends one event line to the INDEX at `path` (created with its header).
-pub fn append(path: &Path, line: &Line) -> Result<()> {
-    fsutil::ensure_with_header(path, HEADER)?;
-    fsutil::append_line(path, &line.render())
+/// Appends one event line to the INDEX at `path` (under the repo at `root`;
+/// created with its header).
+pub fn append(root: &Path, path: &Path, line: &Line) -> Result<()> {
+    fsutil::ensure_with_header(root, path, HEADER)?;
+    fsutil::append_line(root, path, &line.render())
 }
 
 /// Every well-formed line, oldest first by time (lines from two PCs that git

@@ -133,10 +133,11 @@ pub fn add(
     gitattributes::ensure(&repo.root)?;
     let path = topic_path(repo, topic);
     fsutil::ensure_with_header(
+        &repo.root,
         &path,
         &format!("# Memory: {topic}\n\nDecisions and gotchas, appended by `pcmail memory add` (newest last; edit by adding, not rewriting).\n"),
     )?;
-    fsutil::append_block(&path, &render_entry(kind, at, by, text, why))?;
+    fsutil::append_block(&repo.root, &path, &render_entry(kind, at, by, text, why))?;
     let entry = Entry {
         topic: topic.to_string(),
         kind,

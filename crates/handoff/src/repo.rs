@@ -40,7 +40,9 @@ impl Repo {
     }
 }
 
-/// The repo's identity: `origin`'s URL normalised, else the root commit,
+/// The repo's identity: the remote URL normalised (`origin`, else the only
+/// remote, else the first by name: `pcmail_core::repo_id::remote_url`),
+/// else the root commit,
 /// else `path:` and the canonical root (a repo with neither is only this
 /// checkout). The rules are `pcmail_core::repo_id`'s, as for leases.
 pub fn identity(root: &Path) -> String {
@@ -53,12 +55,12 @@ pub fn identity(root: &Path) -> String {
     format!("path:{}", canon.display())
 }
 
-/// A work tree's id from its git common dir: the normalised origin, else the
+/// A work tree's id from its git common dir: the normalised remote URL, else the
 /// root commit (None for a repo with neither, e.g. no commit yet).
 pub fn id_from_git(root: &Path, common_dir: &Path) -> Option<String> {
     std::fs::read_to_string(common_dir.join("config"))
         .ok()
-        .and_then(|c| pcmail_core::repo_id::origin_url(&c))
+        .and_then(|c| pcmail_core::repo_id::remote_url(&c))
         .map(|u| pcmail_core::repo_id::normalise_origin(&u))
         .filter(|u| !u.is_empty())
         .or_else(|| root_commit(root, common_dir))

@@ -87,8 +87,17 @@ pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
             std::fs::rename(&hook, &chained).map_err(io(&hook))?;
         }
     }
-    let tmp = hooks.join(".pre-commit.pcmail-tmp");
-    std::fs::write(&tmp, &want).map_err(io(&tmp))?;
+    // The temp file is created new (O_EXCL never follows a symlink): a hooks
+    // folder inside the work tree (core.hooksPath) is the repo's content,
+    // and a symlink planted at this name must not carry the write elsewhere.
+    let tmp = hooks.join(format!(".pre-commit.pcmail-tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
+        f.write_all(want.as_bytes()).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -141,19 +150,34 @@ fn committing_session(store: &Store) -> Option<String> {
 /// The check: the refusal text when the commit touches another session's
 /// exclusive lease, None to let it through (also on any trouble reading).
 pub fn check(paths: &Paths, dir: &Path, now: Millis) -> Option<String> {
-    let info = repo::identify(dir)?;
+    // The repo committed to (it may have no identity yet: a repo made inside
+    // a leased folder, before its first commit), and every repo enclosing it
+    // (a `.git` made inside a leased folder does not take its files out of
+    // the outer repo's leases): each with the prefix that names this work tree.
+    let root = repo::work_tree_root(dir)?;
+    let enclosing = repo::repo_relative_all(&root).ok()?;
     let store = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET).ok()??;
-    let leases = sl::cache_exclusive_in_repo(store.conn(), &info.id).ok()?;
-    if leases.is_empty() {
+    let mut guarded = vec![];
+    for (outer, prefix) in enclosing {
+        let leases = sl::cache_exclusive_in_repo(store.conn(), &outer.id).ok()?;
+        if !leases.is_empty() {
+            guarded.push((prefix, leases));
+        }
+    }
+    if guarded.is_empty() {
         return None;
     }
     let config = Config::load(paths).ok()?;
     let session = committing_session(&store).unwrap_or_default();
     let me = Me::load(store.conn(), &config.label, &session);
     let mut lines = vec![];
-    for f in staged_files(&info.root) {
-        if let Some((l, _)) = lease_view::blocking(&leases, &me, &f) {
-            lines.push(lease_view::refusal(l, &f, now));
+    for f in staged_files(&root) {
+        for (prefix, leases) in &guarded {
+            let rel = if prefix.is_empty() { f.clone() } else { format!("{prefix}/{f}") };
+            if let Some((l, _)) = lease_view::blocking(leases, &me, &rel) {
+                lines.push(lease_view::refusal(l, &rel, now));
+                break;
+            }
         }
     }
     if lines.is_empty() {

@@ -515,14 +515,44 @@ fn guard_file(
         let Some(cwd) = input.cwd.as_deref() else { return Ok(None) };
         path = Path::new(cwd).join(path);
     }
-    // The cheap refusals first: outside any repo, no store to open.
-    let Some((info, rel)) = repo::repo_relative(&path) else { return Ok(None) };
+    // The cheap refusals first: outside any repo, no store to open. A path
+    // too long or deep to resolve within the bounds is refused, not let
+    // through unchecked.
+    let repos = match repo::repo_relative_all(&path) {
+        Ok(r) => r,
+        Err(repo::Unresolvable(why)) => {
+            return Ok(Some(GuardSays::Deny(format!(
+                "pcmail: this path cannot be checked against the repo's leases ({why}); refused"
+            ))))
+        }
+    };
+    // Every enclosing repo (a nested `.git` does not hide a file from the
+    // outer repo's leases): the first refusal wins.
+    let mut context = None;
+    for (info, rel) in &repos {
+        match guard_in(paths, input, info, rel, now)? {
+            Some(GuardSays::Deny(r)) => return Ok(Some(GuardSays::Deny(r))),
+            Some(c) if context.is_none() => context = Some(c),
+            _ => {}
+        }
+    }
+    Ok(context)
+}
+
+/// The guard for one file as one repo names it.
+fn guard_in(
+    paths: &Paths,
+    input: &HookInput,
+    info: &repo::RepoInfo,
+    rel: &str,
+    now: Millis,
+) -> Result<Option<GuardSays>, Box<dyn std::error::Error>> {
     // The guard file the poller writes: an edit no lease covers opens no
     // SQLite and reads no config. No file (no poll since this version, or a
     // failed write, which removes it), an unreadable or a damaged one: the
     // store below decides, as it did before the file existed.
     if let Some(file) = lease_view::GuardFile::read(&paths.home) {
-        if let Some(leases) = file.covering_exclusive(&info.id, &rel) {
+        if let Some(leases) = file.covering_exclusive(&info.id, rel) {
             if !leases.is_empty() {
                 let config = Config::load(paths)?;
                 // The session's own fences live in the store: opened only when
@@ -537,8 +567,8 @@ fn guard_file(
                     vec![]
                 };
                 let me = Me { pc: &config.label, session: &input.session_id, own };
-                if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-                    return Ok(Some(GuardSays::Deny(lease_view::refusal(l, &rel, now + file.offset))));
+                if let Some((l, _)) = lease_view::blocking(&leases, &me, rel) {
+                    return Ok(Some(GuardSays::Deny(lease_view::refusal(l, rel, now + file.offset))));
                 }
             }
             return Ok(lease_view::age_line(file.at, now).map(GuardSays::Context));
@@ -547,12 +577,12 @@ fn guard_file(
     let Some(store) = Store::open_existing(&paths.store(), crate::locks::HOOK_LOCK_BUDGET)? else { return Ok(None) };
     // Only the leases covering this file are read whole; the config and the
     // session's own leases only when one does.
-    let leases = lease_view::covering_exclusive(store.conn(), &info.id, &rel)?;
+    let leases = lease_view::covering_exclusive(store.conn(), &info.id, rel)?;
     if !leases.is_empty() {
         let config = Config::load(paths)?;
         let me = Me::load(store.conn(), &config.label, &input.session_id);
-        if let Some((l, _)) = lease_view::blocking(&leases, &me, &rel) {
-            return Ok(Some(GuardSays::Deny(lease_view::refusal(l, &rel, now + server_offset(&store)))));
+        if let Some((l, _)) = lease_view::blocking(&leases, &me, rel) {
+            return Ok(Some(GuardSays::Deny(lease_view::refusal(l, rel, now + server_offset(&store)))));
         }
     }
     Ok(lease_view::cache_age_line(store.conn(), now).map(GuardSays::Context))
