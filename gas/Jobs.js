@@ -23,7 +23,7 @@ function parseJobSubmitter_(v) {
   const out = { pc: lreqStr_(s, 'pc', 'submitter.pc'), session: lreqStr_(s, 'session', 'submitter.session'),
     name: loptStr_(s, 'name', 'submitter.name') };
   if (!isValidLabel_(out.pc)) throw badField_('submitter.pc', 'submitter.pc must be a roster label');
-  checkSingleLine_('submitter.session', out.session, LEASE.SESSION_MAX, true);
+  checkSessionId_('submitter.session', out.session);
   if (out.name !== null) checkSingleLine_('submitter.name', out.name, LEASE.SESSION_MAX, true);
   return out;
 }
@@ -114,7 +114,7 @@ function parseJobArgs_(op, a) {
       if (Object.keys(a.args || {}).length > JOB.ARGS_MAX) throw badField_('args', 'at most ' + JOB.ARGS_MAX + ' arguments');
       if (rerunOf !== null && !isJobId_(rerunOf)) throw badField_('rerunOf', 'rerunOf must look like job-<ms>-<8 lower hex>');
       if (!isValidLabel_(submitter.pc)) throw badField_('submitter.pc', 'submitter.pc must be a roster label');
-      checkSingleLine_('submitter.session', submitter.session, LEASE.SESSION_MAX, true);
+      checkSessionId_('submitter.session', submitter.session);
       if (submitter.name !== null) checkSingleLine_('submitter.name', submitter.name, LEASE.SESSION_MAX, true);
       if (win !== null && (win < 0 || win > JOB.DEDUP_MAX_MS)) throw badField_('dedupWindowMs', 'dedupWindowMs must be 0 ms to 1 day');
       return { jobId: raw.jobId, target: raw.target, command: raw.command, args: args, force: force, rerunOf: rerunOf,

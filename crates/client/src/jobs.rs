@@ -747,6 +747,7 @@ impl Client {
             submitter: Submitter { pc: self.me().to_string(), session: req.session.clone(), name: req.name.clone() },
             dedup_window_ms: None,
         };
+        cj::check_submitter(&args.submitter).map_err(|e| ClientError::Invalid(e.message))?;
         let a: cj::SubmitAnswer = self.call_job_as(&Op::JobSubmit(args))?;
         self.remember_job(&a.job, &req.session, now, true)?;
         Ok(a)

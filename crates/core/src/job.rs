@@ -55,7 +55,7 @@ pub const LIST_LIMIT_DEFAULT: usize = 100;
 pub const LIST_LIMIT_MAX: usize = 500;
 /// Longest runner (`<pc>/<pid>`), session, name.
 pub const RUNNER_MAX_CHARS: usize = 100;
-pub const SESSION_MAX_CHARS: usize = 100;
+pub const SESSION_MAX_CHARS: usize = crate::rules::SESSION_ID_MAX_CHARS;
 /// The target that is the server itself.
 pub const SERVER_TARGET: &str = "@server";
 /// Who the server writes in a timeline.
@@ -1026,7 +1026,7 @@ pub fn check_submitter(s: &Submitter) -> Result<(), ProtoError> {
     if !is_valid_label(&s.pc) {
         return Err(ProtoError::field("submitter.pc", "submitter.pc must be a roster label"));
     }
-    check_line("submitter.session", &s.session, SESSION_MAX_CHARS)?;
+    crate::rules::check_session_id("submitter.session", &s.session)?;
     if let Some(n) = &s.name {
         check_line("submitter.name", n, SESSION_MAX_CHARS)?;
     }
