@@ -355,7 +355,13 @@ impl Client {
         reason: Option<String>,
         now: Millis,
     ) -> Result<(), ClientError> {
+        // The reason may quote a process's own words: cleaned to what the
+        // servers take (the one check, `check_report`), so the report is never refused for its text.
+        let reason = reason.map(|r| pcmail_core::rules::clean_reason(&r));
         let r = ReportArgs { job_id: job_id.to_string(), runner: runner.to_string(), state, result, reason };
+        if let Err(e) = cj::check_report(&r) {
+            tracing::warn!("job report {job_id} would be refused ({}): queued for the record", e.message);
+        }
         self.store.job_finish(job_id, &serde_json::to_string(&r).unwrap_or_default(), now)?;
         send_report(self.transport.as_ref(), &mut self.store, &r);
         Ok(())
