@@ -188,3 +188,36 @@ proptest! {
         prop_assert_eq!(mail_flows(&mut t), Ok(()));
     }
 }
+
+/// SessionEnd's `reason` (the hook's own words) rides the queued release
+/// of the session's leases: with an escape in it, the release still reaches
+/// the server (it once was refused as an item and lost).
+#[test]
+fn a_session_end_reason_with_control_characters_still_releases_the_lease() {
+    use pcmail_client::leases::ClaimRequest;
+    use pcmail_core::lease::{ListArgs, Mode};
+    let mut t = two();
+    hook_on_b(&t, br#"{"session_id": "s\u202e1", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}"#);
+    let session = sl::sessions_list(t.b.store.conn(), 1).unwrap()[0].session.clone();
+    let req = ClaimRequest {
+        resource: "deploy".into(),
+        repo: "github.com/o/r".into(),
+        description: "deploying".into(),
+        files: vec![],
+        mode: Mode::Exclusive,
+        session: session.clone(),
+        name: None,
+        follow: None,
+        ttl_ms: Some(600_000),
+        takeover: None,
+    };
+    t.b.lease_claim(&req).unwrap();
+    let live = |c: &mut Client| {
+        let l = c.lease_list(ListArgs { resource: Some("deploy".into()), ..Default::default() }).unwrap();
+        l.leases.into_iter().filter(|l| l.state.is_live()).count()
+    };
+    assert_eq!(live(&mut t.a), 1);
+    hook_on_b(&t, br#"{"session_id": "s\u202e1", "hook_event_name": "SessionEnd", "reason": "gone\u001b[31m\u0000"}"#);
+    mail_flows(&mut t).unwrap();
+    assert_eq!(live(&mut t.a), 0, "the release went through");
+}
