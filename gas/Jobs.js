@@ -159,8 +159,37 @@ function parsePollJob_(v) {
     return m[k];
   };
   let whitelist = null;
+  // A whitelist the server refuses is refused on its own (job.errors, list `whitelist`):
+  // the PC's heartbeats, reports and mail still go through.
   if (has_(m, 'whitelist')) {
-    const w = lobj_(m.whitelist, 'job.whitelist');
+    try {
+      whitelist = parsePollWhitelist_(m.whitelist);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      whitelist = { bad: { list: 'whitelist', index: 0, code: err.pcmail.code,
+        field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
+    }
+  }
+  const take = has_(m, 'take') ? optBool_(m, 'take') : false;
+  // A malformed heartbeat id is left out like an unknown one.
+  const running = list('running').filter(isJobId_);
+  const reports = list('reports').map(function (x, index) {
+    try {
+      if (!isObj_(x)) throw badField_('job.reports', 'each report must be an object');
+      return parseJobReport_(x);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? Array.from(x.jobId).slice(0, 60).join('') : null,
+        code: err.pcmail.code, field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
+    }
+  });
+  return { whitelist: whitelist, take: take, running: running, reports: reports };
+}
+
+// job::parse_whitelist + check_whitelist.
+function parsePollWhitelist_(wv) {
+  {
+    const w = lobj_(wv, 'job.whitelist');
     const hash = lreqStr_(w, 'hash', 'job.whitelist.hash');
     checkSingleLine_('job.whitelist.hash', hash, 128, true);
     if (!Array.isArray(w.commands) || w.commands.length > JOB.COMMANDS_MAX) throw badField_('job.whitelist.commands', '"commands" must be an array of at most ' + JOB.COMMANDS_MAX);
@@ -185,22 +214,8 @@ function parsePollJob_(v) {
       return x.slice();
     };
     const allowed = names('allowedSubmitters');
-    whitelist = { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: names('checkouts') || [] };
+    return { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: names('checkouts') || [] };
   }
-  const take = has_(m, 'take') ? optBool_(m, 'take') : false;
-  // A malformed heartbeat id is left out like an unknown one.
-  const running = list('running').filter(isJobId_);
-  const reports = list('reports').map(function (x, index) {
-    try {
-      if (!isObj_(x)) throw badField_('job.reports', 'each report must be an object');
-      return parseJobReport_(x);
-    } catch (err) {
-      if (!err || !err.pcmail) throw err;
-      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? Array.from(x.jobId).slice(0, 60).join('') : null,
-        code: err.pcmail.code, field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
-    }
-  });
-  return { whitelist: whitelist, take: take, running: running, reports: reports };
 }
 
 // ---- storage ---------------------------------------------------------------------------
@@ -627,7 +642,8 @@ function storeWhitelist_(target, w, now) {
 function pollJob_(pc, p, now) {
   const errors = [];
   let hash = prop_(JOB_WL_PROP + pc);
-  if (p.whitelist && p.whitelist.hash !== hash) {
+  if (p.whitelist && p.whitelist.bad) errors.push(p.whitelist.bad);
+  else if (p.whitelist && p.whitelist.hash !== hash) {
     storeWhitelist_(pc, p.whitelist, now);
     hash = p.whitelist.hash;
   }

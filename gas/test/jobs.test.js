@@ -109,12 +109,12 @@ test('refusals: no executor, not whitelisted, bad arguments (never reaching a sh
   assert.deepStrictEqual(code(submit(s, 'pc-c', { args: { checkout: 'web' } })).slice(0, 1), [true], 'pc-c is on pc-b\'s list');
 });
 
-test('a bad whitelist refuses the poll with its field; an unchanged hash is not stored again', () => {
+test('a bad whitelist is refused on its own with its field (the poll goes on); an unchanged hash is not stored again', () => {
   const s = withExecutor();
   const bad = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'h', commands: [{ name: 'x', timeLimitMs: 5 }] } } });
-  assert.deepStrictEqual([bad.ok, bad.error.field], [false, 'job.whitelist.commands[0].timeLimitMs']);
+  assert.deepStrictEqual([bad.ok, bad.job.errors[0].list, bad.job.errors[0].field], [true, 'whitelist', 'job.whitelist.commands[0].timeLimitMs']);
   const dup = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'h', commands: [TEST_SPEC, TEST_SPEC] } } });
-  assert.strictEqual(dup.error.field, 'job.whitelist.commands[1].name');
+  assert.strictEqual(dup.job.errors[0].field, 'job.whitelist.commands[1].name');
   s.call('poll', 'pc-b', { job: {} }); // the Properties view is cached again after the write
   s.fakes.resetCounters();
   s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-1', commands: [TEST_SPEC] } } });

@@ -64,7 +64,13 @@ pub fn whitelist_of(jobs: &JobsConfig) -> Result<Option<Whitelist>, String> {
     let checkouts: Vec<String> = jobs.checkouts.keys().cloned().collect();
     let allowed = jobs.allowed_submitters.clone();
     let hash = cj::whitelist_hash(&commands, allowed.as_deref(), &checkouts);
-    Ok(Some(Whitelist { hash, commands, allowed_submitters: allowed, checkouts }))
+    let w = Whitelist { hash, commands, allowed_submitters: allowed, checkouts };
+    // The servers' own check: a config they would refuse is not published
+    // (said in the log), and the polls carry on without it.
+    cj::check_whitelist(&w).map_err(|e| {
+        format!("[jobs]: {}{}", e.message, e.field.map(|f| format!(" ({f})")).unwrap_or_default())
+    })?;
+    Ok(Some(w))
 }
 
 /// Why an offered job is not run: reported `failed` before running.
@@ -112,7 +118,7 @@ impl Client {
                     arg.take = true;
                     let known = self.store.meta_get(WHITELIST_HASH)?;
                     if known.as_deref() != Some(w.hash.as_str()) {
-                        arg.whitelist = Some(w);
+                        arg.whitelist = Some(Ok(w));
                     }
                 }
                 Ok(None) => {}
