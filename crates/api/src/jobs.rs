@@ -1,11 +1,11 @@
 //! Jobs (issue 13): one function per operation, shared by `pcmail job …`
 //! and the MCP tools. The session that submits is decided here, once.
 
-use pcmail_core::rules::clean_session_id;
 use crate::{optional_not_null, ApiError, Exit, Result};
 use pcmail_client::jobs::SubmitRequest;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::job::{Job, JobState, ListArgs};
+use pcmail_core::rules::clean_session_id;
 use pcmail_local::process;
 use pcmail_store::leases as sl;
 use schemars::JsonSchema;

@@ -2,11 +2,11 @@
 //! and the MCP tools. Which process a lease follows and which session holds
 //! it is decided here, once, for both front ends.
 
-use pcmail_core::rules::clean_session_id;
 use crate::{optional_not_null, ApiError, Result};
 use pcmail_client::leases::{holder_label, ClaimOutcome, ClaimRequest, ReleaseDone};
 use pcmail_client::{Client, ClientError};
 use pcmail_core::lease::{CheckAnswer, Evidence, Lease, ListArgs, Mode, Takeover};
+use pcmail_core::rules::clean_session_id;
 use pcmail_local::process::{self, ProcId};
 use pcmail_store::leases::{self as sl, MyLease};
 use schemars::JsonSchema;
@@ -108,11 +108,12 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
         (Some(parent), "parent", Some(note))
     };
     let registry = claude.and_then(|c| sl::session_of_process(client.store.conn(), c.pid, c.start).ok().flatten());
-    let session = env_session.or(registry.and_then(|r| clean_session_id(&r.session))).unwrap_or_else(|| match (claude, proc) {
-        (Some(c), _) => format!("claude-{}", c.pid),
-        (None, Some(p)) => format!("pid-{}", p.pid),
-        (None, None) => format!("ttl-{}", client.now()),
-    });
+    let session =
+        env_session.or(registry.and_then(|r| clean_session_id(&r.session))).unwrap_or_else(|| match (claude, proc) {
+            (Some(c), _) => format!("claude-{}", c.pid),
+            (None, Some(p)) => format!("pid-{}", p.pid),
+            (None, None) => format!("ttl-{}", client.now()),
+        });
     Ok((proc, Follow { session, pid: proc.map(|p| p.pid), how, note }))
 }
 

@@ -1,9 +1,9 @@
 //! Sessions and names (issue 11 §1): `name` and `who`, one function each,
 //! shared by `pcmail name` / `pcmail who` and the MCP tools.
 
-use pcmail_core::rules::clean_session_id;
 use crate::{optional_not_null, ApiError, Result};
 use pcmail_client::{Client, ClientError};
+use pcmail_core::rules::clean_session_id;
 use pcmail_core::sessions::{TakeAnswer, WhoAnswer};
 use pcmail_local::process;
 use pcmail_store::leases as sl;
@@ -37,7 +37,10 @@ pub fn current_session(client: &Client) -> Option<String> {
         return Some(s);
     }
     let c = process::claude_ancestor()?;
-    sl::session_of_process(client.store.conn(), c.pid, c.start).ok().flatten().and_then(|r| clean_session_id(&r.session))
+    sl::session_of_process(client.store.conn(), c.pid, c.start)
+        .ok()
+        .flatten()
+        .and_then(|r| clean_session_id(&r.session))
 }
 
 /// A server without sessions answers `unknown_op`: say so at once.

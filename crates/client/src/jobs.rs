@@ -67,9 +67,8 @@ pub fn whitelist_of(jobs: &JobsConfig) -> Result<Option<Whitelist>, String> {
     let w = Whitelist { hash, commands, allowed_submitters: allowed, checkouts };
     // The servers' own check: a config they would refuse is not published
     // (said in the log), and the polls carry on without it.
-    cj::check_whitelist(&w).map_err(|e| {
-        format!("[jobs]: {}{}", e.message, e.field.map(|f| format!(" ({f})")).unwrap_or_default())
-    })?;
+    cj::check_whitelist(&w)
+        .map_err(|e| format!("[jobs]: {}{}", e.message, e.field.map(|f| format!(" ({f})")).unwrap_or_default()))?;
     Ok(Some(w))
 }
 

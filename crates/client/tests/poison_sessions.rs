@@ -87,7 +87,10 @@ fn raw_row(session: &str, cwd: Option<String>, repo: Option<String>, branch: Opt
 #[test]
 fn a_hook_session_id_with_a_newline_never_stops_the_mail() {
     let mut t = two();
-    hook_on_b(&t, br#"{"session_id": "a\nb", "hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": "/w/x\ny"}"#);
+    hook_on_b(
+        &t,
+        br#"{"session_id": "a\nb", "hook_event_name": "UserPromptSubmit", "prompt": "hi", "cwd": "/w/x\ny"}"#,
+    );
     let rows = sl::sessions_list(t.b.store.conn(), 10).unwrap();
     assert_eq!(rows.len(), 1);
     assert!(rows[0].session.starts_with("ab~"), "recorded cleaned: {:?}", rows[0].session);

@@ -1586,7 +1586,12 @@ mod tests {
         let e = p.whitelist.unwrap().unwrap_err();
         assert_eq!(e.to_error("whitelist").field.as_deref(), Some("job.whitelist.commands[0].timeLimitMs"));
         // What the PC publishes passes the same check first.
-        let w = Whitelist { hash: "h".into(), commands: vec![], allowed_submitters: Some(vec!["pc\u{7}".into()]), checkouts: vec![] };
+        let w = Whitelist {
+            hash: "h".into(),
+            commands: vec![],
+            allowed_submitters: Some(vec!["pc\u{7}".into()]),
+            checkouts: vec![],
+        };
         assert_eq!(check_whitelist(&w).unwrap_err().field.as_deref(), Some("job.whitelist.allowedSubmitters"));
         let w = Whitelist { checkouts: vec!["".into()], allowed_submitters: None, ..w };
         assert_eq!(check_whitelist(&w).unwrap_err().field.as_deref(), Some("job.whitelist.checkouts"));

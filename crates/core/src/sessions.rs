@@ -246,9 +246,13 @@ pub fn clean_live_list(list: impl IntoIterator<Item = LiveSession>) -> Vec<LiveS
 fn one_session(v: &Value, at: &str) -> Result<LiveSession, ProtoError> {
     let m = v.as_object().ok_or_else(|| ProtoError::field(at, format!("each of {at} must be an object")))?;
     let session = match m.get("session") {
-        None | Some(Value::Null) => return Err(ProtoError::field(&format!("{at}.session"), format!("missing \"{at}.session\""))),
+        None | Some(Value::Null) => {
+            return Err(ProtoError::field(&format!("{at}.session"), format!("missing \"{at}.session\"")))
+        }
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(ProtoError::field(&format!("{at}.session"), format!("\"{at}.session\" must be a string"))),
+        Some(_) => {
+            return Err(ProtoError::field(&format!("{at}.session"), format!("\"{at}.session\" must be a string")))
+        }
     };
     let repo = text(m, "repo", &format!("{at}.repo"))?;
     let branch = text(m, "branch", &format!("{at}.branch"))?;
@@ -266,9 +270,9 @@ fn one_session(v: &Value, at: &str) -> Result<LiveSession, ProtoError> {
         Some(Value::Array(a)) if a.len() <= LEASES_MAX => a
             .iter()
             .map(|x| {
-                x.as_str().map(str::to_string).ok_or_else(|| {
-                    ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names")
-                })
+                x.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names"))
             })
             .collect::<Result<_, _>>()?,
         Some(_) => {
