@@ -23,7 +23,7 @@ function parseJobSubmitter_(v) {
   const out = { pc: lreqStr_(s, 'pc', 'submitter.pc'), session: lreqStr_(s, 'session', 'submitter.session'),
     name: loptStr_(s, 'name', 'submitter.name') };
   if (!isValidLabel_(out.pc)) throw badField_('submitter.pc', 'submitter.pc must be a roster label');
-  checkSingleLine_('submitter.session', out.session, LEASE.SESSION_MAX, true);
+  checkSessionId_('submitter.session', out.session);
   if (out.name !== null) checkSingleLine_('submitter.name', out.name, LEASE.SESSION_MAX, true);
   return out;
 }
@@ -114,7 +114,7 @@ function parseJobArgs_(op, a) {
       if (Object.keys(a.args || {}).length > JOB.ARGS_MAX) throw badField_('args', 'at most ' + JOB.ARGS_MAX + ' arguments');
       if (rerunOf !== null && !isJobId_(rerunOf)) throw badField_('rerunOf', 'rerunOf must look like job-<ms>-<8 lower hex>');
       if (!isValidLabel_(submitter.pc)) throw badField_('submitter.pc', 'submitter.pc must be a roster label');
-      checkSingleLine_('submitter.session', submitter.session, LEASE.SESSION_MAX, true);
+      checkSessionId_('submitter.session', submitter.session);
       if (submitter.name !== null) checkSingleLine_('submitter.name', submitter.name, LEASE.SESSION_MAX, true);
       if (win !== null && (win < 0 || win > JOB.DEDUP_MAX_MS)) throw badField_('dedupWindowMs', 'dedupWindowMs must be 0 ms to 1 day');
       return { jobId: raw.jobId, target: raw.target, command: raw.command, args: args, force: force, rerunOf: rerunOf,
@@ -159,8 +159,37 @@ function parsePollJob_(v) {
     return m[k];
   };
   let whitelist = null;
+  // A whitelist the server refuses is refused on its own (job.errors, list `whitelist`):
+  // the PC's heartbeats, reports and mail still go through.
   if (has_(m, 'whitelist')) {
-    const w = lobj_(m.whitelist, 'job.whitelist');
+    try {
+      whitelist = parsePollWhitelist_(m.whitelist);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      whitelist = { bad: { list: 'whitelist', index: 0, code: err.pcmail.code,
+        field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
+    }
+  }
+  const take = has_(m, 'take') ? optBool_(m, 'take') : false;
+  // A malformed heartbeat id is left out like an unknown one.
+  const running = list('running').filter(isJobId_);
+  const reports = list('reports').map(function (x, index) {
+    try {
+      if (!isObj_(x)) throw badField_('job.reports', 'each report must be an object');
+      return parseJobReport_(x);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? Array.from(x.jobId).slice(0, 60).join('') : null,
+        code: err.pcmail.code, field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
+    }
+  });
+  return { whitelist: whitelist, take: take, running: running, reports: reports };
+}
+
+// job::parse_whitelist + check_whitelist.
+function parsePollWhitelist_(wv) {
+  {
+    const w = lobj_(wv, 'job.whitelist');
     const hash = lreqStr_(w, 'hash', 'job.whitelist.hash');
     checkSingleLine_('job.whitelist.hash', hash, 128, true);
     if (!Array.isArray(w.commands) || w.commands.length > JOB.COMMANDS_MAX) throw badField_('job.whitelist.commands', '"commands" must be an array of at most ' + JOB.COMMANDS_MAX);
@@ -185,22 +214,8 @@ function parsePollJob_(v) {
       return x.slice();
     };
     const allowed = names('allowedSubmitters');
-    whitelist = { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: names('checkouts') || [] };
+    return { hash: hash, commands: commands, allowedSubmitters: allowed, checkouts: names('checkouts') || [] };
   }
-  const take = has_(m, 'take') ? optBool_(m, 'take') : false;
-  // A malformed heartbeat id is left out like an unknown one.
-  const running = list('running').filter(isJobId_);
-  const reports = list('reports').map(function (x, index) {
-    try {
-      if (!isObj_(x)) throw badField_('job.reports', 'each report must be an object');
-      return parseJobReport_(x);
-    } catch (err) {
-      if (!err || !err.pcmail) throw err;
-      return { bad: { list: 'reports', index: index, jobId: isObj_(x) && typeof x.jobId === 'string' ? Array.from(x.jobId).slice(0, 60).join('') : null,
-        code: err.pcmail.code, field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } };
-    }
-  });
-  return { whitelist: whitelist, take: take, running: running, reports: reports };
 }
 
 // ---- storage ---------------------------------------------------------------------------
@@ -648,7 +663,8 @@ function storeWhitelist_(target, w, now) {
 function pollJob_(pc, p, now) {
   const errors = [];
   let hash = prop_(JOB_WL_PROP + pc);
-  if (p.whitelist && p.whitelist.hash !== hash) {
+  if (p.whitelist && p.whitelist.bad) errors.push(p.whitelist.bad);
+  else if (p.whitelist && p.whitelist.hash !== hash) {
     storeWhitelist_(pc, p.whitelist, now);
     hash = p.whitelist.hash;
   }

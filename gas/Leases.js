@@ -108,7 +108,7 @@ function parseLeaseClaim_(a) {
   checkText_('description', c.description, LEASE.DESCRIPTION_MAX, false);
   checkLeaseFiles_(c.files);
   if (!isValidLabel_(holder.pc)) throw badField_('holder.pc', 'holder.pc must be a roster label');
-  checkSingleLine_('holder.session', holder.session, LEASE.SESSION_MAX, true);
+  checkSessionId_('holder.session', holder.session);
   if (holder.name !== null) checkSingleLine_('holder.name', holder.name, LEASE.SESSION_MAX, true);
   if (c.ttlMs !== null && (c.ttlMs < LEASE.TTL_MIN_MS || c.ttlMs > LEASE.TTL_MAX_MS)) throw badField_('ttlMs', 'ttlMs must be 1 second to 7 days');
   if (takeover) {

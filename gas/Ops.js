@@ -259,7 +259,7 @@ function opPoll_(req, now) {
   const tail = eventsTail_();
   if (events.length || Object.keys(changed).length) commitChanges_(changed, events, found.mine.span, tail);
   if (deliveredDirty) nameMailWrite_(delivered, deliveredBefore);
-  const sessions = a.sessions ? sessPollAnswer_(st, req.pc) : null;
+  const sessions = a.sessions ? sessPollAnswer_(st, req.pc, a.sessions) : null;
   sessCommit_(st);
   // The Events prune keeps what either of this PC's cursors has not passed.
   heartbeat_(me, now, a.receivedSince === null ? a.since : Math.min(a.since, a.receivedSince));

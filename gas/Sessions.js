@@ -21,25 +21,40 @@ function checkName_(field, name) {
   }
 }
 
-function sessText_(o, k, field, max, required) {
-  if (!has_(o, k)) {
-    if (required) throw badField_(field, 'missing "' + field + '"');
-    return null;
-  }
+function sessText_(o, k, field) {
+  if (!has_(o, k)) return null;
   const s = o[k];
   if (typeof s !== 'string') throw badField_(field, '"' + field + '" must be a string');
-  if (charCount_(s) > max || /[\u0000-\u001F\u007F-\u009F]/.test(s) || (required && s === '')) {
-    throw badField_(field, field + ' must be 1-' + max + ' characters with no control characters');
-  }
   return s;
+}
+
+function sessCheckOptional_(field, s, max) {
+  if (s !== null && (charCount_(s) > max || /[\u0000-\u001F\u007F-\u009F]/.test(s))) {
+    throw badField_(field, field + ' must be at most ' + max + ' characters with no control characters');
+  }
+}
+
+// sessions.rs check_live_session: the one check of a reported session (the PC runs it too).
+function checkLiveSession_(l, at) {
+  checkSessionId_(at + '.session', l.session);
+  sessCheckOptional_(at + '.repo', l.repo, SESS.REPO_MAX);
+  sessCheckOptional_(at + '.branch', l.branch, SESS.BRANCH_MAX);
+  sessCheckOptional_(at + '.cwd', l.cwd, SESS.CWD_MAX);
+  if (l.leases.length > SESS.LEASES_MAX) {
+    throw badField_(at + '.leases', 'leases must be an array of at most ' + SESS.LEASES_MAX + ' resources');
+  }
+  l.leases.forEach(function (r) {
+    try { checkResource_(r); } catch (e) { throw badField_(at + '.leases', 'leases must be lease resource names'); }
+  });
 }
 
 function parseOneSession_(v, at) {
   if (!isObj_(v)) throw badField_(at, 'each of ' + at + ' must be an object');
-  const session = sessText_(v, 'session', at + '.session', SESS.SESSION_MAX, true);
-  const repo = sessText_(v, 'repo', at + '.repo', SESS.REPO_MAX, false);
-  const branch = sessText_(v, 'branch', at + '.branch', SESS.BRANCH_MAX, false);
-  const cwd = sessText_(v, 'cwd', at + '.cwd', SESS.CWD_MAX, false);
+  if (!has_(v, 'session')) throw badField_(at + '.session', 'missing "' + at + '.session"');
+  if (typeof v.session !== 'string') throw badField_(at + '.session', '"' + at + '.session" must be a string');
+  const repo = sessText_(v, 'repo', at + '.repo');
+  const branch = sessText_(v, 'branch', at + '.branch');
+  const cwd = sessText_(v, 'cwd', at + '.cwd');
   let idleMs = 0;
   if (has_(v, 'idleMs')) {
     if (typeof v.idleMs !== 'number' || !Number.isSafeInteger(v.idleMs) || v.idleMs < 0) {
@@ -53,23 +68,39 @@ function parseOneSession_(v, at) {
       throw badField_(at + '.leases', 'leases must be an array of at most ' + SESS.LEASES_MAX + ' resources');
     }
     leases = v.leases.map(function (r) {
-      try { checkResource_(r); } catch (e) { throw badField_(at + '.leases', 'leases must be lease resource names'); }
+      if (typeof r !== 'string') throw badField_(at + '.leases', 'leases must be lease resource names');
       return r;
     });
   }
-  return { session: session, repo: repo, branch: branch, cwd: cwd, idleMs: idleMs, leases: leases };
+  const l = { session: v.session, repo: repo, branch: branch, cwd: cwd, idleMs: idleMs, leases: leases };
+  checkLiveSession_(l, at);
+  return l;
 }
 
+// sessions.rs parse_live: the list's shape fails the request; each session is refused on
+// its own ({bad: {...}}, answered in `sessions.errors`), a repeated id too (the first counts).
 function parseLive_(v, field) {
   if (!Array.isArray(v)) throw badField_(field, '"' + field + '" must be an array');
   if (v.length > SESS.SESSIONS_MAX) throw badField_(field, 'at most ' + SESS.SESSIONS_MAX + ' sessions in "' + field + '"');
-  const out = v.map(function (x) { return parseOneSession_(x, field); });
-  out.forEach(function (s, i) {
-    if (out.slice(0, i).some(function (o) { return o.session === s.session; })) {
-      throw badField_(field, 'session ' + JSON.stringify(s.session) + ' is listed twice');
+  const out = [];
+  v.forEach(function (x, index) {
+    try {
+      const s = parseOneSession_(x, field);
+      if (goodSessions_(out).some(function (o) { return o.session === s.session; })) {
+        throw badField_(field, 'session ' + JSON.stringify(s.session) + ' is listed twice');
+      }
+      out.push(s);
+    } catch (err) {
+      if (!err || !err.pcmail) throw err;
+      out.push({ bad: { list: 'live', index: index, code: err.pcmail.code,
+        field: err.pcmail.extra ? err.pcmail.extra.field : null, message: err.pcmail.message } });
     }
   });
   return out;
+}
+
+function goodSessions_(items) {
+  return items.filter(function (s) { return !s.bad; });
 }
 
 // The poll's `sessions` argument.
@@ -79,11 +110,14 @@ function parsePollSessions_(v) {
 }
 
 function parseNameTake_(a) {
-  const name = sessText_(a, 'name', 'name', 40, true);
-  checkName_('name', name);
-  const session = sessText_(a, 'session', 'session', SESS.SESSION_MAX, true);
+  if (!has_(a, 'name')) throw badField_('name', 'missing "name"');
+  if (typeof a.name !== 'string') throw badField_('name', '"name" must be a string');
+  checkName_('name', a.name);
+  if (!has_(a, 'session')) throw badField_('session', 'missing "session"');
+  if (typeof a.session !== 'string') throw badField_('session', '"session" must be a string');
+  checkSessionId_('session', a.session);
   const live = has_(a, 'live') ? parseLive_(a.live, 'live') : null;
-  return { name: name, session: session, live: live };
+  return { name: a.name, session: a.session, live: live };
 }
 
 // ---- storage ----------------------------------------------------------------------------
@@ -126,9 +160,9 @@ function sessCommit_(st) {
   }
 }
 
-// Replaces the caller's report.
+// Replaces the caller's report with the sessions of `live` that parsed.
 function sessReport_(st, pc, live) {
-  st.sessions = st.sessions.filter(function (x) { return x.pc !== pc; }).concat(live.map(function (l) {
+  st.sessions = st.sessions.filter(function (x) { return x.pc !== pc; }).concat(goodSessions_(live).map(function (l) {
     return { pc: pc, session: l.session, repo: l.repo, branch: l.branch, cwd: l.cwd, idleMs: l.idleMs,
       leases: l.leases.slice(), reportedAt: st.now };
   }));
@@ -177,13 +211,15 @@ function nameMailWrite_(map, before) {
 }
 
 // The poll's `sessions` answer: the names this PC holds and the mail it withdraws (once).
-function sessPollAnswer_(st, pc) {
+// `live`: the poll's parsed report, whose refused sessions are answered in `errors`.
+function sessPollAnswer_(st, pc, live) {
   const names = st.names.filter(function (n) { return n.pc === pc; })
     .sort(function (a, b) { return a.name < b.name ? -1 : a.name > b.name ? 1 : 0; }).map(holderView_);
   const rows = readTabRows_('NameWithdraw');
   const mine = rows.filter(function (r) { return r[0] === pc; }).map(function (r) { return r[1]; }).sort();
   if (mine.length) writeTabRows_('NameWithdraw', rows.filter(function (r) { return r[0] !== pc; }), rows.length);
-  return { names: names, withdrawn: mine };
+  const errors = live.filter(function (s) { return s.bad; }).map(function (s) { return s.bad; });
+  return { names: names, withdrawn: mine, errors: errors };
 }
 
 // Up to 5 names that look like `query` (the labels' scoring, names standing in as PCs).

@@ -87,6 +87,17 @@ function checkText_(field, s, max, multiline) {
   if (re.test(s)) throw badField_(field, field + ' contains control characters');
 }
 
+// crates/core/src/rules.rs is_unsafe_in_session: control characters, line and paragraph
+// separators, and the invisible format characters that reorder or hide text.
+const SESSION_UNSAFE_RE = /[\u0000-\u001F\u007F-\u009F\u2028\u2029\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u206F\uFEFF]/;
+// crates/core/src/rules.rs check_session_id: the one rule for a session id, wherever one travels.
+function checkSessionId_(field, s) {
+  const n = charCount_(s);
+  if (n === 0 || n > SESS.SESSION_MAX || SESSION_UNSAFE_RE.test(s) || isBlank_(s)) {
+    throw badField_(field, field + ' must be 1-' + SESS.SESSION_MAX + ' characters, not blank, with no control or invisible formatting characters');
+  }
+}
+
 // Parses the whole envelope and the op's args before anything is touched.
 function parseRequest_(body) {
   let v;

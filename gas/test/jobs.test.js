@@ -130,19 +130,20 @@ test('arguments never become options: a leading - is refused for string and path
   assert.strictEqual(submit(s, 'pc-a', { args: { checkout: 'app', filter: '--x' }, force: true }).ok, true);
   const bad = Object.assign({}, TEST_SPEC, { args: TEST_SPEC.args.map((a) => (a.name === 'jobs' ? Object.assign({}, a, { allowDash: true }) : a)) });
   const r = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-bad', commands: [bad], allowedSubmitters: ['pc-a'] }, take: true } });
-  assert.strictEqual(r.ok, false);
-  assert.strictEqual(r.error.field, 'job.whitelist.commands[0].args[4].allowDash');
+  // A bad whitelist is refused on its own: the poll goes on, the refusal names the field.
+  assert.strictEqual(r.ok, true);
+  assert.strictEqual(r.job.errors[0].field, 'job.whitelist.commands[0].args[4].allowDash');
   const unknown = Object.assign({}, TEST_SPEC, { artifacts: ['out/{nope}'] });
   const u = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-u', commands: [unknown], allowedSubmitters: ['pc-a'] }, take: true } });
-  assert.strictEqual(u.error.field, 'job.whitelist.commands[0].artifacts[0]');
+  assert.strictEqual(u.job.errors[0].field, 'job.whitelist.commands[0].artifacts[0]');
 });
 
-test('a bad whitelist refuses the poll with its field; an unchanged hash is not stored again', () => {
+test('a bad whitelist is refused on its own with its field (the poll goes on); an unchanged hash is not stored again', () => {
   const s = withExecutor();
   const bad = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'h', commands: [{ name: 'x', timeLimitMs: 5 }] } } });
-  assert.deepStrictEqual([bad.ok, bad.error.field], [false, 'job.whitelist.commands[0].timeLimitMs']);
+  assert.deepStrictEqual([bad.ok, bad.job.errors[0].list, bad.job.errors[0].field], [true, 'whitelist', 'job.whitelist.commands[0].timeLimitMs']);
   const dup = s.call('poll', 'pc-b', { job: { whitelist: { hash: 'h', commands: [TEST_SPEC, TEST_SPEC] } } });
-  assert.strictEqual(dup.error.field, 'job.whitelist.commands[1].name');
+  assert.strictEqual(dup.job.errors[0].field, 'job.whitelist.commands[1].name');
   s.call('poll', 'pc-b', { job: {} }); // the Properties view is cached again after the write
   s.fakes.resetCounters();
   s.call('poll', 'pc-b', { job: { whitelist: { hash: 'wl-1', commands: [TEST_SPEC] } } });

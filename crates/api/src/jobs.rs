@@ -5,6 +5,7 @@ use crate::{optional_not_null, ApiError, Exit, Result};
 use pcmail_client::jobs::SubmitRequest;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::job::{Job, JobState, ListArgs};
+use pcmail_core::rules::clean_session_id;
 use pcmail_local::process;
 use pcmail_store::leases as sl;
 use schemars::JsonSchema;
@@ -28,12 +29,16 @@ fn unsupported(e: ClientError) -> ApiError {
 /// The submitting session: `PCMAIL_SESSION`, else the current session of
 /// the Claude Code process above the caller, else `pid-<parent>`.
 pub fn caller_session(client: &Client) -> String {
-    if let Some(s) = std::env::var("PCMAIL_SESSION").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()) {
+    if let Some(s) = std::env::var("PCMAIL_SESSION").ok().and_then(|s| clean_session_id(s.trim())) {
         return s;
     }
     if let Some(c) = process::claude_ancestor() {
-        if let Ok(Some(r)) = sl::session_of_process(client.store.conn(), c.pid, c.start) {
-            return r.session;
+        if let Some(s) = sl::session_of_process(client.store.conn(), c.pid, c.start)
+            .ok()
+            .flatten()
+            .and_then(|r| clean_session_id(&r.session))
+        {
+            return s;
         }
         return format!("claude-{}", c.pid);
     }

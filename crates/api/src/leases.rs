@@ -6,6 +6,7 @@ use crate::{optional_not_null, ApiError, Result};
 use pcmail_client::leases::{holder_label, ClaimOutcome, ClaimRequest, ReleaseDone};
 use pcmail_client::{Client, ClientError};
 use pcmail_core::lease::{CheckAnswer, Evidence, Lease, ListArgs, Mode, Takeover};
+use pcmail_core::rules::clean_session_id;
 use pcmail_local::process::{self, ProcId};
 use pcmail_store::leases::{self as sl, MyLease};
 use schemars::JsonSchema;
@@ -87,7 +88,7 @@ pub struct LeaseClaimResult {
 /// session outside an agent.
 pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(Option<ProcId>, Follow)> {
     let claude = process::claude_ancestor();
-    let env_session = std::env::var("PCMAIL_SESSION").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let env_session = std::env::var("PCMAIL_SESSION").ok().and_then(|s| clean_session_id(s.trim()));
     let (proc, how, note) = if let Some(p) = pid {
         let proc = ProcId::of(p).ok_or_else(|| ApiError::Usage(format!("--pid {p}: no such process")))?;
         (Some(proc), "pid", None)
@@ -107,11 +108,12 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
         (Some(parent), "parent", Some(note))
     };
     let registry = claude.and_then(|c| sl::session_of_process(client.store.conn(), c.pid, c.start).ok().flatten());
-    let session = env_session.or(registry.map(|r| r.session)).unwrap_or_else(|| match (claude, proc) {
-        (Some(c), _) => format!("claude-{}", c.pid),
-        (None, Some(p)) => format!("pid-{}", p.pid),
-        (None, None) => format!("ttl-{}", client.now()),
-    });
+    let session =
+        env_session.or(registry.and_then(|r| clean_session_id(&r.session))).unwrap_or_else(|| match (claude, proc) {
+            (Some(c), _) => format!("claude-{}", c.pid),
+            (None, Some(p)) => format!("pid-{}", p.pid),
+            (None, None) => format!("ttl-{}", client.now()),
+        });
     Ok((proc, Follow { session, pid: proc.map(|p| p.pid), how, note }))
 }
 

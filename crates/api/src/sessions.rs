@@ -3,6 +3,7 @@
 
 use crate::{optional_not_null, ApiError, Result};
 use pcmail_client::{Client, ClientError};
+use pcmail_core::rules::clean_session_id;
 use pcmail_core::sessions::{TakeAnswer, WhoAnswer};
 use pcmail_local::process;
 use pcmail_store::leases as sl;
@@ -32,11 +33,14 @@ pub struct WhoArgs {}
 /// session of the Claude Code process above it (as `pcmail lease claim`
 /// finds it, from the registry the hook keeps).
 pub fn current_session(client: &Client) -> Option<String> {
-    if let Some(s) = std::env::var("PCMAIL_SESSION").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()) {
+    if let Some(s) = std::env::var("PCMAIL_SESSION").ok().and_then(|s| clean_session_id(s.trim())) {
         return Some(s);
     }
     let c = process::claude_ancestor()?;
-    sl::session_of_process(client.store.conn(), c.pid, c.start).ok().flatten().map(|r| r.session)
+    sl::session_of_process(client.store.conn(), c.pid, c.start)
+        .ok()
+        .flatten()
+        .and_then(|r| clean_session_id(&r.session))
 }
 
 /// A server without sessions answers `unknown_op`: say so at once.
@@ -50,9 +54,10 @@ fn unsupported(e: ClientError) -> ApiError {
 /// `name`: this session takes a name (refused: exit 5 with the holder or the label).
 pub fn name(client: &mut Client, args: &NameArgs) -> Result<NameResult> {
     pcmail_core::sessions::check_name("name", &args.name).map_err(|e| ApiError::Usage(e.message))?;
-    let session = match &args.session {
-        Some(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => current_session(client).ok_or_else(|| {
+    // A session the servers would refuse is cleaned as the hook cleans the one it records.
+    let session = match args.session.as_deref().and_then(|s| clean_session_id(s.trim())) {
+        Some(s) => s,
+        None => current_session(client).ok_or_else(|| {
             ApiError::Usage(
                 "no Claude Code session above this command (the hook records sessions on SessionStart): run it from a session, or set PCMAIL_SESSION"
                     .into(),

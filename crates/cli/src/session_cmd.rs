@@ -102,8 +102,10 @@ pub fn watch(session: Option<String>) -> anyhow::Result<()> {
     let paths = pcmail_client::config::Paths::from_env()?;
     // Claude Code gives a plugin's monitor its session id (CLAUDE_CODE_SESSION_ID), the same
     // id its hooks receive.
-    let from_env = |k: &str| std::env::var(k).ok().filter(|s| !s.trim().is_empty());
-    let session = match session.or_else(|| from_env("PCMAIL_SESSION")).or_else(|| from_env("CLAUDE_CODE_SESSION_ID")) {
+    // Each id cleaned as the hook cleans the one it records, so both name the same session.
+    let clean = |s: String| pcmail_core::rules::clean_session_id(s.trim());
+    let from_env = |k: &str| std::env::var(k).ok().and_then(clean);
+    let session = match session.and_then(clean).or_else(|| from_env("PCMAIL_SESSION")).or_else(|| from_env("CLAUDE_CODE_SESSION_ID")) {
         Some(s) => s,
         None => session_above_soon(&paths).ok_or_else(|| {
             pcmail_api::ApiError::Usage(

@@ -78,7 +78,12 @@ pub fn whitelist_of(jobs: &JobsConfig) -> Result<Option<Whitelist>, String> {
     let checkouts: Vec<String> = jobs.checkouts.keys().cloned().collect();
     let allowed = jobs.allowed_submitters.clone();
     let hash = cj::whitelist_hash(&commands, allowed.as_deref(), &checkouts);
-    Ok(Some(Whitelist { hash, commands, allowed_submitters: allowed, checkouts }))
+    let w = Whitelist { hash, commands, allowed_submitters: allowed, checkouts };
+    // The servers' own check: a config they would refuse is not published
+    // (said in the log), and the polls carry on without it.
+    cj::check_whitelist(&w)
+        .map_err(|e| format!("[jobs]: {}{}", e.message, e.field.map(|f| format!(" ({f})")).unwrap_or_default()))?;
+    Ok(Some(w))
 }
 
 /// Why an offered job is not run: reported `failed` before running.
@@ -126,7 +131,7 @@ impl Client {
                     arg.take = true;
                     let known = self.store.meta_get(WHITELIST_HASH)?;
                     if known.as_deref() != Some(w.hash.as_str()) {
-                        arg.whitelist = Some(w);
+                        arg.whitelist = Some(Ok(w));
                     }
                 }
                 Ok(None) => {}
@@ -367,7 +372,13 @@ impl Client {
         reason: Option<String>,
         now: Millis,
     ) -> Result<(), ClientError> {
+        // The reason may quote a process's own words: cleaned to what the
+        // servers take (the one check, `check_report`), so the report is never refused for its text.
+        let reason = reason.map(|r| pcmail_core::rules::clean_reason(&r));
         let r = ReportArgs { job_id: job_id.to_string(), runner: runner.to_string(), state, result, reason };
+        if let Err(e) = cj::check_report(&r) {
+            tracing::warn!("job report {job_id} would be refused ({}): queued for the record", e.message);
+        }
         self.store.job_finish(job_id, &serde_json::to_string(&r).unwrap_or_default(), now)?;
         send_report(self.transport.as_ref(), &mut self.store, &r);
         Ok(())
@@ -865,6 +876,7 @@ impl Client {
             submitter: Submitter { pc: self.me().to_string(), session: req.session.clone(), name: req.name.clone() },
             dedup_window_ms: None,
         };
+        cj::check_submitter(&args.submitter).map_err(|e| ClientError::Invalid(e.message))?;
         let a: cj::SubmitAnswer = self.call_job_as(&Op::JobSubmit(args))?;
         self.remember_job(&a.job, &req.session, now, true)?;
         Ok(a)

@@ -181,6 +181,8 @@ impl Client {
                 by: self.actor_of(&l.session),
                 reason: reason.map(str::to_string),
             };
+            // The servers' own check, before it is sent or queued for a poll.
+            pcmail_core::lease::check_release(&rel).map_err(|e| ClientError::Invalid(e.message))?;
             match self.call_registered(&Op::LeaseRelease(rel)) {
                 Ok(v) => {
                     let a: ReleaseAnswer = answer(v, "lease.release")?;
@@ -310,7 +312,7 @@ impl Client {
                 resource: l.resource.clone(),
                 fence,
                 by: self.actor_of(&l.session),
-                reason: l.release_reason.clone(),
+                reason: l.release_reason.as_deref().map(pcmail_core::rules::clean_reason),
             };
             match self.call_registered(&Op::LeaseRelease(rel)) {
                 Ok(_) => {
@@ -405,7 +407,8 @@ impl Client {
                         resource: l.resource.clone(),
                         fence,
                         by: self.actor_of(&l.session),
-                        reason: l.release_reason.clone(),
+                        // Queued by an older pcmail, maybe with what the servers refuse.
+                        reason: l.release_reason.as_deref().map(pcmail_core::rules::clean_reason),
                     })
                 })
             })

@@ -6,7 +6,7 @@
 use crate::transport::CallError;
 use crate::{Client, ClientError};
 use pcmail_core::protocol::Op;
-use pcmail_core::sessions::{LiveSession, PollSessionsAnswer, TakeAnswer, WhoAnswer};
+use pcmail_core::sessions::{clean_live_list, LiveSession, PollSessionsAnswer, TakeAnswer, WhoAnswer};
 use pcmail_core::Millis;
 use pcmail_local::process::ProcId;
 use pcmail_store::leases as sl;
@@ -20,6 +20,8 @@ impl Client {
     /// This PC's live sessions: registry rows not ended whose Claude Code
     /// process still runs (the newest id of each process: `/clear` and
     /// `--resume` give a process a new one), with idle time and leases held.
+    /// Each passes the servers' own check ([`clean_live_list`]): a row a hook
+    /// filled with what the servers refuse never stops this PC's polls.
     pub fn live_sessions(&self, now: Millis) -> Result<Vec<LiveSession>, ClientError> {
         let rows = sl::sessions_list(self.store.conn(), 1_000)?;
         let leases = self.store.leases_mine()?;
@@ -57,7 +59,7 @@ impl Client {
                 break;
             }
         }
-        Ok(out)
+        Ok(clean_live_list(out))
     }
 
     /// Applies the poll's `sessions` answer: the names held here, and mail
@@ -74,12 +76,17 @@ impl Client {
     /// `name.take` for `session` of this PC, with this PC's live sessions.
     pub fn name_take(&mut self, name: &str, session: &str) -> Result<TakeAnswer, ClientError> {
         pcmail_core::sessions::check_name("name", name).map_err(|e| ClientError::Invalid(e.message))?;
+        // The id as the hook records it (cleaned the same way), so the name is this session's.
+        let session = pcmail_core::rules::clean_session_id(session.trim())
+            .ok_or_else(|| ClientError::Invalid("a session id must not be blank".into()))?;
+        let session = session.as_str();
         let now = self.now();
         let mut live = self.live_sessions(now)?;
         // The session asking is live: it is running this command.
         if !live.iter().any(|s| s.session == session) {
             live.push(LiveSession { session: session.to_string(), ..Default::default() });
         }
+        let live = clean_live_list(live).into_iter().map(Ok).collect();
         let op = Op::NameTake { name: name.to_string(), session: session.to_string(), live: Some(live) };
         let v = self.call_registered_op(&op)?;
         let a: TakeAnswer = serde_json::from_value(v)

@@ -98,7 +98,7 @@ impl Client {
                 (None, vec![])
             };
             // This PC's live sessions ride every poll too (feature `sessions`).
-            let sessions = Some(self.live_sessions(now)?);
+            let sessions = Some(self.live_sessions(now)?.into_iter().map(Ok).collect());
             // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
             let job = if round == 0 { self.job_poll_arg(now)? } else { None };
             let idle = confirm.is_empty()

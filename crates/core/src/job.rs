@@ -55,7 +55,7 @@ pub const LIST_LIMIT_DEFAULT: usize = 100;
 pub const LIST_LIMIT_MAX: usize = 500;
 /// Longest runner (`<pc>/<pid>`), session, name.
 pub const RUNNER_MAX_CHARS: usize = 100;
-pub const SESSION_MAX_CHARS: usize = 100;
+pub const SESSION_MAX_CHARS: usize = crate::rules::SESSION_ID_MAX_CHARS;
 /// The target that is the server itself.
 pub const SERVER_TARGET: &str = "@server";
 /// Who the server writes in a timeline.
@@ -464,7 +464,9 @@ pub type ReportItem = Result<ReportArgs, BadItem>;
 /// The `job` argument of `poll`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PollJob {
-    pub whitelist: Option<Whitelist>,
+    /// Refused on its own when the server cannot take it (`job.errors`,
+    /// list `whitelist`): the rest of the poll still goes through.
+    pub whitelist: Option<Result<Whitelist, BadItem>>,
     /// True: this PC executes; offer it queued jobs.
     pub take: bool,
     /// Heartbeats for jobs this PC runs.
@@ -476,7 +478,7 @@ impl PollJob {
     pub fn to_json(&self) -> Value {
         let reports: Vec<&ReportArgs> = self.reports.iter().filter_map(|r| r.as_ref().ok()).collect();
         let mut v = json!({"take": self.take, "running": self.running, "reports": reports});
-        if let Some(w) = &self.whitelist {
+        if let Some(Ok(w)) = &self.whitelist {
             v["whitelist"] = json!(w);
         }
         v
@@ -1219,7 +1221,7 @@ pub fn check_submitter(s: &Submitter) -> Result<(), ProtoError> {
     if !is_valid_label(&s.pc) {
         return Err(ProtoError::field("submitter.pc", "submitter.pc must be a roster label"));
     }
-    check_line("submitter.session", &s.session, SESSION_MAX_CHARS)?;
+    crate::rules::check_session_id("submitter.session", &s.session)?;
     if let Some(n) = &s.name {
         check_line("submitter.name", n, SESSION_MAX_CHARS)?;
     }
@@ -1369,7 +1371,6 @@ pub fn parse_report(args: &M) -> Result<ReportArgs, ProtoError> {
 fn parse_whitelist(v: &Value) -> Result<Whitelist, ProtoError> {
     let m = obj(v, "job.whitelist")?;
     let hash = req_str(m, "hash", "job.whitelist.hash")?;
-    check_line("job.whitelist.hash", &hash, 128)?;
     let commands: Vec<CommandSpec> = match m.get("commands") {
         Some(Value::Array(a)) if a.len() <= COMMANDS_MAX => a
             .iter()
@@ -1386,29 +1387,13 @@ fn parse_whitelist(v: &Value) -> Result<Whitelist, ProtoError> {
             ))
         }
     };
-    for (i, c) in commands.iter().enumerate() {
-        check_spec(c).map_err(|e| {
-            let f = format!("job.whitelist.commands[{i}].{}", e.field.clone().unwrap_or_default());
-            ProtoError { field: Some(f), ..e }
-        })?;
-        if commands[..i].iter().any(|d| d.name == c.name) {
-            return Err(ProtoError::field(
-                &format!("job.whitelist.commands[{i}].name"),
-                format!("command {:?} is published twice", c.name),
-            ));
-        }
-    }
     let labels = |key: &str| -> Result<Option<Vec<String>>, ProtoError> {
         let field = format!("job.whitelist.{key}");
         match m.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Array(a)) if a.len() <= VALUES_MAX => a
                 .iter()
-                .map(|x| {
-                    x.as_str()
-                        .map(str::to_string)
-                        .filter(|s| !s.is_empty() && check_text(&field, s, STRING_MAX_LEN_DEFAULT, false).is_ok())
-                })
+                .map(|x| x.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
                 .map(Some)
                 .ok_or_else(|| ProtoError::field(&field, format!("\"{key}\" must be an array of names"))),
@@ -1419,7 +1404,48 @@ fn parse_whitelist(v: &Value) -> Result<Whitelist, ProtoError> {
     };
     let allowed_submitters = labels("allowedSubmitters")?;
     let checkouts = labels("checkouts")?.unwrap_or_default();
-    Ok(Whitelist { hash, commands, allowed_submitters, checkouts })
+    let w = Whitelist { hash, commands, allowed_submitters, checkouts };
+    check_whitelist(&w)?;
+    Ok(w)
+}
+
+/// The one check of a published whitelist: the PC runs it before it
+/// publishes one (a `[jobs]` config it would refuse is not published, and
+/// its polls go on), both servers when they parse it.
+pub fn check_whitelist(w: &Whitelist) -> Result<(), ProtoError> {
+    check_line("job.whitelist.hash", &w.hash, 128)?;
+    if w.commands.len() > COMMANDS_MAX {
+        return Err(ProtoError::field(
+            "job.whitelist.commands",
+            format!("\"commands\" must be an array of at most {COMMANDS_MAX}"),
+        ));
+    }
+    for (i, c) in w.commands.iter().enumerate() {
+        check_spec(c).map_err(|e| {
+            let f = format!("job.whitelist.commands[{i}].{}", e.field.clone().unwrap_or_default());
+            ProtoError { field: Some(f), ..e }
+        })?;
+        if w.commands[..i].iter().any(|d| d.name == c.name) {
+            return Err(ProtoError::field(
+                &format!("job.whitelist.commands[{i}].name"),
+                format!("command {:?} is published twice", c.name),
+            ));
+        }
+    }
+    let names = |key: &str, list: &[String]| -> Result<(), ProtoError> {
+        let field = format!("job.whitelist.{key}");
+        if list.len() > VALUES_MAX {
+            return Err(ProtoError::field(&field, format!("\"{key}\" must be an array of at most {VALUES_MAX} names")));
+        }
+        if list.iter().any(|s| s.is_empty() || check_text(&field, s, STRING_MAX_LEN_DEFAULT, false).is_err()) {
+            return Err(ProtoError::field(&field, format!("\"{key}\" must be an array of names")));
+        }
+        Ok(())
+    };
+    if let Some(a) = &w.allowed_submitters {
+        names("allowedSubmitters", a)?;
+    }
+    names("checkouts", &w.checkouts)
 }
 
 /// The poll's `job` argument: the lists must be arrays of at most 500 (the
@@ -1439,7 +1465,7 @@ pub fn parse_poll_job(v: &Value) -> Result<PollJob, ProtoError> {
     };
     let whitelist = match m.get("whitelist") {
         None | Some(Value::Null) => None,
-        Some(w) => Some(parse_whitelist(w)?),
+        Some(w) => Some(parse_whitelist(w).map_err(|error| BadItem { index: 0, job_id: None, error })),
     };
     // A malformed heartbeat id is left out like an unknown one.
     let running =
@@ -1837,10 +1863,20 @@ mod tests {
         assert_eq!(p.reports[2].as_ref().unwrap_err().index, 2);
         assert!(parse_poll_job(&json!({"running": {}})).is_err());
         let bad_wl = json!({"whitelist": {"hash": "h", "commands": [{"name": "x", "timeLimitMs": 5}]}});
-        assert_eq!(
-            parse_poll_job(&bad_wl).unwrap_err().field.as_deref(),
-            Some("job.whitelist.commands[0].timeLimitMs")
-        );
+        // A bad whitelist is refused on its own: the poll's other parts still count.
+        let p = parse_poll_job(&bad_wl).unwrap();
+        let e = p.whitelist.unwrap().unwrap_err();
+        assert_eq!(e.to_error("whitelist").field.as_deref(), Some("job.whitelist.commands[0].timeLimitMs"));
+        // What the PC publishes passes the same check first.
+        let w = Whitelist {
+            hash: "h".into(),
+            commands: vec![],
+            allowed_submitters: Some(vec!["pc\u{7}".into()]),
+            checkouts: vec![],
+        };
+        assert_eq!(check_whitelist(&w).unwrap_err().field.as_deref(), Some("job.whitelist.allowedSubmitters"));
+        let w = Whitelist { checkouts: vec!["".into()], allowed_submitters: None, ..w };
+        assert_eq!(check_whitelist(&w).unwrap_err().field.as_deref(), Some("job.whitelist.checkouts"));
     }
 
     #[test]

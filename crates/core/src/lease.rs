@@ -25,7 +25,7 @@ pub use crate::rules::{FILES_MAX, GLOB_MAX_CHARS, RESOURCE_MAX_CHARS};
 pub const DESCRIPTION_MAX_CHARS: usize = 1_000;
 pub const REPO_MAX_CHARS: usize = 500;
 pub const CLAIM_ID_MAX_CHARS: usize = 100;
-pub const SESSION_MAX_CHARS: usize = 100;
+pub const SESSION_MAX_CHARS: usize = crate::rules::SESSION_ID_MAX_CHARS;
 /// Most renewals and most releases in one poll.
 pub const POLL_ITEMS_MAX: usize = 500;
 
@@ -445,7 +445,7 @@ pub fn check_holder(h: &Holder) -> Result<(), ProtoError> {
     if !is_valid_label(&h.pc) {
         return Err(ProtoError::field("holder.pc", "holder.pc must be a roster label"));
     }
-    check_single_line("holder.session", &h.session, SESSION_MAX_CHARS, true)?;
+    crate::rules::check_session_id("holder.session", &h.session)?;
     if let Some(n) = &h.name {
         check_single_line("holder.name", n, SESSION_MAX_CHARS, true)?;
     }

@@ -14,7 +14,7 @@ use crate::model::{limits, Kind, Mark, MarkOp, MarkResult, Millis, OutgoingMail,
 use crate::op_table::{OpKind, OpSpec};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
-use crate::sessions::{parse_poll_sessions, parse_take, LiveSession};
+use crate::sessions::{good_sessions, parse_poll_sessions, parse_take, LiveItem};
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +107,7 @@ pub enum Op {
     NameTake {
         name: String,
         session: String,
-        live: Option<Vec<LiveSession>>,
+        live: Option<Vec<LiveItem>>,
     },
     /// Every live session on every PC, with its name.
     Who,
@@ -165,7 +165,7 @@ impl Op {
             Op::NameTake { name, session, live } => {
                 let mut v = json!({"name": name, "session": session});
                 if let Some(l) = live {
-                    v["live"] = json!(l);
+                    v["live"] = json!(good_sessions(l));
                 }
                 v
             }
@@ -200,7 +200,7 @@ impl Op {
                     v["job"] = j.to_json();
                 }
                 if let Some(s) = &p.sessions {
-                    v["sessions"] = json!({"live": s});
+                    v["sessions"] = json!({"live": good_sessions(s)});
                 }
                 v
             }
@@ -280,7 +280,8 @@ pub struct PollArgs {
     pub job: Option<PollJob>,
     /// This PC's live sessions (feature `sessions`): None from a client
     /// that does not report them (its sessions and names are left as they were).
-    pub sessions: Option<Vec<LiveSession>>,
+    /// Each reported session is parsed on its own: a bad one is refused alone.
+    pub sessions: Option<Vec<LiveItem>>,
 }
 
 impl Default for PollArgs {

@@ -114,6 +114,63 @@ pub fn check_lease_files(files: &[String]) -> Result<(), ProtoError> {
     files.iter().try_for_each(|g| check_file_glob(g))
 }
 
+/// Longest session id (a lease holder's, a job submitter's, a live session's, `name.take`'s).
+pub const SESSION_ID_MAX_CHARS: usize = 100;
+/// How much of an unusable session id's own text its cleaned form keeps.
+const CLEAN_SESSION_KEEP_CHARS: usize = 80;
+
+/// A character no session id may hold: control characters (C0, DEL, C1),
+/// line and paragraph separators, and the invisible format characters that
+/// reorder or hide text (bidi embeddings, overrides and isolates, zero-width
+/// spaces and joiners, word joiners, the byte-order mark). The Apps Script
+/// server tests the same ranges (`SESSION_UNSAFE_RE`).
+pub fn is_unsafe_in_session(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}'
+        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206f}' | '\u{feff}')
+}
+
+/// The one rule for a session id, wherever one travels (a poll's
+/// `sessions.live`, `name.take`, a lease's holder, a job's submitter): 1-100
+/// characters, not blank, none of them [`is_unsafe_in_session`]. Both servers
+/// check it when they parse; the PC makes every id pass it with
+/// [`clean_session_id`] before it records or sends one.
+pub fn check_session_id(field: &str, s: &str) -> Result<(), ProtoError> {
+    let n = s.chars().count();
+    if n == 0 || n > SESSION_ID_MAX_CHARS || s.chars().any(is_unsafe_in_session) || s.trim().is_empty() {
+        return Err(ProtoError::field(
+            field,
+            format!(
+                "{field} must be 1-{SESSION_ID_MAX_CHARS} characters, not blank, with no control or invisible formatting characters"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A session id as the PC records and sends it. An id that passes
+/// [`check_session_id`] is kept as it is. Any other (a hook or a wrapper may
+/// send a newline, a NUL, a bidi override or a huge string) becomes its safe
+/// characters, at most 80, then `~` and 8 hex digits of its SHA-256: the same
+/// raw id always gives the same cleaned one, and two raw ids that differ only
+/// in what was dropped stay apart. None for an id that is empty or blank (no
+/// session at all).
+pub fn clean_session_id(raw: &str) -> Option<String> {
+    if raw.trim().is_empty() {
+        return None;
+    }
+    if check_session_id("session", raw).is_ok() {
+        return Some(raw.to_string());
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(raw.as_bytes());
+    let tag: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let kept: String = raw.chars().filter(|c| !is_unsafe_in_session(*c)).take(CLEAN_SESSION_KEEP_CHARS).collect();
+    let kept = kept.trim();
+    Some(if kept.is_empty() { format!("session~{tag}") } else { format!("{kept}~{tag}") })
+}
+
 /// The actor name for marks made by `label`, optionally from a session.
 /// Never refused: whatever a hook is fed as a session id, only `[A-Za-z0-9._-]`
 /// survive (a newline in a session id once stopped a PC's mail for good).
@@ -204,12 +261,42 @@ mod tests {
         assert!(check_lease_files(&vec!["a".to_string(); 201]).is_err());
     }
 
+    #[test]
+    fn session_ids_the_hook_cannot_use_are_cleaned() {
+        for ok in ["abc", "0f3c2a9e-1b2c-4d5e-8f90-123456789abc", "ani session", "вася", &"s".repeat(100)] {
+            assert!(check_session_id("session", ok).is_ok(), "{ok:?} refused");
+            assert_eq!(clean_session_id(ok).as_deref(), Some(ok), "a usable id is kept as it is");
+        }
+        for bad in ["a\nb", "a\u{0}b", "a\u{202e}b", "\u{200b}", " ", "", "a\u{2028}", &"s".repeat(101)] {
+            assert!(check_session_id("session", bad).is_err(), "{bad:?} accepted");
+        }
+        let c = clean_session_id("a\nb").unwrap();
+        assert!(c.starts_with("ab~") && c.len() == 11, "{c}");
+        assert_eq!(clean_session_id("a\nb"), clean_session_id("a\nb"), "stable");
+        assert_ne!(clean_session_id("a\nb"), clean_session_id("a\rb"), "distinct ids stay apart");
+        assert!(clean_session_id("\u{202e}").unwrap().starts_with("session~"));
+        assert_eq!(clean_session_id(" \t "), None);
+        assert_eq!(clean_session_id(""), None);
+    }
+
     proptest! {
         // Whatever the hook is fed, the actor it builds passes the server's check.
         #[test]
         fn any_session_gives_a_valid_actor(label in "[a-z0-9][a-z0-9._-]{0,39}", session in any::<String>()) {
             let a = actor(&label, Some(&session));
             prop_assert!(check_mark_text(MarkOp::Seen, &a, None).is_ok(), "{:?}", a);
+        }
+
+        // Whatever a hook, a CLI flag or the environment gives as a session id,
+        // the PC's cleaned id passes the servers' rule (or there is none).
+        #[test]
+        fn any_session_id_cleans_to_a_valid_one(raw in any::<String>(), big in proptest::collection::vec(any::<char>(), 90..400)) {
+            for raw in [raw, big.into_iter().collect::<String>()] {
+                match clean_session_id(&raw) {
+                    Some(c) => prop_assert!(check_session_id("session", &c).is_ok(), "{:?} -> {:?}", raw, c),
+                    None => prop_assert!(raw.trim().is_empty()),
+                }
+            }
         }
 
         #[test]

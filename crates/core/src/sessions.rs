@@ -5,6 +5,7 @@
 
 use crate::error::ProtoError;
 use crate::roster::is_valid_label;
+use crate::rules::{check_session_id, clean_session_id};
 use crate::Millis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -12,7 +13,7 @@ use serde_json::{Map, Value};
 /// Most sessions one PC reports.
 pub const SESSIONS_MAX: usize = 200;
 /// Longest session id, repo, branch and cwd.
-pub const SESSION_MAX_CHARS: usize = 100;
+pub const SESSION_MAX_CHARS: usize = crate::rules::SESSION_ID_MAX_CHARS;
 pub const REPO_MAX_CHARS: usize = 500;
 pub const BRANCH_MAX_CHARS: usize = 250;
 pub const CWD_MAX_CHARS: usize = 1_000;
@@ -113,33 +114,149 @@ pub struct PollSessionsAnswer {
     pub names: Vec<NameHolder>,
     #[serde(default)]
     pub withdrawn: Vec<String>,
+    /// The reported sessions the server refused, each on its own (the
+    /// others were applied and the rest of the poll went on).
+    #[serde(default)]
+    pub errors: Vec<ItemError>,
+}
+
+/// One reported session the server refused: its index in `live`, the
+/// refusal's code, field and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemError {
+    /// Always `live`.
+    pub list: String,
+    pub index: usize,
+    pub code: String,
+    #[serde(default)]
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// One entry of a reported list of live sessions: parsed and checked, or
+/// refused on its own (one bad session never fails the others or the poll).
+pub type LiveItem = Result<LiveSession, BadSession>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadSession {
+    pub index: usize,
+    pub error: ProtoError,
+}
+
+impl BadSession {
+    /// The item's entry in the answer's `sessions.errors`.
+    pub fn to_error(&self) -> ItemError {
+        ItemError {
+            list: "live".into(),
+            index: self.index,
+            code: self.error.code.as_str().to_string(),
+            field: self.error.field.clone(),
+            message: self.error.message.clone(),
+        }
+    }
+}
+
+/// The sessions of a list that parsed.
+pub fn good_sessions(items: &[LiveItem]) -> Vec<&LiveSession> {
+    items.iter().filter_map(|s| s.as_ref().ok()).collect()
 }
 
 type M = Map<String, Value>;
 
-fn text(m: &M, key: &str, field: &str, max: usize, required: bool) -> Result<Option<String>, ProtoError> {
+fn text(m: &M, key: &str, field: &str) -> Result<Option<String>, ProtoError> {
     match m.get(key) {
-        None | Some(Value::Null) if !required => Ok(None),
-        None | Some(Value::Null) => Err(ProtoError::field(field, format!("missing \"{field}\""))),
-        Some(Value::String(s)) => {
-            if s.chars().count() > max || s.chars().any(char::is_control) || (required && s.is_empty()) {
-                return Err(ProtoError::field(
-                    field,
-                    format!("{field} must be 1-{max} characters with no control characters"),
-                ));
-            }
-            Ok(Some(s.clone()))
-        }
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(ProtoError::field(field, format!("\"{field}\" must be a string"))),
     }
 }
 
+fn check_optional(field: &str, s: &Option<String>, max: usize) -> Result<(), ProtoError> {
+    match s {
+        Some(s) if s.chars().count() > max || s.chars().any(char::is_control) => Err(ProtoError::field(
+            field,
+            format!("{field} must be at most {max} characters with no control characters"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The one check of a live session as its PC reports it, on the PC before
+/// it sends the report and on both servers when they parse it (`at` is the
+/// list's field): the id passes [`check_session_id`]; repo, branch and cwd
+/// fit and carry no control characters; idle time is not negative; at most
+/// 100 leases, each a resource name.
+pub fn check_live_session(s: &LiveSession, at: &str) -> Result<(), ProtoError> {
+    check_session_id(&format!("{at}.session"), &s.session)?;
+    check_optional(&format!("{at}.repo"), &s.repo, REPO_MAX_CHARS)?;
+    check_optional(&format!("{at}.branch"), &s.branch, BRANCH_MAX_CHARS)?;
+    check_optional(&format!("{at}.cwd"), &s.cwd, CWD_MAX_CHARS)?;
+    if s.idle_ms < 0 {
+        return Err(ProtoError::field(&format!("{at}.idleMs"), "idleMs must be an integer >= 0"));
+    }
+    if s.leases.len() > LEASES_MAX {
+        return Err(ProtoError::field(
+            &format!("{at}.leases"),
+            format!("leases must be an array of at most {LEASES_MAX} resources"),
+        ));
+    }
+    if s.leases.iter().any(|r| crate::rules::check_resource(r).is_err()) {
+        return Err(ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names"));
+    }
+    Ok(())
+}
+
+/// A live session as the PC reports it, made to pass [`check_live_session`]
+/// whatever its registry row holds (rows written before the rule, a folder
+/// whose name holds a newline): the id through [`clean_session_id`] (None
+/// when there is no id at all), a repo, branch or cwd that does not fit left
+/// out, idle time at least 0, only leases that are resource names.
+pub fn clean_live_session(s: LiveSession) -> Option<LiveSession> {
+    let session = clean_session_id(&s.session)?;
+    let keep = |v: Option<String>, max: usize| v.filter(|v| check_optional("x", &Some(v.clone()), max).is_ok());
+    let mut leases: Vec<String> =
+        s.leases.into_iter().filter(|r| crate::rules::check_resource(r).is_ok()).take(LEASES_MAX).collect();
+    leases.dedup();
+    Some(LiveSession {
+        session,
+        repo: keep(s.repo, REPO_MAX_CHARS),
+        branch: keep(s.branch, BRANCH_MAX_CHARS),
+        cwd: keep(s.cwd, CWD_MAX_CHARS),
+        idle_ms: s.idle_ms.max(0),
+        leases,
+    })
+}
+
+/// A PC's whole report, cleaned: each session through [`clean_live_session`],
+/// the first of two with the same id kept, at most [`SESSIONS_MAX`]. What it
+/// gives is a list both servers take whole.
+pub fn clean_live_list(list: impl IntoIterator<Item = LiveSession>) -> Vec<LiveSession> {
+    let mut out: Vec<LiveSession> = vec![];
+    for s in list.into_iter().filter_map(clean_live_session) {
+        if out.len() == SESSIONS_MAX {
+            break;
+        }
+        if !out.iter().any(|o| o.session == s.session) {
+            out.push(s);
+        }
+    }
+    out
+}
+
 fn one_session(v: &Value, at: &str) -> Result<LiveSession, ProtoError> {
     let m = v.as_object().ok_or_else(|| ProtoError::field(at, format!("each of {at} must be an object")))?;
-    let session = text(m, "session", &format!("{at}.session"), SESSION_MAX_CHARS, true)?.unwrap_or_default();
-    let repo = text(m, "repo", &format!("{at}.repo"), REPO_MAX_CHARS, false)?;
-    let branch = text(m, "branch", &format!("{at}.branch"), BRANCH_MAX_CHARS, false)?;
-    let cwd = text(m, "cwd", &format!("{at}.cwd"), CWD_MAX_CHARS, false)?;
+    let session = match m.get("session") {
+        None | Some(Value::Null) => {
+            return Err(ProtoError::field(&format!("{at}.session"), format!("missing \"{at}.session\"")))
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => {
+            return Err(ProtoError::field(&format!("{at}.session"), format!("\"{at}.session\" must be a string")))
+        }
+    };
+    let repo = text(m, "repo", &format!("{at}.repo"))?;
+    let branch = text(m, "branch", &format!("{at}.branch"))?;
+    let cwd = text(m, "cwd", &format!("{at}.cwd"))?;
     let idle_ms = match m.get("idleMs") {
         None | Some(Value::Null) => 0,
         Some(Value::Number(n)) => n
@@ -150,15 +267,14 @@ fn one_session(v: &Value, at: &str) -> Result<LiveSession, ProtoError> {
     };
     let leases = match m.get("leases") {
         None | Some(Value::Null) => vec![],
-        Some(Value::Array(a)) if a.len() <= LEASES_MAX => {
-            a.iter()
-                .map(|x| {
-                    x.as_str().filter(|s| crate::rules::check_resource(s).is_ok()).map(str::to_string).ok_or_else(
-                        || ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names"),
-                    )
-                })
-                .collect::<Result<_, _>>()?
-        }
+        Some(Value::Array(a)) if a.len() <= LEASES_MAX => a
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ProtoError::field(&format!("{at}.leases"), "leases must be lease resource names"))
+            })
+            .collect::<Result<_, _>>()?,
         Some(_) => {
             return Err(ProtoError::field(
                 &format!("{at}.leases"),
@@ -166,27 +282,37 @@ fn one_session(v: &Value, at: &str) -> Result<LiveSession, ProtoError> {
             ))
         }
     };
-    Ok(LiveSession { session, repo, branch, cwd, idle_ms, leases })
+    let s = LiveSession { session, repo, branch, cwd, idle_ms, leases };
+    check_live_session(&s, at)?;
+    Ok(s)
 }
 
-/// The list of live sessions under `field` (the poll's `sessions.live`, `name.take`'s `live`).
-pub fn parse_live(v: &Value, field: &str) -> Result<Vec<LiveSession>, ProtoError> {
+/// The list of live sessions under `field` (the poll's `sessions.live`,
+/// `name.take`'s `live`). The list itself must be an array of at most 200
+/// (the request's shape); each session is parsed and checked on its own,
+/// and a session listed again is refused on its own (the first one counts).
+pub fn parse_live(v: &Value, field: &str) -> Result<Vec<LiveItem>, ProtoError> {
     let a = v.as_array().ok_or_else(|| ProtoError::field(field, format!("\"{field}\" must be an array")))?;
     if a.len() > SESSIONS_MAX {
         return Err(ProtoError::field(field, format!("at most {SESSIONS_MAX} sessions in \"{field}\"")));
     }
-    let out: Vec<LiveSession> = a.iter().map(|x| one_session(x, field)).collect::<Result<_, _>>()?;
-    for (i, s) in out.iter().enumerate() {
-        if out[..i].iter().any(|o| o.session == s.session) {
-            return Err(ProtoError::field(field, format!("session {:?} is listed twice", s.session)));
-        }
+    let mut out: Vec<LiveItem> = Vec::with_capacity(a.len());
+    for (index, x) in a.iter().enumerate() {
+        let item = one_session(x, field).and_then(|s| {
+            if good_sessions(&out).iter().any(|o| o.session == s.session) {
+                Err(ProtoError::field(field, format!("session {:?} is listed twice", s.session)))
+            } else {
+                Ok(s)
+            }
+        });
+        out.push(item.map_err(|error| BadSession { index, error }));
     }
     Ok(out)
 }
 
 /// The poll's `sessions` argument: `{"live": [...]}`, the PC's whole list
-/// (it replaces the one the server had).
-pub fn parse_poll_sessions(v: &Value) -> Result<Vec<LiveSession>, ProtoError> {
+/// (its good sessions replace the ones the server had).
+pub fn parse_poll_sessions(v: &Value) -> Result<Vec<LiveItem>, ProtoError> {
     let m = v.as_object().ok_or_else(|| ProtoError::field("sessions", "\"sessions\" must be an object"))?;
     match m.get("live") {
         None | Some(Value::Null) => Ok(vec![]),
@@ -195,10 +321,19 @@ pub fn parse_poll_sessions(v: &Value) -> Result<Vec<LiveSession>, ProtoError> {
 }
 
 /// `name.take`: `{name, session, live?}`.
-pub fn parse_take(m: &M) -> Result<(String, String, Option<Vec<LiveSession>>), ProtoError> {
-    let name = text(m, "name", "name", 40, true)?.unwrap_or_default();
+pub fn parse_take(m: &M) -> Result<(String, String, Option<Vec<LiveItem>>), ProtoError> {
+    let name = match m.get("name") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => return Err(ProtoError::field("name", "missing \"name\"")),
+        Some(_) => return Err(ProtoError::field("name", "\"name\" must be a string")),
+    };
     check_name("name", &name)?;
-    let session = text(m, "session", "session", SESSION_MAX_CHARS, true)?.unwrap_or_default();
+    let session = match m.get("session") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => return Err(ProtoError::field("session", "missing \"session\"")),
+        Some(_) => return Err(ProtoError::field("session", "\"session\" must be a string")),
+    };
+    check_session_id("session", &session)?;
     let live = match m.get("live") {
         None | Some(Value::Null) => None,
         Some(l) => Some(parse_live(l, "live")?),
@@ -287,17 +422,62 @@ mod tests {
     }
 
     #[test]
-    fn live_sessions_are_parsed_strictly() {
+    fn live_sessions_are_parsed_strictly_one_by_one() {
         let v = json!({"live": [{"session": "s1", "repo": "r", "idleMs": 5, "leases": ["db"]}, {"session": "s2"}]});
         let l = parse_poll_sessions(&v).unwrap();
+        let l = good_sessions(&l);
         assert_eq!(l[0].leases, vec!["db".to_string()]);
         assert_eq!(l[1].idle_ms, 0);
+        // A bad session is refused on its own: its index and field; the good ones stay.
+        let item = |live: Value| {
+            let l = parse_poll_sessions(&json!({ "live": live })).unwrap();
+            let bad: Vec<(usize, String)> =
+                l.iter().filter_map(|s| s.as_ref().err()).map(|b| (b.index, b.error.field.clone().unwrap())).collect();
+            (good_sessions(&l).len(), bad)
+        };
+        assert_eq!(item(json!([{"session": ""}, {"session": "ok"}])), (1, vec![(0, "sessions.live.session".into())]));
+        assert_eq!(item(json!([{"session": "a\nb"}])), (0, vec![(0, "sessions.live.session".into())]));
+        assert_eq!(item(json!([{"session": "a\u{202e}b"}])), (0, vec![(0, "sessions.live.session".into())]));
+        assert_eq!(item(json!([{"session": "a", "idleMs": -1}])), (0, vec![(0, "sessions.live.idleMs".into())]));
+        assert_eq!(item(json!([{"session": "a", "cwd": "/x\ny"}])), (0, vec![(0, "sessions.live.cwd".into())]));
+        assert_eq!(item(json!([{"session": "a"}, {"session": "a"}])), (1, vec![(1, "sessions.live".into())]));
+        assert_eq!(item(json!([7, {"session": "b"}])), (1, vec![(0, "sessions.live".into())]));
+        // The list's own shape is the request's: that still fails it.
         let field = |v: Value| parse_poll_sessions(&v).unwrap_err().field.unwrap();
-        assert_eq!(field(json!({"live": [{"session": ""}]})), "sessions.live.session");
-        assert_eq!(field(json!({"live": [{"session": "a", "idleMs": -1}]})), "sessions.live.idleMs");
-        assert_eq!(field(json!({"live": [{"session": "a"}, {"session": "a"}]})), "sessions.live");
         assert_eq!(field(json!({"live": 3})), "sessions.live");
+        assert_eq!(field(json!({"live": vec![json!({"session": "a"}); SESSIONS_MAX + 1]})), "sessions.live");
         assert_eq!(field(json!([])), "sessions");
+    }
+
+    #[test]
+    fn name_take_checks_its_session_by_the_one_rule() {
+        let m = |v: Value| v.as_object().unwrap().clone();
+        assert!(parse_take(&m(json!({"name": "ani", "session": "s1"}))).is_ok());
+        for bad in ["", " ", "a\nb", "a\u{202e}b", &"s".repeat(101)] {
+            let e = parse_take(&m(json!({"name": "ani", "session": bad}))).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("session"), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        // What the PC reports, cleaned, is a list both servers take whole:
+        // no item refused, whatever the registry held.
+        #[test]
+        fn a_cleaned_report_is_taken_whole(
+            rows in proptest::collection::vec(
+                (proptest::prelude::any::<String>(), proptest::option::of(proptest::prelude::any::<String>()),
+                 proptest::option::of("[\\PC\n\u{0}\u{202e}]{0,1200}"), proptest::prelude::any::<i64>(),
+                 proptest::collection::vec(proptest::prelude::any::<String>(), 0..3)),
+                0..12),
+        ) {
+            let list = rows.into_iter().map(|(session, repo, cwd, idle_ms, leases)| LiveSession {
+                session, repo, branch: None, cwd, idle_ms, leases,
+            });
+            let cleaned = clean_live_list(list);
+            let parsed = parse_poll_sessions(&json!({ "live": cleaned })).unwrap();
+            proptest::prop_assert!(parsed.iter().all(Result::is_ok), "{:?}", parsed);
+            proptest::prop_assert_eq!(parsed.len(), cleaned.len());
+        }
     }
 
     #[test]

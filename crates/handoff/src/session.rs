@@ -40,11 +40,12 @@ pub fn current_with(registry: impl FnOnce() -> Option<String>) -> SessionId {
 
 /// [`current_with`] over any environment (tests).
 pub fn current_from(env: impl Fn(&str) -> Option<String>, registry: impl FnOnce() -> Option<String>) -> SessionId {
-    let get = |k: &str| env(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    // Cleaned as the hook cleans the id it records: a session id any server refuses never leaves here.
+    let get = |k: &str| env(k).and_then(|v| pcmail_core::rules::clean_session_id(v.trim()));
     if let Some(id) = get("PCMAIL_SESSION") {
         return SessionId { id, source: SessionSource::Env };
     }
-    if let Some(id) = registry().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()) {
+    if let Some(id) = registry().and_then(|v| pcmail_core::rules::clean_session_id(v.trim())) {
         return SessionId { id, source: SessionSource::Registry };
     }
     if let Some(id) = get("CLAUDE_SESSION_ID").or_else(|| get("CLAUDE_CODE_SESSION_ID")) {

@@ -138,13 +138,14 @@ fn staged_files(dir: &Path) -> Vec<String> {
 /// The session committing: `PCMAIL_SESSION`, else the current session of
 /// the Claude Code process this commit runs under (its Bash tool).
 fn committing_session(store: &Store) -> Option<String> {
-    if let Ok(s) = std::env::var("PCMAIL_SESSION") {
-        if !s.trim().is_empty() {
-            return Some(s.trim().to_string());
-        }
+    if let Some(s) = std::env::var("PCMAIL_SESSION").ok().and_then(|s| pcmail_core::rules::clean_session_id(s.trim())) {
+        return Some(s);
     }
     let p = process::claude_ancestor()?;
-    sl::session_of_process(store.conn(), p.pid, p.start).ok().flatten().map(|r| r.session)
+    sl::session_of_process(store.conn(), p.pid, p.start)
+        .ok()
+        .flatten()
+        .and_then(|r| pcmail_core::rules::clean_session_id(&r.session))
 }
 
 /// The check: the refusal text when the commit touches another session's

@@ -125,10 +125,10 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
 pub fn parse_input(stdin: &[u8]) -> Option<HookInput> {
     let v: Value = serde_json::from_slice(stdin).ok()?;
     let event = Event::parse(v.get("hook_event_name")?.as_str()?)?;
-    let session_id = v.get("session_id")?.as_str()?.trim();
-    if session_id.is_empty() {
-        return None;
-    }
+    // An id the servers would refuse (a newline, a NUL, a bidi override, too
+    // long) is cleaned here, before anything records it: it travels on in
+    // every poll's `sessions.live`, and in lease claims and name takes.
+    let session_id = pcmail_core::rules::clean_session_id(v.get("session_id")?.as_str()?.trim())?;
     let text = |v: Option<&Value>| v.and_then(Value::as_str).filter(|c| !c.is_empty()).map(str::to_string);
     let cwd = text(v.get("cwd"));
     let source = text(v.get("source")).or_else(|| text(v.get("reason")));
@@ -142,7 +142,7 @@ pub fn parse_input(stdin: &[u8]) -> Option<HookInput> {
         }
         _ => vec![],
     };
-    Some(HookInput { session_id: session_id.to_string(), event, cwd, source, tool_name, file_path, patch_paths })
+    Some(HookInput { session_id, event, cwd, source, tool_name, file_path, patch_paths })
 }
 
 /// What the hook decided; `output` is the JSON to print (None: print nothing).

@@ -222,6 +222,10 @@ pub fn mine_list(conn: &Connection) -> Result<Vec<MyLease>> {
 /// Queues the release of one lease (the poller sends it); an unconfirmed
 /// lease the server never granted is simply forgotten.
 pub fn queue_release(tx: &Transaction, claim_id: &str, reason: &str, now: Millis) -> Result<bool> {
+    // The reason may quote a hook's own words (SessionEnd's `reason`): cleaned
+    // to what the servers take, so the queued release is never refused for its text.
+    let reason = pcmail_core::rules::clean_reason(reason);
+    let reason = reason.as_str();
     let fence: Option<Option<i64>> = tx
         .prepare_cached("SELECT fence FROM leases_mine WHERE claim_id = ?1")?
         .query_row([claim_id], |r| r.get(0))

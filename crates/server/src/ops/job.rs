@@ -431,7 +431,11 @@ fn correct_late(ctx: &mut Ctx<'_>, j: &StoredJob, r: &ReportArgs) -> OpResult<()
 // ---- the poll's `job` ----
 
 pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer> {
-    if let Some(w) = &p.whitelist {
+    let mut errors = Vec::new();
+    if let Some(Err(bad)) = &p.whitelist {
+        errors.push(bad.to_error("whitelist"));
+    }
+    if let Some(Ok(w)) = &p.whitelist {
         ctx.tx
             .prepare_cached(
                 "INSERT INTO job_executor (pc, hash, commands, allowed_submitters, checkouts, published_at) \
@@ -453,7 +457,6 @@ pub(crate) fn poll_job(ctx: &mut Ctx<'_>, p: &PollJob) -> OpResult<PollJobAnswer
             .execute(p![id, ctx.pc, ctx.now])?;
     }
     let mut reported = Vec::new();
-    let mut errors = Vec::new();
     for item in &p.reports {
         match item {
             Ok(r) => match report(ctx, r) {

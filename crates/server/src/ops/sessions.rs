@@ -14,19 +14,20 @@ use crate::store::p;
 use crate::store::Dialect;
 use pcmail_core::op_table::News;
 use pcmail_core::sessions::{
-    LiveSession, NameHolder, PollSessionsAnswer, TakeAnswer, WhoAnswer, WhoSession, REPORT_FRESH_MS,
+    good_sessions, LiveItem, NameHolder, PollSessionsAnswer, TakeAnswer, WhoAnswer, WhoSession, REPORT_FRESH_MS,
 };
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::json;
 
-/// Replaces the caller's list of live sessions with `live`.
-pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveSession]) -> OpResult<()> {
+/// Replaces the caller's list of live sessions with the sessions of `live`
+/// that parsed (a refused one is left out on its own).
+pub(crate) fn report(ctx: &Ctx<'_>, live: &[LiveItem]) -> OpResult<()> {
     ctx.tx.prepare_cached("DELETE FROM live_session WHERE pc = ?1")?.execute(p![ctx.pc])?;
     let mut ins = ctx.tx.prepare_cached(
         "INSERT INTO live_session (pc, session, repo, branch, cwd, idle_ms, leases, reported_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
-    for s in live {
+    for s in good_sessions(live) {
         ins.execute(p![ctx.pc, s.session, s.repo, s.branch, s.cwd, s.idle_ms, json!(s.leases).to_string(), ctx.now])?;
     }
     Ok(())
@@ -140,7 +141,7 @@ fn row_mail(r: &crate::store::Row<'_>) -> crate::store::DbResult<StoredMail> {
 
 /// The poll's `sessions`: the report applied, then the names this PC holds
 /// and the mail it must withdraw (told once).
-pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult<PollSessionsAnswer> {
+pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveItem]) -> OpResult<PollSessionsAnswer> {
     report(ctx, live)?;
     let names = held_by(ctx, ctx.pc)?;
     let withdrawn: Vec<String> = {
@@ -148,7 +149,8 @@ pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveSession]) -> OpResult
         st.query_map(p![ctx.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
     ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute(p![ctx.pc])?;
-    Ok(PollSessionsAnswer { names, withdrawn })
+    let errors = live.iter().filter_map(|s| s.as_ref().err()).map(|b| b.to_error()).collect();
+    Ok(PollSessionsAnswer { names, withdrawn, errors })
 }
 
 fn conflict(message: String) -> OpError {
@@ -158,7 +160,7 @@ fn conflict(message: String) -> OpError {
 /// `name.take`: the caller's `session` takes `name`. Refused when it is a
 /// PC label, or another session that is live holds it; otherwise it moves
 /// here (recorded), and unseen mail delivered to another PC comes here.
-pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[LiveSession]>) -> OpResult<TakeAnswer> {
+pub(crate) fn take(ctx: &mut Ctx<'_>, name: &str, session: &str, live: Option<&[LiveItem]>) -> OpResult<TakeAnswer> {
     if let Some(l) = live {
         report(ctx, l)?;
     }
