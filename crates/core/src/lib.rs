@@ -3,6 +3,7 @@
 
 pub mod answers;
 pub mod auth;
+pub mod duration;
 pub mod error;
 pub mod ids;
 pub mod job;

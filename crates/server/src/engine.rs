@@ -534,7 +534,8 @@ fn notify_instances(engine: &Engine, tx: &dyn Db, labels: &[String]) -> OpResult
     unique.sort();
     unique.dedup();
     let payload = crate::store::pg::wake_payload(&pg.instance, &unique);
-    tx.prepare_cached("SELECT pg_notify(?1, ?2)")?.execute(crate::store::p![crate::store::pg::WAKE_CHANNEL, payload])?;
+    tx.prepare_cached("SELECT pg_notify(?1, ?2)")?
+        .execute(crate::store::p![crate::store::pg::WAKE_CHANNEL, payload])?;
     Ok(())
 }
 
