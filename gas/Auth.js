@@ -297,7 +297,14 @@ function joinChecked_(req, now) {
   const j = joinCode_(hash);
   if (!j || j.label !== req.pc) throw pcErr_('join_code_invalid', 'no such join code for this label: ask the admin for one (`pcmail roster add LABEL`)');
   if (j.usedBy) {
-    if (sameHash_(j.usedBy, credHash)) return { label: j.label, bound: true, existing: true, version: rosterVersion_() };
+    if (sameHash_(j.usedBy, credHash)) {
+      // The same PC retrying a lost answer, unless the admin revoked it since:
+      // then it is told so, not "already enrolled" (joinReplay in pcmail-core).
+      if (prop_(REVOKED_PREFIX + j.label)) {
+        throw pcErr_('revoked', JSON.stringify(j.label) + ' was revoked by the admin after it joined with this code, which cannot be used again: ask the admin for a new join code (`pcmail roster add ' + j.label + '`)');
+      }
+      return { label: j.label, bound: true, existing: true, version: rosterVersion_() };
+    }
     throw pcErr_('join_code_used', 'this join code was already used: ask the admin for a new one');
   }
   if (j.expiresAt <= now) throw pcErr_('join_code_expired', 'this join code has expired: ask the admin for a new one');

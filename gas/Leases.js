@@ -333,8 +333,16 @@ function leaseActor_(h) {
 function leaseWho_(l) {
   return l.holder.pc + '/' + l.holder.session + (l.holder.name !== null ? ' (' + l.holder.name + ')' : '');
 }
-function leaseSince_(l) {
-  return 'fence ' + l.fence + ', granted at ' + l.grantedAt + ', last heartbeat at ' + l.heartbeatAt;
+// present::lease_since: ages by the server clock, never epoch milliseconds.
+function leaseAge_(ms) {
+  const s = Math.floor(Math.max(0, ms) / 1000);
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm';
+  if (s < 86400) return Math.floor(s / 3600) + 'h';
+  return Math.floor(s / 86400) + 'd';
+}
+function leaseSince_(l, now) {
+  return 'fence ' + l.fence + ', granted ' + leaseAge_(now - l.grantedAt) + ' ago, last heartbeat ' + leaseAge_(now - l.heartbeatAt) + ' ago';
 }
 function leaseErr_(code, message, l) {
   return pcErr_(code, message, { lease: leaseView_(l, false) });
@@ -419,10 +427,10 @@ function leaseClaim_(st, c, callerPc) {
     if (!t) {
       const held = conflicts.filter(function (l) { return l.state === 'held'; })[0];
       if (held) {
-        throw leaseErr_('held', c.resource + ' is held by ' + leaseWho_(held) + ': ' + JSON.stringify(held.description) + ' (' + leaseSince_(held) + ')', held);
+        throw leaseErr_('held', c.resource + ' is held by ' + leaseWho_(held) + ': ' + JSON.stringify(held.description) + ' (' + leaseSince_(held, st.now) + ')', held);
       }
       const s = conflicts[0];
-      throw leaseErr_('stale', c.resource + ' is held by ' + leaseWho_(s) + ' but stale (no heartbeat for 3 minutes; ' + leaseSince_(s) + '): take it over with evidence', s);
+      throw leaseErr_('stale', c.resource + ' is held by ' + leaseWho_(s) + ' but stale (no heartbeat for 3 minutes; ' + leaseSince_(s, st.now) + '): take it over with evidence', s);
     }
     const pcs = t.evidence === 'session_ended' ? readRosterLive_() : [];
     conflicts.forEach(function (l) {

@@ -79,8 +79,8 @@ pub fn roster_enrol(client: &mut Client, a: &RosterEnrolArgs) -> Result<RosterEn
         return Ok(RosterEnrolResult::Added(r));
     }
     let expires = a.expires.as_deref().unwrap_or("24h");
-    let expires_in = match crate::parse_expires(expires)? {
-        pcmail_client::ops::Expires::In(ms) if ms <= pcmail_core::auth::JOIN_CODE_MAX_MS => ms,
+    let expires_in = match crate::parse_duration("--expires", expires)? {
+        ms if ms <= pcmail_core::auth::JOIN_CODE_MAX_MS => ms,
         _ => return Err(ClientError::Invalid(format!("--expires {expires:?}: a duration up to 30d (e.g. 24h)")).into()),
     };
     let (code, expires_at) = pcmail_client::creds::enrol(client, &a.label, a.hostname.as_deref(), expires_in)?;

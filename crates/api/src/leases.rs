@@ -135,15 +135,7 @@ fn repo_of(args_repo: Option<&str>, cwd: Option<&str>) -> String {
 }
 
 fn ttl_ms(ttl: Option<&str>) -> Result<Option<i64>> {
-    match ttl {
-        None => Ok(None),
-        Some(t) => match crate::parse_expires(t)? {
-            pcmail_client::ops::Expires::In(ms) => Ok(Some(ms)),
-            pcmail_client::ops::Expires::At(_) => {
-                Err(ApiError::Usage(format!("--ttl {t:?}: a duration like 30m or 2h")))
-            }
-        },
-    }
+    ttl.map(|t| crate::parse_duration("--ttl", t)).transpose()
 }
 
 fn request(client: &Client, a: &LeaseClaimArgs, takeover: Option<Takeover>) -> Result<(ClaimRequest, Follow)> {
@@ -271,12 +263,15 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
 fn common_evidence(client: &Client, current: &[Lease], force: bool) -> Result<(Evidence, Option<String>)> {
     let mut each = vec![];
     for l in current {
+        // A holder that still runs or renews is a held lease (exit 10, as for
+        // `claim`), not a usage mistake.
         let (e, d) = client.takeover_evidence(l, force).map_err(|e| match e {
             // Name the holder when several hold it.
             ClientError::Invalid(m) if current.len() > 1 => {
-                ClientError::Invalid(format!("{m} (one of {} holders; every one must be gone)", current.len()))
+                ApiError::Busy(format!("{m} (one of {} holders; every one must be gone)", current.len()))
             }
-            e => e,
+            ClientError::Invalid(m) => ApiError::Busy(m),
+            e => e.into(),
         })?;
         each.push((e, d));
     }
@@ -292,7 +287,7 @@ fn common_evidence(client: &Client, current: &[Lease], force: bool) -> Result<(E
         return Ok((Evidence::SessionEnded, details));
     }
     let fresh: Vec<String> = current.iter().filter(|l| !l.stale).map(|l| holder_label(&l.holder)).collect();
-    Err(ApiError::Usage(format!(
+    Err(ApiError::Busy(format!(
         "the holders of {} need different evidence (a process gone on this PC, a session ended elsewhere) and {} \
          still renews: wait until its lease is stale (3 minutes), or --force with a reason",
         current[0].resource,

@@ -25,7 +25,7 @@ use pcmail_client::sync::CycleReport;
 use pcmail_client::{locks, notify, Client, ClientError};
 use pcmail_core::answers::AlertsAnswer;
 use pcmail_core::protocol::Op;
-use pcmail_core::{Alert, Kind, Mail, MarkOp, Pc, State};
+use pcmail_core::{Alert, Kind, Mail, MarkOp, Millis, Pc, State};
 use pcmail_store::{InboxMail, SentMail, Store};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -306,30 +306,28 @@ fn optional_not_null(schema: &mut schemars::Schema) {
     }
 }
 
-/// `--expires`: a positive duration (`30s`, `30m`, `2h`, `3d`), or an RFC 3339
+/// A duration flag (`--timeout`, `--ttl`, a join code's `--expires`): the
+/// one parser of pcmail-core, its refusal naming the flag.
+pub fn parse_duration(flag: &str, s: &str) -> Result<Millis> {
+    pcmail_core::duration::parse_ms(s).map_err(|e| ApiError::Usage(format!("{flag} {:?}: {e}", s.trim())))
+}
+
+/// A mail's `--expires`: a duration as every flag takes it, or an RFC 3339
 /// time; the server turns either into an expiry by its own clock.
 pub fn parse_expires(s: &str) -> Result<Expires> {
+    use pcmail_core::duration::{parse_ms, DurationError};
     let s = s.trim();
-    let unit = |c: char| -> Option<i64> {
-        match c {
-            's' => Some(1_000),
-            'm' => Some(60_000),
-            'h' => Some(3_600_000),
-            'd' => Some(86_400_000),
-            _ => None,
+    match parse_ms(s) {
+        Ok(ms) => return Ok(Expires::In(ms)),
+        Err(e @ (DurationError::NotPositive | DurationError::TooLong)) => {
+            return Err(ApiError::Usage(format!("--expires {s:?}: {e}")))
         }
-    };
-    if let Some(last) = s.chars().last() {
-        if let (Some(mult), Ok(n)) = (unit(last), s[..s.len() - last.len_utf8()].parse::<i64>()) {
-            if n > 0 {
-                return Ok(Expires::In(n.saturating_mul(mult)));
-            }
-        }
+        Err(DurationError::NotADuration) => {}
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(Expires::At(t.timestamp_millis()));
     }
-    Err(ClientError::Invalid(format!("--expires {s:?}: use a duration like 30m, 2h, 3d or an RFC 3339 time")).into())
+    Err(ApiError::Usage(format!("--expires {s:?}: {}, or an RFC 3339 time", pcmail_core::duration::HINT)))
 }
 
 /// Sends without waiting (the CLI prints this before it waits).
@@ -527,6 +525,14 @@ mod tests {
             let e = parse_expires(bad).unwrap_err();
             assert_eq!(e.exit(), Exit::Usage, "{bad}");
         }
+        // Zero is told it must be more than zero, not to "use a duration" it already is.
+        let e = parse_expires("0s").unwrap_err().to_string();
+        assert!(e.contains("more than zero") && !e.contains("use a duration like"), "{e}");
+        // The same units as every other duration flag.
+        assert_eq!(parse_expires("90").unwrap(), Expires::In(90_000));
+        assert_eq!(parse_duration("--timeout", "5m").unwrap(), 300_000);
+        let e = parse_duration("--timeout", "soon").unwrap_err().to_string();
+        assert!(e.starts_with("--timeout") && !e.contains("--expires"), "{e}");
     }
 
     #[test]

@@ -128,6 +128,8 @@ fn a_resource_held_shared_by_several_is_taken_only_when_every_holder_accepts_the
     // Both still renew: refused on this PC, naming a holder, nothing sent.
     let e = api::lease_takeover(&mut c.client, &takeover(false)).unwrap_err();
     assert!(e.to_string().contains("still renews gpu-0") && e.to_string().contains("every one must be gone"), "{e}");
+    // A lease that is still renewed is held: exit 10, as `claim` says it, not a usage error.
+    assert_eq!(e.exit(), pcmail_api::Exit::LeaseHeld, "{e}");
 
     // pc-a's session ended (pc-a polls on, without renewing); pc-b went off the network.
     let a_claim = a.client.store.leases_mine().unwrap()[0].claim_id.clone();

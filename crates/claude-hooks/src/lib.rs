@@ -296,6 +296,23 @@ pub enum InstallLevel {
     NotInstalled,
 }
 
+impl InstallLevel {
+    /// The state in words, as `hooks status` and `doctor` show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstallLevel::Installed => "installed",
+            InstallLevel::Partial => "partly installed",
+            InstallLevel::NotInstalled => "not installed",
+        }
+    }
+}
+
+impl std::fmt::Display for InstallLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a handler of ours is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandlerForm {
@@ -331,6 +348,22 @@ impl InstallState {
     /// Whether a handler of ours is registered for `event`.
     pub fn has(&self, event: &str) -> bool {
         self.hooks.iter().any(|h| h.event == event)
+    }
+
+    /// The events a handler of ours is registered for, each once, in file order.
+    pub fn registered_events(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = vec![];
+        for h in &self.hooks {
+            if !out.contains(&h.event.as_str()) {
+                out.push(&h.event);
+            }
+        }
+        out
+    }
+
+    /// The events of `wanted` no handler of ours is registered for.
+    pub fn missing_events<'a>(&self, wanted: &'a [HookEvent]) -> Vec<&'a str> {
+        wanted.iter().filter(|e| !self.has(e.event)).map(|e| e.event).collect()
     }
 
     /// Against the events `wanted` (usually [`DEFAULT_EVENTS`]).

@@ -8,6 +8,9 @@ use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 
 pub fn code_of(e: &anyhow::Error) -> Exit {
+    if let Some(s) = e.downcast_ref::<Shown>() {
+        return s.exit;
+    }
     if let Some(a) = e.downcast_ref::<ApiError>() {
         return a.exit();
     }
@@ -38,8 +41,52 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
     Exit::Error
 }
 
-/// Prints the error (and candidates for an unresolved address) and returns the code.
-pub fn fail(e: &anyhow::Error) -> i32 {
+/// An error whose whole answer is already on stdout (`doctor --json`'s
+/// checks, `status --json`'s timelines): only its line goes to stderr.
+#[derive(Debug)]
+pub struct Shown {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Shown {}
+
+/// The JSON error object `--json` prints on stdout for any failure: the same
+/// `code`, `exit` and `message` for every exit code, with the lease,
+/// candidates or rule when there are.
+pub fn json_error(e: &anyhow::Error) -> serde_json::Value {
+    if let Some(a) = e.downcast_ref::<ApiError>() {
+        return serde_json::json!({ "error": a.to_json() });
+    }
+    let exit = code_of(e);
+    let mut v = serde_json::json!({"code": exit.as_str(), "exit": exit as i32, "message": format!("{e:#}")});
+    let c = match (e.downcast_ref::<ClientError>(), e.downcast_ref::<CallError>()) {
+        (Some(ClientError::Unresolved { candidates, .. }), _) => Some(candidates.clone()),
+        (Some(ClientError::Call(CallError::Server(p))), _) | (_, Some(CallError::Server(p))) => p.candidates.clone(),
+        _ => None,
+    };
+    if let Some(c) = c.filter(|c| !c.is_empty()) {
+        v["candidates"] = serde_json::json!(c);
+    }
+    serde_json::json!({ "error": v })
+}
+
+/// Prints the error once (stderr; and the JSON object on stdout under
+/// `--json`) with candidates for an unresolved address, and returns the code.
+pub fn fail(e: &anyhow::Error, json: bool) -> i32 {
+    if let Some(s) = e.downcast_ref::<Shown>() {
+        eprintln!("pcmail: {}", s.message);
+        return s.exit as i32;
+    }
+    if json {
+        println!("{}", json_error(e));
+    }
     eprintln!("pcmail: {e:#}");
     let server_candidates = match (e.downcast_ref::<ApiError>(), e.downcast_ref::<ClientError>()) {
         (Some(ApiError::Client(ClientError::Call(CallError::Server(p)))), _)

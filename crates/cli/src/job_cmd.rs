@@ -84,15 +84,7 @@ fn parse_args(args: &[String]) -> Result<BTreeMap<String, Value>, ApiError> {
 }
 
 fn secs(d: Option<&str>) -> Result<Option<u64>, ApiError> {
-    match d {
-        None => Ok(None),
-        Some(t) => match pcmail_api::parse_expires(t)? {
-            pcmail_client::ops::Expires::In(ms) => Ok(Some((ms as u64).div_ceil(1000))),
-            pcmail_client::ops::Expires::At(_) => {
-                Err(ApiError::Usage(format!("--timeout {t:?}: a duration like 90s or 10m")))
-            }
-        },
-    }
+    d.map(|t| pcmail_api::parse_duration("--timeout", t).map(|ms| (ms as u64).div_ceil(1000))).transpose()
 }
 
 pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {

@@ -8,7 +8,6 @@ use pcmail_api::ApiError;
 use pcmail_client::leases::{holder_label, ClaimOutcome};
 use pcmail_core::lease::Lease;
 use pcmail_core::present::{age, truncate_chars};
-use serde_json::json;
 
 #[derive(Subcommand)]
 pub enum LeaseCmd {
@@ -100,27 +99,50 @@ pub enum LeaseCmd {
     },
 }
 
-/// Prints an error's lease (held/stale) before the exit code is taken from it.
-fn explain(e: ApiError, json: bool) -> anyhow::Error {
+/// Says a held or stale lease once, as a person reads it (ages, not epoch
+/// milliseconds), with the next step; under --json the error object (with
+/// the lease) is printed by main. `takeover`: the refused command was a
+/// takeover (`Some(forced)`), so the hint never repeats it.
+fn explain(e: ApiError, json: bool, takeover: Option<bool>) -> anyhow::Error {
     if json {
-        println!("{}", json!({ "error": e.to_json() }));
-    } else if let Some(l) = e.to_json().get("lease").and_then(|v| serde_json::from_value::<Lease>(v.clone()).ok()) {
-        let now = pcmail_client::system_now();
-        eprintln!(
-            "pcmail: {} is held by {} ({}) since {} ago, last heartbeat {} ago{}: {}",
-            l.resource,
-            holder_label(&l.holder),
-            l.mode.as_str(),
-            age(now - l.granted_at),
-            age(now - l.heartbeat_at),
-            if l.stale { ", STALE" } else { "" },
-            l.description
-        );
-        if l.stale {
-            eprintln!("pcmail: check the resource itself, then `pcmail lease takeover {} --reason \"…\"`", l.resource);
-        }
+        return e.into();
     }
-    e.into()
+    let Some(l) = e.to_json().get("lease").and_then(|v| serde_json::from_value::<Lease>(v.clone()).ok()) else {
+        return e.into();
+    };
+    let now = pcmail_client::system_now();
+    let line = format!(
+        "{} is held by {} ({}) since {} ago, last heartbeat {} ago{}: {}",
+        l.resource,
+        holder_label(&l.holder),
+        l.mode.as_str(),
+        age(now - l.granted_at),
+        age(now - l.heartbeat_at),
+        if l.stale { ", STALE" } else { "" },
+        l.description
+    );
+    let hint = match (takeover, l.stale) {
+        (None, true) => {
+            Some(format!("check the resource itself, then `pcmail lease takeover {} --reason \"…\"`", l.resource))
+        }
+        (Some(false), true) => Some(format!(
+            "if you checked {} yourself and it is free, only --force (with the reason) takes it",
+            l.resource
+        )),
+        (Some(_), false) => Some(format!(
+            "its holder still renews it: ask {} to release it, or wait until it is stale (3 minutes without a heartbeat)",
+            holder_label(&l.holder)
+        )),
+        _ => None,
+    };
+    let held_or_stale = matches!(e.exit(), Exit::LeaseHeld | Exit::LeaseStale);
+    // The server's own words add its reason when it refused a takeover.
+    let message = if held_or_stale { line } else { format!("{e}\npcmail: {line}") };
+    let message = match hint {
+        Some(h) => format!("{message}\npcmail: {h}"),
+        None => message,
+    };
+    crate::exit::Shown { exit: e.exit(), message }.into()
 }
 
 pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
@@ -138,12 +160,12 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
                 ttl,
                 name,
             };
-            let r = api::lease_claim(&mut client, &args).map_err(|e| explain(e, json))?;
+            let r = api::lease_claim(&mut client, &args).map_err(|e| explain(e, json, None))?;
             print_claim(&r, json);
         }
         LeaseCmd::Takeover { resource, reason, force, description, files, pid, ttl, name } => {
             let args = api::LeaseTakeoverArgs { resource, reason, force, description, files, pid, ttl, name };
-            let r = api::lease_takeover(&mut client, &args).map_err(|e| explain(e, json))?;
+            let r = api::lease_takeover(&mut client, &args).map_err(|e| explain(e, json, Some(force)))?;
             print_claim(&r, json);
         }
         LeaseCmd::Release { resource, reason } => {
@@ -310,17 +332,42 @@ fn print_table(r: &api::LeaseListResult, me: &str, timeline: bool) {
     }
     println!("(* this PC's; HEARTBEAT = time since the last renewal; STALE after 3 min without one)");
     if timeline {
-        for l in &r.leases {
-            for t in l.timeline.iter().flatten() {
-                println!(
-                    "  {} {} {} by {}{}",
-                    l.resource,
-                    crate::print::time(t.at),
-                    t.event.as_str(),
-                    t.by,
-                    t.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default()
-                );
+        for line in timeline_lines(&r.leases) {
+            println!("{line}");
+        }
+    }
+}
+
+/// The timeline under the table: each event once (the leases of one resource
+/// share its history, so a takeover is on both the old and the new lease),
+/// oldest first, with the evidence and what was checked.
+fn timeline_lines(leases: &[Lease]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut rows: Vec<(&str, &pcmail_core::lease::TimelineEntry)> = vec![];
+    for l in leases {
+        for t in l.timeline.iter().flatten() {
+            if seen.insert((l.resource.clone(), t.at, t.event.as_str(), t.by.clone())) {
+                rows.push((&l.resource, t));
             }
         }
     }
+    rows.sort_by_key(|(r, t)| (r.to_string(), t.at));
+    rows.into_iter()
+        .map(|(resource, t)| {
+            let mut s = format!("  {} {} {} by {}", resource, crate::print::time(t.at), t.event.as_str(), t.by);
+            if let Some(f) = t.fence {
+                s.push_str(&format!(" (fence {f})"));
+            }
+            if let Some(e) = t.evidence {
+                s.push_str(&format!(", evidence: {}", e.as_str()));
+            }
+            if let Some(x) = &t.reason {
+                s.push_str(&format!(": {x}"));
+            }
+            if let Some(d) = &t.detail {
+                s.push_str(&format!(" [{d}]"));
+            }
+            s
+        })
+        .collect()
 }

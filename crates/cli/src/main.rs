@@ -135,8 +135,8 @@ enum Cmd {
         /// Wait until every copy reached this state (exit 8 when --timeout runs out).
         #[arg(long, value_enum)]
         wait_for: Option<WaitArg>,
-        /// Seconds to wait with --wait-for.
-        #[arg(long, default_value_t = 300)]
+        /// How long to wait with --wait-for (90s, 10m, 2h; a plain number is seconds).
+        #[arg(long, default_value = "5m", value_parser = timeout_secs)]
         timeout: u64,
     },
     /// The whole timeline of mail ids (from the server).
@@ -147,8 +147,8 @@ enum Cmd {
         /// Wait until each mail reached this state (exit 8 when --timeout runs out).
         #[arg(long, value_enum)]
         wait_for: Option<WaitArg>,
-        /// Seconds to wait with --wait-for.
-        #[arg(long, default_value_t = 300)]
+        /// How long to wait with --wait-for (90s, 10m, 2h; a plain number is seconds).
+        #[arg(long, default_value = "5m", value_parser = timeout_secs)]
         timeout: u64,
     },
     /// Mail for this PC (open by default).
@@ -270,8 +270,11 @@ enum Cmd {
     },
     /// Claude Code hooks in ~/.claude/settings.json; with --git, the git pre-commit lease guard of the current repo.
     Hooks {
-        /// install: register `pcmail-hook` (or `pcmail hook`) for SessionStart and UserPromptSubmit,
-        /// moving old exec-form entries; uninstall: remove pcmail's entries; status: what is registered.
+        /// install: register `pcmail-hook` (or `pcmail hook`) for SessionStart, UserPromptSubmit,
+        /// PreToolUse (the lease guard on Edit|Write|MultiEdit|NotebookEdit) and Stop, and SessionEnd
+        /// where `claude --version` is 1.0.85 or newer (Codex and Gemini: their names for the same
+        /// events, docs/agents.md), moving old exec-form entries; uninstall: remove pcmail's entries;
+        /// status: the state (installed, partly installed, not installed) and the events registered.
         #[arg(value_parser = ["install", "uninstall", "status"])]
         action: String,
         /// The settings file to edit [default: claude: $CLAUDE_CONFIG_DIR/settings.json, else
@@ -465,6 +468,15 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
+            // `--json`: a usage error is an error object on stdout too, like every other exit code.
+            if e.use_stderr() && std::env::args_os().skip(1).any(|a| a == "--json") {
+                let message = e.render().to_string();
+                let message = message.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
+                println!(
+                    "{}",
+                    serde_json::json!({"error": {"code": Exit::Usage.as_str(), "exit": Exit::Usage as i32, "message": message}})
+                );
+            }
             std::process::exit(if e.use_stderr() { Exit::Usage as i32 } else { 0 });
         }
     };
@@ -480,11 +492,19 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let filter = std::env::var("PCMAIL_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
+    // rustls logs a refused certificate itself ("Sending fatal alert …"); pcmail
+    // says what it means in its own error, so that line stays out by default.
+    // Colour codes only where a terminal shows them, never in a log or a pipe.
+    let filter = std::env::var("PCMAIL_LOG").unwrap_or_else(|_| "warn,rustls=off".into());
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_env_filter(filter)
+        .try_init();
+    let json = cli.json;
     let code = match run(cli) {
         Ok(()) => 0,
-        Err(e) => fail(&e),
+        Err(e) => fail(&e, json),
     };
     std::process::exit(code);
 }
@@ -527,6 +547,15 @@ fn print_map_report(r: &pcmail_codemap::Report, check: bool) {
         let names: Vec<String> = r.changed.iter().map(|p| rel(p)).collect();
         println!("Wrote {} ({} chars in {}).", names.join(", "), r.llms_chars, rel(&r.llms_path));
     }
+}
+
+/// `--timeout` as seconds, read by the one duration parser of every flag.
+/// A zero wait (`--timeout 0`) looks once and does not wait.
+fn timeout_secs(s: &str) -> Result<u64, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(0);
+    }
+    pcmail_core::duration::parse_ms(s).map(|ms| (ms as u64).div_ceil(1000)).map_err(|e| e.to_string())
 }
 
 fn paths() -> anyhow::Result<Paths> {
@@ -836,7 +865,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
             if !missing.is_empty() {
-                anyhow::bail!(ClientError::NotFound(missing.join(", ")));
+                let e = ClientError::NotFound(missing.join(", "));
+                if json {
+                    // The timelines found are the answer on stdout; the missing ids are the exit code.
+                    anyhow::bail!(exit::Shown { exit: Exit::NotFound, message: e.to_string() });
+                }
+                anyhow::bail!(e);
             }
             Ok(())
         }
@@ -1010,32 +1044,71 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let path = settings.or_else(|| agent.default_path()).context("no home directory")?;
             match action.as_str() {
                 "install" => {
-                    let o = pcmail_claude_hooks::install(&path, &hook_spec_for(agent)?)?;
-                    println!(
-                        "pcmail: hooks {} in {}{}",
-                        if o.changed { "installed" } else { "already installed" },
-                        o.settings_path.display(),
-                        o.backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
-                    );
+                    let spec = hook_spec_for(agent)?;
+                    let o = pcmail_claude_hooks::install(&path, &spec)?;
+                    let events: Vec<&str> = spec.events.iter().map(|e| e.event).collect();
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"changed": o.changed, "settings": o.settings_path, "events": events,
+                                               "backup": o.backup})
+                        );
+                    } else {
+                        println!(
+                            "pcmail: hooks {} for {} in {}{}",
+                            if o.changed { "installed" } else { "already installed" },
+                            events.join(", "),
+                            o.settings_path.display(),
+                            o.backup.map(|b| format!(" (backup {})", b.display())).unwrap_or_default()
+                        );
+                    }
                 }
                 "uninstall" => {
                     let o = pcmail_claude_hooks::uninstall_for(agent, &path)?;
-                    println!(
-                        "pcmail: hooks {} in {}",
-                        if o.changed { "removed" } else { "were not installed" },
-                        o.settings_path.display()
-                    );
+                    if json {
+                        println!("{}", serde_json::json!({"changed": o.changed, "settings": o.settings_path}));
+                    } else {
+                        println!(
+                            "pcmail: hooks {} in {}",
+                            if o.changed { "removed" } else { "were not installed" },
+                            o.settings_path.display()
+                        );
+                    }
                 }
                 _ => {
                     let s = pcmail_claude_hooks::status_for(agent, &path)?;
-                    let form = if s.hooks.is_empty() {
-                        ""
-                    } else if s.needs_migration() {
-                        ", old exec form: `pcmail hooks install` moves it to the shell form"
-                    } else {
-                        ", shell form"
+                    let wanted = agent.events();
+                    let level = s.level(&wanted);
+                    let (registered, missing) = (s.registered_events(), s.missing_events(&wanted));
+                    let form = match (s.hooks.is_empty(), s.needs_migration()) {
+                        (true, _) => None,
+                        (false, true) => Some("exec"),
+                        (false, false) => Some("shell"),
                     };
-                    println!("pcmail: hooks {:?} ({}){form}", s.level(&agent.events()), path.display());
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"state": level.as_str(), "settings": path, "events": registered,
+                                               "missing": missing, "form": form})
+                        );
+                    } else {
+                        let events = if registered.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" for {}", registered.join(", "))
+                        };
+                        let missing = if missing.is_empty() || registered.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; not for {}", missing.join(", "))
+                        };
+                        let form = match form {
+                            Some("exec") => ", old exec form: `pcmail hooks install` moves it to the shell form",
+                            Some(_) => ", shell form",
+                            None => "",
+                        };
+                        println!("pcmail: hooks {level}{events}{missing} ({}){form}", path.display());
+                    }
                 }
             }
             Ok(())

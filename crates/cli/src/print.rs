@@ -268,7 +268,40 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     }
     let now = pcmail_client::system_now();
     let alive = pcmail_client::locks::poller_alive(&paths);
-    let store = pcmail_store::Store::open(&paths.store()).ok();
+    // A store that cannot be read stops every command: named, with the way back.
+    let store = match pcmail_store::Store::open(&paths.store()) {
+        Ok(s) => match s.integrity_problems() {
+            Ok(p) if p.is_empty() => {
+                checks.push((format!("PC store: {}", paths.store().display()), true, String::new()));
+                Some(s)
+            }
+            Ok(p) => {
+                let first: Vec<&str> = p.iter().take(3).map(String::as_str).collect();
+                checks.push((
+                    format!("PC store: {} is damaged ({})", paths.store().display(), first.join("; ")),
+                    false,
+                    pcmail_store::recovery(&paths.store()),
+                ));
+                Some(s)
+            }
+            Err(e) => {
+                checks.push((format!("PC store: {e}"), false, pcmail_store::recovery(&paths.store())));
+                None
+            }
+        },
+        Err(pcmail_store::StoreError::Unreadable { source, .. }) => {
+            checks.push((
+                format!("PC store: {} cannot be read ({source})", paths.store().display()),
+                false,
+                pcmail_store::recovery(&paths.store()),
+            ));
+            None
+        }
+        Err(e) => {
+            checks.push((format!("PC store: {e}"), false, format!("check {}", paths.store().display())));
+            None
+        }
+    };
     let last = store.as_ref().and_then(|s| s.last_poll_ok_at().ok().flatten());
     let last_error = store.as_ref().and_then(|s| s.meta_get(pcmail_store::meta::LAST_POLL_ERROR).ok().flatten());
     let ago = last.map(|t| format!("{} ago", age(now - t))).unwrap_or_else(|| "never".into());
@@ -297,11 +330,17 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
             String::new(),
         ));
     }
-    hooks_checks(&mut checks, fix);
+    // Warnings: worth knowing, not a failure (the command still exits 0).
+    let mut warnings: Vec<(String, String)> = vec![];
+    hooks_checks(&mut checks, &mut warnings, fix);
     let all_ok = checks.iter().all(|c| c.1);
     if json {
-        let v: Vec<_> = checks.iter().map(|(w, ok, fix)| json!({"check": w, "ok": ok, "fix": fix})).collect();
-        println!("{}", json!({"ok": all_ok, "checks": v}));
+        let mut v: Vec<_> = checks
+            .iter()
+            .map(|(w, ok, fix)| json!({"check": w, "ok": ok, "level": if *ok { "ok" } else { "fail" }, "fix": fix}))
+            .collect();
+        v.extend(warnings.iter().map(|(w, fix)| json!({"check": w, "ok": false, "level": "warn", "fix": fix})));
+        println!("{}", json!({"ok": all_ok, "warnings": warnings.len(), "checks": v}));
     } else {
         for (what, ok, fix) in &checks {
             println!("{} {}", if *ok { "ok  " } else { "FAIL" }, what);
@@ -309,11 +348,16 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
                 println!("     fix: {fix}");
             }
         }
+        for (what, fix) in &warnings {
+            println!("warn {what}");
+            println!("     fix: {fix}");
+        }
     }
     if all_ok {
         Ok(())
     } else {
-        anyhow::bail!("some checks failed")
+        // The checks are the answer (on stdout under --json too): not a second object.
+        anyhow::bail!(crate::exit::Shown { exit: crate::exit::Exit::Error, message: "some checks failed".into() })
     }
 }
 
@@ -424,7 +468,7 @@ fn label_binding_check(
 
 /// The Claude Code hook checks of `doctor`: registration and form (migrated first with `--fix`),
 /// then the installed Claude Code's version.
-fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
+fn hooks_checks(checks: &mut Vec<(String, bool, String)>, warnings: &mut Vec<(String, String)>, fix: bool) {
     use pcmail_claude_hooks::{ClaudeCodeVersion, HandlerForm, InstallLevel, DEFAULT_EVENTS};
     use pcmail_claude_hooks::{EXEC_FORM_SINCE, MIN_CLAUDE_CODE};
     let v = |(a, b, c): (u32, u32, u32)| format!("{a}.{b}.{c}");
@@ -487,7 +531,19 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
             let missing = s.hooks.iter().find(|h| !h.exe_exists).map(|h| format!(", {} is missing", h.exe.display()));
             let ok = level == InstallLevel::Installed && s.all_exes_exist() && !old;
             let fix = if old { "`pcmail doctor --fix` or `pcmail hooks install`" } else { "`pcmail hooks install`" };
-            checks.push((format!("Claude Code hooks: {level:?}{form}{}", missing.unwrap_or_default()), ok, fix.into()));
+            let events = s.registered_events();
+            let events = if events.is_empty() { String::new() } else { format!(" for {}", events.join(", ")) };
+            let not_for = s.missing_events(DEFAULT_EVENTS);
+            let not_for = if not_for.is_empty() || s.hooks.is_empty() {
+                String::new()
+            } else {
+                format!("; not for {}", not_for.join(", "))
+            };
+            checks.push((
+                format!("Claude Code hooks: {level}{events}{not_for}{form}{}", missing.unwrap_or_default()),
+                ok,
+                fix.into(),
+            ));
         }
         Err(e) => checks.push((
             format!("Claude Code hooks: {e}"),
@@ -499,7 +555,18 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, fix: bool) {
         std::ffi::OsStr::new("claude"),
         std::time::Duration::from_secs(5),
     ) {
-        ClaudeCodeVersion::NotOnPath => ("claude not on PATH".to_string(), true),
+        // Nothing is broken, but nothing here proves the hooks reach a model either.
+        ClaudeCodeVersion::NotOnPath => {
+            warnings.push((
+                "Claude Code version: claude not on PATH (the hooks and the installed events cannot be checked against it)"
+                    .into(),
+                format!(
+                    "install Claude Code {} or newer, or put `claude` on PATH; ignore this on a PC without it",
+                    v(MIN_CLAUDE_CODE)
+                ),
+            ));
+            return;
+        }
         ClaudeCodeVersion::Found { line, version } => {
             let ok = version.is_none_or(|x| x >= MIN_CLAUDE_CODE);
             (

@@ -612,20 +612,23 @@ fn mcp_install_writes_configs_that_start_a_working_server_and_uninstall_removes_
         ok(&["mcp", "install", "--client", "gemini", "--scope", scope]);
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         let s = &v["mcpServers"]["pcmail"];
-        assert_eq!(
-            tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a),
-            DEFAULT_TOOLS
-        );
+        // A project's file is shared: `pcmail` from PATH, no path of this PC.
+        let command = match scope {
+            "project" => {
+                assert_eq!(s["command"], json!("pcmail"), "{s}");
+                exe.to_str().unwrap()
+            }
+            _ => s["command"].as_str().unwrap(),
+        };
+        assert_eq!(tools_of_configured_server(command, s["args"].as_array().unwrap(), &a), DEFAULT_TOOLS);
     }
 
     // Claude Code without `claude` on PATH: .mcp.json for a project; the user scope says what to run.
     ok(&["mcp", "install", "--client", "claude", "--scope", "project"]);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap()).unwrap();
     let s = &v["mcpServers"]["pcmail"];
-    assert_eq!(
-        tools_of_configured_server(s["command"].as_str().unwrap(), s["args"].as_array().unwrap(), &a),
-        DEFAULT_TOOLS
-    );
+    assert_eq!(s["command"], json!("pcmail"), "no path of this PC in the shared .mcp.json: {s}");
+    assert_eq!(tools_of_configured_server(exe.to_str().unwrap(), s["args"].as_array().unwrap(), &a), DEFAULT_TOOLS);
     let out = run(&["mcp", "install"]);
     assert_eq!(out.status.code(), Some(9));
     let err = String::from_utf8_lossy(&out.stderr);

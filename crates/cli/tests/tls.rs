@@ -230,3 +230,55 @@ fn doctor_flags_a_server_on_insecure_http() {
     assert_eq!(flagged["ok"], json!(false));
     assert!(flagged["fix"].as_str().unwrap().contains("--tls"), "{flagged}");
 }
+
+/// What a trust failure must never read as: an outage, or a raw TLS log line.
+fn assert_says_not_trusted(out: &Output, what: &str) {
+    let msg = stderr(out);
+    assert_eq!(out.status.code(), Some(6), "{what}: not trusted exits 6: {msg}");
+    assert!(msg.contains("not trusted"), "{what}: says not trusted: {msg}");
+    assert!(!msg.contains("connection refused"), "{what}: not reported as an outage: {msg}");
+    assert!(!msg.contains('\u{1b}'), "{what}: no colour codes: {msg:?}");
+    assert!(!msg.contains("rustls"), "{what}: no raw TLS log line: {msg}");
+}
+
+#[test]
+fn a_send_to_a_server_with_another_certificate_is_not_queued_as_an_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let first = serve(dir.path(), &["--listen", &listen, "--tls"]);
+    let admin = admin_pc(&first);
+    let b = enrol(&admin, "pc-b", &first.url);
+    b.ok(&["sync"]);
+    drop(first);
+    for f in ["serve-cert.pem", "serve-key.pem"] {
+        std::fs::remove_file(dir.path().join(f)).unwrap();
+    }
+    let _second = serve(dir.path(), &["--listen", &listen, "--tls"]);
+
+    let out = b.run(&["send", "pc-admin", "--body", "to whom?"]);
+    assert_says_not_trusted(&out, "send");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "no \"queued\" line: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Nothing waits in the outbox for a server this PC does not trust.
+    let sent = b.json(&["sent"]);
+    assert!(sent.as_array().unwrap().is_empty(), "nothing queued: {sent}");
+    let out = b.run(&["sync"]);
+    assert_says_not_trusted(&out, "sync");
+}
+
+#[test]
+fn an_https_server_with_an_unknown_certificate_is_not_trusted_rather_than_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), &["--listen", "127.0.0.1:0", "--tls"]);
+    // A PC that was given the address but no fingerprint: the self-signed certificate has no CA.
+    let c = pc("pc-c", &s.url, false);
+    c.ok(&["init", "--label", "pc-c", "--server", &s.url, "--offline"]);
+    let out = c.run(&["sync"]);
+    assert_says_not_trusted(&out, "sync");
+    assert!(stderr(&out).contains("--tls-fingerprint"), "says how to trust it: {}", stderr(&out));
+    let out = c.run(&["send", "pc-c", "--body", "x"]);
+    assert_says_not_trusted(&out, "send");
+}

@@ -2,8 +2,7 @@
 //! per id (the store claims them), sent after the cycle, at most 5 s each and
 //! 20 s in all, on every channel that is set up (native, webhook, log).
 
-use pcmail_core::present::{neutralise, truncate_chars};
-use pcmail_core::Kind;
+use pcmail_core::present::{kind_badge, neutralise, subject_without_tags, truncate_chars, Lang};
 use pcmail_store::InboxMail;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -19,19 +18,32 @@ pub struct Notification {
 }
 
 impl Notification {
+    /// In the user's language (`LC_ALL`, `LC_MESSAGES`, `LANG`), as `inbox` and the hook speak.
     pub fn for_mail(m: &InboxMail) -> Notification {
-        let tag = match m.effective_kind() {
-            Kind::Decision => "[判断依頼] decision request",
-            Kind::Request => "[作業依頼] work request",
-            Kind::Note => "mail",
+        Notification::for_mail_in(m, crate::config::user_lang())
+    }
+
+    /// The kind once, as the badge in `lang` (`[判断依頼]` under a Japanese
+    /// locale, `[decision request]` otherwise), never a Japanese tag before
+    /// English words; the body is the subject without the seed's tags (the
+    /// badge says it already), else the body.
+    pub fn for_mail_in(m: &InboxMail, lang: Lang) -> Notification {
+        let badge = kind_badge(m.effective_kind(), lang);
+        let urgent = match (m.urgent, lang) {
+            (false, _) => "",
+            (true, Lang::En) => "URGENT ",
+            (true, Lang::Ja) => "至急 ",
         };
-        let urgent = if m.urgent { "URGENT " } else { "" };
-        let text = if m.subject.trim().is_empty() { m.body.as_str() } else { m.subject.as_str() };
-        Notification {
-            id: m.id.clone(),
-            title: format!("pcmail: {urgent}{tag} from {}", m.from),
-            body: truncate_chars(&neutralise(text), 160),
-        }
+        let from = neutralise(&m.from);
+        let title = match (badge, lang) {
+            (Some(b), Lang::En) => format!("pcmail: {urgent}{b} from {from}"),
+            (Some(b), Lang::Ja) => format!("pcmail: {urgent}{b} {from} から"),
+            (None, Lang::En) => format!("pcmail: {urgent}mail from {from}"),
+            (None, Lang::Ja) => format!("pcmail: {urgent}{from} からのメール"),
+        };
+        let subject = subject_without_tags(&m.subject);
+        let text = if subject.is_empty() { m.body.as_str() } else { subject.as_str() };
+        Notification { id: m.id.clone(), title, body: truncate_chars(&neutralise(text), 160) }
     }
 }
 

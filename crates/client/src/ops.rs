@@ -11,6 +11,11 @@ use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, Millis, OutgoingMail, State};
 use pcmail_store::{inbox, marks, InboxMail};
 use std::time::{Duration, Instant};
 
+/// How long a mail being sent stays out of the pollers' way: longer than a
+/// `send` request can take (30 s per server address, one retry after
+/// registering), so only a sender that died leaves it for the next poll.
+const IN_FLIGHT_GRACE_MS: Millis = 3 * 60 * 1000;
+
 pub use crate::backoff::{backoff_ms, wait_interval};
 
 /// What `status` found (the mails), which ids it did not find, and for mail
@@ -63,6 +68,8 @@ impl Client {
         }
         let (mut pcs, reached) = match self.refresh_roster() {
             Ok(p) => (p, true),
+            // A server this PC does not trust is not an outage: say so, not "unknown address".
+            Err(ClientError::Call(e @ CallError::Untrusted(_))) => return Err(ClientError::Call(e)),
             Err(_) => (cached, false),
         };
         // This PC is on the roster from its first command, not its first poll.
@@ -121,14 +128,30 @@ impl Client {
     }
 
     /// Sends now, or queues locally when the server can't be reached.
+    ///
+    /// The mail is in the outbox before the request goes out and settled
+    /// after the answer: a sender killed in between leaves it listed in
+    /// `sent`, and the next poll sends it again under the same id (one mail
+    /// on the server). A server that is not the one this PC trusts is no
+    /// outage: nothing is queued for it and the caller is told (exit 6).
     pub(crate) fn send_or_queue(&mut self, mail: OutgoingMail) -> Result<SendOutcome, ClientError> {
         check_draft(&mail)?;
+        let now = self.now();
+        self.store.outbox_in_flight(&mail, now, now + IN_FLIGHT_GRACE_MS)?;
         match self.send_prepared(&mail, true) {
+            Err(ClientError::Call(e @ CallError::Untrusted(_))) => {
+                self.store.outbox_settle(&mail.id)?;
+                Err(ClientError::Call(e))
+            }
             Err(ClientError::Call(e)) if e.is_transient() => {
-                self.store.outbox_queue(&mail, self.now(), Some(&e.to_string()))?;
+                self.store.outbox_unsent(&mail.id, &e.to_string(), self.now())?;
                 Ok(SendOutcome { ids: vec![mail.id], queued: true, existing: false })
             }
-            other => other,
+            other => {
+                // Taken (its rows are in `sent`) or refused for good: out of the outbox.
+                self.store.outbox_settle(&mail.id)?;
+                other
+            }
         }
     }
 

@@ -45,6 +45,16 @@ pub fn mismatch_message(url: &str, pinned: &str, seen: &str) -> String {
     )
 }
 
+/// What a PC is told when an https:// server it pinned nothing for is not
+/// trusted by the system's authorities: what went wrong, and how to trust it.
+pub fn untrusted_message(url: &str, why: &str) -> String {
+    format!(
+        "the server at {url} is not trusted: {why}, so nothing was sent. For a `pcmail serve` with its own \
+         certificate, enrol with a join code from the admin (it carries the certificate's fingerprint) or pin it with \
+         `pcmail init --server {url} --tls-fingerprint SHA256` (the fingerprint `pcmail serve` prints at start)"
+    )
+}
+
 impl ServerCertVerifier for PinnedCert {
     fn verify_server_cert(
         &self,

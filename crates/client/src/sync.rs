@@ -355,7 +355,8 @@ impl Client {
             }
             match self.send_prepared(&mail, !q.regenerated) {
                 Ok(out) => {
-                    self.store.outbox_remove(&q.mail.id)?;
+                    // Also the row that listed it as queued, when its id was regenerated.
+                    self.store.outbox_settle(&q.mail.id)?;
                     report.outbox_sent.extend(out.ids);
                 }
                 Err(ClientError::Call(e)) if e.is_transient() => {

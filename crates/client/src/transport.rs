@@ -361,7 +361,51 @@ impl Http {
                 return CallError::Untrusted(crate::pin::mismatch_message(url, pinned, &seen));
             }
         }
+        if let Some(why) = tls_refusal(e) {
+            return CallError::Untrusted(crate::pin::untrusted_message(url, &why));
+        }
         CallError::Transient(describe_reqwest(e))
+    }
+}
+
+/// The TLS reason a request failed for, when it is the server's certificate
+/// (or the handshake) that was refused rather than the network: that is a
+/// question of trust, never "connection refused".
+fn tls_refusal(e: &reqwest::Error) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+            return Some(describe_rustls(t));
+        }
+        // io::Error's source() skips the error it wraps, and the TLS layer
+        // wraps its error in an io::Error inside another: look inside each.
+        let mut io = err.downcast_ref::<std::io::Error>();
+        while let Some(inner) = io.and_then(|e| e.get_ref()) {
+            if let Some(t) = inner.downcast_ref::<rustls::Error>() {
+                return Some(describe_rustls(t));
+            }
+            io = inner.downcast_ref::<std::io::Error>();
+        }
+        cur = err.source();
+    }
+    None
+}
+
+fn describe_rustls(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(c) => match c {
+            rustls::CertificateError::UnknownIssuer => {
+                "its certificate is not signed by an authority this PC trusts (a self-signed certificate?)".into()
+            }
+            rustls::CertificateError::Expired | rustls::CertificateError::ExpiredContext { .. } => {
+                "its certificate has expired".into()
+            }
+            rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. } => {
+                "its certificate is for another name".into()
+            }
+            other => format!("its certificate was refused ({other:?})"),
+        },
+        other => format!("the TLS handshake failed ({other})"),
     }
 }
 

@@ -264,6 +264,23 @@ fn revoked(pc: &str) -> ProtoError {
     )
 }
 
+/// A join code replayed by the credential that used it: the same PC retrying
+/// a lost answer is answered as joined, unless the admin revoked that PC since
+/// (then it is told so, not "already enrolled": the spent code is no way back
+/// in). Both servers apply this rule.
+pub fn join_replay(label: &str, revoked: bool) -> Result<(), ProtoError> {
+    if revoked {
+        return Err(ProtoError::new(
+            ErrorCode::Revoked,
+            format!(
+                "{label:?} was revoked by the admin after it joined with this code, which cannot be used again: \
+                 ask the admin for a new join code (`pcmail roster add {label}`)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn admin_required() -> ProtoError {
     ProtoError::new(
         ErrorCode::AdminRequired,

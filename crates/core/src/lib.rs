@@ -4,6 +4,7 @@
 pub mod answers;
 pub mod auth;
 pub mod due;
+pub mod duration;
 pub mod error;
 pub mod ids;
 pub mod job;

@@ -406,6 +406,12 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
     t
 }
 
+/// A lease's fence and times in a refusal, as a person reads them (ages by
+/// the server's clock `now`, never epoch milliseconds). Both servers say it so.
+pub fn lease_since(fence: i64, granted_at: Millis, heartbeat_at: Millis, now: Millis) -> String {
+    format!("fence {fence}, granted {} ago, last heartbeat {} ago", age(now - granted_at), age(now - heartbeat_at))
+}
+
 pub fn age(ms: Millis) -> String {
     let s = (ms.max(0)) / 1000;
     if s < 60 {
@@ -422,6 +428,13 @@ pub fn age(ms: Millis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_refusal_gives_ages_not_epoch_milliseconds() {
+        let now = 1_767_225_600_000;
+        let s = lease_since(3, now - 5 * 60_000, now - 20_000, now);
+        assert_eq!(s, "fence 3, granted 5m ago, last heartbeat 20s ago");
+    }
 
     fn mail(id: &str, kind: Kind, urgent: bool, reply: bool, at: Millis, body: &str) -> PresentMail {
         PresentMail {

@@ -100,7 +100,9 @@ impl ServerConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Config {
-    /// This PC's label on the roster.
+    /// This PC's label on the roster; absent: the one made from the hostname,
+    /// as with no config.toml at all (a file holding only `[handoffs]` works).
+    #[serde(default = "default_label")]
     pub label: String,
     #[serde(default)]
     pub server: ServerConfig,
@@ -240,6 +242,10 @@ pub fn user_lang() -> pcmail_core::present::Lang {
     )
 }
 
+fn default_label() -> String {
+    pcmail_core::roster::label_from_hostname(&hostname())
+}
+
 fn yes() -> bool {
     true
 }
@@ -362,6 +368,18 @@ pub fn is_same_path(a: &Path, b: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_config_holding_only_a_handoffs_table_works_on_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = super::Paths::at(dir.path());
+        std::fs::write(paths.config(), "[handoffs]\nstop_reminder = false\n").unwrap();
+        let c = super::Config::load(&paths).unwrap();
+        let d = super::Config::default_for_this_pc();
+        assert_eq!(c.label, d.label, "the label made from the hostname");
+        assert_eq!(c.server, d.server, "the embedded default");
+        assert!(!c.handoffs.stop_reminder);
+    }
+
     use super::*;
 
     /// `Config::new` must give what a config.toml holding only the label

@@ -202,8 +202,24 @@ pub fn server_args(t: &Target) -> Vec<String> {
     a
 }
 
+/// What a project's shared file runs: the command found on PATH. The file is
+/// committed and read on other PCs, so it holds no path of this one.
+pub const SHARED_COMMAND: &str = "pcmail";
+
+/// The command an entry runs: this pcmail's absolute path in the user's own
+/// configuration, `pcmail` (from PATH) in a project's shared file.
+fn command_for(t: &Target) -> Result<String, InstallError> {
+    match t.scope {
+        Scope::Project => Ok(SHARED_COMMAND.into()),
+        Scope::User => exe_str(t).map(str::to_string),
+    }
+}
+
 fn claude_add_args(t: &Target) -> Vec<String> {
-    let exe = t.exe.to_string_lossy().into_owned();
+    let exe = match t.scope {
+        Scope::Project => SHARED_COMMAND.to_string(),
+        Scope::User => t.exe.to_string_lossy().into_owned(),
+    };
     let mut a: Vec<String> =
         ["mcp", "add", "--scope", t.scope.as_str(), SERVER_NAME, "--", &exe].iter().map(|s| s.to_string()).collect();
     a.extend(server_args(t));
@@ -258,7 +274,8 @@ pub fn install(t: &Target) -> Result<Outcome, InstallError> {
 }
 
 fn install_config(t: &Target) -> Result<Outcome, InstallError> {
-    let exe = exe_str(t)?.to_string();
+    exe_str(t)?;
+    let exe = command_for(t)?;
     let Some(path) = config_path(t)? else {
         // Re-adding replaces: remove first (absent is fine), so install is idempotent.
         let remove = ["mcp", "remove", "--scope", t.scope.as_str(), SERVER_NAME];
@@ -328,7 +345,12 @@ fn json_entry(t: &Target, exe: &str, with_env: bool) -> Map<String, Value> {
     let mut env = Map::new();
     if with_env {
         if let Some(h) = &t.pcmail_home {
-            env.insert("PCMAIL_HOME".into(), Value::String(h.to_string_lossy().into_owned()));
+            // A project's file is shared: each PC's own PCMAIL_HOME, never this one's path.
+            let value = match t.scope {
+                Scope::Project => "$PCMAIL_HOME".to_string(),
+                Scope::User => h.to_string_lossy().into_owned(),
+            };
+            env.insert("PCMAIL_HOME".into(), Value::String(value));
         }
         for v in &t.credential_vars {
             env.insert(v.clone(), Value::String(format!("${v}")));

@@ -65,24 +65,11 @@ impl Default for Limits {
     }
 }
 
-/// `10s`, `500ms`, `2m`, or plain seconds (`10`), as the timeout flags take them.
+/// `10s`, `500ms`, `2m`, or plain seconds (`10`): the one duration parser
+/// every pcmail flag uses.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: u64 = num.parse().map_err(|_| format!("{s:?}: a duration like 10s, 500ms or 2m"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        _ => return Err(format!("{s:?}: a duration like 10s, 500ms or 2m")),
-    };
-    if d.is_zero() {
-        return Err(format!("{s:?}: a timeout must be more than zero"));
-    }
-    Ok(d)
+    let ms = pcmail_core::duration::parse_ms(s).map_err(|e| format!("{:?}: {e}", s.trim()))?;
+    Ok(Duration::from_millis(ms as u64))
 }
 
 /// Raises the soft limit on open files to the hard limit (the default soft
@@ -723,7 +710,9 @@ mod tests {
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("10h").is_err());
+        // One parser for every pcmail flag: hours are a duration too.
+        assert_eq!(parse_duration("10h"), Ok(Duration::from_secs(36_000)));
+        assert!(parse_duration("10x").is_err());
     }
 
     fn futures_ready(n: &Notify) -> bool {

@@ -38,6 +38,10 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("store {path} was written by a newer pcmail (schema {found}, this build knows {known})")]
     TooNew { path: PathBuf, found: i64, known: i64 },
+    /// The store file is not a database, is damaged, or cannot be opened:
+    /// named, with the way back.
+    #[error("this PC's store {} cannot be read ({source}); {}", path.display(), recovery(path))]
+    Unreadable { path: PathBuf, source: rusqlite::Error },
     #[error("corrupt row in the store: {0}")]
     Corrupt(String),
     #[error("no such mail {0:?} in this PC's store")]
@@ -59,14 +63,26 @@ impl Store {
 
     pub fn open_with_timeout(path: &Path, busy: Duration) -> Result<Store> {
         make_private(path);
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(busy)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "OFF")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        let mut store = Store { conn, path: path.to_path_buf() };
-        schema::migrate(&mut store.conn, path)?;
-        Ok(store)
+        let opened = (|| -> Result<Store> {
+            let conn = Connection::open(path)?;
+            conn.busy_timeout(busy)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "OFF")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            let mut store = Store { conn, path: path.to_path_buf() };
+            schema::migrate(&mut store.conn, path)?;
+            Ok(store)
+        })();
+        opened.map_err(|e| unreadable(path, e))
+    }
+
+    /// What SQLite's quick check finds wrong in the store file (empty when
+    /// nothing): `pcmail doctor` names a damaged store.
+    pub fn integrity_problems(&self) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare("PRAGMA quick_check")?;
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>();
+        let rows = rows.map_err(|e| unreadable(&self.path, StoreError::Sqlite(e)))?;
+        Ok(rows.into_iter().filter(|r| r != "ok").collect())
     }
 
     /// Opens an existing store for the hook: never creates a file, and fails
@@ -127,6 +143,38 @@ impl Store {
 /// The store's folder 0700 and its files 0600, also when an older pcmail or a
 /// loose umask made them readable. The database file is created private before
 /// SQLite opens it, so its -wal and -shm (which copy its mode) are private too.
+/// How to get a working store back when this one cannot be read.
+pub fn recovery(path: &Path) -> String {
+    format!(
+        "stop this PC's poller (`pcmail service uninstall`, or end `pcmail daemon` and the tray), move the file aside \
+         (`mv {0} {0}.broken`), then run `pcmail sync`: it makes a new store, and the server still has every mail and \
+         its timeline (`pcmail status ID`); only mail that waited in this PC's outbox stays in the old file",
+        path.display()
+    )
+}
+
+/// A failure to open the store that is the file's fault (not a database, damaged, unreadable)
+/// becomes `Unreadable`, naming it; a busy lock or a newer schema stays what it is.
+fn unreadable(path: &Path, e: StoreError) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    match e {
+        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, m))
+            if matches!(
+                f.code,
+                C::NotADatabase
+                    | C::DatabaseCorrupt
+                    | C::CannotOpen
+                    | C::SystemIoFailure
+                    | C::PermissionDenied
+                    | C::ReadOnly
+            ) =>
+        {
+            StoreError::Unreadable { path: path.to_path_buf(), source: rusqlite::Error::SqliteFailure(f, m) }
+        }
+        other => other,
+    }
+}
+
 fn make_private(path: &Path) {
     if let Some(dir) = path.parent() {
         let _ = pcmail_fsmode::create_private_dir_all(dir);

@@ -31,6 +31,48 @@ impl Store {
         })
     }
 
+    /// Records a mail before its `send` request goes out, so a sender killed
+    /// after the server took it still lists it in `sent` (as sending) and the
+    /// next poll sends it again under the same id (the server answers that
+    /// retry as the same mail). `next_at` leaves the sender time to settle it
+    /// before a poller picks it up.
+    pub fn outbox_in_flight(&mut self, mail: &OutgoingMail, now: Millis, next_at: Millis) -> Result<()> {
+        let json = serde_json::to_string(mail).expect("mail serialises");
+        let why = "sending (no answer from the server yet)";
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO outbox (id, mail, queued_at, next_at, last_error) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![mail.id, json, now, next_at, why],
+            )?;
+            crate::sent::record_queued(tx, mail, now, why)?;
+            Ok(())
+        })
+    }
+
+    /// A mail written with `outbox_in_flight` that the server could not take
+    /// now: it waits in the outbox for the next poll, and `sent` says why.
+    pub fn outbox_unsent(&mut self, id: &str, err: &str, next_at: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("UPDATE outbox SET next_at = ?2, last_error = ?3 WHERE id = ?1", params![id, next_at, err])?;
+            tx.execute(
+                "UPDATE sent SET send_error = ?2 WHERE id = ?1 AND send_error IS NOT NULL",
+                params![id, format!("queued: {err}")],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Settles a mail of the outbox: the server took it (its own rows are in
+    /// `sent` by then) or refused it for good. Its outbox row and the row that
+    /// listed it as queued under this id go.
+    pub fn outbox_settle(&mut self, id: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [id])?;
+            Ok(())
+        })
+    }
+
     /// A queued mail whose expiry passed before it could be sent: out of the
     /// outbox, and `sent` says so (it never reached the server).
     pub fn outbox_expired(&mut self, mail: &OutgoingMail, now: Millis) -> Result<()> {

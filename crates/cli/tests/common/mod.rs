@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 
 pub const TOKEN: &str = "e2e-token-0123456789";
 
-/// The `pcmail` under test; `PCMAIL_TEST_EXE` names another build of it (a
-/// copy taken before a shared target directory's binary is rebuilt).
+/// The `pcmail` under test: cargo's, or `PCMAIL_TEST_EXE` (a copy taken right
+/// after the build, where several worktrees share one target folder and its
+/// `debug/pcmail`).
 pub fn exe() -> PathBuf {
-    std::env::var_os("PCMAIL_TEST_EXE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pcmail")))
+    match std::env::var_os("PCMAIL_TEST_EXE").filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_pcmail")),
+    }
 }
 
 pub fn repo_root() -> PathBuf {

@@ -95,10 +95,8 @@ fn gemini_settings_are_merged_in_both_scopes_and_reversible() {
         assert_eq!(p, path);
         assert!(changed && backup.is_some());
         let v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(
-            v["mcpServers"]["pcmail"],
-            serde_json::json!({"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"]})
-        );
+        let command = if scope == Scope::Project { "pcmail" } else { "/opt/pc mail/bin/pcmail" };
+        assert_eq!(v["mcpServers"]["pcmail"], serde_json::json!({"command": command, "args": ["mcp"]}));
         assert_eq!(v["mcpServers"]["other"]["command"], "x");
         assert_eq!(v["theme"], "Dracula");
         assert!(!file_outcome(install(&t).unwrap()).1, "idempotent");
@@ -129,10 +127,7 @@ fn claude_without_claude_on_path_writes_mcp_json_for_a_project_and_says_what_to_
     assert_eq!(p, t.project.join(".mcp.json"));
     assert!(changed);
     let v: Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
-    assert_eq!(
-        v,
-        serde_json::json!({"mcpServers": {"pcmail": {"command": "/opt/pc mail/bin/pcmail", "args": ["mcp"]}}})
-    );
+    assert_eq!(v, serde_json::json!({"mcpServers": {"pcmail": {"command": "pcmail", "args": ["mcp"]}}}));
     file_outcome(uninstall(&t).unwrap());
     let v: Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(v, serde_json::json!({}));
@@ -236,4 +231,25 @@ fn gemini_settings_with_comments_are_accepted_and_keep_them() {
     file_outcome(uninstall(&t).unwrap());
     assert_eq!(fs::read_to_string(&path).unwrap(), original, "uninstall gives the text back");
     assert!(!t.home.join(".gemini/policies/pcmail.toml").exists());
+}
+
+#[test]
+fn a_projects_shared_file_holds_no_path_of_this_pc() {
+    for agent in [Agent::Claude, Agent::Gemini] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = target(dir.path(), agent, Scope::Project);
+        t.pcmail_home = Some(PathBuf::from("/home/me/.local/share/pcmail-work"));
+        let (p, _, _) = file_outcome(install(&t).unwrap());
+        let text = fs::read_to_string(&p).unwrap();
+        assert!(!text.contains("/opt/pc mail") && !text.contains("/home/me"), "{agent:?}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["mcpServers"]["pcmail"]["command"], "pcmail", "{agent:?}");
+        // The user's own file keeps the absolute path (no PATH needed).
+        let mut u = target(dir.path(), agent, Scope::User);
+        u.pcmail_home = t.pcmail_home.clone();
+        if agent == Agent::Gemini {
+            let (p, _, _) = file_outcome(install(&u).unwrap());
+            assert!(fs::read_to_string(&p).unwrap().contains("/opt/pc mail/bin/pcmail"));
+        }
+    }
 }

@@ -74,6 +74,13 @@ pub(crate) fn join(ctx: &mut Ctx<'_>, code: &str, hostname: &str) -> OpResult<Jo
     };
     match used_by {
         Some(h) if h == cred_hash => {
+            let revoked: bool = ctx
+                .tx
+                .prepare_cached("SELECT revoked_at IS NOT NULL FROM pc WHERE label = ?1")?
+                .query_row(p![&label], |r| r.get(0))
+                .optional()?
+                .unwrap_or(false);
+            pcmail_core::auth::join_replay(&label, revoked).map_err(OpError::Proto)?;
             return Ok(JoinAnswer { label, bound: true, existing: true, version: roster::version(ctx)? });
         }
         Some(_) => {

@@ -264,8 +264,8 @@ fn with_lease(code: ErrorCode, message: String, l: &StoredLease) -> OpError {
     OpError::Proto(ProtoError::new(code, message).with_lease(json!(l.to_lease(None))))
 }
 
-fn since(l: &StoredLease) -> String {
-    format!("fence {}, granted at {}, last heartbeat at {}", l.fence, l.granted_at, l.heartbeat_at)
+fn since(l: &StoredLease, now: Millis) -> String {
+    pcmail_core::present::lease_since(l.fence, l.granted_at, l.heartbeat_at, now)
 }
 
 fn who(l: &StoredLease) -> String {
@@ -404,7 +404,7 @@ pub(crate) fn claim(ctx: &mut Ctx<'_>, c: &Claim) -> OpResult<ClaimAnswer> {
             return Err(match conflicts.iter().find(|l| l.state == LeaseState::Held) {
                 Some(l) => with_lease(
                     ErrorCode::Held,
-                    format!("{} is held by {}: {:?} ({})", c.resource, who(l), l.description, since(l)),
+                    format!("{} is held by {}: {:?} ({})", c.resource, who(l), l.description, since(l, ctx.now)),
                     l,
                 ),
                 None => {
@@ -415,7 +415,7 @@ pub(crate) fn claim(ctx: &mut Ctx<'_>, c: &Claim) -> OpResult<ClaimAnswer> {
                             "{} is held by {} but stale (no heartbeat for 3 minutes; {}): take it over with evidence",
                             c.resource,
                             who(l),
-                            since(l)
+                            since(l, ctx.now)
                         ),
                         l,
                     )
