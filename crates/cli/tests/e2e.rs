@@ -407,7 +407,8 @@ fn hooks_install_and_doctor() {
     }
     assert!(!home.path().join(".claude.json").exists(), "never touches ~/.claude.json");
     let after = doctor(&["doctor"], true);
-    assert!(after.contains("ok   Claude Code hooks: Installed, shell form"), "{after}");
+    assert!(after.contains("ok   Claude Code hooks: installed for SessionStart, UserPromptSubmit"), "{after}");
+    assert!(after.contains(", shell form") && !after.contains("Installed"), "states in words: {after}");
 
     // an entry written by the pcmail before (exec form, `args`) is reported, and `--fix` migrates it
     let old = serde_json::json!({"model": "x", "hooks": {
@@ -419,7 +420,10 @@ fn hooks_install_and_doctor() {
     assert!(text.contains("old exec form with args: blocks prompts on Claude Code before"), "{text}");
     assert!(text.contains("pcmail doctor --fix"), "{text}");
     let text = doctor(&["doctor", "--fix"], true);
-    assert!(text.contains("fixed: hooks moved to the shell form") && text.contains("Installed, shell form"), "{text}");
+    assert!(
+        text.contains("fixed: hooks moved to the shell form") && text.contains("installed for SessionStart"),
+        "{text}"
+    );
     let migrated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
     assert_eq!(migrated["model"], "x");
     assert_eq!(
@@ -433,7 +437,7 @@ fn hooks_install_and_doctor() {
 
     let out = run(&["hooks", "status"], bin.path());
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("Installed")
+        String::from_utf8_lossy(&out.stdout).contains("installed")
             && String::from_utf8_lossy(&out.stdout).contains("shell form")
     );
 

@@ -55,10 +55,14 @@ fn a_mail_the_server_expires_reads_expired_on_the_receiving_pc_with_the_servers_
 
     let m = b.store.inbox_get(&id).unwrap().unwrap();
     assert_eq!(m.status, State::Expired);
-    assert_eq!(m.status_at, swept_at, "the server's time, not this PC's");
+    // The server records the expiry at the moment its rule fired (the mail's
+    // `expiresAt` by the server's clock), whenever the sweep ran.
+    let expired_at = m.expires_at.expect("an expiry");
+    assert!(expired_at < swept_at);
+    assert_eq!(m.status_at, expired_at, "the server's time, not this PC's");
     assert_eq!(m.status_by.as_deref(), Some("server"));
     let last = m.timeline.last().unwrap();
-    assert_eq!((last.state, last.at, last.by.as_str()), (State::Expired, swept_at, "server"));
+    assert_eq!((last.state, last.at, last.by.as_str()), (State::Expired, expired_at, "server"));
     // The listing `pcmail inbox --all --json` prints says the same.
     let listed = b.store.inbox_list(&[], 10).unwrap();
     let row = listed.iter().find(|x| x.id == id).unwrap();
