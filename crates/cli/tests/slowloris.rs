@@ -43,9 +43,9 @@ fn serve_with_fd_limit(args: &[&str]) -> Serve {
         .args(args)
         .env("PCMAIL_TOKEN", TOKEN)
         .env("PCMAIL_HOME", dir.path())
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", std::env::var("PCMAIL_SLOWLORIS_LOG").unwrap_or("warn".into()))
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(std::env::var_os("PCMAIL_SLOWLORIS_LOG").map_or(Stdio::null(), |_| Stdio::inherit()));
     // SAFETY: only setrlimit between fork and exec (async-signal-safe).
     unsafe {
         cmd.pre_exec(|| {

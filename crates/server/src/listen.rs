@@ -33,13 +33,7 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
 /// connection at the cap so that the oldest stranger can be shed for it.
 pub const FD_RESERVE: u64 = 64;
 /// How far past the cap connections may be while shed ones are closing.
-/// A flood of strangers sheds one old connection per new one, and a shed
-/// connection's task closes it a moment later; with too little room the
-/// table sat at cap + slack under a TLS handshake flood, and a PC's own new
-/// connection was refused outright (1 in 60 under 1,000 handshakes a
-/// second). The slack is kept out of the file descriptors too (see
-/// `effective_max_connections`), so it never eats the reserve.
-const SHED_SLACK: usize = 48;
+const SHED_SLACK: usize = 16;
 
 /// Time and count bounds on connections; `pcmail serve` flags set them.
 #[derive(Debug, Clone, PartialEq, Eq)]
