@@ -342,6 +342,13 @@ enum Cmd {
         #[arg(long)]
         no_pause: bool,
     },
+    /// Print the shell completion script: `pcmail completions bash > ~/.local/share/bash-completion/completions/pcmail`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `pcmail man | man -l -`. The same page is docs/pcmail.1.
+    Man,
     /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale.
     Map {
         /// The repo (default: the one containing the current directory).
@@ -507,6 +514,15 @@ fn main() {
         Err(e) => fail(&e, json),
     };
     std::process::exit(code);
+}
+
+/// The man page of `pcmail` (its options and the list of its commands), in
+/// roff: clap_mangen renders the command line's own definition, so it is
+/// never stale; each command's details are its `--help`.
+fn man_page() -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out)?;
+    Ok(out)
 }
 
 /// The same library code as `pcmail-hook`; here `pcmail` is this binary.
@@ -1115,6 +1131,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Hook => unreachable!("handled before logging starts"),
         Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "pcmail",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+        Cmd::Man => {
+            use std::io::Write;
+            std::io::stdout().write_all(&man_page()?)?;
+            Ok(())
+        }
         Cmd::Demo { no_pause } => {
             demo::run(json)?;
             // Part two: every layer above the mail, run by this binary as a user would.
