@@ -124,10 +124,14 @@ fn prepare_dir(dir: &Path) -> Result<()> {
 }
 
 fn mkdir(dir: &Path) -> Result<()> {
-    let mut b = std::fs::DirBuilder::new();
     #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir).map_err(|e| io_err(dir, e))
+    {
+        let mut b = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).map_err(|e| io_err(dir, e))
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir(dir).map_err(|e| io_err(dir, e))
 }
 
 fn pcmail_fsmode_restrict_dir(dir: &Path) -> Result<()> {
@@ -136,6 +140,8 @@ fn pcmail_fsmode_restrict_dir(dir: &Path) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| io_err(dir, e))?;
     }
+    #[cfg(not(unix))]
+    let _ = dir;
     Ok(())
 }
 

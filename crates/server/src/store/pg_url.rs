@@ -107,6 +107,8 @@ impl PgTarget {
             return Err(UrlError::Syntax("no host (a name, an address, or ?host=/path/of/socket/folder)".into()));
         }
         let local = config.get_hosts().iter().all(|h| match h {
+            // Unix sockets exist only on Unix (tokio-postgres has no such host elsewhere).
+            #[cfg(unix)]
             Host::Unix(_) => true,
             Host::Tcp(name) => matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1" | "[::1]"),
         });
@@ -208,7 +210,8 @@ fn redact(config: &tokio_postgres::Config, sslmode: &str) -> String {
     let user = config.get_user().unwrap_or("");
     let ports = config.get_ports();
     let mut tcp = Vec::new();
-    let mut socket = None;
+    #[cfg_attr(not(unix), allow(unused_mut))]
+    let mut socket: Option<String> = None;
     for (i, h) in config.get_hosts().iter().enumerate() {
         let port = ports.get(i).or(ports.first());
         match h {
@@ -216,6 +219,7 @@ fn redact(config: &tokio_postgres::Config, sslmode: &str) -> String {
                 Some(p) => format!("{name}:{p}"),
                 None => name.clone(),
             }),
+            #[cfg(unix)]
             Host::Unix(path) => socket = Some(path.display().to_string()),
         }
     }
@@ -266,6 +270,7 @@ fn passfile_lookup(path: &Path, config: &tokio_postgres::Config) -> Option<Strin
     let host = match config.get_hosts().first()? {
         Host::Tcp(h) => h.clone(),
         // libpq matches a socket connection as "localhost".
+        #[cfg(unix)]
         Host::Unix(_) => "localhost".to_string(),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
