@@ -106,14 +106,14 @@ pub fn export(paths: &Paths, dir: &Path, now: Millis) -> Result<ExportResult> {
 fn prepare_dir(dir: &Path) -> Result<()> {
     match std::fs::symlink_metadata(dir) {
         Ok(md) if md.file_type().is_symlink() || !md.is_dir() => {
-            Err(ApiError::Usage(format!("{} exists and is not a folder: give a new or empty folder", dir.display())))
+            Err(ApiError::Usage(format!("{} exists and is not a folder: give a new or empty folder", shown(dir))))
         }
         Ok(_) => {
             let mut entries = std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
             if entries.next().is_some() {
                 return Err(ApiError::Usage(format!(
                     "{} is not empty: give a new or empty folder (an export never overwrites)",
-                    dir.display()
+                    shown(dir)
                 )));
             }
             pcmail_fsmode_restrict_dir(dir)
@@ -166,7 +166,14 @@ fn write_json(dir: &Path, name: &str, v: &Value) -> Result<()> {
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> ApiError {
-    ApiError::Local(format!("{}: {e}", path.display()))
+    ApiError::Local(format!("{}: {e}", shown(path)))
+}
+
+/// A path as messages show it: control characters escaped (a folder name
+/// cannot colour or move a terminal) and cut to 200 characters.
+pub fn shown(path: &Path) -> String {
+    let s: String = path.display().to_string().escape_debug().collect();
+    pcmail_core::present::truncate_chars(&s, 200)
 }
 
 /// Mail ids are the server's (letters, digits, `-`, `_`, `.`); anything else

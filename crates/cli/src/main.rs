@@ -906,7 +906,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             println!(
                 "pcmail: exported {} received and {} sent mails, {} leases, {} names, {} sessions and {} jobs to {} ({} files; README.md lists them)",
-                r.received, r.sent, r.leases, r.names, r.sessions, r.jobs, r.dir.display(), r.files
+                r.received, r.sent, r.leases, r.names, r.sessions, r.jobs, pcmail_api::export::shown(&r.dir), r.files
             );
             Ok(())
         }

@@ -58,4 +58,11 @@ fn export_writes_every_mail_with_its_timeline_and_never_overwrites() {
         assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0, "nothing written through the link");
     }
+
+    // A folder name with control characters is shown escaped, never sent raw to a terminal.
+    let odd = out.path().join("x\u{1b}[31my");
+    let r = b.run(&["export", odd.to_str().unwrap()]);
+    assert!(r.status.success(), "{r:?}");
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(!said.contains('\u{1b}') && said.contains("x\\u{1b}[31my"), "{said}");
 }
