@@ -198,7 +198,7 @@ function opEnrol_(req, now) {
   }
   const expiresAt = now + a.expiresIn;
   setProp_(JOIN_PREFIX + hash, JSON.stringify({ label: a.label, hostname: a.hostname, createdAt: now, expiresAt: expiresAt }));
-  audit_(req, now, 'enrol', a.label, 'join code expires at ' + expiresAt);
+  audit_(req, now, 'enrol', a.label, 'join code expires at ' + new Date(expiresAt).toISOString().replace(/\.\d{3}Z$/, 'Z'));
   return { label: a.label, expiresAt: expiresAt, existing: false };
 }
 

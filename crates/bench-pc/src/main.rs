@@ -687,7 +687,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         std::fs::copy(home.join(f), store_home.join(f))?;
     }
     // What the poller writes after each poll, with the same function.
-    pcmail_local::leases::write_guard_file(&home, &leases, i64::MAX / 2, 0)?;
+    pcmail_local::leases::write_guard_file(&home, &leases, i64::MAX / 2, 0, &[])?;
     let edit = |file: &str| {
         serde_json::json!({"session_id": "bench", "hook_event_name": "PreToolUse", "cwd": repo, "tool_name": "Edit",
             "tool_input": {"file_path": repo.join(file), "old_string": "a", "new_string": "b"}})

@@ -852,3 +852,44 @@ fn gemini_settings_with_comments_get_its_events_in_milliseconds_and_keep_the_com
     fs::write(&path, original).unwrap();
     assert!(matches!(status(&path), Err(HooksError::NotJson { .. })));
 }
+
+/// A settings file inside a git work tree (a project's
+/// `.claude/settings.json`) is the repo's content: a committed symlink at
+/// the file or at `.claude` is refused before anything is read, never
+/// followed out of the repo. Outside a work tree a symlinked settings.json
+/// (a dotfile manager's) is still written through to its target.
+#[cfg(unix)]
+#[test]
+fn a_symlink_inside_a_work_tree_is_refused_but_a_dotfile_link_is_followed() {
+    let tmp = TempDir::new().unwrap();
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(repo.join(".git")).unwrap();
+    let victim = tmp.path().join("victim.json");
+    fs::write(&victim, "{}\n").unwrap();
+
+    fs::create_dir_all(repo.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&victim, repo.join(".claude/settings.json")).unwrap();
+    let e = install(&repo.join(".claude/settings.json"), &spec("/b/pcmail")).unwrap_err();
+    assert!(matches!(e, HooksError::Io { .. }) && e.to_string().contains("symlink"), "{e}");
+    fs::remove_dir_all(repo.join(".claude")).unwrap();
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.join(".claude")).unwrap();
+    let e = install(&repo.join(".claude/settings.json"), &spec("/b/pcmail")).unwrap_err();
+    assert!(e.to_string().contains("symlink"), "{e}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "{}\n");
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+
+    // A real folder in the repo: written, private.
+    fs::remove_file(repo.join(".claude")).unwrap();
+    install(&repo.join(".claude/settings.json"), &spec("/b/pcmail")).unwrap();
+    assert_eq!(count_ours(&read_json(&repo.join(".claude/settings.json"))), 2);
+
+    // Outside any work tree: the dotfile manager's link is written through.
+    let home = tmp.path().join("home/.claude");
+    fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::symlink(&victim, home.join("settings.json")).unwrap();
+    install(&home.join("settings.json"), &spec("/b/pcmail")).unwrap();
+    assert!(fs::symlink_metadata(home.join("settings.json")).unwrap().file_type().is_symlink());
+    assert_eq!(count_ours(&read_json(&victim)), 2);
+}

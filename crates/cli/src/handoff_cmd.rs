@@ -6,6 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use pcmail_api::handoffs as api;
 use pcmail_client::config::Paths;
 use pcmail_client::ClientError;
+use pcmail_core::present::terminal_text;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
@@ -257,7 +258,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             if json {
                 return print_json(&r);
             }
-            print!("{}", r.text);
+            print!("{}", terminal_text(&r.text));
             Ok(())
         }
         HandoffCmd::Pickup { name, repo } => {
@@ -270,7 +271,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
                 return print_json(&r);
             }
             eprintln!("pcmail: picked up {} (PICKED_UP in INDEX.md)", r.name);
-            print!("{}", r.text);
+            print!("{}", terminal_text(&r.text));
             Ok(())
         }
         HandoffCmd::Close { name, note, repo } => {
@@ -298,7 +299,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
                     d.covers.len()
                 );
             }
-            print!("{}", d.body);
+            print!("{}", terminal_text(&d.body));
             Ok(())
         }
         HandoffCmd::Rollup { through, slug, body, file, announce, repo, draft: false } => {
@@ -338,7 +339,8 @@ fn entry_text(e: &pcmail_handoff::memory::Entry) -> String {
     if let Some(w) = &e.why {
         s.push_str(&format!("\n  why: {}", w.replace('\n', "\n  ")));
     }
-    s
+    // A repo's memory file is its committers' text: printed without escapes.
+    terminal_text(&s)
 }
 
 pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
@@ -367,7 +369,7 @@ pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
             let mut last: Option<&str> = None;
             for e in &r.entries {
                 if last != Some(e.topic.as_str()) {
-                    println!("{}# {}", if last.is_some() { "\n" } else { "" }, e.topic);
+                    println!("{}# {}", if last.is_some() { "\n" } else { "" }, terminal_text(&e.topic));
                     last = Some(&e.topic);
                 }
                 println!("{}", entry_text(e));
@@ -386,7 +388,7 @@ pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
                 return print_json(&r);
             }
             for e in &r.entries {
-                println!("[{}] {}", e.topic, entry_text(e).trim_start_matches("- "));
+                println!("[{}] {}", terminal_text(&e.topic), entry_text(e).trim_start_matches("- "));
             }
             if r.entries.is_empty() {
                 println!("pcmail: nothing matches");

@@ -267,18 +267,18 @@ fn print_job(j: &Job, timeline: bool) {
             // What the verify step printed: why it passed or failed.
             let lines: Vec<&str> = v.output.lines().collect();
             for l in &lines[lines.len().saturating_sub(10)..] {
-                println!("    {l}");
+                println!("    {}", pcmail_core::present::terminal_text(l));
             }
         }
         if let Some(rb) = &res.read_back {
-            println!("  read back: {}", truncate_chars(rb.trim_end(), 200));
+            println!("  read back: {}", pcmail_core::present::terminal_text(&truncate_chars(rb.trim_end(), 200)));
         }
         if !res.output.is_empty() {
             let lines: Vec<&str> = res.output.lines().collect();
             let from = lines.len().saturating_sub(20);
             println!("  output{}:", if from > 0 || res.truncated { " (last lines)" } else { "" });
             for l in &lines[from..] {
-                println!("    {l}");
+                println!("    {}", pcmail_core::present::terminal_text(l));
             }
         }
     }

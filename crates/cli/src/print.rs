@@ -122,8 +122,9 @@ pub fn one_mail(m: &InboxMail, json: bool) {
         println!("  {:<9} {}  by {}{}", e.state.as_str(), time(e.at), neutralise(&e.by), note);
     }
     println!();
-    // Printed as-is for a person; escape sequences were refused by the server.
-    println!("{}", m.body);
+    // For a person, line breaks kept; a server that let an escape sequence
+    // through (an older one) still cannot move or colour this terminal.
+    println!("{}", pcmail_core::present::terminal_text(&m.body));
 }
 
 /// Stored here and not read yet is what the server calls `delivered`.

@@ -244,12 +244,12 @@ impl Client {
             // it up), so "no process" is no evidence.
             if let Some(l) = mine.as_ref().filter(|l| l.pid.is_none()) {
                 let server_now = self.now() + self.server_offset();
-                if let Some(end) = lease.ttl_expires_at.or(l.ttl_expires_at).filter(|end| *end > server_now) {
+                let end = lease.ttl_expires_at.or(l.ttl_expires_at);
+                if let Some(why) = pcmail_core::lease::process_gone_refusal(end, server_now) {
                     return Err(ClientError::Invalid(format!(
-                        "{} holds {} for a fixed time (--ttl) that ends in {}: ask them to release it, or wait",
-                        holder_label(&lease.holder),
+                        "cannot take {} from {}: {why}",
                         lease.resource,
-                        pcmail_core::present::age(end - server_now)
+                        holder_label(&lease.holder)
                     )));
                 }
             }
@@ -467,7 +467,8 @@ impl Client {
     /// it is removed, so the guard reads the store instead of an old file.
     fn write_guard_file(&self, cache: &[CachedLease], now: Millis) {
         let home = &self.paths.home;
-        if pcmail_local::leases::write_guard_file(home, cache, now, self.server_offset()).is_err() {
+        let checkouts = pcmail_local::leases::lease_checkouts(self.store.conn(), cache);
+        if pcmail_local::leases::write_guard_file(home, cache, now, self.server_offset(), &checkouts).is_err() {
             let _ = std::fs::remove_file(pcmail_local::leases::guard_file(home));
         }
     }

@@ -441,6 +441,21 @@ fn check_single_line(field: &str, s: &str, max: usize, not_blank: bool) -> Resul
 
 /// The holder names the caller's own PC (checked by the server against the
 /// envelope), a session (1–100 characters) and maybe the session's name.
+/// Why the end of the holder's process is no evidence for taking a lease
+/// over, if it is not: a lease claimed for a fixed time (`ttlMs`) follows
+/// no process, so while its time runs it is held whatever process made it
+/// (only its end or a release give it up). The same rule on the holder's PC
+/// (before it asks) and on the server (which decides). `ttl_expires_at` and
+/// `now` are on the server's clock.
+pub fn process_gone_refusal(ttl_expires_at: Option<Millis>, now: Millis) -> Option<String> {
+    let end = ttl_expires_at.filter(|end| *end > now)?;
+    Some(format!(
+        "it is held for a fixed time (--ttl) that ends in {}, whatever process made it, so process_gone is no \
+         evidence: ask the holder to release it, or wait",
+        crate::present::age(end - now)
+    ))
+}
+
 pub fn check_holder(h: &Holder) -> Result<(), ProtoError> {
     if !is_valid_label(&h.pc) {
         return Err(ProtoError::field("holder.pc", "holder.pc must be a roster label"));

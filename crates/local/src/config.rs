@@ -307,16 +307,13 @@ impl Config {
         }
     }
 
-    /// Writes atomically (temp file + rename) so a crash never leaves half a config.
+    /// Writes atomically so a crash never leaves half a config.
     pub fn save(&self, paths: &Paths) -> Result<(), ConfigError> {
         let path = paths.config();
         let w = |source| ConfigError::Write { path: path.clone(), source };
         pcmail_fsmode::create_private_dir_all(&paths.home).map_err(w)?;
-        let tmp = path.with_extension("toml.tmp");
         let text = toml::to_string_pretty(self).expect("config serialises");
-        pcmail_fsmode::write_private(&tmp, text.as_bytes()).map_err(w)?;
-        std::fs::rename(&tmp, &path).map_err(w)?;
-        Ok(())
+        pcmail_fsmode::replace_private(&path, text.as_bytes()).map_err(w)
     }
 
     /// How long this PC keeps final mail.

@@ -284,7 +284,7 @@ fn refuse_takeover(ctx: &Ctx<'_>, l: &StoredLease, evidence: Evidence) -> OpResu
             "process_gone can only be checked on the holder's PC {:?}; from here use session_ended or force",
             l.holder.pc
         )),
-        Evidence::ProcessGone => None,
+        Evidence::ProcessGone => pcmail_core::lease::process_gone_refusal(l.ttl_expires_at, ctx.now),
         Evidence::SessionEnded if !stale => Some("session_ended needs a stale lease; it is still renewed".into()),
         Evidence::SessionEnded => {
             let last: Option<Millis> = ctx
