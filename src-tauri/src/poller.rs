@@ -44,7 +44,7 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
         let daemon = lock.is_none();
         state.controller.lock().unwrap().set_daemon_polls(daemon);
         let now = clock.now_ms();
-        // While this PC holds leases: a cycle at least every heartbeat period (issue 10).
+        // While this PC holds leases: a cycle at least every heartbeat period.
         let interval = state.interval_ms.load(Ordering::Relaxed);
         let interval = match client.as_ref() {
             Some(c) => c.poll_pause(Duration::from_millis(interval.max(0) as u64)).as_millis() as i64,

@@ -1,4 +1,4 @@
-//! `pcmail map [--check]` (issue 15): the code map of a repo, one function
+//! `pcmail map [--check]`: the code map of a repo, one function
 //! for the CLI and the MCP tools `map` and `map_check`. Works on the repo's
 //! files and the PC store's parse cache; no server.
 

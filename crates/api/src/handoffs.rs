@@ -1,4 +1,4 @@
-//! Handoffs, rollups and memory (issue 11): one function per operation, the
+//! Handoffs, rollups and memory: one function per operation, the
 //! same for `pcmail handoff …` / `pcmail memory …` and the MCP tools. They
 //! work on the repo's files and the PC store; only `announce` uses the server.
 

@@ -46,7 +46,7 @@ fn ours(exe: &str) -> Value {
     json!({"type": "command", "command": format!("{} hook", shell_quote(exe)), "timeout": 5})
 }
 
-/// A handler as written by pcmail before issue 8's defect 0 (exec form: blocks old Claude Code).
+/// A handler as written by pcmail before it switched to the shell form (exec form: blocks old Claude Code).
 fn ours_exec_form(exe: &str) -> Value {
     json!({"type": "command", "command": exe, "args": ["hook"], "timeout": 5})
 }

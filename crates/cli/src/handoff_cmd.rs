@@ -1,4 +1,4 @@
-//! `pcmail handoff …` and `pcmail memory …` (issue 11): parse, call the one
+//! `pcmail handoff …` and `pcmail memory …`: parse, call the one
 //! pcmail-api function per operation, print.
 
 use anyhow::Context;

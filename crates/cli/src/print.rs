@@ -56,7 +56,7 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         let urgent = if m.urgent { " URGENT" } else { "" };
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
         // The kind as a badge in the user's language (LANG / LC_MESSAGES); the
-        // seed's tags in the subject are recognised and not shown twice.
+        // Japanese tags in the subject are recognised and not shown twice.
         let badged = pcmail_core::present::badged_subject(m.effective_kind(), &m.subject, lang);
         let subject = pcmail_core::present::subject_without_tags(&m.subject);
         let text = match (subject.is_empty(), badged.is_empty()) {
@@ -361,7 +361,7 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     }
 }
 
-/// Issue 14 point 7: secrets cross a network only inside TLS. A server on
+/// Secrets cross a network only inside TLS. A server on
 /// `--insecure-http` says so in `hello`; a plain http:// URL to another
 /// machine is the same risk seen from this PC.
 fn transport_check(c: &pcmail_client::config::Config, hello: &serde_json::Value) -> Option<(String, bool, String)> {
@@ -394,7 +394,7 @@ fn transport_check(c: &pcmail_client::config::Config, hello: &serde_json::Value)
 }
 
 /// Whether this PC's label is bound to this installation, and where its
-/// credential lives (issue 8 defect 7). None for the embedded server.
+/// credential lives. None for the embedded server.
 fn label_binding_check(
     paths: &pcmail_client::config::Paths,
     c: &pcmail_client::config::Config,
@@ -418,7 +418,7 @@ fn label_binding_check(
     };
     let client = pcmail_client::Client::open(paths.clone()).ok()?;
     // A PC op answers label_taken when the label belongs to another installation,
-    // revoked / not_enrolled when its credential is refused (issue 14).
+    // revoked / not_enrolled when its credential is refused.
     let probe = client.transport.call(&pcmail_core::protocol::Op::Status { ids: vec!["mail-0-00000000".into()] });
     if let Err(pcmail_client::transport::CallError::Server(p)) = &probe {
         let rejoin = format!("ask the admin for a join code (`pcmail roster add {label}`), then `pcmail init --join CODE --server {url}`");
@@ -439,7 +439,7 @@ fn label_binding_check(
             _ => {}
         }
     }
-    // Issue 14 migration: a PC still on the shared token (its next poll exchanges it).
+    // Migration to per-PC credentials: a PC still on the shared token (its next poll exchanges it).
     let hello = client.transport.call(&pcmail_core::protocol::Op::Hello).ok();
     let features =
         hello.as_ref().and_then(|h| h.get("features")).and_then(|f| f.as_array()).cloned().unwrap_or_default();

@@ -85,7 +85,7 @@ pub fn run(action: &str, repair: bool, json: bool) -> anyhow::Result<()> {
             let verdict = judge(&reg, last_poll, now);
             let mut repaired = false;
             if let (Verdict::Repair(_), true) = (&verdict, repair) {
-                // The seed's rule: re-register, then poll once right now.
+                // The self-healing rule: re-register, then poll once right now.
                 m.install(&spec()?)?;
                 let _sync = locks::try_lock(&paths.sync_lock())?;
                 Client::open(paths.clone())?.sync_once(0)?;

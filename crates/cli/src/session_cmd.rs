@@ -1,4 +1,4 @@
-//! `pcmail name` and `pcmail who` (issue 11 §1): thin over pcmail-api.
+//! `pcmail name` and `pcmail who`: thin over pcmail-api.
 
 use pcmail_api::sessions::{self as api, NameArgs, WhoArgs};
 use pcmail_core::sessions::{idle_text, WhoAnswer};

@@ -1,4 +1,4 @@
-//! Issue 14 on the PC: enrolling with a join code, rotating the credential,
+//! Per-PC credentials on the PC: enrolling with a join code, rotating the credential,
 //! and the admin's side (making join codes). Every secret is made here, on
 //! the PC, and kept in the keyring *before* it is sent, so a lost answer is
 //! retried with the same secret and answered as a repeat.

@@ -1,4 +1,4 @@
-//! Jobs on the PC (issue 13): the executor that rides the poll cycle, and
+//! Jobs on the PC: the executor that rides the poll cycle, and
 //! the submitter's calls.
 //!
 //! Executor: the poll publishes this PC's whitelist (only when the server's

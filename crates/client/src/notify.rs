@@ -25,7 +25,7 @@ impl Notification {
 
     /// The kind once, as the badge in `lang` (`[判断依頼]` under a Japanese
     /// locale, `[decision request]` otherwise), never a Japanese tag before
-    /// English words; the body is the subject without the seed's tags (the
+    /// English words; the body is the subject without the Japanese tags (the
     /// badge says it already), else the body.
     pub fn for_mail_in(m: &InboxMail, lang: Lang) -> Notification {
         let badge = kind_badge(m.effective_kind(), lang);

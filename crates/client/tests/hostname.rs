@@ -1,4 +1,4 @@
-//! Issue 16 point 12: a PC is on the roster under its machine's real
+//! A PC is on the roster under its machine's real
 //! hostname. Hostnames are unique on the roster, so a second label on the
 //! same machine follows the documented rule (`<hostname>.<label>`) and says
 //! so, naming the label that holds the real one.

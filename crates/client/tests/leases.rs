@@ -235,7 +235,7 @@ fn offline_a_claim_is_kept_unconfirmed_and_claimed_on_reconnect() {
     assert_eq!(live(&mut b.client, "docs")[0].holder.pc, "pc-a");
 }
 
-/// Issue 10 point 3: a lease claimed offline against a server that turns out
+/// A lease claimed offline against a server that turns out
 /// to have no leases at all is not "taken over" or "lost" to someone: the
 /// session is told once that the server has no leases.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 16: gas prunes its received-mail feed, and a PC whose cursor fell
+//! Gas prunes its received-mail feed, and a PC whose cursor fell
 //! behind the pruned point gets `receivedCursorReset`. The entries in
 //! between may be lost, so the PC re-reads the state of its open received
 //! mail with `status` (as it does for `cursorReset` on the sent feed).

@@ -26,7 +26,7 @@ pub enum ErrorCode {
     NotConfigured,
     /// The caller's label is bound to another installation's credential.
     LabelTaken,
-    /// The credential is not one the server knows (issue 14): enrol with a join code.
+    /// The credential is not one the server knows: enrol with a join code.
     NotEnrolled,
     /// The credential (or the label) was revoked by the admin.
     Revoked,
@@ -42,7 +42,7 @@ pub enum ErrorCode {
     Held,
     /// A lease's holder stopped renewing it: taking it needs evidence.
     Stale,
-    /// A job the target will not run (issue 13): `error.reason` says why
+    /// A job the target will not run: `error.reason` says why
     /// (`no_executor`, `not_whitelisted`, `bad_argument` + `field`, `submitter_not_allowed`).
     JobRefused,
     /// Too many failed join attempts for a label or from an address; a

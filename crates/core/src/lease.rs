@@ -1,4 +1,4 @@
-//! Leases (issue 10): the wire types both servers answer and the CLI reads,
+//! Leases: the wire types both servers answer and the CLI reads,
 //! the limits, and the parsing of the lease ops' arguments. The text rules
 //! (resource names, file globs) live in [`crate::rules`] so the CLI checks
 //! them before it sends. See docs/protocol.md "Leases".

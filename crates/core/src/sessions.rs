@@ -1,4 +1,4 @@
-//! Sessions and names (issue 11 §1, docs/protocol.md "Sessions and names"):
+//! Sessions and names (docs/protocol.md "Sessions and names"):
 //! the live sessions a PC reports on its poll, the `name.take` and `who` ops'
 //! arguments and answers, and the one rule for a name. Names and PC labels
 //! share one namespace, so a name is spelled as a label is.

@@ -1,4 +1,4 @@
-//! `[jobs]` in config.toml (issue 13): the commands this PC's owner lets
+//! `[jobs]` in config.toml: the commands this PC's owner lets
 //! other sessions run here, the checkouts they run in, and who may submit.
 //! Also what turns a checked job into a process: the argv (each `{arg}`
 //! replaced inside one argv element; never a shell), the directory, and the

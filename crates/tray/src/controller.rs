@@ -693,7 +693,7 @@ impl Controller {
 }
 
 /// One menu line: the subject (or the body's start) on one line, cut, and
-/// the sender. The seed's subject tag goes (the menu's heading names the
+/// the sender. The Japanese subject tag goes (the menu's heading names the
 /// kind in the user's language). Mail is untrusted: control characters go.
 fn menu_label(subject: &str, body: &str, from: &str) -> String {
     let subject = pcmail_core::present::subject_without_tags(subject);

@@ -152,7 +152,7 @@ fn ack_on_a_notification_is_done_on_the_server_through_the_clis_ack() {
     assert_eq!(ctl.notification_action(&ui, &remote, &id, "ack").unwrap(), pcmail_tray::ActionOutcome::AlreadyFinished);
 }
 
-/// Issue 10 point 8: Release in the Leases view for a lease of this PC goes
+/// Release in the Leases view for a lease of this PC goes
 /// through `pcmail_api::leases::lease_release` (what `pcmail lease release`
 /// runs): the server ends it, and the next poll empties the view.
 #[test]

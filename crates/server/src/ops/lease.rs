@@ -1,4 +1,4 @@
-//! Leases (issue 10, docs/protocol.md "Leases"): claim, release, list, check,
+//! Leases (docs/protocol.md "Leases"): claim, release, list, check,
 //! and the heartbeats and releases a poll carries. Every op first brings the
 //! leases up to `now` (stale after 6·H, TTL leases expired), so an answer
 //! never depends on when the sweep last ran.
