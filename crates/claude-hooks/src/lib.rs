@@ -67,6 +67,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use pcmail_core::shell::shell_quote;
 use serde_json::{Map, Value};
 
 /// Claude Code event fired when a session starts / resumes / is cleared / compacted.
@@ -236,17 +237,6 @@ impl HookCommand {
             HookCommand::Binary(_) => shell_quote(p),
             HookCommand::Subcommand(_) => format!("{} {HOOK_ARG}", shell_quote(p)),
         })
-    }
-}
-
-/// `s` as one POSIX shell word: unchanged when it is only characters no shell treats
-/// specially, else in single quotes (`'` written as `'\''`).
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
-    if plain {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
