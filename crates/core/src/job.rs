@@ -5,7 +5,7 @@
 //! may submit, the dedup key, job ids, the output cap. See docs/protocol.md
 //! "Jobs".
 
-use crate::error::{ErrorCode, ProtoError};
+use crate::error::{ErrorCode, ItemError, NoItemRef, ProtoError};
 use crate::roster::is_valid_label;
 use crate::rules::{check_text, ACTOR_MAX_CHARS, REASON_MAX_CHARS};
 use crate::Millis;
@@ -495,18 +495,6 @@ pub struct Reported {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-}
-
-/// One item of a poll's `job` argument that failed, with its list and index.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ItemError {
-    /// `running` or `reports`.
-    pub list: String,
-    pub index: usize,
-    pub code: String,
-    #[serde(default)]
-    pub field: Option<String>,
-    pub message: String,
 }
 
 /// The `job` answer of `poll`.
@@ -1490,13 +1478,7 @@ pub fn parse_poll_job(v: &Value) -> Result<PollJob, ProtoError> {
 impl BadItem {
     /// The item's entry in the poll answer's `job.errors`.
     pub fn to_error(&self, list: &str) -> ItemError {
-        ItemError {
-            list: list.to_string(),
-            index: self.index,
-            code: self.error.code.as_str().to_string(),
-            field: self.error.field.clone(),
-            message: self.error.message.clone(),
-        }
+        ItemError::new(list, self.index, NoItemRef {}, &self.error)
     }
 }
 
