@@ -5,9 +5,9 @@
 //! credentials is refused at once (exit 5, `unsupported`).
 
 use crate::{features, optional_not_null, ApiError, Result, RosterAddArgs};
-use pcmail_client::config::ServerConfig;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::protocol::{Op, FEATURE_CREDENTIALS};
+use pcmail_local::config::ServerConfig;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

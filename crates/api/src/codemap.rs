@@ -3,8 +3,8 @@
 //! files and the PC store's parse cache; no server.
 
 use crate::{optional_not_null, ApiError, Result};
-use pcmail_client::config::Paths;
 use pcmail_codemap::{MapError, Options, Report};
+use pcmail_local::config::Paths;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -1,10 +1,10 @@
 //! One error type for every operation, carrying the CLI's exit code
 //! (docs/exit-codes.md) and a stable string code that MCP tool results carry.
 
-use pcmail_client::config::ConfigError;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 use pcmail_core::ErrorCode;
+use pcmail_local::config::ConfigError;
 use pcmail_store::StoreError;
 use serde_json::{json, Value};
 

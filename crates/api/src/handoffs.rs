@@ -4,7 +4,6 @@
 
 use crate::{ApiError, MailKind, Result, SendArgs};
 use chrono::{DateTime, Utc};
-use pcmail_client::config::{Config, Paths};
 use pcmail_client::ops::SendOutcome;
 use pcmail_client::Client;
 use pcmail_handoff::handoffs::{self, Author, Created, RolledUp, Sections, Shown, Summary};
@@ -12,6 +11,7 @@ use pcmail_handoff::memory::{self, Added, Entry, MemKind};
 use pcmail_handoff::repo::Repo;
 use pcmail_handoff::session::{self, SessionId};
 use pcmail_handoff::HandoffError;
+use pcmail_local::config::{Config, Paths};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

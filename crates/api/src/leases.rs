@@ -238,7 +238,7 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
             let mut module = None;
             if !a.force {
                 let cwd = std::env::current_dir().ok();
-                let now_secs = pcmail_client::system_now() / 1000;
+                let now_secs = pcmail_local::system_now() / 1000;
                 for l in &current {
                     if let Some(r) =
                         cwd.as_deref().and_then(|d| crate::lease_checks::module_activity(l, client.me(), d, now_secs))

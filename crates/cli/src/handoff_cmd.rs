@@ -4,8 +4,8 @@
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use pcmail_api::handoffs as api;
-use pcmail_client::config::Paths;
 use pcmail_client::ClientError;
+use pcmail_local::config::Paths;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// registering), so only a sender that died leaves it for the next poll.
 const IN_FLIGHT_GRACE_MS: Millis = 3 * 60 * 1000;
 
-pub use crate::backoff::{backoff_ms, wait_interval};
+use crate::backoff::wait_interval;
 
 /// What `status` found (the mails), which ids it did not find, and for mail
 /// to a name nobody live holds, why it waits (id, the server's note).
@@ -108,7 +108,7 @@ impl Client {
         let now = self.now();
         // `subject_tags = "ja"`: the Japanese tag in front, for PCs that read subjects only.
         let subject = match self.config.subject_tags {
-            Some(crate::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
+            Some(pcmail_local::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
             None => draft.subject,
         };
         let mail = OutgoingMail {

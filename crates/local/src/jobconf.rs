@@ -142,7 +142,7 @@ fn err(s: impl Into<String>) -> JobsConfigError {
     JobsConfigError(s.into())
 }
 
-pub use pcmail_core::job::placeholders;
+use pcmail_core::job::placeholders;
 
 /// Replaces each `{name}` with its value; `None` when a placeholder has no value.
 pub fn render(template: &str, values: &BTreeMap<String, String>) -> Option<String> {

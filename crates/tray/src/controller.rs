@@ -113,7 +113,7 @@ impl Controller {
     }
 
     /// The language of kind badges and notification buttons (the shell
-    /// reads `LC_ALL`/`LC_MESSAGES`/`LANG`: `pcmail_client::config::user_lang`).
+    /// reads `LC_ALL`/`LC_MESSAGES`/`LANG`: `pcmail_local::config::user_lang`).
     pub fn set_lang(&mut self, lang: Lang) {
         self.lang = lang;
     }
