@@ -1,6 +1,6 @@
-//! Tool groups and the server's `hello` features (features, not
-//! guesses): a group the server lacks is refused at once with a clear
-//! message instead of failing later.
+//! Tool groups and the server's `hello` features: the client asks what the
+//! server supports instead of guessing from failures, so a group the server
+//! lacks is refused at once with a clear message instead of failing later.
 
 use crate::{ApiError, Result};
 use pcmail_client::Client;
