@@ -1,4 +1,4 @@
-// Leases (issue 10, docs/protocol.md "Leases"), as the Rust server keeps them
+// Leases (docs/protocol.md "Leases"), as the Rust server keeps them
 // (crates/server/src/ops/lease.rs), on three tabs:
 // - Leases: one row per grant, live ones and those that ended in the last 24 h (the
 //   sweep drops older ones); the timeline is a JSON cell, as Mail's;

@@ -105,7 +105,7 @@ function locateMap_(ids) {
 
 // The caller's mail still new (q = label) and the live mail named by `ids`, found by ONE
 // TextFinder over the id..q columns and read with ONE getValues of the span covering
-// them, however they interleave with other PCs' mail (issue 9, defect 2). A mail id on
+// them, however they interleave with other PCs' mail. A mail id on
 // two rows (a sweep band cut short, see Sweep.js) counts once: the first row.
 // Returns {locs: {id: loc}, list: [loc] in sheet order, span: {lo, vals}, cut}.
 function mineLive_(label, ids, limit) {

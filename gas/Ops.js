@@ -62,7 +62,7 @@ function sameExpiry_(stored, mail) {
   return stored.expiresIn === null && stored.expiresAt === mail.expiresAt;
 }
 
-// Safe to repeat after a failure at any step (issue 9, defect 3): the events go first
+// Safe to repeat after a failure at any step: the events go first
 // (the intent; appendEvents_ skips those already written), then the mail rows, then the
 // original a reply finishes. A retry that finds the mail stored finishes the original too.
 function opSend_(req, now) {
@@ -70,7 +70,7 @@ function opSend_(req, now) {
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
   if (mail.to !== '*' && !pcs.some(function (p) { return p.label === mail.to; })) {
-    // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
+    // A name: the mail stays addressed to it; whoever holds it gets it.
     const st = sessStore_(now);
     if (!sessHolder_(st, mail.to)) {
       throw pcErr_('unknown_recipient', JSON.stringify(mail.to) + ' is not an exact roster label or name',
@@ -324,7 +324,7 @@ function opStatus_(req, now) {
   ids.forEach(function (id) {
     if (!isValidAnyId_(id)) missing.push(id); // not a mail id: missing, like an unknown one
     else if (direct[id]) {
-      // Only mail this PC sent or received (issue 14); anyone else's is missing, like an unknown id.
+      // Only mail this PC sent or received; anyone else's is missing, like an unknown id.
       if (mine(direct[id].mail)) mails.push(view(direct[id].mail)); else missing.push(id);
     } else if (copies[id] && copies[id].some(mine)) {
       creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailAsRead_(mailView_(m), now)); });

@@ -1,14 +1,14 @@
 //! One error type for every operation, carrying the CLI's exit code
 //! (docs/exit-codes.md) and a stable string code that MCP tool results carry.
 
-use pcmail_client::config::ConfigError;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 use pcmail_core::ErrorCode;
+use pcmail_local::config::ConfigError;
 use pcmail_store::StoreError;
 use serde_json::{json, Value};
 
-/// Exit codes (docs/exit-codes.md, DESIGN.md "Shared conventions"): scripts
+/// Exit codes (docs/exit-codes.md, the same for every command): scripts
 /// and agents branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -25,7 +25,7 @@ pub enum Exit {
     LeaseHeld = 10,
     /// A lease's holder stopped renewing it: taking it needs evidence (`pcmail lease takeover`).
     LeaseStale = 11,
-    /// Not enrolled / revoked (DESIGN.md): this PC's credential is refused (not enrolled,
+    /// Not enrolled / revoked: this PC's credential is refused (not enrolled,
     /// revoked, a bad join code, the admin secret needed), or its label belongs to another installation.
     NotEnrolled = 12,
     /// A job was refused: not whitelisted, a bad argument, the submitter not

@@ -8,8 +8,8 @@
 //! so an export can never overwrite a file or follow a link someone left there.
 
 use crate::{ApiError, Result};
-use pcmail_client::config::Paths;
 use pcmail_core::{Millis, TimelineEntry};
+use pcmail_local::config::Paths;
 use pcmail_store::{InboxMail, SentMail, Store};
 use serde::Serialize;
 use serde_json::{json, Value};

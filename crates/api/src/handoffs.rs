@@ -1,10 +1,9 @@
-//! Handoffs, rollups and memory (issue 11): one function per operation, the
+//! Handoffs, rollups and memory: one function per operation, the
 //! same for `pcmail handoff …` / `pcmail memory …` and the MCP tools. They
 //! work on the repo's files and the PC store; only `announce` uses the server.
 
 use crate::{ApiError, MailKind, Result, SendArgs};
 use chrono::{DateTime, Utc};
-use pcmail_client::config::{Config, Paths};
 use pcmail_client::ops::SendOutcome;
 use pcmail_client::Client;
 use pcmail_handoff::handoffs::{self, Author, Created, RolledUp, Sections, Shown, Summary};
@@ -12,6 +11,7 @@ use pcmail_handoff::memory::{self, Added, Entry, MemKind};
 use pcmail_handoff::repo::Repo;
 use pcmail_handoff::session::{self, SessionId};
 use pcmail_handoff::HandoffError;
+use pcmail_local::config::{Config, Paths};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

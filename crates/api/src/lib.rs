@@ -19,13 +19,14 @@ pub mod sessions;
 
 pub use error::{exit_of_client, ApiError, Exit};
 
-use pcmail_client::config::Paths;
 use pcmail_client::ops::{Draft, Expires, SendOutcome};
 use pcmail_client::sync::CycleReport;
-use pcmail_client::{locks, notify, Client, ClientError};
+use pcmail_client::{notify, Client, ClientError};
 use pcmail_core::answers::AlertsAnswer;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Alert, Kind, Mail, MarkOp, Millis, Pc, State};
+use pcmail_local::config::Paths;
+use pcmail_local::locks;
 use pcmail_store::{InboxMail, SentMail, Store};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -391,7 +392,7 @@ pub fn wait_for(client: &mut Client, args: &WaitForArgs) -> Result<MailsResult> 
 pub fn inbox(paths: &Paths, args: &InboxArgs) -> Result<InboxResult> {
     let mut store = Store::open(&paths.store())?;
     // Every session's backlog bound starts again (the hook counts what it shows after this).
-    store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_client::system_now())?;
+    store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_local::system_now())?;
     let filter: &[State] = if args.all { &[] } else { &[State::New, State::Seen] };
     Ok(InboxResult { mails: store.inbox_list(filter, args.limit)? })
 }

@@ -6,9 +6,9 @@
 //! whole processes on the embedded default, and the PreToolUse lease guard
 //! (`pcmail-hook`; Gemini's BeforeTool too) with 1,000 leases in the cache,
 //! interleaved with /bin/true and the UserPromptSubmit hook on the same store.
-//! `pcmail-bench-pc handoffs [runs]` — issue 11: SessionStart with 200
+//! `pcmail-bench-pc handoffs [runs]` — SessionStart with 200
 //! handoffs, a rollup and 500 memory entries; `pcmail handoff new` (src/handoffs.rs).
-//! `pcmail-bench-pc jobs [runs]` — issue 13: submit → running on a long-polling PC (src/jobs.rs).
+//! `pcmail-bench-pc jobs [runs]` — jobs: submit → running on a long-polling PC (src/jobs.rs).
 //! `pcmail-bench-pc soak [secs]` — 8 hook loops, the daemon and 4 senders on
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
@@ -627,7 +627,7 @@ fn soak(secs: u64) -> Result<()> {
     Ok(())
 }
 
-/// Leases (issue 10): claim and release as whole processes on the embedded
+/// Leases: claim and release as whole processes on the embedded
 /// default; the PreToolUse guard with 1,000 leases in this repo's cache.
 fn lease_bench(runs: usize) -> Result<()> {
     use pcmail_store::leases::CachedLease;
@@ -779,6 +779,6 @@ fn lease_bench(runs: usize) -> Result<()> {
         med(&series[0].1) / med(&series[5].1),
         med(&series[1].1) / med(&series[6].1)
     );
-    println!("  mclaude (seed 001), claim+release as a whole process: 147-168 ms");
+    println!("  mclaude (the earlier tool), claim+release as a whole process: 147-168 ms");
     Ok(())
 }

@@ -563,7 +563,7 @@ fn bench_prune() -> Result<()> {
     Ok(())
 }
 
-/// Issue 11 §1: `who` with 50 live sessions on 10 PCs on `pcmail serve`: the
+/// `who` with 50 live sessions on 10 PCs on `pcmail serve`: the
 /// op over HTTP (keep-alive), and the whole `pcmail who` process (when the
 /// `pcmail` binary sits beside this one, or `PCMAIL_BIN`), in one run.
 fn bench_who() -> Result<()> {

@@ -33,7 +33,7 @@
 //! ## Why the shell form, with no `args`
 //!
 //! Current Claude Code also has an *exec form* (`"command": "/abs/pcmail", "args": ["hook"]`:
-//! no shell, `args` as argv), which pcmail wrote until defect 0 of issue 8. Claude Code releases
+//! no shell, `args` as argv), which pcmail used to write. Claude Code releases
 //! that predate `args` (before 2.1.139: [`EXEC_FORM_SINCE`]) ignore it and run bare `pcmail`, which
 //! prints its usage and exits 2 — and exit 2 from `UserPromptSubmit` blocks every prompt. A
 //! command without `args` is run through the shell by every release, old and new, so it works
@@ -68,6 +68,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use pcmail_core::shell::shell_quote;
 use serde_json::{Map, Value};
 
 /// Claude Code event fired when a session starts / resumes / is cleared / compacted.
@@ -96,11 +97,11 @@ pub struct HookEvent {
 
 pub const SESSION_START: HookEvent = HookEvent { event: EVENT_SESSION_START, matcher: Some(SESSION_START_MATCHER) };
 pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent { event: EVENT_USER_PROMPT_SUBMIT, matcher: None };
-/// The lease guard (issue 10): only the tools that write files.
+/// The lease guard: only the tools that write files.
 pub const PRE_TOOL_USE: HookEvent = HookEvent { event: EVENT_PRE_TOOL_USE, matcher: Some(PRE_TOOL_USE_MATCHER) };
-/// The handoff reminder (issue 11): registered by default.
+/// The handoff reminder: registered by default.
 pub const STOP: HookEvent = HookEvent { event: EVENT_STOP, matcher: None };
-/// Records a session's end and queues the release of its leases (issue 10).
+/// Records a session's end and queues the release of its leases.
 pub const SESSION_END: HookEvent = HookEvent { event: EVENT_SESSION_END, matcher: None };
 
 /// The events `pcmail hooks install` registers on every Claude Code release
@@ -237,17 +238,6 @@ impl HookCommand {
             HookCommand::Binary(_) => shell_quote(p),
             HookCommand::Subcommand(_) => format!("{} {HOOK_ARG}", shell_quote(p)),
         })
-    }
-}
-
-/// `s` as one POSIX shell word: unchanged when it is only characters no shell treats
-/// specially, else in single quotes (`'` written as `'\''`).
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
-    if plain {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 

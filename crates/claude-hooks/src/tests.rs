@@ -46,7 +46,7 @@ fn ours(exe: &str) -> Value {
     json!({"type": "command", "command": format!("{} hook", shell_quote(exe)), "timeout": 5})
 }
 
-/// A handler as written by pcmail before issue 8's defect 0 (exec form: blocks old Claude Code).
+/// A handler as written by pcmail before it switched to the shell form (exec form: blocks old Claude Code).
 fn ours_exec_form(exe: &str) -> Value {
     json!({"type": "command", "command": exe, "args": ["hook"], "timeout": 5})
 }
@@ -364,7 +364,9 @@ fn lookalike_commands_are_not_ours() {
 }
 
 #[test]
-fn shell_quote_quotes_only_what_needs_it() {
+fn shell_quote_is_read_back_as_one_word() {
+    // The quoting itself is tested beside it (pcmail_core::shell); here the
+    // recogniser reads every quoted path back as the same single word.
     for (raw, quoted) in [
         ("/usr/local/bin/pcmail", "/usr/local/bin/pcmail"),
         ("/home/u/.cargo/bin/pcmail-hook", "/home/u/.cargo/bin/pcmail-hook"),
@@ -378,7 +380,6 @@ fn shell_quote_quotes_only_what_needs_it() {
         ("", "''"),
     ] {
         assert_eq!(shell_quote(raw), quoted, "{raw}");
-        // and the recogniser reads it back as the same single word
         assert_eq!(shell_words(&shell_quote(raw)), Some(vec![raw.to_string()]), "{raw}");
     }
 }

@@ -3,7 +3,7 @@
 //! this maps the errors of the commands that don't go through the api.
 
 use pcmail_api::ApiError;
-pub use pcmail_api::Exit;
+use pcmail_api::Exit;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 
@@ -31,7 +31,7 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
             _ => Exit::Local,
         };
     }
-    if e.downcast_ref::<pcmail_client::config::ConfigError>().is_some()
+    if e.downcast_ref::<pcmail_local::config::ConfigError>().is_some()
         || e.downcast_ref::<pcmail_store::StoreError>().is_some()
         || e.downcast_ref::<pcmail_client::token::TokenError>().is_some()
         || e.downcast_ref::<pcmail_claude_hooks::HooksError>().is_some()

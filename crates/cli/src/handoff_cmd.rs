@@ -1,12 +1,12 @@
-//! `pcmail handoff …` and `pcmail memory …` (issue 11): parse, call the one
+//! `pcmail handoff …` and `pcmail memory …`: parse, call the one
 //! pcmail-api function per operation, print.
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use pcmail_api::handoffs as api;
-use pcmail_client::config::Paths;
 use pcmail_client::ClientError;
 use pcmail_core::present::terminal_text;
+use pcmail_local::config::Paths;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 

@@ -1,10 +1,10 @@
 //! `pcmail job run|status|list|cancel|whitelist`: parses, calls the one
 //! function per operation in pcmail-api, prints.
 
-use crate::exit::Exit;
 use clap::Subcommand;
 use pcmail_api::jobs::{self as api, outcome_exit};
 use pcmail_api::ApiError;
+use pcmail_api::Exit;
 use pcmail_core::job::Job;
 use pcmail_core::present::{age, truncate_chars};
 use serde_json::{json, Value};
@@ -89,8 +89,8 @@ fn secs(d: Option<&str>) -> Result<Option<u64>, ApiError> {
 
 pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
     if let JobCmd::Whitelist = cmd {
-        let paths = pcmail_client::config::Paths::from_env()?;
-        let config = pcmail_client::config::Config::load(&paths)?;
+        let paths = pcmail_local::config::Paths::from_env()?;
+        let config = pcmail_local::config::Config::load(&paths)?;
         let w = pcmail_client::jobs::describe_whitelist(&config.jobs);
         if json {
             println!("{w}");
@@ -198,7 +198,7 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
             } else if r.jobs.is_empty() {
                 println!("No jobs.");
             } else {
-                let now = pcmail_client::system_now();
+                let now = pcmail_local::system_now();
                 for j in &r.jobs {
                     println!(
                         "{}  {:<9} {:<12} {:<10} {}  {}",

@@ -15,10 +15,11 @@ mod session_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use exit::{fail, Exit};
-use pcmail_api::{MailKind, WaitState};
-use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::{hook, locks, notify, Client, ClientError};
+use exit::fail;
+use pcmail_api::{Exit, MailKind, WaitState};
+use pcmail_client::{notify, Client, ClientError};
+use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::{hook, locks};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -894,12 +895,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let p = paths()?;
             let r = pcmail_api::inbox(&p, &pcmail_api::InboxArgs { all, limit })?;
             // Expiry and age by the server's clock (this PC's offset from it).
-            let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_client::system_now());
+            let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_local::system_now());
             print::inbox(&r.mails, now, json);
             Ok(())
         }
         Cmd::Export { dir } => {
-            let r = pcmail_api::export::export(&paths()?, &dir, pcmail_client::system_now())?;
+            let r = pcmail_api::export::export(&paths()?, &dir, pcmail_local::system_now())?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
                 return Ok(());
@@ -1263,7 +1264,7 @@ fn mcp(action: Option<McpCmd>, tools: Option<String>) -> anyhow::Result<()> {
 /// `pcmail hooks install|uninstall|status --git`: the pre-commit lease guard
 /// runs `pcmail-hook pre-commit` (the binary beside this one, else on PATH).
 fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
-    use pcmail_client::githook;
+    use pcmail_local::githook;
     let dir = std::env::current_dir()?;
     match action {
         "install" => {
@@ -1330,13 +1331,13 @@ fn daemon() -> anyhow::Result<()> {
     // Marks the hook queues go out within ~100 ms, also during a long poll.
     let _pusher = pcmail_client::pusher::spawn(p.clone());
     let progress = pcmail_client::watchdog::Progress::default();
-    progress.mark(pcmail_client::system_now());
+    progress.mark(pcmail_local::system_now());
     {
         let store_path = p.store();
         pcmail_client::watchdog::spawn(
             progress.clone(),
             pcmail_client::watchdog::threshold_ms(),
-            pcmail_client::system_now,
+            pcmail_local::system_now,
             move || pcmail_store::Store::open(&store_path).ok().and_then(|s| s.last_poll_ok_at().ok().flatten()),
             restart_daemon,
         );
@@ -1350,9 +1351,9 @@ fn daemon() -> anyhow::Result<()> {
     eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
-        progress.mark(pcmail_client::system_now());
+        progress.mark(pcmail_local::system_now());
         let cycle = client.sync_once(wait_ms);
-        progress.mark(pcmail_client::system_now());
+        progress.mark(pcmail_local::system_now());
         match cycle {
             Ok(report) => {
                 failures = 0;
@@ -1369,7 +1370,7 @@ fn daemon() -> anyhow::Result<()> {
             }
             Err(e) => {
                 failures += 1;
-                let wait = pcmail_client::ops::backoff_ms(failures);
+                let wait = pcmail_client::backoff::backoff_ms(failures);
                 eprintln!("pcmail: poll failed ({e}); retrying in {} s", wait / 1000);
                 std::thread::sleep(Duration::from_millis(wait as u64));
             }
@@ -1393,7 +1394,7 @@ fn restart_daemon() {
     }
     #[cfg(not(unix))]
     {
-        let mut cmd = pcmail_client::spawn::detached_command(&exe, &["daemon"]);
+        let mut cmd = pcmail_local::spawn::detached_command(&exe, &["daemon"]);
         cmd.env("PCMAIL_DAEMON_RESTARTED", "1");
         let _ = cmd.spawn();
         std::process::exit(0);

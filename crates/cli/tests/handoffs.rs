@@ -1,5 +1,5 @@
 //! `pcmail handoff …` and `pcmail memory …` as real processes in a real git
-//! repo (issue 11): flags and stdin, names, exit codes, rollup stamping,
+//! repo: flags and stdin, names, exit codes, rollup stamping,
 //! memory search, `--announce` through a real `pcmail serve`, and the same
 //! result from the MCP tools as from the CLI's `--json`.
 
@@ -130,7 +130,7 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     assert!(shown.contains("## Next step\nadd the test"), "{shown}");
     let index = std::fs::read_to_string(repo.path().join(".claude/handoffs/INDEX.md")).unwrap();
     assert!(index.contains(&format!("PICKED_UP {name} by pc-a/c0ffee00")), "{index}");
-    ok_json(&a, repo.path(), "c0ffee00", &["handoff", "close", "tray", "--note", "moved to issue 16"], "");
+    ok_json(&a, repo.path(), "c0ffee00", &["handoff", "close", "tray", "--note", "moved to the tray work"], "");
 
     // A rollup through now covers both; each gets its stamp.
     let r = ok_json(

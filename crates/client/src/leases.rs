@@ -1,4 +1,4 @@
-//! Leases on the PC (issue 10): claim, release, list, check and takeover
+//! Leases on the PC: claim, release, list, check and takeover
 //! against the server; what rides the poll (renewals of leases whose
 //! process still lives, queued releases, the guard cache's version); and the
 //! liveness sweep that queues the release of a lease whose process exited.
@@ -364,7 +364,7 @@ impl Client {
                     marked.fence = Some(-1);
                     self.store.lease_mine_put(&marked)?;
                     // A server without leases never had it to lose: say that,
-                    // not "taken over" (DESIGN.md "Features, not guesses").
+                    // not "taken over" (the answer says what the server lacks, not a guess).
                     let (reason, event) = if p.code == ErrorCode::UnknownOp {
                         (
                             format!("claimed while offline; the server has no leases: {}", p.message),

@@ -2,9 +2,6 @@
 //! poller cycle, notifications, the hook, and send/reply/ack/read/status.
 //! The `pcmail` binary and the tray app are thin layers over this crate.
 
-// Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
-// under their old paths so every user of `pcmail_client::config::…` compiles.
-pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn, watch};
 pub mod backoff;
 pub mod creds;
 pub mod executor;
@@ -20,12 +17,11 @@ pub mod token;
 pub mod transport;
 pub mod watchdog;
 
-use config::{Config, ConfigError, Paths, ServerConfig};
 use pcmail_core::{Millis, ProtoError};
+use pcmail_local::config::{Config, ConfigError, Paths, ServerConfig};
+use pcmail_local::system_now;
 use pcmail_store::{Store, StoreError};
 use transport::{CallError, Transport};
-
-pub use pcmail_local::system_now;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

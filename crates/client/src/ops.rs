@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// registering), so only a sender that died leaves it for the next poll.
 const IN_FLIGHT_GRACE_MS: Millis = 3 * 60 * 1000;
 
-pub use crate::backoff::{backoff_ms, wait_interval};
+use crate::backoff::wait_interval;
 
 /// What `status` found (the mails), which ids it did not find, and for mail
 /// to a name nobody live holds, why it waits (id, the server's note).
@@ -80,7 +80,7 @@ impl Client {
             Resolution::Exact(l) => Ok(l),
             Resolution::Broadcast if pcs.iter().any(|p| p.label != me) => Ok("*".into()),
             Resolution::Broadcast => Err(ClientError::NobodyElse),
-            // Spelled as a label but no PC: maybe a session's name (issue 11),
+            // Spelled as a label but no PC: maybe a session's name,
             // which only the server knows. It checks exactly and answers
             // `unknown_recipient` with candidates (names and labels) if not.
             Resolution::Unknown { .. } if reached && pcmail_core::roster::is_valid_label(query) => {
@@ -106,9 +106,9 @@ impl Client {
         let expires_in = draft.expires.map(|e| self.expires_in(e)).transpose()?;
         let to = self.resolve_recipient(&draft.to)?;
         let now = self.now();
-        // `subject_tags = "ja"`: the seed team's tag in front, for PCs that read subjects only.
+        // `subject_tags = "ja"`: the Japanese tag in front, for PCs that read subjects only.
         let subject = match self.config.subject_tags {
-            Some(crate::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
+            Some(pcmail_local::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
             None => draft.subject,
         };
         let mail = OutgoingMail {
@@ -291,7 +291,7 @@ impl Client {
     }
 
     /// `status`, and for mail to a name nobody live holds, why it waits
-    /// (id → the server's note; issue 11).
+    /// (id → the server's note).
     pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<StatusNotingWaits, ClientError> {
         let op = Op::Status { ids: ids.to_vec() };
         let resp = self.transport.call(&op)?;

@@ -1,9 +1,9 @@
-//! Leases (issue 10): the wire types both servers answer and the CLI reads,
+//! Leases: the wire types both servers answer and the CLI reads,
 //! the limits, and the parsing of the lease ops' arguments. The text rules
 //! (resource names, file globs) live in [`crate::rules`] so the CLI checks
 //! them before it sends. See docs/protocol.md "Leases".
 
-use crate::error::ProtoError;
+use crate::error::{ItemError, ProtoError};
 use crate::model::Millis;
 use crate::roster::is_valid_label;
 use crate::rules::{check_lease_files, check_resource, check_text, ACTOR_MAX_CHARS, REASON_MAX_CHARS};
@@ -319,18 +319,13 @@ pub struct Released {
     pub released: bool,
 }
 
-/// One renewal or release of a poll that failed, with its list and index.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ItemError {
-    /// `renew` or `release`.
-    pub list: String,
-    pub index: usize,
+/// What names a renewal or release in the poll's `lease.errors` besides its
+/// list (`renew` or `release`) and index: its resource and fence, `null`
+/// when the item did not carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LeaseRef {
     pub resource: Option<String>,
     pub fence: Option<i64>,
-    pub code: String,
-    #[serde(default)]
-    pub field: Option<String>,
-    pub message: String,
 }
 
 /// The `lease` answer of `poll`.
@@ -342,7 +337,7 @@ pub struct PollLeaseAnswer {
     pub released: Vec<Released>,
     pub lost: Vec<Lost>,
     #[serde(default)]
-    pub errors: Vec<ItemError>,
+    pub errors: Vec<ItemError<LeaseRef>>,
     pub version: i64,
     /// Every live lease; present only when `version` differs from `known`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -656,16 +651,8 @@ fn item<T>(index: usize, v: &Value, parse: impl FnOnce(&M) -> Result<T, ProtoErr
 
 impl BadItem {
     /// The item's entry in the poll answer's `lease.errors`.
-    pub fn to_error(&self, list: &str) -> ItemError {
-        ItemError {
-            list: list.to_string(),
-            index: self.index,
-            resource: self.resource.clone(),
-            fence: self.fence,
-            code: self.error.code.as_str().to_string(),
-            field: self.error.field.clone(),
-            message: self.error.message.clone(),
-        }
+    pub fn to_error(&self, list: &str) -> ItemError<LeaseRef> {
+        ItemError::new(list, self.index, LeaseRef { resource: self.resource.clone(), fence: self.fence }, &self.error)
     }
 }
 

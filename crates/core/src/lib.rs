@@ -18,6 +18,7 @@ pub mod roster;
 pub mod rules;
 pub mod sessions;
 pub mod shared_table;
+pub mod shell;
 pub mod state;
 
 pub use error::{ErrorCode, ProtoError};

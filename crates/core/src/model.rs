@@ -39,7 +39,7 @@ impl Kind {
             _ => None,
         }
     }
-    /// The seed team's subject tag for this kind (`[判断依頼]`, `[作業依頼]`).
+    /// The Japanese subject tag for this kind (`[判断依頼]`, `[作業依頼]`).
     pub fn subject_tag(self) -> Option<&'static str> {
         match self {
             Kind::Decision => Some(DECISION_TAG),
@@ -55,7 +55,7 @@ impl Kind {
             _ => subject.to_string(),
         }
     }
-    /// The kind a receiving PC acts on: the field, or the seed's subject tags
+    /// The kind a receiving PC acts on: the field, or the Japanese subject tags
     /// (mail from older senders only carries the tag).
     pub fn classify(kind: Kind, subject: &str) -> Kind {
         if kind == Kind::Decision || subject.contains(DECISION_TAG) {

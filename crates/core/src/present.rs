@@ -1,4 +1,4 @@
-//! What the hook puts into a session's context: the seed's order and budgets,
+//! What the hook puts into a session's context: its order and budgets,
 //! and mail text framed as quoted data from a named sender.
 //!
 //! Order: unanswered decision requests 3 → work requests / urgent 3 → replies
@@ -118,7 +118,7 @@ pub fn kind_badge(kind: Kind, lang: Lang) -> Option<&'static str> {
     }
 }
 
-/// A subject to show beside a badge: the seed's tags are taken out (the
+/// A subject to show beside a badge: the Japanese tags are taken out (the
 /// badge says the same, in the user's language).
 pub fn subject_without_tags(subject: &str) -> String {
     use crate::model::{DECISION_TAG, REQUEST_TAG};

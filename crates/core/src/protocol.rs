@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 pub struct Request {
     pub pc: String,
     pub token: Option<String>,
-    /// This installation's credential (issue 8 defect 7): binds the `pc`
+    /// This installation's credential: binds the `pc`
     /// label to one installation. Never logged.
     pub cred: Option<String>,
     pub op: Op,
@@ -57,7 +57,7 @@ pub enum Op {
     Alerts {
         open_only: bool,
     },
-    /// Admin: a one-time join code for `label` (issue 14). `code` is the
+    /// Admin: a one-time join code for `label`. `code` is the
     /// secret part, made by the admin's client (a retry presents it again).
     Enrol {
         label: String,
@@ -93,7 +93,7 @@ pub enum Op {
         resource: String,
         fence: i64,
     },
-    /// Jobs (issue 13).
+    /// Jobs.
     JobSubmit(SubmitArgs),
     JobStatus {
         job_id: String,

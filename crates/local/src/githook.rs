@@ -8,6 +8,7 @@
 use crate::config::{Config, Paths};
 use crate::leases::{self as lease_view, Me};
 use crate::{process, repo};
+use pcmail_core::shell::single_quote;
 use pcmail_core::Millis;
 use pcmail_store::leases as sl;
 use pcmail_store::Store;
@@ -70,11 +71,11 @@ pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitHookError> {
 }
 
 fn script(hook_exe: &Path) -> String {
-    let exe = hook_exe.to_string_lossy().replace('\'', r"'\''");
+    let exe = single_quote(&hook_exe.to_string_lossy());
     format!(
         "#!/bin/sh\n{MARKER}\n# Refuses a commit touching files under another session's exclusive lease.\n\
          # `git commit --no-verify` commits anyway.\n\
-         '{exe}' pre-commit || exit $?\n\
+         {exe} pre-commit || exit $?\n\
          chained=\"$(dirname \"$0\")/{CHAINED}\"\n\
          if [ -x \"$chained\" ]; then exec \"$chained\" \"$@\"; fi\n"
     )

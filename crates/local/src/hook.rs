@@ -253,7 +253,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             Registry::Record(row) => sl::session_record(tx, row)?,
         }
         let lost = sl::lost_take_untold(tx, session, now)?;
-        // Jobs this session submitted that ended: told once (issue 13).
+        // Jobs this session submitted that ended: told once.
         let finished = pcmail_store::jobs::finished_take_untold(tx, session, now, FINISHED_JOBS_SHOWN)?;
         let finished_more = pcmail_store::jobs::finished_untold_count(tx, session)?;
         let viewed_at = hookview::meta_i64(tx, meta::INBOX_VIEWED_AT)?.unwrap_or(0);
@@ -332,7 +332,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     if spawn_poller {
         let _ = store.meta_set_i64(meta::LAST_SPAWN_AT, now);
     }
-    // The shared budget's order (DESIGN.md): mail; one line per lost lease
+    // The shared budget's order, the same for every hook: mail; one line per lost lease
     // and the stale code map; then leases others hold in this repo.
     let mut text = p.text;
     let push = |text: &mut String, line: &str| {
@@ -375,7 +375,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
                 push(&mut text, &lines);
             }
         }
-        // Issue 11: handoffs and memory, last in the budget.
+        // Handoffs and memory, last in the budget.
         if let Some(part) = crate::handoff_hook::session_start_part(input.cwd.as_deref(), text.chars().count()) {
             if !text.is_empty() {
                 text.push('\n');
@@ -800,7 +800,7 @@ mod code_map_tests {
         std::fs::write(dir.join(".git/refs/heads/main"), format!("{commit}\n")).unwrap();
     }
 
-    // Issue 15: SessionStart says in one line that the code map is stale, with
+    // SessionStart says in one line that the code map is stale, with
     // the command that refreshes it; nothing when it is fresh.
     #[test]
     fn session_start_names_a_stale_code_map_within_the_budget() {

@@ -9,7 +9,7 @@ use pcmail_store::leases::{self as sl, CachedLease, LostLease};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
-/// The heartbeat period H (issue 10, the seed's 30 s).
+/// The heartbeat period H, 30 s (`pcmail_core::lease::HEARTBEAT_MS`).
 pub const HEARTBEAT_MS: Millis = 30_000;
 /// A guard cache older than this gets one line of context.
 pub const CACHE_OLD_MS: Millis = 10 * 60 * 1000;

@@ -1,4 +1,4 @@
-//! The MCP tools of issue 11 (handoffs, rollups, memory): each a thin
+//! The MCP tools for handoffs, rollups and memory: each a thin
 //! wrapper over the same pcmail-api function as `pcmail handoff …` /
 //! `pcmail memory …`. They work on the repo's files (the `repo` argument, else
 //! the server's working directory) and the PC store; they need no server

@@ -29,6 +29,7 @@
 //! something changes, so a second install is a no-op and `uninstall` puts the
 //! file back to what it was without pcmail.
 
+use pcmail_core::shell::shell_quote;
 use serde_json::{Map, Value};
 use std::fs;
 use std::io;
@@ -188,14 +189,6 @@ fn exe_str(t: &Target) -> Result<&str, InstallError> {
         return Err(InstallError::Usage(format!("{}: the pcmail path must be absolute", t.exe.display())));
     }
     t.exe.to_str().ok_or_else(|| InstallError::Usage(format!("{}: not valid UTF-8", t.exe.display())))
-}
-
-fn shell_quote(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 /// The arguments after the executable: `mcp`, and `--tools GROUPS` when asked.

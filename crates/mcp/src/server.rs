@@ -11,8 +11,8 @@ use pcmail_api::{
     AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs,
     SendArgs, SentArgs, WaitForArgs,
 };
-use pcmail_client::config::Paths;
 use pcmail_client::Client;
+use pcmail_local::config::Paths;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, Implementation, MetaObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,

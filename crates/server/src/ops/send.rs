@@ -138,7 +138,7 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswe
     // 3. exact label only; near misses are suggestions, never deliveries.
     let pcs = roster::load_all(ctx).map_err(|e| super::roster::unreadable(e, "delivered"))?;
     let broadcast = mail.to == "*";
-    // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
+    // A name: the mail stays addressed to it; whoever holds it gets it.
     let name_holder =
         if broadcast || pcs.iter().any(|p| p.label == mail.to) { None } else { names::holder(ctx, &mail.to)? };
     if !broadcast && name_holder.is_none() && !pcs.iter().any(|p| p.label == mail.to) {

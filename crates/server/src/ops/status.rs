@@ -1,5 +1,5 @@
 //! status: full timelines; a broadcast original expands to its copies.
-//! A PC sees only mail it sent or received (issue 14): anyone else's is
+//! A PC sees only mail it sent or received: anyone else's is
 //! answered in `missing`, exactly like an unknown id, so it learns nothing.
 
 use super::send::copy_ids;
