@@ -687,7 +687,25 @@ fn lease_bench(runs: usize) -> Result<()> {
         std::fs::copy(home.join(f), store_home.join(f))?;
     }
     // What the poller writes after each poll, with the same function.
-    pcmail_local::leases::write_guard_file(&home, &leases, i64::MAX / 2, 0, &[])?;
+    // A checkout of 5,000 files (200 folders of 25), one of them with a
+    // second hard link: an edit of a multi-link file searches the checkout
+    // for its other names; every other edit costs one stat more.
+    for d in 0..200 {
+        let sub = repo.join(format!("gen/d{d}"));
+        std::fs::create_dir_all(&sub)?;
+        for f in 0..25 {
+            std::fs::write(sub.join(format!("f{f}.rs")), "fn f() {}\n")?;
+        }
+    }
+    std::fs::hard_link(repo.join("gen/d7/f3.rs"), repo.join("src/linked.rs"))?;
+    let root = repo.canonicalize()?.to_string_lossy().into_owned();
+    pcmail_local::leases::write_guard_file(
+        &home,
+        &leases,
+        i64::MAX / 2,
+        0,
+        &[("github.com/o/bench".to_string(), root)],
+    )?;
     let edit = |file: &str| {
         serde_json::json!({"session_id": "bench", "hook_event_name": "PreToolUse", "cwd": repo, "tool_name": "Edit",
             "tool_input": {"file_path": repo.join(file), "old_string": "a", "new_string": "b"}})
@@ -695,6 +713,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         .into_bytes()
     };
     let (allow_in, deny_in) = (edit("src/main.rs"), edit("crates/m999/src/lib.rs"));
+    let linked_in = edit("src/linked.rs");
     // Gemini CLI's BeforeTool on `replace`: the same guard, Gemini's answer shape.
     let gemini_in = serde_json::json!({"session_id": "bench-g", "hook_event_name": "BeforeTool", "cwd": repo,
         "timestamp": "2026-11-30T09:00:00.000Z", "tool_name": "replace",
@@ -718,6 +737,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         || !String::from_utf8_lossy(&hook_run(&gemini_in)?.out).contains("\"decision\":\"deny\"")
         || !String::from_utf8_lossy(&store_run(&deny_in)?.out).contains("\"deny\"")
         || !store_run(&allow_in)?.out.is_empty()
+        || !hook_run(&linked_in)?.out.is_empty()
     {
         bail!("the guard did not decide as expected");
     }
@@ -731,6 +751,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         ("/bin/true (same loop)", vec![]),
         ("guard without the guard file (store): no decision", vec![]),
         ("guard without the guard file (store): deny", vec![]),
+        ("guard, hard-linked file, 5,000-file checkout", vec![]),
     ];
     for i in 0..runs {
         for k in 0..series.len() {
@@ -742,7 +763,8 @@ fn lease_bench(runs: usize) -> Result<()> {
                 3 => hook_run(&prompt_in)?,
                 4 => run_measured(&mut Command::new("/bin/true"), b"")?,
                 5 => store_run(&allow_in)?,
-                _ => store_run(&deny_in)?,
+                6 => store_run(&deny_in)?,
+                _ => hook_run(&linked_in)?,
             };
             series[j].1.push(sample);
         }
