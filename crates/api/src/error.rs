@@ -108,7 +108,8 @@ impl From<CallError> for ApiError {
 pub fn exit_of_client(c: &ClientError) -> Exit {
     match c {
         ClientError::ReplyToReply { .. } => Exit::ReplyToReply,
-        ClientError::Unresolved { .. } | ClientError::NobodyElse => Exit::Unresolved,
+        ClientError::Unresolved { .. } | ClientError::UnresolvedMany(_) | ClientError::NobodyElse => Exit::Unresolved,
+        ClientError::Unsupported { .. } => Exit::Refused,
         ClientError::LabelTaken(_) => Exit::NotEnrolled,
         ClientError::Call(CallError::Server(p)) => match p.code {
             ErrorCode::UnknownRecipient => Exit::Unresolved,
@@ -145,7 +146,7 @@ impl ApiError {
     /// tool group.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::Unsupported { .. } => "unsupported",
+            ApiError::Unsupported { .. } | ApiError::Client(ClientError::Unsupported { .. }) => "unsupported",
             e => e.exit().as_str(),
         }
     }
@@ -154,7 +155,17 @@ impl ApiError {
     pub fn candidates(&self) -> Option<&[String]> {
         match self {
             ApiError::Client(ClientError::Unresolved { candidates, .. }) => Some(candidates),
+            ApiError::Client(ClientError::UnresolvedMany(m)) => m.first().map(|u| u.candidates.as_slice()),
             ApiError::Client(ClientError::Call(CallError::Server(p))) => p.candidates.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Every address of a list that did not resolve, each with its candidates.
+    pub fn unresolved(&self) -> Option<&[pcmail_core::error::Unresolved]> {
+        match self {
+            ApiError::Client(ClientError::UnresolvedMany(m)) => Some(m),
+            ApiError::Client(ClientError::Call(CallError::Server(p))) => p.unresolved.as_deref(),
             _ => None,
         }
     }
@@ -178,8 +189,11 @@ impl ApiError {
         if let Some(r) = self.rule() {
             v["rule"] = json!(r);
         }
-        if let ApiError::Unsupported { feature } = self {
+        if let ApiError::Unsupported { feature } | ApiError::Client(ClientError::Unsupported { feature }) = self {
             v["feature"] = json!(feature);
+        }
+        if let Some(u) = self.unresolved() {
+            v["unresolved"] = json!(u);
         }
         if let ApiError::Client(ClientError::Call(CallError::Server(p))) = self {
             if let Some(l) = &p.lease {
