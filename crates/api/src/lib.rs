@@ -113,8 +113,7 @@ impl Addresses {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct SendArgs {
-    /// An exact roster label, number, hostname or session name; `*`: every PC. A list: one copy
-    /// each, all or nothing (`*` only alone).
+    /// An exact roster label, number, hostname or session name; `*`: every PC; or a list of them.
     pub to: Addresses,
     #[serde(default)]
     pub kind: MailKind,
@@ -252,7 +251,7 @@ pub struct ReplyArgs {
     pub body: String,
     #[serde(default)]
     pub auto: bool,
-    /// Mail sent to several addresses: answer the sender and every other address too.
+    /// Also answer the mail's other recipients.
     #[serde(default)]
     pub all: bool,
 }

@@ -74,7 +74,9 @@ impl From<CallError> for ClientError {
 fn unresolved_text(misses: &[pcmail_core::error::Unresolved]) -> String {
     misses
         .iter()
-        .map(|m| format!("{:?} is not an exact PC label, number, hostname or name{}", m.to, candidates_hint(&m.candidates)))
+        .map(|m| {
+            format!("{:?} is not an exact PC label, number, hostname or name{}", m.to, candidates_hint(&m.candidates))
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }

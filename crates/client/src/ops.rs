@@ -4,11 +4,11 @@ use crate::sync::{CycleReport, UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES};
 use crate::transport::{decode, CallError};
 use crate::{Client, ClientError};
 use pcmail_core::answers::{MarkAnswer, SendAnswer, StatusAnswer};
+use pcmail_core::error::Unresolved;
 use pcmail_core::ids::{new_mail_id, reply_id};
 use pcmail_core::protocol::Op;
-use pcmail_core::roster::{resolve, Resolution};
-use pcmail_core::error::Unresolved;
 use pcmail_core::protocol::FEATURE_MULTI_RECIPIENT;
+use pcmail_core::roster::{resolve, Resolution};
 use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, Millis, OutgoingMail, State, To};
 use pcmail_store::{inbox, marks, InboxMail};
 use std::time::{Duration, Instant};
@@ -271,7 +271,13 @@ impl Client {
     /// to several (`reply --all`): the sender first, then the others in the
     /// original's order, never this PC's own addresses. A reply goes to the
     /// sender only unless asked: answering everyone is a choice, not a default.
-    pub fn reply_to(&mut self, original: &str, body: String, auto: bool, all: bool) -> Result<SendOutcome, ClientError> {
+    pub fn reply_to(
+        &mut self,
+        original: &str,
+        body: String,
+        auto: bool,
+        all: bool,
+    ) -> Result<SendOutcome, ClientError> {
         let orig = self.store.inbox_get(original)?.ok_or_else(|| ClientError::NotFound(original.into()))?;
         if orig.in_reply_to.is_some() {
             return Err(ClientError::ReplyToReply { id: original.into() });

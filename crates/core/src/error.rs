@@ -163,7 +163,15 @@ pub struct Unresolved {
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None, reason: None, unresolved: None }
+        ProtoError {
+            code,
+            message: message.into(),
+            field: None,
+            candidates: None,
+            lease: None,
+            reason: None,
+            unresolved: None,
+        }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {

@@ -583,11 +583,10 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     let to = match m.get("to") {
         // A list of addresses (feature `multi-recipient`): one copy each.
         Some(Value::Array(items)) => {
-            let list = items
-                .iter()
-                .map(|a| a.as_str().map(str::to_string))
-                .collect::<Option<Vec<String>>>()
-                .ok_or_else(|| ProtoError::field(crate::recipients::FIELD, "mail.to must be a string or an array of strings"))?;
+            let list =
+                items.iter().map(|a| a.as_str().map(str::to_string)).collect::<Option<Vec<String>>>().ok_or_else(
+                    || ProtoError::field(crate::recipients::FIELD, "mail.to must be a string or an array of strings"),
+                )?;
             crate::recipients::check_list(&list)?;
             To::Many(list)
         }
@@ -811,6 +810,13 @@ mod tests {
         let v = request_json("pc-a", Some("tok"), &op);
         let back = parse_request(&v).unwrap();
         assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), cred: None, op });
+        // A list of addresses travels as an array (an older server refuses it
+        // whole instead of reading one address out of it) and comes back a list.
+        let list = OutgoingMail { to: To::Many(vec!["pc-b".into(), "ani".into()]), ..mail };
+        let op = Op::Send { mail: list };
+        let v = request_json("pc-a", None, &op);
+        assert_eq!(v["args"]["mail"]["to"], json!(["pc-b", "ani"]));
+        assert_eq!(parse_request(&v).unwrap().op, op);
     }
 
     #[test]

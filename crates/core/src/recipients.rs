@@ -31,11 +31,8 @@ pub fn check_list(list: &[String]) -> Result<(), ProtoError> {
             return Err(ProtoError::field(FIELD, format!("{a:?} is listed twice")));
         }
     }
-    let misspelt: Vec<Unresolved> = list
-        .iter()
-        .filter(|a| !is_valid_label(a))
-        .map(|a| Unresolved { to: a.clone(), candidates: vec![] })
-        .collect();
+    let misspelt: Vec<Unresolved> =
+        list.iter().filter(|a| !is_valid_label(a)).map(|a| Unresolved { to: a.clone(), candidates: vec![] }).collect();
     if misspelt.is_empty() {
         Ok(())
     } else {
@@ -54,7 +51,8 @@ pub const BROADCAST_IN_LIST: &str =
 /// first one, as an answer about one address has them. Nothing was sent.
 pub fn unknown_recipients(misses: Vec<Unresolved>) -> ProtoError {
     let names: Vec<String> = misses.iter().map(|m| format!("{:?}", m.to)).collect();
-    let verb = if misses.len() == 1 { "is not an exact roster label or name" } else { "are not exact roster labels or names" };
+    let verb =
+        if misses.len() == 1 { "is not an exact roster label or name" } else { "are not exact roster labels or names" };
     let first = misses.first().map(|m| m.candidates.clone()).unwrap_or_default();
     ProtoError::new(ErrorCode::UnknownRecipient, format!("{} {verb}; nothing was sent to anyone", names.join(", ")))
         .with_candidates(first)

@@ -7,10 +7,10 @@ use crate::mail::{load_mail, record_event, transition, MailEvent, StoredMail};
 use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::SendAnswer;
+use pcmail_core::error::Unresolved;
 use pcmail_core::ids::broadcast_copy_id;
 use pcmail_core::model::limits;
 use pcmail_core::op_table::News;
-use pcmail_core::error::Unresolved;
 use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State, To};
 
 /// The content a retry must repeat exactly to be "the same mail".
