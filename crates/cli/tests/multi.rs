@@ -32,6 +32,12 @@ fn one_mail_to_two_pcs_has_a_timeline_per_recipient_on_both_servers() {
         c.ok(&["sync"]);
         let shown = b.ok(&["read", ids[0]]);
         assert!(shown.contains("to:      pc-b, pc-c"), "{kind:?}: read says who else got it\n{shown}");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("export");
+        b.ok(&["export", out.to_str().unwrap()]);
+        let md = std::fs::read_dir(out.join("mail/received")).unwrap().next().unwrap().unwrap().path();
+        let md = std::fs::read_to_string(md).unwrap();
+        assert!(md.contains(r#"recipients: ["pc-b", "pc-c"]"#), "{kind:?}: the export keeps the list\n{md}");
         b.ok(&["sync"]);
 
         // The sender's status of the mail's own id: every recipient, each its own state.
