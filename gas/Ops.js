@@ -349,7 +349,8 @@ function opStatus_(req, now) {
       // Only mail this PC sent or received (issue 14); anyone else's is missing, like an unknown id.
       if (mine(direct[id].mail)) mails.push(view(direct[id].mail)); else missing.push(id);
     } else if (copies[id] && copies[id].some(mine)) {
-      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailAsRead_(mailView_(m), now)); });
+      // A copy to a name nobody live holds says why it waits (`view`), as mail to the name alone does.
+      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(view(m)); });
     } else missing.push(id);
   });
   return { mails: mails, missing: missing };

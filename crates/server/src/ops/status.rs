@@ -52,7 +52,13 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer
             if m.sender == ctx.pc || m.recipient == ctx.pc || super::sessions::receives(ctx, &m)? {
                 seen_any = true;
                 let t = timeline(ctx, &m.id)?;
-                mails.push(StatusMail { mail: as_read(m.to_mail(t), ctx.now), waiting: None });
+                // A copy to a name nobody live holds says why it waits, as mail to the name alone does.
+                let waiting = if pcmail_core::due::mail(m.state, m.expires_at, ctx.now).is_some() {
+                    None
+                } else {
+                    super::sessions::waiting_note(ctx, &m)?
+                };
+                mails.push(StatusMail { mail: as_read(m.to_mail(t), ctx.now), waiting });
             }
         }
         if !seen_any {
