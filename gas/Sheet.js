@@ -3,7 +3,8 @@
 
 const TABS = {
   Mail: ['id', 'from', 'to', 'kind', 'urgent', 'expiresAt', 'inReplyTo', 'auto', 'hop',
-    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn'],
+    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn',
+    'recipients'], // recipients: a copy of mail to several addresses, the whole list (JSON)
   Roster: ['number', 'label', 'hostname', 'lastPollAt', 'cursor'], // cursor: the PC's last poll `since`
   // u: the sender, r: the recipient, for changes past `new` (r and note: the
   // received-updates feed; rows written before it have them empty)
@@ -115,6 +116,8 @@ function tab_(name) {
     sh.getRange(1, 1, sh.getMaxRows(), nc).setNumberFormat('@');
     writeText_(sh, 1, 1, [TABS[name]]);
     sh.setFrozenRows(1);
+  } else if (name === 'Mail' || name === 'Archive') {
+    ensureColumns_(sh); // an older build's grid ends before `recipients`
   }
   if (execTabs_) execTabs_[name] = sh;
   return sh;

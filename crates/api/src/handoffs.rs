@@ -140,7 +140,7 @@ pub fn announce(paths: &Paths, to: &str, line: &str) -> Result<SendOutcome> {
     crate::send_only(
         &mut client,
         &SendArgs {
-            to: to.to_string(),
+            to: crate::Addresses::One(to.to_string()),
             kind: MailKind::Note,
             subject: Some("handoff".into()),
             body,

@@ -79,11 +79,43 @@ impl From<WaitState> for State {
     }
 }
 
+/// Whom `send` writes to: one address, or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Addresses {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for Addresses {
+    fn default() -> Self {
+        Addresses::One(String::new())
+    }
+}
+
+impl From<&str> for Addresses {
+    fn from(a: &str) -> Addresses {
+        Addresses::One(a.to_string())
+    }
+}
+
+impl Addresses {
+    /// As the client takes it: a list of one is one address.
+    pub fn to(&self) -> Result<pcmail_core::To> {
+        match self {
+            Addresses::One(a) => Ok(pcmail_core::To::One(a.clone())),
+            Addresses::Many(v) if v.is_empty() => Err(ApiError::Usage("send needs at least one address".into())),
+            Addresses::Many(v) if v.len() == 1 => Ok(pcmail_core::To::One(v[0].clone())),
+            Addresses::Many(v) => Ok(pcmail_core::To::Many(v.clone())),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct SendArgs {
-    /// An exact roster label, number, hostname or session name; `*`: every PC.
-    pub to: String,
+    /// An exact roster label, number, hostname or session name; `*`: every PC; or a list of them.
+    pub to: Addresses,
     #[serde(default)]
     pub kind: MailKind,
     #[serde(default)]
@@ -220,6 +252,9 @@ pub struct ReplyArgs {
     pub body: String,
     #[serde(default)]
     pub auto: bool,
+    /// Also answer the mail's other recipients.
+    #[serde(default)]
+    pub all: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
@@ -335,7 +370,7 @@ pub fn parse_expires(s: &str) -> Result<Expires> {
 pub fn send_only(client: &mut Client, args: &SendArgs) -> Result<SendOutcome> {
     let expires = args.expires.as_deref().map(parse_expires).transpose()?;
     let draft = Draft {
-        to: args.to.clone(),
+        to: args.to.to()?,
         kind: args.kind.into(),
         subject: args.subject.clone().unwrap_or_default(),
         body: args.body.clone(),
@@ -446,7 +481,7 @@ pub fn reply_precheck(client: &Client, id: &str) -> Result<()> {
 /// `reply`: answers a mail (fixed reply id; `reply_to_reply` when it is itself a reply).
 pub fn reply(client: &mut Client, args: &ReplyArgs) -> Result<SendOutcome> {
     reply_precheck(client, &args.id)?;
-    Ok(client.reply(&args.id, args.body.clone(), args.auto)?)
+    Ok(client.reply_to(&args.id, args.body.clone(), args.auto, args.all)?)
 }
 
 /// `roster`: the server's roster, or the cached one when it is unreachable.

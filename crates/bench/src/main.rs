@@ -172,6 +172,7 @@ pub(crate) fn seed(db: &Path, history: usize) -> Result<()> {
             created_at: at,
             state,
             broadcast_of: None,
+            recipients: None,
             timeline,
         });
     }
@@ -560,6 +561,7 @@ fn bench_prune() -> Result<()> {
                     created_at: created,
                     state: State::Done,
                     broadcast_of: None,
+                    recipients: None,
                     timeline: vec![
                         TimelineEntry { state: State::New, at: created, by: "pc-a".into(), note: None },
                         TimelineEntry { state: State::Done, at: created + 1, by: "pc-b".into(), note: None },

@@ -108,10 +108,12 @@ enum Cmd {
         #[arg(long, conflicts_with = "serve")]
         db: bool,
     },
-    /// Send mail to an exact roster label, number or hostname (`*` = every PC).
+    /// Send mail to exact roster labels, numbers, hostnames or names (`*` = every PC).
     Send {
-        /// The recipient: an exact roster label, working number (3 or #3) or hostname (case-insensitive), or `*` for every other PC.
-        to: String,
+        /// The recipients: each an exact roster label, working number (3 or #3), hostname (case-insensitive) or
+        /// session name; several get one copy each, all or nothing. `*` alone: every other PC.
+        #[arg(required = true, num_args = 1..)]
+        to: Vec<String>,
         /// note, request (a work request, [作業依頼]) or decision (a decision request, [判断依頼]).
         #[arg(long, value_enum, default_value = "note")]
         kind: KindArg,
@@ -194,6 +196,9 @@ enum Cmd {
         /// Written by a program, not at a person's request (an automatic reply to automatic mail is refused).
         #[arg(long)]
         auto: bool,
+        /// Mail sent to several addresses: answer the sender and every other address too (default: the sender only).
+        #[arg(long)]
+        all: bool,
     },
     /// Mark a mail failed with a reason.
     Fail {
@@ -822,6 +827,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 KindArg::Request => MailKind::Request,
                 KindArg::Decision => MailKind::Decision,
             };
+            let to = if to.len() == 1 {
+                pcmail_api::Addresses::One(to.into_iter().next().unwrap_or_default())
+            } else {
+                pcmail_api::Addresses::Many(to)
+            };
             let args = pcmail_api::SendArgs {
                 to,
                 kind,
@@ -931,12 +941,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print::marked(&m, json);
             Ok(())
         }
-        Cmd::Reply { id, body, file, auto } => {
+        Cmd::Reply { id, body, file, auto, all } => {
             let mut client = open()?;
             // Refuse a reply to a reply before asking for a body.
             pcmail_api::reply_precheck(&client, &id)?;
             let body = body_from(body, file)?;
-            let out = pcmail_api::reply(&mut client, &pcmail_api::ReplyArgs { id, body, auto })?;
+            let out = pcmail_api::reply(&mut client, &pcmail_api::ReplyArgs { id, body, auto, all })?;
             print::send_outcome(&out, json);
             Ok(())
         }

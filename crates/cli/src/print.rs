@@ -101,6 +101,10 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     }
     println!("id:      {}", m.id);
     println!("from:    {}", m.from);
+    if let Some(all) = &m.recipients {
+        // Mail to several addresses: who else got it (`reply --all` answers them too).
+        println!("to:      {}", neutralise(&all.join(", ")));
+    }
     let kind = m.effective_kind();
     let badge = pcmail_core::present::kind_badge(kind, pcmail_local::config::user_lang());
     println!(

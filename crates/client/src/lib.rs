@@ -38,6 +38,12 @@ pub enum ClientError {
     LabelTaken(ProtoError),
     #[error("{query:?} is not an exact PC label, number or hostname on the roster{}", candidates_hint(.candidates))]
     Unresolved { query: String, candidates: Vec<String> },
+    /// Several addresses, and some are not exact: nothing was sent.
+    #[error("nothing was sent: {}", unresolved_text(.0))]
+    UnresolvedMany(Vec<pcmail_core::error::Unresolved>),
+    /// The server lacks a feature this needs (its `hello` does not list it).
+    #[error("this server does not support {feature} (one mail to several addresses): nothing was sent; redeploy gas/ or update pcmail serve, or send to each address on its own")]
+    Unsupported { feature: String },
     #[error("{id} is itself a reply; replying to a reply is refused (it is how mail loops start)")]
     ReplyToReply { id: String },
     #[error("no such mail: {0}")]
@@ -59,6 +65,16 @@ impl From<CallError> for ClientError {
             other => ClientError::Call(other),
         }
     }
+}
+
+fn unresolved_text(misses: &[pcmail_core::error::Unresolved]) -> String {
+    misses
+        .iter()
+        .map(|m| {
+            format!("{:?} is not an exact PC label, number, hostname or name{}", m.to, candidates_hint(&m.candidates))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn candidates_hint(c: &[String]) -> String {

@@ -185,11 +185,30 @@ pub struct ProtoError {
     pub lease: Option<Value>,
     /// Why a job was refused (`job_refused`): a word from `core::job::REFUSED_*`.
     pub reason: Option<String>,
+    /// `unknown_recipient` for a list of addresses: every address that did
+    /// not resolve, each with its own candidates.
+    pub unresolved: Option<Vec<Unresolved>>,
+}
+
+/// One address of a list that is no exact roster label or name, and what it
+/// might have meant (suggestions, never used to deliver).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unresolved {
+    pub to: String,
+    pub candidates: Vec<String>,
 }
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None, reason: None }
+        ProtoError {
+            code,
+            message: message.into(),
+            field: None,
+            candidates: None,
+            lease: None,
+            reason: None,
+            unresolved: None,
+        }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -199,6 +218,7 @@ impl ProtoError {
             candidates: None,
             lease: None,
             reason: None,
+            unresolved: None,
         }
     }
     pub fn with_lease(mut self, lease: Value) -> Self {
@@ -211,6 +231,10 @@ impl ProtoError {
     }
     pub fn with_candidates(mut self, c: Vec<String>) -> Self {
         self.candidates = Some(c);
+        self
+    }
+    pub fn with_unresolved(mut self, u: Vec<Unresolved>) -> Self {
+        self.unresolved = Some(u);
         self
     }
 
@@ -228,6 +252,9 @@ impl ProtoError {
         }
         if let Some(r) = &self.reason {
             e["reason"] = json!(r);
+        }
+        if let Some(u) = &self.unresolved {
+            e["unresolved"] = json!(u);
         }
         json!({"ok": false, "error": e})
     }
@@ -247,6 +274,7 @@ impl ProtoError {
                 .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
             lease: e.get("lease").filter(|l| l.is_object()).cloned(),
             reason: e.get("reason").and_then(Value::as_str).map(str::to_string),
+            unresolved: e.get("unresolved").and_then(|u| serde_json::from_value(u.clone()).ok()),
         })
     }
 }

@@ -13,6 +13,7 @@ pub mod model;
 pub mod op_table;
 pub mod present;
 pub mod protocol;
+pub mod recipients;
 pub mod repo_id;
 pub mod roster;
 pub mod rules;

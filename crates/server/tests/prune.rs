@@ -33,6 +33,7 @@ fn mail(i: usize, state: State, last_at: i64) -> Mail {
         created_at: created,
         state,
         broadcast_of: None,
+        recipients: None,
         timeline,
     }
 }

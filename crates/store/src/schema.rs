@@ -348,6 +348,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (command, subject, fingerprint)
     ) WITHOUT ROWID;
     "#,
+    // 9: mail to several addresses: each received copy keeps the whole list
+    // (JSON, the sender's order), so `reply --all` and `read` know who else
+    // got it. NULL for mail to one address.
+    r#"
+    ALTER TABLE inbox ADD COLUMN recipients TEXT;
+"#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

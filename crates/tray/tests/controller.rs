@@ -136,6 +136,7 @@ fn mail(id: &str, kind: Kind, urgent: bool, subject: &str) -> Mail {
         created_at: T0 - 10 * MIN,
         state: State::New,
         broadcast_of: None,
+        recipients: None,
         timeline: vec![TimelineEntry { state: State::New, at: T0 - 10 * MIN, by: "pc-a".into(), note: None }],
     }
 }
