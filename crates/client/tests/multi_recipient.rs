@@ -4,7 +4,7 @@
 //! made at all (never a mail to one of the addresses); a server that cannot
 //! be reached gets the mail queued as a list, which an older one refuses whole.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
 use pcmail_client::transport::CallError;
 use pcmail_client::{Client, ClientError};
