@@ -68,7 +68,7 @@ fn bench_server() -> Result<()> {
         // `hello` on the same server and clients first: the floor a caught-up
         // poll is compared with, server CPU from /proc, in the same run.
         let cpu0 = cluster::cpu_ms(server.pid(), false)?;
-        let h = load_across(&[server.url.clone()], &s, cursors.clone(), Req::Hello)?;
+        let h = load_across(std::slice::from_ref(&server.url), &s, cursors.clone(), Req::Hello)?;
         let cpu1 = cluster::cpu_ms(server.pid(), false)?;
         let r = poll_load(&server.url, &s, cursors)?;
         let cpu2 = cluster::cpu_ms(server.pid(), false)?;

@@ -4,12 +4,12 @@
 //! made at all (never a mail to one of the addresses); a server that cannot
 //! be reached gets the mail queued as a list, which an older one refuses whole.
 
-use pcmail_local::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
 use pcmail_client::transport::CallError;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::protocol::Op;
 use pcmail_core::{Pc, To};
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use serde_json::json;
 
 mod common;
