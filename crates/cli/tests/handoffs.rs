@@ -226,16 +226,20 @@ fn escape_sequences_in_a_repos_files_never_reach_the_terminal() {
     let hostile = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J";
     let dir = repo.path().join(".claude/handoffs");
     std::fs::create_dir_all(&dir).unwrap();
-    let name = "2026-12-01_0900_abcd1234_evil";
+    let name = "2026-12-01_09-00_abcd1234_evil";
     std::fs::write(
         dir.join(format!("{name}.md")),
         format!("---\ntype: handoff\n---\n# evil\n\n## Goal\nlook {hostile}here\n\n## Next step\nmore\n"),
     )
     .unwrap();
-    let mem = repo.path().join(".claude/memory");
-    std::fs::create_dir_all(&mem).unwrap();
-    std::fs::write(mem.join("auth.md"), format!("# auth\n\n- gotcha 2026-12-01 09:00 (pc-x): tokens {hostile}leak\n"))
-        .unwrap();
+    // A memory entry as pcmail writes it, then edited by a committer.
+    let (code, _, err) =
+        run_in(&a, repo.path(), "s", &["memory", "add", "gotcha", "--topic", "auth", "tokens MARK leak"], "");
+    assert_eq!(code, 0, "{err}");
+    let mem = repo.path().join(".claude/memory/auth.md");
+    let text = std::fs::read_to_string(&mem).unwrap();
+    assert!(text.contains("MARK"), "{text}");
+    std::fs::write(&mem, text.replace("MARK", hostile)).unwrap();
 
     for args in [
         vec!["handoff", "show", name],
