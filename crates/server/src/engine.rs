@@ -239,7 +239,10 @@ impl Engine {
         }
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.set_prepared_statement_cache_capacity(64);
+        // Room for every statement the ops prepare (about 160 sites, some
+        // shaped by their arguments): with fewer, a poll's statements evict
+        // each other and are compiled again on the hot path.
+        conn.set_prepared_statement_cache_capacity(512);
         schema::migrate(&mut conn)?;
         Ok(Engine {
             backend: Backend::Sqlite { conn: Mutex::new(conn), path: None },
