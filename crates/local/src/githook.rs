@@ -1,6 +1,6 @@
 //! The git pre-commit lease guard: `pcmail hooks install --git` writes a
 //! `pre-commit` hook (into the folder git uses: `core.hooksPath` respected)
-//! that runs `pcmail-hook pre-commit` and then the hook that was there
+//! that runs `pcmail-hook pre-commit` (or `pcmail hook pre-commit`) and then the hook that was there
 //! before (kept beside it as `pre-commit.pcmail-chained`). The check refuses
 //! a commit touching a file under another session's exclusive lease, from
 //! the local cache only. `git commit --no-verify` skips it.
@@ -52,12 +52,13 @@ pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitHookError> {
     Ok(if p.is_absolute() { p } else { dir.join(p) })
 }
 
-fn script(hook_exe: &Path) -> String {
-    let exe = hook_exe.to_string_lossy().replace('\'', r"'\''");
+/// `hook_command` is the hook program as one shell command, already quoted
+/// (the same one the agent hooks run), to which `pre-commit` is added.
+fn script(hook_command: &str) -> String {
     format!(
         "#!/bin/sh\n{MARKER}\n# Refuses a commit touching files under another session's exclusive lease.\n\
          # `git commit --no-verify` commits anyway.\n\
-         '{exe}' pre-commit || exit $?\n\
+         {hook_command} pre-commit || exit $?\n\
          chained=\"$(dirname \"$0\")/{CHAINED}\"\n\
          if [ -x \"$chained\" ]; then exec \"$chained\" \"$@\"; fi\n"
     )
@@ -65,7 +66,7 @@ fn script(hook_exe: &Path) -> String {
 
 /// Installs (or updates) the guard in `dir`'s repo, chaining an existing
 /// pre-commit hook. Idempotent.
-pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
+pub fn install(dir: &Path, hook_command: &str) -> Result<Installed, GitHookError> {
     let hooks = hooks_dir(dir)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -74,7 +75,7 @@ pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
     std::fs::create_dir_all(&hooks).map_err(io(&hooks))?;
     let hook = hooks.join("pre-commit");
     let chained = hooks.join(CHAINED);
-    let want = script(hook_exe);
+    let want = script(hook_command);
     let existing = std::fs::read_to_string(&hook).ok();
     if existing.as_deref() == Some(want.as_str()) {
         return Ok(Installed { hook, chained: chained.exists().then_some(chained), changed: false });
