@@ -16,6 +16,17 @@ use std::time::{Duration, Instant};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
+/// A child killed when the test ends, passed or not (no `sleep 600` or
+/// daemon left behind by a failure).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + limit;
     while !f() {
@@ -49,8 +60,8 @@ fn a_stale_lease_whose_holder_still_runs_on_a_polling_pc_is_not_taken() {
 
     // The holding session: a process standing for Claude Code on pc-b, its
     // hook recording the session, its claim following that process.
-    let mut holder = Command::new("sleep").arg("600").spawn().unwrap();
-    let hp = holder.id().to_string();
+    let mut holder = Reaped(Command::new("sleep").arg("600").spawn().unwrap());
+    let hp = holder.0.id().to_string();
     let session = "5e55b0b0-holder";
     let mut hook = b.cmd(&["hook"]).env("PCMAIL_CLAUDE_PID", &hp).stdin(Stdio::piped()).spawn().unwrap();
     let event = serde_json::json!({"session_id": session, "hook_event_name": "SessionStart", "cwd": "/tmp"});
@@ -63,7 +74,7 @@ fn a_stale_lease_whose_holder_still_runs_on_a_polling_pc_is_not_taken() {
     let db = rusqlite::Connection::open(b.store()).unwrap();
     assert_eq!(db.execute("DELETE FROM leases_mine", []).unwrap(), 1);
     drop(db);
-    let mut daemon = b.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let _daemon = Reaped(b.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
     let probe_ok =
         || a.run(&["job", "run", "pc-b", "_debug_pc", "--force", "--wait", "--timeout", "20s"]).status.success();
     wait_until("pc-b's probes on the server", Duration::from_secs(30), probe_ok);
@@ -87,13 +98,10 @@ fn a_stale_lease_whose_holder_still_runs_on_a_polling_pc_is_not_taken() {
     assert!(err.contains("pc-b answered that the holder's session 5e55b0b0 still runs there"), "{err}");
 
     // The session ends: pc-b says so, and the takeover is made with that on the timeline.
-    holder.kill().unwrap();
-    holder.wait().unwrap();
+    holder.0.kill().unwrap();
+    holder.0.wait().unwrap();
     let out = takeover();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let timeline = a.json(&["lease", "list", "--all", "--timeline"]).to_string();
     assert!(timeline.contains("pc-b answered that nothing of the holder runs there"), "{timeline}");
-
-    let _ = daemon.kill();
-    let _ = daemon.wait();
 }
