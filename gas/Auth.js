@@ -1,4 +1,4 @@
-// Who is calling (issue 14), the same table as pcmail_core::auth::authenticate: the admin
+// Who is calling, the same table as pcmail_core::auth::authenticate: the admin
 // secret (the Script Property PCMAIL_TOKEN, the old shared token), each PC's own credential
 // (SHA-256 in LABEL_CRED_<label>), revoked labels (LABEL_REVOKED_<label>), join codes
 // (JOIN_<sha256 of the secret>) and the audit tab. Every hash comes from the execution's
@@ -198,7 +198,7 @@ function opEnrol_(req, now) {
   }
   const expiresAt = now + a.expiresIn;
   setProp_(JOIN_PREFIX + hash, JSON.stringify({ label: a.label, hostname: a.hostname, createdAt: now, expiresAt: expiresAt }));
-  audit_(req, now, 'enrol', a.label, 'join code expires at ' + expiresAt);
+  audit_(req, now, 'enrol', a.label, 'join code expires at ' + new Date(expiresAt).toISOString().replace(/\.\d{3}Z$/, 'Z'));
   return { label: a.label, expiresAt: expiresAt, existing: false };
 }
 
@@ -378,7 +378,7 @@ function opAuditLog_(req) {
   };
 }
 
-// Parses the args of the issue 14 ops (Validate.js parseArgs_ hands them here).
+// Parses the args of the credential ops (Validate.js parseArgs_ hands them here).
 function parseCredArgs_(op, a) {
   switch (op) {
     case 'roster.enrol': {

@@ -56,7 +56,7 @@ function handleBody_(body) {
 }
 
 // Pending Sheets writes are flushed INSIDE the lock: Apps Script batches writes, and
-// the next execution's getLastRow() must see every row this one appended (issue 9, 1).
+// the next execution's getLastRow() must see every row this one appended.
 function withLock_(fn) {
   const lock = LockService.getScriptLock();
   if (!lock.tryLock(LOCK_WAIT_MS)) throw pcErr_('busy', 'the server is busy, retry with backoff');

@@ -16,6 +16,7 @@ function errorBody_(code, message, extra) {
     if (extra.candidates !== undefined) err.candidates = extra.candidates;
     if (extra.lease !== undefined) err.lease = extra.lease; // held / stale / forbidden on a lease
     if (extra.reason !== undefined) err.reason = extra.reason; // job_refused
+    if (extra.unresolved !== undefined) err.unresolved = extra.unresolved; // a list of addresses
   }
   return { ok: false, error: err };
 }

@@ -5,7 +5,7 @@
 //
 // Every writer reads the tail of the tab first (one getValues): it gives the last seq
 // and the events already written, so an op repeated after a failure skips the events
-// its first attempt wrote (issue 9, defect 3), and a poll whose cursor is recent finds
+// its first attempt wrote, and a poll whose cursor is recent finds
 // its updates in the same read.
 
 const EV = { seq: 0, from: 1, id: 2, state: 3, at: 4, by: 5, u: 6, r: 7, note: 8 };

@@ -1,4 +1,4 @@
-// Jobs (issue 13, docs/protocol.md "Jobs"): a command queue that never goes silent.
+// Jobs (docs/protocol.md "Jobs"): a command queue that never goes silent.
 // - Jobs tab: live jobs (queued, running, ended but not yet told to every submitter);
 //   the sweep moves the rest to JobsArchive, so the poll's cost stays flat however many
 //   jobs ever finished. Narrow index columns (q, cx, tell) let ONE TextFinder find what
@@ -491,7 +491,7 @@ function jobSubmitLocked_(req, now) {
     if (stored !== key0) throw pcErr_('duplicate_id', 'job id ' + a.jobId + ' was used for another submit; make a fresh id');
     return { answer: { deduped: mine.job.id !== a.jobId, job: jobView_(mine.job, true) } };
   }
-  // A revoked PC cannot poll: its jobs would only wait (issue 13).
+  // A revoked PC cannot poll: its jobs would only wait.
   if (a.target !== '@server') checkTargetNotRevoked_(a.target, !!prop_(REVOKED_PREFIX + a.target));
   const credentialsRequired = requireCredentialsOn_();
   const found = jobSpecFor_(a, credentialsRequired);

@@ -1,4 +1,4 @@
-// The job rules both sides check (issue 13), as crates/core/src/job.rs words them:
+// The job rules both sides check, as crates/core/src/job.rs words them:
 // CommandSpec and args (check_spec, check_args), who may submit (submitter_allowed),
 // the dedup key. Pure functions: no Sheets, no clock.
 

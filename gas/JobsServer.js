@@ -1,4 +1,4 @@
-// The `@server` executor on Apps Script (issue 13, seed 002):
+// The `@server` executor on Apps Script:
 // - built-ins: read-only probes and maintenance, run inside the submit (Jobs.js
 //   opJobSubmit_), between two short script locks;
 // - team functions (JobsWhitelist.js): queued by the submit, run by a separate worker
@@ -277,7 +277,7 @@ function runJobsWorker_() {
   let outcome;
   try {
     const reused = job.force || typeof entry.existing !== 'function' ? [] : (entry.existing(job.args, ctx) || []).map(String);
-    if (reused.length) { // pitfall 2: what it would make exists already; not run again unless forced
+    if (reused.length) { // what it would make exists already; not run again unless forced
       const result = emptyResult_(false);
       result.reused = reused;
       outcome = { state: 'ok', reason: 'answered from existing artifacts (submit with force to run again)', result: result };

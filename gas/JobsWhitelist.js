@@ -1,4 +1,4 @@
-// The team functions `@server` runs (issue 13): ONE object, in this file only. A PC
+// The team functions `@server` runs: ONE object, in this file only. A PC
 // submits `pcmail job run @server NAME ARG=VALUE…`; the submit checks the args against
 // the spec below (nothing else reaches the function), queues the job, and the worker
 // trigger (installJobsWorker, every minute) runs it under a lease on its subject.

@@ -1,4 +1,4 @@
-// Leases (issue 10, docs/protocol.md "Leases"), as the Rust server keeps them
+// Leases (docs/protocol.md "Leases"), as the Rust server keeps them
 // (crates/server/src/ops/lease.rs), on three tabs:
 // - Leases: one row per grant, live ones and those that ended in the last 24 h (the
 //   sweep drops older ones); the timeline is a JSON cell, as Mail's;
@@ -364,9 +364,16 @@ function leaseRenew_(st, l) {
 function refuseTakeover_(st, l, evidence, callerPc, pcs) {
   const stale = l.state === 'stale';
   if (evidence === 'process_gone') {
-    return l.holder.pc !== callerPc
-      ? 'process_gone can only be checked on the holder\'s PC ' + JSON.stringify(l.holder.pc) + '; from here use session_ended or force'
-      : null;
+    if (l.holder.pc !== callerPc) {
+      return 'process_gone can only be checked on the holder\'s PC ' + JSON.stringify(l.holder.pc) + '; from here use session_ended or force';
+    }
+    // A lease held for a fixed time follows no process: while its time runs,
+    // the end of the process that made it is no evidence.
+    if (l.ttlExpiresAt !== null && l.ttlExpiresAt > st.now) {
+      return 'it is held for a fixed time (--ttl) that ends in ' + leaseAge_(l.ttlExpiresAt - st.now) +
+        ', whatever process made it, so process_gone is no evidence: ask the holder to release it, or wait';
+    }
+    return null;
   }
   if (!stale) return evidence + ' needs a stale lease; this one is still renewed';
   if (evidence === 'session_ended') {

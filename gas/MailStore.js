@@ -4,7 +4,7 @@
 // Column numbers (1-based). state..q are the only columns that change after send,
 // and they are adjacent so one write updates a mail.
 const MCOL = { id: 1, to: 3, createdAt: 10, broadcastOf: 11, state: 12, updatedAt: 14, q: 15 };
-const MAIL_NCOL = 18;     // all columns
+const MAIL_NCOL = 19;     // all columns
 const MAIL_NARROW = 15;   // everything but subject, body and expiresIn (what the sweep reads)
 const MUT_NCOL = 4;       // state, timeline, updatedAt, q
 const RANK = { new: 0, delivered: 1, seen: 2, done: 3, failed: 3, expired: 3 };
@@ -18,7 +18,8 @@ function rowToMail_(r) {
     updatedAt: Number(r[13] || 0), subject: r[15] || '', body: r[16] || '',
     // Mail to a name re-queued after the name moved (Sessions.js): delivered, with q set.
     requeued: r[11] === 'delivered' && r[14] !== '',
-    expiresIn: r[17] ? Number(r[17]) : null // absent in rows older than the column
+    expiresIn: r[17] ? Number(r[17]) : null, // absent in rows older than the column
+    recipients: r[18] ? JSON.parse(r[18]) : null // a copy of mail to several addresses
   };
 }
 
@@ -30,19 +31,22 @@ function mutRow_(m) {
 function mailToRow_(m) {
   return [m.id, m.from, m.to, m.kind, String(m.urgent), m.expiresAt === null ? '' : String(m.expiresAt),
     m.inReplyTo || '', String(m.auto), String(m.hop), String(m.createdAt), m.broadcastOf || '']
-    .concat(mutRow_(m)).concat([m.subject, m.body, m.expiresIn == null ? '' : String(m.expiresIn)]);
+    .concat(mutRow_(m)).concat([m.subject, m.body, m.expiresIn == null ? '' : String(m.expiresIn),
+      m.recipients ? JSON.stringify(m.recipients) : '']);
 }
 
 // The wire form, keys in the Rust server's order.
 function mailView_(m) {
-  return {
+  const v = {
     id: m.id, from: m.from, to: m.to, kind: m.kind, subject: m.subject, body: m.body,
     urgent: m.urgent, expiresAt: m.expiresAt, inReplyTo: m.inReplyTo, auto: m.auto, hop: m.hop,
-    createdAt: m.createdAt, state: m.state, broadcastOf: m.broadcastOf,
-    timeline: m.timeline.map(function (t) {
-      return { state: t.state, at: t.at, by: t.by, note: t.note === undefined ? null : t.note };
-    })
+    createdAt: m.createdAt, state: m.state, broadcastOf: m.broadcastOf
   };
+  if (m.recipients) v.recipients = m.recipients.slice(); // only mail to several addresses has it
+  v.timeline = m.timeline.map(function (t) {
+    return { state: t.state, at: t.at, by: t.by, note: t.note === undefined ? null : t.note };
+  });
+  return v;
 }
 
 // A mail view as a reader sees it at `now` (crates/core due.rs `mail_as_read`): past
@@ -105,7 +109,7 @@ function locateMap_(ids) {
 
 // The caller's mail still new (q = label) and the live mail named by `ids`, found by ONE
 // TextFinder over the id..q columns and read with ONE getValues of the span covering
-// them, however they interleave with other PCs' mail (issue 9, defect 2). A mail id on
+// them, however they interleave with other PCs' mail. A mail id on
 // two rows (a sweep band cut short, see Sweep.js) counts once: the first row.
 // Returns {locs: {id: loc}, list: [loc] in sheet order, span: {lo, vals}, cut}.
 function mineLive_(label, ids, limit) {

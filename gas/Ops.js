@@ -14,7 +14,9 @@ function opHello_(req) {
 // received-updates = poll.receivedSince: the feed of mail the caller received.
 // jobs = job.* and the poll's `job` argument (Jobs.js, JobsServer.js).
 // sessions = the poll's sessions report, name.take, who, mail to a name (Sessions.js).
-const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs', 'sessions'];
+// multi-recipient = send with mail.to a list: one copy, state and timeline per address.
+const FEATURES = ['mark-results', 'expires-in', 'label-binding', 'credentials', 'leases', 'received-updates', 'jobs', 'sessions',
+  'multi-recipient'];
 
 function opRosterGet_() {
   return { pcs: readRoster_().map(pcView_), version: rosterVersion_() };
@@ -47,9 +49,15 @@ function rosterMember_(pcs, label) {
   return me;
 }
 
+// How `to` is compared: the address, or a list as JSON in the sender's order
+// (crates/core model.rs To::key).
+function toKey_(to) {
+  return Array.isArray(to) ? JSON.stringify(to) : to;
+}
+
 function sameContent_(stored, mail, from) {
-  const to = stored.broadcastOf ? '*' : stored.to;
-  return to === mail.to && stored.from === from && stored.kind === mail.kind &&
+  const to = stored.broadcastOf ? (stored.recipients ? toKey_(stored.recipients) : '*') : stored.to;
+  return to === toKey_(mail.to) && stored.from === from && stored.kind === mail.kind &&
     stored.subject === mail.subject && stored.body === mail.body && stored.urgent === mail.urgent &&
     sameExpiry_(stored, mail) && stored.inReplyTo === mail.inReplyTo &&
     stored.auto === mail.auto && stored.hop === mail.hop;
@@ -62,15 +70,23 @@ function sameExpiry_(stored, mail) {
   return stored.expiresIn === null && stored.expiresAt === mail.expiresAt;
 }
 
-// Safe to repeat after a failure at any step (issue 9, defect 3): the events go first
+// Safe to repeat after a failure at any step: the events go first
 // (the intent; appendEvents_ skips those already written), then the mail rows, then the
 // original a reply finishes. A retry that finds the mail stored finishes the original too.
 function opSend_(req, now) {
   const mail = req.args.mail;
   const pcs = readRosterOrFail_();
   rosterMember_(pcs, req.pc);
-  if (mail.to !== '*' && !pcs.some(function (p) { return p.label === mail.to; })) {
-    // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
+  const list = Array.isArray(mail.to) ? mail.to : null;
+  if (list) {
+    // All or nothing: every address resolves before anything is written, and each
+    // one that does not is named with its own candidates.
+    const st = sessStore_(now);
+    const misses = list.filter(function (a) { return !pcs.some(function (p) { return p.label === a; }) && !sessHolder_(st, a); })
+      .map(function (a) { return { to: a, candidates: candidates_(pcs, a).concat(nameCandidates_(st, a)) }; });
+    if (misses.length) throw unknownRecipients_(misses);
+  } else if (mail.to !== '*' && !pcs.some(function (p) { return p.label === mail.to; })) {
+    // A name: the mail stays addressed to it; whoever holds it gets it.
     const st = sessStore_(now);
     if (!sessHolder_(st, mail.to)) {
       throw pcErr_('unknown_recipient', JSON.stringify(mail.to) + ' is not an exact roster label or name',
@@ -101,18 +117,20 @@ function opSend_(req, now) {
     }
     return { ids: creationOrder_(stored.map(function (s) { return s.mail; }), pcs).map(function (m) { return m.id; }), existing: true };
   }
-  const targets = mail.to === '*'
+  // A list is sent like a broadcast: one copy per address (<id>~<address>), in its order.
+  const targets = list || (mail.to === '*'
     ? pcs.filter(function (p) { return p.label !== req.pc; }).map(function (p) { return p.label; })
-    : [mail.to];
+    : [mail.to]);
   const rows = targets.map(function (label) {
-    const copy = mail.to === '*';
+    const copy = mail.to === '*' || !!list;
     return {
       id: copy ? mail.id + '~' + label : mail.id, from: req.pc, to: label, kind: mail.kind,
       subject: mail.subject, body: mail.body, urgent: mail.urgent,
       expiresAt: mail.expiresIn !== null ? now + mail.expiresIn : mail.expiresAt, expiresIn: mail.expiresIn,
       inReplyTo: mail.inReplyTo, auto: mail.auto, hop: mail.hop, createdAt: now,
       broadcastOf: copy ? mail.id : null, state: 'new', updatedAt: now,
-      timeline: [{ state: 'new', at: now, by: req.pc, note: null }]
+      timeline: [{ state: 'new', at: now, by: req.pc, note: null }],
+      recipients: list ? list.slice() : null
     };
   });
   const events = rows.map(function (r) { return eventOf_(r); });
@@ -285,11 +303,15 @@ function opPoll_(req, now) {
   return out;
 }
 
-// Broadcast copies in the order send made them: creation time, then roster number.
+// Broadcast copies in the order send made them: creation time, then roster number
+// (copies of mail to several addresses: the list's order).
 function creationOrder_(mails, pcs) {
   const num = {};
   pcs.forEach(function (p) { num[p.label] = p.number; });
-  const n = function (m) { return num[m.to] === undefined ? Infinity : num[m.to]; };
+  const n = function (m) {
+    if (m.recipients) return m.recipients.indexOf(m.to);
+    return num[m.to] === undefined ? Infinity : num[m.to];
+  };
   return mails.slice().sort(function (x, y) {
     return x.createdAt - y.createdAt || n(x) - n(y) || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
   });
@@ -324,10 +346,11 @@ function opStatus_(req, now) {
   ids.forEach(function (id) {
     if (!isValidAnyId_(id)) missing.push(id); // not a mail id: missing, like an unknown one
     else if (direct[id]) {
-      // Only mail this PC sent or received (issue 14); anyone else's is missing, like an unknown id.
+      // Only mail this PC sent or received; anyone else's is missing, like an unknown id.
       if (mine(direct[id].mail)) mails.push(view(direct[id].mail)); else missing.push(id);
     } else if (copies[id] && copies[id].some(mine)) {
-      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(mailAsRead_(mailView_(m), now)); });
+      // A copy to a name nobody live holds says why it waits (`view`), as mail to the name alone does.
+      creationOrder_(copies[id].filter(mine), pcs).forEach(function (m) { mails.push(view(m)); });
     } else missing.push(id);
   });
   return { mails: mails, missing: missing };

@@ -96,7 +96,7 @@ function rosterRemove_(label) {
 }
 
 // Every poll's heartbeat goes to CacheService; the Roster row is written only when its
-// value is HEARTBEAT_SHEET_MS old, so most polls make no Roster write (issue 9, defect 2).
+// value is HEARTBEAT_SHEET_MS old, so most polls make no Roster write.
 // Stale-PC alerts (10 min) and Events pruning read both (readRosterLive_).
 const HB_KEY = 'pcmail:hb:';
 const HEARTBEAT_SHEET_MS = 4 * 60 * 1000;
@@ -136,7 +136,7 @@ function editDistance_(a, b) {
   return prev[y.length];
 }
 
-// A label bound to one installation (issue 8 defect 7). The SHA-256 hex of its credential
+// A label bound to one installation. The SHA-256 hex of its credential
 // lives in Script Properties under LABEL_CRED_<label> (read with the execution's cached
 // Properties view; no tab column, so the sheet layout is unchanged); none = not bound.
 const LABEL_CRED_PREFIX = 'LABEL_CRED_';

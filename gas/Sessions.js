@@ -1,4 +1,4 @@
-// Sessions and names (issue 11 §1, docs/protocol.md "Sessions and names"), as the Rust
+// Sessions and names (docs/protocol.md "Sessions and names"), as the Rust
 // server keeps them (crates/server/src/ops/sessions.rs), on five small tabs read whole:
 // - Sessions: each PC's last report of its live sessions (a poll replaces the PC's rows);
 // - Names: who holds each name (names and labels are one namespace);

@@ -3,7 +3,8 @@
 
 const TABS = {
   Mail: ['id', 'from', 'to', 'kind', 'urgent', 'expiresAt', 'inReplyTo', 'auto', 'hop',
-    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn'],
+    'createdAt', 'broadcastOf', 'state', 'timeline', 'updatedAt', 'q', 'subject', 'body', 'expiresIn',
+    'recipients'], // recipients: a copy of mail to several addresses, the whole list (JSON)
   Roster: ['number', 'label', 'hostname', 'lastPollAt', 'cursor'], // cursor: the PC's last poll `since`
   // u: the sender, r: the recipient, for changes past `new` (r and note: the
   // received-updates feed; rows written before it have them empty)
@@ -11,20 +12,20 @@ const TABS = {
   Alerts: ['key', 'kind', 'subject', 'pc', 'message', 'openedAt', 'updatedAt', 'resolvedAt',
     'count', 'posted', 'postTries', 'lastError', 'nextTryAt'],
   Purged: ['at', 'count', 'firstId', 'lastId', 'oldestCreatedAt', 'newestCreatedAt'], // archive retention records
-  Audit: ['seq', 'at', 'by', 'action', 'label', 'detail'], // issue 14: admin actions and joins (Auth.js)
+  Audit: ['seq', 'at', 'by', 'action', 'label', 'detail'], // admin actions and joins (Auth.js)
   // Leases.js: one row per grant (live, or ended within 24 h); the counters; lost reports owed.
   Leases: ['resource', 'fence', 'state', 'mode', 'holderPc', 'holderSession', 'holderName', 'claimId', 'grantedAt',
     'heartbeatAt', 'ttlExpiresAt', 'endedAt', 'repo', 'description', 'files', 'timeline'],
   LeaseCounters: ['key', 'value'], // "version", "fence:<resource>"
   LeaseLost: ['pc', 'resource', 'fence', 'takenBy', 'at', 'reason', 'event'],
-  // Jobs.js (issue 13): live jobs (queued, running, ended and not yet told to every
+  // Jobs.js: live jobs (queued, running, ended and not yet told to every
   // submitter); q = the target while it waits for its executor, cx = the target while a
   // cancel is requested, tell = " pc pc " owed the finish; the job is JSON over j1..j4.
   Jobs: ['id', 'q', 'cx', 'tell', 'target', 'state', 'dedupKey', 'submittedAt', 'endedAt', 'j1', 'j2', 'j3', 'j4'],
   JobWhitelists: ['target', 'hash', 'at', 'w1', 'w2', 'w3', 'w4'], // each PC's published CommandSpecs
   // JobsServer.js: a chunked team function's per-input results, keyed by (command, subject)
   JobChunks: ['key', 'fp', 'input', 'state', 'failures', 'lastFailureAt', 'at', 'result'],
-  // Sessions.js (issue 11 §1): live sessions as each PC last reported them, names, their
+  // Sessions.js: live sessions as each PC last reported them, names, their
   // moves, where mail to a name was delivered, and the mail a PC must withdraw.
   Sessions: ['pc', 'session', 'repo', 'branch', 'cwd', 'idleMs', 'leases', 'reportedAt'],
   Names: ['name', 'pc', 'session', 'since'],
@@ -115,6 +116,8 @@ function tab_(name) {
     sh.getRange(1, 1, sh.getMaxRows(), nc).setNumberFormat('@');
     writeText_(sh, 1, 1, [TABS[name]]);
     sh.setFrozenRows(1);
+  } else if (name === 'Mail' || name === 'Archive') {
+    ensureColumns_(sh); // an older build's grid ends before `recipients`
   }
   if (execTabs_) execTabs_[name] = sh;
   return sh;
@@ -250,7 +253,7 @@ function findRows_(sheet, col, texts, fromRow, toRow) {
 }
 
 // Reads the given rows (sorted) with ONE getValues of the span covering them, however
-// they interleave with other rows: one round trip beats one per run (issue 9, defect 2).
+// they interleave with other rows: one round trip beats one per run.
 function readRowsAt_(sheet, rows, nc) {
   const out = {};
   if (!rows.length) return out;

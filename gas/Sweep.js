@@ -1,4 +1,4 @@
-// The 10-minute sweep. It must never starve polls (seed 002, pitfall 3): it takes
+// The 10-minute sweep. It must never starve polls: it takes
 // its own lease (a Script Property) instead of holding the script lock, reads the live
 // tab without the lock (only the sweep ever moves rows), and takes the script lock
 // only for short band-sized writes. Every step is idempotent, so a sweep cut short
@@ -77,7 +77,7 @@ function bands_(items) {
 
 // Expires due mail and moves final mail to Archive, band by band from the bottom up so
 // the rows above a band never move. Each band is safe to repeat after a failure at any
-// step (issue 9, defect 3): 1. the `expired` events (intent; ones already written are
+// step: 1. the `expired` events (intent; ones already written are
 // skipped), 2. the archive rows, skipping ids already archived, 3. the kept rows
 // rewritten upwards, 4. deleteRows. Cut short between 3 and 4, the band leaves second
 // copies of kept mail below; readers take the first row of an id, the next sweep

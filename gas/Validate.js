@@ -5,7 +5,7 @@
 const LIMITS = {
   SUBJECT_MAX: 200, BODY_MAX: 20000, HOP_LIMIT: 3, POLL_DEFAULT: 100, POLL_MAX: 500,
   UPDATES_MAX: 200, STATUS_MAX: 200, MARKS_MAX: 500, WAIT_MAX: 25000, BODY_BYTES_MAX: 256 * 1024,
-  MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000,
+  MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000, RECIPIENTS_MAX: 20,
   UNSEEN_URGENT_MS: 2 * 60 * 60000, UNSEEN_MS: 6 * 60 * 60000, UNDELIVERED_MS: 30 * 60000, STALE_PC_MS: 10 * 60000
 };
 // The op table's names, in its order (test/op-table.test.js checks both).
@@ -205,9 +205,16 @@ function parseArgs_(op, a) {
 function parseMail_(m) {
   const id = reqStr_(m, 'id');
   if (!isValidMailId_(id)) throw badField_('mail.id', 'mail.id must look like mail-<ms>-<8 lower hex>');
-  const to = reqStr_(m, 'to');
-  if (to !== '*' && !isValidLabel_(to)) {
-    throw pcErr_('unknown_recipient', JSON.stringify(to) + ' is not a roster label (labels are lower-case a-z 0-9 . _ -)', { candidates: [] });
+  let to;
+  if (Array.isArray(m.to)) { // a list of addresses (feature multi-recipient): one copy each
+    if (!m.to.every(function (a) { return typeof a === 'string'; })) throw badField_('mail.to', 'mail.to must be a string or an array of strings');
+    checkRecipients_(m.to);
+    to = m.to.slice();
+  } else {
+    to = reqStr_(m, 'to');
+    if (to !== '*' && !isValidLabel_(to)) {
+      throw pcErr_('unknown_recipient', JSON.stringify(to) + ' is not a roster label (labels are lower-case a-z 0-9 . _ -)', { candidates: [] });
+    }
   }
   let kind = 'note';
   if (has_(m, 'kind')) {
@@ -236,6 +243,31 @@ function parseMail_(m) {
   if (hop < 0 || hop > 1000) throw badField_('mail.hop', 'mail.hop must be 0..1000');
   return { id: id, to: to, kind: kind, subject: subject, body: body, urgent: urgent,
     expiresAt: expiresAt, expiresIn: expiresIn, inReplyTo: inReplyTo, auto: auto, hop: hop };
+}
+
+// crates/core/src/recipients.rs check_list: 2 to RECIPIENTS_MAX addresses, no "*", none
+// twice, each spelled as a label; the shape is checked before the spelling.
+const BROADCAST_IN_LIST = '"*" (every other PC) cannot be combined with other addresses: it already reaches every PC, ' +
+  'and a PC listed beside it would get two copies; send the broadcast on its own';
+function checkRecipients_(list) {
+  if (list.length < 2) throw badField_('mail.to', 'a list of addresses needs at least 2 (send one address as a string)');
+  if (list.length > LIMITS.RECIPIENTS_MAX) throw badField_('mail.to', 'at most ' + LIMITS.RECIPIENTS_MAX + ' addresses per mail');
+  if (list.indexOf('*') >= 0) throw badField_('mail.to', BROADCAST_IN_LIST);
+  list.forEach(function (a, i) {
+    if (list.indexOf(a) < i) throw badField_('mail.to', JSON.stringify(a) + ' is listed twice');
+  });
+  const misspelt = list.filter(function (a) { return !isValidLabel_(a); })
+    .map(function (a) { return { to: a, candidates: [] }; });
+  if (misspelt.length) throw unknownRecipients_(misspelt);
+}
+
+// recipients.rs unknown_recipients: every address that did not resolve, each with its
+// candidates; `candidates` is the first one's. Nothing was sent.
+function unknownRecipients_(misses) {
+  const names = misses.map(function (m) { return JSON.stringify(m.to); }).join(', ');
+  const verb = misses.length === 1 ? 'is not an exact roster label or name' : 'are not exact roster labels or names';
+  return pcErr_('unknown_recipient', names + ' ' + verb + '; nothing was sent to anyone',
+    { candidates: misses[0].candidates, unresolved: misses });
 }
 
 function utf8Len_(s) {

@@ -85,7 +85,7 @@ function sweep(live) {
 }
 results.push(['sweep, 10k live mails', sweep(10000)]);
 
-// ---- jobs (issue 13) ----
+// ---- jobs ----
 // The poll's `job` part of an executor (take + one heartbeat, one queued job offered) with
 // 100 vs 10,000 finished jobs: after the sweep has archived them (the steady state: the
 // sweep runs every 10 minutes), and before it (all still in the live tab).
@@ -153,7 +153,7 @@ const bad = results.filter(([name, r]) => !name.startsWith('sweep') && !name.sta
 console.log(bad.length ? 'OVER TARGET (<= 6 range calls, < 2 s lock hold): ' + bad.map((b) => b[0]).join('; ') : 'poll/confirm/mark: all <= 6 range calls and < 2 s estimated lock hold');
 if (bad.length) process.exitCode = 1;
 
-console.log('\njobs (issue 13): the poll\'s job part and @server probes; scanned = cells TextFinder scanned inside Sheets');
+console.log('\njobs: the poll\'s job part and @server probes; scanned = cells TextFinder scanned inside Sheets');
 cols.push('scanned');
 console.log(table(jobRows.map(([n, r]) => [n, Object.assign({ scanned: r.scanned === undefined ? '-' : r.scanned }, r)])));
 const ratio = (k) => (flat['true:10000'][k] / flat['true:100'][k]);

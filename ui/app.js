@@ -221,7 +221,7 @@
     const t = KIND_BADGE[lang] || KIND_BADGE.en;
     return t[kind] || null;
   }
-  /** A subject shown beside its badge: the seed's tags come out (the badge says the same). */
+  /** A subject shown beside its badge: the Japanese subject tags come out (the badge says the same). */
   function subjectWithoutTags(subject) {
     const s = subject || '';
     if (!s.includes('[判断依頼]') && !s.includes('[作業依頼]')) return s.trim();

@@ -10,7 +10,8 @@ window.PCMAIL_OP_TABLE = {
     "leases",
     "received-updates",
     "jobs",
-    "sessions"
+    "sessions",
+    "multi-recipient"
   ],
   "job": {
     "ARGS_MAX": 20,
@@ -97,6 +98,7 @@ window.PCMAIL_OP_TABLE = {
     "POLL_LIMIT_DEFAULT": 100,
     "POLL_LIMIT_MAX": 500,
     "REASON_MAX_CHARS": 2000,
+    "RECIPIENTS_MAX": 20,
     "STALE_PC_MS": 600000,
     "STATUS_IDS_MAX": 200,
     "SUBJECT_MAX_CHARS": 200,

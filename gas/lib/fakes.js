@@ -1,5 +1,5 @@
 'use strict';
-// Fakes of the Apps Script services pcmail uses, as strict as Google is (issue 9):
+// Fakes of the Apps Script services pcmail uses, as strict as Google is:
 // - Sheets are 2-D arrays; values written to cells not formatted '@' are coerced the way
 //   Sheets does it.
 // - Writes are batched per execution: another execution sees them only after

@@ -50,7 +50,7 @@ function freshServer(vec) {
 
 // A vector may name the servers it runs on ("servers": ["gas"]); none means both.
 // A vector without a token is the embedded default (the Rust engine in-process): a deployed
-// gas always authenticates (issue 14: no switch turns that off), so it does not run here.
+// gas always authenticates (no switch turns that off), so it does not run here.
 function runsOnGas(vec) {
   return (!Array.isArray(vec.servers) || vec.servers.includes('gas')) && !!vec.token;
 }

@@ -1,7 +1,7 @@
 'use strict';
-// Issue 9: the server against fakes that behave like Google (batched writes, round-trip
+// The server against fakes that behave like Google (batched writes, round-trip
 // costs, the grid, deferred write failures, the Properties quota). One test (or more)
-// per defect; each asserts what the code before the fix got wrong.
+// per defect once found in the server; each asserts what the code before the fix got wrong.
 const test = require('node:test');
 const assert = require('node:assert');
 const { makeServer, seedMails, N0, TOKEN, post } = require('../lib/testkit');
@@ -76,10 +76,10 @@ test('fakes: round trips cost simulated time, the lock records its hold, Propert
   assert.strictEqual(p.getProperty('x'), null, 'the quota is per day');
 });
 
-// ---- defect 1: flush before the lock is released ----------------------------------
+// ---- flush before the lock is released ----------------------------------
 
 for (const gridStrict of [true, false]) {
-  test(`defect 1: an execution that runs right after another's lock release sees its rows (grid strict: ${gridStrict})`, () => {
+  test(`an execution that runs right after another's lock release sees its rows (grid strict: ${gridStrict})`, () => {
     const s = makeServer({ gridStrict });
     let inner = null;
     s.fakes.lock.onRelease = () => {
@@ -97,7 +97,7 @@ for (const gridStrict of [true, false]) {
   });
 }
 
-// ---- defect 2: range calls per poll / confirm / mark --------------------------------
+// ---- range calls per poll / confirm / mark --------------------------------
 
 function measured(s, fn) {
   s.fakes.resetCounters();
@@ -107,7 +107,7 @@ function measured(s, fn) {
   return { r, calls: c.total.rangeCalls, grew: c.total.structureCalls, holdMs: c.maxLockHoldMs };
 }
 
-test('defect 2: a poll, a confirm of 500 and a mark of 500 interleaved with other mail cost <= 6 range calls, lock hold < 2 s', () => {
+test('a poll, a confirm of 500 and a mark of 500 interleaved with other mail cost <= 6 range calls, lock hold < 2 s', () => {
   const s = makeServer();
   // 1,000 live rows: pc-b's 500 new mails interleaved one by one with pc-c's.
   const specs = [];
@@ -131,7 +131,7 @@ test('defect 2: a poll, a confirm of 500 and a mark of 500 interleaved with othe
   assertNoDuplicateEvents(s);
 });
 
-// ---- defect 3: every multi-step write is safe to repeat -----------------------------
+// ---- every multi-step write is safe to repeat -----------------------------
 
 function failOnce(s, what, sheet, deferred) {
   s.fakes.faults.plan = [{ what, sheet, nth: 1, deferred }];
@@ -140,7 +140,7 @@ function failOnce(s, what, sheet, deferred) {
 const SEND_STEPS = [['setValues', 'Events'], ['setValues', 'Mail']];
 for (const deferred of [false, true]) {
   for (const [what, sheet] of SEND_STEPS.concat([['setValues', 'Mail#2']])) {
-    test(`defect 3: a reply whose ${what} on ${sheet} fails${deferred ? ' (at a later call)' : ''} is whole after one retry`, () => {
+    test(`a reply whose ${what} on ${sheet} fails${deferred ? ' (at a later call)' : ''} is whole after one retry`, () => {
       const s = makeServer();
       s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'question' } });
       s.call('poll', 'pc-b', { confirm: [ID(1)] });
@@ -162,7 +162,7 @@ for (const deferred of [false, true]) {
     });
   }
   for (const [what, sheet] of [['setValues', 'Events'], ['setValues', 'Mail']]) {
-    test(`defect 3: a mark whose ${what} on ${sheet} fails${deferred ? ' (at a later call)' : ''} is whole after one retry`, () => {
+    test(`a mark whose ${what} on ${sheet} fails${deferred ? ' (at a later call)' : ''} is whole after one retry`, () => {
       const s = makeServer();
       s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'x' } });
       s.call('poll', 'pc-b', { confirm: [ID(1)] });
@@ -178,7 +178,7 @@ for (const deferred of [false, true]) {
     });
   }
   for (const [what, sheet] of [['setValues', 'Events'], ['setValues', 'Archive'], ['setValues', 'Mail'], ['deleteRows', 'Mail']]) {
-    test(`defect 3: a sweep band whose ${what} on ${sheet} fails${deferred ? ' (at a later call)' : ''} is whole after the next sweep`, () => {
+    test(`a sweep band whose ${what} on ${sheet} fails${deferred ? ' (at a later call)' : ''} is whole after the next sweep`, () => {
       const s = makeServer();
       s.call('send', 'pc-a', { mail: { id: ID(1), to: '*', body: 'to all' } });           // two copies, acked below
       s.call('send', 'pc-a', { mail: { id: ID(2), to: 'pc-b', body: 'expires', expiresAt: N0 + MIN } });
@@ -204,9 +204,9 @@ for (const deferred of [false, true]) {
   }
 }
 
-// ---- defect 4: wrong tokens cost no Properties quota --------------------------------
+// ---- wrong tokens cost no Properties quota --------------------------------
 
-test('defect 4: 60,000 wrong-token requests over 60 simulated minutes use <= 100 Properties reads', () => {
+test('60,000 wrong-token requests over 60 simulated minutes use <= 100 Properties reads', () => {
   const s = makeServer();
   s.fakes.resetCounters();
   const body = JSON.stringify({ v: 1, op: 'hello', pc: 'pc-x', token: 'wrong' });
@@ -221,9 +221,9 @@ test('defect 4: 60,000 wrong-token requests over 60 simulated minutes use <= 100
   assert.strictEqual(s.call('hello', 'pc-a').ok, true, 'the right token still works');
 });
 
-// ---- defect 6: the trigger refuses to sweep when it is not the deployed code ----------
+// ---- the trigger refuses to sweep when it is not the deployed code ----------
 
-test('defect 6: a trigger running another build than the web app raises stale_deploy instead of sweeping', () => {
+test('a trigger running another build than the web app raises stale_deploy instead of sweeping', () => {
   const s = makeServer();
   s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'x', expiresAt: N0 + MIN } });
   assert.strictEqual(s.fakes.scriptProps.DEPLOYED_BUILD, s.ctx.__get('PCMAIL_BUILD'), 'serving records the build');
@@ -244,9 +244,9 @@ test('defect 6: a trigger running another build than the web app raises stale_de
   assert.deepStrictEqual(s.call('alerts', 'pc-a').alerts.filter((a) => a.kind === 'stale_deploy'), [], 'and resolves the alert');
 });
 
-// ---- defect 7: bounded growth ------------------------------------------------------
+// ---- bounded growth ------------------------------------------------------
 
-test('defect 7: new tabs are trimmed to their columns', () => {
+test('new tabs are trimmed to their columns', () => {
   const s = makeServer();
   s.ctx.setup();
   for (const name of ['Mail', 'Archive', 'Events', 'Roster', 'Alerts']) {
@@ -255,7 +255,7 @@ test('defect 7: new tabs are trimmed to their columns', () => {
   }
 });
 
-test('defect 7: Events are pruned once every recent PC passed them; a cursor behind gets cursorReset', () => {
+test('Events are pruned once every recent PC passed them; a cursor behind gets cursorReset', () => {
   const s = makeServer();
   for (let i = 1; i <= 6; i++) s.call('send', 'pc-a', { mail: { id: ID(i), to: 'pc-b', body: 'x' + i } });
   const ids = [1, 2, 3, 4, 5, 6].map(ID);
@@ -282,7 +282,7 @@ test('defect 7: Events are pruned once every recent PC passed them; a cursor beh
   assert.deepStrictEqual(s.call('poll', 'pc-a', { since: late.cursor }).updates.map((u) => u.seq), [late.cursor + 1]);
 });
 
-test('defect 7: a PC silent for over 30 days does not hold back pruning', () => {
+test('a PC silent for over 30 days does not hold back pruning', () => {
   const s = makeServer();
   s.call('poll', 'pc-c', { since: 0 });
   for (let i = 1; i <= 3; i++) s.call('send', 'pc-a', { mail: { id: ID(i), to: 'pc-b', body: 'x' } });
@@ -295,7 +295,7 @@ test('defect 7: a PC silent for over 30 days does not hold back pruning', () => 
   assert.strictEqual(eventRows(s).length, 1, 'only the last row stays');
 });
 
-test('defect 7: archived mail past the retention is deleted with a record', () => {
+test('archived mail past the retention is deleted with a record', () => {
   const s = makeServer({ properties: { ARCHIVE_RETENTION_DAYS: '90' } });
   s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'old' } });
   s.call('mark', 'pc-b', { marks: [{ markId: 'a', id: ID(1), op: 'ack', at: N0, by: 'pc-b' }] });
@@ -312,7 +312,7 @@ test('defect 7: archived mail past the retention is deleted with a record', () =
   assert.deepStrictEqual(s.call('status', 'pc-a', { ids: [ID(1)] }).missing, [ID(1)]);
 });
 
-// ---- defect 8: webhook ---------------------------------------------------------------
+// ---- webhook ---------------------------------------------------------------
 
 function staleAlertServer(props) {
   const s = makeServer({ properties: Object.assign({ WEBHOOK_URL: 'https://discord.com/api/webhooks/1/x' }, props || {}) });
@@ -321,7 +321,7 @@ function staleAlertServer(props) {
   return s;
 }
 
-test('defect 8: a 429 with Retry-After is honoured, does not use up a try, and the error shows on the alert', () => {
+test('a 429 with Retry-After is honoured, does not use up a try, and the error shows on the alert', () => {
   const s = staleAlertServer();
   s.fakes.fetch.script = [{ code: 429, headers: { 'Retry-After': '1200' }, body: 'error code: 1015' }];
   s.call('sweep', 'pc-a');
@@ -338,7 +338,7 @@ test('defect 8: a 429 with Retry-After is honoured, does not use up a try, and t
   assert.deepStrictEqual([a.posted, a.postTries, a.lastError], [true, 1, null]);
 });
 
-test('defect 8: after 5 failed tries the alert stays listed with its last error', () => {
+test('after 5 failed tries the alert stays listed with its last error', () => {
   const s = staleAlertServer();
   s.fakes.fetch.handler = () => ({ code: 500, body: 'boom' });
   for (let i = 0; i < 7; i++) { s.call('sweep', 'pc-a'); s.advance(10 * MIN); s.call('poll', 'pc-c'); }
@@ -347,7 +347,7 @@ test('defect 8: after 5 failed tries the alert stays listed with its last error'
   assert.deepStrictEqual([a.posted, a.postTries, a.lastError, a.resolvedAt], [false, 5, 'HTTP 500: boom', null]);
 });
 
-test('defect 8: Slack-compatible {"text"} by URL host, by URL fragment or by WEBHOOK_FORMAT', () => {
+test('Slack-compatible {"text"} by URL host, by URL fragment or by WEBHOOK_FORMAT', () => {
   for (const [props, url] of [
     [{ WEBHOOK_URL: 'https://hooks.slack.com/services/T/B/x' }, 'https://hooks.slack.com/services/T/B/x'],
     [{ WEBHOOK_URL: 'https://chat.example/hook#slack' }, 'https://chat.example/hook'],
@@ -364,9 +364,9 @@ test('defect 8: Slack-compatible {"text"} by URL host, by URL fragment or by WEB
   assert.deepStrictEqual(Object.keys(JSON.parse(d.fakes.fetch.requests[0].payload)), ['content']);
 });
 
-// ---- defect 9 ------------------------------------------------------------------------
+// ---- setup: no spreadsheet, a non-ASCII token ---------------------------------------
 
-test('defect 9: a standalone script without SPREADSHEET_ID answers not_configured with the fix', () => {
+test('a standalone script without SPREADSHEET_ID answers not_configured with the fix', () => {
   const s = makeServer({ standalone: true });
   const r = s.call('roster.get', 'pc-a');
   assert.strictEqual(r.error.code, 'not_configured');
@@ -377,7 +377,7 @@ test('defect 9: a standalone script without SPREADSHEET_ID answers not_configure
   assert.strictEqual(t.call('roster.set', 'pc-a', { label: 'pc-a', hostname: 'A' }).ok, true);
 });
 
-test('defect 9: a non-ASCII token is digested as UTF-8 (not a charset that folds characters together)', () => {
+test('a non-ASCII token is digested as UTF-8 (not a charset that folds characters together)', () => {
   const s = makeServer({ properties: { PCMAIL_TOKEN: 't\u0101k-🔑' } });
   const r = post(s.ctx, JSON.stringify({ v: 1, op: 'hello', pc: 'pc-a', token: 't\u0101k-🔑' })).json;
   assert.strictEqual(r.ok, true, JSON.stringify(r));
@@ -386,7 +386,7 @@ test('defect 9: a non-ASCII token is digested as UTF-8 (not a charset that folds
   assert.strictEqual(w.error && w.error.code, 'unauthorized');
 });
 
-test('defect 3: a roster.set whose row write fails still bumps the version, and its repeat stores the PC', () => {
+test('a roster.set whose row write fails still bumps the version, and its repeat stores the PC', () => {
   const s = makeServer();
   const v0 = s.call('hello', 'pc-a').rosterVersion;
   s.fakes.faults.plan = [{ what: 'setValues', sheet: 'Roster', nth: 1 }];

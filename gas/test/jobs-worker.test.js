@@ -1,5 +1,5 @@
 'use strict';
-// Team functions on @server (issue 13, seed 002): queued by the submit, run by the worker
+// Team functions on @server: queued by the submit, run by the worker
 // trigger under a per-subject lease — never under the script lock, so intake goes on —
 // `running` written before the work, a run killed at the 6-minute limit timed out by the
 // sweep, and chunked functions resuming over several runs with per-input fingerprints and

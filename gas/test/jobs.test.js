@@ -1,5 +1,5 @@
 'use strict';
-// Jobs (issue 13) on the strict fakes: the PC-executor flow through the poll, refusals,
+// Jobs on the strict fakes: the PC-executor flow through the poll, refusals,
 // dedup, visibility, the sweep's job step, the @server built-ins, and the team functions
 // the worker trigger runs under a subject lease (never the script lock), with chunks.
 const test = require('node:test');

@@ -85,7 +85,7 @@ test('the stored expiresIn survives archiving: a retry after the sweep is still 
   assert.strictEqual(s.call('sweep', 'pc-a').ok, true);
   const archive = s.fakes.sheet('Archive').dump();
   const col = archive[0].indexOf('expiresIn');
-  assert.strictEqual(col, archive[0].length - 1, 'expiresIn is the last column');
+  assert.strictEqual(col, 17, 'expiresIn is the 18th column (recipients came after it)');
   assert.deepStrictEqual(archive.slice(1).map((r) => r[col]), [String(30 * MIN), String(30 * MIN)]);
   assert.strictEqual(s.fakes.sheet('Mail').getLastRow(), 1, 'both copies left the live tab');
   const retry = (o) => s.call('send', 'pc-a', { mail: Object.assign({}, mail, o) });
@@ -101,7 +101,7 @@ test('a Mail tab from before the expiresIn column: old rows read as no expiresIn
   const at = N0 + 10 * MIN;
   assert.strictEqual(s.call('send', 'pc-a', { mail: { id: ID(2), to: 'pc-b', body: 'old', expiresAt: at } }).ok, true);
   const sh = s.fakes.sheet('Mail');
-  assert.strictEqual(sh.dump()[0].length, 18);
+  assert.strictEqual(sh.dump()[0].length, 19);
   sh.cells.forEach((r) => { r.length = 17; }); // header and row as the 17-column layout wrote them
   const again = s.call('send', 'pc-a', { mail: { id: ID(2), to: 'pc-b', body: 'old', expiresAt: at } });
   assert.strictEqual(again.existing, true);
@@ -137,6 +137,25 @@ test('received-updates: an Events tab made by an older build gains its r and not
   s.fakes.resetCounters();
   s.call('poll', 'pc-b', { receivedSince: p.receivedCursor });
   assert.strictEqual(s.fakes.snapshotCounters().total.structureCalls || 0, 0);
+});
+
+test('multi-recipient: a Mail tab made by an older build gains its recipients column once, old rows kept', () => {
+  const s = makeServer();
+  s.call('send', 'pc-a', { mail: { id: ID(1), to: 'pc-b', body: 'old' } });
+  const sh = s.fakes.sheet('Mail');
+  // The older layout: 18 columns, with a row written by it.
+  sh.cells.forEach((r) => { r.length = 18; });
+  sh.deleteColumns(19, sh.getMaxColumns() - 18);
+  s.ctx.setProp_('COLUMNS_Mail', null);
+  s.ctx.resetExec_();
+  assert.strictEqual(sh.getMaxColumns(), 18);
+  const sent = s.call('send', 'pc-a', { mail: { id: ID(2), to: ['pc-b', 'pc-c'], body: 'new' } });
+  assert.deepStrictEqual(sent.ids, [ID(2) + '~pc-b', ID(2) + '~pc-c']);
+  assert.strictEqual(sh.getMaxColumns(), 19);
+  assert.strictEqual(s.ctx.readText_(sh, 1, 19, 1, 1)[0][0], 'recipients');
+  const p = s.call('poll', 'pc-b');
+  assert.deepStrictEqual(p.mail.map((m) => [m.id, m.recipients || null]),
+    [[ID(1), null], [ID(2) + '~pc-b', ['pc-b', 'pc-c']]]);
 });
 
 test('received-updates: only a caller that asks gets the second feed', () => {

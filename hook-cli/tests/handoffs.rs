@@ -1,4 +1,4 @@
-//! Issue 11 through `pcmail-hook` as a whole process, on the hook JSON Claude
+//! Handoffs and memory through `pcmail-hook` as a whole process, on the hook JSON Claude
 //! Code sends: the Stop reminder (once per session, never while
 //! `stop_hook_active`, not after a handoff, off by config) and SessionStart's
 //! handoff and memory lines after the mail, inside the 1,800-char budget.

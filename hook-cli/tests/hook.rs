@@ -123,7 +123,7 @@ fn version_starts_and_exits() {
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), format!("pcmail-hook {}", env!("CARGO_PKG_VERSION")));
 }
 
-/// Issue 16 point 4: stdin that is not the hook JSON of a known event prints
+/// Stdin that is not the hook JSON of a known event prints
 /// nothing and marks nothing; the entry points of later features print nothing.
 #[test]
 fn anything_but_a_known_event_prints_nothing_and_marks_nothing() {
@@ -173,7 +173,7 @@ fn gemini_before_agent_shows_mail_like_user_prompt_submit() {
     assert!(pc.prompt("gemini-1").contains("already shown earlier in this session"));
 }
 
-/// Issue 8 defect 6: hooks of one session started at once never show the same mail twice.
+/// Hooks of one session started at once never show the same mail twice.
 #[test]
 fn concurrent_hooks_of_one_session_never_show_a_mail_twice() {
     let pc = Pc::new();
@@ -207,7 +207,7 @@ fn concurrent_hooks_of_one_session_never_show_a_mail_twice() {
     }
 }
 
-/// Issue 16 point 3: the same session's next prompt gets a count line.
+/// The same session's next prompt gets a count line.
 #[test]
 fn the_same_session_gets_a_count_line_for_mail_it_was_shown() {
     let pc = Pc::new();
@@ -247,7 +247,7 @@ fn the_closing_lines_follow_the_locale() {
     assert!(text.ends_with("\n+3 more (0 expired not shown): pcmail inbox"), "{text}");
 }
 
-/// Issue 16 point 3: after 12 mails that may wait, one count line for the
+/// After 12 mails that may wait, one count line for the
 /// rest; decision and urgent mail never wait; the inbox stamp resets it.
 #[test]
 fn the_backlog_bound_holds_notes_but_never_decisions_or_urgent_mail() {
@@ -336,7 +336,7 @@ fn find_pcmail_prefers_the_binary_next_to_the_hook() {
     assert_eq!(found.as_deref(), Some(Path::new(&next.join("pcmail"))));
 }
 
-/// Issue 8 defect 2: expiry is judged by the server's clock. With this PC an
+/// Expiry is judged by the server's clock. With this PC an
 /// hour ahead of the server, a mail that expires in 30 minutes by the
 /// server's clock is still shown.
 #[test]

@@ -19,7 +19,7 @@ fn hook_exe() -> &'static str {
 
 /// The guard's command as `hooks install --git` writes it: the hook program, shell-quoted.
 fn guard_command() -> String {
-    format!("'{}'", hook_exe().replace('\'', r"'\''"))
+    pcmail_core::shell::single_quote(hook_exe())
 }
 
 fn git(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -398,7 +398,7 @@ fn pre_commit_respects_core_hooks_path() {
 /// with it the guard decides without the store, which is then never opened
 /// for an edit of another PC's lease, nor made.
 fn guard_file(f: &Fixture, leases: &[CachedLease], at: i64) {
-    pcmail_local::leases::write_guard_file(&f.home, leases, at, 0).unwrap();
+    pcmail_local::leases::write_guard_file(&f.home, leases, at, 0, &[]).unwrap();
 }
 
 #[test]
@@ -630,4 +630,72 @@ fn an_absurdly_deep_path_is_refused_at_once() {
     assert!(why.contains("cannot be checked"), "{why}");
     let dots = format!("{}/{}src/auth/x.rs", f.repo.display(), "./".repeat(250_000));
     assert!(denied(&f.pre_tool("s1", "Write", json!({"file_path": dots, "content": "x"}))).is_some());
+}
+
+/// A hard link is the same file under another name: an edit through a link
+/// inside the repo (another folder) or outside it (a checkout the poller
+/// knows from this PC's sessions) is checked as the leased name, with the
+/// guard file and without it; a file with one link is not searched for.
+#[test]
+fn a_hard_link_to_a_leased_file_is_denied_inside_and_outside_the_repo() {
+    let f = Fixture::new();
+    let login = f.repo.join("src/auth/login.rs");
+    let inside = f.repo.join("src/login-copy.rs");
+    let outside = f.outside.join("login.rs");
+    std::fs::hard_link(&login, &inside).unwrap();
+    std::fs::hard_link(&login, &outside).unwrap();
+    let edit = |p: &Path| json!({"file_path": p, "old_string": "a", "new_string": "b"});
+
+    // The poller's view: a session of this PC works in the repo, so its
+    // checkout is where the guard looks for other names.
+    let mut s = f.store();
+    let row = pcmail_store::leases::SessionRow {
+        session: "s9".into(),
+        cwd: Some(f.repo.to_string_lossy().into_owned()),
+        repo: Some("github.com/o/r".into()),
+        started_at: NOW,
+        ..Default::default()
+    };
+    s.write(|tx| pcmail_store::leases::session_record(tx, &row)).unwrap();
+    let leases = [lease("auth", 7, "exclusive", &["src/auth/**"])];
+    let checkouts = pcmail_local::leases::lease_checkouts(s.conn(), &leases);
+    assert_eq!(checkouts.len(), 1, "{checkouts:?}");
+    pcmail_local::leases::write_guard_file(&f.home, &leases, NOW, 0, &checkouts).unwrap();
+
+    let why = denied(&f.pre_tool("s1", "Edit", edit(&inside))).expect("a link inside the repo is the leased file");
+    assert!(why.contains("src/auth/login.rs"), "{why}");
+    let why = denied(&f.pre_tool("s1", "Edit", edit(&outside))).expect("a link outside the repo too");
+    assert!(why.contains("src/auth/login.rs"), "{why}");
+
+    // Once the link count is one again, the other name is a free file.
+    std::fs::remove_file(&outside).unwrap();
+    std::fs::remove_file(&login).unwrap();
+    assert_eq!(denied(&f.pre_tool("s1", "Edit", edit(&inside))), None);
+}
+
+/// `core.hooksPath` naming a folder of the repo (`.husky`) that is a
+/// committed symlink: the pre-commit hook is refused, never written where
+/// the link points; a symlinked pre-commit hook is chained as the link.
+#[test]
+fn a_hooks_path_through_a_committed_symlink_is_refused() {
+    let f = Fixture::new();
+    std::os::unix::fs::symlink(&f.outside, f.repo.join(".husky")).unwrap();
+    git(&f.repo, &["config", "core.hooksPath", ".husky"]);
+    let e = pcmail_local::githook::install(&f.repo, &guard_command()).unwrap_err();
+    assert!(e.to_string().contains("symlink"), "{e}");
+    assert_eq!(std::fs::read_dir(&f.outside).unwrap().count(), 0, "nothing written outside the repo");
+
+    std::fs::remove_file(f.repo.join(".husky")).unwrap();
+    std::fs::create_dir(f.repo.join(".husky")).unwrap();
+    let theirs = f.outside.join("their-hook");
+    std::fs::write(&theirs, "#!/bin/sh\nexit 0\n").unwrap();
+    std::os::unix::fs::symlink(&theirs, f.repo.join(".husky/pre-commit")).unwrap();
+    let done = pcmail_local::githook::install(&f.repo, &guard_command()).unwrap();
+    assert!(done.changed && done.chained.is_some(), "{done:?}");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "#!/bin/sh\nexit 0\n", "its target is not written");
+    assert!(std::fs::symlink_metadata(f.repo.join(".husky/pcmail-chained-check")).is_err());
+    assert!(std::fs::symlink_metadata(f.repo.join(".husky").join(pcmail_local::githook::CHAINED))
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }

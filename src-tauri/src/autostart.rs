@@ -2,7 +2,7 @@
 //! The decision and the XDG entry are `pcmail_tray::autostart`'s; the one
 //! platform function is [`set_enabled`] (and its reader [`is_enabled`]).
 
-use pcmail_client::config::Paths;
+use pcmail_local::config::Paths;
 use pcmail_tray::autostart::{at_start, AtStart, TraySettings};
 use tauri::AppHandle;
 

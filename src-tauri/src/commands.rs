@@ -2,8 +2,8 @@
 //! into the controller (reading/marking through the store) or the client.
 
 use crate::state::AppState;
-use pcmail_client::config::{Config, ServerConfig};
 use pcmail_client::token;
+use pcmail_local::config::{Config, ServerConfig};
 use pcmail_tray::{
     JobView, JobsView, LeaseReleased, LeasesView, MailView, Remote, SentView, SessionsView, Status, TrayError,
 };
@@ -33,7 +33,7 @@ fn err(code: &str, message: impl ToString) -> CmdError {
 type R<T> = Result<T, CmdError>;
 
 fn now() -> i64 {
-    pcmail_client::system_now()
+    pcmail_local::system_now()
 }
 
 #[derive(Serialize)]

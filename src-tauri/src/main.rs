@@ -10,7 +10,7 @@ mod poller;
 mod shell;
 mod state;
 
-use pcmail_client::config::{Config, Paths};
+use pcmail_local::config::{Config, Paths};
 use pcmail_store::Store;
 use pcmail_tray::icon::{compose, SIZE};
 use pcmail_tray::{Badge, Controller};
@@ -40,7 +40,7 @@ pub fn set_paused(st: &AppState, paused: bool) {
 
 /// "Open": the window, or straight to the one decision/urgent mail waiting.
 fn open_action(st: &AppState) {
-    let now = pcmail_client::system_now();
+    let now = pcmail_local::system_now();
     if let Err(e) = st.controller.lock().unwrap().open_clicked(&st.ui, now) {
         tracing::warn!("open: {e}");
         st.ui.show_main();
@@ -94,7 +94,7 @@ fn main() {
             let store = Store::open(&paths.store())?;
             let mut controller = Controller::new(store, cfg.label.clone(), interval_ms(&cfg));
             // kind badges and notification buttons in the user's language (LANG / LC_MESSAGES)
-            let lang = pcmail_client::config::user_lang();
+            let lang = pcmail_local::config::user_lang();
             controller.set_lang(lang);
             let (poke_tx, poke_rx) = mpsc::channel();
             let st = Arc::new(AppState {

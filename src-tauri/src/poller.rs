@@ -4,7 +4,8 @@
 //! 30 s, so it takes over when the daemon stops.
 
 use crate::state::AppState;
-use pcmail_client::{locks, Client};
+use pcmail_client::Client;
+use pcmail_local::locks;
 use pcmail_tray::{deliver, next_step, Clock, PollStep, Remote};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -14,7 +15,7 @@ use std::time::Duration;
 pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        pcmail_client::system_now()
+        pcmail_local::system_now()
     }
 }
 
@@ -44,7 +45,7 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
         let daemon = lock.is_none();
         state.controller.lock().unwrap().set_daemon_polls(daemon);
         let now = clock.now_ms();
-        // While this PC holds leases: a cycle at least every heartbeat period (issue 10).
+        // While this PC holds leases: a cycle at least every heartbeat period.
         let interval = state.interval_ms.load(Ordering::Relaxed);
         let interval = match client.as_ref() {
             Some(c) => c.poll_pause(Duration::from_millis(interval.max(0) as u64)).as_millis() as i64,
@@ -108,7 +109,7 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
                 last_cycle = Some(clock.now_ms());
                 if failures > 0 {
                     // back off (the client's schedule), capped so a server that comes back is seen soon
-                    pcmail_client::ops::backoff_ms(failures).clamp(1_000, interval.max(30_000))
+                    pcmail_client::backoff::backoff_ms(failures).clamp(1_000, interval.max(30_000))
                 } else {
                     interval
                 }

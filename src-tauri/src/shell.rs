@@ -93,7 +93,7 @@ impl TauriUi {
         let Some(path) = &self.test_path else { return };
         let mut st = self.test.lock().unwrap();
         f(&mut st);
-        st.updated_at = pcmail_client::system_now();
+        st.updated_at = pcmail_local::system_now();
         let tmp = path.with_extension("tmp");
         if std::fs::write(&tmp, serde_json::to_vec_pretty(&*st).unwrap()).is_ok() {
             let _ = std::fs::rename(&tmp, path);
@@ -210,7 +210,7 @@ impl TrayUi for TauriUi {
         tracing::info!(target: "pcmail_tray::tray", "tray title {:?}", title);
         self.record(|s| {
             s.title = title.to_string();
-            s.title_at = pcmail_client::system_now();
+            s.title_at = pcmail_local::system_now();
         });
     }
 

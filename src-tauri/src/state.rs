@@ -1,7 +1,7 @@
 //! What the app shares between the tray, the commands and its two threads.
 
 use crate::shell::TauriUi;
-use pcmail_client::config::Paths;
+use pcmail_local::config::Paths;
 use pcmail_tray::{ClientRemote, Controller};
 use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::mpsc::Sender;

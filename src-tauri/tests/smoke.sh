@@ -63,7 +63,7 @@ done
 PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" sync --quiet || fail "sender-a could not sync"
-# tray-b runs jobs (issue 13): one trivial whitelisted command, sender-a may submit
+# tray-b runs jobs: one trivial whitelisted command, sender-a may submit
 mkdir -p "$WORK/b/checkout"
 cat >>"$WORK/b/config.toml" <<TOML
 
@@ -275,7 +275,7 @@ if [[ -n "$CLICKED" ]]; then
   [[ "$(field title)" == "" ]] || fail "after Ack the tray title is '$(field title)'"
   echo "smoke: Ack on the notification → $ID3 done on the server (sender's status), no window, title cleared"
 fi
-# A job run through the tray (issue 13): the app's poller is tray-b's job
+# A job run through the tray: the app's poller is tray-b's job
 # executor (`enable_executor`, as the daemon's). sender-a submits and waits;
 # the job must end ok with the command's output, run by the app's own process
 # (its runner is `tray-b/<pid>`), and be in the list the Jobs view shows

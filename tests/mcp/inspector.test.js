@@ -159,7 +159,7 @@ test('tools/call: every tool, across two PCs', () => {
   assert.ok(!ok('pc-a', 'roster').pcs.some((p) => p.label === 'pc-x'));
   assert.ok(Array.isArray(ok('pc-a', 'alerts', { all: true }).alerts));
 
-  // Leases (issue 10): a TTL lease (the Inspector's process is short-lived).
+  // Leases: a TTL lease (the Inspector's process is short-lived).
   const claim = ok('pc-a', 'lease_claim', { resource: 'staging-deploy', description: 'deploying', ttl: '10m', repo: '' });
   assert.equal(claim.outcome, 'granted');
   const fence = claim.lease.fence;

@@ -250,7 +250,7 @@ def pollers_running():
 # ---------------------------------------------------------------- scenarios
 
 def definition_of_done_on_the_embedded_default():
-    """the seed's definition of done on the embedded default (store and server db under C:\\users\\山田 太郎\\…)"""
+    """the basic definition of done on the embedded default (store and server db under C:\\users\\山田 太郎\\…)"""
     pc = WinPc("kim-laptop", USER_DIR_WIN + "\\pcmail a")
     shared = USER_DIR_WIN + "\\共有 データ\\server.db"
     pc.ok(["init", "--label", "kim-laptop", "--server", "embedded", "--embedded-db", shared])
@@ -286,7 +286,7 @@ def windows_and_linux_mail_each_other():
     STATE["serve"], STATE["url"] = serve, url
     lin = LinuxPc("linux-pc", url)
     win = WinPc("win-pc", USER_DIR_WIN + "\\pcmail win")
-    # The first contact binds the label with the shared token (issue 14's migration path:
+    # The first contact binds the label with the shared token (the migration path to per-PC credentials:
     # a credential the server has never seen is not enrolled without it).
     win.token = TOKEN
     win.ok(["init", "--label", "win-pc", "--server", url])

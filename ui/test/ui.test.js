@@ -322,7 +322,7 @@ test('a received mail the server expired shows the server\'s record: expired, by
   const seed = sampleSeed();
   const now = Date.now();
   const expiredAt = now - 7 * MIN;
-  // As the tray hands it over from the store's recorded timeline (issue 16),
+  // As the tray hands it over from the store's recorded timeline,
   // the same entries `pcmail status` prints.
   seed.mails.push({ id: 'mail-1-000000e1', from: 'pc-a', to: 'pc-b', kind: 'decision', subject: 'decide by noon',
     createdAt: now - 2 * H, deliveredAt: now - 2 * H + 1500, state: 'expired',

@@ -1,18 +1,19 @@
-//! The admin's credential commands of issue 14 (`pcmail roster add` with a
+//! The admin's per-PC credential commands (`pcmail roster add` with a
 //! join code, `roster revoke`, `roster log`, `roster require-credentials`)
 //! and `pcmail token rotate`: one function each, shared by the CLI and the
 //! MCP tools. Each asks the server's `hello` first: a server without per-PC
 //! credentials is refused at once (exit 5, `unsupported`).
 
 use crate::{features, optional_not_null, ApiError, Result, RosterAddArgs};
-use pcmail_client::config::ServerConfig;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::protocol::{Op, FEATURE_CREDENTIALS};
+use pcmail_local::config::ServerConfig;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Exit 5 at once on a server without per-PC credentials (DESIGN.md "Features, not guesses").
+/// Exit 5 at once on a server without per-PC credentials: the feature list says so, no
+/// request is tried and guessed from its failure.
 pub fn require_credentials_feature(client: &Client) -> Result<()> {
     let hello = features::hello(client)?;
     features::require(Some(FEATURE_CREDENTIALS), hello.features.as_deref())

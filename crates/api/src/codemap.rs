@@ -1,10 +1,10 @@
-//! `pcmail map [--check]` (issue 15): the code map of a repo, one function
+//! `pcmail map [--check]`: the code map of a repo, one function
 //! for the CLI and the MCP tools `map` and `map_check`. Works on the repo's
 //! files and the PC store's parse cache; no server.
 
 use crate::{optional_not_null, ApiError, Result};
-use pcmail_client::config::Paths;
 use pcmail_codemap::{MapError, Options, Report};
+use pcmail_local::config::Paths;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

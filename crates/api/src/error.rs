@@ -1,14 +1,14 @@
 //! One error type for every operation, carrying the CLI's exit code
 //! (docs/exit-codes.md) and a stable string code that MCP tool results carry.
 
-use pcmail_client::config::ConfigError;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 use pcmail_core::ErrorCode;
+use pcmail_local::config::ConfigError;
 use pcmail_store::StoreError;
 use serde_json::{json, Value};
 
-/// Exit codes (docs/exit-codes.md, DESIGN.md "Shared conventions"): scripts
+/// Exit codes (docs/exit-codes.md, the same for every command): scripts
 /// and agents branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -25,7 +25,7 @@ pub enum Exit {
     LeaseHeld = 10,
     /// A lease's holder stopped renewing it: taking it needs evidence (`pcmail lease takeover`).
     LeaseStale = 11,
-    /// Not enrolled / revoked (DESIGN.md): this PC's credential is refused (not enrolled,
+    /// Not enrolled / revoked: this PC's credential is refused (not enrolled,
     /// revoked, a bad join code, the admin secret needed), or its label belongs to another installation.
     NotEnrolled = 12,
     /// A job was refused: not whitelisted, a bad argument, the submitter not
@@ -108,7 +108,8 @@ impl From<CallError> for ApiError {
 pub fn exit_of_client(c: &ClientError) -> Exit {
     match c {
         ClientError::ReplyToReply { .. } => Exit::ReplyToReply,
-        ClientError::Unresolved { .. } | ClientError::NobodyElse => Exit::Unresolved,
+        ClientError::Unresolved { .. } | ClientError::UnresolvedMany(_) | ClientError::NobodyElse => Exit::Unresolved,
+        ClientError::Unsupported { .. } => Exit::Refused,
         ClientError::LabelTaken(_) => Exit::NotEnrolled,
         ClientError::Call(CallError::Server(p)) => match p.code {
             ErrorCode::UnknownRecipient => Exit::Unresolved,
@@ -145,7 +146,7 @@ impl ApiError {
     /// tool group.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::Unsupported { .. } => "unsupported",
+            ApiError::Unsupported { .. } | ApiError::Client(ClientError::Unsupported { .. }) => "unsupported",
             e => e.exit().as_str(),
         }
     }
@@ -154,7 +155,17 @@ impl ApiError {
     pub fn candidates(&self) -> Option<&[String]> {
         match self {
             ApiError::Client(ClientError::Unresolved { candidates, .. }) => Some(candidates),
+            ApiError::Client(ClientError::UnresolvedMany(m)) => m.first().map(|u| u.candidates.as_slice()),
             ApiError::Client(ClientError::Call(CallError::Server(p))) => p.candidates.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Every address of a list that did not resolve, each with its candidates.
+    pub fn unresolved(&self) -> Option<&[pcmail_core::error::Unresolved]> {
+        match self {
+            ApiError::Client(ClientError::UnresolvedMany(m)) => Some(m),
+            ApiError::Client(ClientError::Call(CallError::Server(p))) => p.unresolved.as_deref(),
             _ => None,
         }
     }
@@ -178,8 +189,11 @@ impl ApiError {
         if let Some(r) = self.rule() {
             v["rule"] = json!(r);
         }
-        if let ApiError::Unsupported { feature } = self {
+        if let ApiError::Unsupported { feature } | ApiError::Client(ClientError::Unsupported { feature }) = self {
             v["feature"] = json!(feature);
+        }
+        if let Some(u) = self.unresolved() {
+            v["unresolved"] = json!(u);
         }
         if let ApiError::Client(ClientError::Call(CallError::Server(p))) = self {
             if let Some(l) = &p.lease {
@@ -199,6 +213,25 @@ mod tests {
         ApiError::Client(ClientError::Call(CallError::Server(ProtoError::new(code, "x"))))
     }
 
+    /// A list of addresses: every miss with its own candidates, in the MCP
+    /// error as in the CLI's `--json`; `candidates` those of the first.
+    #[test]
+    fn a_list_names_every_miss() {
+        use pcmail_core::error::Unresolved;
+        let misses = vec![
+            Unresolved { to: "pc-x".into(), candidates: vec!["pc-a".into()] },
+            Unresolved { to: "lea".into(), candidates: vec!["lee".into()] },
+        ];
+        let j = ApiError::from(ClientError::UnresolvedMany(misses.clone())).to_json();
+        assert_eq!(j["unresolved"], json!(misses));
+        assert_eq!(j["candidates"], json!(["pc-a"]));
+        let refused = ProtoError::new(ErrorCode::UnknownRecipient, "x").with_unresolved(misses.clone());
+        let j = ApiError::Client(ClientError::Call(CallError::Server(refused))).to_json();
+        assert_eq!((j["exit"].as_i64(), &j["unresolved"]), (Some(4), &json!(misses)));
+        let j = ApiError::from(ClientError::Unsupported { feature: "multi-recipient".into() }).to_json();
+        assert_eq!((j["code"].as_str(), j["feature"].as_str()), (Some("unsupported"), Some("multi-recipient")));
+    }
+
     #[test]
     fn every_variant_has_the_readme_exit_code_and_a_stable_string() {
         let cases: Vec<(ApiError, i32, &str)> = vec![
@@ -214,6 +247,8 @@ mod tests {
             (server(ErrorCode::HopLimit), 5, "refused"),
             (server(ErrorCode::Unauthorized), 5, "refused"),
             (ApiError::Unsupported { feature: "leases".into() }, 5, "unsupported"),
+            (ClientError::Unsupported { feature: "multi-recipient".into() }.into(), 5, "unsupported"),
+            (ClientError::UnresolvedMany(vec![]).into(), 4, "unknown_address"),
             (ClientError::Call(CallError::Transient("down".into())).into(), 6, "unreachable"),
             (server(ErrorCode::NotFound), 7, "not_found"),
             (ClientError::NotFound("m".into()).into(), 7, "not_found"),

@@ -8,8 +8,8 @@
 //! so an export can never overwrite a file or follow a link someone left there.
 
 use crate::{ApiError, Result};
-use pcmail_client::config::Paths;
 use pcmail_core::{Millis, TimelineEntry};
+use pcmail_local::config::Paths;
 use pcmail_store::{InboxMail, SentMail, Store};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -226,6 +226,10 @@ fn received_md(m: &InboxMail) -> String {
         format!("state: {}", m.status.as_str()),
         format!("state_at: {}", iso(m.status_at)),
     ];
+    if let Some(all) = &m.recipients {
+        // Mail sent to several addresses: the whole list (a YAML flow sequence of JSON strings).
+        fm.push(format!("recipients: [{}]", all.iter().map(|a| yaml(a)).collect::<Vec<_>>().join(", ")));
+    }
     if let Some(r) = &m.in_reply_to {
         fm.push(format!("in_reply_to: {}", yaml(r)));
     }

@@ -1,6 +1,6 @@
-//! Tool groups and the server's `hello` features (DESIGN.md "Features, not
-//! guesses"): a group the server lacks is refused at once with a clear
-//! message instead of failing later.
+//! Tool groups and the server's `hello` features: the client asks what the
+//! server supports instead of guessing from failures, so a group the server
+//! lacks is refused at once with a clear message instead of failing later.
 
 use crate::{ApiError, Result};
 use pcmail_client::Client;
@@ -11,11 +11,11 @@ use pcmail_core::protocol::Op;
 pub enum Group {
     /// Mail, roster, alerts: the base protocol every server speaks.
     Mail,
-    /// `lease.*` (issue 10).
+    /// `lease.*`.
     Leases,
-    /// `name.take`, `who` and mail to a name (issue 11).
+    /// `name.take`, `who` and mail to a name.
     Sessions,
-    /// `job.*` (issue 13).
+    /// `job.*`.
     Jobs,
 }
 

@@ -1,10 +1,9 @@
-//! Handoffs, rollups and memory (issue 11): one function per operation, the
+//! Handoffs, rollups and memory: one function per operation, the
 //! same for `pcmail handoff …` / `pcmail memory …` and the MCP tools. They
 //! work on the repo's files and the PC store; only `announce` uses the server.
 
 use crate::{ApiError, MailKind, Result, SendArgs};
 use chrono::{DateTime, Utc};
-use pcmail_client::config::{Config, Paths};
 use pcmail_client::ops::SendOutcome;
 use pcmail_client::Client;
 use pcmail_handoff::handoffs::{self, Author, Created, RolledUp, Sections, Shown, Summary};
@@ -12,6 +11,7 @@ use pcmail_handoff::memory::{self, Added, Entry, MemKind};
 use pcmail_handoff::repo::Repo;
 use pcmail_handoff::session::{self, SessionId};
 use pcmail_handoff::HandoffError;
+use pcmail_local::config::{Config, Paths};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -152,7 +152,7 @@ impl Announcer {
     pub fn send(mut self, line: &str) -> std::result::Result<SendOutcome, AnnounceFailed> {
         let body = pcmail_handoff::index::one_line(line);
         let args = SendArgs {
-            to: self.to.clone(),
+            to: crate::Addresses::One(self.to.clone()),
             kind: MailKind::Note,
             subject: Some(ANNOUNCE_SUBJECT.into()),
             body: body.clone(),
@@ -164,8 +164,8 @@ impl Announcer {
             message: e.to_string(),
             resend: format!(
                 "pcmail send {} --subject {ANNOUNCE_SUBJECT} --auto --body {}",
-                shell_word(&self.to),
-                shell_word(&body)
+                pcmail_core::shell::shell_quote(&self.to),
+                pcmail_core::shell::shell_quote(&body)
             ),
         })
     }
@@ -173,14 +173,6 @@ impl Announcer {
 
 /// The subject of a handoff's or rollup's notice.
 const ANNOUNCE_SUBJECT: &str = "handoff";
-
-/// `s` as one POSIX shell word.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/@*".contains(c)) && s != "*" {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
 
 /// `handoff new`. With `announce`, the address is resolved first (exit 4,
 /// nothing written, when it cannot be); a notice that fails after the write

@@ -1,4 +1,4 @@
-//! Jobs (issue 13): one function per operation, shared by `pcmail job …`
+//! Jobs: one function per operation, shared by `pcmail job …`
 //! and the MCP tools. The session that submits is decided here, once.
 
 use crate::{optional_not_null, ApiError, Exit, Result};
@@ -17,8 +17,8 @@ use std::time::Duration;
 /// Default seconds `wait` waits for a job to end.
 pub const DEFAULT_JOB_WAIT_SECS: u64 = 600;
 
-/// A server without jobs answers `unknown_op`: said at once (DESIGN.md
-/// "Features, not guesses").
+/// A server without jobs answers `unknown_op`: said at once, from the
+/// feature list, rather than guessed from a later failure.
 fn unsupported(e: ClientError) -> ApiError {
     match e.refused() {
         Some(p) if p.code == pcmail_core::ErrorCode::UnknownOp => ApiError::Unsupported { feature: "jobs".into() },

@@ -1,4 +1,4 @@
-//! `[[leases.checks]]` (issue 10 point 2): a resource kind names a command
+//! `[[leases.checks]]`: a resource kind names a command
 //! that looks at the resource itself (`nvidia-smi` for `gpu-*`, a deploy
 //! lock for `staging-*`) before a takeover asks the server. Exit 0 means the
 //! resource is still busy: the takeover is refused. Any other exit lets it

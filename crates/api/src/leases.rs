@@ -1,4 +1,4 @@
-//! Leases (issue 10): one function per operation, shared by `pcmail lease …`
+//! Leases: one function per operation, shared by `pcmail lease …`
 //! and the MCP tools. Which process a lease follows and which session holds
 //! it is decided here, once, for both front ends.
 
@@ -117,8 +117,8 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
     Ok((proc, Follow { session, pid: proc.map(|p| p.pid), how, note }))
 }
 
-/// A server without leases answers `unknown_op`: say so at once (DESIGN.md
-/// "Features, not guesses") instead of a confusing refusal.
+/// A server without leases answers `unknown_op`: say so at once, from the
+/// feature list, instead of a confusing refusal.
 fn unsupported(e: ClientError) -> ApiError {
     match e.refused() {
         Some(p) if p.code == pcmail_core::ErrorCode::UnknownOp => ApiError::Unsupported { feature: "leases".into() },
@@ -148,7 +148,7 @@ fn request(client: &Client, a: &LeaseClaimArgs, takeover: Option<Takeover>) -> R
         files: a.files.clone(),
         mode: a.mode.into(),
         session: follow.session.clone(),
-        // Without --name, the name this session holds (issue 11), so others see `ani`, not an id.
+        // Without --name, the name this session holds, so others see `ani`, not an id.
         name: a.name.clone().or_else(|| held_name(client, &follow.session)),
         follow: proc,
         ttl_ms: ttl,
@@ -238,7 +238,7 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
             let mut module = None;
             if !a.force {
                 let cwd = std::env::current_dir().ok();
-                let now_secs = pcmail_client::system_now() / 1000;
+                let now_secs = pcmail_local::system_now() / 1000;
                 for l in &current {
                     if let Some(r) =
                         cwd.as_deref().and_then(|d| crate::lease_checks::module_activity(l, client.me(), d, now_secs))

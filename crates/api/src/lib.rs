@@ -19,13 +19,14 @@ pub mod sessions;
 
 pub use error::{exit_of_client, ApiError, Exit};
 
-use pcmail_client::config::Paths;
 use pcmail_client::ops::{Draft, Expires, SendOutcome};
 use pcmail_client::sync::CycleReport;
-use pcmail_client::{locks, notify, Client, ClientError};
+use pcmail_client::{notify, Client, ClientError};
 use pcmail_core::answers::AlertsAnswer;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Alert, Kind, Mail, MarkOp, Millis, Pc, State};
+use pcmail_local::config::Paths;
+use pcmail_local::locks;
 use pcmail_store::{InboxMail, SentMail, Store};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,11 +79,43 @@ impl From<WaitState> for State {
     }
 }
 
+/// Whom `send` writes to: one address, or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Addresses {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for Addresses {
+    fn default() -> Self {
+        Addresses::One(String::new())
+    }
+}
+
+impl From<&str> for Addresses {
+    fn from(a: &str) -> Addresses {
+        Addresses::One(a.to_string())
+    }
+}
+
+impl Addresses {
+    /// As the client takes it: a list of one is one address.
+    pub fn to(&self) -> Result<pcmail_core::To> {
+        match self {
+            Addresses::One(a) => Ok(pcmail_core::To::One(a.clone())),
+            Addresses::Many(v) if v.is_empty() => Err(ApiError::Usage("send needs at least one address".into())),
+            Addresses::Many(v) if v.len() == 1 => Ok(pcmail_core::To::One(v[0].clone())),
+            Addresses::Many(v) => Ok(pcmail_core::To::Many(v.clone())),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = optional_not_null)]
 pub struct SendArgs {
-    /// An exact roster label, number, hostname or session name; `*`: every PC.
-    pub to: String,
+    /// An exact roster label, number, hostname or session name; `*`: every PC; or a list of them.
+    pub to: Addresses,
     #[serde(default)]
     pub kind: MailKind,
     #[serde(default)]
@@ -219,6 +252,9 @@ pub struct ReplyArgs {
     pub body: String,
     #[serde(default)]
     pub auto: bool,
+    /// Also answer the mail's other recipients.
+    #[serde(default)]
+    pub all: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
@@ -334,7 +370,7 @@ pub fn parse_expires(s: &str) -> Result<Expires> {
 pub fn send_only(client: &mut Client, args: &SendArgs) -> Result<SendOutcome> {
     let expires = args.expires.as_deref().map(parse_expires).transpose()?;
     let draft = Draft {
-        to: args.to.clone(),
+        to: args.to.to()?,
         kind: args.kind.into(),
         subject: args.subject.clone().unwrap_or_default(),
         body: args.body.clone(),
@@ -391,7 +427,7 @@ pub fn wait_for(client: &mut Client, args: &WaitForArgs) -> Result<MailsResult> 
 pub fn inbox(paths: &Paths, args: &InboxArgs) -> Result<InboxResult> {
     let mut store = Store::open(&paths.store())?;
     // Every session's backlog bound starts again (the hook counts what it shows after this).
-    store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_client::system_now())?;
+    store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_local::system_now())?;
     let filter: &[State] = if args.all { &[] } else { &[State::New, State::Seen] };
     Ok(InboxResult { mails: store.inbox_list(filter, args.limit)? })
 }
@@ -445,7 +481,7 @@ pub fn reply_precheck(client: &Client, id: &str) -> Result<()> {
 /// `reply`: answers a mail (fixed reply id; `reply_to_reply` when it is itself a reply).
 pub fn reply(client: &mut Client, args: &ReplyArgs) -> Result<SendOutcome> {
     reply_precheck(client, &args.id)?;
-    Ok(client.reply(&args.id, args.body.clone(), args.auto)?)
+    Ok(client.reply_to(&args.id, args.body.clone(), args.auto, args.all)?)
 }
 
 /// `roster`: the server's roster, or the cached one when it is unreachable.

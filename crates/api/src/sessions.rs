@@ -1,4 +1,4 @@
-//! Sessions and names (issue 11 §1): `name` and `who`, one function each,
+//! Sessions and names: `name` and `who`, one function each,
 //! shared by `pcmail name` / `pcmail who` and the MCP tools.
 
 use crate::{optional_not_null, ApiError, Result};

@@ -5,13 +5,14 @@
 //! takeover before the server is asked.
 
 use pcmail_api::leases::{self as api, LeaseClaimArgs, LeaseMode, LeaseTakeoverArgs};
-use pcmail_client::config::{Config, LeaseCheck, Paths, ServerConfig};
 use pcmail_client::leases::ClaimOutcome;
 use pcmail_client::transport::{CallError, Embedded, Transport};
-use pcmail_client::{hook, Client};
+use pcmail_client::Client;
 use pcmail_core::lease::{Event, Evidence, Lease, ListArgs, HEARTBEAT_MS, STALE_AFTER_MS};
 use pcmail_core::protocol::Op;
 use pcmail_core::Millis;
+use pcmail_local::config::{Config, LeaseCheck, Paths, ServerConfig};
+use pcmail_local::hook;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

@@ -1,4 +1,4 @@
-//! `pcmail-bench-pc handoffs [runs]` (issue 11): whole processes on a repo
+//! `pcmail-bench-pc handoffs [runs]`: whole processes on a repo
 //! with 200 handoffs, a rollup and 500 memory entries, and a store with
 //! 10,000 mails (500 unread) so that the mail fills its part of the budget:
 //! the SessionStart hook (median ≤ 10 ms, output within 1,800 characters)

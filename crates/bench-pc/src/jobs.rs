@@ -1,4 +1,4 @@
-//! `pcmail-bench-pc jobs [runs]` — issue 13's target "submit → running on a
+//! `pcmail-bench-pc jobs [runs]` — the jobs target "submit → running on a
 //! long-polling PC: p50 < 50 ms on serve": a real `pcmail serve`, pc-b's
 //! daemon executing a probe (`true`) from its `[jobs]` config, pc-a running
 //! `pcmail job run … --wait` as a whole process, each submit distinct (no

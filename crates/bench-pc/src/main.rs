@@ -6,9 +6,9 @@
 //! whole processes on the embedded default, and the PreToolUse lease guard
 //! (`pcmail-hook`; Gemini's BeforeTool too) with 1,000 leases in the cache,
 //! interleaved with /bin/true and the UserPromptSubmit hook on the same store.
-//! `pcmail-bench-pc handoffs [runs]` — issue 11: SessionStart with 200
+//! `pcmail-bench-pc handoffs [runs]` — SessionStart with 200
 //! handoffs, a rollup and 500 memory entries; `pcmail handoff new` (src/handoffs.rs).
-//! `pcmail-bench-pc jobs [runs]` — issue 13: submit → running on a long-polling PC (src/jobs.rs).
+//! `pcmail-bench-pc jobs [runs]` — jobs: submit → running on a long-polling PC (src/jobs.rs).
 //! `pcmail-bench-pc soak [secs]` — 8 hook loops, the daemon and 4 senders on
 //! one store against a real `pcmail serve`: errors, lost and duplicated mail.
 //!
@@ -633,7 +633,7 @@ fn soak(secs: u64) -> Result<()> {
     Ok(())
 }
 
-/// Leases (issue 10): claim and release as whole processes on the embedded
+/// Leases: claim and release as whole processes on the embedded
 /// default; the PreToolUse guard with 1,000 leases in this repo's cache.
 fn lease_bench(runs: usize) -> Result<()> {
     use pcmail_store::leases::CachedLease;
@@ -693,7 +693,25 @@ fn lease_bench(runs: usize) -> Result<()> {
         std::fs::copy(home.join(f), store_home.join(f))?;
     }
     // What the poller writes after each poll, with the same function.
-    pcmail_local::leases::write_guard_file(&home, &leases, i64::MAX / 2, 0)?;
+    // A checkout of 5,000 files (200 folders of 25), one of them with a
+    // second hard link: an edit of a multi-link file searches the checkout
+    // for its other names; every other edit costs one stat more.
+    for d in 0..200 {
+        let sub = repo.join(format!("gen/d{d}"));
+        std::fs::create_dir_all(&sub)?;
+        for f in 0..25 {
+            std::fs::write(sub.join(format!("f{f}.rs")), "fn f() {}\n")?;
+        }
+    }
+    std::fs::hard_link(repo.join("gen/d7/f3.rs"), repo.join("src/linked.rs"))?;
+    let root = repo.canonicalize()?.to_string_lossy().into_owned();
+    pcmail_local::leases::write_guard_file(
+        &home,
+        &leases,
+        i64::MAX / 2,
+        0,
+        &[("github.com/o/bench".to_string(), root)],
+    )?;
     let edit = |file: &str| {
         serde_json::json!({"session_id": "bench", "hook_event_name": "PreToolUse", "cwd": repo, "tool_name": "Edit",
             "tool_input": {"file_path": repo.join(file), "old_string": "a", "new_string": "b"}})
@@ -701,6 +719,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         .into_bytes()
     };
     let (allow_in, deny_in) = (edit("src/main.rs"), edit("crates/m999/src/lib.rs"));
+    let linked_in = edit("src/linked.rs");
     // Gemini CLI's BeforeTool on `replace`: the same guard, Gemini's answer shape.
     let gemini_in = serde_json::json!({"session_id": "bench-g", "hook_event_name": "BeforeTool", "cwd": repo,
         "timestamp": "2026-11-30T09:00:00.000Z", "tool_name": "replace",
@@ -724,6 +743,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         || !String::from_utf8_lossy(&hook_run(&gemini_in)?.out).contains("\"decision\":\"deny\"")
         || !String::from_utf8_lossy(&store_run(&deny_in)?.out).contains("\"deny\"")
         || !store_run(&allow_in)?.out.is_empty()
+        || !hook_run(&linked_in)?.out.is_empty()
     {
         bail!("the guard did not decide as expected");
     }
@@ -737,6 +757,7 @@ fn lease_bench(runs: usize) -> Result<()> {
         ("/bin/true (same loop)", vec![]),
         ("guard without the guard file (store): no decision", vec![]),
         ("guard without the guard file (store): deny", vec![]),
+        ("guard, hard-linked file, 5,000-file checkout", vec![]),
     ];
     for i in 0..runs {
         for k in 0..series.len() {
@@ -748,7 +769,8 @@ fn lease_bench(runs: usize) -> Result<()> {
                 3 => hook_run(&prompt_in)?,
                 4 => run_measured(&mut Command::new("/bin/true"), b"")?,
                 5 => store_run(&allow_in)?,
-                _ => store_run(&deny_in)?,
+                6 => store_run(&deny_in)?,
+                _ => hook_run(&linked_in)?,
             };
             series[j].1.push(sample);
         }
@@ -785,6 +807,6 @@ fn lease_bench(runs: usize) -> Result<()> {
         med(&series[0].1) / med(&series[5].1),
         med(&series[1].1) / med(&series[6].1)
     );
-    println!("  mclaude (seed 001), claim+release as a whole process: 147-168 ms");
+    println!("  mclaude (the earlier tool), claim+release as a whole process: 147-168 ms");
     Ok(())
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// CPU time (user + system) in milliseconds of a process; with `children`,
 /// also what its reaped children used (PostgreSQL's backends that exited).
-fn cpu_ms(pid: u32, children: bool) -> Result<f64> {
+pub(crate) fn cpu_ms(pid: u32, children: bool) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("/proc/{pid}/stat"))?;
     // The command name may hold spaces: the fields start after its closing parenthesis.
     let rest = stat.rsplit_once(')').context("stat format")?.1;

@@ -1,4 +1,4 @@
-//! `pcmail-bench jobs` (issue 13): the job queue's cost per poll with 100 vs
+//! `pcmail-bench jobs`: the job queue's cost per poll with 100 vs
 //! 10,000 finished jobs (two servers side by side, requests alternated so
 //! the machine's noise hits both alike), and submit → `running` on `serve`
 //! with a long-polling fake executor that calls `job.start` on offer.

@@ -67,16 +67,39 @@ fn bench_server() -> Result<()> {
         println!("\nhistory {history} mails: seeded in {:.1} s", t.elapsed().as_secs_f64());
         let server = ServerChild::start(&db)?;
         let cursors = catch_up(&server.url)?;
+        // `hello` on the same server and clients first: the floor a caught-up
+        // poll is compared with, server CPU from /proc, in the same run.
+        let cpu0 = cluster::cpu_ms(server.pid(), false)?;
+        let h = load_across(std::slice::from_ref(&server.url), &s, cursors.clone(), Req::Hello)?;
+        let cpu1 = cluster::cpu_ms(server.pid(), false)?;
         let r = poll_load(&server.url, &s, cursors)?;
+        let cpu2 = cluster::cpu_ms(server.pid(), false)?;
+        let (hello_cpu_us, poll_cpu_us) =
+            ((cpu1 - cpu0) * 1000.0 / h.count.max(1) as f64, (cpu2 - cpu1) * 1000.0 / r.count.max(1) as f64);
         println!(
-            "  poll: {} requests in {:.1} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; errors {}",
+            "  hello: {} requests in {:.1} s = {:.0} req/s; p50 {:.2} ms, p99 {:.2} ms; server CPU {:.0} µs/request",
+            h.count,
+            h.secs,
+            h.rps(),
+            h.p(0.50),
+            h.p(0.99),
+            hello_cpu_us
+        );
+        println!(
+            "  poll: {} requests in {:.1} s = {:.0} req/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; errors {}; server CPU {:.0} µs/request",
             r.count,
             r.secs,
             r.rps(),
             r.p(0.50),
             r.p(0.99),
             r.p(1.0),
-            r.errors
+            r.errors,
+            poll_cpu_us
+        );
+        println!(
+            "  caught-up poll / hello: server CPU {:.2}x (target <= 2x), throughput {:.2}x (target >= 0.5x)",
+            poll_cpu_us / hello_cpu_us,
+            r.rps() / h.rps()
         );
         if history == large {
             let lat = send_to_long_poller(&server.url, &server.url, s.round_trips, 0)?;
@@ -151,6 +174,7 @@ pub(crate) fn seed(db: &Path, history: usize) -> Result<()> {
             created_at: at,
             state,
             broadcast_of: None,
+            recipients: None,
             timeline,
         });
     }
@@ -260,6 +284,19 @@ fn poll_load(url: &str, s: &Settings, cursors: Vec<i64>) -> Result<Load> {
 
 /// The same, thread `t` sending to `urls[t % urls.len()]` (several instances).
 fn poll_load_across(urls: &[String], s: &Settings, cursors: Vec<i64>) -> Result<Load> {
+    load_across(urls, s, cursors, Req::Poll)
+}
+
+/// What the load's clients ask.
+#[derive(Clone, Copy)]
+enum Req {
+    /// A caught-up poll (nothing new), as each PC's poller makes it.
+    Poll,
+    /// `hello`: authentication and an answer, no store work to speak of.
+    Hello,
+}
+
+fn load_across(urls: &[String], s: &Settings, cursors: Vec<i64>, req: Req) -> Result<Load> {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let handles: Vec<_> = (0..s.threads)
@@ -277,9 +314,15 @@ fn poll_load_across(urls: &[String], s: &Settings, cursors: Vec<i64>) -> Result<
                     let (pc, since) = &mut mine[slot];
                     k += 1;
                     let t0 = Instant::now();
-                    match call(&c, &url, &poll_req(pc, *since, json!({}))) {
+                    let body = match req {
+                        Req::Poll => poll_req(pc, *since, json!({})),
+                        Req::Hello => json!({"v":1,"op":"hello","pc":pc.as_str(),"token":TOKEN,"args":{}}),
+                    };
+                    match call(&c, &url, &body) {
                         Ok(r) if r["ok"] == json!(true) => {
-                            *since = r["cursor"].as_i64().unwrap_or(*since);
+                            if let Some(c) = r["cursor"].as_i64() {
+                                *since = c;
+                            }
                             lat.push(t0.elapsed().as_secs_f64() * 1000.0);
                         }
                         _ => errors += 1,
@@ -522,6 +565,7 @@ fn bench_prune() -> Result<()> {
                     created_at: created,
                     state: State::Done,
                     broadcast_of: None,
+                    recipients: None,
                     timeline: vec![
                         TimelineEntry { state: State::New, at: created, by: "pc-a".into(), note: None },
                         TimelineEntry { state: State::Done, at: created + 1, by: "pc-b".into(), note: None },
@@ -571,7 +615,7 @@ fn bench_prune() -> Result<()> {
     Ok(())
 }
 
-/// Issue 11 §1: `who` with 50 live sessions on 10 PCs on `pcmail serve`: the
+/// `who` with 50 live sessions on 10 PCs on `pcmail serve`: the
 /// op over HTTP (keep-alive), and the whole `pcmail who` process (when the
 /// `pcmail` binary sits beside this one, or `PCMAIL_BIN`), in one run.
 fn bench_who() -> Result<()> {

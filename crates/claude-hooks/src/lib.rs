@@ -33,7 +33,7 @@
 //! ## Why the shell form, with no `args`
 //!
 //! Current Claude Code also has an *exec form* (`"command": "/abs/pcmail", "args": ["hook"]`:
-//! no shell, `args` as argv), which pcmail wrote until defect 0 of issue 8. Claude Code releases
+//! no shell, `args` as argv), which pcmail used to write. Claude Code releases
 //! that predate `args` (before 2.1.139: [`EXEC_FORM_SINCE`]) ignore it and run bare `pcmail`, which
 //! prints its usage and exits 2 — and exit 2 from `UserPromptSubmit` blocks every prompt. A
 //! command without `args` is run through the shell by every release, old and new, so it works
@@ -61,12 +61,14 @@
 //! * Refuses (changing nothing) a file that is not a JSON object, and any path named
 //!   `.claude.json` (Claude Code's state file, a different file from `settings.json`).
 
+use pcmail_fsmode::confined;
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use pcmail_core::shell::shell_quote;
 use serde_json::{Map, Value};
 
 /// Claude Code event fired when a session starts / resumes / is cleared / compacted.
@@ -95,11 +97,11 @@ pub struct HookEvent {
 
 pub const SESSION_START: HookEvent = HookEvent { event: EVENT_SESSION_START, matcher: Some(SESSION_START_MATCHER) };
 pub const USER_PROMPT_SUBMIT: HookEvent = HookEvent { event: EVENT_USER_PROMPT_SUBMIT, matcher: None };
-/// The lease guard (issue 10): only the tools that write files.
+/// The lease guard: only the tools that write files.
 pub const PRE_TOOL_USE: HookEvent = HookEvent { event: EVENT_PRE_TOOL_USE, matcher: Some(PRE_TOOL_USE_MATCHER) };
-/// The handoff reminder (issue 11): registered by default.
+/// The handoff reminder: registered by default.
 pub const STOP: HookEvent = HookEvent { event: EVENT_STOP, matcher: None };
-/// Records a session's end and queues the release of its leases (issue 10).
+/// Records a session's end and queues the release of its leases.
 pub const SESSION_END: HookEvent = HookEvent { event: EVENT_SESSION_END, matcher: None };
 
 /// The events `pcmail hooks install` registers on every Claude Code release
@@ -236,17 +238,6 @@ impl HookCommand {
             HookCommand::Binary(_) => shell_quote(p),
             HookCommand::Subcommand(_) => format!("{} {HOOK_ARG}", shell_quote(p)),
         })
-    }
-}
-
-/// `s` as one POSIX shell word: unchanged when it is only characters no shell treats
-/// specially, else in single quotes (`'` written as `'\''`).
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c));
-    if plain {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -441,6 +432,7 @@ pub fn hook_handler(spec: &HookSpec) -> Result<Map<String, Value>, HooksError> {
 /// event) to the same command.
 pub fn install(settings_path: &Path, spec: &HookSpec) -> Result<Outcome, HooksError> {
     check_path(settings_path)?;
+    check_confined(settings_path)?;
     let desired = hook_handler(spec)?;
     let loaded = load(settings_path, spec.agent)?;
     let mut root = loaded.root.clone();
@@ -457,6 +449,7 @@ pub fn uninstall(settings_path: &Path) -> Result<Outcome, HooksError> {
 /// object left empty by that removal. Everything else is kept.
 pub fn uninstall_for(agent: Agent, settings_path: &Path) -> Result<Outcome, HooksError> {
     check_path(settings_path)?;
+    check_confined(settings_path)?;
     let loaded = load(settings_path, agent)?;
     let mut root = loaded.root.clone();
     apply_uninstall(&mut root);
@@ -892,18 +885,6 @@ fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outc
         // Uninstall with no settings file: nothing to do, do not create one.
         return Ok(unchanged);
     }
-    // Write through a symlinked settings.json (dotfile managers) rather than replacing the link.
-    let target = if fs::symlink_metadata(path).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
-        fs::canonicalize(path).map_err(io_err("resolving", path))?
-    } else {
-        path.to_path_buf()
-    };
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    fs::create_dir_all(&dir).map_err(io_err("creating directory", &dir))?;
-
     let text = match &loaded.jsonc {
         Some(old) => edit_in_place(path, old, &loaded.root, &root)?,
         None => {
@@ -912,15 +893,56 @@ fn commit(path: &Path, loaded: &Loaded, root: Map<String, Value>) -> Result<Outc
             text
         }
     };
-
-    let backup = if loaded.existed { Some(make_backup(&target)?) } else { None };
-    let perms = if loaded.existed {
-        Some(fs::metadata(&target).map_err(io_err("reading metadata of", &target))?.permissions())
+    let (confine, target) = write_place(path, true)?;
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let backup = if loaded.existed {
+        confined::backup(&confine, &target, secs).map_err(io_err("backing up", &target))?
     } else {
         None
     };
-    write_atomic(&target, &dir, text.as_bytes(), perms)?;
+    // A new file is private; a replaced one keeps its permission bits.
+    let mode = if loaded.existed { None } else { Some(pcmail_fsmode::FILE_MODE) };
+    confined::replace(&confine, &target, text.as_bytes(), mode).map_err(io_err("writing", &target))?;
     Ok(Outcome { changed: true, backup, settings_path: path.to_path_buf() })
+}
+
+/// Where a settings file is written: the folder the write is confined to and
+/// the file. Inside a git work tree the file is the repo's content (a
+/// project's `.claude/settings.json`): confined to the work tree, a committed
+/// symlink at the file or on its way is refused, never followed out of the
+/// repo. Elsewhere it is the user's own config: a symlinked settings.json (a
+/// dotfile manager's) is written through to its target, whose folder is made
+/// when missing.
+fn write_place(path: &Path, create: bool) -> Result<(PathBuf, PathBuf), HooksError> {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(io_err("resolving", path))?.join(path)
+    };
+    if let Some(tree) = pcmail_fsmode::enclosing_work_tree(&abs) {
+        return Ok((tree, abs));
+    }
+    let target = if fs::symlink_metadata(&abs).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
+        fs::canonicalize(&abs).map_err(io_err("resolving", path))?
+    } else {
+        abs
+    };
+    let dir = target.parent().expect("an absolute file path has a folder").to_path_buf();
+    if create {
+        fs::create_dir_all(&dir).map_err(io_err("creating directory", &dir))?;
+    }
+    Ok((dir, target))
+}
+
+/// A settings file inside a git work tree that pcmail would refuse to write
+/// (a symlink, or a symlinked folder on its way) is refused before it is
+/// read, so its target's content is never parsed or shown.
+fn check_confined(path: &Path) -> Result<(), HooksError> {
+    let (confine, target) = write_place(path, false)?;
+    match confined::read(&confine, &target) {
+        Err(e) if confined::is_refused(&e) => Err(io_err("reading", path)(e)),
+        _ => Ok(()),
+    }
 }
 
 /// The new text of a file that may hold comments: only the events under
@@ -942,58 +964,6 @@ fn edit_in_place(
         }
     }
     Ok(text)
-}
-
-fn make_backup(target: &Path) -> Result<PathBuf, HooksError> {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let base =
-        format!("{}.pcmail-backup-{secs}", target.file_name().expect("checked: has a file name").to_string_lossy());
-    let mut n = 0u32;
-    loop {
-        let name = if n == 0 { base.clone() } else { format!("{base}-{n}") };
-        let candidate = target.with_file_name(name);
-        // create_new so two runs in the same second never overwrite each other's backup.
-        match OpenOptions::new().write(true).create_new(true).open(&candidate) {
-            Ok(_) => {
-                fs::copy(target, &candidate).map_err(io_err("backing up to", &candidate))?;
-                return Ok(candidate);
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
-            Err(e) => return Err(io_err("creating backup", &candidate)(e)),
-        }
-    }
-}
-
-fn write_atomic(target: &Path, dir: &Path, bytes: &[u8], perms: Option<fs::Permissions>) -> Result<(), HooksError> {
-    let name = target.file_name().expect("checked: has a file name").to_string_lossy();
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let tmp = dir.join(format!(".{name}.pcmail-tmp-{}-{nanos}", std::process::id()));
-    let result = (|| {
-        let mut opts = OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f: File = opts.open(&tmp).map_err(io_err("creating", &tmp))?;
-        f.write_all(bytes).map_err(io_err("writing", &tmp))?;
-        if let Some(p) = perms {
-            f.set_permissions(p).map_err(io_err("setting permissions of", &tmp))?;
-        }
-        f.sync_all().map_err(io_err("syncing", &tmp))?;
-        drop(f);
-        fs::rename(&tmp, target).map_err(io_err("replacing", target))?;
-        #[cfg(unix)]
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ fn ours(exe: &str) -> Value {
     json!({"type": "command", "command": format!("{} hook", shell_quote(exe)), "timeout": 5})
 }
 
-/// A handler as written by pcmail before issue 8's defect 0 (exec form: blocks old Claude Code).
+/// A handler as written by pcmail before it switched to the shell form (exec form: blocks old Claude Code).
 fn ours_exec_form(exe: &str) -> Value {
     json!({"type": "command", "command": exe, "args": ["hook"], "timeout": 5})
 }
@@ -364,7 +364,9 @@ fn lookalike_commands_are_not_ours() {
 }
 
 #[test]
-fn shell_quote_quotes_only_what_needs_it() {
+fn shell_quote_is_read_back_as_one_word() {
+    // The quoting itself is tested beside it (pcmail_core::shell); here the
+    // recogniser reads every quoted path back as the same single word.
     for (raw, quoted) in [
         ("/usr/local/bin/pcmail", "/usr/local/bin/pcmail"),
         ("/home/u/.cargo/bin/pcmail-hook", "/home/u/.cargo/bin/pcmail-hook"),
@@ -378,7 +380,6 @@ fn shell_quote_quotes_only_what_needs_it() {
         ("", "''"),
     ] {
         assert_eq!(shell_quote(raw), quoted, "{raw}");
-        // and the recogniser reads it back as the same single word
         assert_eq!(shell_words(&shell_quote(raw)), Some(vec![raw.to_string()]), "{raw}");
     }
 }
@@ -851,4 +852,45 @@ fn gemini_settings_with_comments_get_its_events_in_milliseconds_and_keep_the_com
     // Claude Code's settings.json stays strict JSON.
     fs::write(&path, original).unwrap();
     assert!(matches!(status(&path), Err(HooksError::NotJson { .. })));
+}
+
+/// A settings file inside a git work tree (a project's
+/// `.claude/settings.json`) is the repo's content: a committed symlink at
+/// the file or at `.claude` is refused before anything is read, never
+/// followed out of the repo. Outside a work tree a symlinked settings.json
+/// (a dotfile manager's) is still written through to its target.
+#[cfg(unix)]
+#[test]
+fn a_symlink_inside_a_work_tree_is_refused_but_a_dotfile_link_is_followed() {
+    let tmp = TempDir::new().unwrap();
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(repo.join(".git")).unwrap();
+    let victim = tmp.path().join("victim.json");
+    fs::write(&victim, "{}\n").unwrap();
+
+    fs::create_dir_all(repo.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&victim, repo.join(".claude/settings.json")).unwrap();
+    let e = install(&repo.join(".claude/settings.json"), &spec("/b/pcmail")).unwrap_err();
+    assert!(matches!(e, HooksError::Io { .. }) && e.to_string().contains("symlink"), "{e}");
+    fs::remove_dir_all(repo.join(".claude")).unwrap();
+    let outside = tmp.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.join(".claude")).unwrap();
+    let e = install(&repo.join(".claude/settings.json"), &spec("/b/pcmail")).unwrap_err();
+    assert!(e.to_string().contains("symlink"), "{e}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "{}\n");
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+
+    // A real folder in the repo: written, private.
+    fs::remove_file(repo.join(".claude")).unwrap();
+    install(&repo.join(".claude/settings.json"), &spec("/b/pcmail")).unwrap();
+    assert_eq!(count_ours(&read_json(&repo.join(".claude/settings.json"))), 2);
+
+    // Outside any work tree: the dotfile manager's link is written through.
+    let home = tmp.path().join("home/.claude");
+    fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::symlink(&victim, home.join("settings.json")).unwrap();
+    install(&home.join("settings.json"), &spec("/b/pcmail")).unwrap();
+    assert!(fs::symlink_metadata(home.join("settings.json")).unwrap().file_type().is_symlink());
+    assert_eq!(count_ours(&read_json(&victim)), 2);
 }

@@ -3,10 +3,11 @@
 //! and its reply; prints each mail's timeline and a Mermaid sequence diagram.
 
 use crate::print;
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
-use pcmail_client::{hook, system_now, transport, Client};
+use pcmail_client::{transport, Client};
 use pcmail_core::{Kind, Mail, MarkOp};
+use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::{hook, system_now};
 
 fn pc(dir: &std::path::Path, label: &str, server_db: &std::path::Path) -> anyhow::Result<Client> {
     let paths = Paths::at(dir.join(label));

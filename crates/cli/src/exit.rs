@@ -3,7 +3,7 @@
 //! this maps the errors of the commands that don't go through the api.
 
 use pcmail_api::ApiError;
-pub use pcmail_api::Exit;
+use pcmail_api::Exit;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
 
@@ -31,7 +31,7 @@ pub fn code_of(e: &anyhow::Error) -> Exit {
             _ => Exit::Local,
         };
     }
-    if e.downcast_ref::<pcmail_client::config::ConfigError>().is_some()
+    if e.downcast_ref::<pcmail_local::config::ConfigError>().is_some()
         || e.downcast_ref::<pcmail_store::StoreError>().is_some()
         || e.downcast_ref::<pcmail_client::token::TokenError>().is_some()
         || e.downcast_ref::<pcmail_claude_hooks::HooksError>().is_some()
@@ -74,6 +74,9 @@ pub fn json_error(e: &anyhow::Error) -> serde_json::Value {
     if let Some(c) = c.filter(|c| !c.is_empty()) {
         v["candidates"] = serde_json::json!(c);
     }
+    if let Some(ClientError::UnresolvedMany(u)) = e.downcast_ref::<ClientError>() {
+        v["unresolved"] = serde_json::json!(u);
+    }
     serde_json::json!({ "error": v })
 }
 
@@ -93,7 +96,18 @@ pub fn fail(e: &anyhow::Error, json: bool) -> i32 {
         | (_, Some(ClientError::Call(CallError::Server(p)))) => p.candidates.as_ref(),
         _ => None,
     };
-    if let Some(c) = server_candidates {
+    let unresolved = match (e.downcast_ref::<ApiError>(), e.downcast_ref::<ClientError>()) {
+        (Some(a), _) => a.unresolved().map(<[_]>::to_vec),
+        (_, Some(ClientError::Call(CallError::Server(p)))) => p.unresolved.clone(),
+        _ => None,
+    };
+    if let Some(u) = unresolved.filter(|u| !u.is_empty()) {
+        // A list of addresses: every miss on its own line, each with its candidates.
+        for m in u {
+            let c = if m.candidates.is_empty() { "no close match".to_string() } else { m.candidates.join(", ") };
+            eprintln!("pcmail: candidates for {:?}: {c}", m.to);
+        }
+    } else if let Some(c) = server_candidates {
         if !c.is_empty() {
             eprintln!("pcmail: candidates: {}", c.join(", "));
         }

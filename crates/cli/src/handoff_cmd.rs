@@ -1,11 +1,12 @@
-//! `pcmail handoff …` and `pcmail memory …` (issue 11): parse, call the one
+//! `pcmail handoff …` and `pcmail memory …`: parse, call the one
 //! pcmail-api function per operation, print.
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use pcmail_api::handoffs as api;
-use pcmail_client::config::Paths;
 use pcmail_client::ClientError;
+use pcmail_core::present::terminal_text;
+use pcmail_local::config::Paths;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
@@ -258,7 +259,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             if json {
                 return print_json(&r);
             }
-            print!("{}", r.text);
+            print!("{}", terminal_text(&r.text));
             Ok(())
         }
         HandoffCmd::Pickup { name, repo } => {
@@ -271,7 +272,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
                 return print_json(&r);
             }
             eprintln!("pcmail: picked up {} (PICKED_UP in INDEX.md)", r.name);
-            print!("{}", r.text);
+            print!("{}", terminal_text(&r.text));
             Ok(())
         }
         HandoffCmd::Close { name, note, repo } => {
@@ -299,7 +300,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
                     d.covers.len()
                 );
             }
-            print!("{}", d.body);
+            print!("{}", terminal_text(&d.body));
             Ok(())
         }
         HandoffCmd::Rollup { through, slug, body, file, announce, repo, draft: false } => {
@@ -350,7 +351,8 @@ fn entry_text(e: &pcmail_handoff::memory::Entry) -> String {
     if let Some(w) = &e.why {
         s.push_str(&format!("\n  why: {}", w.replace('\n', "\n  ")));
     }
-    s
+    // A repo's memory file is its committers' text: printed without escapes.
+    terminal_text(&s)
 }
 
 pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
@@ -379,7 +381,7 @@ pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
             let mut last: Option<&str> = None;
             for e in &r.entries {
                 if last != Some(e.topic.as_str()) {
-                    println!("{}# {}", if last.is_some() { "\n" } else { "" }, e.topic);
+                    println!("{}# {}", if last.is_some() { "\n" } else { "" }, terminal_text(&e.topic));
                     last = Some(&e.topic);
                 }
                 println!("{}", entry_text(e));
@@ -398,7 +400,7 @@ pub fn memory(cmd: MemoryCmd, json: bool) -> anyhow::Result<()> {
                 return print_json(&r);
             }
             for e in &r.entries {
-                println!("[{}] {}", e.topic, entry_text(e).trim_start_matches("- "));
+                println!("[{}] {}", terminal_text(&e.topic), entry_text(e).trim_start_matches("- "));
             }
             if r.entries.is_empty() {
                 println!("pcmail: nothing matches");

@@ -1,10 +1,10 @@
 //! `pcmail job run|status|list|cancel|whitelist`: parses, calls the one
 //! function per operation in pcmail-api, prints.
 
-use crate::exit::Exit;
 use clap::Subcommand;
 use pcmail_api::jobs::{self as api, outcome_exit};
 use pcmail_api::ApiError;
+use pcmail_api::Exit;
 use pcmail_core::job::Job;
 use pcmail_core::present::{age, truncate_chars};
 use serde_json::{json, Value};
@@ -89,8 +89,8 @@ fn secs(d: Option<&str>) -> Result<Option<u64>, ApiError> {
 
 pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
     if let JobCmd::Whitelist = cmd {
-        let paths = pcmail_client::config::Paths::from_env()?;
-        let config = pcmail_client::config::Config::load(&paths)?;
+        let paths = pcmail_local::config::Paths::from_env()?;
+        let config = pcmail_local::config::Config::load(&paths)?;
         let w = pcmail_client::jobs::describe_whitelist(&config.jobs);
         if json {
             println!("{w}");
@@ -198,7 +198,7 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
             } else if r.jobs.is_empty() {
                 println!("No jobs.");
             } else {
-                let now = pcmail_client::system_now();
+                let now = pcmail_local::system_now();
                 for j in &r.jobs {
                     println!(
                         "{}  {:<9} {:<12} {:<10} {}  {}",
@@ -267,11 +267,11 @@ fn print_job(j: &Job, timeline: bool) {
             // What the verify step printed: why it passed or failed.
             let lines: Vec<&str> = v.output.lines().collect();
             for l in &lines[lines.len().saturating_sub(10)..] {
-                println!("    {l}");
+                println!("    {}", pcmail_core::present::terminal_text(l));
             }
         }
         if let Some(rb) = &res.read_back {
-            println!("  read back: {}", truncate_chars(rb.trim_end(), 200));
+            println!("  read back: {}", pcmail_core::present::terminal_text(&truncate_chars(rb.trim_end(), 200)));
         }
         // A probe answers data (a PC's also as JSON text in its output): shown for a person.
         let answer = res.data.as_ref().filter(|d| !d.is_null());
@@ -286,7 +286,7 @@ fn print_job(j: &Job, timeline: bool) {
             let from = lines.len().saturating_sub(20);
             println!("  output{}:", if from > 0 || res.truncated { " (last lines)" } else { "" });
             for l in &lines[from..] {
-                println!("    {l}");
+                println!("    {}", pcmail_core::present::terminal_text(l));
             }
         }
     }

@@ -1,10 +1,10 @@
 //! `pcmail lease claim|release|list|check|takeover`: parses, calls the one
 //! function per operation in pcmail-api, prints.
 
-use crate::exit::Exit;
 use clap::Subcommand;
 use pcmail_api::leases::{self as api, LeaseMode};
 use pcmail_api::ApiError;
+use pcmail_api::Exit;
 use pcmail_client::leases::{holder_label, ClaimOutcome};
 use pcmail_core::lease::Lease;
 use pcmail_core::present::{age, truncate_chars};
@@ -110,7 +110,7 @@ fn explain(e: ApiError, json: bool, takeover: Option<bool>) -> anyhow::Error {
     let Some(l) = e.to_json().get("lease").and_then(|v| serde_json::from_value::<Lease>(v.clone()).ok()) else {
         return e.into();
     };
-    let now = pcmail_client::system_now();
+    let now = pcmail_local::system_now();
     let line = format!(
         "{} is held by {} ({}) since {} ago, last heartbeat {} ago{}: {}",
         l.resource,
@@ -191,7 +191,7 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
             let repo = if here {
                 let dir = std::env::current_dir()?;
                 Some(
-                    pcmail_client::repo::identify(&dir)
+                    pcmail_local::repo::identify(&dir)
                         .map(|i| i.id)
                         .ok_or_else(|| ApiError::Usage("--here: the current folder is not in a git repo".into()))?,
                 )
@@ -206,7 +206,7 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
                     eprintln!(
                         "pcmail: server unreachable ({e}); showing the lease view of the last poll{}",
                         r.cache_at
-                            .map(|t| format!(", {} old", age(pcmail_client::system_now() - t)))
+                            .map(|t| format!(", {} old", age(pcmail_local::system_now() - t)))
                             .unwrap_or_default()
                     );
                 }
@@ -301,7 +301,7 @@ fn print_table(r: &api::LeaseListResult, me: &str, timeline: bool) {
                 format!("{}*", m.resource),
                 format!("{}/{} ({})", me, m.session.chars().take(8).collect::<String>(), m.mode),
                 "UNCONFIRMED".into(),
-                age(pcmail_client::system_now() - m.claimed_at),
+                age(pcmail_local::system_now() - m.claimed_at),
                 "-".into(),
                 truncate_chars(&m.files.join(","), 30),
                 truncate_chars(&m.description, 50),

@@ -15,10 +15,11 @@ mod session_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use exit::{fail, Exit};
-use pcmail_api::{MailKind, WaitState};
-use pcmail_client::config::{Config, Paths, ServerConfig};
-use pcmail_client::{hook, locks, notify, Client, ClientError};
+use exit::fail;
+use pcmail_api::{Exit, MailKind, WaitState};
+use pcmail_client::{notify, Client, ClientError};
+use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::{hook, locks};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -107,10 +108,12 @@ enum Cmd {
         #[arg(long, conflicts_with = "serve")]
         db: bool,
     },
-    /// Send mail to an exact roster label, number or hostname (`*` = every PC).
+    /// Send mail to exact roster labels, numbers, hostnames or names (`*` = every PC).
     Send {
-        /// The recipient: an exact roster label, working number (3 or #3) or hostname (case-insensitive), or `*` for every other PC.
-        to: String,
+        /// The recipients: each an exact roster label, working number (3 or #3), hostname (case-insensitive) or
+        /// session name; several get one copy each, all or nothing. `*` alone: every other PC.
+        #[arg(required = true, num_args = 1..)]
+        to: Vec<String>,
         /// note, request (a work request, [作業依頼]) or decision (a decision request, [判断依頼]).
         #[arg(long, value_enum, default_value = "note")]
         kind: KindArg,
@@ -193,6 +196,9 @@ enum Cmd {
         /// Written by a program, not at a person's request (an automatic reply to automatic mail is refused).
         #[arg(long)]
         auto: bool,
+        /// Mail sent to several addresses: answer the sender and every other address too (default: the sender only).
+        #[arg(long)]
+        all: bool,
     },
     /// Mark a mail failed with a reason.
     Fail {
@@ -495,7 +501,7 @@ fn main() {
     if let Cmd::Hook { which } = &cli.cmd {
         if which.is_some() {
             // The git pre-commit lease guard: its exit code is the verdict.
-            std::process::exit(pcmail_client::githook::pre_commit_main());
+            std::process::exit(pcmail_local::githook::pre_commit_main());
         }
         run_hook();
         std::process::exit(0);
@@ -829,6 +835,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 KindArg::Request => MailKind::Request,
                 KindArg::Decision => MailKind::Decision,
             };
+            let to = if to.len() == 1 {
+                pcmail_api::Addresses::One(to.into_iter().next().unwrap_or_default())
+            } else {
+                pcmail_api::Addresses::Many(to)
+            };
             let args = pcmail_api::SendArgs {
                 to,
                 kind,
@@ -902,12 +913,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let p = paths()?;
             let r = pcmail_api::inbox(&p, &pcmail_api::InboxArgs { all, limit })?;
             // Expiry and age by the server's clock (this PC's offset from it).
-            let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_client::system_now());
+            let now = pcmail_store::Store::open(&p.store())?.server_now(pcmail_local::system_now());
             print::inbox(&r.mails, now, json);
             Ok(())
         }
         Cmd::Export { dir } => {
-            let r = pcmail_api::export::export(&paths()?, &dir, pcmail_client::system_now())?;
+            let r = pcmail_api::export::export(&paths()?, &dir, pcmail_local::system_now())?;
             if json {
                 println!("{}", serde_json::to_string(&r)?);
                 return Ok(());
@@ -938,12 +949,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print::marked(&m, json);
             Ok(())
         }
-        Cmd::Reply { id, body, file, auto } => {
+        Cmd::Reply { id, body, file, auto, all } => {
             let mut client = open()?;
             // Refuse a reply to a reply before asking for a body.
             pcmail_api::reply_precheck(&client, &id)?;
             let body = body_from(body, file)?;
-            let out = pcmail_api::reply(&mut client, &pcmail_api::ReplyArgs { id, body, auto })?;
+            let out = pcmail_api::reply(&mut client, &pcmail_api::ReplyArgs { id, body, auto, all })?;
             print::send_outcome(&out, json);
             Ok(())
         }
@@ -1279,7 +1290,7 @@ fn mcp(action: Option<McpCmd>, tools: Option<String>) -> anyhow::Result<()> {
 /// runs `<hook program> pre-commit`, the hook program chosen as for the
 /// agents' hooks (`hook_command`).
 fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
-    use pcmail_client::githook;
+    use pcmail_local::githook;
     let dir = std::env::current_dir()?;
     match action {
         "install" => {
@@ -1335,13 +1346,13 @@ fn daemon() -> anyhow::Result<()> {
     // Marks the hook queues go out within ~100 ms, also during a long poll.
     let _pusher = pcmail_client::pusher::spawn(p.clone());
     let progress = pcmail_client::watchdog::Progress::default();
-    progress.mark(pcmail_client::system_now());
+    progress.mark(pcmail_local::system_now());
     {
         let store_path = p.store();
         pcmail_client::watchdog::spawn(
             progress.clone(),
             pcmail_client::watchdog::threshold_ms(),
-            pcmail_client::system_now,
+            pcmail_local::system_now,
             move || pcmail_store::Store::open(&store_path).ok().and_then(|s| s.last_poll_ok_at().ok().flatten()),
             restart_daemon,
         );
@@ -1355,9 +1366,9 @@ fn daemon() -> anyhow::Result<()> {
     eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
-        progress.mark(pcmail_client::system_now());
+        progress.mark(pcmail_local::system_now());
         let cycle = client.sync_once(wait_ms);
-        progress.mark(pcmail_client::system_now());
+        progress.mark(pcmail_local::system_now());
         match cycle {
             Ok(report) => {
                 failures = 0;
@@ -1374,7 +1385,7 @@ fn daemon() -> anyhow::Result<()> {
             }
             Err(e) => {
                 failures += 1;
-                let wait = pcmail_client::ops::backoff_ms(failures);
+                let wait = pcmail_client::backoff::backoff_ms(failures);
                 eprintln!("pcmail: poll failed ({e}); retrying in {} s", wait / 1000);
                 std::thread::sleep(Duration::from_millis(wait as u64));
             }
@@ -1398,7 +1409,7 @@ fn restart_daemon() {
     }
     #[cfg(not(unix))]
     {
-        let mut cmd = pcmail_client::spawn::detached_command(&exe, &["daemon"]);
+        let mut cmd = pcmail_local::spawn::detached_command(&exe, &["daemon"]);
         cmd.env("PCMAIL_DAEMON_RESTARTED", "1");
         let _ = cmd.spawn();
         std::process::exit(0);

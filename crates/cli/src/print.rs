@@ -51,12 +51,12 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
         println!("no open mail");
         return;
     }
-    let lang = pcmail_client::config::user_lang();
+    let lang = pcmail_local::config::user_lang();
     for m in rows {
         let urgent = if m.urgent { " URGENT" } else { "" };
         let expired = if m.is_expired_at(now) { " (expired)" } else { "" };
         // The kind as a badge in the user's language (LANG / LC_MESSAGES); the
-        // seed's tags in the subject are recognised and not shown twice.
+        // Japanese tags in the subject are recognised and not shown twice.
         let badged = pcmail_core::present::badged_subject(m.effective_kind(), &m.subject, lang);
         let subject = pcmail_core::present::subject_without_tags(&m.subject);
         let text = match (subject.is_empty(), badged.is_empty()) {
@@ -101,8 +101,12 @@ pub fn one_mail(m: &InboxMail, json: bool) {
     }
     println!("id:      {}", m.id);
     println!("from:    {}", m.from);
+    if let Some(all) = &m.recipients {
+        // Mail to several addresses: who else got it (`reply --all` answers them too).
+        println!("to:      {}", neutralise(&all.join(", ")));
+    }
     let kind = m.effective_kind();
-    let badge = pcmail_core::present::kind_badge(kind, pcmail_client::config::user_lang());
+    let badge = pcmail_core::present::kind_badge(kind, pcmail_local::config::user_lang());
     println!(
         "kind:    {}{}{}",
         badge.map(|b| format!("{b} ")).unwrap_or_default(),
@@ -122,8 +126,9 @@ pub fn one_mail(m: &InboxMail, json: bool) {
         println!("  {:<9} {}  by {}{}", e.state.as_str(), time(e.at), neutralise(&e.by), note);
     }
     println!();
-    // Printed as-is for a person; escape sequences were refused by the server.
-    println!("{}", m.body);
+    // For a person, line breaks kept; a server that let an escape sequence
+    // through (an older one) still cannot move or colour this terminal.
+    println!("{}", pcmail_core::present::terminal_text(&m.body));
 }
 
 /// Stored here and not read yet is what the server calls `delivered`.
@@ -198,7 +203,7 @@ pub fn cycle(r: &CycleReport, json: bool) {
 }
 
 pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
-    use pcmail_client::config::{Config, Paths};
+    use pcmail_local::config::{Config, Paths};
     let mut checks: Vec<(String, bool, String)> = vec![];
     let paths = Paths::from_env()?;
     // On an instance host: the database `pcmail serve` would use, redacted (never its password).
@@ -234,7 +239,7 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
         }
     };
     if let Some(c) = &config {
-        match pcmail_client::make_transport(&paths, c, pcmail_client::system_now) {
+        match pcmail_client::make_transport(&paths, c, pcmail_local::system_now) {
             Ok(t) => match t.call(&pcmail_core::protocol::Op::Hello) {
                 Ok(v) => {
                     checks.push((
@@ -266,8 +271,8 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
         }
         checks.extend(label_binding_check(&paths, c));
     }
-    let now = pcmail_client::system_now();
-    let alive = pcmail_client::locks::poller_alive(&paths);
+    let now = pcmail_local::system_now();
+    let alive = pcmail_local::locks::poller_alive(&paths);
     // A store that cannot be read stops every command: named, with the way back.
     let store = match pcmail_store::Store::open(&paths.store()) {
         Ok(s) => match s.integrity_problems() {
@@ -357,14 +362,14 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
         Ok(())
     } else {
         // The checks are the answer (on stdout under --json too): not a second object.
-        anyhow::bail!(crate::exit::Shown { exit: crate::exit::Exit::Error, message: "some checks failed".into() })
+        anyhow::bail!(crate::exit::Shown { exit: pcmail_api::Exit::Error, message: "some checks failed".into() })
     }
 }
 
-/// Issue 14 point 7: secrets cross a network only inside TLS. A server on
+/// Secrets cross a network only inside TLS. A server on
 /// `--insecure-http` says so in `hello`; a plain http:// URL to another
 /// machine is the same risk seen from this PC.
-fn transport_check(c: &pcmail_client::config::Config, hello: &serde_json::Value) -> Option<(String, bool, String)> {
+fn transport_check(c: &pcmail_local::config::Config, hello: &serde_json::Value) -> Option<(String, bool, String)> {
     let url = c.server.url()?;
     let fix = "restart `pcmail serve` with --tls (a self-signed certificate, pinned by the PCs through their join codes) \
                or --tls-cert/--tls-key, then re-enrol each PC (`pcmail roster add LABEL`, `pcmail init --join CODE --server https://…`) \
@@ -394,13 +399,13 @@ fn transport_check(c: &pcmail_client::config::Config, hello: &serde_json::Value)
 }
 
 /// Whether this PC's label is bound to this installation, and where its
-/// credential lives (issue 8 defect 7). None for the embedded server.
+/// credential lives. None for the embedded server.
 fn label_binding_check(
-    paths: &pcmail_client::config::Paths,
-    c: &pcmail_client::config::Config,
+    paths: &pcmail_local::config::Paths,
+    c: &pcmail_local::config::Config,
 ) -> Option<(String, bool, String)> {
-    use pcmail_client::config::ServerConfig;
     use pcmail_client::token::credential;
+    use pcmail_local::config::ServerConfig;
     let url = match &c.server {
         ServerConfig::Http { url } | ServerConfig::AppsScript { url } => url,
         ServerConfig::Embedded { .. } => return None,
@@ -418,7 +423,7 @@ fn label_binding_check(
     };
     let client = pcmail_client::Client::open(paths.clone()).ok()?;
     // A PC op answers label_taken when the label belongs to another installation,
-    // revoked / not_enrolled when its credential is refused (issue 14).
+    // revoked / not_enrolled when its credential is refused.
     let probe = client.transport.call(&pcmail_core::protocol::Op::Status { ids: vec!["mail-0-00000000".into()] });
     if let Err(pcmail_client::transport::CallError::Server(p)) = &probe {
         let rejoin = format!("ask the admin for a join code (`pcmail roster add {label}`), then `pcmail init --join CODE --server {url}`");
@@ -439,7 +444,7 @@ fn label_binding_check(
             _ => {}
         }
     }
-    // Issue 14 migration: a PC still on the shared token (its next poll exchanges it).
+    // Migration to per-PC credentials: a PC still on the shared token (its next poll exchanges it).
     let hello = client.transport.call(&pcmail_core::protocol::Op::Hello).ok();
     let features =
         hello.as_ref().and_then(|h| h.get("features")).and_then(|f| f.as_array()).cloned().unwrap_or_default();

@@ -1,4 +1,4 @@
-//! The admin's roster commands of issue 14: join codes, revoke, the switch
+//! The admin's roster commands for per-PC credentials: join codes, revoke, the switch
 //! that retires the shared token, the audit log. Each needs the admin secret
 //! (`pcmail token set`, or PCMAIL_ADMIN_TOKEN) and a server with `credentials`.
 

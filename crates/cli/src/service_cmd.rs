@@ -1,7 +1,8 @@
 //! `pcmail service install|uninstall|status`: wiring over pcmail-service.
 
-use pcmail_client::config::Paths;
-use pcmail_client::{locks, Client};
+use pcmail_client::Client;
+use pcmail_local::config::Paths;
+use pcmail_local::locks;
 use pcmail_service::{judge, Manager, Registration, ServiceSpec, Verdict};
 use std::path::PathBuf;
 
@@ -81,11 +82,11 @@ pub fn run(action: &str, repair: bool, json: bool) -> anyhow::Result<()> {
                 Ok(Some(s)) => s.last_poll_ok_at()?,
                 _ => None,
             };
-            let now = pcmail_client::system_now();
+            let now = pcmail_local::system_now();
             let verdict = judge(&reg, last_poll, now);
             let mut repaired = false;
             if let (Verdict::Repair(_), true) = (&verdict, repair) {
-                // The seed's rule: re-register, then poll once right now.
+                // The self-healing rule: re-register, then poll once right now.
                 m.install(&spec()?)?;
                 let _sync = locks::try_lock(&paths.sync_lock())?;
                 Client::open(paths.clone())?.sync_once(0)?;

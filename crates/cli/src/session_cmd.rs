@@ -1,4 +1,4 @@
-//! `pcmail name` and `pcmail who` (issue 11 §1): thin over pcmail-api.
+//! `pcmail name` and `pcmail who`: thin over pcmail-api.
 
 use pcmail_api::sessions::{self as api, NameArgs, WhoArgs};
 use pcmail_core::sessions::{idle_text, WhoAnswer};
@@ -99,7 +99,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// arrives (crates/local/src/watch.rs). Reads only the PC store.
 pub fn watch(session: Option<String>) -> anyhow::Result<()> {
     use std::io::Write;
-    let paths = pcmail_client::config::Paths::from_env()?;
+    let paths = pcmail_local::config::Paths::from_env()?;
     // Claude Code gives a plugin's monitor its session id (CLAUDE_CODE_SESSION_ID), the same
     // id its hooks receive.
     // Each id cleaned as the hook cleans the one it records, so both name the same session.
@@ -134,7 +134,7 @@ pub fn watch(session: Option<String>) -> anyhow::Result<()> {
         });
     }
     let stdout = std::io::stdout();
-    let r = pcmail_client::watch::run(&paths, &session, &STOP, |line| {
+    let r = pcmail_local::watch::run(&paths, &session, &STOP, |line| {
         let mut o = stdout.lock();
         writeln!(o, "{line}")?;
         o.flush()
@@ -168,13 +168,13 @@ const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// [`session_above`], waiting up to [`SESSION_WAIT`] while an agent process is
 /// above this command but its session is not recorded yet (none above: at once).
-fn session_above_soon(paths: &pcmail_client::config::Paths) -> Option<String> {
+fn session_above_soon(paths: &pcmail_local::config::Paths) -> Option<String> {
     let deadline = std::time::Instant::now() + SESSION_WAIT;
     loop {
         if let Some(s) = session_above(paths) {
             return Some(s);
         }
-        if pcmail_client::process::claude_ancestor().is_none() || std::time::Instant::now() >= deadline {
+        if pcmail_local::process::claude_ancestor().is_none() || std::time::Instant::now() >= deadline {
             return None;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -183,8 +183,8 @@ fn session_above_soon(paths: &pcmail_client::config::Paths) -> Option<String> {
 
 /// The current session of the Claude Code process above this command, from
 /// the registry in the PC store (as `pcmail name` and `pcmail lease claim` find it).
-fn session_above(paths: &pcmail_client::config::Paths) -> Option<String> {
+fn session_above(paths: &pcmail_local::config::Paths) -> Option<String> {
     let store = pcmail_store::Store::open_existing(&paths.store(), std::time::Duration::from_secs(2)).ok()??;
-    let c = pcmail_client::process::claude_ancestor()?;
+    let c = pcmail_local::process::claude_ancestor()?;
     pcmail_store::leases::session_of_process(store.conn(), c.pid, c.start).ok().flatten().map(|r| r.session)
 }

@@ -1,4 +1,4 @@
-//! Issue 8 defect 2: the server's clock is the truth for expiry. A sender an
+//! The server's clock is the truth for expiry. A sender an
 //! hour behind used to send an expiry already past (and the server took it); a
 //! receiver an hour ahead used to hide a still-valid request. Both PCs run here
 //! under libfaketime (`faketime`, installed by scripts/install-deps.sh) against

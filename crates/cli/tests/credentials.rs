@@ -1,4 +1,4 @@
-//! Issue 14 end to end, on both servers: PCs enrolled with join codes act
+//! Per-PC credentials end to end, on both servers: PCs enrolled with join codes act
 //! only as themselves, and a revoked PC's mail reaches the PC re-enrolled
 //! under its label, once.
 

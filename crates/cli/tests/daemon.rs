@@ -1,6 +1,6 @@
 //! The poller as a process: seen reaches the sender in about a second while
-//! the receiving PC's daemon sits in a long poll (issue 16), and a daemon
-//! whose poll hangs is restarted by its own watchdog (issue 8 defect 10).
+//! the receiving PC's daemon sits in a long poll, and a daemon
+//! whose poll hangs is restarted by its own watchdog.
 
 mod common;
 use common::*;

@@ -701,5 +701,5 @@ fn links_to_missing_pages_and_headings_are_caught() {
     let readme = root.join("README.md");
     let bad = check_links(&root, &readme, "[a](docs/nope.md) [b](README.md#no-such-heading) [c](docs/agents.md)\n");
     assert_eq!(bad.len(), 2, "{bad:?}");
-    assert_eq!(anchors("# Leases (issue 10)\n## A b\n## A b\n"), vec!["leases-issue-10", "a-b", "a-b-1"]);
+    assert_eq!(anchors("# Leases (part 10)\n## A b\n## A b\n"), vec!["leases-part-10", "a-b", "a-b-1"]);
 }

@@ -4,7 +4,7 @@ mod common;
 use common::*;
 use serde_json::json;
 
-/// The seed's definition of done: a note to yourself → delivered within one
+/// The basic definition of done: a note to yourself → delivered within one
 /// cycle → a new session's hook shows it first → status says seen → ack
 /// makes it done; a partial address exits 4.
 #[test]
@@ -159,7 +159,7 @@ fn poller_killed_mid_cycle_loses_nothing_and_shows_nothing_twice() {
         assert!(notes.iter().all(|n| !ctx2.contains(n.as_str())), "{kind:?}\n{ctx2}");
         assert!(reqs.iter().all(|r| ctx2.contains(r.as_str())), "{kind:?}\n{ctx2}");
         // The same session again: only a count line, which counts the seen
-        // notes too (issue 16: they were skipped before being counted).
+        // notes too (they were skipped before being counted).
         let again = b.hook("s1", "UserPromptSubmit");
         assert!(!again.contains("<pcmail-mail id="), "{kind:?}\n{again}");
         assert!(again.contains("5 open mail"), "{kind:?}\n{again}");
@@ -200,7 +200,7 @@ fn bad_input_gets_distinct_exit_codes() {
     assert_eq!(a.run(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(a.run(&["send", "nobody", "--body", "x"]).status.code(), Some(4));
     assert_eq!(a.run(&["ack", "mail-1-0000abcd"]).status.code(), Some(7));
-    // Issue 14: the PC's credential proves it (a stale token beside it does not matter); with
+    // The PC's credential proves it (a stale token beside it does not matter); with
     // no credential a wrong token is refused (5), a credential nobody holds is not enrolled (12).
     let bad_token = a.cmd(&["sync"]).env("PCMAIL_TOKEN", "wrong").env_remove("PCMAIL_CREDENTIAL").output().unwrap();
     assert_eq!(bad_token.status.code(), Some(5), "{}", String::from_utf8_lossy(&bad_token.stderr));
@@ -466,7 +466,7 @@ fn demo_runs_on_the_embedded_default() {
     assert!(text.contains("[判断依頼]"));
     assert_eq!(text.matches("  done ").count(), 3, "note acked, decision answered, reply acked:\n{text}");
     assert!(text.contains("(reply:mail-"));
-    // Issue 16 point 15: the narrative says when a mail is acked, the diagram
+    // The narrative says when a mail is acked, the diagram
     // labels the reply as a reply, and the 8-character names are explained.
     assert!(text.contains("beta acks the note mail-"), "{text}");
     assert!(text.contains("acked by being shown"), "{text}");
@@ -483,7 +483,7 @@ fn demo_runs_on_the_embedded_default() {
 
 /// The client's token comes from the OS keyring (Secret Service, here
 /// gnome-keyring in a private D-Bus session) and is never written to a file;
-/// so does the credential the PC makes for its label (issue 8 defect 7).
+/// so does the credential the PC makes for its label.
 #[test]
 fn token_lives_in_the_os_keyring_not_in_files() {
     let server = Server::start(Kind::Rust);
@@ -638,7 +638,7 @@ fn full_disk_loses_nothing_and_corrupts_nothing() {
     assert_eq!(n, 4, "each mail stored once");
 }
 
-/// Issue 16 points 3–5 through `pcmail hook`: garbage prints and marks
+/// Through `pcmail hook`: garbage prints and marks
 /// nothing; a reply to my mail is not offered `pcmail reply`; after 12 notes a
 /// session gets one count line until `pcmail inbox` is run; decision mail never waits.
 #[test]

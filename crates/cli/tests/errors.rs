@@ -123,7 +123,7 @@ fn the_sync_notification_speaks_the_locale_and_says_the_kind_once() {
     assert!(en.contains("[decision request] from pc-a"), "{en}");
     assert!(!en.contains("判断依頼"), "no Japanese tag under an English locale: {en}");
 
-    // The sender typed the seed's tag into the subject: the kind still shows once.
+    // The sender typed the Japanese tag into the subject: the kind still shows once.
     a.send(&["pc-b", "--kind", "decision", "--subject", "[判断依頼] drop the old API?", "--body", "x"]);
     let ja = sync_in(&b, "ja_JP.UTF-8");
     assert_eq!(ja.matches("判断依頼").count(), 1, "{ja}");

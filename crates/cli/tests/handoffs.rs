@@ -1,5 +1,5 @@
 //! `pcmail handoff …` and `pcmail memory …` as real processes in a real git
-//! repo (issue 11): flags and stdin, names, exit codes, rollup stamping,
+//! repo: flags and stdin, names, exit codes, rollup stamping,
 //! memory search, `--announce` through a real `pcmail serve`, and the same
 //! result from the MCP tools as from the CLI's `--json`.
 
@@ -219,7 +219,7 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     assert!(shown.contains("## Next step\nadd the test"), "{shown}");
     let index = std::fs::read_to_string(repo.path().join(".claude/handoffs/INDEX.md")).unwrap();
     assert!(index.contains(&format!("PICKED_UP {name} by pc-a/c0ffee00")), "{index}");
-    ok_json(&a, repo.path(), "c0ffee00", &["handoff", "close", "tray", "--note", "moved to issue 16"], "");
+    ok_json(&a, repo.path(), "c0ffee00", &["handoff", "close", "tray", "--note", "moved to the tray work"], "");
 
     // A rollup through now covers both; each gets its stamp.
     let r = ok_json(
@@ -301,4 +301,41 @@ fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     assert_eq!(ok_json(&a, repo.path(), "s", &["memory", "search", "tool"], "")["entries"][0]["topic"], "mcp");
     let attrs = std::fs::read_to_string(repo.path().join(".gitattributes")).unwrap();
     assert_eq!(attrs.matches("merge=union").count(), 2, "{attrs}");
+}
+
+/// A repo's handoff and memory files are its committers' text: printed for a
+/// person, an escape sequence in them (colour, cursor, title, clipboard)
+/// arrives as a visible `�`, never as bytes the terminal acts on; line
+/// breaks stay. `--json` keeps the text as stored.
+#[test]
+fn escape_sequences_in_a_repos_files_never_reach_the_terminal() {
+    let server = Server::start(Kind::Rust);
+    let a = Pc::new(&server, "pc-a");
+    let repo = git_repo();
+    let hostile = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J";
+    let dir = repo.path().join(".claude/handoffs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = "2026-12-01_0900_abcd1234_evil";
+    std::fs::write(
+        dir.join(format!("{name}.md")),
+        format!("---\ntype: handoff\n---\n# evil\n\n## Goal\nlook {hostile}here\n\n## Next step\nmore\n"),
+    )
+    .unwrap();
+    let mem = repo.path().join(".claude/memory");
+    std::fs::create_dir_all(&mem).unwrap();
+    std::fs::write(mem.join("auth.md"), format!("# auth\n\n- gotcha 2026-12-01 09:00 (pc-x): tokens {hostile}leak\n"))
+        .unwrap();
+
+    for args in [
+        vec!["handoff", "show", name],
+        vec!["handoff", "rollup", "--through", "now", "--slug", "r", "--draft"],
+        vec!["memory", "show", "auth"],
+    ] {
+        let (code, out, err) = run_in(&a, repo.path(), "s", &args, "");
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!out.contains('\x1b') && !out.contains('\x07'), "{args:?} printed an escape: {out:?}");
+        assert!(out.contains('\u{FFFD}') && out.contains('\n'), "{args:?}: {out:?}");
+    }
+    let v = ok_json(&a, repo.path(), "s", &["handoff", "show", name], "");
+    assert!(v.to_string().contains("\\u001b]52"), "--json keeps the text as stored: {v}");
 }

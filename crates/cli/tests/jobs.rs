@@ -1,4 +1,4 @@
-//! Jobs end to end (issue 13), real processes against `pcmail serve`: pc-a
+//! Jobs end to end, real processes against `pcmail serve`: pc-a
 //! submits, pc-b's daemon executes what its `[jobs]` config whitelists.
 //! Long work blocks on a FIFO the test opens; nothing sleeps for it.
 #![cfg(unix)]
@@ -243,7 +243,7 @@ fn alive(pid: i64) -> bool {
     })
 }
 
-/// Issue 13 points 1 and 2: kill -9 the executor mid-job → the job ends
+/// Kill -9 the executor mid-job → the job ends
 /// `timed_out` with a record and the submitter's `status` says so (exit 14);
 /// the run's orphaned process is killed. A plain re-run of the job that died
 /// after writing its artifact is refused and names it; a first submit whose
@@ -373,7 +373,7 @@ fn a_job_that_ends_while_its_daemon_is_down_is_reported_with_its_real_exit_code(
     wait_until("the exit record consumed", Duration::from_secs(10), || !record.exists());
 }
 
-/// Issue 13 point 3: while a job blocked on a FIFO runs, a probe job on the
+/// While a job blocked on a FIFO runs, a probe job on the
 /// same PC and mail both complete; then the FIFO releases the job. The
 /// submitting session's hook is told once that its job ended.
 #[test]
@@ -413,7 +413,7 @@ fn the_poll_loop_goes_on_while_a_job_runs() {
     assert!(!again.contains(&id), "told once: {again}");
 }
 
-/// Issue 13 point 4: 8 sessions submit the same job at once → one run and 8
+/// 8 sessions submit the same job at once → one run and 8
 /// identical answers; `--force` → a second run.
 #[test]
 fn eight_sessions_submitting_the_same_job_get_one_run() {
@@ -670,7 +670,7 @@ fn a_server_without_jobs_is_exit_5_at_once() {
     );
 }
 
-/// Issue 13 point 5: a chunked job whose work is longer than its time limit
+/// A chunked job whose work is longer than its time limit
 /// finishes over several runs; a new input reuses every other input's result;
 /// a failing input is dropped after 3 failures (its expiry after 3 days is
 /// proven with a fake clock in pcmail_local::chunks).
@@ -715,7 +715,7 @@ fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
     );
 }
 
-/// Issue 13 point 6: every PC executor has built-in read-only probes,
+/// Every PC executor has built-in read-only probes,
 /// published with its whitelist and answered by its daemon in-process (no
 /// command runs), under the same submitter rule as its owner's commands.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 8 defect 7: a label is bound to one installation. Two installations
+//! A label is bound to one installation. Two installations
 //! that claim the same label used to split the mail silently (of 20 mails
 //! each got 10, all `delivered`); now the second is refused with exit 12 and
 //! told what to do, and the first keeps every mail — on both servers.

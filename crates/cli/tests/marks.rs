@@ -1,4 +1,4 @@
-//! Issue 8 defect 1, as a user meets it: a bad `fail --reason` is refused at
+//! One bad mark once stopped a PC's polling for good; as a user meets it now: a bad `fail --reason` is refused at
 //! the command (exit 2, nothing queued) and the PC's mail keeps flowing; a mark
 //! that can never be sent is dropped with a record `doctor` and `alerts` show.
 
@@ -38,7 +38,7 @@ fn a_bad_reason_is_refused_and_a_dropped_mark_is_shown() {
     }
 }
 
-// Issue 16 points 7 and 17 on a fresh embedded default: the PC is on the
+// On a fresh embedded default: the PC is on the
 // roster from its first command; a note to itself works before any sync;
 // `*` with nobody else exits 4; an unknown id is one message, exit 7.
 #[test]
@@ -67,7 +67,7 @@ fn a_fresh_embedded_default_knows_itself_from_the_first_command() {
     }
 }
 
-// Issue 16 point 9: `pcmail status ID | head -1` used to panic with "failed
+// `pcmail status ID | head -1` used to panic with "failed
 // printing to stdout: Broken pipe" now and then.
 #[cfg(unix)]
 #[test]

@@ -246,7 +246,7 @@ fn bad_arguments_are_structured_usage_errors_naming_the_field_and_send_nothing()
     assert!(a.json(&["sent"]).as_array().unwrap().is_empty(), "nothing was sent");
 }
 
-/// The admin's credential commands (issue 14) through both front ends, on
+/// The admin's credential commands through both front ends, on
 /// a server with per-PC credentials and the admin secret.
 #[test]
 fn credential_admin_same_result_through_cli_and_mcp() {
@@ -296,7 +296,7 @@ fn credential_admin_same_result_through_cli_and_mcp() {
     assert_eq!(e["code"], "usage");
 }
 
-/// The code map (issue 15) through both front ends: the same report, and a
+/// The code map through both front ends: the same report, and a
 /// stale map is exit 15 both ways.
 #[test]
 fn map_and_map_check_same_result_through_cli_and_mcp() {
@@ -477,7 +477,7 @@ fn roster_alerts_sync_same_result_through_cli_and_mcp() {
     let m = mcp.ok("roster", json!({}));
     assert_eq!(m["pcs"], cli);
     assert_eq!(m["me"], "pc-a");
-    // A direct add (`--number`): without it the CLI makes a join code instead (issue 14, tests/credentials.rs).
+    // A direct add (`--number`): without it the CLI makes a join code instead (tests/credentials.rs).
     let c = a.json(&["roster", "add", "pc-x", "--hostname", "hx", "--number", "50"]);
     let m = mcp.ok("roster_add", json!({"label": "pc-y", "hostname": "hy"}));
     assert_eq!(c.as_object().unwrap().keys().collect::<Vec<_>>(), m.as_object().unwrap().keys().collect::<Vec<_>>());

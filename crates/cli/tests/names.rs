@@ -1,4 +1,4 @@
-//! Issue 11 §1 end to end on `pcmail serve`: sessions take names (real hook
+//! Sessions and names end to end on `pcmail serve`: sessions take names (real hook
 //! processes register them, each under its own stand-in Claude Code process),
 //! collide, move when their session ends, and mail to a name is shown to the
 //! session holding it only; `who` lists every live session.
@@ -194,7 +194,7 @@ fn names_take_collide_move_and_mail_to_a_name_reaches_its_session_only() {
     assert_eq!(w["sessions"].as_array().unwrap().iter().find(|s| s["name"] == "ani").unwrap()["pc"], "pc-c", "{w}");
 }
 
-/// Issue 11 §2: `pcmail watch` prints mail sent on another PC without any
+/// `pcmail watch` prints mail sent on another PC without any
 /// prompt, within a second on `serve` (the receiving daemon long-polls and
 /// watch wakes on the store change), never twice; the hook then only counts it.
 #[test]

@@ -140,9 +140,10 @@ fn client(tls: bool) -> reqwest::Client {
 /// One request as a PC makes it. Until a connection has carried a credential
 /// the server cannot tell it from the flood's, so under a flood a PC's brand
 /// new connection may be shed before its first request (about 1 in 60 here
-/// under 1,000 handshakes a second). The PC then tries once more at once
-/// (requests are idempotent by id; pcmail's poller would retry on its next
-/// cycle), and the time of both tries counts toward the p99.
+/// under 1,000 handshakes a second). The PC then tries once more at once,
+/// as pcmail's own HTTP transport does on a connection closed before any
+/// answer (requests are idempotent by id), and the time of both tries
+/// counts toward the p99.
 async fn call(c: &reqwest::Client, url: &str, body: &Value) -> Result<Value, String> {
     let r = match c.post(url).json(body).send().await {
         Ok(r) => r,

@@ -1,4 +1,4 @@
-//! Issue 16 point 16: the seed team's subject tags. `[判断依頼]` / `[作業依頼]`
+//! The Japanese subject tags. `[判断依頼]` / `[作業依頼]`
 //! are recognised in what arrives; the kind is shown as a badge in the user's
 //! language (LC_ALL / LC_MESSAGES / LANG: Japanese or English) by `inbox`,
 //! `read` and the hook; a PC adds the tag to what it sends only when its

@@ -1,4 +1,4 @@
-//! Issue 14 point 7, end to end with real processes: `pcmail serve` on TLS
+//! TLS beyond loopback, end to end with real processes: `pcmail serve` on TLS
 //! (forced on loopback with `--tls`, so no LAN is needed), PCs that pin its
 //! certificate through the join code, and a server with another certificate
 //! refused by name.

@@ -26,7 +26,8 @@ pub fn wait_interval(quota_bound: bool, attempt: u32) -> Duration {
 mod tests {
     use super::*;
 
-    // Issue 8 defect 11: --wait-for asked every 250 ms even against Apps Script.
+    // --wait-for used to ask every 250 ms even against Apps Script, whose
+    // daily quota that spent.
     #[test]
     fn waiting_asks_often_where_it_is_cheap_and_seldom_against_apps_script() {
         assert_eq!(wait_interval(false, 0), Duration::from_millis(250));

@@ -1,9 +1,8 @@
-//! Issue 14 on the PC: enrolling with a join code, rotating the credential,
+//! Per-PC credentials on the PC: enrolling with a join code, rotating the credential,
 //! and the admin's side (making join codes). Every secret is made here, on
 //! the PC, and kept in the keyring *before* it is sent, so a lost answer is
 //! retried with the same secret and answered as a repeat.
 
-use crate::config::{Config, Paths, ServerConfig};
 use crate::sync::LABEL_CLAIMED;
 use crate::token::credential;
 use crate::transport::{call_as, CallError};
@@ -12,6 +11,7 @@ use pcmail_core::answers::{EnrolAnswer, JoinAnswer, RotateAnswer};
 use pcmail_core::auth::JoinCode;
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
+use pcmail_local::config::{Config, Paths, ServerConfig};
 
 /// What `init --join` did.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ pub fn join(paths: Paths, code_text: &str, servers: &[String]) -> Result<Joined,
     credential::for_claim(&url, &code.label, &installation)?;
     config.save(&paths)?;
     let mut client = Client::open(paths)?;
-    let host = crate::config::hostname();
+    let host = pcmail_local::config::hostname();
     let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).collect();
     let host = if host.is_empty() { code.label.clone() } else { host };
     let call = |hostname: String| {

@@ -1,4 +1,4 @@
-//! Jobs on the PC (issue 13): the executor that rides the poll cycle, and
+//! Jobs on the PC: the executor that rides the poll cycle, and
 //! the submitter's calls.
 //!
 //! Executor: the poll publishes this PC's whitelist (only when the server's
@@ -49,7 +49,7 @@ pub const REASON_OUTCOME_UNKNOWN: &str =
 /// How long a restarted executor waits for a keeper still ending a tree.
 const KEEPER_SETTLE: Duration = Duration::from_secs(5);
 
-pub use crate::executor::Executor;
+use crate::executor::Executor;
 
 /// This PC's whitelist as published: every command checked (this PC's
 /// rules, then core's `check_spec`). An invalid `[jobs]` publishes nothing.
@@ -392,7 +392,7 @@ impl Client {
         if *seen == mtime {
             return;
         }
-        match crate::config::Config::load(&self.paths) {
+        match pcmail_local::config::Config::load(&self.paths) {
             Ok(c) => {
                 self.config.jobs = c.jobs;
                 *seen = mtime;
@@ -558,8 +558,8 @@ fn send_report(t: &dyn crate::transport::Transport, store: &mut pcmail_store::St
 
 /// One job's run, in its worker thread.
 struct Work {
-    paths: crate::config::Paths,
-    config: crate::config::Config,
+    paths: pcmail_local::config::Paths,
+    config: pcmail_local::config::Config,
     clock: fn() -> Millis,
     job: Job,
     spec: CommandSpec,

@@ -1,4 +1,4 @@
-//! Leases on the PC (issue 10): claim, release, list, check and takeover
+//! Leases on the PC: claim, release, list, check and takeover
 //! against the server; what rides the poll (renewals of leases whose
 //! process still lives, queued releases, the guard cache's version); and the
 //! liveness sweep that queues the release of a lease whose process exited.
@@ -245,12 +245,12 @@ impl Client {
             // it up), so "no process" is no evidence.
             if let Some(l) = mine.as_ref().filter(|l| l.pid.is_none()) {
                 let server_now = self.now() + self.server_offset();
-                if let Some(end) = lease.ttl_expires_at.or(l.ttl_expires_at).filter(|end| *end > server_now) {
+                let end = lease.ttl_expires_at.or(l.ttl_expires_at);
+                if let Some(why) = pcmail_core::lease::process_gone_refusal(end, server_now) {
                     return Err(ClientError::Invalid(format!(
-                        "{} holds {} for a fixed time (--ttl) that ends in {}: ask them to release it, or wait",
-                        holder_label(&lease.holder),
+                        "cannot take {} from {}: {why}",
                         lease.resource,
-                        pcmail_core::present::age(end - server_now)
+                        holder_label(&lease.holder)
                     )));
                 }
             }
@@ -365,7 +365,7 @@ impl Client {
                     marked.fence = Some(-1);
                     self.store.lease_mine_put(&marked)?;
                     // A server without leases never had it to lose: say that,
-                    // not "taken over" (DESIGN.md "Features, not guesses").
+                    // not "taken over" (the answer says what the server lacks, not a guess).
                     let (reason, event) = if p.code == ErrorCode::UnknownOp {
                         (
                             format!("claimed while offline; the server has no leases: {}", p.message),
@@ -468,7 +468,8 @@ impl Client {
     /// it is removed, so the guard reads the store instead of an old file.
     fn write_guard_file(&self, cache: &[CachedLease], now: Millis) {
         let home = &self.paths.home;
-        if pcmail_local::leases::write_guard_file(home, cache, now, self.server_offset()).is_err() {
+        let checkouts = pcmail_local::leases::lease_checkouts(self.store.conn(), cache);
+        if pcmail_local::leases::write_guard_file(home, cache, now, self.server_offset(), &checkouts).is_err() {
             let _ = std::fs::remove_file(pcmail_local::leases::guard_file(home));
         }
     }

@@ -2,9 +2,6 @@
 //! poller cycle, notifications, the hook, and send/reply/ack/read/status.
 //! The `pcmail` binary and the tray app are thin layers over this crate.
 
-// Moved to pcmail-local (no network in it, shared with pcmail-hook); kept
-// under their old paths so every user of `pcmail_client::config::…` compiles.
-pub use pcmail_local::{config, githook, hook, locks, process, repo, spawn, watch};
 pub mod backoff;
 pub mod creds;
 pub mod executor;
@@ -20,12 +17,11 @@ pub mod token;
 pub mod transport;
 pub mod watchdog;
 
-use config::{Config, ConfigError, Paths, ServerConfig};
 use pcmail_core::{Millis, ProtoError};
+use pcmail_local::config::{Config, ConfigError, Paths, ServerConfig};
+use pcmail_local::system_now;
 use pcmail_store::{Store, StoreError};
 use transport::{CallError, Transport};
-
-pub use pcmail_local::system_now;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -42,6 +38,12 @@ pub enum ClientError {
     LabelTaken(ProtoError),
     #[error("{query:?} is not an exact PC label, number or hostname on the roster{}", candidates_hint(.candidates))]
     Unresolved { query: String, candidates: Vec<String> },
+    /// Several addresses, and some are not exact: nothing was sent.
+    #[error("nothing was sent: {}", unresolved_text(.0))]
+    UnresolvedMany(Vec<pcmail_core::error::Unresolved>),
+    /// The server lacks a feature this needs (its `hello` does not list it).
+    #[error("this server does not support {feature} (one mail to several addresses): nothing was sent; redeploy gas/ or update pcmail serve, or send to each address on its own")]
+    Unsupported { feature: String },
     #[error("{id} is itself a reply; replying to a reply is refused (it is how mail loops start)")]
     ReplyToReply { id: String },
     #[error("no such mail: {0}")]
@@ -63,6 +65,16 @@ impl From<CallError> for ClientError {
             other => ClientError::Call(other),
         }
     }
+}
+
+fn unresolved_text(misses: &[pcmail_core::error::Unresolved]) -> String {
+    misses
+        .iter()
+        .map(|m| {
+            format!("{:?} is not an exact PC label, number, hostname or name{}", m.to, candidates_hint(&m.candidates))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn candidates_hint(c: &[String]) -> String {

@@ -20,12 +20,12 @@ pub struct Notification {
 impl Notification {
     /// In the user's language (`LC_ALL`, `LC_MESSAGES`, `LANG`), as `inbox` and the hook speak.
     pub fn for_mail(m: &InboxMail) -> Notification {
-        Notification::for_mail_in(m, crate::config::user_lang())
+        Notification::for_mail_in(m, pcmail_local::config::user_lang())
     }
 
     /// The kind once, as the badge in `lang` (`[判断依頼]` under a Japanese
     /// locale, `[decision request]` otherwise), never a Japanese tag before
-    /// English words; the body is the subject without the seed's tags (the
+    /// English words; the body is the subject without the Japanese tags (the
     /// badge says it already), else the body.
     pub fn for_mail_in(m: &InboxMail, lang: Lang) -> Notification {
         let badge = kind_badge(m.effective_kind(), lang);
@@ -161,7 +161,7 @@ pub fn deliver(
 }
 
 /// The channels set up on this PC.
-pub fn channels(config: &crate::config::Config) -> Vec<std::sync::Arc<dyn Notifier>> {
+pub fn channels(config: &pcmail_local::config::Config) -> Vec<std::sync::Arc<dyn Notifier>> {
     let mut v: Vec<std::sync::Arc<dyn Notifier>> = vec![];
     if config.native_notifications && Native::available() {
         v.push(std::sync::Arc::new(Native));

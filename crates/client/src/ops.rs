@@ -4,10 +4,12 @@ use crate::sync::{CycleReport, UNKNOWN_OP_BACKOFF_MS, UNKNOWN_OP_MAX_TRIES};
 use crate::transport::{decode, CallError};
 use crate::{Client, ClientError};
 use pcmail_core::answers::{MarkAnswer, SendAnswer, StatusAnswer};
+use pcmail_core::error::Unresolved;
 use pcmail_core::ids::{new_mail_id, reply_id};
 use pcmail_core::protocol::Op;
+use pcmail_core::protocol::FEATURE_MULTI_RECIPIENT;
 use pcmail_core::roster::{resolve, Resolution};
-use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, Millis, OutgoingMail, State};
+use pcmail_core::{ErrorCode, Kind, Mail, MarkOp, Millis, OutgoingMail, State, To};
 use pcmail_store::{inbox, marks, InboxMail};
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,7 @@ use std::time::{Duration, Instant};
 /// registering), so only a sender that died leaves it for the next poll.
 const IN_FLIGHT_GRACE_MS: Millis = 3 * 60 * 1000;
 
-pub use crate::backoff::{backoff_ms, wait_interval};
+use crate::backoff::wait_interval;
 
 /// What `status` found (the mails), which ids it did not find, and for mail
 /// to a name nobody live holds, why it waits (id, the server's note).
@@ -31,15 +33,31 @@ pub struct SendOutcome {
     pub existing: bool,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Draft {
-    pub to: String,
+    /// What the user typed: one address, or several (each resolved exactly,
+    /// all or nothing).
+    pub to: To,
     pub kind: Kind,
     pub subject: String,
     pub body: String,
     pub urgent: bool,
     pub expires: Option<Expires>,
     pub auto: bool,
+}
+
+impl Default for Draft {
+    fn default() -> Self {
+        Draft {
+            to: To::One(String::new()),
+            kind: Kind::default(),
+            subject: String::new(),
+            body: String::new(),
+            urgent: false,
+            expires: None,
+            auto: false,
+        }
+    }
 }
 
 /// When a mail should expire, as the user said it.
@@ -80,13 +98,71 @@ impl Client {
             Resolution::Exact(l) => Ok(l),
             Resolution::Broadcast if pcs.iter().any(|p| p.label != me) => Ok("*".into()),
             Resolution::Broadcast => Err(ClientError::NobodyElse),
-            // Spelled as a label but no PC: maybe a session's name (issue 11),
+            // Spelled as a label but no PC: maybe a session's name,
             // which only the server knows. It checks exactly and answers
             // `unknown_recipient` with candidates (names and labels) if not.
             Resolution::Unknown { .. } if reached && pcmail_core::roster::is_valid_label(query) => {
                 Ok(query.to_string())
             }
             Resolution::Unknown { candidates } => Err(ClientError::Unresolved { query: query.into(), candidates }),
+        }
+    }
+
+    /// Resolves every address the user typed, all or nothing: each must be
+    /// exact, and when any is not, nothing is sent and every miss is named
+    /// with its own candidates (exit 4). `*` is refused in a list (see
+    /// `recipients::BROADCAST_IN_LIST`). Two spellings of one PC (`kim` and
+    /// `KIM`) are one address; a list that comes down to one is a plain send.
+    pub fn resolve_recipients(&mut self, to: &To) -> Result<To, ClientError> {
+        let queries = match to {
+            To::One(q) => return Ok(To::One(self.resolve_recipient(q)?)),
+            To::Many(list) => list,
+        };
+        if queries.len() > 1 && queries.iter().any(|q| q.trim() == "*") {
+            return Err(ClientError::Invalid(pcmail_core::recipients::BROADCAST_IN_LIST.into()));
+        }
+        let mut resolved: Vec<String> = Vec::new();
+        let mut misses = Vec::new();
+        for q in queries {
+            match self.resolve_recipient(q) {
+                Ok(label) if !resolved.contains(&label) => resolved.push(label),
+                Ok(_) => {}
+                Err(ClientError::Unresolved { query, candidates }) => misses.push(Unresolved { to: query, candidates }),
+                Err(e) => return Err(e),
+            }
+        }
+        if !misses.is_empty() {
+            return Err(ClientError::UnresolvedMany(misses));
+        }
+        match resolved.len() {
+            0 => Err(ClientError::Invalid("send needs an address".into())),
+            1 => Ok(To::One(resolved.remove(0))),
+            _ => {
+                pcmail_core::recipients::check_list(&resolved).map_err(|e| ClientError::Invalid(e.message))?;
+                Ok(To::Many(resolved))
+            }
+        }
+    }
+
+    /// A list of addresses needs a server that knows lists (feature
+    /// `multi-recipient`): an older one is told apart here, before anything
+    /// is queued, so the user hears it at once instead of a refusal later.
+    /// A server that cannot be reached now is not asked: the mail is queued,
+    /// and should it turn out old, it refuses the list (`bad_request`, shown
+    /// in `pcmail sent`); it never delivers it to one address.
+    fn require_lists(&mut self) -> Result<(), ClientError> {
+        let op = Op::Hello;
+        match self.transport.call(&op) {
+            Ok(v) => {
+                let hello: pcmail_core::answers::HelloAnswer = decode(&op, v).unwrap_or_default();
+                if hello.features.is_some_and(|f| f.iter().any(|x| x == FEATURE_MULTI_RECIPIENT)) {
+                    Ok(())
+                } else {
+                    Err(ClientError::Unsupported { feature: FEATURE_MULTI_RECIPIENT.into() })
+                }
+            }
+            Err(e) if e.is_transient() => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -104,11 +180,14 @@ impl Client {
 
     pub fn send(&mut self, draft: Draft) -> Result<SendOutcome, ClientError> {
         let expires_in = draft.expires.map(|e| self.expires_in(e)).transpose()?;
-        let to = self.resolve_recipient(&draft.to)?;
+        let to = self.resolve_recipients(&draft.to)?;
+        if to.is_list() {
+            self.require_lists()?;
+        }
         let now = self.now();
-        // `subject_tags = "ja"`: the seed team's tag in front, for PCs that read subjects only.
+        // `subject_tags = "ja"`: the Japanese tag in front, for PCs that read subjects only.
         let subject = match self.config.subject_tags {
-            Some(crate::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
+            Some(pcmail_local::config::SubjectTags::Ja) => draft.kind.tagged_subject(&draft.subject),
             None => draft.subject,
         };
         let mail = OutgoingMail {
@@ -185,14 +264,40 @@ impl Client {
     /// original and the sender, so a retried reply is one mail; a second reply
     /// with another body gets a fresh id. Replying to a reply is refused.
     pub fn reply(&mut self, original: &str, body: String, auto: bool) -> Result<SendOutcome, ClientError> {
+        self.reply_to(original, body, auto, false)
+    }
+
+    /// [`Client::reply`], and with `all` to every other address of mail sent
+    /// to several (`reply --all`): the sender first, then the others in the
+    /// original's order, never this PC's own addresses. A reply goes to the
+    /// sender only unless asked: answering everyone is a choice, not a default.
+    pub fn reply_to(
+        &mut self,
+        original: &str,
+        body: String,
+        auto: bool,
+        all: bool,
+    ) -> Result<SendOutcome, ClientError> {
         let orig = self.store.inbox_get(original)?.ok_or_else(|| ClientError::NotFound(original.into()))?;
         if orig.in_reply_to.is_some() {
             return Err(ClientError::ReplyToReply { id: original.into() });
         }
         let me = self.config.label.clone();
+        let to = match (&orig.recipients, all) {
+            (Some(list), true) => {
+                let mut to = pcmail_core::recipients::reply_all(&orig.from, list, &[me.as_str(), orig.to.as_str()]);
+                if to.len() == 1 {
+                    To::One(to.remove(0))
+                } else {
+                    self.require_lists()?;
+                    To::Many(to)
+                }
+            }
+            _ => To::One(orig.from.clone()),
+        };
         let mail = OutgoingMail {
             id: reply_id(&orig.id, &me),
-            to: orig.from.clone(),
+            to,
             kind: Kind::Note,
             subject: reply_subject(&orig.subject),
             body,
@@ -291,7 +396,7 @@ impl Client {
     }
 
     /// `status`, and for mail to a name nobody live holds, why it waits
-    /// (id → the server's note; issue 11).
+    /// (id → the server's note).
     pub fn status_noting_waits(&mut self, ids: &[String]) -> Result<StatusNotingWaits, ClientError> {
         let op = Op::Status { ids: ids.to_vec() };
         let resp = self.transport.call(&op)?;

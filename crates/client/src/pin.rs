@@ -1,5 +1,4 @@
-//! Trusting a `pcmail serve` by the fingerprint of its certificate (issue 14
-//! point 7): the PC pinned it at enrolment (the join code carries it), so a
+//! Trusting a `pcmail serve` by the fingerprint of its certificate: the PC pinned it at enrolment (the join code carries it), so a
 //! self-signed certificate needs no CA, and a server with another certificate
 //! is refused before anything is sent.
 

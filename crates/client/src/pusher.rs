@@ -7,8 +7,8 @@
 //! of those that exited (so a killed session's lease ends within one
 //! heartbeat period).
 
-use crate::config::Paths;
 use crate::Client;
+use pcmail_local::config::Paths;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Sessions and names on the PC (issue 11 §1): the live sessions the poll
+//! Sessions and names on the PC: the live sessions the poll
 //! reports (from the session registry the hook keeps), the names the answer
 //! says this PC holds, mail withdrawn because its name moved away, and the
 //! `name.take` and `who` ops.

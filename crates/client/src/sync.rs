@@ -420,7 +420,7 @@ impl Client {
             let cred = self.claim_credential()?;
             self.transport.set_credential(Some(cred));
         }
-        let hostname = roster_hostname(&crate::config::hostname(), &self.config.label);
+        let hostname = roster_hostname(&pcmail_local::config::hostname(), &self.config.label);
         let op = Op::RosterSet {
             label: self.config.label.clone(),
             hostname: hostname.clone(),
@@ -496,8 +496,9 @@ impl Client {
     /// in the keyring before it is sent.
     fn claim_credential(&mut self) -> Result<String, ClientError> {
         let url = match &self.config.server {
-            crate::config::ServerConfig::Http { url } | crate::config::ServerConfig::AppsScript { url } => url.clone(),
-            crate::config::ServerConfig::Embedded { .. } => {
+            pcmail_local::config::ServerConfig::Http { url }
+            | pcmail_local::config::ServerConfig::AppsScript { url } => url.clone(),
+            pcmail_local::config::ServerConfig::Embedded { .. } => {
                 return Err(ClientError::Invalid("the embedded server binds no labels".into()))
             }
         };
@@ -512,7 +513,7 @@ impl Client {
         if let Some(id) = &self.config.installation {
             return Ok(id.clone());
         }
-        let mut on_disk = crate::config::Config::load(&self.paths)?;
+        let mut on_disk = pcmail_local::config::Config::load(&self.paths)?;
         let id = match &on_disk.installation {
             Some(id) => id.clone(),
             None => {
@@ -556,7 +557,7 @@ impl Client {
         if !due {
             return;
         }
-        if matches!(self.config.server, crate::config::ServerConfig::Embedded { .. }) {
+        if matches!(self.config.server, pcmail_local::config::ServerConfig::Embedded { .. }) {
             let _ = self.transport.call(&Op::Sweep);
             self.transport.prune(now);
         }

@@ -60,8 +60,9 @@ pub fn delete(server_url: &str) -> Result<(), TokenError> {
     }
 }
 
-/// This installation's credential (issue 8 defect 7; the seed of issue 14's
-/// per-PC credential). The PC makes it itself — 256 random bits — and keeps
+/// This installation's credential: it binds the label to this installation,
+/// and enrolment with a join code and rotation keep theirs in the same
+/// keyring entry. The PC makes it itself — 256 random bits — and keeps
 /// it in the OS keyring before it is ever sent, so a lost answer can never
 /// lock it out of its own label: the retry presents the same secret.
 /// `PCMAIL_CREDENTIAL` overrides the keyring (machines without one). It is

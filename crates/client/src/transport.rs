@@ -337,14 +337,28 @@ impl Http {
             Op::Poll(p) => Duration::from_millis(p.wait_ms.max(0) as u64),
             _ => Duration::ZERO,
         };
-        let resp = self
-            .client
-            .post(url)
-            .timeout(Duration::from_secs(30) + wait)
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&req).expect("request serialises"))
-            .send()
-            .map_err(|e| self.send_error(&e, url))?;
+        let body = serde_json::to_vec(&req).expect("request serialises");
+        let send = || {
+            self.client
+                .post(url)
+                .timeout(Duration::from_secs(30) + wait)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+        };
+        let resp = match send() {
+            Ok(r) => r,
+            Err(e) => match self.send_error(&e, url) {
+                // A connection closed before any answer: a server shedding
+                // connections it cannot yet tell from a flood's closes a new
+                // one at once, and a kept-alive one may have been timed out
+                // just as it was reused. Every op is idempotent by its id,
+                // so one more try on a fresh connection is safe; a time-out
+                // or a trust failure is not tried again.
+                CallError::Transient(_) if !e.is_timeout() => send().map_err(|e| self.send_error(&e, url))?,
+                other => return Err(other),
+            },
+        };
         let status = resp.status();
         let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {

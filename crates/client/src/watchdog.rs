@@ -1,6 +1,6 @@
 //! A poller that hangs is as bad as a dead one: it keeps the daemon lock, so
 //! the hook's fallback never starts another, and senders see a stale
-//! `delivered`. The seed's rule: when the last good poll is older than 10
+//! `delivered`. The rule: when the last good poll is older than 10
 //! minutes, restart and poll once. The daemon's loop marks its progress; a
 //! watchdog thread restarts it when neither moved for that long.
 
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The seed's 10 minutes.
+/// 10 minutes: far above any poll interval, well below a lost workday.
 pub const HUNG_AFTER_MS: Millis = 10 * 60 * 1000;
 
 /// The threshold in force: 10 minutes, or `PCMAIL_WATCHDOG_MS` (tests only).

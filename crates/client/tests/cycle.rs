@@ -1,11 +1,12 @@
 //! The poll cycle against scripted servers: quarantine, old servers that
 //! don't know an op, notifications once per id, and the hook's writes.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::transport::{CallError, Embedded};
-use pcmail_client::{hook, Client};
+use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Kind, MarkOp, ProtoError, State};
+use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::hook;
 use serde_json::{json, Value};
 
 mod common;

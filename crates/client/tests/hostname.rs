@@ -1,4 +1,4 @@
-//! Issue 16 point 12: a PC is on the roster under its machine's real
+//! A PC is on the roster under its machine's real
 //! hostname. Hostnames are unique on the roster, so a second label on the
 //! same machine follows the documented rule (`<hostname>.<label>`) and says
 //! so, naming the label that holds the real one.
@@ -23,7 +23,7 @@ fn pc(home: &Path, db: &Path, label: &str) -> Client {
 fn the_first_label_gets_the_real_hostname_and_a_second_one_on_the_machine_is_told_why_not() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("server.db");
-    let real = roster_hostname(&pcmail_client::config::hostname(), "x");
+    let real = roster_hostname(&pcmail_local::config::hostname(), "x");
     let mut a = pc(&dir.path().join("a"), &db, "pc-a");
     a.sync_once(0).unwrap();
     let mut b = pc(&dir.path().join("b"), &db, "pc-b");

@@ -6,12 +6,13 @@
 //! SQLite file, no long poll) B's poller wakes on the file's change. Prints
 //! p50 and p99 over 100 claims each (docs/benchmarks.md) and holds p99 < 1 s.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::leases::{ClaimOutcome, ClaimRequest};
 use pcmail_client::transport::{Embedded, Http, Transport};
-use pcmail_client::{system_now, Client};
+use pcmail_client::Client;
 use pcmail_core::lease::Mode;
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use pcmail_local::leases::GuardFile;
+use pcmail_local::system_now;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

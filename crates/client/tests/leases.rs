@@ -3,14 +3,15 @@
 //! heartbeat period by the poller's pusher, a takeover reaches the old
 //! holder's next hook run once, a lease claimed offline is kept unconfirmed.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::leases::{ClaimOutcome, ClaimRequest};
-use pcmail_client::process::ProcId;
 use pcmail_client::transport::{CallError, Embedded, Transport};
-use pcmail_client::{hook, Client};
+use pcmail_client::Client;
 use pcmail_core::lease::{Evidence, ListArgs, Mode, Takeover, HEARTBEAT_MS, STALE_AFTER_MS};
 use pcmail_core::protocol::Op;
 use pcmail_core::Millis;
+use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::hook;
+use pcmail_local::process::ProcId;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -235,7 +236,7 @@ fn offline_a_claim_is_kept_unconfirmed_and_claimed_on_reconnect() {
     assert_eq!(live(&mut b.client, "docs")[0].holder.pc, "pc-a");
 }
 
-/// Issue 10 point 3: a lease claimed offline against a server that turns out
+/// A lease claimed offline against a server that turns out
 /// to have no leases at all is not "taken over" or "lost" to someone: the
 /// session is told once that the server has no leases.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 8 defect 1: one bad mark once stopped a PC's polling for good. The
+//! One bad mark once stopped a PC's polling for good. The
 //! client refuses what the server would refuse (one rule, in pcmail-core),
 //! sanitises actors, and a mark the server refuses is dropped with a record.
 

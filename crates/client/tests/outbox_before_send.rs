@@ -2,11 +2,11 @@
 //! the mail is in the outbox (and listed by `sent`) before the request goes
 //! out, and settled after the answer.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::Pc;
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use pcmail_store::Store;
 use serde_json::json;
 use std::sync::{Arc, Mutex};

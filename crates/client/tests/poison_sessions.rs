@@ -5,11 +5,11 @@
 //! bad session on its own. Real server engine on a SQLite file, real PC
 //! stores and the real hook entry point.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
 use pcmail_client::transport::Embedded;
 use pcmail_client::Client;
 use pcmail_core::Millis;
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use pcmail_local::hook;
 use pcmail_store::leases::{self as sl, SessionRow};
 use proptest::prelude::*;

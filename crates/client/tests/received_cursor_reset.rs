@@ -1,13 +1,13 @@
-//! Issue 16: gas prunes its received-mail feed, and a PC whose cursor fell
+//! Gas prunes its received-mail feed, and a PC whose cursor fell
 //! behind the pruned point gets `receivedCursorReset`. The entries in
 //! between may be lost, so the PC re-reads the state of its open received
 //! mail with `status` (as it does for `cursorReset` on the sent feed).
 //! Against a scripted server that records every request.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Millis, State};
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

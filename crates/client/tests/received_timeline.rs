@@ -1,4 +1,4 @@
-//! Issue 16: the received timeline is recorded, not rebuilt. A receiving PC
+//! The received timeline is recorded, not rebuilt. A receiving PC
 //! learns from the poll's received-updates feed what the server did to mail
 //! it holds (a sweep's `expired`) with the server's time, and keeps the same
 //! timeline `status` answers. Real server engine on a SQLite file, real PC

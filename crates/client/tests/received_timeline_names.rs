@@ -1,4 +1,4 @@
-//! Issue 11 with issue 16: mail addressed to a name this PC holds gets the
+//! Names with the received timeline: mail addressed to a name this PC holds gets the
 //! same received updates as mail to its label. The server's sweep expires a
 //! mail to `ani` that pc-b holds: pc-b's store reads `expired` with the
 //! server's time. Real server engine on a SQLite file, real PC stores, a

@@ -193,14 +193,11 @@ pub fn read_stamp(repo_root: &Path) -> Option<Stamp> {
     Stamp::parse(&fs::read_to_string(dirs.git_dir.join(STAMP_FILE)).ok()?)
 }
 
-/// Writes the stamp (atomically: temp file + rename). Ok(false) when the repo
-/// has no git directory, so there is nothing for the hook to compare.
+/// Writes the stamp (atomically). Ok(false) when the repo has no git
+/// directory, so there is nothing for the hook to compare.
 pub fn write_stamp(repo_root: &Path, stamp: &Stamp) -> std::io::Result<bool> {
     let Some(dirs) = git_dirs(repo_root) else { return Ok(false) };
-    let path = dirs.git_dir.join(STAMP_FILE);
-    let tmp = dirs.git_dir.join(format!("{STAMP_FILE}.tmp{}", std::process::id()));
-    fs::write(&tmp, stamp.to_text())?;
-    fs::rename(&tmp, &path)?;
+    pcmail_fsmode::replace_file(&dirs.git_dir.join(STAMP_FILE), stamp.to_text().as_bytes(), None)?;
     Ok(true)
 }
 

@@ -385,16 +385,10 @@ fn write_atomic(repo: &Path, path: &Path, content: &str) -> Result<(), MapError>
     if path.strip_prefix(repo).is_ok() {
         return pcmail_fsmode::confined::replace(repo, path, content.as_bytes(), None).map_err(err);
     }
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp{}",
-        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, content).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    pcmail_fsmode::replace_file(path, content.as_bytes(), None).map_err(err)
 }
 
 impl Built {

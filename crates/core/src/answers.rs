@@ -124,8 +124,9 @@ pub struct RosterRemoveAnswer {
     pub version: i64,
 }
 
-/// `send`: the ids stored (a broadcast's copies), and whether the server
-/// already had this exact mail (a retry).
+/// `send`: the ids stored (a broadcast's copies, or one copy per address of
+/// a list, in its order), and whether the server already had this exact mail
+/// (a retry).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendAnswer {
     pub ids: Vec<String>,

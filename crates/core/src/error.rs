@@ -26,7 +26,7 @@ pub enum ErrorCode {
     NotConfigured,
     /// The caller's label is bound to another installation's credential.
     LabelTaken,
-    /// The credential is not one the server knows (issue 14): enrol with a join code.
+    /// The credential is not one the server knows: enrol with a join code.
     NotEnrolled,
     /// The credential (or the label) was revoked by the admin.
     Revoked,
@@ -42,7 +42,7 @@ pub enum ErrorCode {
     Held,
     /// A lease's holder stopped renewing it: taking it needs evidence.
     Stale,
-    /// A job the target will not run (issue 13): `error.reason` says why
+    /// A job the target will not run: `error.reason` says why
     /// (`no_executor`, `not_whitelisted`, `bad_argument` + `field`, `submitter_not_allowed`).
     JobRefused,
     /// Too many failed join attempts for a label or from an address; a
@@ -133,6 +133,43 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// One item of a batch refused on its own (a session of a poll's `sessions`,
+/// a job run or report, a lease renewal or release): the others were applied
+/// and the request went on. Which list and index, and the refusal's code,
+/// field and message. `T` is what else names the item on the wire, between
+/// `index` and `code`: a lease's resource and fence ([`crate::lease::LeaseRef`]);
+/// nothing ([`NoItemRef`]) for sessions and jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemError<T = NoItemRef> {
+    /// Which list of the request: `live`, `running`, `reports`, `renew`, `release`.
+    pub list: String,
+    pub index: usize,
+    #[serde(flatten)]
+    pub item: T,
+    pub code: String,
+    #[serde(default)]
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// An [`ItemError`] with nothing but its list and index to name the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NoItemRef {}
+
+impl<T> ItemError<T> {
+    /// The entry for item `index` of `list`, refused with `error`.
+    pub fn new(list: &str, index: usize, item: T, error: &ProtoError) -> Self {
+        ItemError {
+            list: list.to_string(),
+            index,
+            item,
+            code: error.code.as_str().to_string(),
+            field: error.field.clone(),
+            message: error.message.clone(),
+        }
+    }
+}
+
 /// A protocol error: a code plus a human message and optional structured extras.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -148,11 +185,30 @@ pub struct ProtoError {
     pub lease: Option<Value>,
     /// Why a job was refused (`job_refused`): a word from `core::job::REFUSED_*`.
     pub reason: Option<String>,
+    /// `unknown_recipient` for a list of addresses: every address that did
+    /// not resolve, each with its own candidates.
+    pub unresolved: Option<Vec<Unresolved>>,
+}
+
+/// One address of a list that is no exact roster label or name, and what it
+/// might have meant (suggestions, never used to deliver).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unresolved {
+    pub to: String,
+    pub candidates: Vec<String>,
 }
 
 impl ProtoError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ProtoError { code, message: message.into(), field: None, candidates: None, lease: None, reason: None }
+        ProtoError {
+            code,
+            message: message.into(),
+            field: None,
+            candidates: None,
+            lease: None,
+            reason: None,
+            unresolved: None,
+        }
     }
     pub fn field(field: &str, message: impl Into<String>) -> Self {
         ProtoError {
@@ -162,6 +218,7 @@ impl ProtoError {
             candidates: None,
             lease: None,
             reason: None,
+            unresolved: None,
         }
     }
     pub fn with_lease(mut self, lease: Value) -> Self {
@@ -174,6 +231,10 @@ impl ProtoError {
     }
     pub fn with_candidates(mut self, c: Vec<String>) -> Self {
         self.candidates = Some(c);
+        self
+    }
+    pub fn with_unresolved(mut self, u: Vec<Unresolved>) -> Self {
+        self.unresolved = Some(u);
         self
     }
 
@@ -191,6 +252,9 @@ impl ProtoError {
         }
         if let Some(r) = &self.reason {
             e["reason"] = json!(r);
+        }
+        if let Some(u) = &self.unresolved {
+            e["unresolved"] = json!(u);
         }
         json!({"ok": false, "error": e})
     }
@@ -210,6 +274,51 @@ impl ProtoError {
                 .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
             lease: e.get("lease").filter(|l| l.is_object()).cloned(),
             reason: e.get("reason").and_then(Value::as_str).map(str::to_string),
+            unresolved: e.get("unresolved").and_then(|u| serde_json::from_value(u.clone()).ok()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::LeaseRef;
+
+    /// The wire shape both servers answer, key for key and in this order: a
+    /// session's or a job's item error has no reference, a lease's has its
+    /// resource and fence between `index` and `code` (`null` when unknown).
+    #[test]
+    fn item_errors_keep_their_wire_shape() {
+        let e = ProtoError::field("live.session", "bad session");
+        let plain = ItemError::new("live", 2, NoItemRef {}, &e);
+        let text = serde_json::to_string(&plain).unwrap();
+        assert_eq!(
+            text,
+            r#"{"list":"live","index":2,"code":"bad_request","field":"live.session","message":"bad session"}"#
+        );
+        assert_eq!(serde_json::from_str::<ItemError>(&text).unwrap(), plain);
+        let no_field = ItemError::new("reports", 0, NoItemRef {}, &ProtoError::new(ErrorCode::NotFound, "gone"));
+        assert_eq!(
+            serde_json::to_string(&no_field).unwrap(),
+            r#"{"list":"reports","index":0,"code":"not_found","field":null,"message":"gone"}"#
+        );
+        let missing_field: ItemError =
+            serde_json::from_str(r#"{"list":"reports","index":0,"code":"not_found","message":"gone"}"#).unwrap();
+        assert_eq!(missing_field, no_field);
+
+        let lease = ItemError::new("release", 1, LeaseRef { resource: Some("api".into()), fence: Some(7) }, &e);
+        let text = serde_json::to_string(&lease).unwrap();
+        assert_eq!(
+            text,
+            r#"{"list":"release","index":1,"resource":"api","fence":7,"code":"bad_request","field":"live.session","message":"bad session"}"#
+        );
+        assert_eq!(serde_json::from_str::<ItemError<LeaseRef>>(&text).unwrap(), lease);
+        let unknown = ItemError::new("renew", 0, LeaseRef::default(), &e);
+        let text = serde_json::to_string(&unknown).unwrap();
+        assert_eq!(
+            text,
+            r#"{"list":"renew","index":0,"resource":null,"fence":null,"code":"bad_request","field":"live.session","message":"bad session"}"#
+        );
+        assert_eq!(serde_json::from_str::<ItemError<LeaseRef>>(&text).unwrap(), unknown);
     }
 }

@@ -1,11 +1,11 @@
-//! Jobs (issue 13): a command queue on the same server, protocol and PCs as
+//! Jobs: a command queue on the same server, protocol and PCs as
 //! the mail. The wire types both servers answer and the PC reads, the limits,
 //! and every rule that the submitting CLI, the servers and the executing PC
 //! all check (one function each): a command's spec, its typed arguments, who
 //! may submit, the dedup key, job ids, the output cap. See docs/protocol.md
-//! "Jobs" (the contract is /work/wt/JOBS-CONTRACT.md at the time of writing).
+//! "Jobs".
 
-use crate::error::{ErrorCode, ProtoError};
+use crate::error::{ErrorCode, ItemError, NoItemRef, ProtoError};
 use crate::roster::is_valid_label;
 use crate::rules::{check_text, ACTOR_MAX_CHARS, REASON_MAX_CHARS};
 use crate::Millis;
@@ -101,7 +101,7 @@ pub const REFUSED_NO_EXECUTOR: &str = "no_executor";
 pub const REFUSED_NOT_WHITELISTED: &str = "not_whitelisted";
 pub const REFUSED_BAD_ARGUMENT: &str = "bad_argument";
 pub const REFUSED_SUBMITTER_NOT_ALLOWED: &str = "submitter_not_allowed";
-/// The target PC was revoked by the admin (issue 13).
+/// The target PC was revoked by the admin.
 pub const REFUSED_TARGET_REVOKED: &str = "target_revoked";
 
 // ---- types ----
@@ -495,18 +495,6 @@ pub struct Reported {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-}
-
-/// One item of a poll's `job` argument that failed, with its list and index.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ItemError {
-    /// `running` or `reports`.
-    pub list: String,
-    pub index: usize,
-    pub code: String,
-    #[serde(default)]
-    pub field: Option<String>,
-    pub message: String,
 }
 
 /// The `job` answer of `poll`.
@@ -1118,8 +1106,8 @@ pub fn server_builtin(name: &str) -> Option<CommandSpec> {
 /// small, like any job's bounded output.
 pub const PC_PROBE_ITEMS_MAX: usize = 100;
 
-/// The read-only probes every PC executor has besides its owner's commands
-/// (issue 13 point 6): published with its whitelist, run in-process by the
+/// The read-only probes every PC executor has besides its owner's commands:
+/// published with its whitelist, run in-process by the
 /// executor (no command, no shell), under the same submitter rule
 /// (`submitter_allowed`). Their names start with `_`, which no owner's
 /// command may, so they never collide.
@@ -1490,13 +1478,7 @@ pub fn parse_poll_job(v: &Value) -> Result<PollJob, ProtoError> {
 impl BadItem {
     /// The item's entry in the poll answer's `job.errors`.
     pub fn to_error(&self, list: &str) -> ItemError {
-        ItemError {
-            list: list.to_string(),
-            index: self.index,
-            code: self.error.code.as_str().to_string(),
-            field: self.error.field.clone(),
-            message: self.error.message.clone(),
-        }
+        ItemError::new(list, self.index, NoItemRef {}, &self.error)
     }
 }
 

@@ -1,9 +1,9 @@
-//! Leases (issue 10): the wire types both servers answer and the CLI reads,
+//! Leases: the wire types both servers answer and the CLI reads,
 //! the limits, and the parsing of the lease ops' arguments. The text rules
 //! (resource names, file globs) live in [`crate::rules`] so the CLI checks
 //! them before it sends. See docs/protocol.md "Leases".
 
-use crate::error::ProtoError;
+use crate::error::{ItemError, ProtoError};
 use crate::model::Millis;
 use crate::roster::is_valid_label;
 use crate::rules::{check_lease_files, check_resource, check_text, ACTOR_MAX_CHARS, REASON_MAX_CHARS};
@@ -368,18 +368,13 @@ pub struct Released {
     pub released: bool,
 }
 
-/// One renewal or release of a poll that failed, with its list and index.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ItemError {
-    /// `renew` or `release`.
-    pub list: String,
-    pub index: usize,
+/// What names a renewal or release in the poll's `lease.errors` besides its
+/// list (`renew` or `release`) and index: its resource and fence, `null`
+/// when the item did not carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct LeaseRef {
     pub resource: Option<String>,
     pub fence: Option<i64>,
-    pub code: String,
-    #[serde(default)]
-    pub field: Option<String>,
-    pub message: String,
 }
 
 /// The `lease` answer of `poll`.
@@ -391,7 +386,7 @@ pub struct PollLeaseAnswer {
     pub released: Vec<Released>,
     pub lost: Vec<Lost>,
     #[serde(default)]
-    pub errors: Vec<ItemError>,
+    pub errors: Vec<ItemError<LeaseRef>>,
     pub version: i64,
     /// Every live lease; present only when `version` differs from `known`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -490,6 +485,21 @@ fn check_single_line(field: &str, s: &str, max: usize, not_blank: bool) -> Resul
 
 /// The holder names the caller's own PC (checked by the server against the
 /// envelope), a session (1–100 characters) and maybe the session's name.
+/// Why the end of the holder's process is no evidence for taking a lease
+/// over, if it is not: a lease claimed for a fixed time (`ttlMs`) follows
+/// no process, so while its time runs it is held whatever process made it
+/// (only its end or a release give it up). The same rule on the holder's PC
+/// (before it asks) and on the server (which decides). `ttl_expires_at` and
+/// `now` are on the server's clock.
+pub fn process_gone_refusal(ttl_expires_at: Option<Millis>, now: Millis) -> Option<String> {
+    let end = ttl_expires_at.filter(|end| *end > now)?;
+    Some(format!(
+        "it is held for a fixed time (--ttl) that ends in {}, whatever process made it, so process_gone is no \
+         evidence: ask the holder to release it, or wait",
+        crate::present::age(end - now)
+    ))
+}
+
 pub fn check_holder(h: &Holder) -> Result<(), ProtoError> {
     if !is_valid_label(&h.pc) {
         return Err(ProtoError::field("holder.pc", "holder.pc must be a roster label"));
@@ -690,16 +700,8 @@ fn item<T>(index: usize, v: &Value, parse: impl FnOnce(&M) -> Result<T, ProtoErr
 
 impl BadItem {
     /// The item's entry in the poll answer's `lease.errors`.
-    pub fn to_error(&self, list: &str) -> ItemError {
-        ItemError {
-            list: list.to_string(),
-            index: self.index,
-            resource: self.resource.clone(),
-            fence: self.fence,
-            code: self.error.code.as_str().to_string(),
-            field: self.error.field.clone(),
-            message: self.error.message.clone(),
-        }
+    pub fn to_error(&self, list: &str) -> ItemError<LeaseRef> {
+        ItemError::new(list, self.index, LeaseRef { resource: self.resource.clone(), fence: self.fence }, &self.error)
     }
 }
 

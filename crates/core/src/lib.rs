@@ -13,11 +13,13 @@ pub mod model;
 pub mod op_table;
 pub mod present;
 pub mod protocol;
+pub mod recipients;
 pub mod repo_id;
 pub mod roster;
 pub mod rules;
 pub mod sessions;
 pub mod shared_table;
+pub mod shell;
 pub mod state;
 
 pub use error::{ErrorCode, ProtoError};

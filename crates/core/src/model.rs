@@ -39,7 +39,7 @@ impl Kind {
             _ => None,
         }
     }
-    /// The seed team's subject tag for this kind (`[判断依頼]`, `[作業依頼]`).
+    /// The Japanese subject tag for this kind (`[判断依頼]`, `[作業依頼]`).
     pub fn subject_tag(self) -> Option<&'static str> {
         match self {
             Kind::Decision => Some(DECISION_TAG),
@@ -55,7 +55,7 @@ impl Kind {
             _ => subject.to_string(),
         }
     }
-    /// The kind a receiving PC acts on: the field, or the seed's subject tags
+    /// The kind a receiving PC acts on: the field, or the Japanese subject tags
     /// (mail from older senders only carries the tag).
     pub fn classify(kind: Kind, subject: &str) -> Kind {
         if kind == Kind::Decision || subject.contains(DECISION_TAG) {
@@ -81,7 +81,7 @@ pub struct Pc {
 #[serde(rename_all = "camelCase")]
 pub struct OutgoingMail {
     pub id: String,
-    pub to: String,
+    pub to: To,
     #[serde(default)]
     pub kind: Kind,
     #[serde(default)]
@@ -102,6 +102,72 @@ pub struct OutgoingMail {
     pub auto: bool,
     #[serde(default)]
     pub hop: i64,
+}
+
+/// Whom a mail is for, as its sender wrote it: one address (a roster label,
+/// a session's name, or `*` for every other PC), or a list of at least two
+/// exact addresses (feature `multi-recipient`), each of which gets a copy of
+/// its own with its own state and timeline. On the wire one address is a
+/// string and a list an array, so a server that predates lists refuses the
+/// array (`bad_request`) instead of delivering to one of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum To {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl To {
+    /// Every address, in the sender's order (`*` stays `*`).
+    pub fn addresses(&self) -> &[String] {
+        match self {
+            To::One(a) => std::slice::from_ref(a),
+            To::Many(list) => list,
+        }
+    }
+    /// The one address, when it is not a list.
+    pub fn single(&self) -> Option<&str> {
+        match self {
+            To::One(a) => Some(a),
+            To::Many(_) => None,
+        }
+    }
+    pub fn is_broadcast(&self) -> bool {
+        self.single() == Some("*")
+    }
+    pub fn is_list(&self) -> bool {
+        matches!(self, To::Many(_))
+    }
+    /// The form a retry is compared by (and a store keeps): the address, or
+    /// the list as a JSON array in the sender's order.
+    pub fn key(&self) -> String {
+        match self {
+            To::One(a) => a.clone(),
+            To::Many(list) => serde_json::to_string(list).unwrap_or_default(),
+        }
+    }
+    /// For people: `pc-b` or `pc-b, pc-c`.
+    pub fn display(&self) -> String {
+        self.addresses().join(", ")
+    }
+}
+
+impl From<&str> for To {
+    fn from(a: &str) -> To {
+        To::One(a.to_string())
+    }
+}
+
+impl From<String> for To {
+    fn from(a: String) -> To {
+        To::One(a)
+    }
+}
+
+impl PartialEq<&str> for To {
+    fn eq(&self, other: &&str) -> bool {
+        self.single() == Some(*other)
+    }
 }
 
 /// One step of a mail's timeline: who moved it to which state, when.
@@ -140,6 +206,11 @@ pub struct Mail {
     pub state: State,
     #[serde(default)]
     pub broadcast_of: Option<String>,
+    /// Every address of a mail sent to several (feature `multi-recipient`),
+    /// in the sender's order, on each copy: who else got it (`reply --all`).
+    /// None for mail to one address or to `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipients: Option<Vec<String>>,
     #[serde(default)]
     pub timeline: Vec<TimelineEntry>,
 }
@@ -322,4 +393,6 @@ pub mod limits {
     pub const JOIN_CODE_DEFAULT_MS: i64 = 24 * 60 * MIN;
     /// …and at most 30 days.
     pub const JOIN_CODE_MAX_MS: i64 = 30 * 24 * 60 * MIN;
+    /// Most addresses one mail may list (feature `multi-recipient`).
+    pub const RECIPIENTS_MAX: usize = 20;
 }

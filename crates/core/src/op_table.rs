@@ -23,7 +23,14 @@ pub const FEATURES: &[&str] = &[
     FEATURE_RECEIVED_UPDATES,
     FEATURE_JOBS,
     FEATURE_SESSIONS,
+    FEATURE_MULTI_RECIPIENT,
 ];
+/// `send` with `mail.to` a list of addresses: one copy, state and timeline
+/// per address, all or nothing (docs/protocol.md, "Mail to several
+/// addresses"). Not an op of its own, so no row names it: `send`'s row stays
+/// the first protocol version's, and a client asks `hello` before it sends a
+/// list.
+pub const FEATURE_MULTI_RECIPIENT: &str = "multi-recipient";
 /// The poll's `sessions` argument, `name.take`, `who`, and mail to a name.
 pub const FEATURE_SESSIONS: &str = "sessions";
 /// Marks are answered item by item (with `index`); a bad mark never fails the batch.

@@ -1,4 +1,4 @@
-//! What the hook puts into a session's context: the seed's order and budgets,
+//! What the hook puts into a session's context: its order and budgets,
 //! and mail text framed as quoted data from a named sender.
 //!
 //! Order: unanswered decision requests 3 → work requests / urgent 3 → replies
@@ -118,7 +118,7 @@ pub fn kind_badge(kind: Kind, lang: Lang) -> Option<&'static str> {
     }
 }
 
-/// A subject to show beside a badge: the seed's tags are taken out (the
+/// A subject to show beside a badge: the Japanese tags are taken out (the
 /// badge says the same, in the user's language).
 pub fn subject_without_tags(subject: &str) -> String {
     use crate::model::{DECISION_TAG, REQUEST_TAG};
@@ -364,6 +364,28 @@ fn render_mail(m: &PresentMail, now: Millis, lang: Lang) -> String {
     format!("<pcmail-mail {attrs}>\n{text}\n</pcmail-mail>")
 }
 
+/// Text from another party (a repo's files, another PC's mail or job
+/// output) as a terminal may print it: line breaks and tabs stay, every
+/// other control character (ESC and the rest of C0 and C1, so no colour,
+/// cursor, title or clipboard sequence) becomes a visible `�`, and the
+/// invisible characters that reorder or hide text (bidi overrides,
+/// zero-width ones) are dropped. For a person reading whole files, not for a
+/// model's context (that is [`neutralise`]).
+pub fn terminal_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            // A CR before LF is a Windows line end; a lone one could overwrite a line.
+            '\r' => {}
+            c if c.is_control() => out.push('\u{FFFD}'),
+            c if is_format_char(c as u32) || is_other_invisible(c as u32) => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Makes mail text unable to imitate the framing. First every invisible
 /// character (Unicode format characters, category Cf, and the other default
 /// ignorables) is dropped and look-alikes are folded (full-width ASCII to
@@ -450,6 +472,24 @@ pub fn lease_since(fence: i64, granted_at: Millis, heartbeat_at: Millis, now: Mi
     format!("fence {fence}, granted {} ago, last heartbeat {} ago", age(now - granted_at), age(now - heartbeat_at))
 }
 
+/// A moment as an ISO 8601 UTC time to the second (`2026-12-02T11:32:36Z`),
+/// for records a person reads (the roster log) instead of epoch milliseconds.
+pub fn utc_time(ms: Millis) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil-from-days: the proleptic Gregorian date of a day count.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 pub fn age(ms: Millis) -> String {
     let s = (ms.max(0)) / 1000;
     if s < 60 {
@@ -466,6 +506,24 @@ pub fn age(ms: Millis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_time_is_the_calendar_date() {
+        assert_eq!(utc_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_time(1_796_211_156_789), "2026-12-02T11:32:36Z");
+        assert_eq!(utc_time(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_time(-1000), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn terminal_text_keeps_lines_and_makes_every_escape_visible() {
+        let hostile = "goal\r\n\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07done\u{202E}txt.exe\u{200B}\n\tnext \u{9b}31m";
+        assert_eq!(
+            terminal_text(hostile),
+            "goal\n\u{FFFD}[2J\u{FFFD}]52;c;cm0gLXJmIH4=\u{FFFD}donetxt.exe\n\tnext \u{FFFD}31m"
+        );
+        assert_eq!(terminal_text("plain\ntext"), "plain\ntext");
+    }
 
     #[test]
     fn a_lease_refusal_gives_ages_not_epoch_milliseconds() {

@@ -10,7 +10,7 @@ use crate::job::{
 use crate::lease::{
     parse_check, parse_claim, parse_list, parse_poll_lease, parse_release, Claim, ListArgs, PollLease, Release,
 };
-use crate::model::{limits, Kind, Mark, MarkOp, MarkResult, Millis, OutgoingMail, PROTOCOL_VERSION};
+use crate::model::{limits, Kind, Mark, MarkOp, MarkResult, Millis, OutgoingMail, To, PROTOCOL_VERSION};
 use crate::op_table::{OpKind, OpSpec};
 use crate::roster::{is_valid_hostname, is_valid_label};
 use crate::rules::{check_mark_text, check_text};
@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 pub struct Request {
     pub pc: String,
     pub token: Option<String>,
-    /// This installation's credential (issue 8 defect 7): binds the `pc`
+    /// This installation's credential: binds the `pc`
     /// label to one installation. Never logged.
     pub cred: Option<String>,
     pub op: Op,
@@ -57,7 +57,7 @@ pub enum Op {
     Alerts {
         open_only: bool,
     },
-    /// Admin: a one-time join code for `label` (issue 14). `code` is the
+    /// Admin: a one-time join code for `label`. `code` is the
     /// secret part, made by the admin's client (a retry presents it again).
     Enrol {
         label: String,
@@ -93,7 +93,7 @@ pub enum Op {
         resource: String,
         fence: i64,
     },
-    /// Jobs (issue 13).
+    /// Jobs.
     JobSubmit(SubmitArgs),
     JobStatus {
         job_id: String,
@@ -302,7 +302,7 @@ impl Default for PollArgs {
 
 pub use crate::op_table::{
     FEATURES, FEATURE_CREDENTIALS, FEATURE_EXPIRES_IN, FEATURE_JOBS, FEATURE_LABEL_BINDING, FEATURE_LEASES,
-    FEATURE_MARK_RESULTS, FEATURE_RECEIVED_UPDATES, FEATURE_SESSIONS,
+    FEATURE_MARK_RESULTS, FEATURE_MULTI_RECIPIENT, FEATURE_RECEIVED_UPDATES, FEATURE_SESSIONS,
 };
 
 /// A credential: 32 to 512 printable ASCII characters without spaces. PCs
@@ -580,14 +580,28 @@ fn parse_mail(m: &Map<String, Value>) -> Result<OutgoingMail, ProtoError> {
     if !is_valid_mail_id(&id) {
         return Err(ProtoError::field("mail.id", "mail.id must look like mail-<ms>-<8 lower hex>"));
     }
-    let to = req_str(m, "to")?;
-    if to != "*" && !is_valid_label(&to) {
-        return Err(ProtoError::new(
-            ErrorCode::UnknownRecipient,
-            format!("{to:?} is not a roster label (labels are lower-case a-z 0-9 . _ -)"),
-        )
-        .with_candidates(vec![]));
-    }
+    let to = match m.get("to") {
+        // A list of addresses (feature `multi-recipient`): one copy each.
+        Some(Value::Array(items)) => {
+            let list =
+                items.iter().map(|a| a.as_str().map(str::to_string)).collect::<Option<Vec<String>>>().ok_or_else(
+                    || ProtoError::field(crate::recipients::FIELD, "mail.to must be a string or an array of strings"),
+                )?;
+            crate::recipients::check_list(&list)?;
+            To::Many(list)
+        }
+        _ => {
+            let to = req_str(m, "to")?;
+            if to != "*" && !is_valid_label(&to) {
+                return Err(ProtoError::new(
+                    ErrorCode::UnknownRecipient,
+                    format!("{to:?} is not a roster label (labels are lower-case a-z 0-9 . _ -)"),
+                )
+                .with_candidates(vec![]));
+            }
+            To::One(to)
+        }
+    };
     let kind = match m.get("kind") {
         None | Some(Value::Null) => Kind::Note,
         Some(Value::String(s)) => Kind::parse(s)
@@ -796,6 +810,13 @@ mod tests {
         let v = request_json("pc-a", Some("tok"), &op);
         let back = parse_request(&v).unwrap();
         assert_eq!(back, Request { pc: "pc-a".into(), token: Some("tok".into()), cred: None, op });
+        // A list of addresses travels as an array (an older server refuses it
+        // whole instead of reading one address out of it) and comes back a list.
+        let list = OutgoingMail { to: To::Many(vec!["pc-b".into(), "ani".into()]), ..mail };
+        let op = Op::Send { mail: list };
+        let v = request_json("pc-a", None, &op);
+        assert_eq!(v["args"]["mail"]["to"], json!(["pc-b", "ani"]));
+        assert_eq!(parse_request(&v).unwrap().op, op);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! A repo's identity from its origin URL (DESIGN.md "Repos"): one rule for
+//! A repo's identity from its origin URL: one rule for
 //! leases, sessions, handoffs and memory, so every part of a PC (and every
 //! PC) names a repo the same way. Pure text functions; reading `.git` is the
 //! caller's.

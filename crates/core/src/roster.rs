@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn partial_address_is_never_resolved() {
-        // The seed's bug: `kim` matched several PCs by substring.
+        // The old bug: `kim` matched several PCs by substring.
         match resolve(&roster(), "kim") {
             Resolution::Unknown { candidates } => {
                 assert!(candidates.contains(&"kim-desktop".to_string()));

@@ -1,9 +1,9 @@
-//! Sessions and names (issue 11 §1, docs/protocol.md "Sessions and names"):
+//! Sessions and names (docs/protocol.md "Sessions and names"):
 //! the live sessions a PC reports on its poll, the `name.take` and `who` ops'
 //! arguments and answers, and the one rule for a name. Names and PC labels
 //! share one namespace, so a name is spelled as a label is.
 
-use crate::error::ProtoError;
+use crate::error::{ItemError, NoItemRef, ProtoError};
 use crate::roster::is_valid_label;
 use crate::rules::{check_session_id, clean_session_id};
 use crate::Millis;
@@ -115,22 +115,10 @@ pub struct PollSessionsAnswer {
     #[serde(default)]
     pub withdrawn: Vec<String>,
     /// The reported sessions the server refused, each on its own (the
-    /// others were applied and the rest of the poll went on).
+    /// others were applied and the rest of the poll went on); `list` is
+    /// always `live`.
     #[serde(default)]
     pub errors: Vec<ItemError>,
-}
-
-/// One reported session the server refused: its index in `live`, the
-/// refusal's code, field and message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ItemError {
-    /// Always `live`.
-    pub list: String,
-    pub index: usize,
-    pub code: String,
-    #[serde(default)]
-    pub field: Option<String>,
-    pub message: String,
 }
 
 /// One entry of a reported list of live sessions: parsed and checked, or
@@ -146,13 +134,7 @@ pub struct BadSession {
 impl BadSession {
     /// The item's entry in the answer's `sessions.errors`.
     pub fn to_error(&self) -> ItemError {
-        ItemError {
-            list: "live".into(),
-            index: self.index,
-            code: self.error.code.as_str().to_string(),
-            field: self.error.field.clone(),
-            message: self.error.message.clone(),
-        }
+        ItemError::new("live", self.index, NoItemRef {}, &self.error)
     }
 }
 

@@ -82,6 +82,7 @@ fn table() -> Value {
             limits::EXPIRES_IN_MAX_MS,
             limits::JOIN_CODE_DEFAULT_MS,
             limits::JOIN_CODE_MAX_MS,
+            limits::RECIPIENTS_MAX,
             rules::ACTOR_MAX_CHARS,
             rules::REASON_MAX_CHARS,
         ),

@@ -295,6 +295,95 @@ impl Dir {
         }
     }
 
+    /// Whether `name` exists in this folder (a dangling symlink included).
+    pub fn exists(&self, name: &Path) -> bool {
+        self.kind(name).is_some()
+    }
+
+    /// Renames `from` to `to` inside this folder: a symlink is moved as the
+    /// link itself, never followed.
+    pub fn rename_in(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.rename(from, to)
+    }
+
+    /// Removes `name` (a symlink: the link itself).
+    pub fn remove_file(&self, name: &Path) -> io::Result<()> {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let c = cpath(name.as_os_str())?;
+            // SAFETY: valid descriptor and C string.
+            if unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        }
+        #[cfg(not(unix))]
+        {
+            std::fs::remove_file(self.path.join(name))
+        }
+    }
+
+    /// The content of `name`, never read through a symlink (refused); None
+    /// when it does not exist. Must be a regular file.
+    pub fn read(&self, name: &Path) -> io::Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        match self.kind(name) {
+            None => return Ok(None),
+            Some(Kind::Symlink) => return Err(refused(self.path.join(name), "it is a symlink")),
+            Some(Kind::Other) => return Err(refused(self.path.join(name), "it is not a regular file")),
+            Some(Kind::File) => {}
+        }
+        #[cfg(unix)]
+        let mut f = {
+            use std::os::fd::{AsRawFd, FromRawFd};
+            let c = cpath(name.as_os_str())?;
+            let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+            // SAFETY: valid descriptor and C string; the descriptor is owned below.
+            let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags) };
+            if fd < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::ENOENT) => Ok(None),
+                    Some(libc::ELOOP) => Err(refused(self.path.join(name), "it is a symlink")),
+                    _ => Err(e),
+                };
+            }
+            unsafe { std::fs::File::from_raw_fd(fd) }
+        };
+        #[cfg(not(unix))]
+        let mut f = std::fs::File::open(self.path.join(name))?;
+        if !f.metadata()?.is_file() {
+            return Err(refused(self.path.join(name), "it is not a regular file"));
+        }
+        let mut out = vec![];
+        f.read_to_end(&mut out)?;
+        Ok(Some(out))
+    }
+
+    /// Copies `name` to a new file beside it, `NAME.pcmail-backup-SECS` (a
+    /// `-N` added when that exists: two runs in one second keep both), with
+    /// its permission bits; None when there is no `name`.
+    pub fn backup(&self, name: &Path, now_secs: u64) -> io::Result<Option<PathBuf>> {
+        let Some(content) = self.read(name)? else { return Ok(None) };
+        let mode = self.mode_of(name);
+        let base = format!("{}.pcmail-backup-{now_secs}", name.to_string_lossy());
+        for n in 0..1000u32 {
+            let candidate = PathBuf::from(if n == 0 { base.clone() } else { format!("{base}-{n}") });
+            let mut f = match self.open_file(&candidate, O_CREAT | O_EXCL, mode.unwrap_or(0o600)) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            };
+            use std::io::Write;
+            f.write_all(&content)?;
+            f.sync_all()?;
+            self.sync();
+            return Ok(Some(self.path.join(candidate)));
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{}: 1000 backups this second", base)))
+    }
+
     /// Replaces `name` with `content` atomically (temp file in this folder,
     /// fsync, rename, fsync of the folder): a reader sees the old file or the
     /// new one. The rename replaces a symlink at `name` itself, never its
@@ -496,6 +585,26 @@ pub fn append(root: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
 pub fn ensure_with_header(root: &Path, path: &Path, header: &[u8]) -> io::Result<()> {
     let (d, f) = parent_of(root, path, true)?;
     d.ensure_with_header(&f, header)
+}
+
+/// Reads `path` (under `root`), never through a symlink; see [`Dir::read`].
+pub fn read(root: &Path, path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let (d, f) = match parent_of(root, path, false) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    d.read(&f)
+}
+
+/// Backs `path` (under `root`) up beside it; see [`Dir::backup`].
+pub fn backup(root: &Path, path: &Path, now_secs: u64) -> io::Result<Option<PathBuf>> {
+    let (d, f) = match parent_of(root, path, false) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    d.backup(&f, now_secs)
 }
 
 /// Replaces `path` (under `root`) atomically; see [`Dir::replace`].

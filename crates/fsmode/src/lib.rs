@@ -79,6 +79,53 @@ pub fn open_private_rw(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Replaces the file at `path` atomically, the one way pcmail replaces a
+/// whole file: a temp file in the same folder, written and fsync-ed, renamed
+/// over `path`, then the folder fsync-ed, so a crash leaves the old file or
+/// the new one and a reader never sees half of it. `mode`: the new file's
+/// permission bits; None keeps those of the file replaced (0666 less the
+/// umask for a new one). The folder must exist; it may be reached through
+/// symlinks (it is the caller's choice), but a symlink at `path` itself is
+/// replaced, never written through. For a folder whose content someone else
+/// controls (a repo), use [`confined::replace`] with the repo as its root.
+pub fn replace_file(path: &Path, content: &[u8], mode: Option<u32>) -> io::Result<()> {
+    let (dir, name) = split_file(path)?;
+    confined::Dir::open(dir, &[], false)?.replace(name, content, mode)
+}
+
+/// [`replace_file`] with the file private (0600) whatever it was before.
+pub fn replace_private(path: &Path, content: &[u8]) -> io::Result<()> {
+    replace_file(path, content, Some(FILE_MODE))
+}
+
+/// The folder of `path` (`.` for a bare name) and its file name.
+fn split_file(path: &Path) -> io::Result<(&Path, &Path)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file path", path.display())))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Ok((dir, Path::new(name)))
+}
+
+/// The outermost git work tree holding `path` (a folder above it with a
+/// `.git` folder or file), looked up by name without following the path's
+/// own symlinks, so a committed symlink inside a repo cannot make its target
+/// look like the root; None outside any. A file pcmail writes inside a work
+/// tree is the repo's content, and is written with [`confined`] below this
+/// root: the outermost one, because every folder below it must then be real.
+pub fn enclosing_work_tree(path: &Path) -> Option<std::path::PathBuf> {
+    let abs = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
+    let mut found = None;
+    let mut dir = abs.parent();
+    while let Some(d) = dir {
+        if std::fs::symlink_metadata(d.join(".git")).is_ok() {
+            found = Some(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+    found
+}
+
 /// Writes `bytes` to a new private file at `path` (replacing it).
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;

@@ -1,5 +1,5 @@
 //! Handoffs and rollups: one file per session (never overwritten), the five
-//! sections of the seed as headings, an INDEX line per event; a rollup folds
+//! sections as headings, an INDEX line per event; a rollup folds
 //! older handoffs and stamps `rolled_up_into:` into each (the only edit an old
 //! handoff ever gets, done atomically).
 
@@ -37,7 +37,7 @@ impl WorkState {
     }
 }
 
-/// The five sections (seed 001: goal; done, with paths; what didn't work and
+/// The five sections (goal; done, with paths; what didn't work and
 /// why; the state; the next step). `state` is its first word plus any detail.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Sections {

@@ -1,4 +1,4 @@
-//! Handoffs, rollups and memory (issue 11, layers 1 and 3 of seed 001): files
+//! Handoffs, rollups and memory: files
 //! in the repo (`.claude/handoffs/`, `.claude/memory/`), Markdown readable
 //! without pcmail, append-only with an INDEX, carried between PCs by git; the
 //! PC store only indexes them (memory search) and remembers what the hook did

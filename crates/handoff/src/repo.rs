@@ -1,5 +1,5 @@
 //! Which repo: its root (the walk up from the working directory to `.git`)
-//! and its identity, the key the PC store uses (DESIGN.md "Repos": the
+//! and its identity, the key the PC store uses (`pcmail_core::repo_id`: the
 //! normalised origin URL, else the root commit hash). Read from the `.git`
 //! files only, no `git` process, so the hook can afford it.
 

@@ -1,6 +1,6 @@
 //! Which session a command runs in. `PCMAIL_SESSION` (an explicit choice),
 //! else the session the PC's registry has for the Claude Code process above
-//! the command (issue 11 §1: the hook recorded it; the caller looks it up and
+//! the command (the hook recorded it; the caller looks it up and
 //! passes it in, since this crate reads no store), else a session id the
 //! environment carries (`CLAUDE_SESSION_ID`, which a SessionStart hook can
 //! export through `CLAUDE_ENV_FILE`), else a random id for this one command —

@@ -1,4 +1,4 @@
-//! The Stop reminder (issue 11 §3): when a session did real work (its
+//! The Stop reminder: when a session did real work (its
 //! transcript is longer than the configured threshold) and wrote no handoff,
 //! Claude Code's Stop hook answers `{"decision":"block","reason":…}` once, so
 //! the model writes one before it stops. Never when `stop_hook_active` is

@@ -1,5 +1,4 @@
-//! What SessionStart shows of handoffs and memory (DESIGN.md "Shared
-//! conventions": after mail and the one-line items, inside the 1,800-char
+//! What SessionStart shows of handoffs and memory (after mail and the one-line items, inside the 1,800-char
 //! budget): the latest rollup's name, the ACTIVE handoffs it does not
 //! cover (newest first, one line each: goal and next step), then the
 //! memory count and the newest gotchas. A part that does not fit becomes a

@@ -1,5 +1,5 @@
 //! 8 processes append handoffs, INDEX lines and memory entries to one repo at
-//! once (issue 11: "every line whole, every file present, no name
+//! once ("every line whole, every file present, no name
 //! collision"). The workers are this test binary run again with
 //! `worker_process` selected. `PCMAIL_CONCURRENCY_SECS` sets the duration
 //! (default 5; the issue's full run is 30).

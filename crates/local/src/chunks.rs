@@ -1,4 +1,4 @@
-//! Chunked jobs (issue 13 point 5), the pure part: which inputs a run still
+//! Chunked jobs, the pure part: which inputs a run still
 //! has to do, whether it may start another one, and the counts a result
 //! carries. Progress is kept per input by fingerprint (input id + its
 //! modification time), so one new input never discards the others' results;

@@ -140,19 +140,19 @@ pub struct Config {
     /// Days this PC keeps final mail (done, failed, expired); default 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
-    /// `subject_tags = "ja"`: put the seed team's tag (`[判断依頼]`,
+    /// `subject_tags = "ja"`: put the Japanese tag (`[判断依頼]`,
     /// `[作業依頼]`) in front of the subject of decision and work requests
     /// this PC sends. Absent: subjects are sent as written. Received tags
     /// are recognised either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject_tags: Option<SubjectTags>,
-    /// `[handoffs]`: the Stop hook's handoff reminder (issue 11).
+    /// `[handoffs]`: the Stop hook's handoff reminder.
     #[serde(default, skip_serializing_if = "HandoffSettings::is_default")]
     pub handoffs: HandoffSettings,
-    /// `[jobs]`: the commands other sessions may run on this PC (issue 13).
+    /// `[jobs]`: the commands other sessions may run on this PC.
     #[serde(default, skip_serializing_if = "crate::jobconf::JobsConfig::is_empty")]
     pub jobs: crate::jobconf::JobsConfig,
-    /// `[leases]`: checks that run before a takeover (issue 10 point 2).
+    /// `[leases]`: checks that run before a takeover.
     #[serde(default, skip_serializing_if = "LeaseSettings::is_empty")]
     pub leases: LeaseSettings,
 }
@@ -227,7 +227,7 @@ impl HandoffSettings {
 /// The subject tags a PC adds to what it sends (`subject_tags` in config.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SubjectTags {
-    /// The seed team's Japanese tags.
+    /// The Japanese subject tags.
     #[serde(rename = "ja")]
     Ja,
 }
@@ -307,16 +307,13 @@ impl Config {
         }
     }
 
-    /// Writes atomically (temp file + rename) so a crash never leaves half a config.
+    /// Writes atomically so a crash never leaves half a config.
     pub fn save(&self, paths: &Paths) -> Result<(), ConfigError> {
         let path = paths.config();
         let w = |source| ConfigError::Write { path: path.clone(), source };
         pcmail_fsmode::create_private_dir_all(&paths.home).map_err(w)?;
-        let tmp = path.with_extension("toml.tmp");
         let text = toml::to_string_pretty(self).expect("config serialises");
-        pcmail_fsmode::write_private(&tmp, text.as_bytes()).map_err(w)?;
-        std::fs::rename(&tmp, &path).map_err(w)?;
-        Ok(())
+        pcmail_fsmode::replace_private(&path, text.as_bytes()).map_err(w)
     }
 
     /// How long this PC keeps final mail.

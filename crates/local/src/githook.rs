@@ -38,17 +38,34 @@ pub struct Installed {
     pub changed: bool,
 }
 
-/// The hooks folder git uses in `dir`'s repo (`core.hooksPath` respected).
+/// The hooks folder git uses in `dir`'s repo (`core.hooksPath` respected),
+/// as named, not resolved: `git rev-parse --git-path hooks` follows a
+/// symlinked `core.hooksPath` folder, which would hide that a committed
+/// symlink leads it out of the repo. A relative `core.hooksPath` is taken
+/// from the work tree's top, as git runs hooks there.
 pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitHookError> {
-    let out = Command::new("git")
-        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
-        .current_dir(dir)
-        .output()
-        .map_err(|e| GitHookError::NotARepo(e.to_string()))?;
-    if !out.status.success() {
-        return Err(GitHookError::NotARepo(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    let git = |args: &[&str]| -> Result<Option<String>, GitHookError> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| GitHookError::NotARepo(e.to_string()))?;
+        Ok(out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim_end_matches('\n').to_string()))
+    };
+    let not_a_repo = || {
+        let out = Command::new("git").args(["rev-parse", "--git-dir"]).current_dir(dir).output();
+        GitHookError::NotARepo(out.map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string()).unwrap_or_default())
+    };
+    if let Some(set) = git(&["config", "--path", "--get", "core.hooksPath"])?.filter(|s| !s.is_empty()) {
+        let p = PathBuf::from(&set);
+        if p.is_absolute() {
+            return Ok(p);
+        }
+        let top = git(&["rev-parse", "--show-toplevel"])?.filter(|t| !t.is_empty()).ok_or_else(not_a_repo)?;
+        return Ok(PathBuf::from(top).join(p));
     }
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let p =
+        PathBuf::from(git(&["rev-parse", "--path-format=absolute", "--git-path", "hooks"])?.ok_or_else(not_a_repo)?);
     Ok(if p.is_absolute() { p } else { dir.join(p) })
 }
 
@@ -64,64 +81,79 @@ fn script(hook_command: &str) -> String {
     )
 }
 
+/// The hooks folder, opened for writing: a hooks folder inside the work
+/// tree (`core.hooksPath = .husky`) is the repo's content, so every folder
+/// from the work tree down to it must be real (a committed symlink at
+/// `.husky` is refused, never followed out of the repo); elsewhere it is
+/// confined to itself. Made when missing if `create`.
+fn open_hooks(hooks: &Path, create: bool) -> Result<pcmail_fsmode::confined::Dir, GitHookError> {
+    let io = |source| GitHookError::Io { path: hooks.to_path_buf(), source };
+    let probe = hooks.join("pre-commit");
+    match pcmail_fsmode::enclosing_work_tree(&probe) {
+        Some(tree) => pcmail_fsmode::confined::parent_of(&tree, &probe, create).map(|(d, _)| d).map_err(io),
+        None => {
+            if create {
+                std::fs::create_dir_all(hooks).map_err(io)?;
+            }
+            pcmail_fsmode::confined::Dir::open(hooks, &[], false).map_err(io)
+        }
+    }
+}
+
 /// Installs (or updates) the guard in `dir`'s repo, chaining an existing
 /// pre-commit hook. Idempotent.
 pub fn install(dir: &Path, hook_command: &str) -> Result<Installed, GitHookError> {
     let hooks = hooks_dir(dir)?;
+    let d = open_hooks(&hooks, true)?;
+    let (name, chained_name) = (Path::new("pre-commit"), Path::new(CHAINED));
+    let hook = hooks.join(name);
+    let chained = hooks.join(CHAINED);
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| GitHookError::Io { path, source }
     };
-    std::fs::create_dir_all(&hooks).map_err(io(&hooks))?;
-    let hook = hooks.join("pre-commit");
-    let chained = hooks.join(CHAINED);
     let want = script(hook_command);
-    let existing = std::fs::read_to_string(&hook).ok();
+    // A symlinked hook is someone else's (its target is not read): it is
+    // chained as the link itself.
+    let existing = match d.read(name) {
+        Ok(t) => t.map(|b| String::from_utf8_lossy(&b).into_owned()),
+        Err(e) if pcmail_fsmode::confined::is_refused(&e) => Some(String::new()),
+        Err(e) => return Err(io(&hook)(e)),
+    };
     if existing.as_deref() == Some(want.as_str()) {
-        return Ok(Installed { hook, chained: chained.exists().then_some(chained), changed: false });
+        return Ok(Installed { hook, chained: d.exists(chained_name).then_some(chained), changed: false });
     }
     if let Some(text) = &existing {
         if !text.contains(MARKER) {
-            if chained.exists() {
+            if d.exists(chained_name) {
                 return Err(GitHookError::ChainTaken(chained));
             }
-            std::fs::rename(&hook, &chained).map_err(io(&hook))?;
+            d.rename_in(name, chained_name).map_err(io(&hook))?;
         }
     }
-    // The temp file is created new (O_EXCL never follows a symlink): a hooks
-    // folder inside the work tree (core.hooksPath) is the repo's content,
-    // and a symlink planted at this name must not carry the write elsewhere.
-    let tmp = hooks.join(format!(".pre-commit.pcmail-tmp-{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
-        f.write_all(want.as_bytes()).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).map_err(io(&tmp))?;
-    }
-    std::fs::rename(&tmp, &hook).map_err(io(&hook))?;
-    Ok(Installed { hook, chained: chained.exists().then_some(chained), changed: true })
+    d.replace(name, want.as_bytes(), Some(0o755)).map_err(io(&hook))?;
+    Ok(Installed { hook, chained: d.exists(chained_name).then_some(chained), changed: true })
 }
 
 /// Removes the guard and puts the chained hook back.
 pub fn uninstall(dir: &Path) -> Result<bool, GitHookError> {
     let hooks = hooks_dir(dir)?;
-    let hook = hooks.join("pre-commit");
-    let ours = std::fs::read_to_string(&hook).is_ok_and(|t| t.contains(MARKER));
+    let d = match open_hooks(&hooks, false) {
+        Ok(d) => d,
+        Err(GitHookError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let (name, chained_name) = (Path::new("pre-commit"), Path::new(CHAINED));
+    let hook = hooks.join(name);
+    let ours = d.read(name).ok().flatten().is_some_and(|t| String::from_utf8_lossy(&t).contains(MARKER));
     if !ours {
         return Ok(false);
     }
-    let chained = hooks.join(CHAINED);
     let io = |path: PathBuf| move |source| GitHookError::Io { path, source };
-    if chained.exists() {
-        std::fs::rename(&chained, &hook).map_err(io(hook.clone()))?;
+    if d.exists(chained_name) {
+        d.rename_in(chained_name, name).map_err(io(hook.clone()))?;
     } else {
-        std::fs::remove_file(&hook).map_err(io(hook.clone()))?;
+        d.remove_file(name).map_err(io(hook.clone()))?;
     }
     Ok(true)
 }

@@ -1,4 +1,4 @@
-//! Issue 11's parts of the hook, kept apart from the mail code: at
+//! The handoff and memory parts of the hook, kept apart from the mail code: at
 //! SessionStart, the handoff and memory lines after everything else in the
 //! budget; at Stop, the once-per-session handoff reminder. Both read the
 //! repo's files and the PC store only.

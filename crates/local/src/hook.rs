@@ -253,7 +253,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             Registry::Record(row) => sl::session_record(tx, row)?,
         }
         let lost = sl::lost_take_untold(tx, session, now)?;
-        // Jobs this session submitted that ended: told once (issue 13).
+        // Jobs this session submitted that ended: told once.
         let finished = pcmail_store::jobs::finished_take_untold(tx, session, now, FINISHED_JOBS_SHOWN)?;
         let finished_more = pcmail_store::jobs::finished_untold_count(tx, session)?;
         let viewed_at = hookview::meta_i64(tx, meta::INBOX_VIEWED_AT)?.unwrap_or(0);
@@ -332,7 +332,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     if spawn_poller {
         let _ = store.meta_set_i64(meta::LAST_SPAWN_AT, now);
     }
-    // The shared budget's order (DESIGN.md): mail; one line per lost lease
+    // The shared budget's order, the same for every hook: mail; one line per lost lease
     // and the stale code map; then leases others hold in this repo.
     let mut text = p.text;
     let push = |text: &mut String, line: &str| {
@@ -375,7 +375,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
                 push(&mut text, &lines);
             }
         }
-        // Issue 11: handoffs and memory, last in the budget.
+        // Handoffs and memory, last in the budget.
         if let Some(part) = crate::handoff_hook::session_start_part(input.cwd.as_deref(), text.chars().count()) {
             if !text.is_empty() {
                 text.push('\n');
@@ -518,7 +518,7 @@ fn guard_file(
     // The cheap refusals first: outside any repo, no store to open. A path
     // too long or deep to resolve within the bounds is refused, not let
     // through unchecked.
-    let repos = match repo::repo_relative_all(&path) {
+    let mut repos = match repo::repo_relative_all(&path) {
         Ok(r) => r,
         Err(repo::Unresolvable(why)) => {
             return Ok(Some(GuardSays::Deny(format!(
@@ -526,6 +526,24 @@ fn guard_file(
             ))))
         }
     };
+    // A file with other hard links is the same file under other names: each
+    // of them in a checkout with leases is checked as well.
+    match hard_link_names(paths, &path, &repos) {
+        Ok(names) => {
+            for name in names {
+                for (info, rel) in repo::repo_relative_all(&name).unwrap_or_default() {
+                    if !repos.iter().any(|(i, r)| i.id == info.id && *r == rel) {
+                        repos.push((info, rel));
+                    }
+                }
+            }
+        }
+        Err(why) => {
+            return Ok(Some(GuardSays::Deny(format!(
+                "pcmail: this file has other hard links and {why}, so it cannot be checked against the leases; refused"
+            ))))
+        }
+    }
     // Every enclosing repo (a nested `.git` does not hide a file from the
     // outer repo's leases): the first refusal wins.
     let mut context = None;
@@ -537,6 +555,67 @@ fn guard_file(
         }
     }
     Ok(context)
+}
+
+/// At most this many folder entries are looked at to find the other names
+/// of a hard-linked file (about a tenth of a second): past it the edit is
+/// refused rather than let through unchecked.
+pub const LINK_SEARCH_ENTRIES: usize = 200_000;
+
+/// The other names of `path` when it is a regular file with more than one
+/// link, in this PC's checkouts of repos with exclusive leases (from the
+/// guard file, which the poller writes) and in the repos holding `path`.
+/// A single-link file, the usual case, costs one stat; nothing is searched
+/// when no exclusive lease is known. Err: the search went past its bound.
+fn hard_link_names(paths: &Paths, path: &Path, repos: &[(repo::RepoInfo, String)]) -> Result<Vec<PathBuf>, String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirEntryExt, MetadataExt};
+        let Ok(meta) = std::fs::metadata(path) else { return Ok(vec![]) };
+        if !meta.is_file() || meta.nlink() <= 1 {
+            return Ok(vec![]);
+        }
+        let Some(file) = lease_view::GuardFile::read(&paths.home) else { return Ok(vec![]) };
+        let mut roots: Vec<PathBuf> = file.checkouts.iter().map(|(_, r)| PathBuf::from(r)).collect();
+        if roots.is_empty() {
+            // No exclusive lease in any repo this PC works in.
+            return Ok(vec![]);
+        }
+        for (info, _) in repos {
+            if !roots.contains(&info.root) {
+                roots.push(info.root.clone());
+            }
+        }
+        // An outer checkout already covers the folders of one inside it.
+        roots.sort();
+        roots.dedup_by(|inner, outer| inner.starts_with(outer));
+        let (dev, ino) = (meta.dev(), meta.ino());
+        let (mut left, mut found) = (LINK_SEARCH_ENTRIES, vec![]);
+        let mut stack = roots;
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                left = left.checked_sub(1).ok_or("its checkouts are too large to search for them")?;
+                let Ok(kind) = e.file_type() else { continue };
+                if kind.is_dir() {
+                    if e.file_name() != ".git" {
+                        stack.push(e.path());
+                    }
+                } else if kind.is_file()
+                    && e.ino() == ino
+                    && e.metadata().is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+                {
+                    found.push(e.path());
+                }
+            }
+        }
+        Ok(found)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (paths, path, repos);
+        Ok(vec![])
+    }
 }
 
 /// The guard for one file as one repo names it.
@@ -721,7 +800,7 @@ mod code_map_tests {
         std::fs::write(dir.join(".git/refs/heads/main"), format!("{commit}\n")).unwrap();
     }
 
-    // Issue 15: SessionStart says in one line that the code map is stale, with
+    // SessionStart says in one line that the code map is stale, with
     // the command that refreshes it; nothing when it is fresh.
     #[test]
     fn session_start_names_a_stale_code_map_within_the_budget() {

@@ -1,4 +1,4 @@
-//! `[jobs]` in config.toml (issue 13): the commands this PC's owner lets
+//! `[jobs]` in config.toml: the commands this PC's owner lets
 //! other sessions run here, the checkouts they run in, and who may submit.
 //! Also what turns a checked job into a process: the argv (each `{arg}`
 //! replaced inside one argv element; never a shell), the directory, and the
@@ -142,7 +142,7 @@ fn err(s: impl Into<String>) -> JobsConfigError {
     JobsConfigError(s.into())
 }
 
-pub use pcmail_core::job::placeholders;
+use pcmail_core::job::placeholders;
 
 /// Replaces each `{name}` with its value; `None` when a placeholder has no value.
 pub fn render(template: &str, values: &BTreeMap<String, String>) -> Option<String> {

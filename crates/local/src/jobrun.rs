@@ -1,4 +1,4 @@
-//! Runs one job's process (issue 13): the argv as given (no shell), in its
+//! Runs one job's process: the argv as given (no shell), in its
 //! checkout, in a group of its own so the whole tree can be killed at the
 //! time limit or on a cancel: a process group on Unix, a Job Object on
 //! Windows. stdout and stderr go to one log file, so what it printed

@@ -9,7 +9,7 @@ use pcmail_store::leases::{self as sl, CachedLease, LostLease};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
 
-/// The heartbeat period H (issue 10, the seed's 30 s).
+/// The heartbeat period H, 30 s (`pcmail_core::lease::HEARTBEAT_MS`).
 pub const HEARTBEAT_MS: Millis = 30_000;
 /// A guard cache older than this gets one line of context.
 pub const CACHE_OLD_MS: Millis = 10 * 60 * 1000;
@@ -188,6 +188,35 @@ struct GuardHead {
     at: Millis,
     /// The server's clock minus this PC's.
     offset: Millis,
+    /// This PC's checkouts of the repos with exclusive leases, as (repo id,
+    /// top folder): where the guard looks for the other names of a
+    /// hard-linked file. Absent in a file of an older version.
+    #[serde(default)]
+    checkouts: Vec<(String, String)>,
+}
+
+/// The checkouts on this PC of the repos that have exclusive leases in
+/// `leases`, as (repo id, top folder), from the folders of the sessions this
+/// PC recorded (the newest 200, each folder looked up once). Computed by the
+/// poller, so the guard's hot path never looks for them.
+pub fn lease_checkouts(conn: &Connection, leases: &[CachedLease]) -> Vec<(String, String)> {
+    use std::collections::HashSet;
+    let repos: HashSet<&str> = leases.iter().filter(|l| l.mode == "exclusive").map(|l| l.repo.as_str()).collect();
+    if repos.is_empty() {
+        return vec![];
+    }
+    let (mut cwds, mut roots, mut out) = (HashSet::new(), HashSet::new(), vec![]);
+    for s in sl::sessions_list(conn, 200).unwrap_or_default() {
+        let Some(cwd) = s.cwd.filter(|c| cwds.insert(c.clone())) else { continue };
+        if !s.repo.as_deref().is_some_and(|r| repos.contains(r)) {
+            continue;
+        }
+        let Some(root) = crate::repo::work_tree_root(Path::new(&cwd)) else { continue };
+        if roots.insert(root.clone()) {
+            out.push((s.repo.unwrap_or_default(), root.to_string_lossy().into_owned()));
+        }
+    }
+    out
 }
 
 /// Writes the guard file atomically (a private temp file renamed over it):
@@ -200,13 +229,16 @@ pub fn write_guard_file(
     leases: &[CachedLease],
     cache_at: Millis,
     server_offset: Millis,
+    checkouts: &[(String, String)],
 ) -> std::io::Result<()> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
     let mut text = String::with_capacity(64 + leases.len() * 256);
     text.push_str(GUARD_MAGIC);
     text.push('\n');
-    text.push_str(&serde_json::to_string(&GuardHead { at: cache_at, offset: server_offset })?);
+    text.push_str(&serde_json::to_string(&GuardHead {
+        at: cache_at,
+        offset: server_offset,
+        checkouts: checkouts.to_vec(),
+    })?);
     text.push('\n');
     for l in leases.iter().filter(|l| l.mode == "exclusive") {
         text.push_str(&serde_json::to_string(&l.repo)?);
@@ -216,11 +248,7 @@ pub fn write_guard_file(
         text.push_str(&serde_json::to_string(l)?);
         text.push('\n');
     }
-    let tmp = home.join(format!("{GUARD_FILE}.{}-{}.tmp", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
-    pcmail_fsmode::write_private(&tmp, text.as_bytes())?;
-    std::fs::rename(&tmp, guard_file(home)).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    pcmail_fsmode::replace_private(&guard_file(home), text.as_bytes())
 }
 
 /// A lease line of the guard file: `CachedLease` as it serialises
@@ -269,6 +297,8 @@ pub struct GuardFile {
     pub at: Millis,
     /// The server's clock minus this PC's.
     pub offset: Millis,
+    /// This PC's checkouts of repos with exclusive leases (repo id, top folder).
+    pub checkouts: Vec<(String, String)>,
 }
 
 impl GuardFile {
@@ -278,7 +308,7 @@ impl GuardFile {
         let text = std::fs::read_to_string(guard_file(home)).ok()?;
         let rest = text.strip_prefix(GUARD_MAGIC)?.strip_prefix('\n')?;
         let head: GuardHead = serde_json::from_str(rest.split_once('\n')?.0).ok()?;
-        Some(GuardFile { at: head.at, offset: head.offset, text })
+        Some(GuardFile { at: head.at, offset: head.offset, checkouts: head.checkouts, text })
     }
 
     /// The exclusive leases of `repo` with a pattern covering `rel` (the

@@ -1,5 +1,5 @@
 //! Starting a poller detached from the hook. The options come from this one
-//! function per OS, and the tests use the same function (the seed's trap: a
+//! function per OS, and the tests use the same function (a trap met before: a
 //! hand-written `detached: true` in a test passed on Linux and broke Windows).
 
 use std::path::Path;

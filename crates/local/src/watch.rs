@@ -1,4 +1,4 @@
-//! `pcmail watch` (issue 11 §2): mail reaches a session that is not typing.
+//! `pcmail watch`: mail reaches a session that is not typing.
 //! A long-running command for Claude Code's Monitor tool: it reads only the
 //! PC store (like the hook), wakes when another connection commits to it
 //! (the poller storing mail: SQLite's `data_version`, as the mark pusher

@@ -1,4 +1,4 @@
-//! Issue 8 defect 5: the PC's data folder is 0700 and every file in it 0600,
+//! The PC's data folder is 0700 and every file in it 0600,
 //! whatever the umask (Unix; Windows is not proven).
 #![cfg(unix)]
 

@@ -145,7 +145,7 @@ fn main() {
 
     // The same work in-process, for the breakdown: opening the PC's client
     // (config, embedded engine, store) and the send itself.
-    let paths = pcmail_client::config::Paths::at(home.path());
+    let paths = pcmail_local::config::Paths::at(home.path());
     let (mut open, mut send) = (vec![], vec![]);
     let args = pcmail_api::SendArgs { to: "bench".into(), body: "bench mail".into(), ..Default::default() };
     for _ in 0..sends.min(100) {

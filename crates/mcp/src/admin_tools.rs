@@ -1,5 +1,5 @@
-//! The MCP tools for the code map (issue 15) and the admin's credential
-//! commands (issue 14): each a thin wrapper over the same pcmail-api
+//! The MCP tools for the code map and the admin's credential
+//! commands: each a thin wrapper over the same pcmail-api
 //! function as `pcmail map [--check]`, `pcmail roster add|revoke|log|
 //! require-credentials` and `pcmail token rotate`.
 

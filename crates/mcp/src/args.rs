@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn good_arguments_pass_unchanged() {
         let a = parse::<SendArgs>(obj(json!({"to": "pc-b", "body": "x", "urgent": true}))).unwrap();
-        assert_eq!((a.to.as_str(), a.body.as_str(), a.urgent), ("pc-b", "x", true));
+        assert_eq!((&a.to, a.body.as_str(), a.urgent), (&pcmail_api::Addresses::from("pc-b"), "x", true));
         parse::<NoArgs>(JsonObject::new()).unwrap();
     }
 }

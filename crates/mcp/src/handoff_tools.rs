@@ -1,4 +1,4 @@
-//! The MCP tools of issue 11 (handoffs, rollups, memory): each a thin
+//! The MCP tools for handoffs, rollups and memory: each a thin
 //! wrapper over the same pcmail-api function as `pcmail handoff …` /
 //! `pcmail memory …`. They work on the repo's files (the `repo` argument, else
 //! the server's working directory) and the PC store; they need no server
@@ -20,7 +20,7 @@ fn now() -> chrono::DateTime<chrono::Utc> {
 #[tool_router(router = handoff_tool_router, vis = "pub(crate)")]
 impl PcmailMcp {
     #[tool(
-        description = "Write a handoff for the next session (.claude/handoffs/, ACTIVE in INDEX.md, never overwriting). goal, state and next are required, as fields or as headings in markdown. announce (a PC, a session name or *) is resolved before anything is written (unknown_address, exit 4: nothing written); a notice refused after the write comes back as announce_failed {code, message, resend} and the call succeeds (calling again would write a second handoff)."
+        description = "Write a handoff for the next session (.claude/handoffs/, ACTIVE in INDEX.md, never overwriting). goal, state and next are required, as fields or as headings in markdown. An announce refused after the write: announce_failed."
     )]
     async fn handoff_new(&self, a: Parameters<HandoffNewArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_new(&p, &a, now())).await
@@ -55,7 +55,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Fold every handoff up to `through` that no rollup covers yet into a rollup file (front matter type: rollup, covers, through; your body), and stamp rolled_up_into: into each covered handoff. Error not_found (exit 7) when there is nothing to fold. Result: {name, path, through, covers[, announced | announce_failed]}; announce is resolved before anything is written (unknown_address, exit 4: nothing written), a notice refused after the write is announce_failed {code, message, resend} and the call succeeds (calling again would write a second rollup)."
+        description = "Fold every handoff up to `through` that no rollup covers yet into a rollup file (front matter type: rollup, covers, through; your body), and stamp rolled_up_into: into each covered handoff. Error not_found (exit 7) when there is nothing to fold. Result: {name, path, through, covers[, announced | announce_failed]}; announce as for handoff_new."
     )]
     async fn handoff_rollup(&self, a: Parameters<HandoffRollupArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_rollup(&p, &a, now())).await

@@ -29,9 +29,10 @@
 //! something changes, so a second install is a no-op and `uninstall` puts the
 //! file back to what it was without pcmail.
 
+use pcmail_core::shell::shell_quote;
 use serde_json::{Map, Value};
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -177,19 +178,17 @@ pub fn config_path(t: &Target) -> Result<Option<PathBuf>, InstallError> {
     })
 }
 
+/// The folder a project-scope file is confined to (the project); None for
+/// the user's own config.
+fn project_root(t: &Target) -> Option<&Path> {
+    (t.scope == Scope::Project).then_some(t.project.as_path())
+}
+
 fn exe_str(t: &Target) -> Result<&str, InstallError> {
     if !t.exe.is_absolute() {
         return Err(InstallError::Usage(format!("{}: the pcmail path must be absolute", t.exe.display())));
     }
     t.exe.to_str().ok_or_else(|| InstallError::Usage(format!("{}: not valid UTF-8", t.exe.display())))
-}
-
-fn shell_quote(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:".contains(c)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 /// The arguments after the executable: `mcp`, and `--tools GROUPS` when asked.
@@ -263,7 +262,7 @@ pub fn install(t: &Target) -> Result<Outcome, InstallError> {
     let out = install_config(t)?;
     if let Some(policy) = gemini_policy_path(t) {
         let text = gemini_policy(t);
-        if let Outcome::File { changed: false, .. } = merge_file(&policy, |_| Ok(text.clone()))? {
+        if let Outcome::File { changed: false, .. } = merge_file(&policy, None, |_| Ok(text.clone()))? {
             return Ok(out);
         }
         if let Outcome::File { path, backup, .. } = out {
@@ -291,7 +290,7 @@ fn install_config(t: &Target) -> Result<Outcome, InstallError> {
             Agent::Gemini => jsonc_set(&path, old, Some(json_entry(t, &exe, true))),
         }
     };
-    merge_file(&path, changed)
+    merge_file(&path, project_root(t), changed)
 }
 
 pub fn uninstall(t: &Target) -> Result<Outcome, InstallError> {
@@ -315,7 +314,7 @@ pub fn uninstall(t: &Target) -> Result<Outcome, InstallError> {
             Agent::Gemini => jsonc_set(&path, old, None),
         }
     };
-    merge_file(&path, edit)
+    merge_file(&path, project_root(t), edit)
 }
 
 fn run_claude(t: &Target, args: &[String], quiet: bool) -> Result<(), InstallError> {
@@ -498,68 +497,62 @@ fn codex_set(path: &Path, old: &str, t: Option<&Target>) -> Result<String, Insta
     Ok(doc.to_string())
 }
 
-/// Reads `path` (absent: empty), computes the new text, and writes it only if it differs.
-fn merge_file(path: &Path, edit: impl FnOnce(&str) -> Result<String, InstallError>) -> Result<Outcome, InstallError> {
+/// Reads `path` (absent: empty), computes the new text, and writes it only
+/// if it differs, after a backup copy. A file in a project (`root`, or the
+/// git work tree holding it) is the repo's content: it is read and written
+/// confined to that folder (a committed symlink at `.mcp.json` or at
+/// `.gemini/` is refused, never followed out of the repo); a file of the
+/// user's own config is written where its path leads.
+fn merge_file(
+    path: &Path,
+    root: Option<&Path>,
+    edit: impl FnOnce(&str) -> Result<String, InstallError>,
+) -> Result<Outcome, InstallError> {
+    use pcmail_fsmode::confined;
     if path.file_name().is_some_and(|n| n == ".claude.json") {
         return Err(InstallError::Usage("refusing to write ~/.claude.json (Claude Code's own state file)".into()));
     }
-    let old = match fs::read_to_string(path) {
-        Ok(s) => Some(s),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io_err("reading", path)(e)),
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(io_err("resolving", path))?.join(path)
     };
+    let dir = abs.parent().expect("an absolute file path has a folder").to_path_buf();
+    // The folder the write is confined to: the project, else the work tree
+    // holding the file, else the file's own folder (the user's config).
+    let (confine, inside) = match root.map(Path::to_path_buf).or_else(|| pcmail_fsmode::enclosing_work_tree(&abs)) {
+        Some(r) => (r, true),
+        None => (dir.clone(), false),
+    };
+    let old = if inside {
+        confined::read(&confine, &abs)
+    } else {
+        match fs::read(&abs) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    .map_err(io_err("reading", path))?
+    .map(|b| {
+        String::from_utf8(b)
+            .map_err(|_| InstallError::Unreadable { path: path.to_path_buf(), detail: "not UTF-8".into() })
+    })
+    .transpose()?;
     let new = edit(old.as_deref().unwrap_or(""))?;
     if old.as_deref() == Some(new.as_str()) || (old.is_none() && new.trim().is_empty()) {
         return Ok(Outcome::File { path: path.to_path_buf(), changed: false, backup: None });
     }
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
-    let mut backup = None;
-    let mut perms = None;
-    if old.is_some() {
-        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let name = path.file_name().expect("a config file has a name").to_string_lossy();
-        let b = dir.join(format!("{name}.pcmail-backup-{secs}"));
-        fs::copy(path, &b).map_err(io_err("backing up", path))?;
-        perms = fs::metadata(path).ok().map(|m| m.permissions());
-        backup = Some(b);
+    if !inside {
+        fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
     }
-    write_atomic(path, dir, new.as_bytes(), perms)?;
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let backup =
+        if old.is_some() { confined::backup(&confine, &abs, secs).map_err(io_err("backing up", path))? } else { None };
+    // A new file is private; a replaced one keeps its permission bits.
+    let mode = if old.is_some() { None } else { Some(pcmail_fsmode::FILE_MODE) };
+    confined::replace(&confine, &abs, new.as_bytes(), mode).map_err(io_err("writing", path))?;
     Ok(Outcome::File { path: path.to_path_buf(), changed: true, backup })
-}
-
-/// Temp file in the same directory (0600 unless the old file had other
-/// permissions), fsync, rename over the target, fsync the directory.
-fn write_atomic(target: &Path, dir: &Path, bytes: &[u8], perms: Option<fs::Permissions>) -> Result<(), InstallError> {
-    let name = target.file_name().expect("a config file has a name").to_string_lossy();
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let tmp = dir.join(format!(".{name}.pcmail-tmp-{}-{nanos}", std::process::id()));
-    let result = (|| {
-        let mut opts = OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f = opts.open(&tmp).map_err(io_err("creating", &tmp))?;
-        f.write_all(bytes).map_err(io_err("writing", &tmp))?;
-        if let Some(p) = perms {
-            f.set_permissions(p).map_err(io_err("setting permissions of", &tmp))?;
-        }
-        f.sync_all().map_err(io_err("syncing", &tmp))?;
-        drop(f);
-        fs::rename(&tmp, target).map_err(io_err("replacing", target))?;
-        #[cfg(unix)]
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// The first `name` on PATH that is an executable file.

@@ -1,4 +1,4 @@
-//! The MCP tools of issue 13 (jobs): each a thin wrapper over the same
+//! The MCP tools for jobs: each a thin wrapper over the same
 //! pcmail-api function as `pcmail job …`.
 
 use crate::args::Parameters;

@@ -16,7 +16,7 @@ mod session_tools;
 pub use catalog::Profile;
 pub use server::{tool_names, tools_list_json, PcmailMcp};
 
-use pcmail_client::config::Paths;
+use pcmail_local::config::Paths;
 use rmcp::ServiceExt;
 
 /// Serves MCP on stdin/stdout until the client closes it.

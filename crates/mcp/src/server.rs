@@ -11,8 +11,8 @@ use pcmail_api::{
     AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs,
     SendArgs, SentArgs, WaitForArgs,
 };
-use pcmail_client::config::Paths;
 use pcmail_client::Client;
+use pcmail_local::config::Paths;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, Implementation, MetaObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
@@ -216,7 +216,7 @@ impl PcmailMcp {
 #[tool_router]
 impl PcmailMcp {
     #[tool(
-        description = "Send mail. An inexact address is not sent (unknown_address, exit 4, with candidates). wait_for: answer once every copy got there."
+        description = "Send mail (to: one address, or a list: a copy each). An inexact address sends nothing (unknown_address, exit 4, with candidates). wait_for: answer once every copy got there."
     )]
     async fn send(&self, a: Parameters<SendArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::send(c, &a)).await
@@ -240,7 +240,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Answer a mail; it becomes done. A retry is the same reply; a reply to a reply is refused (exit 3)."
+        description = "Answer a mail (its sender; all=true: its other recipients too); it becomes done. A retry is the same reply; a reply to a reply is refused (exit 3)."
     )]
     async fn reply(&self, a: Parameters<ReplyArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::reply(c, &a)).await

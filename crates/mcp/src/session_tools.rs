@@ -1,4 +1,4 @@
-//! The MCP tools of issue 11 §1 (sessions and names): thin wrappers over
+//! The MCP tools for sessions and names: thin wrappers over
 //! the same pcmail-api functions as `pcmail name` / `pcmail who`.
 
 use crate::args::Parameters;

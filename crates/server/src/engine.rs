@@ -23,7 +23,7 @@ use std::time::Duration;
 pub struct EngineConfig {
     /// The admin secret (the old shared token, `PCMAIL_ADMIN_TOKEN`); `None`
     /// (the embedded default) accepts any request. PCs prove themselves with
-    /// their own credential (`cred`, issue 14); the shared token still acts
+    /// their own credential (`cred`); the shared token still acts
     /// as an unbound PC until `roster.requireCredentials`.
     pub token: Option<String>,
     /// Where newly opened alerts are posted (`{"content": "…"}`).

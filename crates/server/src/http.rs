@@ -672,7 +672,7 @@ mod tests {
         pages * 4
     }
 
-    // Issue 8 defect 3: a wrong token with a fresh label each time used to
+    // A wrong token with a fresh label each time used to
     // leave a waiter per label behind (11.8 MB → 295 MB after ~1M requests).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn strangers_leave_no_waiters_and_no_memory_behind() {
@@ -715,7 +715,8 @@ mod tests {
         assert_eq!(wakers.len(), 0, "the entry is removed with its last waiter");
     }
 
-    // Issue 16 point 10: SIGTERM with PCs long-polling used to take 13.6 s.
+    // SIGTERM with PCs long-polling used to take 13.6 s: each open long poll
+    // was waited out instead of being answered at once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn shutdown_ends_open_long_polls_at_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -759,7 +760,7 @@ mod tests {
         let took = t.elapsed();
         #[cfg(unix)]
         {
-            // Issue 8 defect 5: the data folder pcmail serve made and its database are private.
+            // The data folder pcmail serve made and its database are private.
             use std::os::unix::fs::PermissionsExt;
             let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode(&dir.path().join("a/b")), 0o700);

@@ -27,10 +27,12 @@ pub(crate) struct StoredMail {
     pub last_at: Millis,
     /// The duration the sender asked for (None for `expiresAt` or no expiry).
     pub expires_in: Option<Millis>,
+    /// A copy of mail to several addresses: every address, as a JSON array.
+    pub recipients: Option<String>,
 }
 
 pub(crate) const MAIL_COLUMNS: &str = "id, sender, recipient, kind, subject, body, urgent, expires_at, \
-     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in";
+     in_reply_to, auto, hop, created_at, state, broadcast_of, last_at, expires_in, recipients";
 
 /// A state column; anything else is a storage error (never a wrong answer).
 pub(crate) fn parse_state(i: usize, s: &str) -> crate::store::DbResult<State> {
@@ -61,6 +63,7 @@ impl StoredMail {
             broadcast_of: r.get(13)?,
             last_at: r.get(14)?,
             expires_in: r.get(15)?,
+            recipients: r.get(16)?,
         })
     }
 
@@ -82,6 +85,7 @@ impl StoredMail {
             created_at: self.created_at,
             state: self.state,
             broadcast_of: self.broadcast_of.clone(),
+            recipients: self.recipients.as_deref().and_then(|r| serde_json::from_str(r).ok()),
             timeline,
         }
     }

@@ -118,18 +118,18 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX mail_final ON mail (last_at) WHERE state IN ('done', 'failed', 'expired');
     "#,
-    // 4: the webhook outcome on the alert row (issue 9): the last error, and the
+    // 4: the webhook outcome on the alert row: the last error, and the
     // time before which no post is tried (a honoured Retry-After).
     r#"
     ALTER TABLE alert ADD COLUMN last_error TEXT;
     ALTER TABLE alert ADD COLUMN next_try_at INTEGER;
     "#,
-    // 5: a label bound to one installation (issue 8 defect 7): SHA-256 hex
+    // 5: a label bound to one installation: SHA-256 hex
     // of its credential; NULL = not bound (old clients keep working).
     r#"
     ALTER TABLE pc ADD COLUMN cred_hash TEXT;
     "#,
-    // 6: per-PC credentials (issue 14): a revoked PC keeps its row (its mail
+    // 6: per-PC credentials: a revoked PC keeps its row (its mail
     // waits for a re-enrolled PC); join codes by the SHA-256 of their secret;
     // the audit log of admin actions; the switch that retires the shared token.
     r#"
@@ -154,7 +154,7 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO meta (key, value) VALUES ('require_credentials', 0);
     "#,
-    // 7: leases (issue 10). One row per grant; `lease_fence` keeps the last
+    // 7: leases. One row per grant; `lease_fence` keeps the last
     // fence of each resource so a fence is never reused, whatever is deleted.
     r#"
     INSERT INTO meta (key, value) VALUES ('lease_version', 0);
@@ -224,7 +224,7 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX lease_lost_by_pc ON lease_lost (pc, id);
     "#,
-    // 8: the received-mail updates feed (issue 16, feature `received-updates`):
+    // 8: the received-mail updates feed (feature `received-updates`):
     // each event names the mail's recipient, and a partial index reads
     // "changes of mail received by X after seq N" like event_feed does for senders.
     r#"
@@ -232,7 +232,7 @@ const MIGRATIONS: &[&str] = &[
     UPDATE event SET recipient = (SELECT recipient FROM mail WHERE mail.id = event.mail_id);
     CREATE INDEX event_received_feed ON event (recipient, seq) WHERE state <> 'new';
     "#,
-    // 9: jobs (issue 13, feature `jobs`). Every read of the poll goes through
+    // 9: jobs (feature `jobs`). Every read of the poll goes through
     // a partial index of live rows (queued, running, ended-not-yet-told), so
     // its cost stays flat however many jobs have finished.
     r#"
@@ -328,7 +328,7 @@ const MIGRATIONS: &[&str] = &[
         published_at       INTEGER NOT NULL
     );
     "#,
-    // 10 (issue 11 §1, "sessions and names"):
+    // 10 ("sessions and names"):
     // the live sessions each PC reported on its last poll (its whole list
     // replaces the last one), names (one namespace with labels) and their
     // moves, and for mail to a name: the PC it was delivered to, the mail
@@ -387,6 +387,14 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX join_attempt_by_window ON join_attempt (window_start);
     "#,
+    // 12: mail to several addresses (feature `multi-recipient`). The original
+    // keeps its list (a JSON array, in the sender's order; NULL for a `*`
+    // broadcast) so a retry is compared with it, and each copy carries the
+    // same list, so a recipient sees who else got the mail (`reply --all`).
+    r#"
+    ALTER TABLE broadcast ADD COLUMN recipients TEXT;
+    ALTER TABLE mail ADD COLUMN recipients TEXT;
+"#,
 ];
 
 pub fn schema_version() -> usize {

@@ -338,6 +338,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX join_attempt_by_window ON join_attempt (window_start);
     "#,
+    // 12: mail to several addresses (feature `multi-recipient`). The original
+    // keeps its list (a JSON array, in the sender's order; NULL for a `*`
+    // broadcast) so a retry is compared with it, and each copy carries the
+    // same list, so a recipient sees who else got the mail (`reply --all`).
+    r#"
+    ALTER TABLE broadcast ADD COLUMN recipients TEXT;
+    ALTER TABLE mail ADD COLUMN recipients TEXT;
+"#,
 ];
 
 #[derive(Debug, thiserror::Error)]

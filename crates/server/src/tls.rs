@@ -1,4 +1,4 @@
-//! `pcmail serve` on TLS (issue 14 point 7): nothing secret crosses a LAN in
+//! `pcmail serve` on TLS: nothing secret crosses a LAN in
 //! clear. The certificate comes from files, or is a self-signed one made at
 //! first start and kept beside serve.db. PCs trust it by its SHA-256
 //! fingerprint (the join code carries it), so no CA is needed.
@@ -60,7 +60,7 @@ pub fn decide(listen: SocketAddr, choice: &TlsChoice, db_dir: &Path) -> Result<S
     if choice.insecure_http {
         return Ok(ServeTransport::InsecureHttp);
     }
-    // Beyond loopback TLS is the default (issue 14 point 7): plain HTTP would carry
+    // Beyond loopback TLS is the default: plain HTTP would carry
     // the admin secret and every PC's credential in clear.
     Ok(ServeTransport::SelfSigned { dir: db_dir.to_path_buf() })
 }

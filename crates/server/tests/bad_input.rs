@@ -35,7 +35,7 @@ fn failing_requests_leave_every_row_as_it_was() {
         json!(true)
     );
     assert_eq!(send(&e, "pc-a", json!({"id": "mail-1-0000000b", "to": "*", "body": "all"}), T0)["ok"], json!(true));
-    // Jobs (issue 13): pc-b publishes a whitelist, pc-a queues one job.
+    // Jobs: pc-b publishes a whitelist, pc-a queues one job.
     let wl = json!({"hash": "h", "allowedSubmitters": ["pc-a"], "checkouts": ["app"], "commands": [{"name": "test",
         "timeLimitMs": 60000, "args": [{"name": "checkout", "type": "checkout", "required": true, "values": ["app"]}]}]});
     assert_eq!(e.handle_value(&req("poll", "pc-b", json!({"job": {"whitelist": wl}})), T0)["ok"], json!(true));
@@ -225,7 +225,7 @@ fn reopening_keeps_data_and_does_not_rerun_migrations() {
     assert_eq!(r["pcs"][0]["label"], json!("pc-a"));
 }
 
-// Issue 8 defect 9: a database written by a newer pcmail (user_version 99) was
+// A database written by a newer pcmail (user_version 99) was
 // served; now it is refused with a message that says what to do.
 #[test]
 fn a_database_from_a_newer_pcmail_is_refused() {

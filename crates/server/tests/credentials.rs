@@ -1,4 +1,4 @@
-//! Issue 14: the bad-input suite again with per-PC credentials — wrong,
+//! The bad-input suite again with per-PC credentials — wrong,
 //! truncated, another PC's, revoked — for every op a PC sends. Each gets its
 //! code, and nothing is stored (not even a heartbeat).
 

@@ -1,4 +1,4 @@
-//! Jobs over HTTP (issue 13), on a real server on 127.0.0.1 port 0 with a
+//! Jobs over HTTP, on a real server on 127.0.0.1 port 0 with a
 //! real database file: eight sessions submitting the same job at once get
 //! one job (seven joined), `force` makes a second; a submit wakes the
 //! executor's long poll with the job offered; the submitter hears of the end

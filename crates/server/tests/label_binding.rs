@@ -1,4 +1,4 @@
-//! Issue 8 defect 7 on the HTTP server: a bound label's long poll needs its
+//! A label bound to one installation, on the HTTP server: a bound label's long poll needs its
 //! credential — the wrong one is answered at once and keeps no waiter, the
 //! right one waits and is woken (the re-poll after the wake carries it too).
 

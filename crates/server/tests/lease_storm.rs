@@ -1,4 +1,4 @@
-//! Claim storm (issue 10): 8 clients × 500 claim/release cycles on one
+//! Claim storm: 8 clients × 500 claim/release cycles on one
 //! resource, through the HTTP server (`pcmail serve`'s code on a loopback
 //! port, a real SQLite file) and through the embedded engine (8 engines on
 //! one file, as 8 CLI processes would open it). Afterwards the server's

@@ -1,5 +1,5 @@
 //! Retention: final mail past the window goes with its timeline, in bands, and
-//! polls keep being answered while it happens (issue 8, "Databases that don't
+//! polls keep being answered while it happens ("Databases that don't
 //! grow forever").
 
 use pcmail_core::{Kind, Mail, State, TimelineEntry};
@@ -33,6 +33,7 @@ fn mail(i: usize, state: State, last_at: i64) -> Mail {
         created_at: created,
         state,
         broadcast_of: None,
+        recipients: None,
         timeline,
     }
 }

@@ -1,4 +1,4 @@
-//! Issue 16: a receiving PC's long poll (with `receivedSince`) wakes when the
+//! A receiving PC's long poll (with `receivedSince`) wakes when the
 //! server changes mail it received on its own (the sweep's `expired`), so
 //! the PC records the server's time at once. HTTP on 127.0.0.1 port 0.
 

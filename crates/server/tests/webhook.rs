@@ -1,5 +1,5 @@
 //! The webhook against a local receiver that answers like Discord does from
-//! Google's addresses: 429 with Retry-After, errors, then success (issue 9).
+//! Google's addresses: 429 with Retry-After, errors, then success.
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;

@@ -94,18 +94,7 @@ impl Manager {
         if let Some(dir) = self.definition.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let tmp = self.definition.with_extension("tmp");
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        {
-            use std::io::Write;
-            let mut f = opts.open(&tmp).map_err(io)?;
-            f.write_all(bytes).map_err(io)?;
-            f.sync_all().map_err(io)?;
-        }
-        std::fs::rename(&tmp, &self.definition).map_err(io)?;
+        pcmail_fsmode::replace_private(&self.definition, bytes).map_err(io)?;
         Ok(true)
     }
 

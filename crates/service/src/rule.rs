@@ -1,4 +1,4 @@
-//! The seed's self-healing rule for the receiving poller: not "has it ever
+//! The self-healing rule for the receiving poller: not "has it ever
 //! run", but re-register and poll once when the task's last result is not 0
 //! (running and not-yet-run are normal) or the last good poll is older than
 //! 10 minutes.

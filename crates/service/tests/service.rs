@@ -39,7 +39,7 @@ fn the_rule_on_recorded_outputs() {
         ("list-en-running.txt", fresh, false),
         ("list-en-not-yet-run.txt", fresh, false),
         ("list-ja-running.txt", fresh, false),
-        ("list-en-running.txt", stale, true), // running but hung: the seed's 13-hour silence
+        ("list-en-running.txt", stale, true), // running but hung: a poller once sat 13 hours silent while "running"
         ("list-en-failed.txt", fresh, true),
         ("list-ja-killed.txt", fresh, true),
     ];

@@ -37,6 +37,10 @@ pub struct InboxMail {
     pub presented_at: Option<Millis>,
     pub presented_session: Option<String>,
     pub notified_at: Option<Millis>,
+    /// Mail sent to several addresses: every address, in the sender's order
+    /// (this copy's own among them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipients: Option<Vec<String>>,
     /// Every state change, who and when, as recorded (store/src/timeline.rs):
     /// filled by `inbox_get` and `inbox_list`, empty from the other reads.
     pub timeline: Vec<TimelineEntry>,
@@ -58,7 +62,7 @@ impl InboxMail {
 
 pub(crate) const COLS: &str = "id, from_pc, to_pc, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
      created_at, broadcast_of, received_at, confirmed_at, status, status_at, status_by, fail_reason, \
-     reply_to_mine, presented_at, presented_session, notified_at";
+     reply_to_mine, presented_at, presented_session, notified_at, recipients";
 
 pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
     let kind: String = r.get(3)?;
@@ -87,6 +91,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
         presented_at: r.get(20)?,
         presented_session: r.get(21)?,
         notified_at: r.get(22)?,
+        recipients: r.get::<_, Option<String>>(23)?.and_then(|j| serde_json::from_str(&j).ok()),
         timeline: vec![],
     })
 }
@@ -100,8 +105,8 @@ pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<boo
     };
     let n = tx.execute(
         "INSERT OR IGNORE INTO inbox (id, from_pc, to_pc, kind, subject, body, urgent, expires_at, in_reply_to,
-            auto, hop, created_at, broadcast_of, received_at, status, status_at, reply_to_mine)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'new', ?14, ?15)",
+            auto, hop, created_at, broadcast_of, received_at, status, status_at, reply_to_mine, recipients)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'new', ?14, ?15, ?16)",
         params![
             mail.id,
             mail.from,
@@ -118,6 +123,7 @@ pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<boo
             mail.broadcast_of,
             now,
             reply_to_mine,
+            mail.recipients.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default()),
         ],
     )?;
     if n == 1 {

@@ -1,4 +1,4 @@
-//! Jobs on the PC (issue 13). As executor: the runs in progress (written
+//! Jobs on the PC. As executor: the runs in progress (written
 //! before the process starts, so a restarted executor finds what its
 //! predecessor left) and the reports queued until the server takes them.
 //! As submitter: the jobs this PC's sessions submitted or joined, and

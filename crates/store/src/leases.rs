@@ -1,4 +1,4 @@
-//! Leases on this PC (issue 10): the session registry, this PC's own leases
+//! Leases on this PC: the session registry, this PC's own leases
 //! (the process each one follows, releases queued for the poller), the
 //! server's lease list kept as the guard cache, and lost leases to tell their
 //! holder once. The hook reads and writes these inside its one transaction;

@@ -14,12 +14,12 @@ pub mod retention;
 mod schema;
 pub mod sent;
 pub mod timeline;
-// Issue 11 (handoffs and memory): the memory index and the Stop reminder's record.
+// Handoffs and memory: the memory index and the Stop reminder's record.
 pub mod memory;
 pub mod reminders;
-// Issue 11 §1: names held by this PC's sessions; mail to a name for its session only.
+// Names held by this PC's sessions; mail to a name for its session only.
 pub mod names;
-// Issue 13 (jobs): runs this PC executes, queued reports, jobs its sessions submitted.
+// Jobs: runs this PC executes, queued reports, jobs its sessions submitted.
 pub mod jobs;
 
 use rusqlite::Connection;

@@ -1,4 +1,4 @@
-//! The memory index (issue 11 §4): an FTS5 table over the repo's
+//! The memory index: an FTS5 table over the repo's
 //! `.claude/memory/**/*.md` entries, keyed by repo, with each file's size and
 //! modification time so that only changed files are parsed again. The files
 //! are the truth; this is a cache that never goes into the repo.

@@ -1,4 +1,4 @@
-//! Names held by this PC's sessions (issue 11 §1), as the server's poll
+//! Names held by this PC's sessions, as the server's poll
 //! answer says, and mail to a name: kept for the session holding the name
 //! (`inbox.to_session`), moved with the name between this PC's sessions,
 //! and withdrawn when the name moved to another PC.

@@ -1,5 +1,5 @@
 //! What the Stop hook remembers: a session it reminded to write a handoff is
-//! never reminded again (issue 11 §3).
+//! never reminded again.
 
 use crate::{Result, Store};
 use rusqlite::params;

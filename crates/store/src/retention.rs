@@ -87,6 +87,7 @@ mod tests {
             created_at: 1,
             state: State::New,
             broadcast_of: None,
+            recipients: None,
             timeline: vec![],
         }
     }

@@ -157,8 +157,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX inbox_hook ON inbox(hook_rank, status, created_at);
     CREATE INDEX inbox_hook_expiring ON inbox(status, expires_at, hook_rank) WHERE expires_at IS NOT NULL;
     "#,
-    // 4: every state change of received and sent mail, who and when (issue 16:
-    // the received timeline is recorded, not rebuilt). One row per (mail,
+    // 4: every state change of received and sent mail, who and when (the
+    // received timeline is recorded, not rebuilt). One row per (mail,
     // state): the state machine reaches each state at most once. `recorded`
     // says whose record it is: `server` (its own time and actor, from the
     // updates feeds or `status`) or `local` (this PC's, until the server's
@@ -187,7 +187,7 @@ const MIGRATIONS: &[&str] = &[
         FROM sent s, json_each(s.timeline) j
         WHERE json_valid(s.timeline) AND json_extract(j.value, '$.state') IS NOT NULL;
     "#,
-    // 5: leases (issue 10). The session registry (a Claude Code process and
+    // 5: leases. The session registry (a Claude Code process and
     // its current session id: /clear and --resume give the same process a new
     // id, and leases move with the process), this PC's own leases (with the
     // process they follow and releases queued for the poller), the server's
@@ -258,7 +258,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (resource, fence)
     ) WITHOUT ROWID;
     "#,
-    // 6: issue 11 (handoffs and memory): the memory index (FTS5 over the repo's
+    // 6: handoffs and memory: the memory index (FTS5 over the repo's
     // .claude/memory files, keyed by repo, with each file's fingerprint so
     // only changed files are parsed again) and the sessions the Stop hook
     // reminded to write a handoff. `IF NOT EXISTS` throughout: this entry's
@@ -282,7 +282,7 @@ const MIGRATIONS: &[&str] = &[
         transcript_bytes INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
-    // 7: issue 11 §1 (sessions and names): the names this PC's sessions hold
+    // 7: sessions and names: the names this PC's sessions hold
     // (as the server last said), and for mail to a name the session it is for:
     // the hook and `watch` show it to that session only. Stamped on insert.
     r#"
@@ -297,7 +297,7 @@ const MIGRATIONS: &[&str] = &[
         UPDATE inbox SET to_session = (SELECT session FROM names WHERE name = NEW.to_pc) WHERE id = NEW.id;
     END;
     "#,
-    // 8: issue 13 (jobs), the PC side. `job_runs`: jobs this PC executes,
+    // 8: jobs, the PC side. `job_runs`: jobs this PC executes,
     // written before the process starts (with its ids once it runs), so a
     // restarted executor finds a run its predecessor left and reports it.
     // `job_reports`: reports queued until the server takes them (idempotent).
@@ -348,6 +348,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (command, subject, fingerprint)
     ) WITHOUT ROWID;
     "#,
+    // 9: mail to several addresses: each received copy keeps the whole list
+    // (JSON, the sender's order), so `reply --all` and `read` know who else
+    // got it. NULL for mail to one address.
+    r#"
+    ALTER TABLE inbox ADD COLUMN recipients TEXT;
+"#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

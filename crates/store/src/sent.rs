@@ -25,7 +25,7 @@ pub struct SentMail {
 
 /// A mail waiting in the outbox shows in `sent` as queued.
 pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis, why: &str) -> Result<()> {
-    let to = if mail.to == "*" { "*".to_string() } else { mail.to.clone() };
+    let to = mail.to.display();
     tx.execute(
         "INSERT OR IGNORE INTO sent (id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'new', ?8, '[]', ?9)",
@@ -49,7 +49,7 @@ impl Store {
             // It was listed as queued under its own id; the server's ids replace it.
             tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [&mail.id])?;
             for id in ids {
-                let to = id.split_once('~').map(|(_, l)| l.to_string()).unwrap_or_else(|| mail.to.clone());
+                let to = id.split_once('~').map(|(_, l)| l.to_string()).unwrap_or_else(|| mail.to.display());
                 let tl = vec![TimelineEntry { state: State::New, at: now, by: from.to_string(), note: None }];
                 tx.execute(
                     "INSERT OR IGNORE INTO sent (id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline)

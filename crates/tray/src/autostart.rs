@@ -39,9 +39,10 @@ impl TraySettings {
     }
     pub fn save(&self, home: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(home)?;
-        let tmp = home.join(format!("{SETTINGS_FILE}.tmp"));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self).expect("plain struct"))?;
-        std::fs::rename(tmp, home.join(SETTINGS_FILE))
+        pcmail_fsmode::replace_private(
+            &home.join(SETTINGS_FILE),
+            &serde_json::to_vec_pretty(self).expect("plain struct"),
+        )
     }
 }
 
@@ -109,9 +110,7 @@ pub fn xdg_enable(dir: &Path, exe: &Path, pcmail_home: Option<&Path>) -> std::io
     let path = dir.join(DESKTOP_FILE);
     let body = desktop_entry(exe, pcmail_home);
     if std::fs::read_to_string(&path).ok().as_deref() != Some(body.as_str()) {
-        let tmp = dir.join(format!("{DESKTOP_FILE}.tmp"));
-        std::fs::write(&tmp, body)?;
-        std::fs::rename(&tmp, &path)?;
+        pcmail_fsmode::replace_file(&path, body.as_bytes(), Some(0o644))?;
     }
     Ok(path)
 }

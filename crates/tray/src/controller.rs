@@ -113,7 +113,7 @@ impl Controller {
     }
 
     /// The language of kind badges and notification buttons (the shell
-    /// reads `LC_ALL`/`LC_MESSAGES`/`LANG`: `pcmail_client::config::user_lang`).
+    /// reads `LC_ALL`/`LC_MESSAGES`/`LANG`: `pcmail_local::config::user_lang`).
     pub fn set_lang(&mut self, lang: Lang) {
         self.lang = lang;
     }
@@ -693,7 +693,7 @@ impl Controller {
 }
 
 /// One menu line: the subject (or the body's start) on one line, cut, and
-/// the sender. The seed's subject tag goes (the menu's heading names the
+/// the sender. The Japanese subject tag goes (the menu's heading names the
 /// kind in the user's language). Mail is untrusted: control characters go.
 fn menu_label(subject: &str, body: &str, from: &str) -> String {
     let subject = pcmail_core::present::subject_without_tags(subject);

@@ -28,7 +28,7 @@ pub struct Delivery {
 /// Shows `notes` one after the other. Each call gets at most 5 s and never
 /// more than what is left of the 20 s; once the 20 s are spent the rest are
 /// skipped (they stay in the inbox, the count and the badge: only the popup
-/// is dropped, as the seed says).
+/// is dropped, so a burst never floods the desktop).
 pub fn deliver(notes: &[TrayNotification], ui: &dyn TrayUi, clock: &dyn Clock) -> Delivery {
     let start = clock.now_ms();
     let mut out = Delivery::default();

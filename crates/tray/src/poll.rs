@@ -33,7 +33,7 @@ pub trait Remote: Send + Sync {
     fn ack(&self, id: &str) -> Result<(), String>;
     /// Replies to `original` with the CLI's rules; returns the reply id.
     fn reply(&self, original: &str, body: &str) -> Result<String, ReplyError>;
-    /// Lease heartbeats (issue 10): before each cycle, release the leases
+    /// Lease heartbeats: before each cycle, release the leases
     /// whose process exited; the renewals ride the cycle's poll.
     fn lease_heartbeat(&self, _now: Millis) {}
     /// Releases this PC's lease of `resource` the way `pcmail lease release`

@@ -3,9 +3,10 @@
 //! one cycle, the "is a poller alive" check).
 
 use crate::poll::{LeaseReleased, Remote, RemoteFailure, ReplyError};
-use pcmail_client::{config::Paths, locks, Client};
+use pcmail_client::Client;
 use pcmail_core::job::Job;
 use pcmail_core::sessions::WhoAnswer;
+use pcmail_local::{config::Paths, locks};
 
 /// `Remote` over `pcmail-client`: one `Client` for the window's operations
 /// (the poll loop has its own, so a long-poll never blocks a reply).

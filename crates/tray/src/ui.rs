@@ -111,7 +111,7 @@ impl TrayNotification {
     }
     /// The title says the kind as the badge in `lang` (`[判断依頼]` or
     /// `[decision request]`, as `pcmail inbox` shows it); the body is the
-    /// subject without the seed's tags (the badge says it already).
+    /// subject without the Japanese tags (the badge says it already).
     pub fn for_mail_in(m: &pcmail_store::InboxMail, lang: Lang) -> TrayNotification {
         let mut note = Notification::for_mail(m);
         let badge = pcmail_core::present::kind_badge(m.effective_kind(), lang);

@@ -181,7 +181,7 @@ pub fn state_of(m: &InboxMail, now: Millis) -> State {
 /// final step. The store keeps only the latest local status change, so a
 /// `seen` before a `done` shows only when the hook's presentedAt recorded it.
 pub fn inbox_timeline(m: &InboxMail, me: &str, now: Millis) -> Vec<TimelineEntry> {
-    // Recorded (issue 16): the store keeps every change with the server's
+    // Recorded: the store keeps every change with the server's
     // time and actor, the same timeline `pcmail status` and `read` show.
     if !m.timeline.is_empty() {
         let mut tl = m.timeline.clone();
@@ -268,7 +268,7 @@ mod tests {
     use super::*;
     use pcmail_core::{Mail, ReceivedUpdate};
 
-    /// Issue 16: the window shows the recorded timeline (the server's record,
+    /// The window shows the recorded timeline (the server's record,
     /// the same `pcmail status` prints), not one rebuilt from the inbox row.
     #[test]
     fn the_window_shows_the_recorded_timeline_of_a_received_mail() {

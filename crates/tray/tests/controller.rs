@@ -136,6 +136,7 @@ fn mail(id: &str, kind: Kind, urgent: bool, subject: &str) -> Mail {
         created_at: T0 - 10 * MIN,
         state: State::New,
         broadcast_of: None,
+        recipients: None,
         timeline: vec![TimelineEntry { state: State::New, at: T0 - 10 * MIN, by: "pc-a".into(), note: None }],
     }
 }
@@ -731,7 +732,7 @@ fn the_tray_menu_lists_open_decision_requests_up_to_five_each_with_open_and_ack(
     assert_eq!(ids, vec![id(6), id(5), id(4), id(3), id(2)]);
 }
 
-// ---- issue 16: the kind badge and the buttons in the user's language --------
+// ---- The kind badge and the buttons in the user's language --------
 
 #[test]
 fn notification_title_badge_and_buttons_follow_the_users_language() {
@@ -771,7 +772,7 @@ fn notification_title_badge_and_buttons_follow_the_users_language() {
     assert_eq!(Lang::from_locale(Some("C"), Some("ja_JP.UTF-8"), None), Lang::En);
 }
 
-// ---- issue 10 point 8: the Leases view and a lease of mine gone stale or lost ----
+// ---- The Leases view and a lease of mine gone stale or lost ----
 
 fn cached(resource: &str, fence: i64, pc: &str, name: Option<&str>, heartbeat_at: Millis, stale: bool) -> CachedLease {
     CachedLease {

@@ -1,4 +1,4 @@
-//! The Sessions and Jobs views (issues 11 and 13): the controller with a real
+//! The Sessions and Jobs views: the controller with a real
 //! store and a recording fake `Remote` standing for the server (the app's
 //! `ClientRemote` calls `pcmail_api::sessions::who`, `jobs::job_list` and
 //! `jobs::job_cancel`, the CLI's functions).

@@ -4,10 +4,11 @@
 //! and opens it, the seen mark reaches the server, the reply goes through
 //! the client's rules.
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::ops::Draft;
-use pcmail_client::{locks, Client};
+use pcmail_client::Client;
 use pcmail_core::{Kind, State};
+use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::locks;
 use pcmail_store::Store;
 use pcmail_tray::{ClientRemote, Controller, Remote, ReplyError};
 
@@ -49,7 +50,7 @@ fn decision_request_from_another_pc_seen_and_answered_through_the_client() {
     let report = b.sync_once(0).unwrap(); // the app's poller
     assert_eq!(report.stored, vec![id.clone()]);
     assert!(ctl.store_changed().unwrap().is_some(), "the watch sees the poller's commit");
-    let now = pcmail_client::system_now();
+    let now = pcmail_local::system_now();
     let st = ctl.status(now).unwrap();
     assert_eq!((st.counts.unread, st.counts.decisions, st.badge, st.title.as_str()), (1, 1, "attention", "1"));
     let notes = ctl.notifications_for(&report.to_notify);
@@ -152,7 +153,7 @@ fn ack_on_a_notification_is_done_on_the_server_through_the_clis_ack() {
     assert_eq!(ctl.notification_action(&ui, &remote, &id, "ack").unwrap(), pcmail_tray::ActionOutcome::AlreadyFinished);
 }
 
-/// Issue 10 point 8: Release in the Leases view for a lease of this PC goes
+/// Release in the Leases view for a lease of this PC goes
 /// through `pcmail_api::leases::lease_release` (what `pcmail lease release`
 /// runs): the server ends it, and the next poll empties the view.
 #[test]
@@ -164,7 +165,7 @@ fn release_from_the_leases_view_ends_the_lease_on_the_server() {
     let pb = pc(dir.path(), "pc-b", &db);
     let mut b = Client::open(pb.clone()).unwrap();
     b.sync_once(0).unwrap();
-    let me = pcmail_client::process::ProcId::of(std::process::id() as i64);
+    let me = pcmail_local::process::ProcId::of(std::process::id() as i64);
     let out = b
         .lease_claim(&ClaimRequest {
             resource: "staging-deploy".into(),
@@ -183,7 +184,7 @@ fn release_from_the_leases_view_ends_the_lease_on_the_server() {
     b.sync_once(0).unwrap(); // the poll fills the lease cache the view reads
 
     let ctl = Controller::new(Store::open(&pb.store()).unwrap(), "pc-b", 2_000);
-    let now = pcmail_client::system_now();
+    let now = pcmail_local::system_now();
     let v = ctl.leases(now).unwrap();
     assert_eq!(v.leases.len(), 1, "{v:?}");
     let l = &v.leases[0];
@@ -204,7 +205,7 @@ fn release_from_the_leases_view_ends_the_lease_on_the_server() {
         .collect();
     assert!(live.is_empty(), "the server lists no holder: {live:?}");
     b.sync_once(0).unwrap();
-    assert!(ctl.leases(pcmail_client::system_now()).unwrap().leases.is_empty());
+    assert!(ctl.leases(pcmail_local::system_now()).unwrap().leases.is_empty());
     // a second release: this PC holds no such lease
     assert_eq!(ctl.release_lease(&remote, "staging-deploy").unwrap_err().code(), "not_found");
 }
@@ -235,7 +236,7 @@ fn sessions_and_jobs_views_and_cancel_through_the_clis_functions() {
 
     let remote = ClientRemote::new(pb.clone());
     let mut ctl = Controller::new(Store::open(&pb.store()).unwrap(), "pc-b", 2_000);
-    let now = pcmail_client::system_now();
+    let now = pcmail_local::system_now();
     let v = ctl.sessions(&remote, now);
     assert!(v.freshness.live, "who answered: {:?}", v.freshness.error);
 

@@ -1,7 +1,7 @@
 // Scenario 4: the Claude Code versions pcmail supports. The oldest release whose hooks reach the
 // model (SessionStart exists and `hookSpecificOutput.additionalContext` is used) is 1.0.62
 // (1.0.61 rejects the whole `hooks` setting because it does not know SessionStart); the newest
-// is pinned in package.json. Also issue 8's defect 0: the exec-form entry pcmail wrote before
+// is pinned in package.json. Also the exec-form entry pcmail wrote before
 // (`command` + `args`) blocks every prompt on releases that predate `args` (2.0.0 here).
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -53,7 +53,7 @@ for (const [pkg, expected] of [[CLAUDE.min, '1.0.62'], [CLAUDE.v2_0_0, '2.0.0'],
   });
 }
 
-test('scenario 4 (issue 8, defect 0): the old exec-form entry blocks every prompt on Claude Code 2.0.0; hooks install fixes it', { timeout: 180_000 }, async () => {
+test('scenario 4 (exec form): the old exec-form entry blocks every prompt on Claude Code 2.0.0; hooks install fixes it', { timeout: 180_000 }, async () => {
   const { s, a, ids } = await withMail('defect0');
   try {
     a.writeSettings(oldExecForm());

@@ -1,4 +1,4 @@
-// Scenario 5: the lease guard (issue 10) in the real Claude Code. pc-b holds `auth` (src/auth/**)
+// Scenario 5: the lease guard in the real Claude Code. pc-b holds `auth` (src/auth/**)
 // exclusively; pc-a's poll puts it into pc-a's lease cache. The model on pc-a asks Write of a new
 // file under that lease (Write allowed, so only pcmail's PreToolUse hook can stop it; a new file, so
 // Claude Code's own read-before-edit check does not come first): Claude Code denies the call, the

@@ -1,4 +1,4 @@
-// Scenario 5 (issue 11): the Stop hook reminds a session once to write a handoff. The model ends
+// Scenario 5: the Stop hook reminds a session once to write a handoff. The model ends
 // its turn; pcmail's Stop hook answers decision "block" with the command to run; Claude Code
 // continues the session with that reason; the model writes the handoff through Bash; its next
 // Stop (stop_hook_active) passes; a resumed turn of the same session is never reminded again.

@@ -151,7 +151,7 @@ impl Pc {
         (pc, out)
     }
 
-    /// Issue 14: a PC enrolled the new way — `admin` makes a join code
+    /// A PC enrolled the new way — `admin` makes a join code
     /// (`roster add`), the new PC exchanges it (`init --join`) for its own
     /// credential and never holds the admin secret.
     pub fn enrolled(server: &Server, admin: &Pc, label: &str) -> Pc {

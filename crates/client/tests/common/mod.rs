@@ -2,11 +2,11 @@
 //! server that answers from a script and records every request.
 #![allow(dead_code)] // each test file uses its part
 
-use pcmail_client::config::{Config, Paths, ServerConfig};
 use pcmail_client::transport::{CallError, Embedded, Transport};
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::Millis;
+use pcmail_local::config::{Config, Paths, ServerConfig};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};

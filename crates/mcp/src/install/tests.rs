@@ -253,3 +253,29 @@ fn a_projects_shared_file_holds_no_path_of_this_pc() {
         }
     }
 }
+
+/// A project's `.mcp.json` or `.gemini/` is the repo's content: a committed
+/// symlink there is refused (a local error), never followed out of the
+/// project, and the file it points to is left as it was.
+#[cfg(unix)]
+#[test]
+fn a_symlink_in_the_project_is_refused_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.json");
+    fs::write(&victim, "{\"keep\": true}\n").unwrap();
+
+    let t = target(dir.path(), Agent::Claude, Scope::Project);
+    std::os::unix::fs::symlink(&victim, t.project.join(".mcp.json")).unwrap();
+    let e = install(&t).unwrap_err();
+    assert!(!e.is_usage() && e.to_string().contains("symlink"), "{e}");
+
+    let t = target(dir.path(), Agent::Gemini, Scope::Project);
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, t.project.join(".gemini")).unwrap();
+    let e = install(&t).unwrap_err();
+    assert!(e.to_string().contains("symlink"), "{e}");
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written through the folder link");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "{\"keep\": true}\n");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 4, "no backup or temp file beside the victim");
+}

@@ -52,7 +52,7 @@ pub(crate) fn enrol(
             "INSERT INTO join_code (hash, label, hostname, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
         .execute(p![hash, label, hostname, ctx.now, expires_at])?;
-    audit(ctx, "enrol", label, Some(&format!("join code expires at {expires_at}")))?;
+    audit(ctx, "enrol", label, Some(&format!("join code expires at {}", pcmail_core::present::utc_time(expires_at))))?;
     Ok(EnrolAnswer { label: label.to_string(), expires_at, existing: false, tls_fingerprint: None })
 }
 

@@ -7,8 +7,8 @@ use pcmail_core::Mail;
 pub(crate) fn import_mail(tx: &dyn crate::store::Db, mails: &[Mail]) -> OpResult<()> {
     let mut ins_mail = tx.prepare_cached(
         "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
-         created_at, state, broadcast_of, delivered_at, last_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+         created_at, state, broadcast_of, delivered_at, last_at, recipients) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?;
     let mut ins_event = tx.prepare_cached(
         "INSERT INTO event (mail_id, sender, state, at, by, note, recipient) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -32,7 +32,8 @@ pub(crate) fn import_mail(tx: &dyn crate::store::Db, mails: &[Mail]) -> OpResult
             m.state.as_str(),
             m.broadcast_of,
             delivered_at,
-            last_at
+            last_at,
+            m.recipients.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default())
         ])?;
         for t in &m.timeline {
             ins_event.execute(p![m.id, m.from, t.state.as_str(), t.at, t.by, t.note, m.to])?;

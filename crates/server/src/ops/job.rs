@@ -110,7 +110,7 @@ pub(crate) fn submit(ctx: &mut Ctx<'_>, a: &SubmitArgs) -> OpResult<SubmitAnswer
         return Ok(SubmitAnswer { deduped: job_id != a.job_id, job: to_wire(ctx, &j, true)? });
     }
 
-    // A revoked PC cannot poll: its jobs would only wait (issue 13).
+    // A revoked PC cannot poll: its jobs would only wait.
     if !server {
         let revoked: bool = ctx
             .tx

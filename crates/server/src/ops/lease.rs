@@ -1,4 +1,4 @@
-//! Leases (issue 10, docs/protocol.md "Leases"): claim, release, list, check,
+//! Leases (docs/protocol.md "Leases"): claim, release, list, check,
 //! and the heartbeats and releases a poll carries. Every op first brings the
 //! leases up to `now` (stale after 6·H, TTL leases expired), so an answer
 //! never depends on when the sweep last ran.
@@ -6,6 +6,7 @@
 use crate::ctx::{Ctx, OpError, OpResult};
 use crate::store::p;
 use crate::store::{Optional, Row};
+use pcmail_core::error::ItemError;
 use pcmail_core::lease::{
     self, CheckAnswer, Claim, ClaimAnswer, Event, Evidence, Holder, Lease, LeaseState, ListAnswer, ListArgs, Lost,
     Mode, PollLease, PollLeaseAnswer, Release, ReleaseAnswer, Released, TimelineEntry, ENDED_WINDOW_MS, STALE_AFTER_MS,
@@ -284,7 +285,7 @@ fn refuse_takeover(ctx: &Ctx<'_>, l: &StoredLease, evidence: Evidence) -> OpResu
             "process_gone can only be checked on the holder's PC {:?}; from here use session_ended or force",
             l.holder.pc
         )),
-        Evidence::ProcessGone => None,
+        Evidence::ProcessGone => pcmail_core::lease::process_gone_refusal(l.ttl_expires_at, ctx.now),
         Evidence::SessionEnded if !stale => Some("session_ended needs a stale lease; it is still renewed".into()),
         Evidence::SessionEnded => {
             let last: Option<Millis> = ctx
@@ -580,15 +581,12 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
         };
         match release_one(ctx, r) {
             Ok((did, _)) => released.push(Released { resource: r.resource.clone(), fence: r.fence, released: did }),
-            Err(OpError::Proto(e)) => errors.push(lease::ItemError {
-                list: "release".into(),
+            Err(OpError::Proto(e)) => errors.push(ItemError::new(
+                "release",
                 index,
-                resource: Some(r.resource.clone()),
-                fence: Some(r.fence),
-                code: e.code.as_str().into(),
-                field: e.field,
-                message: e.message,
-            }),
+                lease::LeaseRef { resource: Some(r.resource.clone()), fence: Some(r.fence) },
+                &e,
+            )),
             Err(e) => return Err(e),
         }
     }

@@ -77,7 +77,7 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Mail>, bool)> {
         format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
     let mut stmt = ctx.tx.prepare_cached(&sql)?;
     let rows =
-        stmt.query_map(p![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(16)?, StoredMail::from_row(r)?)))?;
+        stmt.query_map(p![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(17)?, StoredMail::from_row(r)?)))?;
     let mut all = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
     // Mail to the names this PC's live sessions hold, in the same order.
     let named = super::sessions::name_mail_for(ctx, limit)?;

@@ -7,10 +7,11 @@ use crate::mail::{load_mail, record_event, transition, MailEvent, StoredMail};
 use crate::store::p;
 use crate::store::Optional;
 use pcmail_core::answers::SendAnswer;
+use pcmail_core::error::Unresolved;
 use pcmail_core::ids::broadcast_copy_id;
 use pcmail_core::model::limits;
 use pcmail_core::op_table::News;
-use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State};
+use pcmail_core::{ErrorCode, OutgoingMail, ProtoError, State, To};
 
 /// The content a retry must repeat exactly to be "the same mail".
 #[derive(Debug, PartialEq)]
@@ -59,7 +60,7 @@ impl Content {
     fn of_request(sender: &str, m: &OutgoingMail) -> Content {
         Content {
             sender: sender.to_string(),
-            to: m.to.clone(),
+            to: m.to.key(),
             kind: m.kind.as_str().to_string(),
             subject: m.subject.clone(),
             body: m.body.clone(),
@@ -86,17 +87,20 @@ impl Content {
     }
 }
 
-/// A broadcast original (never delivered itself).
+/// A broadcast original, or the original of mail to several addresses
+/// (never delivered itself).
 fn load_broadcast(ctx: &Ctx<'_>, id: &str) -> OpResult<Option<Content>> {
     Ok(ctx
         .tx
         .prepare_cached(
-            "SELECT sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, expires_in FROM broadcast WHERE id = ?1",
+            "SELECT sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, expires_in, recipients \
+             FROM broadcast WHERE id = ?1",
         )?
         .query_row(p![id], |r| {
             Ok(Content {
                 sender: r.get(0)?,
-                to: "*".into(),
+                // A list's original keeps its list; a `*` broadcast has none.
+                to: r.get::<_, Option<String>>(10)?.unwrap_or_else(|| "*".into()),
                 kind: r.get(1)?,
                 subject: r.get(2)?,
                 body: r.get(3)?,
@@ -135,22 +139,34 @@ fn reply_target(ctx: &Ctx<'_>, id: &str, replier: &str) -> OpResult<Option<Reply
 }
 
 pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswer> {
-    // 3. exact label only; near misses are suggestions, never deliveries.
+    // 3. exact addresses only; near misses are suggestions, never deliveries.
     let pcs = roster::load_all(ctx).map_err(|e| super::roster::unreadable(e, "delivered"))?;
-    let broadcast = mail.to == "*";
-    // A name (issue 11): the mail stays addressed to it; whoever holds it gets it.
-    let name_holder =
-        if broadcast || pcs.iter().any(|p| p.label == mail.to) { None } else { names::holder(ctx, &mail.to)? };
-    if !broadcast && name_holder.is_none() && !pcs.iter().any(|p| p.label == mail.to) {
-        let mut candidates = roster_candidates(&pcs, &mail.to);
-        candidates.extend(name_candidates(&names::all_names(ctx)?, &mail.to));
-        return Err(OpError::Proto(
-            ProtoError::new(
-                ErrorCode::UnknownRecipient,
-                format!("{:?} is not an exact roster label; nothing was sent", mail.to),
-            )
-            .with_candidates(candidates),
-        ));
+    match &mail.to {
+        To::One(to) => {
+            // A name: the mail stays addressed to it; whoever holds it gets it.
+            if to != "*" && !resolves(ctx, &pcs, to)? {
+                return Err(OpError::Proto(
+                    ProtoError::new(
+                        ErrorCode::UnknownRecipient,
+                        format!("{to:?} is not an exact roster label; nothing was sent"),
+                    )
+                    .with_candidates(candidates(ctx, &pcs, to)?),
+                ));
+            }
+        }
+        // All or nothing: every address must resolve before anything is stored,
+        // and every one that does not is named, each with its own candidates.
+        To::Many(list) => {
+            let mut misses = Vec::new();
+            for to in list {
+                if !resolves(ctx, &pcs, to)? {
+                    misses.push(Unresolved { to: to.clone(), candidates: candidates(ctx, &pcs, to)? });
+                }
+            }
+            if !misses.is_empty() {
+                return Err(OpError::Proto(pcmail_core::recipients::unknown_recipients(misses)));
+            }
+        }
     }
     // 4. loops and hops.
     if mail.hop >= limits::HOP_LIMIT {
@@ -189,19 +205,36 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswe
         ));
     }
 
-    let ids = if broadcast {
-        insert_broadcast(ctx, mail)?;
-        let mut ids = Vec::new();
-        let sender = ctx.pc;
-        for pc in pcs.iter().filter(|p| p.label != sender) {
-            let copy = broadcast_copy_id(&mail.id, &pc.label);
-            insert_mail(ctx, mail, &copy, &pc.label, Some(&mail.id))?;
-            ids.push(copy);
+    let ids = match &mail.to {
+        To::One(to) if to == "*" => {
+            insert_broadcast(ctx, mail, None)?;
+            let mut ids = Vec::new();
+            let sender = ctx.pc;
+            for pc in pcs.iter().filter(|p| p.label != sender) {
+                let copy = broadcast_copy_id(&mail.id, &pc.label);
+                insert_mail(ctx, mail, &copy, &pc.label, Some(&mail.id), None)?;
+                ids.push(copy);
+            }
+            ids
         }
-        ids
-    } else {
-        insert_mail(ctx, mail, &mail.id, &mail.to, None)?;
-        vec![mail.id.clone()]
+        To::One(to) => {
+            insert_mail(ctx, mail, &mail.id, to, None, None)?;
+            vec![mail.id.clone()]
+        }
+        // Like a broadcast: an original that is never delivered itself, and
+        // one copy per address (`<id>~<address>`), each with its own state
+        // and timeline, in the sender's order.
+        To::Many(list) => {
+            let key = mail.to.key();
+            insert_broadcast(ctx, mail, Some(&key))?;
+            let mut ids = Vec::new();
+            for to in list {
+                let copy = broadcast_copy_id(&mail.id, to);
+                insert_mail(ctx, mail, &copy, to, Some(&mail.id), Some(&key))?;
+                ids.push(copy);
+            }
+            ids
+        }
     };
 
     // A reply from the original's recipient finishes the original.
@@ -215,8 +248,16 @@ pub(crate) fn send(ctx: &mut Ctx<'_>, mail: &OutgoingMail) -> OpResult<SendAnswe
     Ok(SendAnswer { ids, existing: false })
 }
 
-fn roster_candidates(pcs: &[pcmail_core::Pc], to: &str) -> Vec<String> {
-    pcmail_core::roster::candidates(pcs, to)
+/// `to` is a roster label, or a name some session holds.
+fn resolves(ctx: &Ctx<'_>, pcs: &[pcmail_core::Pc], to: &str) -> OpResult<bool> {
+    Ok(pcs.iter().any(|p| p.label == to) || names::holder(ctx, to)?.is_some())
+}
+
+/// Labels, then names, that look like `to`.
+fn candidates(ctx: &Ctx<'_>, pcs: &[pcmail_core::Pc], to: &str) -> OpResult<Vec<String>> {
+    let mut c = pcmail_core::roster::candidates(pcs, to);
+    c.extend(name_candidates(&names::all_names(ctx)?, to));
+    Ok(c)
 }
 
 /// Names that look like `to` (they share the labels' namespace): the same
@@ -235,15 +276,15 @@ fn expires_at(ctx: &Ctx<'_>, m: &OutgoingMail) -> Option<i64> {
     m.expires_in.map(|d| ctx.now.saturating_add(d)).or(m.expires_at)
 }
 
-fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail) -> OpResult<()> {
+fn insert_broadcast(ctx: &Ctx<'_>, m: &OutgoingMail, recipients: Option<&str>) -> OpResult<()> {
     ctx.tx
         .prepare_cached(
-            "INSERT INTO broadcast (id, sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, created_at, expires_in) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            "INSERT INTO broadcast (id, sender, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, created_at, expires_in, recipients) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?
         .execute(p![
             m.id, ctx.pc, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto, m.hop,
-            ctx.now, m.expires_in
+            ctx.now, m.expires_in, recipients
         ])?;
     Ok(())
 }
@@ -254,16 +295,17 @@ fn insert_mail(
     id: &str,
     recipient: &str,
     broadcast_of: Option<&str>,
+    recipients: Option<&str>,
 ) -> OpResult<()> {
     ctx.tx
         .prepare_cached(
             "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, expires_at, in_reply_to, auto, hop, \
-             created_at, state, broadcast_of, last_at, expires_in) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'new', ?13, ?12, ?14)",
+             created_at, state, broadcast_of, last_at, expires_in, recipients) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'new', ?13, ?12, ?14, ?15)",
         )?
         .execute(p![
             id, ctx.pc, recipient, m.kind.as_str(), m.subject, m.body, m.urgent, expires_at(ctx, m), m.in_reply_to, m.auto,
-            m.hop, ctx.now, broadcast_of, m.expires_in
+            m.hop, ctx.now, broadcast_of, m.expires_in, recipients
         ])?;
     record_event(ctx, &MailEvent::new(id, ctx.pc, State::New, ctx.now, ctx.pc))?;
     ctx.wake(News::Mail, recipient.to_string());

@@ -136,6 +136,7 @@ fn row_mail(r: &crate::store::Row<'_>) -> crate::store::DbResult<StoredMail> {
         broadcast_of: r.get(14)?,
         last_at: r.get(15)?,
         expires_in: r.get(16)?,
+        recipients: r.get(17)?,
     })
 }
 

@@ -1,5 +1,6 @@
-//! status: full timelines; a broadcast original expands to its copies.
-//! A PC sees only mail it sent or received (issue 14): anyone else's is
+//! status: full timelines; a broadcast original (or that of mail to several
+//! addresses) expands to its copies.
+//! A PC sees only mail it sent or received: anyone else's is
 //! answered in `missing`, exactly like an unknown id, so it learns nothing.
 
 use super::send::copy_ids;
@@ -46,10 +47,18 @@ pub(crate) fn status(ctx: &mut Ctx<'_>, ids: &[String]) -> OpResult<StatusAnswer
         // The sender sees every copy (even none); a recipient its own.
         let mut seen_any = sender == ctx.pc;
         for c in copies {
-            if let Some(m) = load_mail(ctx, &c)?.filter(|m| m.sender == ctx.pc || m.recipient == ctx.pc) {
+            let Some(m) = load_mail(ctx, &c)? else { continue };
+            // A copy of mail to several addresses may be to a name this PC holds.
+            if m.sender == ctx.pc || m.recipient == ctx.pc || super::sessions::receives(ctx, &m)? {
                 seen_any = true;
                 let t = timeline(ctx, &m.id)?;
-                mails.push(StatusMail { mail: as_read(m.to_mail(t), ctx.now), waiting: None });
+                // A copy to a name nobody live holds says why it waits, as mail to the name alone does.
+                let waiting = if pcmail_core::due::mail(m.state, m.expires_at, ctx.now).is_some() {
+                    None
+                } else {
+                    super::sessions::waiting_note(ctx, &m)?
+                };
+                mails.push(StatusMail { mail: as_read(m.to_mail(t), ctx.now), waiting });
             }
         }
         if !seen_any {
