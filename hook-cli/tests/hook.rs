@@ -57,9 +57,29 @@ impl Pc {
     }
 
     fn cmd(&self) -> Command {
+        self.cmd_in("C.UTF-8")
+    }
+
+    /// The hook under `LANG=lang` (and no LC_ALL / LC_MESSAGES over it).
+    fn cmd_in(&self, lang: &str) -> Command {
         let mut c = Command::new(hook_exe());
-        c.env("PCMAIL_HOME", &self.home).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.env("PCMAIL_HOME", &self.home)
+            .env_remove("LC_ALL")
+            .env_remove("LC_MESSAGES")
+            .env("LANG", lang)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         c
+    }
+
+    fn prompt_in(&self, session: &str, lang: &str) -> String {
+        let mut child = self.cmd_in(lang).spawn().unwrap();
+        let event = json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
+        child.stdin.take().unwrap().write_all(event.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        context(&out.stdout)
     }
 
     /// Runs the hook; asserts it is silent on stderr and exits 0; returns the context.
@@ -201,6 +221,30 @@ fn the_same_session_gets_a_count_line_for_mail_it_was_shown() {
     // Once acked it is no longer open: nothing to say.
     pc.store().write(|tx| inbox::advance(tx, "m-0000", pcmail_core::State::Done, NOW, "t", None).map(|_| ())).unwrap();
     assert_eq!(pc.prompt("s1"), "");
+}
+
+/// The lines that close what the hook adds speak the user's language, as
+/// the kind badges and the desktop notifications do.
+#[test]
+fn the_closing_lines_follow_the_locale() {
+    let pc = Pc::new();
+    pc.receive("m", &[("note", false); 5]);
+    let ja = pc.prompt_in("s1", "ja_JP.UTF-8");
+    assert_eq!(shown_ids(&ja).len(), 2, "{ja}");
+    assert!(ja.ends_with("\n+ほか 3 件 (期限切れ 0 件は表示せず): pcmail inbox"), "{ja}");
+    // Everything shown to s1, then nothing new: the count line, in Japanese too.
+    for _ in 0..2 {
+        let _ = pc.prompt_in("s1", "ja_JP.UTF-8");
+    }
+    assert_eq!(
+        pc.prompt_in("s1", "ja_JP.UTF-8"),
+        "pcmail: pc-b 宛ての未完了のメール 5 件はこのセッションで表示済み (再表示しません): pcmail inbox"
+    );
+    // Under an English locale, English.
+    let en = Pc::new();
+    en.receive("m", &[("note", false); 5]);
+    let text = en.prompt_in("s2", "en_US.UTF-8");
+    assert!(text.ends_with("\n+3 more (0 expired not shown): pcmail inbox"), "{text}");
 }
 
 /// After 12 mails that may wait, one count line for the

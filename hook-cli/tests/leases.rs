@@ -17,6 +17,11 @@ fn hook_exe() -> &'static str {
     env!("CARGO_BIN_EXE_pcmail-hook")
 }
 
+/// The guard's command as `hooks install --git` writes it: the hook program, shell-quoted.
+fn guard_command() -> String {
+    pcmail_core::shell::single_quote(hook_exe())
+}
+
 fn git(dir: &Path, args: &[&str]) -> std::process::Output {
     let out = Command::new("git")
         .args(args)
@@ -360,9 +365,9 @@ fn pre_commit_refuses_a_leased_file_and_chains_the_earlier_hook() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(hooks.join("pre-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let done = pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap();
+    let done = pcmail_local::githook::install(&f.repo, &guard_command()).unwrap();
     assert!(done.changed && done.chained.is_some());
-    assert!(!pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap().changed, "idempotent");
+    assert!(!pcmail_local::githook::install(&f.repo, &guard_command()).unwrap().changed, "idempotent");
 
     let refused = commit(&f.repo, "src/auth/login.rs");
     assert!(!refused.status.success());
@@ -384,7 +389,7 @@ fn pre_commit_refuses_a_leased_file_and_chains_the_earlier_hook() {
 fn pre_commit_respects_core_hooks_path() {
     let f = Fixture::new();
     git(&f.repo, &["config", "core.hooksPath", ".githooks"]);
-    let done = pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap();
+    let done = pcmail_local::githook::install(&f.repo, &guard_command()).unwrap();
     assert_eq!(done.hook, f.repo.canonicalize().unwrap().join(".githooks/pre-commit"));
     assert!(!commit(&f.repo, "src/auth/login.rs").status.success());
 }
@@ -594,7 +599,7 @@ fn a_nested_git_inside_a_leased_folder_does_not_hide_it() {
     let why = denied(&f.pre_tool("s1", "Edit", json!({"file_path": nested.join("login.rs")}))).expect("denied");
     assert!(why.contains("src/auth/login.rs"), "{why}");
     // The pre-commit guard of the nested repo checks the outer repo's leases too.
-    pcmail_local::githook::install(&nested, Path::new(hook_exe())).unwrap();
+    pcmail_local::githook::install(&nested, &guard_command()).unwrap();
     std::fs::write(nested.join("login.rs"), "changed\n").unwrap();
     git(&nested, &["add", "login.rs"]);
     let out = Command::new("git")
@@ -676,7 +681,7 @@ fn a_hooks_path_through_a_committed_symlink_is_refused() {
     let f = Fixture::new();
     std::os::unix::fs::symlink(&f.outside, f.repo.join(".husky")).unwrap();
     git(&f.repo, &["config", "core.hooksPath", ".husky"]);
-    let e = pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap_err();
+    let e = pcmail_local::githook::install(&f.repo, &guard_command()).unwrap_err();
     assert!(e.to_string().contains("symlink"), "{e}");
     assert_eq!(std::fs::read_dir(&f.outside).unwrap().count(), 0, "nothing written outside the repo");
 
@@ -685,7 +690,7 @@ fn a_hooks_path_through_a_committed_symlink_is_refused() {
     let theirs = f.outside.join("their-hook");
     std::fs::write(&theirs, "#!/bin/sh\nexit 0\n").unwrap();
     std::os::unix::fs::symlink(&theirs, f.repo.join(".husky/pre-commit")).unwrap();
-    let done = pcmail_local::githook::install(&f.repo, Path::new(hook_exe())).unwrap();
+    let done = pcmail_local::githook::install(&f.repo, &guard_command()).unwrap();
     assert!(done.changed && done.chained.is_some(), "{done:?}");
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "#!/bin/sh\nexit 0\n", "its target is not written");
     assert!(std::fs::symlink_metadata(f.repo.join(".husky/pcmail-chained-check")).is_err());

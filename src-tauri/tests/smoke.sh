@@ -299,6 +299,22 @@ python3 -c 'import json,sys; js=json.load(open(sys.argv[1]))["jobs"]; j=[x for x
   || { cat "$WORK/jobs-b.json"; fail "tray-b's job list (the Jobs view's) lacks $JOB_ID ok"; }
 echo "smoke: job $JOB_ID (hello on tray-b) ran by $RUNNER: ok, exit 0, '$(jq_job 'j["result"]["output"].strip()')'; submit → ended seen by --wait in ${JOB_MS} ms; listed ok on tray-b"
 
+# the real window (SCREENSHOT=file.png; docs/screenshots/real-app-xvfb.png):
+# open since the second start, with the mail and every view in its bar. The
+# window alone when xwininfo finds it (there is no window manager: it sits
+# at the screen's corner), else the whole screen.
+if [[ -n "${SCREENSHOT:-}" ]]; then
+  command -v import >/dev/null || fail "SCREENSHOT needs ImageMagick's import (scripts/install-deps.sh installs it)"
+  sleep "${SCREENSHOT_WAIT:-1.5}"
+  GEOM=$(in_session xwininfo -root -tree 2>/dev/null | awk '/"pcmail"/ && $0 ~ /[0-9]+x[0-9]+\+/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+x[0-9]+\+-?[0-9]+\+-?[0-9]+$/) { print $i; exit } }')
+  if [[ -n "$GEOM" ]]; then
+    in_session import -window root -crop "$GEOM" +repage "$SCREENSHOT" || fail "import could not save $SCREENSHOT"
+  else
+    in_session import -window root "$SCREENSHOT" || fail "import could not save $SCREENSHOT"
+  fi
+  echo "smoke: screenshot $SCREENSHOT (${GEOM:-the whole screen})"
+fi
+
 if [[ "${MEASURE_IDLE:-}" == 1 ]]; then
   echo "smoke: idle with the window open (for information; the window is closed in normal use)"
   python3 "$ROOT/src-tauri/tests/measure_idle.py" "$APP_PID" 10 | tee "$WORK/idle-open.txt" || true

@@ -114,40 +114,91 @@ pub struct HandoffNewResult {
     pub session: SessionId,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub announced: Option<SendOutcome>,
+    /// The handoff is written but its notice could not be sent: what went
+    /// wrong and the command that sends it again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announce_failed: Option<AnnounceFailed>,
 }
 
-/// `handoff new`.
+/// A notice that was not sent after its file was written. The write stands
+/// (running the command again would write a second handoff), so this is a
+/// warning with the way to send the notice alone.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct AnnounceFailed {
+    /// The error's code, as a failed `send` would give it (`refused`, `unknown_address`, …).
+    pub code: String,
+    pub message: String,
+    /// The `pcmail send` command that sends the same notice.
+    pub resend: String,
+}
+
+/// An announce's address, resolved before anything is written: an address
+/// that cannot be resolved fails the whole command (exit 4) with nothing
+/// written, so the caller may fix it and run the same command again.
+pub struct Announcer {
+    client: Client,
+    to: String,
+}
+
+impl Announcer {
+    pub fn resolve(paths: &Paths, to: &str) -> Result<Announcer> {
+        let mut client = Client::open(paths.clone())?;
+        let to = client.resolve_recipient(to)?;
+        Ok(Announcer { client, to })
+    }
+
+    /// Sends the one-line notice; a failure now (after the file is written)
+    /// is returned as a value, not an error.
+    pub fn send(mut self, line: &str) -> std::result::Result<SendOutcome, AnnounceFailed> {
+        let body = pcmail_handoff::index::one_line(line);
+        let args = SendArgs {
+            to: crate::Addresses::One(self.to.clone()),
+            kind: MailKind::Note,
+            subject: Some(ANNOUNCE_SUBJECT.into()),
+            body: body.clone(),
+            auto: true,
+            ..Default::default()
+        };
+        crate::send_only(&mut self.client, &args).map_err(|e| AnnounceFailed {
+            code: e.code().to_string(),
+            message: e.to_string(),
+            resend: format!(
+                "pcmail send {} --subject {ANNOUNCE_SUBJECT} --auto --body {}",
+                pcmail_core::shell::shell_quote(&self.to),
+                pcmail_core::shell::shell_quote(&body)
+            ),
+        })
+    }
+}
+
+/// The subject of a handoff's or rollup's notice.
+const ANNOUNCE_SUBJECT: &str = "handoff";
+
+/// `handoff new`. With `announce`, the address is resolved first (exit 4,
+/// nothing written, when it cannot be); a notice that fails after the write
+/// is reported in `announce_failed` and the command still succeeds.
 pub fn handoff_new(paths: &Paths, args: &HandoffNewArgs, now: DateTime<Utc>) -> Result<HandoffNewResult> {
     let repo = find_repo(args.repo.as_deref())?;
     let a = actor(paths)?;
     let sections = args.sections();
+    let announcer = args.announce.as_deref().map(|to| Announcer::resolve(paths, to)).transpose()?;
     let created =
         handoffs::new_handoff(&repo, &args.slug, &Author { session: &a.session.id, by: &a.by, at: now }, &sections)?;
-    let announced = match &args.announce {
-        Some(to) => {
+    let (announced, announce_failed) = match announcer {
+        Some(an) => {
             let goal = handoffs::first_line(&sections.goal);
-            Some(announce(paths, to, &format!("handoff {}: {goal}", created.name))?)
+            split(an.send(&format!("handoff {}: {goal}", created.name)))
         }
-        None => None,
+        None => (None, None),
     };
-    Ok(HandoffNewResult { created, session: a.session, announced })
+    Ok(HandoffNewResult { created, session: a.session, announced, announce_failed })
 }
 
-/// Mails a one-line notice (a new handoff or rollup) through `send`.
-pub fn announce(paths: &Paths, to: &str, line: &str) -> Result<SendOutcome> {
-    let mut client = Client::open(paths.clone())?;
-    let body = pcmail_handoff::index::one_line(line);
-    crate::send_only(
-        &mut client,
-        &SendArgs {
-            to: crate::Addresses::One(to.to_string()),
-            kind: MailKind::Note,
-            subject: Some("handoff".into()),
-            body,
-            auto: true,
-            ..Default::default()
-        },
-    )
+fn split(r: std::result::Result<SendOutcome, AnnounceFailed>) -> (Option<SendOutcome>, Option<AnnounceFailed>) {
+    match r {
+        Ok(o) => (Some(o), None),
+        Err(f) => (None, Some(f)),
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -243,6 +294,9 @@ pub struct HandoffRollupResult {
     pub rollup: RolledUp,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub announced: Option<SendOutcome>,
+    /// Written, but the notice could not be sent (see `HandoffNewResult`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announce_failed: Option<AnnounceFailed>,
 }
 
 /// `handoff rollup`.
@@ -266,6 +320,7 @@ pub fn handoff_rollup(paths: &Paths, args: &HandoffRollupArgs, now: DateTime<Utc
     let repo = find_repo(args.repo.as_deref())?;
     let through = pcmail_handoff::names::parse_date(&args.through, now)?;
     let a = actor(paths)?;
+    let announcer = args.announce.as_deref().map(|to| Announcer::resolve(paths, to)).transpose()?;
     let rollup = handoffs::rollup(
         &repo,
         &args.slug,
@@ -273,13 +328,11 @@ pub fn handoff_rollup(paths: &Paths, args: &HandoffRollupArgs, now: DateTime<Utc
         through,
         &args.body,
     )?;
-    let announced = match &args.announce {
-        Some(to) => {
-            Some(announce(paths, to, &format!("rollup {} covers {} handoffs", rollup.name, rollup.covers.len()))?)
-        }
-        None => None,
+    let (announced, announce_failed) = match announcer {
+        Some(an) => split(an.send(&format!("rollup {} covers {} handoffs", rollup.name, rollup.covers.len()))),
+        None => (None, None),
     };
-    Ok(HandoffRollupResult { rollup, announced })
+    Ok(HandoffRollupResult { rollup, announced, announce_failed })
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]

@@ -247,14 +247,92 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
                     }
                 }
             }
+            // A stale lease of another PC that still polls: that PC says whether its holder still runs.
+            let mut asked = vec![];
+            if !a.force {
+                for l in &current {
+                    asked.extend(ask_holder_pc(client, l)?);
+                }
+            }
             let (evidence, detail) = common_evidence(client, &current, a.force)?;
-            let detail = [detail, check.map(|c| c.detail), module].into_iter().flatten().collect::<Vec<_>>().join("; ");
+            let asked = (!asked.is_empty()).then(|| asked.join("; "));
+            let detail =
+                [detail, asked, check.map(|c| c.detail), module].into_iter().flatten().collect::<Vec<_>>().join("; ");
             Some(Takeover { evidence, reason: a.reason.clone(), detail: (!detail.is_empty()).then_some(detail) })
         }
     };
     let (req, follows) = request(client, &args, takeover)?;
     let outcome = client.lease_claim(&req).map_err(unsupported)?;
     Ok(LeaseClaimResult { outcome, follows })
+}
+
+/// How long a takeover waits for the holder's PC to answer its probe.
+pub const HOLDER_PROBE_WAIT_SECS: u64 = 15;
+
+/// A stale lease is no proof that its holder is gone: a PC whose store lost
+/// track of a lease still polls without renewing it, while the process the
+/// lease follows runs on. When the holder's PC still polls, it is asked
+/// through its read-only probe (`pcmail_core::lease::HOLDER_PROBE`, the job
+/// queue) and a holder that still runs there refuses the takeover (exit 10).
+/// Returns what was asked and answered, for the lease's timeline (or why it
+/// could not be asked: the PC runs no jobs, this PC may not submit there,
+/// no answer in time; the takeover then goes on on the server's evidence).
+fn ask_holder_pc(client: &mut Client, l: &Lease) -> Result<Option<String>> {
+    use crate::jobs::{job_cancel, job_run, JobCancelArgs, JobRunArgs};
+    use pcmail_core::lease::{holder_runs_per_probe, ProbeHeld, HOLDER_PROBE, STALE_AFTER_MS};
+    if l.holder.pc == client.me() || !l.stale || l.ttl_expires_at.is_some() {
+        return Ok(None);
+    }
+    let pc = l.holder.pc.clone();
+    // Only a PC that still polls can answer; a silent one needs --force anyway (the server's rule).
+    let roster = job_run(
+        client,
+        &JobRunArgs { target: "@server".into(), command: "_debug_roster".into(), force: true, ..Default::default() },
+    );
+    let last_poll = roster.ok().and_then(|r| r.job.result).and_then(|res| res.data).and_then(|d| {
+        d["pcs"].as_array()?.iter().find(|p| p["label"] == pc.as_str()).and_then(|p| p["lastPollAt"].as_i64())
+    });
+    let server_now = client.now() + client.server_offset();
+    if last_poll.is_none_or(|t| server_now - t > STALE_AFTER_MS) {
+        return Ok(None);
+    }
+    let probe = JobRunArgs {
+        target: pc.clone(),
+        command: HOLDER_PROBE.into(),
+        // A fresh answer, never an earlier probe's joined.
+        force: true,
+        wait: true,
+        timeout_secs: Some(HOLDER_PROBE_WAIT_SECS),
+        ..Default::default()
+    };
+    let r = match job_run(client, &probe) {
+        Ok(r) => r,
+        Err(e) => return Ok(Some(format!("{pc} could not be asked whether the holder still runs: {e}"))),
+    };
+    if r.ended != Some(true) || r.job.state != pcmail_core::job::JobState::Ok {
+        if !r.job.state.is_ended() {
+            let reason = Some("the takeover stopped waiting for the answer".to_string());
+            let _ = job_cancel(client, &JobCancelArgs { job_id: r.job.id.clone(), reason });
+        }
+        return Ok(Some(format!(
+            "{pc} did not answer whether the holder still runs ({} after {HOLDER_PROBE_WAIT_SECS} s)",
+            r.job.state
+        )));
+    }
+    let data = r.job.result.and_then(|x| x.data).unwrap_or_default();
+    let Some(live) = data.get("liveSessions") else {
+        return Ok(Some(format!("{pc} answered without saying whether processes run (an older pcmail)")));
+    };
+    let held: Vec<ProbeHeld> = serde_json::from_value(data["heldHere"].clone()).unwrap_or_default();
+    let live: Vec<String> = serde_json::from_value(live.clone()).unwrap_or_default();
+    match holder_runs_per_probe(l, &held, &live) {
+        Some(what) => Err(ApiError::Busy(format!(
+            "{} has no heartbeat, but {pc} answered that {what}: not taken; ask {} to release it, or --force with a reason",
+            l.resource,
+            holder_label(&l.holder)
+        ))),
+        None => Ok(Some(format!("{pc} answered that nothing of the holder runs there ({})", r.job.id))),
+    }
 }
 
 /// One piece of evidence every current holder accepts: `force` when asked;

@@ -453,6 +453,12 @@ fn soak(secs: u64) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let exe = pcmail();
     let token = "soak-token";
+    // The soak's PC keeps its credential in the environment, not a keyring
+    // (CI and containers have none); every pcmail it starts inherits it.
+    if std::env::var_os("PCMAIL_CREDENTIAL").is_none() {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+        std::env::set_var("PCMAIL_CREDENTIAL", format!("{:064x}", nanos ^ u128::from(std::process::id())));
+    }
     // A real `pcmail serve` on loopback.
     let mut server = Command::new(&exe)
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])

@@ -228,6 +228,7 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
                     if a.queued { " (queued: the server is unreachable)" } else { "" }
                 );
             }
+            warn_announce_failed(r.announce_failed.as_ref());
             Ok(())
         }
         HandoffCmd::List { all, repo } => {
@@ -328,8 +329,19 @@ pub fn handoff(cmd: HandoffCmd, json: bool) -> anyhow::Result<()> {
             if let Some(a) = &r.announced {
                 println!("pcmail: announced: {}", a.ids.join(", "));
             }
+            warn_announce_failed(r.announce_failed.as_ref());
             Ok(())
         }
+    }
+}
+
+/// The file is written and stays; only its notice failed: running the same
+/// command again would write a second file, so the warning gives the command
+/// that sends the notice alone.
+fn warn_announce_failed(f: Option<&pcmail_api::handoffs::AnnounceFailed>) {
+    if let Some(f) = f {
+        eprintln!("pcmail: warning: written, but the announce was not sent ({}): {}", f.code, f.message);
+        eprintln!("pcmail: to send it again (not the whole command, which would write a second one): {}", f.resend);
     }
 }
 

@@ -273,7 +273,15 @@ fn print_job(j: &Job, timeline: bool) {
         if let Some(rb) = &res.read_back {
             println!("  read back: {}", pcmail_core::present::terminal_text(&truncate_chars(rb.trim_end(), 200)));
         }
-        if !res.output.is_empty() {
+        // A probe answers data (a PC's also as JSON text in its output): shown for a person.
+        let answer = res.data.as_ref().filter(|d| !d.is_null());
+        if let Some(d) = answer {
+            println!("  answer:");
+            for l in crate::print::data_lines(d) {
+                println!("    {l}");
+            }
+        }
+        if !res.output.is_empty() && answer.is_none() {
             let lines: Vec<&str> = res.output.lines().collect();
             let from = lines.len().saturating_sub(20);
             println!("  output{}:", if from > 0 || res.truncated { " (last lines)" } else { "" });

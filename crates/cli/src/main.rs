@@ -329,8 +329,12 @@ enum Cmd {
     },
     /// The Claude Code hook itself (same code as `pcmail-hook`): reads the hook event JSON on stdin,
     /// prints the context to add or nothing, exit 0 always. No options; `PCMAIL_HOME` [default: the
-    /// OS data folder] picks the PC user.
-    Hook,
+    /// OS data folder] picks the PC user. `pcmail hook pre-commit` is the git pre-commit lease guard
+    /// (`hooks install --git`; exit 1 refuses the commit).
+    Hook {
+        #[arg(value_parser = ["pre-commit"], hide = true)]
+        which: Option<String>,
+    },
     /// Keep this PC's poller running without the tray (systemd user unit, Task Scheduler task, launchd agent).
     Service {
         #[arg(value_parser = ["install", "uninstall", "status"])]
@@ -494,7 +498,11 @@ fn main() {
         }
     };
     // The hook must stay silent and fast whatever happens.
-    if matches!(cli.cmd, Cmd::Hook) {
+    if let Cmd::Hook { which } = &cli.cmd {
+        if which.is_some() {
+            // The git pre-commit lease guard: its exit code is the verdict.
+            std::process::exit(pcmail_local::githook::pre_commit_main());
+        }
         run_hook();
         std::process::exit(0);
     }
@@ -1140,7 +1148,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Hook => unreachable!("handled before logging starts"),
+        Cmd::Hook { .. } => unreachable!("handled before logging starts"),
         Cmd::Service { action, repair } => service_cmd::run(&action, repair, json),
         Cmd::Completions { shell } => {
             clap_complete::generate(
@@ -1199,12 +1207,19 @@ pub(crate) fn hook_spec() -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
     hook_spec_for(pcmail_claude_hooks::Agent::Claude)
 }
 
-/// The same for `agent`'s hooks file (Claude Code's events depend on its release).
-pub(crate) fn hook_spec_for(agent: pcmail_claude_hooks::Agent) -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
+/// The hook program every hook pcmail installs runs (the agents' hooks and
+/// the git pre-commit guard alike): `pcmail-hook` when it sits beside this
+/// `pcmail`, else `pcmail hook` (the same code).
+pub(crate) fn hook_command() -> anyhow::Result<pcmail_claude_hooks::HookCommand> {
     // canonicalize() gives `\\?\C:\…` on Windows, which Git Bash cannot run.
     let exe = std::env::current_exe()?;
     let exe = if cfg!(windows) { exe } else { exe.canonicalize()? };
-    let command = pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe);
+    Ok(pcmail_claude_hooks::HookCommand::for_pcmail_exe(&exe))
+}
+
+/// The same for `agent`'s hooks file (Claude Code's events depend on its release).
+pub(crate) fn hook_spec_for(agent: pcmail_claude_hooks::Agent) -> anyhow::Result<pcmail_claude_hooks::HookSpec> {
+    let command = hook_command()?;
     if agent != pcmail_claude_hooks::Agent::Claude {
         return Ok(pcmail_claude_hooks::HookSpec::for_agent(agent, command));
     }
@@ -1272,25 +1287,15 @@ fn mcp(action: Option<McpCmd>, tools: Option<String>) -> anyhow::Result<()> {
 }
 
 /// `pcmail hooks install|uninstall|status --git`: the pre-commit lease guard
-/// runs `pcmail-hook pre-commit` (the binary beside this one, else on PATH).
+/// runs `<hook program> pre-commit`, the hook program chosen as for the
+/// agents' hooks (`hook_command`).
 fn git_hooks(action: &str, json: bool) -> anyhow::Result<()> {
     use pcmail_local::githook;
     let dir = std::env::current_dir()?;
     match action {
         "install" => {
-            let exe = std::env::current_exe()?;
-            let name = pcmail_claude_hooks::HOOK_BINARY_NAME;
-            let hook_exe = Some(exe.with_file_name(name))
-                .filter(|p| p.is_file())
-                .or_else(|| {
-                    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
-                })
-                .ok_or_else(|| {
-                    ClientError::Invalid(format!(
-                        "{name} is not beside pcmail nor on PATH (`cargo install --path hook-cli`)"
-                    ))
-                })?;
-            let done = githook::install(&dir, &hook_exe).map_err(|e| ClientError::Invalid(e.to_string()))?;
+            let hook = hook_command()?.shell_command().map_err(|e| ClientError::Invalid(e.to_string()))?;
+            let done = githook::install(&dir, &hook).map_err(|e| ClientError::Invalid(e.to_string()))?;
             if json {
                 println!("{}", serde_json::to_string(&done)?);
             } else {

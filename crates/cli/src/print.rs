@@ -591,3 +591,104 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, warnings: &mut Vec<(St
         format!("update Claude Code to {} or newer", v(MIN_CLAUDE_CODE)),
     ));
 }
+
+/// A probe's answer (`result.data`, JSON) for a person: one `key: value`
+/// line each, nested parts indented, lists of records one record a line,
+/// times (`…At` keys holding milliseconds) as UTC times, text neutralised
+/// (a PC's answer is its data, not something to put on a terminal as is).
+pub fn data_lines(v: &serde_json::Value) -> Vec<String> {
+    let mut out = vec![];
+    data_into(&mut out, 0, None, v);
+    out
+}
+
+fn scalar(key: Option<&str>, v: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    Some(match v {
+        Value::Null => "-".into(),
+        Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
+        Value::Number(n) => match (key, n.as_i64()) {
+            (Some(k), Some(ms)) if k.ends_with("At") && ms > 1_000_000_000_000 => time(ms),
+            _ => n.to_string(),
+        },
+        Value::String(s) => neutralise(&truncate_chars(s, 200)),
+        Value::Array(a) if a.is_empty() => "none".into(),
+        Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+            a.iter().filter_map(|x| scalar(None, x)).collect::<Vec<_>>().join(", ")
+        }
+        Value::Object(o) if o.is_empty() => "-".into(),
+        _ => return None,
+    })
+}
+
+fn data_into(out: &mut Vec<String>, depth: usize, key: Option<&str>, v: &serde_json::Value) {
+    use serde_json::Value;
+    let pad = "  ".repeat(depth);
+    let label = key.map(|k| format!("{k}: ")).unwrap_or_default();
+    if let Some(s) = scalar(key, v) {
+        out.push(format!("{pad}{label}{s}"));
+        return;
+    }
+    match v {
+        Value::Object(o) => {
+            let inner = if key.is_some() {
+                out.push(format!("{pad}{}:", key.unwrap_or_default()));
+                depth + 1
+            } else {
+                depth
+            };
+            for (k, x) in o {
+                data_into(out, inner, Some(k), x);
+            }
+        }
+        Value::Array(a) => {
+            out.push(format!("{pad}{}({}):", key.map(|k| format!("{k} ")).unwrap_or_default(), a.len()));
+            for x in a {
+                // A record of plain fields is one line; anything deeper is nested under its dash.
+                let flat = x.as_object().map(|o| {
+                    o.iter().map(|(k, f)| scalar(Some(k), f).map(|s| format!("{k}: {s}"))).collect::<Option<Vec<_>>>()
+                });
+                match flat {
+                    Some(Some(fields)) => out.push(format!("{pad}  - {}", fields.join(", "))),
+                    _ => {
+                        out.push(format!("{pad}  -"));
+                        data_into(out, depth + 2, None, x);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_probe_answer_reads_as_lines_for_a_person() {
+        let v = json!({
+            "pcs": [{"label": "pc-a", "lastPollAt": 1_800_000_000_000i64, "bound": true, "executor": null}],
+            "requireCredentials": false,
+            "poller": {"consecutiveFailures": 0, "lastPollError": "x\u{1b}[31m"},
+            "cache": [],
+        });
+        let lines = data_lines(&v);
+        let want = [
+            "cache: none".to_string(),
+            "pcs (1):".into(),
+            "  - label: pc-a, lastPollAt: 2027-01-15 08:00:00.000Z, bound: yes, executor: -".into(),
+            "poller:".into(),
+            "  consecutiveFailures: 0".into(),
+            format!("  lastPollError: {}", neutralise("x\u{1b}[31m")),
+            "requireCredentials: no".into(),
+        ];
+        // serde_json keeps the keys' order or sorts them, by a feature another crate may turn on.
+        let (mut got, mut want) = (lines.clone(), want.to_vec());
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{lines:#?}");
+        assert!(!lines.concat().contains('\u{1b}'), "no terminal escape gets through");
+    }
+}

@@ -23,7 +23,13 @@
 //!   page can build an example up over several blocks;
 //! - `repo`: the working directory is this repository (scripts in it);
 //! - `NAME=VALUE`: an environment variable (a short mode for a benchmark);
-//! - `timeout=SECS`: the block's time limit (default 30 s).
+//! - `timeout=SECS`: the block's time limit (default 30 s);
+//! - `bench`: the benchmark programs (`pcmail-bench`, `pcmail-bench-pc`) of
+//!   this build beside `pcmail` on `PATH`, built once (debug) when a page
+//!   needs them. A benchmark block runs in a short mode (its own arguments or
+//!   `NAME=VALUE` knobs) to show that it works; its figures are never
+//!   compared. Under `cargo test` (which holds the build folder's lock while
+//!   tests run) such a block is counted as not run; `cargo nextest` runs it.
 //!
 //! Relative links between these pages are checked too: the file exists and,
 //! with `#anchor`, so does the heading, so moving a section cannot leave a
@@ -173,6 +179,49 @@ fn bins() -> Bins {
         dir.display()
     );
     Bins { dir }
+}
+
+#[derive(Clone)]
+enum BenchBins {
+    Built,
+    Skipped(String),
+    Failed(String),
+}
+
+/// Builds the benchmark programs beside this build's `pcmail` (debug, the
+/// same target folder: only their own crates are new), once per run.
+fn bench_bins() -> BenchBins {
+    static ONCE: std::sync::OnceLock<BenchBins> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        // cargo test keeps the build folder locked while its tests run: a build from here would wait forever.
+        if std::env::var_os("NEXTEST").is_none() {
+            return BenchBins::Skipped(
+                "a benchmark: its programs are built from here only under cargo nextest (cargo test holds the build lock)"
+                    .into(),
+            );
+        }
+        let dir = bins().dir;
+        let target = dir.parent().expect("the target folder above debug/");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["build", "-q", "-p", "pcmail-bench", "-p", "pcmail-bench-pc", "--target-dir"])
+            .arg(target)
+            .current_dir(repo_root())
+            .stdin(Stdio::null())
+            .output();
+        match out {
+            Ok(o) if o.status.success() && dir.join("pcmail-bench").is_file() && dir.join("pcmail-bench-pc").is_file() => {
+                BenchBins::Built
+            }
+            Ok(o) => BenchBins::Failed(format!(
+                "cargo build -p pcmail-bench -p pcmail-bench-pc: {}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            )),
+            Err(e) => BenchBins::Failed(format!("cannot run cargo: {e}")),
+        }
+    })
+    .clone()
 }
 
 struct Sandbox {
@@ -433,11 +482,12 @@ fn run_file(root: &Path, blocks: &[Block]) -> Tally {
         };
         let mut env = Vec::new();
         let mut limit = Duration::from_secs(30);
-        let (mut keep, mut in_repo) = (false, false);
+        let (mut keep, mut in_repo, mut bench) = (false, false, false);
         for o in &opts {
             match o.as_str() {
                 "continue" => keep = true,
                 "repo" => in_repo = true,
+                "bench" => bench = true,
                 _ => {
                     if let Some(secs) = o.strip_prefix("timeout=") {
                         limit = Duration::from_secs(secs.parse().expect("timeout=SECS"));
@@ -446,6 +496,19 @@ fn run_file(root: &Path, blocks: &[Block]) -> Tally {
                     } else {
                         t.failures.push(format!("{at}: unknown run option {o:?}"));
                     }
+                }
+            }
+        }
+        if bench {
+            match bench_bins() {
+                BenchBins::Built => {}
+                BenchBins::Skipped(why) => {
+                    t.not_run.push((at, why));
+                    continue;
+                }
+                BenchBins::Failed(e) => {
+                    t.failures.push(format!("{at}: {e}"));
+                    continue;
                 }
             }
         }

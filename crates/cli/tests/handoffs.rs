@@ -47,6 +47,95 @@ fn ok_json(pc: &Pc, repo: &Path, session: &str, args: &[&str], stdin: &str) -> V
     serde_json::from_str(&out).unwrap()
 }
 
+fn handoff_files(repo: &Path) -> Vec<String> {
+    match std::fs::read_dir(repo.join(".claude/handoffs")) {
+        Ok(d) => d
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".md") && n != "INDEX.md")
+            .collect(),
+        Err(_) => vec![],
+    }
+}
+
+/// A caller that retries a failed command must not make a second handoff:
+/// an address that cannot be resolved fails before anything is written
+/// (exit 4), and a notice the server refuses after the write is a warning
+/// (exit 0) with the command that sends the notice alone.
+#[test]
+fn an_announce_that_fails_never_leaves_a_retry_to_write_a_second_handoff() {
+    let server = Server::start(Kind::Rust);
+    let (a, _b) = pair(&server);
+    let repo = git_repo();
+    let new = |to: &str| {
+        run_in(
+            &a,
+            repo.path(),
+            "5e55a0aa-1",
+            &[
+                "handoff",
+                "new",
+                "--slug",
+                "fix",
+                "--goal",
+                "Fix it",
+                "--state",
+                "working",
+                "--next",
+                "n",
+                "--announce",
+                to,
+            ],
+            "",
+        )
+    };
+
+    // Not an address at all: refused before the write.
+    let (code, _, err) = new("Not A Label!");
+    assert_eq!(code, 4, "{err}");
+    assert!(handoff_files(repo.path()).is_empty(), "a refused announce left {:?}", handoff_files(repo.path()));
+
+    // Spelled as a label, so only the server can say it is nobody: written,
+    // the warning names the refusal and how to send the notice again.
+    let (code, out, err) = new("pc-nobody");
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(handoff_files(repo.path()).len(), 1);
+    assert!(out.contains("pcmail: wrote "), "{out}");
+    assert!(err.contains("warning: written, but the announce was not sent (unknown_address)"), "{err}");
+    let name = handoff_files(repo.path())[0].trim_end_matches(".md").to_string();
+    assert!(
+        err.contains(&format!("pcmail send pc-nobody --subject handoff --auto --body 'handoff {name}: Fix it'")),
+        "{err}"
+    );
+
+    // The same in --json: the result, with announce_failed, and exit 0.
+    let (code, out, err) = run_in(
+        &a,
+        repo.path(),
+        "5e55a0aa-2",
+        &[
+            "--json",
+            "handoff",
+            "new",
+            "--slug",
+            "fix2",
+            "--goal",
+            "g",
+            "--state",
+            "working",
+            "--next",
+            "n",
+            "--announce",
+            "pc-nobody",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["announce_failed"]["code"], "unknown_address", "{v}");
+    assert!(v["announced"].is_null() && v["name"].as_str().is_some(), "{v}");
+    assert_eq!(handoff_files(repo.path()).len(), 2);
+}
+
 #[test]
 fn handoffs_and_memory_through_the_cli_and_the_same_through_mcp() {
     let server = Server::start(Kind::Rust);

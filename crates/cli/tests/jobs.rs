@@ -748,6 +748,15 @@ fn a_pc_probe_answers_from_the_executor_and_a_submitter_not_allowed_is_refused()
         assert_eq!(code, 0, "{probe}: {r}");
     }
 
+    // Without --json a probe's answer is printed for a person, the server's
+    // (which has no text output of its own) and a PC's alike.
+    let roster = s.a.ok(&["job", "run", "@server", "_debug_roster"]);
+    assert!(roster.contains("\n  answer:\n") && roster.contains("label: pc-b"), "{roster}");
+    assert!(roster.contains("requireCredentials: "), "{roster}");
+    let pc = s.a.ok(&["job", "run", "pc-b", "_debug_pc", "--wait", "--timeout", "20s"]);
+    assert!(pc.contains("    label: pc-b") && pc.contains("    server: serve"), "{pc}");
+    assert!(!pc.contains("\"label\""), "the answer, not its JSON text: {pc}");
+
     // No process ran for any probe: the `count` command's file was never made.
     assert_eq!(s.lines(s.app.path(), "count.txt"), 0);
 

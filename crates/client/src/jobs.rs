@@ -975,7 +975,7 @@ mod probes {
         match command {
             "_debug_pc" => pc(c, ex),
             "_debug_sessions" => sessions(c, now),
-            "_debug_leases" => leases(c),
+            "_debug_leases" => leases(c, now),
             "_debug_jobs" => jobs(c, ex),
             other => Err(ClientError::Invalid(format!("{other} is not a probe of this PC"))),
         }
@@ -1025,7 +1025,10 @@ mod probes {
         Ok(json!({"sessions": items, "total": total}))
     }
 
-    fn leases(c: &mut Client) -> Result<Value, ClientError> {
+    /// Also what a takeover elsewhere asks (`pcmail_core::lease::holder_runs_per_probe`):
+    /// whether each lease's process still runs, and which sessions do.
+    fn leases(c: &mut Client, now: Millis) -> Result<Value, ClientError> {
+        use pcmail_core::lease::{probe_session, ProbeHeld};
         let cache = c.store.lease_cache()?;
         let total = cache.len();
         let items: Vec<Value> = cache
@@ -1038,15 +1041,22 @@ mod probes {
             })
             .collect();
         let mine = c.store.leases_mine()?;
-        let held: Vec<Value> = mine
+        let held: Vec<ProbeHeld> = mine
             .iter()
             .take(PC_PROBE_ITEMS_MAX)
-            .map(|l| {
-                json!({"resource": l.resource, "session": prefix(&l.session), "confirmed": l.fence.is_some(),
-                            "releaseQueued": l.release_queued_at.is_some()})
+            .map(|l| ProbeHeld {
+                resource: l.resource.clone(),
+                session: probe_session(&l.session),
+                confirmed: l.fence.is_some(),
+                release_queued: l.release_queued_at.is_some(),
+                fence: l.fence.filter(|f| *f > 0),
+                process_running: l.pid.map(|pid| pcmail_local::process::ProcId { pid, start: l.pid_start }.alive()),
             })
             .collect();
-        Ok(json!({"cache": items, "cacheTotal": total, "heldHere": held, "heldHereTotal": mine.len()}))
+        let live: Vec<String> =
+            c.live_sessions(now)?.iter().take(PC_PROBE_ITEMS_MAX).map(|s| probe_session(&s.session)).collect();
+        Ok(json!({"cache": items, "cacheTotal": total, "heldHere": held, "heldHereTotal": mine.len(),
+                  "liveSessions": live}))
     }
 
     fn jobs(c: &mut Client, ex: &Executor) -> Result<Value, ClientError> {

@@ -143,7 +143,8 @@ impl Client {
         }
     }
 
-    fn server_offset(&self) -> Millis {
+    /// This PC's offset from the server's clock (the server's now = this PC's + it).
+    pub fn server_offset(&self) -> Millis {
         self.store.meta_i64(pcmail_store::meta::SERVER_OFFSET_MS).ok().flatten().unwrap_or(0)
     }
 

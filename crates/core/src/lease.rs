@@ -220,6 +220,55 @@ impl Lease {
     }
 }
 
+/// The PC probe a takeover asks the holder's PC (docs/jobs.md): its answer
+/// lists the leases that PC's sessions hold (`heldHere`, [`ProbeHeld`]) and
+/// its live sessions (`liveSessions`, id prefixes).
+pub const HOLDER_PROBE: &str = "_debug_leases";
+/// A session id in a probe's answer: its first characters only (the whole id stays on its PC).
+pub const PROBE_SESSION_CHARS: usize = 8;
+
+/// `id` as a probe answers it.
+pub fn probe_session(id: &str) -> String {
+    id.chars().take(PROBE_SESSION_CHARS).collect()
+}
+
+/// A lease one of a PC's sessions holds, as that PC's [`HOLDER_PROBE`]
+/// answers it (`heldHere`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeHeld {
+    pub resource: String,
+    /// [`probe_session`] of the holding session.
+    pub session: String,
+    pub confirmed: bool,
+    pub release_queued: bool,
+    #[serde(default)]
+    pub fence: Option<i64>,
+    /// Whether the process the lease follows still runs (None: a `--ttl`
+    /// lease, which follows none; or an older PC that does not say).
+    #[serde(default)]
+    pub process_running: Option<bool>,
+}
+
+/// What the holder's PC answered about `lease` (its [`HOLDER_PROBE`]):
+/// `Some(what runs)` when the process the lease follows, or the holder's
+/// session, still runs there, so the lease is not abandoned however stale
+/// it looks from the server; `None` when nothing of the holder runs there.
+/// The one rule the takeover applies to the answer the PC side builds.
+pub fn holder_runs_per_probe(lease: &Lease, held: &[ProbeHeld], live_sessions: &[String]) -> Option<String> {
+    let session = probe_session(&lease.holder.session);
+    let tracked = held
+        .iter()
+        .find(|h| h.resource == lease.resource && h.session == session && h.fence.is_none_or(|f| f == lease.fence));
+    if let Some(h) = tracked.filter(|h| h.process_running == Some(true) && !h.release_queued) {
+        return Some(format!("the process {} follows (session {}) still runs there", h.resource, h.session));
+    }
+    if live_sessions.contains(&session) {
+        return Some(format!("the holder's session {session} still runs there"));
+    }
+    None
+}
+
 /// `lease.claim` arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -658,6 +707,31 @@ impl BadItem {
 
 #[cfg(test)]
 mod tests {
+    use super::{holder_runs_per_probe, ProbeHeld};
+
+    #[test]
+    fn a_holder_pcs_probe_decides_whether_the_holder_still_runs() {
+        let lease: super::Lease = serde_json::from_value(serde_json::json!({
+            "resource": "gpu-0", "repo": "", "description": "", "files": [], "mode": "exclusive",
+            "holder": {"pc": "pc-b", "session": "0123456789abcdef"}, "fence": 3, "claimId": "c",
+            "grantedAt": 0, "heartbeatAt": 0, "state": "stale", "stale": true
+        }))
+        .unwrap();
+        let held = |running: Option<bool>, fence: Option<i64>| ProbeHeld {
+            resource: "gpu-0".into(),
+            session: "01234567".into(),
+            confirmed: true,
+            release_queued: false,
+            fence,
+            process_running: running,
+        };
+        assert!(holder_runs_per_probe(&lease, &[held(Some(true), Some(3))], &[]).is_some());
+        assert!(holder_runs_per_probe(&lease, &[held(Some(false), Some(3))], &[]).is_none());
+        assert!(holder_runs_per_probe(&lease, &[held(Some(true), Some(2))], &[]).is_none(), "another grant");
+        assert!(holder_runs_per_probe(&lease, &[], &["01234567".into()]).is_some(), "its session runs");
+        assert!(holder_runs_per_probe(&lease, &[], &["89abcdef".into()]).is_none());
+    }
+
     use super::*;
 
     fn claim_json() -> Value {

@@ -185,7 +185,8 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
                 let later = candidates.len() - considered;
                 let not_shown_at_most = urgent_left + requests_left + notes_left + later;
                 let head = header(me, shown.iter().copied().chain(std::iter::once(*m))).chars().count();
-                head + blocks_chars + 1 + block_chars + closing_chars_at_most(not_shown_at_most, counts) <= TOTAL_CHARS
+                head + blocks_chars + 1 + block_chars + closing_chars_at_most(not_shown_at_most, counts, lang)
+                    <= TOTAL_CHARS
             };
             if !fits {
                 held |= !fits_room;
@@ -207,22 +208,12 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
     }
     // The bound is reached: what may wait is one count line, not "+N more".
     let bounded = held || (room == Some(0) && requests_left + notes_left > 0);
-    let waiting_line = bounded.then(|| {
-        let what = match (notes_left, requests_left) {
-            (_, 0) => "notes".to_string(),
-            (0, r) => format!("work request{}", if r == 1 { "" } else { "s" }),
-            (_, r) => format!("mails ({r} work request{})", if r == 1 { "" } else { "s" }),
-        };
-        format!("pcmail: {} more unread {what}: {LIST_COMMAND}", notes_left + requests_left)
-    });
+    let waiting_line = bounded.then(|| waiting_line(notes_left + requests_left, notes_left, requests_left, lang));
 
     if shown.is_empty() {
         let text = match waiting_line {
             Some(l) => l,
-            None if counts.already_shown > 0 => format!(
-                "pcmail: {} open mail for {me} already shown earlier in this session (not repeated): {LIST_COMMAND}",
-                counts.already_shown
-            ),
+            None if counts.already_shown > 0 => already_shown_line(me, counts.already_shown, lang),
             None => String::new(),
         };
         return Presentation { text, shown: vec![] };
@@ -232,13 +223,8 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
     out.push_str(&blocks);
     let not_shown = urgent_left + if bounded { 0 } else { requests_left + notes_left };
     if not_shown > 0 || counts.expired > 0 || counts.already_shown > 0 {
-        let mut line = format!("+{not_shown} more ({} expired not shown)", counts.expired);
-        if counts.already_shown > 0 {
-            line.push_str(&format!(", {} shown earlier in this session", counts.already_shown));
-        }
-        line.push_str(&format!(": {LIST_COMMAND}"));
         out.push('\n');
-        out.push_str(&line);
+        out.push_str(&more_line(not_shown, counts.expired, counts.already_shown, lang));
     }
     if let Some(l) = waiting_line {
         out.push('\n');
@@ -248,20 +234,72 @@ pub fn present_in(me: &str, candidates: &[PresentMail], counts: &Counts, now: Mi
 }
 
 /// The longest the closing lines can be when at most `not_shown` mails are
-/// left out: the "+N more (…)" line and, under a backlog bound, the count line.
-fn closing_chars_at_most(not_shown: usize, counts: &Counts) -> usize {
-    let mut n = format!(
-        "\n+{not_shown} more ({} expired not shown), {} shown earlier in this session: {LIST_COMMAND}",
-        counts.expired, counts.already_shown
-    )
-    .chars()
-    .count();
+/// left out: the "+N more (…)" line and, under a backlog bound, the count
+/// line, in `lang` (the lines the text really ends with).
+fn closing_chars_at_most(not_shown: usize, counts: &Counts, lang: Lang) -> usize {
+    let mut n = 1 + more_line(not_shown, counts.expired, counts.already_shown.max(1), lang).chars().count();
     if counts.room.is_some() {
-        n += format!("\npcmail: {not_shown} more unread mails ({not_shown} work requests): {LIST_COMMAND}")
-            .chars()
-            .count();
+        n += 1 + waiting_line(not_shown, not_shown, not_shown, lang).chars().count();
     }
     n
+}
+
+/// The closing line: how many were left out, how many expired, how many
+/// this session was shown before; in the user's language, as the badges.
+fn more_line(not_shown: usize, expired: usize, already_shown: usize, lang: Lang) -> String {
+    match lang {
+        Lang::En => {
+            let earlier = if already_shown > 0 {
+                format!(", {already_shown} shown earlier in this session")
+            } else {
+                String::new()
+            };
+            format!("+{not_shown} more ({expired} expired not shown){earlier}: {LIST_COMMAND}")
+        }
+        Lang::Ja => {
+            let earlier = if already_shown > 0 {
+                format!("、このセッションで表示済み {already_shown} 件")
+            } else {
+                String::new()
+            };
+            format!("+ほか {not_shown} 件 (期限切れ {expired} 件は表示せず){earlier}: {LIST_COMMAND}")
+        }
+    }
+}
+
+/// The one line for what may wait once a session's bound is reached.
+fn waiting_line(total: usize, notes: usize, requests: usize, lang: Lang) -> String {
+    let plural = if requests == 1 { "" } else { "s" };
+    match lang {
+        Lang::En => {
+            let what = match (notes, requests) {
+                (_, 0) => "notes".to_string(),
+                (0, _) => format!("work request{plural}"),
+                (_, r) => format!("mails ({r} work request{plural})"),
+            };
+            format!("pcmail: {total} more unread {what}: {LIST_COMMAND}")
+        }
+        Lang::Ja => {
+            let what = match (notes, requests) {
+                (_, 0) => "メール".to_string(),
+                (0, _) => "作業依頼".to_string(),
+                (_, r) => format!("メール (うち作業依頼 {r} 件)"),
+            };
+            format!("pcmail: 未読の{what}がほかに {total} 件: {LIST_COMMAND}")
+        }
+    }
+}
+
+/// Nothing new to show, but this session was shown open mail before.
+fn already_shown_line(me: &str, already_shown: usize, lang: Lang) -> String {
+    match lang {
+        Lang::En => format!(
+            "pcmail: {already_shown} open mail for {me} already shown earlier in this session (not repeated): {LIST_COMMAND}"
+        ),
+        Lang::Ja => format!(
+            "pcmail: {me} 宛ての未完了のメール {already_shown} 件はこのセッションで表示済み (再表示しません): {LIST_COMMAND}"
+        ),
+    }
 }
 
 /// The framing, and what the model may do for each kind of mail shown.
@@ -603,8 +641,10 @@ mod tests {
                 mail(&format!("m{i}"), kind, *urgent, reply, *at, &"x".repeat(*len))
             }).collect();
             let counts = Counts { more_urgent: more, more_requests: more, more_notes: more, already_shown: more, expired: more, room };
-            let p = present("a-forty-character-label-xxxxxxxxxxxxxxxxx", &c, &counts, 1000);
-            proptest::prop_assert!(p.text.chars().count() <= TOTAL_CHARS, "{}", p.text.chars().count());
+            for lang in [Lang::En, Lang::Ja] {
+                let p = present_in("a-forty-character-label-xxxxxxxxxxxxxxxxx", &c, &counts, 1000, lang);
+                proptest::prop_assert!(p.text.chars().count() <= TOTAL_CHARS, "{}", p.text.chars().count());
+            }
         }
     }
 
@@ -743,6 +783,36 @@ mod tests {
         assert!(ja.contains(">\n[判断依頼]"), "{ja}");
         assert!(en.contains(">\n[decision request]"), "{en}");
         assert!(!en.contains("判断依頼"), "{en}");
+    }
+
+    #[test]
+    fn the_closing_lines_follow_the_users_language() {
+        let c: Vec<_> = (0..3).map(|i| mail(&format!("n{i}"), Kind::Note, false, false, i, "fyi")).collect();
+        let more = Counts { more_notes: 5, expired: 2, already_shown: 1, ..none() };
+        let ja = present_in("pc-b", &c, &more, 10, Lang::Ja).text;
+        assert!(
+            ja.ends_with("\n+ほか 6 件 (期限切れ 2 件は表示せず)、このセッションで表示済み 1 件: pcmail inbox"),
+            "{ja}"
+        );
+        let en = present_in("pc-b", &c, &more, 10, Lang::En).text;
+        assert!(en.ends_with("\n+6 more (2 expired not shown), 1 shown earlier in this session: pcmail inbox"), "{en}");
+
+        let bound = Counts { more_notes: 485, more_requests: 2, room: Some(0), ..none() };
+        assert_eq!(
+            present_in("pc-b", &c, &bound, 10, Lang::Ja).text,
+            "pcmail: 未読のメール (うち作業依頼 2 件)がほかに 490 件: pcmail inbox"
+        );
+        let only_notes = Counts { more_notes: 485, room: Some(0), ..none() };
+        assert_eq!(
+            present_in("pc-b", &c, &only_notes, 10, Lang::Ja).text,
+            "pcmail: 未読のメールがほかに 488 件: pcmail inbox"
+        );
+
+        let earlier = Counts { already_shown: 3, ..none() };
+        assert_eq!(
+            present_in("pc-b", &[], &earlier, 10, Lang::Ja).text,
+            "pcmail: pc-b 宛ての未完了のメール 3 件はこのセッションで表示済み (再表示しません): pcmail inbox"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The git pre-commit lease guard: `pcmail hooks install --git` writes a
 //! `pre-commit` hook (into the folder git uses: `core.hooksPath` respected)
-//! that runs `pcmail-hook pre-commit` and then the hook that was there
+//! that runs `pcmail-hook pre-commit` (or `pcmail hook pre-commit`) and then the hook that was there
 //! before (kept beside it as `pre-commit.pcmail-chained`). The check refuses
 //! a commit touching a file under another session's exclusive lease, from
 //! the local cache only. `git commit --no-verify` skips it.
@@ -8,7 +8,6 @@
 use crate::config::{Config, Paths};
 use crate::leases::{self as lease_view, Me};
 use crate::{process, repo};
-use pcmail_core::shell::single_quote;
 use pcmail_core::Millis;
 use pcmail_store::leases as sl;
 use pcmail_store::Store;
@@ -70,12 +69,13 @@ pub fn hooks_dir(dir: &Path) -> Result<PathBuf, GitHookError> {
     Ok(if p.is_absolute() { p } else { dir.join(p) })
 }
 
-fn script(hook_exe: &Path) -> String {
-    let exe = single_quote(&hook_exe.to_string_lossy());
+/// `hook_command` is the hook program as one shell command, already quoted
+/// (the same one the agent hooks run), to which `pre-commit` is added.
+fn script(hook_command: &str) -> String {
     format!(
         "#!/bin/sh\n{MARKER}\n# Refuses a commit touching files under another session's exclusive lease.\n\
          # `git commit --no-verify` commits anyway.\n\
-         {exe} pre-commit || exit $?\n\
+         {hook_command} pre-commit || exit $?\n\
          chained=\"$(dirname \"$0\")/{CHAINED}\"\n\
          if [ -x \"$chained\" ]; then exec \"$chained\" \"$@\"; fi\n"
     )
@@ -102,7 +102,7 @@ fn open_hooks(hooks: &Path, create: bool) -> Result<pcmail_fsmode::confined::Dir
 
 /// Installs (or updates) the guard in `dir`'s repo, chaining an existing
 /// pre-commit hook. Idempotent.
-pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
+pub fn install(dir: &Path, hook_command: &str) -> Result<Installed, GitHookError> {
     let hooks = hooks_dir(dir)?;
     let d = open_hooks(&hooks, true)?;
     let (name, chained_name) = (Path::new("pre-commit"), Path::new(CHAINED));
@@ -112,7 +112,7 @@ pub fn install(dir: &Path, hook_exe: &Path) -> Result<Installed, GitHookError> {
         let path = path.to_path_buf();
         move |source| GitHookError::Io { path, source }
     };
-    let want = script(hook_exe);
+    let want = script(hook_command);
     // A symlinked hook is someone else's (its target is not read): it is
     // chained as the link itself.
     let existing = match d.read(name) {

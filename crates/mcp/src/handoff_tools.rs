@@ -20,7 +20,7 @@ fn now() -> chrono::DateTime<chrono::Utc> {
 #[tool_router(router = handoff_tool_router, vis = "pub(crate)")]
 impl PcmailMcp {
     #[tool(
-        description = "Write a handoff for the next session (.claude/handoffs/, ACTIVE in INDEX.md, never overwriting). goal, state and next are required, as fields or as headings in markdown."
+        description = "Write a handoff for the next session (.claude/handoffs/, ACTIVE in INDEX.md, never overwriting). goal, state and next are required, as fields or as headings in markdown. An announce refused after the write: announce_failed."
     )]
     async fn handoff_new(&self, a: Parameters<HandoffNewArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_new(&p, &a, now())).await
@@ -55,7 +55,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Fold every handoff up to `through` that no rollup covers yet into a rollup file (front matter type: rollup, covers, through; your body), and stamp rolled_up_into: into each covered handoff. Error not_found (exit 7) when there is nothing to fold. Result: {name, path, through, covers[, announced]}."
+        description = "Fold every handoff up to `through` that no rollup covers yet into a rollup file (front matter type: rollup, covers, through; your body), and stamp rolled_up_into: into each covered handoff. Error not_found (exit 7) when there is nothing to fold. Result: {name, path, through, covers[, announced | announce_failed]}; announce as for handoff_new."
     )]
     async fn handoff_rollup(&self, a: Parameters<HandoffRollupArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_paths(a, |p, a| api::handoff_rollup(&p, &a, now())).await

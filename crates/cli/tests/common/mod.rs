@@ -51,6 +51,12 @@ fn free_port() -> u16 {
 
 impl Server {
     pub fn start(kind: Kind) -> Server {
+        Server::start_with_env(kind, &[])
+    }
+
+    /// `pcmail serve` with more environment (libfaketime's, to move the
+    /// server's clock while it runs).
+    pub fn start_with_env(kind: Kind, envs: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut child = match kind {
             Kind::Rust => Command::new(exe())
@@ -58,6 +64,7 @@ impl Server {
                 .arg(dir.path().join("serve.db"))
                 .env("PCMAIL_TOKEN", TOKEN)
                 .env("PCMAIL_HOME", dir.path())
+                .envs(envs.iter().copied())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
