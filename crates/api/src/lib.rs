@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod lease_checks;
 pub mod leases;
 pub mod sessions;
+pub mod setup;
 
 pub use error::{exit_of_client, ApiError, Exit};
 
@@ -408,6 +409,18 @@ pub fn status(client: &mut Client, args: &IdsArgs) -> Result<StatusResult> {
     }
     let (mails, missing, waiting) = client.status_noting_waits(&args.ids)?;
     Ok(StatusResult { mails, missing, waiting })
+}
+
+/// `status`'s timelines as JSON, each mail to a name no live session holds
+/// with why it waits (`waiting`, from `StatusResult::waiting`).
+pub fn status_json(mails: &[Mail], waiting: &[(String, String)]) -> Result<Value> {
+    let mut v = serde_json::to_value(mails).map_err(|e| ApiError::Local(e.to_string()))?;
+    for m in v.as_array_mut().into_iter().flatten() {
+        if let Some((_, note)) = waiting.iter().find(|(id, _)| m["id"] == serde_json::json!(id)) {
+            m["waiting"] = serde_json::json!(note);
+        }
+    }
+    Ok(v)
 }
 
 /// `wait_for`: blocks until every copy of every id reached `state` (or a final state); `timeout` after `timeout_secs`.
