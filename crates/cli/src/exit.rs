@@ -114,3 +114,14 @@ pub fn fail(e: &anyhow::Error, json: bool) -> i32 {
     }
     code_of(e) as i32
 }
+
+/// An api error that wraps a client error, shown as that client error:
+/// `init` and `token` print under `--json` the message with its causes and
+/// no `rule` (their error object as it has always been), while the exit code
+/// is the same either way (`exit_of_client`).
+pub fn as_client(e: ApiError) -> anyhow::Error {
+    match e {
+        ApiError::Client(c) => c.into(),
+        e => e.into(),
+    }
+}

@@ -208,7 +208,7 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     let paths = Paths::from_env()?;
     // On an instance host: the database `pcmail serve` would use, redacted (never its password).
     if let Some(url) = std::env::var("PCMAIL_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
-        checks.push(match crate::postgres_target(&url) {
+        checks.push(match crate::cmd::serve::postgres_target(&url) {
             Ok(t) => {
                 (format!("serve database: {} (password: {})", t.redacted(), t.password_source), true, String::new())
             }
@@ -487,7 +487,7 @@ fn hooks_checks(checks: &mut Vec<(String, bool, String)>, warnings: &mut Vec<(St
     };
     let mut state = pcmail_claude_hooks::status(&path);
     if fix && state.as_ref().is_ok_and(|s| s.needs_migration()) {
-        let fixed = crate::hook_spec().and_then(|spec| Ok(pcmail_claude_hooks::install(&path, &spec)?));
+        let fixed = crate::cmd::hooks::hook_spec().and_then(|spec| Ok(pcmail_claude_hooks::install(&path, &spec)?));
         match fixed {
             Ok(o) => checks.push((
                 format!(

@@ -457,7 +457,6 @@ fn loops_of(root_file: &Path, repo: &Path) -> (Vec<Vec<String>>, usize) {
 const KNOWN_LOOPS: &[&str] = &[
     "crates/bench/src/cluster.rs crates/bench/src/jobs.rs crates/bench/src/main.rs",
     "crates/bench-pc/src/handoffs.rs crates/bench-pc/src/jobs.rs crates/bench-pc/src/main.rs",
-    "crates/cli/src/demo.rs crates/cli/src/job_cmd.rs crates/cli/src/lease_cmd.rs crates/cli/src/main.rs crates/cli/src/print.rs crates/cli/src/roster_cmd.rs crates/cli/src/session_cmd.rs",
     "crates/codemap/src/lib.rs crates/codemap/src/walk.rs",
     "crates/service/src/lib.rs crates/service/src/manager.rs crates/service/src/render.rs crates/service/src/rule.rs",
     "crates/store/src/codemap.rs crates/store/src/inbox.rs crates/store/src/lib.rs crates/store/src/marks.rs crates/store/src/outbox.rs crates/store/src/schema.rs crates/store/src/sent.rs crates/store/src/timeline.rs",

@@ -135,7 +135,7 @@ pub fn run(cmd: JobCmd, json: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let mut client = crate::open()?;
+    let mut client = super::open()?;
     match cmd {
         JobCmd::Run { target, command, args, force, rerun_of, wait, timeout, name } => {
             let a = api::JobRunArgs {

@@ -146,7 +146,7 @@ fn explain(e: ApiError, json: bool, takeover: Option<bool>) -> anyhow::Error {
 }
 
 pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
-    let mut client = crate::open()?;
+    let mut client = super::open()?;
     match cmd {
         LeaseCmd::Claim { resource, description, files, shared, repo, pid, ttl, name } => {
             let args = api::LeaseClaimArgs {

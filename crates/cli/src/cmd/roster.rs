@@ -1,14 +1,80 @@
-//! The admin's roster commands for per-PC credentials: join codes, revoke, the switch
-//! that retires the shared token, the audit log. Each needs the admin secret
-//! (`pcmail token set`, or PCMAIL_ADMIN_TOKEN) and a server with `credentials`.
+//! `pcmail roster`: the roster, and the admin's commands for per-PC
+//! credentials (join codes, revoke, the switch that retires the shared token,
+//! the audit log), each of which needs the admin secret (`pcmail token set`,
+//! or PCMAIL_ADMIN_TOKEN) and a server with `credentials`.
 
-use crate::RosterCmd;
+use clap::Subcommand;
 use pcmail_api::admin::{self, RosterEnrolResult};
 use pcmail_client::Client;
 use serde_json::{json, Value};
 
+#[derive(Subcommand)]
+pub enum RosterCmd {
+    /// Admin: a one-time join code for a new PC (`pcmail init --join CODE` on it). With
+    /// --hostname the PC is on the roster at once; on a server without credentials it is added.
+    Add {
+        /// The new PC's label (lower-case a-z 0-9 . _ -).
+        label: String,
+        /// The PC's hostname (needed to add it directly on the embedded default; optional for a join code).
+        #[arg(long)]
+        hostname: Option<String>,
+        /// Its roster number (adds it directly instead of making a join code) [default: the next free one].
+        #[arg(long)]
+        number: Option<i64>,
+        /// How long the join code lives (30m, 2h, 3d; at most 30 days).
+        #[arg(long, default_value = "24h")]
+        expires: String,
+    },
+    /// Admin: take a PC off the roster (its mail is kept).
+    Remove {
+        /// The PC's label.
+        label: String,
+    },
+    /// Admin: end a PC's access at once; its mail waits for a PC re-enrolled under that label.
+    Revoke {
+        /// The PC's label.
+        label: String,
+    },
+    /// Admin: stop accepting the shared token for PC operations (after every PC has its credential).
+    RequireCredentials {
+        /// Accept the shared token again.
+        #[arg(long)]
+        off: bool,
+    },
+    /// Admin: the audit log (enrol, join, revoke, rotate, roster changes), newest first.
+    Log {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+}
+
+/// `pcmail roster`: the roster itself, or one of its commands.
+pub fn run(action: Option<RosterCmd>, json: bool) -> anyhow::Result<()> {
+    let mut client = super::open()?;
+    match action {
+        None => {
+            let r = pcmail_api::roster(&mut client)?;
+            if let Some(e) = &r.unreachable {
+                eprintln!("pcmail: server unreachable ({e}); showing the cached roster");
+            }
+            crate::print::roster(&r.pcs, &r.me, json);
+            if !json {
+                if let Ok(Some(note)) = client.store.meta_get(pcmail_store::meta::HOSTNAME_NOTE) {
+                    println!("note: {note}");
+                }
+            }
+        }
+        Some(RosterCmd::Remove { label }) => {
+            let r = pcmail_api::roster_remove(&mut client, &pcmail_api::RosterRemoveArgs { label })?;
+            println!("{}", if json { r.to_string() } else { format!("pcmail: removed: {}", r["removed"]) });
+        }
+        Some(cmd) => admin_command(&mut client, cmd, json)?,
+    }
+    Ok(())
+}
+
 /// Each command is one pcmail-api function (the MCP tools call the same); this prints.
-pub fn run(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()> {
+fn admin_command(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()> {
     match cmd {
         RosterCmd::Add { label, hostname, number, expires } => {
             let r = admin::roster_enrol(
@@ -89,7 +155,7 @@ pub fn run(client: &mut Client, cmd: RosterCmd, json: bool) -> anyhow::Result<()
             }
             Ok(())
         }
-        RosterCmd::Remove { .. } => unreachable!("handled in main"),
+        RosterCmd::Remove { .. } => unreachable!("handled in run"),
     }
 }
 

@@ -4,7 +4,7 @@ use pcmail_api::sessions::{self as api, NameArgs, WhoArgs};
 use pcmail_core::sessions::{idle_text, WhoAnswer};
 
 pub fn name(name: String, session: Option<String>, json: bool) -> anyhow::Result<()> {
-    let mut client = crate::open()?;
+    let mut client = super::open()?;
     let r = api::name(&mut client, &NameArgs { name, session })?;
     if json {
         println!("{}", serde_json::to_string(&r)?);
@@ -27,7 +27,7 @@ pub fn name(name: String, session: Option<String>, json: bool) -> anyhow::Result
 }
 
 pub fn who(json: bool) -> anyhow::Result<()> {
-    let mut client = crate::open()?;
+    let mut client = super::open()?;
     let w = api::who(&mut client, &WhoArgs {})?;
     if json {
         println!("{}", serde_json::to_string(&w)?);
