@@ -2,7 +2,7 @@
 //! and the MCP tools. The session that submits is decided here, once.
 
 use crate::{optional_not_null, ApiError, Exit, Result};
-use pcmail_client::jobs::SubmitRequest;
+use pcmail_client::jobs::submit::SubmitRequest;
 use pcmail_client::{Client, ClientError};
 use pcmail_core::job::{Job, JobState, ListArgs};
 use pcmail_core::rules::clean_session_id;
