@@ -3,7 +3,7 @@
 # when the hook binary's crate exists) for x86_64-pc-windows-gnu, builds the
 # test-only ProcessPrng shim, prepares a headless Wine prefix and runs
 # tests/windows/suite.py against a Linux `pcmail serve` on loopback (and, in
-# it, pcmail-local's Windows unit tests under Wine). Also
+# it, pcmail-local's and pcmail-client's Windows unit tests under Wine). Also
 # `cargo check --target x86_64-pc-windows-gnu` of the tray app.
 #
 #   bash tests/windows/run.sh
@@ -30,10 +30,15 @@ if [[ -d hook-cli || -d crates/hook-cli ]]; then bins+=(--bin pcmail-hook); fi
 flag=(); [[ "$PROFILE" == release ]] && flag=(--release)
 t0=$(date +%s)
 nice cargo build -q "${flag[@]}" --target "$TARGET" "${bins[@]}"
-# pcmail-local's lib tests for Windows (the suite runs its `win_tests` under
-# Wine: process identity, the Job Object); the exe's path from cargo's JSON.
-UNIT_EXE=$(nice cargo test -q --no-run "${flag[@]}" --target "$TARGET" -p pcmail-local --lib --message-format=json \
-  | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")][-1])')
+# The lib tests for Windows whose `win_tests` the suite runs under Wine:
+# pcmail-local's (process identity) and pcmail-client's (the job executor's
+# Job Object); each exe's path from cargo's JSON.
+unit_exe() {
+  nice cargo test -q --no-run "${flag[@]}" --target "$TARGET" -p "$1" --lib --message-format=json \
+    | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")][-1])'
+}
+UNIT_EXE=$(unit_exe pcmail-local)
+CLIENT_UNIT_EXE=$(unit_exe pcmail-client)
 nice cargo build -q -p pcmail-cli   # the Linux PC and `pcmail serve`
 # The tray app type-checks for Windows (its window needs WebView2, which Wine
 # lacks, so it is not run). WIN_SKIP_TRAY=1 skips it.
@@ -57,6 +62,7 @@ OUT="$TARGET_DIR/$TARGET/$PROFILE"
 cp "$OUT/pcmail.exe" "$EXE_DIR/"
 [[ -f "$OUT/pcmail-hook.exe" && " ${bins[*]} " == *pcmail-hook* ]] && cp "$OUT/pcmail-hook.exe" "$EXE_DIR/"
 cp "$UNIT_EXE" "$EXE_DIR/pcmail-local-tests.exe"
+cp "$CLIENT_UNIT_EXE" "$EXE_DIR/pcmail-client-tests.exe"
 # The test-only helper (tests/windows/helper/helper.c), also as claude.exe and
 # bash.exe: Claude Code and its shell above a `pcmail.exe lease claim`.
 x86_64-w64-mingw32-gcc -municode -O2 -o "$EXE_DIR/helper.exe" tests/windows/helper/helper.c
@@ -68,7 +74,7 @@ stop_wine() { wineserver -k >/dev/null 2>&1 || true; }
 trap stop_wine EXIT
 set +e
 python3 tests/windows/suite.py --exe-dir "$EXE_DIR" --linux-pcmail "$TARGET_DIR/debug/pcmail" --prefix "$WINEPREFIX" \
-  --unit-tests "$EXE_DIR/pcmail-local-tests.exe"
+  --unit-tests "$EXE_DIR/pcmail-local-tests.exe" --unit-tests "$EXE_DIR/pcmail-client-tests.exe"
 rc=$?
 t2=$(date +%s)
 echo "# windows: build and tray check $((t1 - t0)) s, suite $((t2 - t1)) s ($PROFILE)"

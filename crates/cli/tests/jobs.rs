@@ -673,7 +673,7 @@ fn a_server_without_jobs_is_exit_5_at_once() {
 /// A chunked job whose work is longer than its time limit
 /// finishes over several runs; a new input reuses every other input's result;
 /// a failing input is dropped after 3 failures (its expiry after 3 days is
-/// proven with a fake clock in pcmail_local::chunks).
+/// proven with a fake clock in pcmail-client's jobs/chunks.rs).
 #[test]
 fn a_chunked_job_resumes_over_runs_and_keeps_each_inputs_result() {
     let s = setup();

@@ -3,15 +3,11 @@
 //! `pcmail` binary (through pcmail-client) and the small `pcmail-hook` binary
 //! are built on it.
 
-pub mod chunks;
 pub mod config;
 pub mod githook;
 pub mod handoff_hook;
 pub mod hook;
 pub mod jobconf;
-pub mod jobrun;
-#[cfg(target_os = "linux")]
-mod keeper;
 pub mod leases;
 pub mod locks;
 pub mod process;

@@ -237,7 +237,7 @@ impl Store {
     }
 }
 
-/// One input's progress of a chunked command (see pcmail_local::chunks).
+/// One input's progress of a chunked command (see pcmail-client's jobs/chunks.rs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkRow {
     pub fingerprint: String,

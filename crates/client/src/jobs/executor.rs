@@ -3,6 +3,7 @@
 //! `job.start` acknowledged) into a worker, the heartbeat and the queued
 //! reports, and the runs a stopped executor left behind.
 
+use super::jobrun;
 use super::work::{send_report, Work};
 use super::{probes, whitelist_of, WHITELIST_HASH};
 use super::{
@@ -15,7 +16,6 @@ use crate::{Client, ClientError};
 use pcmail_core::job::{self as cj, ArgValue, Job, JobResult, JobState, ReportArgs, StartArgs, VerifyOutcome};
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
-use pcmail_local::jobrun;
 use pcmail_local::process::ProcId;
 use pcmail_store::jobs::JobRun;
 use serde_json::{json, Map, Value};

@@ -17,7 +17,11 @@
 //! job's run in its worker thread); the probes every PC has in `probes`; the
 //! submitter's calls in `submit`.
 
+mod chunks;
 mod executor;
+mod jobrun;
+#[cfg(target_os = "linux")]
+mod keeper;
 mod probes;
 pub mod submit;
 mod work;

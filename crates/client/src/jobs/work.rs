@@ -1,12 +1,12 @@
 //! One job's run in its worker thread: its process (or its chunks, one per
 //! input), the read-back and verify steps, and sending its report.
 
+use super::jobrun::{self, Ending};
 use crate::transport::CallError;
 use pcmail_core::job::{self as cj, CommandSpec, Job, JobResult, JobState, ReportArgs, StartArgs, VerifyOutcome};
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
 use pcmail_local::jobconf::{self, Plan};
-use pcmail_local::jobrun::{self, Ending};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -174,7 +174,7 @@ impl Work {
     /// after N failures. Progress is kept per input fingerprint in the store,
     /// so a new or changed input never discards the others' results.
     fn execute_chunked(&self, dir: &str) -> ReportArgs {
-        use pcmail_local::chunks::{self, InputState, Todo};
+        use super::chunks::{self, InputState, Todo};
         let home = &self.paths.home;
         let log = jobrun::log_path(home, &self.job.id, "run");
         let limit = self.spec.time_limit_ms.max(1);

@@ -113,7 +113,7 @@ pub fn run(
 
 /// A started job as the run loop sees it: on Linux its keeper.
 #[cfg(target_os = "linux")]
-struct Proc(crate::keeper::Keeper);
+struct Proc(super::keeper::Keeper);
 
 #[cfg(target_os = "linux")]
 impl Proc {
@@ -124,7 +124,7 @@ impl Proc {
         file: &std::fs::File,
         log: &Path,
     ) -> Result<Proc, String> {
-        crate::keeper::Keeper::spawn(argv, cwd, env, file, log).map(Proc)
+        super::keeper::Keeper::spawn(argv, cwd, env, file, log).map(Proc)
     }
 
     fn leader(&self) -> i64 {
@@ -271,12 +271,12 @@ fn parse_exit_record(text: &str) -> Option<ExitRecord> {
 
 #[cfg(target_os = "linux")]
 fn wait_code(status: i32) -> Option<i32> {
-    crate::keeper::code_of(status)
+    super::keeper::code_of(status)
 }
 
 #[cfg(target_os = "linux")]
 fn wait_signal(status: i32) -> Option<i32> {
-    crate::keeper::signal_of(status)
+    super::keeper::signal_of(status)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -297,7 +297,7 @@ pub fn settled_exit_record(log: &Path, limit: Duration) -> Option<ExitRecord> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
-        if let Ok(f) = std::fs::OpenOptions::new().read(true).open(crate::keeper::beside(log, "keeper")) {
+        if let Ok(f) = std::fs::OpenOptions::new().read(true).open(super::keeper::beside(log, "keeper")) {
             let t0 = Instant::now();
             // SAFETY: flock on a descriptor owned here (released when `f` closes).
             while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 && t0.elapsed() < limit {
@@ -363,7 +363,7 @@ pub fn kill_group(pgid: i64) {
 /// the recorded start time) still runs. Says whether anything was killed.
 #[cfg(unix)]
 pub fn kill_orphan(pid: i64, start: Option<i64>) -> bool {
-    if (crate::process::ProcId { pid, start }).alive() {
+    if (pcmail_local::process::ProcId { pid, start }).alive() {
         kill_group(pid);
         return true;
     }
@@ -384,7 +384,7 @@ use win::Group;
 /// Job Object: the run's executor is gone), found by parent PID.
 #[cfg(windows)]
 pub fn kill_group(pid: i64) {
-    win::kill_tree(pid, crate::process::start_time(pid));
+    win::kill_tree(pid, pcmail_local::process::start_time(pid));
 }
 
 /// Ends what a run left behind when its executor is gone. The Job Object
@@ -398,7 +398,7 @@ pub fn kill_orphan(pid: i64, start: Option<i64>) -> bool {
 
 #[cfg(windows)]
 mod win {
-    use crate::process::{descendants, start_time, ProcId};
+    use pcmail_local::process::{descendants, start_time, ProcId};
     use std::ffi::c_void;
     use std::os::windows::io::AsRawHandle;
 
@@ -690,10 +690,10 @@ mod tests {
         let bg: i64 = std::fs::read_to_string(d.path().join("bg")).unwrap().trim().parse().unwrap();
         // The group was sent SIGKILL: the background child is gone (or a zombie being reaped).
         let deadline = Instant::now() + Duration::from_secs(10);
-        while crate::process::start_time(bg).is_some() && Instant::now() < deadline {
+        while pcmail_local::process::start_time(bg).is_some() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(crate::process::start_time(bg).is_none(), "background child {bg} still runs");
+        assert!(pcmail_local::process::start_time(bg).is_none(), "background child {bg} still runs");
     }
 
     #[test]
@@ -730,7 +730,8 @@ mod tests {
     fn all_gone_within(pids: &[i64], limit: Duration) -> Result<Duration, Vec<i64>> {
         let t0 = Instant::now();
         loop {
-            let alive: Vec<i64> = pids.iter().copied().filter(|&p| crate::process::start_time(p).is_some()).collect();
+            let alive: Vec<i64> =
+                pids.iter().copied().filter(|&p| pcmail_local::process::start_time(p).is_some()).collect();
             if alive.is_empty() {
                 return Ok(t0.elapsed());
             }
@@ -760,8 +761,10 @@ mod tests {
     /// An executor in a process of its own (this test binary, running the
     /// ignored `executor_process` below): it runs `script` in `dir`.
     fn executor_in_child(dir: &Path, script: &str) -> std::process::Child {
+        // The test's name as the harness knows it: this module's path without the crate's name.
+        let name = format!("{}::executor_process", module_path!().split_once("::").map_or("", |(_, m)| m));
         std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "jobrun::tests::executor_process", "--nocapture", "--test-threads=1"])
+            .args(["--ignored", "--exact", &name, "--nocapture", "--test-threads=1"])
             .env("PCMAIL_TEST_EXECUTOR_DIR", dir)
             .env("PCMAIL_TEST_EXECUTOR_SCRIPT", script)
             .stdout(std::process::Stdio::null())
@@ -806,7 +809,7 @@ mod tests {
         let mut ex = executor_in_child(d.path(), TREE);
         let tree =
             wait_for("the tree started", Duration::from_secs(20), || pids(d.path(), &["leader", "a", "b", "c", "d"]));
-        assert!(tree.iter().all(|&p| crate::process::start_time(p).is_some()), "{tree:?}");
+        assert!(tree.iter().all(|&p| pcmail_local::process::start_time(p).is_some()), "{tree:?}");
         ex.kill().unwrap(); // SIGKILL
         ex.wait().unwrap();
         let took = all_gone_within(&tree, Duration::from_secs(3))
@@ -839,7 +842,7 @@ mod tests {
         ex.wait().unwrap();
         assert!(!d.path().join("executor-saw").exists(), "the executor never saw the end");
         assert_eq!((rec.code, rec.signal, rec.cause), (Some(7), None, ExitCause::Exited));
-        assert!(crate::process::start_time(leader).is_none());
+        assert!(pcmail_local::process::start_time(leader).is_none());
         assert_eq!(settled_exit_record(&log, Duration::from_secs(5)), Some(rec), "the keeper is gone");
         use std::os::unix::fs::PermissionsExt;
         for f in [log.clone(), exit_record_path(&log)] {
@@ -930,7 +933,7 @@ mod tests {
 #[cfg(all(test, windows))]
 mod win_tests {
     use super::*;
-    use crate::process::{descendants, ProcId};
+    use pcmail_local::process::{descendants, ProcId};
 
     fn me() -> String {
         std::env::current_exe().unwrap().to_string_lossy().into_owned()
@@ -941,7 +944,8 @@ mod win_tests {
             me(),
             "--ignored".into(),
             "--exact".into(),
-            format!("jobrun::win_tests::{name}"),
+            // The helper's name as the harness knows it: this module's path without the crate's name.
+            format!("{}::{name}", module_path!().split_once("::").map_or("", |(_, m)| m)),
             "--test-threads=1".into(),
         ]
     }
@@ -986,7 +990,7 @@ mod win_tests {
 
     fn gone(p: i64) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while crate::process::start_time(p).is_some() {
+        while pcmail_local::process::start_time(p).is_some() {
             if Instant::now() > deadline {
                 return false;
             }
@@ -1081,7 +1085,7 @@ mod win_tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         let (l, g) = noted(d.path()).unwrap();
-        let start = crate::process::start_time(l.pid);
+        let start = pcmail_local::process::start_time(l.pid);
         // The leader dies first, as when a job's own process is gone.
         leader.kill().unwrap();
         leader.wait().unwrap();
@@ -1094,6 +1098,6 @@ mod win_tests {
     }
 
     fn gone_now(p: i64) -> bool {
-        crate::process::start_time(p).is_none()
+        pcmail_local::process::start_time(p).is_none()
     }
 }
