@@ -1,5 +1,6 @@
-//! `pcmail`: argument parsing and wiring. The logic lives in pcmail-client
-//! (and pcmail-server for `serve`); this file only parses, calls and prints.
+//! `pcmail`: the command line's definition and a `run` that only dispatches.
+//! Each command is a module of `cmd/` that calls pcmail-api (or the crate
+//! that does the work: pcmail-server for `serve`) and prints the answer.
 
 mod cmd;
 mod demo;
