@@ -3,6 +3,7 @@
 //! `job.start` acknowledged) into a worker, the heartbeat and the queued
 //! reports, and the runs a stopped executor left behind.
 
+use super::jobconf::JobsRules;
 use super::jobrun;
 use super::work::{send_report, Work};
 use super::{probes, whitelist_of, WHITELIST_HASH};

@@ -19,6 +19,7 @@
 
 mod chunks;
 mod executor;
+mod jobconf;
 mod jobrun;
 #[cfg(target_os = "linux")]
 mod keeper;
@@ -26,6 +27,7 @@ mod probes;
 pub mod submit;
 mod work;
 
+use jobconf::{CommandRules, JobsRules};
 use pcmail_core::job::{self as cj, CommandSpec, Whitelist};
 use pcmail_local::jobconf::JobsConfig;
 use serde_json::{json, Value};

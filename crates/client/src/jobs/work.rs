@@ -1,12 +1,12 @@
 //! One job's run in its worker thread: its process (or its chunks, one per
 //! input), the read-back and verify steps, and sending its report.
 
+use super::jobconf::{self, Plan};
 use super::jobrun::{self, Ending};
 use crate::transport::CallError;
 use pcmail_core::job::{self as cj, CommandSpec, Job, JobResult, JobState, ReportArgs, StartArgs, VerifyOutcome};
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Millis};
-use pcmail_local::jobconf::{self, Plan};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
