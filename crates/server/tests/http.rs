@@ -1,10 +1,13 @@
 //! The HTTP server on 127.0.0.1 port 0, driven by a reqwest client; the
 //! webhook against a tiny local receiver.
 
+mod common;
+
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
 use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
+use pcmail_testkit::{call, register, Loopback};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,50 +16,11 @@ use tokio::net::TcpListener;
 
 const TOKEN: &str = "http-test-token";
 
-struct Server {
-    url: String,
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
-async fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let opts = ServeOptions::new(dir.path().join("server.db"), TOKEN);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        serve_with_listener(listener, opts, async move {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    let s = Server { url: format!("http://{addr}/api"), base: format!("http://{addr}"), stop: Some(tx), _dir: dir };
-    for pc in ["pc-a", "pc-b"] {
-        let r = call(
-            &s.url,
-            json!({"v":1,"op":"roster.set","pc":pc,"token":TOKEN,"args":{"label":pc,"hostname":pc.to_uppercase()}}),
-        )
-        .await;
-        assert_eq!(r["ok"], json!(true), "{r}");
-    }
+/// The server with `pc-a` and `pc-b` on its roster.
+async fn start() -> Loopback {
+    let s = common::serve(TOKEN).await;
+    register(&s.url, TOKEN, &["pc-a", "pc-b"]).await;
     s
-}
-
-async fn call(url: &str, body: Value) -> Value {
-    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
 }
 
 fn send_req(id: &str) -> Value {
