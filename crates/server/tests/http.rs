@@ -6,7 +6,8 @@ mod common;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
-use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
+use common::{engine_with_open_alert, MIN, T0};
+use pcmail_server::{serve_with_listener, ServeOptions};
 use pcmail_testkit::{call, register, Loopback};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -127,34 +128,14 @@ async fn receiver(fail_first: usize) -> (String, Arc<AtomicUsize>, Arc<std::sync
             }
         }),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/hook"), hits, bodies)
-}
-
-const T0: i64 = 1_767_225_600_000;
-const MIN: i64 = 60_000;
-
-fn engine_with_undelivered_alert(url: &str) -> Arc<Engine> {
-    let e = Engine::open_in_memory(EngineConfig { webhook_url: Some(url.into()), ..Default::default() }).unwrap();
-    for pc in ["pc-a", "pc-b"] {
-        e.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}), T0);
-    }
-    let r = e.handle_value(
-        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}),
-        T0,
-    );
-    assert_eq!(r["ok"], json!(true));
-    let r = e.run_sweep(T0 + 31 * MIN);
-    assert_eq!(r["alerts"]["opened"], json!(1), "{r}");
-    Arc::new(e)
+    let url = common::serve_app(app).await;
+    (format!("{url}/hook"), hits, bodies)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_retries_a_failed_post_then_posts_once() {
     let (url, hits, bodies) = receiver(1).await;
-    let e = engine_with_undelivered_alert(&url);
+    let e = engine_with_open_alert(&url);
     let client = reqwest::Client::new();
     assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 31 * MIN).await.unwrap(), 0);
     let alerts = e.handle_value(&json!({"v":1,"op":"alerts","pc":"pc-a"}), T0 + 32 * MIN);
@@ -174,7 +155,7 @@ async fn webhook_retries_a_failed_post_then_posts_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_gives_up_after_five_tries() {
     let (url, hits, _) = receiver(usize::MAX).await;
-    let e = engine_with_undelivered_alert(&url);
+    let e = engine_with_open_alert(&url);
     let client = reqwest::Client::new();
     for i in 0..8 {
         pcmail_server::webhook::flush(e.clone(), &client, T0 + (32 + i) * MIN).await.unwrap();
@@ -185,7 +166,7 @@ async fn webhook_gives_up_after_five_tries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_webhook_does_not_block_the_sweep() {
     // Nothing listens on this port: the post fails fast and is recorded.
-    let e = engine_with_undelivered_alert("http://127.0.0.1:9/hook");
+    let e = engine_with_open_alert("http://127.0.0.1:9/hook");
     let t = Instant::now();
     assert_eq!(pcmail_server::webhook::flush(e.clone(), &reqwest::Client::new(), T0 + 32 * MIN).await.unwrap(), 0);
     assert!(t.elapsed() < Duration::from_secs(6));
