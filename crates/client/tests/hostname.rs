@@ -4,10 +4,8 @@
 //! so, naming the label that holds the real one.
 
 use pcmail_client::sync::roster_hostname;
-use pcmail_client::Client;
 use pcmail_core::Millis;
 use pcmail_store::meta;
-use std::path::Path;
 
 fn clock() -> Millis {
     1_800_000_000_000
@@ -15,19 +13,10 @@ fn clock() -> Millis {
 
 mod common;
 
-fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    common::embedded_pc(home, db, label, clock)
-}
-
 #[test]
 fn the_first_label_gets_the_real_hostname_and_a_second_one_on_the_machine_is_told_why_not() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("server.db");
+    let common::Two { dir: _dir, db: _, a, mut b } = common::two_pcs(clock);
     let real = roster_hostname(&pcmail_local::config::hostname(), "x");
-    let mut a = pc(&dir.path().join("a"), &db, "pc-a");
-    a.sync_once(0).unwrap();
-    let mut b = pc(&dir.path().join("b"), &db, "pc-b");
-    b.sync_once(0).unwrap();
 
     let roster = b.refresh_roster().unwrap();
     let host_of = |l: &str| roster.iter().find(|p| p.label == l).unwrap().hostname.clone();

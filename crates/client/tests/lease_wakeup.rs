@@ -6,6 +6,9 @@
 //! SQLite file, no long poll) B's poller wakes on the file's change. Prints
 //! p50 and p99 over 100 claims each (docs/benchmarks.md) and holds p99 < 1 s.
 
+mod common;
+
+use common::serve_at;
 use pcmail_client::leases::{ClaimOutcome, ClaimRequest};
 use pcmail_client::transport::{Embedded, Http, Transport};
 use pcmail_client::Client;
@@ -13,7 +16,6 @@ use pcmail_core::lease::Mode;
 use pcmail_local::config::{Config, Paths, ServerConfig};
 use pcmail_local::leases::GuardFile;
 use pcmail_local::system_now;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,45 +24,6 @@ use std::time::{Duration, Instant};
 const TOKEN: &str = "wakeup-token-0123";
 const REPO: &str = "github.com/o/r";
 const CLAIMS: usize = 100;
-
-/// A `pcmail serve` on its own runtime thread; stopped when dropped.
-struct Server {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(addr: SocketAddr, db: &Path) -> Server {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let opts = pcmail_server::ServeOptions::new(db, TOKEN);
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-                ready_tx.send(()).unwrap();
-                pcmail_server::serve_with_listener(listener, opts, async move {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-            });
-        });
-        ready_rx.recv().unwrap();
-        Server { stop: Some(stop), thread: Some(thread) }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 fn client(root: &Path, label: &str, server: ServerConfig, t: Box<dyn Transport>) -> Client {
     let paths = Paths::at(root.join(label));
@@ -177,8 +140,8 @@ fn another_pcs_guard_hears_of_a_claim_within_a_second_through_pcmail_serve() {
     // runs each test in a process of its own).
     std::env::set_var("PCMAIL_TOKEN", TOKEN);
     let dir = tempfile::tempdir().unwrap();
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let _server = Server::start(addr, &dir.path().join("server.db"));
+    let addr = pcmail_testkit::free_addr();
+    let _server = serve_at(addr, &dir.path().join("server.db"), TOKEN, 2);
     let url = format!("http://{addr}/api");
     let http = |label: &str| {
         let t = Http::new(&url, Some(TOKEN), label, true).unwrap();

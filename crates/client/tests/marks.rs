@@ -3,10 +3,9 @@
 //! sanitises actors, and a mark the server refuses is dropped with a record.
 
 use pcmail_client::ops::Draft;
-use pcmail_client::{Client, ClientError};
+use pcmail_client::ClientError;
 use pcmail_core::{MarkOp, Millis, State};
 use proptest::prelude::*;
-use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 static NOW: AtomicI64 = AtomicI64::new(1_800_000_000_000);
@@ -16,24 +15,10 @@ fn clock() -> Millis {
 
 mod common;
 
-fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    common::embedded_pc(home, db, label, clock)
-}
-
-struct Two {
-    _dir: tempfile::TempDir,
-    a: Client,
-    b: Client,
-}
+use common::Two;
 
 fn two() -> Two {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("server.db");
-    let mut a = pc(&dir.path().join("a"), &db, "pc-a");
-    let mut b = pc(&dir.path().join("b"), &db, "pc-b");
-    a.sync_once(0).unwrap();
-    b.sync_once(0).unwrap();
-    Two { _dir: dir, a, b }
+    common::two_pcs(clock)
 }
 
 fn delivered(t: &mut Two, body: &str) -> String {

@@ -5,17 +5,12 @@
 //! stores, a clock this test moves.
 
 use pcmail_client::ops::{Draft, Expires};
-use pcmail_client::Client;
 use pcmail_core::{MarkOp, Millis, State};
 use serde_json::json;
 use std::path::Path;
 
 mod common;
 use common::{advance, clock};
-
-fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    common::embedded_pc(home, db, label, clock)
-}
 
 fn sweep(db: &Path, now: Millis) -> serde_json::Value {
     let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default()).unwrap();
@@ -24,12 +19,7 @@ fn sweep(db: &Path, now: Millis) -> serde_json::Value {
 
 #[test]
 fn a_mail_the_server_expires_reads_expired_on_the_receiving_pc_with_the_servers_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("server.db");
-    let mut a = pc(&dir.path().join("a"), &db, "pc-a");
-    let mut b = pc(&dir.path().join("b"), &db, "pc-b");
-    a.sync_once(0).unwrap();
-    b.sync_once(0).unwrap();
+    let common::Two { dir: _dir, db, mut a, mut b } = common::two_pcs(clock);
 
     let draft = Draft {
         to: "pc-b".into(),
@@ -75,12 +65,7 @@ fn a_mail_the_server_expires_reads_expired_on_the_receiving_pc_with_the_servers_
 
 #[test]
 fn a_local_mark_shows_at_once_and_the_servers_record_replaces_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("server.db");
-    let mut a = pc(&dir.path().join("a"), &db, "pc-a");
-    let mut b = pc(&dir.path().join("b"), &db, "pc-b");
-    a.sync_once(0).unwrap();
-    b.sync_once(0).unwrap();
+    let common::Two { dir: _dir, db: _, mut a, mut b } = common::two_pcs(clock);
     let id = a.send(Draft { to: "pc-b".into(), body: "x".into(), ..Default::default() }).unwrap().ids[0].clone();
     b.sync_once(0).unwrap();
 

@@ -5,27 +5,16 @@
 //! clock this test moves; the session is registered as the hook records one.
 
 use pcmail_client::ops::{Draft, Expires};
-use pcmail_client::Client;
 use pcmail_core::State;
 use pcmail_store::leases::{self as sl, SessionRow};
 use serde_json::json;
-use std::path::Path;
 
 mod common;
 use common::{advance, clock};
 
-fn pc(home: &Path, db: &Path, label: &str) -> Client {
-    common::embedded_pc(home, db, label, clock)
-}
-
 #[test]
 fn mail_to_a_name_the_server_expires_reads_expired_on_the_pc_holding_the_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("server.db");
-    let mut a = pc(&dir.path().join("a"), &db, "pc-a");
-    let mut b = pc(&dir.path().join("b"), &db, "pc-b");
-    a.sync_once(0).unwrap();
-    b.sync_once(0).unwrap();
+    let common::Two { dir: _dir, db, mut a, mut b } = common::two_pcs(clock);
 
     // A session on pc-b, as the hook records it (prompted just now), takes `ani`.
     let now = clock();

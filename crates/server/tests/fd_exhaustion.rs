@@ -5,6 +5,7 @@
 #![cfg(target_os = "linux")]
 
 use pcmail_server::{serve_with_listener, ServeOptions};
+use pcmail_testkit::Loopback;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -47,17 +48,14 @@ async fn hello(addr: std::net::SocketAddr) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_the_server_backs_off_and_serves_a_pc() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = ServeOptions::new(dir.path().join("serve.db"), TOKEN);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     // 256 descriptors for this whole process: the server's cap is 176 (256 less the
     // reserve), but the strangers' own sockets below share the same 256.
     set_soft_fd_limit(256);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve_with_listener(listener, opts, async move {
-        let _ = stopped.await;
-    }));
+    let server = Loopback::serve(listener, |dir, listener, stopped| {
+        serve_with_listener(listener, ServeOptions::new(dir.join("serve.db"), TOKEN), stopped)
+    });
+    let addr = server.addr;
     assert_eq!(hello(addr).await.expect("served before the flood")["ok"], json!(true));
     // Strangers connect until this process has no descriptor left: the server's
     // accept then fails with EMFILE for the connections still in its backlog.
@@ -88,6 +86,5 @@ async fn out_of_file_descriptors_the_server_backs_off_and_serves_a_pc() {
     assert_eq!(r.expect("the PC was not served")["ok"], json!(true));
     assert!(t.elapsed() < Duration::from_secs(1), "the PC waited {:?}", t.elapsed());
     drop(strangers);
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

@@ -1,10 +1,14 @@
 //! The HTTP server on 127.0.0.1 port 0, driven by a reqwest client; the
 //! webhook against a tiny local receiver.
 
+mod common;
+
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
-use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
+use common::{engine_with_open_alert, MIN, T0};
+use pcmail_server::{serve_with_listener, ServeOptions};
+use pcmail_testkit::{call, register, Loopback};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,50 +17,11 @@ use tokio::net::TcpListener;
 
 const TOKEN: &str = "http-test-token";
 
-struct Server {
-    url: String,
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
-async fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let opts = ServeOptions::new(dir.path().join("server.db"), TOKEN);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        serve_with_listener(listener, opts, async move {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
-    });
-    let s = Server { url: format!("http://{addr}/api"), base: format!("http://{addr}"), stop: Some(tx), _dir: dir };
-    for pc in ["pc-a", "pc-b"] {
-        let r = call(
-            &s.url,
-            json!({"v":1,"op":"roster.set","pc":pc,"token":TOKEN,"args":{"label":pc,"hostname":pc.to_uppercase()}}),
-        )
-        .await;
-        assert_eq!(r["ok"], json!(true), "{r}");
-    }
+/// The server with `pc-a` and `pc-b` on its roster.
+async fn start() -> Loopback {
+    let s = common::serve(TOKEN).await;
+    register(&s.url, TOKEN, &["pc-a", "pc-b"]).await;
     s
-}
-
-async fn call(url: &str, body: Value) -> Value {
-    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
 }
 
 fn send_req(id: &str) -> Value {
@@ -163,34 +128,14 @@ async fn receiver(fail_first: usize) -> (String, Arc<AtomicUsize>, Arc<std::sync
             }
         }),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/hook"), hits, bodies)
-}
-
-const T0: i64 = 1_767_225_600_000;
-const MIN: i64 = 60_000;
-
-fn engine_with_undelivered_alert(url: &str) -> Arc<Engine> {
-    let e = Engine::open_in_memory(EngineConfig { webhook_url: Some(url.into()), ..Default::default() }).unwrap();
-    for pc in ["pc-a", "pc-b"] {
-        e.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}), T0);
-    }
-    let r = e.handle_value(
-        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}),
-        T0,
-    );
-    assert_eq!(r["ok"], json!(true));
-    let r = e.run_sweep(T0 + 31 * MIN);
-    assert_eq!(r["alerts"]["opened"], json!(1), "{r}");
-    Arc::new(e)
+    let url = common::serve_app(app).await;
+    (format!("{url}/hook"), hits, bodies)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_retries_a_failed_post_then_posts_once() {
     let (url, hits, bodies) = receiver(1).await;
-    let e = engine_with_undelivered_alert(&url);
+    let e = engine_with_open_alert(&url);
     let client = reqwest::Client::new();
     assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 31 * MIN).await.unwrap(), 0);
     let alerts = e.handle_value(&json!({"v":1,"op":"alerts","pc":"pc-a"}), T0 + 32 * MIN);
@@ -210,7 +155,7 @@ async fn webhook_retries_a_failed_post_then_posts_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_gives_up_after_five_tries() {
     let (url, hits, _) = receiver(usize::MAX).await;
-    let e = engine_with_undelivered_alert(&url);
+    let e = engine_with_open_alert(&url);
     let client = reqwest::Client::new();
     for i in 0..8 {
         pcmail_server::webhook::flush(e.clone(), &client, T0 + (32 + i) * MIN).await.unwrap();
@@ -221,7 +166,7 @@ async fn webhook_gives_up_after_five_tries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_webhook_does_not_block_the_sweep() {
     // Nothing listens on this port: the post fails fast and is recorded.
-    let e = engine_with_undelivered_alert("http://127.0.0.1:9/hook");
+    let e = engine_with_open_alert("http://127.0.0.1:9/hook");
     let t = Instant::now();
     assert_eq!(pcmail_server::webhook::flush(e.clone(), &reqwest::Client::new(), T0 + 32 * MIN).await.unwrap(), 0);
     assert!(t.elapsed() < Duration::from_secs(6));

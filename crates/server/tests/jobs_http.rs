@@ -4,21 +4,16 @@
 //! executor's long poll with the job offered; the submitter hears of the end
 //! once.
 
-use pcmail_server::{serve_with_listener, ServeOptions};
+mod common;
+
+use pcmail_testkit::{call, register, Loopback};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::net::TcpListener;
 
 const TOKEN: &str = "jobs-http-token";
 
-async fn call(url: &str, body: Value) -> Value {
-    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
-}
-
 fn req(pc: &str, op: &str, args: Value) -> Value {
-    json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args})
+    pcmail_testkit::req(pc, op, TOKEN, args)
 }
 
 fn whitelist() -> Value {
@@ -37,31 +32,20 @@ fn submit(id: &str, pc: &str, session: &str, force: bool) -> Value {
     )
 }
 
-async fn server() -> (String, tokio::sync::oneshot::Sender<()>, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/api", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let opts = ServeOptions::new(dir.path().join("server.db"), TOKEN);
-    tokio::spawn(async move {
-        serve_with_listener(listener, opts, async move {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
-    for pc in ["pc-a", "pc-b", "pc-c"] {
-        let r = call(&url, req(pc, "roster.set", json!({"label": pc, "hostname": pc.to_uppercase()}))).await;
-        assert_eq!(r["ok"], json!(true), "{r}");
-    }
-    let r = call(&url, req("pc-b", "poll", json!({"job": {"whitelist": whitelist(), "take": true}}))).await;
+/// The server with `pc-a`, `pc-b` and `pc-c` on its roster, `pc-b` taking
+/// jobs under the whitelist.
+async fn server() -> Loopback {
+    let s = common::serve(TOKEN).await;
+    register(&s.url, TOKEN, &["pc-a", "pc-b", "pc-c"]).await;
+    let r = call(&s.url, req("pc-b", "poll", json!({"job": {"whitelist": whitelist(), "take": true}}))).await;
     assert_eq!(r["job"]["whitelistHash"], json!("wl-1"), "{r}");
-    (url, stop, dir)
+    s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_concurrent_submits_make_one_job_and_force_a_second() {
-    let (url, stop, _dir) = server().await;
+    let server = server().await;
+    let url = server.url.clone();
     let r = call(&url, req("pc-a", "hello", json!({}))).await;
     assert!(r["features"].as_array().unwrap().contains(&json!("jobs")), "{r}");
 
@@ -111,12 +95,12 @@ async fn eight_concurrent_submits_make_one_job_and_force_a_second() {
         let r = call(&url, req(pc, "poll", json!({"job": {}}))).await;
         assert_eq!(r["job"]["finished"], json!([]), "told once: {r}");
     }
-    let _ = stop.send(());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submit_wakes_the_executors_long_poll_with_the_job_offered() {
-    let (url, stop, _dir) = server().await;
+    let server = server().await;
+    let url = server.url.clone();
     let waiting = {
         let url = url.clone();
         tokio::spawn(
@@ -149,7 +133,6 @@ async fn a_submit_wakes_the_executors_long_poll_with_the_job_offered() {
     assert_eq!(r["job"]["cancelRequested"], json!(true), "{r}");
     let r = tokio::time::timeout(Duration::from_secs(15), waiting).await.expect("the long poll woke").unwrap();
     assert_eq!(r["job"]["cancel"], json!(["job-3-00000001"]), "{r}");
-    let _ = stop.send(());
 }
 
 async fn futures_join(tasks: impl Iterator<Item = tokio::task::JoinHandle<Value>>) -> Vec<Value> {

@@ -2,19 +2,17 @@
 //! credential — the wrong one is answered at once and keeps no waiter, the
 //! right one waits and is woken (the re-poll after the wake carries it too).
 
+mod common;
+
 use pcmail_core::protocol::parse_request;
-use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
+use pcmail_server::{Engine, EngineConfig};
+use pcmail_testkit::{post, register};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 const TOKEN: &str = "label-test-token";
 const CRED_B: &str = "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2";
 const CRED_X: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-async fn call(url: &str, body: Value) -> Value {
-    reqwest::Client::new().post(url).json(&body).send().await.unwrap().json().await.unwrap()
-}
 
 fn poll(cred: Option<&str>, wait_ms: i64) -> Value {
     json!({"v":1,"op":"poll","pc":"pc-b","token":TOKEN,"cred":cred,"args":{"waitMs":wait_ms}})
@@ -36,40 +34,26 @@ fn only_the_bound_credential_may_hold_a_long_poll() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bound_label_long_polls_with_its_credential() {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/api", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let opts = ServeOptions::new(dir.path().join("server.db"), TOKEN);
-    tokio::spawn(async move {
-        serve_with_listener(listener, opts, async move {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
+    let server = common::serve(TOKEN).await;
+    let url = server.url.clone();
     let claim = json!({"v":1,"op":"roster.set","pc":"pc-b","token":TOKEN,"cred":CRED_B,"args":{"label":"pc-b","hostname":"B","claim":true}});
-    assert_eq!(call(&url, claim).await["bound"], json!(true));
-    let r =
-        call(&url, json!({"v":1,"op":"roster.set","pc":"pc-a","token":TOKEN,"args":{"label":"pc-a","hostname":"A"}}))
-            .await;
-    assert_eq!(r["ok"], json!(true));
+    assert_eq!(post(&url, claim).await["bound"], json!(true));
+    register(&url, TOKEN, &["pc-a"]).await;
 
     // The wrong credential is refused at once, not after the wait.
     let t = Instant::now();
-    let r = call(&url, poll(Some(CRED_X), 20_000)).await;
+    let r = post(&url, poll(Some(CRED_X), 20_000)).await;
     assert_eq!(r["error"]["code"], json!("label_taken"), "{r}");
     assert!(t.elapsed() < Duration::from_secs(10), "answered without waiting");
 
     // The owner waits and is woken by new mail.
     let waiting = tokio::spawn({
         let url = url.clone();
-        async move { call(&url, poll(Some(CRED_B), 20_000)).await }
+        async move { post(&url, poll(Some(CRED_B), 20_000)).await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let send = json!({"v":1,"op":"send","pc":"pc-a","token":TOKEN,"args":{"mail":{"id":"mail-1-0000ab01","to":"pc-b","body":"hi"}}});
-    assert_eq!(call(&url, send).await["ok"], json!(true));
+    assert_eq!(post(&url, send).await["ok"], json!(true));
     let r = waiting.await.unwrap();
     assert_eq!(r["mail"][0]["id"], json!("mail-1-0000ab01"), "{r}");
-    let _ = stop.send(());
 }

@@ -2,16 +2,13 @@
 //! was taken over (the takeover wakes it), with its own renewal of the first
 //! pass kept in the answer.
 
-use pcmail_server::{serve_with_listener, ServeOptions};
+mod common;
+
+use pcmail_testkit::{post, register};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::net::TcpListener;
 
 const TOKEN: &str = "lease-http-token";
-
-async fn call(url: &str, body: Value) -> Value {
-    reqwest::Client::new().post(url).json(&body).send().await.unwrap().json().await.unwrap()
-}
 
 fn claim(id: &str, session: &str, takeover: Option<Value>) -> Value {
     let mut args = json!({"claimId": id, "resource": "staging-deploy", "repo": "", "description": "deploy",
@@ -24,27 +21,19 @@ fn claim(id: &str, session: &str, takeover: Option<Value>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/api", listener.local_addr().unwrap());
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve_with_listener(listener, ServeOptions::new(dir.path().join("server.db"), TOKEN), async move {
-        let _ = rx.await;
-    }));
-    let r =
-        call(&url, json!({"v":1,"op":"roster.set","pc":"pc-a","token":TOKEN,"args":{"label":"pc-a","hostname":"A"}}))
-            .await;
-    assert_eq!(r["ok"], json!(true), "{r}");
-    let r = call(&url, claim("c-1", "s1", None)).await;
+    let server = common::serve(TOKEN).await;
+    let url = server.url.clone();
+    register(&url, TOKEN, &["pc-a"]).await;
+    let r = post(&url, claim("c-1", "s1", None)).await;
     assert_eq!(r["lease"]["fence"], json!(1), "{r}");
-    let r = call(&url, json!({"v":1,"op":"poll","pc":"pc-a","token":TOKEN,"args":{"lease":{"known":0}}})).await;
+    let r = post(&url, json!({"v":1,"op":"poll","pc":"pc-a","token":TOKEN,"args":{"lease":{"known":0}}})).await;
     let known = r["lease"]["version"].as_i64().unwrap();
     assert!(r["lease"]["list"].is_array(), "{r}");
 
     let waiting = {
         let url = url.clone();
         tokio::spawn(async move {
-            call(
+            post(
                 &url,
                 json!({"v":1,"op":"poll","pc":"pc-a","token":TOKEN,"args":{"waitMs":20000,
                 "lease":{"renew":[{"resource":"staging-deploy","fence":1}],"known":known}}}),
@@ -54,7 +43,7 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
     };
     // Let the poll settle into its wait (as http.rs's long-poll tests do).
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let r = call(&url, claim("c-2", "s2", Some(json!({"evidence":"process_gone","reason":"s1 exited"})))).await;
+    let r = post(&url, claim("c-2", "s2", Some(json!({"evidence":"process_gone","reason":"s1 exited"})))).await;
     assert_eq!(r["lease"]["fence"], json!(2), "{r}");
 
     let r = tokio::time::timeout(Duration::from_secs(15), waiting).await.expect("the long poll woke").unwrap();
@@ -67,7 +56,6 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
     assert_eq!(r["lease"]["list"][0]["fence"], json!(2), "{r}");
     // The renewal of the first pass took (before the takeover) and is reported.
     assert_eq!(r["lease"]["renewed"], json!([1]), "{r}");
-    let _ = stop.send(());
 }
 
 /// Another PC's edit guard hears of a claim and of a release at once: a
@@ -76,24 +64,15 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
 /// the new lease list. A PC with no session in the repo is not woken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_change_in_a_repo_wakes_the_long_polls_of_the_pcs_with_sessions_in_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/api", listener.local_addr().unwrap());
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve_with_listener(listener, ServeOptions::new(dir.path().join("server.db"), TOKEN), async move {
-        let _ = rx.await;
-    }));
-    for (pc, host) in [("pc-a", "A"), ("pc-b", "B"), ("pc-c", "C")] {
-        let r = call(&url, json!({"v":1,"op":"roster.set","pc":pc,"token":TOKEN,"args":{"label":pc,"hostname":host}}))
-            .await;
-        assert_eq!(r["ok"], json!(true), "{r}");
-    }
+    let server = common::serve(TOKEN).await;
+    let url = server.url.clone();
+    register(&url, TOKEN, &["pc-a", "pc-b", "pc-c"]).await;
     let repo = "github.com/o/r";
     let session_in = |repo: &str| json!({"live": [{"session": "s-b", "repo": repo, "idleMs": 0, "leases": []}]});
     // pc-b has a session in the repo, pc-c in another one; both report it and learn the version.
     let mut known = 0;
     for (pc, r) in [("pc-b", repo), ("pc-c", "github.com/o/other")] {
-        let a = call(
+        let a = post(
             &url,
             json!({"v":1,"op":"poll","pc":pc,"token":TOKEN,"args":{"lease":{"known":0},"sessions":session_in(r)}}),
         )
@@ -104,7 +83,7 @@ async fn a_lease_change_in_a_repo_wakes_the_long_polls_of_the_pcs_with_sessions_
         let url = url.clone();
         tokio::spawn(async move {
             let t = std::time::Instant::now();
-            let a = call(
+            let a = post(
                 &url,
                 json!({"v":1,"op":"poll","pc":pc,"token":TOKEN,"args":{"waitMs":6000,"lease":{"known":known},
                     "sessions":{"live":[{"session":"s","repo":r,"idleMs":0,"leases":[]}]}}}),
@@ -128,7 +107,7 @@ async fn a_lease_change_in_a_repo_wakes_the_long_polls_of_the_pcs_with_sessions_
         let b = long_poll("pc-b", "github.com/o/r", known);
         let c = long_poll("pc-c", "github.com/o/other", known);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let r = call(&url, body).await;
+        let r = post(&url, body).await;
         assert_eq!(r["ok"], json!(true), "{step}: {r}");
         let (a, took) = tokio::time::timeout(Duration::from_secs(15), b).await.unwrap().unwrap();
         assert!(took < Duration::from_secs(2), "{step}: pc-b's long poll woke in {took:?}: {a}");
@@ -138,5 +117,4 @@ async fn a_lease_change_in_a_repo_wakes_the_long_polls_of_the_pcs_with_sessions_
         let (a, took) = tokio::time::timeout(Duration::from_secs(15), c).await.unwrap().unwrap();
         assert!(took >= Duration::from_secs(5), "{step}: pc-c has no session in the repo: not woken ({took:?}): {a}");
     }
-    let _ = stop.send(());
 }

@@ -6,11 +6,11 @@
 //! exclusive holders at once, and fences growing by one with every grant.
 
 use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
+use pcmail_testkit::Loopback;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 const CLIENTS: usize = 8;
 const CYCLES: usize = 500;
@@ -138,20 +138,10 @@ fn http_storm_never_has_two_holders() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("server.db");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (url, stop) = rt.block_on(async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let opts = ServeOptions::new(db.clone(), TOKEN);
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            serve_with_listener(listener, opts, async move {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
-        (format!("http://{addr}/api"), tx)
-    });
+    let server = rt.block_on(Loopback::start(|_, listener, stopped| {
+        serve_with_listener(listener, ServeOptions::new(db.clone(), TOKEN), stopped)
+    }));
+    let url = server.url.clone();
     let rt = Arc::new(rt);
     let client = reqwest::Client::new();
     let post = {
@@ -170,6 +160,6 @@ fn http_storm_never_has_two_holders() {
         })
         .collect();
     let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let _ = stop.send(());
+    drop(server);
     check_timeline(&db, results, "HTTP, pcmail serve on loopback", started);
 }

@@ -2,41 +2,23 @@
 //! server changes mail it received on its own (the sweep's `expired`), so
 //! the PC records the server's time at once. HTTP on 127.0.0.1 port 0.
 
-use pcmail_server::{serve_with_listener, ServeOptions};
+mod common;
+
+use pcmail_testkit::{call, register};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 const TOKEN: &str = "received-long-poll-token";
 
-async fn call(url: &str, body: Value) -> Value {
-    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    r.json().await.unwrap()
-}
-
 fn req(pc: &str, op: &str, args: Value) -> Value {
-    json!({"v": 1, "op": op, "pc": pc, "token": TOKEN, "args": args})
+    pcmail_testkit::req(pc, op, TOKEN, args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry() {
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/api", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let opts = ServeOptions::new(dir.path().join("server.db"), TOKEN);
-    tokio::spawn(async move {
-        serve_with_listener(listener, opts, async move {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
-    for pc in ["pc-a", "pc-b"] {
-        let r = call(&url, req(pc, "roster.set", json!({"label": pc, "hostname": pc.to_uppercase()}))).await;
-        assert_eq!(r["ok"], json!(true), "{r}");
-    }
+    let server = common::serve(TOKEN).await;
+    let url = server.url.clone();
+    register(&url, TOKEN, &["pc-a", "pc-b"]).await;
     let id = "mail-1-0000e001";
     // Long enough to confirm it first (a poll after expiry would find it expired already).
     let r =
@@ -69,5 +51,4 @@ async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry()
     let r = plain.await.unwrap();
     assert_eq!(r["ok"], json!(true));
     assert!(r.get("receivedUpdates").is_none(), "an older client's answer is unchanged: {r}");
-    let _ = stop.send(());
 }

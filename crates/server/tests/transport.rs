@@ -5,39 +5,35 @@
 //! the TCP peer is a trusted proxy (the audit log of failed joins shows
 //! which address the server believed).
 
+mod common;
+
 use pcmail_server::listen::Limits;
 use pcmail_server::peer::{parse_trusted, PeerMode, PeerSource};
-use pcmail_server::{serve_with_listener, ServeOptions};
+use pcmail_testkit::Loopback;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream};
 
 const TOKEN: &str = "t0k-transport";
 const CODE: &str = "0123456789abcdef0123456789abcd01";
 
+/// The server with `pc-b` enrolled, and the address the tests connect to.
 struct Server {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
-    _dir: tempfile::TempDir,
+    serving: Loopback,
 }
 
 impl Server {
     async fn start(limits: Limits, peers: PeerSource) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = ServeOptions::new(dir.path().join("serve.db"), TOKEN);
         let proxy_protocol = peers.mode == PeerMode::ProxyProtocol;
-        opts.limits = limits;
-        opts.peers = peers;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with_listener(listener, opts, async move {
-            let _ = stopped.await;
-        }));
-        let s = Server { addr, stop: Some(stop), task: Some(task), _dir: dir };
+        let serving = common::serve_with(TOKEN, |opts, _| {
+            opts.limits = limits;
+            opts.peers = peers;
+        })
+        .await;
+        let s = Server { addr: serving.addr, serving };
         let enrol = admin("roster.enrol", json!({"label": "pc-b", "hostname": "B", "code": CODE}));
         let mut c = s.connect_from("127.0.0.1").await;
         if proxy_protocol {
@@ -48,9 +44,8 @@ impl Server {
         s
     }
 
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap().unwrap();
+    async fn stop(self) {
+        self.serving.stop().await;
     }
 
     async fn connect_from(&self, from: &str) -> TcpStream {
@@ -380,8 +375,7 @@ async fn a_forwarded_header_is_believed_only_from_a_trusted_proxy() {
 async fn behind_a_real_haproxy_the_client_is_the_peer() {
     let pp = Server::start(Limits::default(), proxied(PeerMode::ProxyProtocol, "127.0.0.1")).await;
     let xff = Server::start(Limits::default(), proxied(PeerMode::XForwardedFor, "127.0.0.1")).await;
-    let ports: Vec<u16> =
-        (0..3).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()).collect();
+    let ports: Vec<u16> = (0..3).map(|_| pcmail_testkit::free_port()).collect();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("haproxy.cfg");
     std::fs::write(
@@ -442,16 +436,12 @@ async fn behind_a_real_haproxy_the_client_is_the_peer() {
 /// request that never comes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_handshake_that_never_finishes_is_cut_at_the_handshake_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut opts = ServeOptions::new(dir.path().join("serve.db"), TOKEN);
-    opts.transport = pcmail_server::tls::ServeTransport::SelfSigned { dir: dir.path().to_path_buf() };
-    opts.limits = Limits { handshake_timeout: Duration::from_millis(400), ..Limits::default() };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(serve_with_listener(listener, opts, async move {
-        let _ = stopped.await;
-    }));
+    let server = common::serve_with(TOKEN, |opts, dir| {
+        opts.transport = pcmail_server::tls::ServeTransport::SelfSigned { dir: dir.to_path_buf() };
+        opts.limits = Limits { handshake_timeout: Duration::from_millis(400), ..Limits::default() };
+    })
+    .await;
+    let addr = server.addr;
     let mut silent = connect_at(addr, "127.0.0.2").await;
     let mut partial = connect_at(addr, "127.0.0.2").await;
     // The first bytes of a ClientHello record, and no more.
@@ -461,6 +451,5 @@ async fn a_tls_handshake_that_never_finishes_is_cut_at_the_handshake_timeout() {
         closed_within(c, Duration::from_secs(3)).await.expect("an unfinished handshake is open after 3 s");
         assert!(t0.elapsed() >= Duration::from_millis(300), "closed before its time: {:?}", t0.elapsed());
     }
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
+    server.stop().await;
 }

@@ -1,16 +1,15 @@
 //! The webhook against a local receiver that answers like Discord does from
 //! Google's addresses: 429 with Retry-After, errors, then success.
 
+mod common;
+
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
-use pcmail_server::{Engine, EngineConfig};
+use common::{engine_with_open_alert, MIN, T0};
+use pcmail_server::Engine;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use tokio::net::TcpListener;
-
-const T0: i64 = 1_767_225_600_000;
-const MIN: i64 = 60_000;
 
 /// A receiver that answers from `script` in order (then 204); records each body.
 async fn receiver(script: Vec<(u16, Option<&'static str>, &'static str)>) -> (String, Arc<Mutex<Vec<Value>>>) {
@@ -33,24 +32,8 @@ async fn receiver(script: Vec<(u16, Option<&'static str>, &'static str)>) -> (St
             }
         }),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/hook"), bodies)
-}
-
-fn engine_with_alert(url: &str) -> Arc<Engine> {
-    let e = Engine::open_in_memory(EngineConfig { webhook_url: Some(url.into()), ..Default::default() }).unwrap();
-    for pc in ["pc-a", "pc-b"] {
-        e.handle_value(&json!({"v":1,"op":"roster.set","pc":pc,"args":{"label":pc,"hostname":pc}}), T0);
-    }
-    let r = e.handle_value(
-        &json!({"v":1,"op":"send","pc":"pc-a","args":{"mail":{"id":"mail-1-00000009","to":"pc-b","body":"x"}}}),
-        T0,
-    );
-    assert_eq!(r["ok"], json!(true));
-    assert_eq!(e.run_sweep(T0 + 31 * MIN)["alerts"]["opened"], json!(1));
-    Arc::new(e)
+    let url = common::serve_app(app).await;
+    (format!("{url}/hook"), bodies)
 }
 
 fn the_alert(e: &Engine, now: i64) -> Value {
@@ -62,7 +45,7 @@ fn the_alert(e: &Engine, now: i64) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_is_honoured_without_using_up_a_try_and_the_error_is_on_the_alert() {
     let (url, bodies) = receiver(vec![(429, Some("600"), "error code: 1015")]).await;
-    let e = engine_with_alert(&url);
+    let e = engine_with_open_alert(&url);
     let client = reqwest::Client::new();
     assert_eq!(pcmail_server::webhook::flush(e.clone(), &client, T0 + 31 * MIN).await.unwrap(), 0);
     let a = the_alert(&e, T0 + 31 * MIN);
@@ -82,7 +65,7 @@ async fn retry_after_is_honoured_without_using_up_a_try_and_the_error_is_on_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_five_failures_the_alert_stays_listed_with_its_last_error() {
     let (url, bodies) = receiver(vec![(500, None, "boom"); 8]).await;
-    let e = engine_with_alert(&url);
+    let e = engine_with_open_alert(&url);
     let client = reqwest::Client::new();
     for i in 0..7 {
         pcmail_server::webhook::flush(e.clone(), &client, T0 + (32 + i) * MIN).await.unwrap();
@@ -97,9 +80,9 @@ async fn after_five_failures_the_alert_stays_listed_with_its_last_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_shape_by_url_fragment_and_discord_by_default() {
     let (url, bodies) = receiver(vec![]).await;
-    let e = engine_with_alert(&format!("{url}#slack"));
+    let e = engine_with_open_alert(&format!("{url}#slack"));
     assert_eq!(pcmail_server::webhook::flush(e, &reqwest::Client::new(), T0 + 31 * MIN).await.unwrap(), 1);
-    let e = engine_with_alert(&url);
+    let e = engine_with_open_alert(&url);
     assert_eq!(pcmail_server::webhook::flush(e, &reqwest::Client::new(), T0 + 31 * MIN).await.unwrap(), 1);
     let b = bodies.lock().unwrap();
     let keys: Vec<Vec<&String>> = b.iter().map(|v| v.as_object().unwrap().keys().collect()).collect();

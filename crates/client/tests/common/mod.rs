@@ -1,5 +1,6 @@
-//! What the client's tests share: a PC on an embedded server file, and a
-//! server that answers from a script and records every request.
+//! What the client's tests share: a PC on an embedded server file, a
+//! `pcmail serve` at a given address, and a server that answers from a
+//! script and records every request.
 #![allow(dead_code)] // each test file uses its part
 
 use pcmail_client::transport::{CallError, Embedded, Transport};
@@ -7,8 +8,10 @@ use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::Millis;
 use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_testkit::Loopback;
 use serde_json::Value;
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +36,36 @@ pub fn embedded_pc(home: &Path, db: &Path, label: &str, clock: fn() -> Millis) -
     };
     let t = Embedded::open(db, label, clock).unwrap();
     Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
+}
+
+/// `pcmail serve` at `addr` with the admin secret `token` and its database
+/// at `db`, on a runtime of `workers` threads of its own (the tests block);
+/// stopped when dropped.
+pub fn serve_at(addr: SocketAddr, db: &Path, token: &str, workers: usize) -> Loopback {
+    let opts = pcmail_server::ServeOptions::new(db, token);
+    Loopback::on_thread(addr, workers, move |_, listener, stopped| {
+        pcmail_server::serve_with_listener(listener, opts, stopped)
+    })
+}
+
+/// Two PCs, `pc-a` and `pc-b`, on one embedded server file, each made and
+/// polled once in turn (so both are on the roster), with `clock`.
+pub struct Two {
+    /// Holds the PCs' homes (`a`, `b`) and the server file.
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+    pub a: Client,
+    pub b: Client,
+}
+
+pub fn two_pcs(clock: fn() -> Millis) -> Two {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("server.db");
+    let mut a = embedded_pc(&dir.path().join("a"), &db, "pc-a", clock);
+    a.sync_once(0).unwrap();
+    let mut b = embedded_pc(&dir.path().join("b"), &db, "pc-b", clock);
+    b.sync_once(0).unwrap();
+    Two { dir, db, a, b }
 }
 
 pub type Answer = Box<dyn FnMut(&Op) -> Result<Value, CallError> + Send>;
