@@ -1,4 +1,4 @@
-// The job rules both sides check, as crates/core/src/job.rs words them:
+// The job rules both sides check, as crates/core/src/job/ (check.rs, policy.rs) words them:
 // CommandSpec and args (check_spec, check_args), who may submit (submitter_allowed),
 // the dedup key. Pure functions: no Sheets, no clock.
 
@@ -30,7 +30,7 @@ function jobRefused_(reason, message, field) {
   return pcErr_('job_refused', message, extra);
 }
 
-// crates/core/src/job.rs revoked_target_reason / check_target_not_revoked: a revoked PC
+// crates/core/src/job/policy.rs revoked_target_reason / check_target_not_revoked: a revoked PC
 // runs no jobs; a submit to it is refused, its queued jobs are cancelled at revocation.
 function revokedTargetReason_(target) {
   return target + ' was revoked by the admin: it runs no jobs until it is enrolled again ' +
@@ -99,7 +99,7 @@ function optionProblem_(a, s) {
     '; its PC\'s owner can allow it for this argument (allow_dash = true, or after a declared "--")';
 }
 
-// crates/core/src/job.rs pc_builtins: the read-only probes every PC executor publishes
+// crates/core/src/job/builtins.rs pc_builtins: the read-only probes every PC executor publishes
 // besides its owner's commands (the one exception to the label spelling in a whitelist).
 const PC_PROBES = ['_debug_pc', '_debug_sessions', '_debug_leases', '_debug_jobs'];
 
