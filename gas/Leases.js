@@ -378,7 +378,7 @@ function refuseTakeover_(st, l, evidence, callerPc, pcs) {
   if (!stale) return evidence + ' needs a stale lease; this one is still renewed';
   if (evidence === 'session_ended') {
     const p = pcs.filter(function (x) { return x.label === l.holder.pc; })[0];
-    if (p && p.lastPollAt !== null && p.lastPollAt >= st.now - LEASE.STALE_AFTER_MS) return null;
+    if (p && p.lastPollAt !== null && !pcSilent_(p.lastPollAt, st.now, LEASE.STALE_AFTER_MS)) return null;
     return 'session_ended needs the holder\'s PC ' + JSON.stringify(l.holder.pc) + ' to be polling; it is silent, so only force (with a reason) may take it';
   }
   return null; // force on a stale lease

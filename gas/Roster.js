@@ -106,6 +106,14 @@ function heartbeat_(pc, now, since) {
   writeText_(tab_('Roster'), pc.row, 4, [[String(now), String(since)]]);
 }
 
+// Whether a PC whose recorded poll is `recorded` has been silent for more than `windowMs`
+// at `now` (the Rust core's due::pc_silent). This server records every poll in
+// CacheService; the Rust server records one only every POLL_RECORD_STEP_MS, so the
+// rule allows that step on both and the two judge the same.
+function pcSilent_(recorded, now, windowMs) {
+  return recorded < now - windowMs - LIMITS.POLL_RECORD_STEP_MS;
+}
+
 // Up to 5 labels that look like `query`, closest first (same scoring as the Rust core).
 function candidates_(pcs, query) {
   const q = query.toLowerCase();

@@ -225,7 +225,7 @@ function wantedAlerts_(mails, pcs, now) {
     }
   });
   pcs.forEach(function (p) {
-    if (p.lastPollAt !== null && now - p.lastPollAt > LIMITS.STALE_PC_MS) {
+    if (p.lastPollAt !== null && pcSilent_(p.lastPollAt, now, LIMITS.STALE_PC_MS)) {
       add('stale_pc', p.label, p.label, 'pcmail: ' + p.label + ' has not polled for ' + ago_(now - p.lastPollAt));
     }
   });

@@ -6,7 +6,8 @@ const LIMITS = {
   SUBJECT_MAX: 200, BODY_MAX: 20000, HOP_LIMIT: 3, POLL_DEFAULT: 100, POLL_MAX: 500,
   UPDATES_MAX: 200, STATUS_MAX: 200, MARKS_MAX: 500, WAIT_MAX: 25000, BODY_BYTES_MAX: 256 * 1024,
   MIN: 60000, EXPIRES_IN_MAX: 366 * 24 * 60 * 60000, RECIPIENTS_MAX: 20,
-  UNSEEN_URGENT_MS: 2 * 60 * 60000, UNSEEN_MS: 6 * 60 * 60000, UNDELIVERED_MS: 30 * 60000, STALE_PC_MS: 10 * 60000
+  UNSEEN_URGENT_MS: 2 * 60 * 60000, UNSEEN_MS: 6 * 60 * 60000, UNDELIVERED_MS: 30 * 60000, STALE_PC_MS: 10 * 60000,
+  POLL_RECORD_STEP_MS: 10000
 };
 // The op table's names, in its order (test/op-table.test.js checks both).
 const OPS = ['hello', 'roster.get', 'roster.set', 'roster.remove', 'send', 'poll', 'mark',

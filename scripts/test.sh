@@ -86,6 +86,20 @@ else
     bash src-tauri/tests/deb.sh 2>&1 | tee "$LOG/deb"
 fi
 
+section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")"
+# Short runs of the benchmarks on release builds; every gate compares two
+# figures taken in the same run (never an absolute time) and fails the suite
+# when a ratio misses its limit. After the .deb: its release build of the
+# shared dependencies is reused where the two workspaces agree.
+nice cargo build --release -q -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc
+REL="${CARGO_TARGET_DIR:-target}/release"
+: > "$LOG/perf"
+PCMAIL_BENCH_GATE=1 PCMAIL_BENCH_SHORT=1 PCMAIL_BENCH_SECS=3 "$REL/pcmail-bench" server 2>&1 | tee -a "$LOG/perf"
+PCMAIL_BENCH_GATE=1 PCMAIL_BIN="$REL/pcmail" PCMAIL_BENCH_ROUNDS=20 "$REL/pcmail-bench" seen 2>&1 | tee -a "$LOG/perf"
+PCMAIL_BENCH_GATE=1 "$REL/pcmail-bench-pc" hook 30 2>&1 | tee -a "$LOG/perf"
+PCMAIL_BENCH_GATE=1 "$REL/pcmail-bench-pc" lease 30 2>&1 | tee -a "$LOG/perf"
+echo "perf: $(grep -c '^gate: .*: ok$' "$LOG/perf") passed" | tee -a "$LOG/perf"
+
 section windows "Windows under Wine (tests/windows/)"
 bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
 
@@ -97,7 +111,8 @@ smoke_pass=$(grep -Eo '^smoke: [0-9]+ passed' "$LOG/smoke" | grep -Eo '[0-9]+' |
 deb_pass=$(grep -Eo '^deb: [0-9]+ passed' "$LOG/deb" | grep -Eo '[0-9]+' || echo 0)
 windows_pass=$(grep -Eo '^windows: [0-9]+ passed' "$LOG/windows" | grep -Eo '[0-9]+' || echo 0)
 demo_pass=$(grep -Eo '^demo: [0-9]+ passed' "$LOG/demo" | grep -Eo '[0-9]+' || echo 0)
-total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/agents") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass + demo_pass ))
+perf_pass=$(grep -Eo '^perf: [0-9]+ passed' "$LOG/perf" | grep -Eo '[0-9]+' || echo 0)
+total=$(( $(node_pass "$LOG/gas") + rust_pass + $(node_pass "$LOG/claude-code") + $(node_pass "$LOG/agents") + $(node_pass "$LOG/mcp") + $(node_pass "$LOG/ui") + smoke_pass + deb_pass + windows_pass + demo_pass + perf_pass ))
 section end ""
 echo "section times (s):"; awk '{printf "  %-12s %5d\n", $1, $2}' "$LOG/times"
 echo "  total        $(( SECONDS - SUITE_START ))"

@@ -69,7 +69,7 @@ test('the mail limits, join-code lifetimes and alert thresholds are the table\'s
     ['STATUS_MAX', 'STATUS_IDS_MAX'], ['MARKS_MAX', 'MARKS_MAX'], ['WAIT_MAX', 'WAIT_MS_MAX'],
     ['BODY_BYTES_MAX', 'BODY_BYTES_MAX'], ['MIN', 'MIN'], ['EXPIRES_IN_MAX', 'EXPIRES_IN_MAX_MS'],
     ['UNSEEN_URGENT_MS', 'UNSEEN_URGENT_MS'], ['UNSEEN_MS', 'UNSEEN_MS'], ['UNDELIVERED_MS', 'UNDELIVERED_MS'],
-    ['STALE_PC_MS', 'STALE_PC_MS'], ['RECIPIENTS_MAX', 'RECIPIENTS_MAX']
+    ['STALE_PC_MS', 'STALE_PC_MS'], ['POLL_RECORD_STEP_MS', 'POLL_RECORD_STEP_MS'], ['RECIPIENTS_MAX', 'RECIPIENTS_MAX']
   ]);
   assert.deepStrictEqual([s.ctx.__get('JOIN_CODE_DEFAULT_MS'), s.ctx.__get('JOIN_CODE_MAX_MS')],
     [TABLE.limits.JOIN_CODE_DEFAULT_MS, TABLE.limits.JOIN_CODE_MAX_MS]);

@@ -293,7 +293,7 @@ fn ask_holder_pc(client: &mut Client, l: &Lease) -> Result<Option<String>> {
         d["pcs"].as_array()?.iter().find(|p| p["label"] == pc.as_str()).and_then(|p| p["lastPollAt"].as_i64())
     });
     let server_now = client.now() + client.server_offset();
-    if last_poll.is_none_or(|t| server_now - t > STALE_AFTER_MS) {
+    if last_poll.is_none_or(|t| pcmail_core::due::pc_silent(t, server_now, STALE_AFTER_MS)) {
         return Ok(None);
     }
     let probe = JobRunArgs {

@@ -19,6 +19,8 @@
 //! `hook [runs] [OTHER-HOOK]` also times OTHER-HOOK (e.g. a copy of the
 //! dynamically linked build) on the same case, interleaved.
 
+#[path = "../../bench/src/gates.rs"]
+mod gates;
 mod handoffs;
 mod jobs;
 
@@ -276,6 +278,7 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     let dir = tempfile::tempdir()?;
     let pcmail = pcmail();
     let hook = sibling("pcmail-hook");
+    let mut gates = gates::Gates::from_env();
     let cases = [("10k-500", 10_000, 500), ("10k-100", 10_000, 100), ("10k-10k", 10_000, 10_000)];
     for (name, total, unread) in cases {
         seed_store(&dir.path().join(name), total, unread)?;
@@ -413,6 +416,7 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
         c10k.shown
     );
     let cr = ratio(median(&c10k.cpu), median(&c100.cpu));
+    gates.at_most("hook CPU, 10,000 / 100 unread", cr, 1.6);
     let rr = c10k.median_rss_mb() / c100.median_rss_mb();
     println!(
         "  10,000 / 100 unread: CPU {cr:.2}x, peak RSS {rr:.2}x  (targets <= 1.3x: {}, {})",
@@ -442,7 +446,7 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
         first_count_line.map_or("none".to_string(), |p| format!("#{p}"))
     );
     println!("  /bin/true for scale: median {:.2} ms", ms(median(&start_true)));
-    Ok(())
+    gates.finish()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -656,12 +660,13 @@ fn lease_bench(runs: usize) -> Result<()> {
         run_measured(&mut c, b"")
     };
     run(&["sync", "--quiet"])?; // the embedded server's file and this PC on its roster
-    let (mut claim, mut release, mut truth) = (vec![], vec![], vec![]);
+    let (mut claim, mut release, mut truth, mut version) = (vec![], vec![], vec![], vec![]);
     for i in 0..runs {
         let res = format!("res-{}", i % 10);
         claim.push(run(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
         release.push(run(&["lease", "release", &res])?);
         truth.push(run_measured(&mut Command::new("/bin/true"), b"")?);
+        version.push(run(&["--version"])?);
     }
 
     // 2. The guard: 1,000 exclusive leases of another PC in this repo, none covering the edited file.
@@ -793,6 +798,7 @@ fn lease_bench(runs: usize) -> Result<()> {
     row("pcmail lease claim (target <= 10 ms)", &claim);
     row("pcmail lease release (target <= 10 ms)", &release);
     row("/bin/true (same loop)", &truth);
+    row("pcmail --version (same loop)", &version);
     for (name, v) in &series {
         row(name, v);
     }
@@ -808,5 +814,15 @@ fn lease_bench(runs: usize) -> Result<()> {
         med(&series[1].1) / med(&series[6].1)
     );
     println!("  mclaude (the earlier tool), claim+release as a whole process: 147-168 ms");
-    Ok(())
+    // Today's levels with a margin (docs/benchmarks.md "Ratio gates"), on
+    // CPU medians: a loaded machine stretches wall times unevenly.
+    let cpu = |v: &[Sample]| ms(median(&v.iter().map(|s| s.cpu).collect::<Vec<_>>()));
+    let mut gates = gates::Gates::from_env();
+    gates.at_most("lease claim / pcmail --version, CPU", cpu(&claim) / cpu(&version), LEASE_CLAIM_GATE);
+    gates.at_most("guard (deny) / /bin/true, CPU", cpu(&series[1].1) / cpu(&series[4].1), GUARD_GATE);
+    gates.finish()
 }
+
+/// Limits of the suite's gates on the lease bench (CPU medians of one run).
+const LEASE_CLAIM_GATE: f64 = 4.0;
+const GUARD_GATE: f64 = 5.0;

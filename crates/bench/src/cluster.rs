@@ -23,6 +23,20 @@ pub(crate) fn cpu_ms(pid: u32, children: bool) -> Result<f64> {
     Ok(ticks as f64 * 1000.0 / clock_ticks())
 }
 
+/// A process's resident memory now and at its peak (MB), from /proc.
+pub(crate) fn rss_mb(pid: u32) -> Result<(f64, f64)> {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).with_context(|| format!("/proc/{pid}/status"))?;
+    let kb = |key: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    Ok((kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0))
+}
+
 fn clock_ticks() -> f64 {
     // SAFETY: sysconf reads a constant of the running system.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

@@ -4,6 +4,7 @@
 //! job queue (jobs.rs).
 
 mod cluster;
+mod gates;
 mod jobs;
 
 use anyhow::{bail, Context, Result};
@@ -57,9 +58,17 @@ fn bench_server() -> Result<()> {
     };
     // PCMAIL_BENCH_MAILS: the large history (fewer for a quick run that only shows the bench works).
     let large = env_num("PCMAIL_BENCH_MAILS", 100_000);
-    println!("pcmail-bench server: {PCS} PCs, {} client threads (keep-alive), {:?} per phase", s.threads, s.phase);
+    // PCMAIL_BENCH_SHORT: the 1,000-mail history alone (the suite's ratio gate);
+    // PCMAIL_BENCH_GATE: fail when a ratio misses its limit.
+    let short = std::env::var_os("PCMAIL_BENCH_SHORT").is_some();
+    let mut gates = gates::Gates::from_env();
+    println!(
+        "pcmail-bench server: {PCS} PCs with their own credentials, {} client threads (keep-alive), {:?} per phase",
+        s.threads, s.phase
+    );
     let mut results = Vec::new();
-    for history in [1_000usize, large] {
+    let histories: &[usize] = if short { &[1_000] } else { &[1_000, large] };
+    for &history in histories {
         let dir = tempfile::tempdir()?;
         let db = dir.path().join("server.db");
         let t = Instant::now();
@@ -101,6 +110,13 @@ fn bench_server() -> Result<()> {
             poll_cpu_us / hello_cpu_us,
             r.rps() / h.rps()
         );
+        let (rss, peak) = cluster::rss_mb(server.pid())?;
+        println!(
+            "  server RSS after both phases: {rss:.1} MB, peak {peak:.1} MB (target <= 60 MB at 200 PCs / 100k mails)"
+        );
+        if history == 1_000 {
+            gates.at_most("caught-up poll CPU / hello CPU", poll_cpu_us / hello_cpu_us, POLL_HELLO_GATE);
+        }
         if history == large {
             let lat = send_to_long_poller(&server.url, &server.url, s.round_trips, 0)?;
             println!(
@@ -111,6 +127,9 @@ fn bench_server() -> Result<()> {
         drop(server);
         results.push((history, r));
     }
+    if short {
+        return gates.finish();
+    }
     let (small, big) = (&results[0].1, &results[1].1);
     println!("\nflatness ({large} vs 1,000 mails of history):");
     println!(
@@ -119,8 +138,13 @@ fn bench_server() -> Result<()> {
         big.p(0.5) / small.p(0.5),
         big.p(0.99) / small.p(0.99)
     );
-    Ok(())
+    gates.finish()
 }
+
+/// The suite's gate on a caught-up poll's server CPU over `hello`'s. The
+/// target is 2x; one run on this 2-core machine spreads from 1.9x to 2.4x
+/// (docs/benchmarks.md "Ratio gates"), so the gate sits above that spread.
+const POLL_HELLO_GATE: f64 = 2.5;
 
 fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -131,8 +155,10 @@ pub(crate) fn seed(db: &Path, history: usize) -> Result<()> {
     let engine = Engine::open(db, EngineConfig::default())?;
     for i in 0..PCS {
         let label = format!("pc-{i:03}");
+        // Each PC claims its label with its own credential, as `init --join` leaves it.
         let r = engine.handle_value(
-            &json!({"v":1,"op":"roster.set","pc":label,"args":{"label":label,"hostname":format!("HOST-{i:03}")}}),
+            &json!({"v":1,"op":"roster.set","pc":label,"cred":cred_of(&label),
+                "args":{"label":label,"hostname":format!("HOST-{i:03}"),"claim":true}}),
             T0,
         );
         if r["ok"] != json!(true) {
@@ -228,12 +254,24 @@ fn call(c: &reqwest::blocking::Client, url: &str, body: &Value) -> Result<Value>
     Ok(c.post(url).json(body).send()?.json()?)
 }
 
+/// A seeded PC's own credential (64 hex characters from its label): the
+/// server proves each request by its hash, as for a PC that joined.
+pub(crate) fn cred_of(pc: &str) -> String {
+    let hex: String = pc.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{hex:c<64}")
+}
+
+/// `op` from a seeded PC, proved by its own credential (no shared token).
+pub(crate) fn pc_req(pc: &str, op: &str, args: Value) -> Value {
+    json!({"v":1,"op":op,"pc":pc,"cred":cred_of(pc),"args":args})
+}
+
 fn poll_req(pc: &str, since: i64, extra: Value) -> Value {
     let mut args = json!({"since": since});
     if let (Some(a), Value::Object(e)) = (args.as_object_mut(), extra) {
         a.extend(e);
     }
-    json!({"v":1,"op":"poll","pc":pc,"token":TOKEN,"args":args})
+    pc_req(pc, "poll", args)
 }
 
 /// Each PC reads its updates feed to the end once, as a running poller would have.
@@ -243,6 +281,7 @@ fn catch_up(url: &str) -> Result<Vec<i64>> {
     for (i, cur) in cursors.iter_mut().enumerate() {
         loop {
             let r = call(&c, url, &poll_req(&format!("pc-{i:03}"), *cur, json!({})))?;
+            anyhow::ensure!(r["ok"] == json!(true), "a seeded PC's poll was refused: {r}");
             *cur = r["cursor"].as_i64().context("cursor")?;
             if r["more"] != json!(true) {
                 break;
@@ -316,7 +355,7 @@ fn load_across(urls: &[String], s: &Settings, cursors: Vec<i64>, req: Req) -> Re
                     let t0 = Instant::now();
                     let body = match req {
                         Req::Poll => poll_req(pc, *since, json!({})),
-                        Req::Hello => json!({"v":1,"op":"hello","pc":pc.as_str(),"token":TOKEN,"args":{}}),
+                        Req::Hello => pc_req(pc, "hello", json!({})),
                     };
                     match call(&c, &url, &body) {
                         Ok(r) if r["ok"] == json!(true) => {
@@ -383,12 +422,8 @@ fn send_to_long_poller(poll_url: &str, send_url: &str, n: usize, salt: u32) -> R
         std::thread::sleep(Duration::from_millis(30)); // let the poller's next long-poll start waiting
         let id = format!("mail-{}-{:08x}", T0 + 10_000_000, 0xb000_0000u32 + salt * 0x0010_0000 + i as u32);
         let sent_at = Instant::now();
-        let r = call(
-            &c,
-            url,
-            &json!({"v":1,"op":"send","pc":"pc-001","token":TOKEN,
-            "args":{"mail":{"id":id,"to":"pc-000","body":"latency probe"}}}),
-        )?;
+        let r =
+            call(&c, url, &pc_req("pc-001", "send", json!({"mail":{"id":id,"to":"pc-000","body":"latency probe"}})))?;
         if r["ok"] != json!(true) {
             bail!("send failed: {r}");
         }
@@ -443,8 +478,16 @@ fn bench_seen() -> Result<()> {
         pct(&mut seen_ms, 0.5),
         pct(&mut seen_ms, 0.99)
     );
-    Ok(())
+    // The seen path (hook → daemon's mark → server → sender) against one
+    // long-poll round trip (send → the daemon's long poll wakes), both here.
+    let mut gates = gates::Gates::from_env();
+    gates.at_most("seen p50 / send → delivered p50", pct(&mut seen_ms, 0.5) / pct(&mut delivered_ms, 0.5), SEEN_GATE);
+    gates.finish()
 }
+
+/// Seen latency over one long-poll round trip, p50s of one run: the limit
+/// of the suite's gate (today's level with a margin; docs/benchmarks.md).
+const SEEN_GATE: f64 = 3.0;
 
 /// The rounds of `seen` on running servers: PC A (sender, `status`) talks
 /// to `url_a`, PC B (its daemon and hook) to `url_b`; homes under `dir`.

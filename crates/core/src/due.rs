@@ -27,6 +27,27 @@ pub struct Due<S> {
 /// Who the server writes in a timeline for a time rule.
 pub const SERVER_ACTOR: &str = "server";
 
+/// Whether a poll at `now` records its time over the recorded one: when none
+/// is recorded, when it is `POLL_RECORD_STEP_MS` old, or when it lies ahead of
+/// the clock (the clock was set back). Otherwise a caught-up poll writes nothing.
+pub fn poll_record_due(recorded: Option<Millis>, now: Millis) -> bool {
+    recorded.is_none_or(|t| now - t >= crate::model::limits::POLL_RECORD_STEP_MS || t > now)
+}
+
+/// The oldest recorded poll time at which a PC is still not silent for more
+/// than `window` at `now`: a recorded time before it means silent. The step
+/// is added because the recorded time may lag the PC's last poll by up to it.
+pub fn pc_silent_before(now: Millis, window: Millis) -> Millis {
+    now - window - crate::model::limits::POLL_RECORD_STEP_MS
+}
+
+/// Whether a PC whose recorded poll time is `recorded` has been silent for
+/// more than `window` at `now` (a PC that never polled has not: it has no
+/// silence to speak of; callers that need a live PC check `None` themselves).
+pub fn pc_silent(recorded: Millis, now: Millis, window: Millis) -> bool {
+    recorded < pc_silent_before(now, window)
+}
+
 /// Mail: `expired` at its `expiresAt` once `now` reaches it, unless it is
 /// already final (done, failed, expired).
 pub fn mail(state: State, expires_at: Option<Millis>, now: Millis) -> Option<Due<State>> {

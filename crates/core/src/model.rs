@@ -384,6 +384,11 @@ pub mod limits {
     pub const UNSEEN_MS: i64 = 6 * 60 * MIN;
     pub const UNDELIVERED_MS: i64 = 30 * MIN;
     pub const STALE_PC_MS: i64 = 10 * MIN;
+    /// A poll records its time on the server only when the recorded one is
+    /// at least this old, so a caught-up poll writes nothing; a PC counts as
+    /// silent only once its recorded poll is older than the window plus this
+    /// step (`due::pc_silent`), so the lag never makes a polling PC look silent.
+    pub const POLL_RECORD_STEP_MS: i64 = 10_000;
     pub const SWEEP_EVERY_MS: i64 = 10 * MIN;
     /// Longest `expiresIn` a mail may ask for (a year).
     pub const EXPIRES_IN_MAX_MS: i64 = 366 * 24 * 60 * MIN;

@@ -78,6 +78,7 @@ fn table() -> Value {
             limits::UNSEEN_MS,
             limits::UNDELIVERED_MS,
             limits::STALE_PC_MS,
+            limits::POLL_RECORD_STEP_MS,
             limits::SWEEP_EVERY_MS,
             limits::EXPIRES_IN_MAX_MS,
             limits::JOIN_CODE_DEFAULT_MS,

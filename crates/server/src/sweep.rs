@@ -225,11 +225,14 @@ fn current_conditions(ctx: &Ctx<'_>) -> OpResult<Vec<Condition>> {
             pc: holder.as_ref().map_or(to.clone(), |(h, _)| h.pc.clone()),
         });
     }
-    // 4. a PC that has polled before but not for more than 10 min.
+    // 4. a PC that has polled before but not for more than 10 min (its
+    // recorded poll may lag by the record step: `due::pc_silent_before`).
     let mut stmt = ctx.tx.prepare_cached(
         "SELECT label, last_poll_at FROM pc WHERE last_poll_at IS NOT NULL AND last_poll_at < ?1 ORDER BY number",
     )?;
-    let rows = stmt.query_map(p![now - limits::STALE_PC_MS], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+    let rows = stmt.query_map(p![pcmail_core::due::pc_silent_before(now, limits::STALE_PC_MS)], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
     for row in rows {
         let (label, last) = row?;
         out.push(Condition {

@@ -295,7 +295,7 @@ fn refuse_takeover(ctx: &Ctx<'_>, l: &StoredLease, evidence: Evidence) -> OpResu
                 .optional()?
                 .flatten();
             match last {
-                Some(t) if t >= ctx.now - STALE_AFTER_MS => None,
+                Some(t) if !pcmail_core::due::pc_silent(t, ctx.now, STALE_AFTER_MS) => None,
                 _ => Some(format!(
                     "session_ended needs the holder's PC {:?} to be polling; it is silent, so only force (with a reason) may take it",
                     l.holder.pc

@@ -6,14 +6,14 @@
 use super::{mark::apply_marks, roster};
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{load_mail, state_column, transition, StoredMail, MAIL_COLUMNS};
-use crate::store::p;
+use crate::store::{p, Optional};
 use pcmail_core::answers::{Lenient, PollAnswer};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
 use pcmail_core::{Mail, ReceivedUpdate, State, TimelineEntry, Update};
 
 pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
-    ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(p![ctx.pc, ctx.now])?;
+    record_poll(ctx)?;
 
     let mut confirmed = Vec::new();
     for id in &args.confirm {
@@ -68,6 +68,21 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
         out.more |= more_received;
     }
     Ok(out)
+}
+
+/// The heartbeat: written only when the recorded one is a step old, so a
+/// caught-up poll changes nothing and writes nothing.
+fn record_poll(ctx: &Ctx<'_>) -> OpResult<()> {
+    let recorded: Option<i64> = ctx
+        .tx
+        .prepare_cached("SELECT last_poll_at FROM pc WHERE label = ?1")?
+        .query_row(p![ctx.pc], |r| r.get(0))
+        .optional()?
+        .flatten();
+    if pcmail_core::due::poll_record_due(recorded, ctx.now) {
+        ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(p![ctx.pc, ctx.now])?;
+    }
+    Ok(())
 }
 
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
