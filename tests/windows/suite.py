@@ -464,7 +464,10 @@ def service_as_a_task_scheduler_task():
     win = STATE["win"]
     task_file = os.path.join(PREFIX, "drive_c", "windows", "system32", "tasks", "pcmail")
     xml_file = unix(win.home + "\\pcmail-task.xml")
-    r = win.run(["service", "install"])
+    # `service install` starts the task (schtasks /Run): the daemon it starts
+    # would hold a stderr pipe open under Wine (see WinPc.run), so stderr goes
+    # to a file for every service command.
+    r = win.run(["service", "install"], stderr_to_file=True)
     out = r.stdout.decode()
     check("service install registers the task", r.returncode == 0 and "Task Scheduler task installed" in out and os.path.exists(task_file), (r, out))
     raw = open(xml_file, "rb").read()
@@ -476,16 +479,16 @@ def service_as_a_task_scheduler_task():
     with open(task_file, encoding="utf-8-sig", errors="replace") as f:
         registered = f.read()
     check("Wine's task service accepted the definition", "pcmail poller" in registered, registered)
-    r = win.run(["service", "install"])
+    r = win.run(["service", "install"], stderr_to_file=True)
     check("install again: same task, exit 0", r.returncode == 0 and b"already installed" in r.stdout, r)
-    r = win.run(["--json", "service", "status"])
+    r = win.run(["--json", "service", "status"], stderr_to_file=True)
     check("service status answers", r.returncode == 0, r)
     st = json.loads(r.stdout)
     print(f"# service status under Wine: {st['service']} — Wine's schtasks /Query prints nothing, so the rule sees no task status; "
           "the rule itself is tested on recorded schtasks outputs (crates/service/tests)")
-    r = win.run(["service", "uninstall"])
+    r = win.run(["service", "uninstall"], stderr_to_file=True)
     check("uninstall removes the task and the XML", r.returncode == 0 and not os.path.exists(task_file) and not os.path.exists(xml_file), r)
-    r = win.run(["service", "uninstall"])
+    r = win.run(["service", "uninstall"], stderr_to_file=True)
     check("uninstall again: nothing to remove, exit 0", r.returncode == 0 and b"was not installed" in r.stdout, r)
 
 

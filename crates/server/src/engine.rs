@@ -243,6 +243,13 @@ impl Engine {
         // shaped by their arguments): with fewer, a poll's statements evict
         // each other and are compiled again on the hot path.
         conn.set_prepared_statement_cache_capacity(512);
+        // Without the query planner stability guarantee SQLite compiles a
+        // cached statement again whenever a bound value it could plan on
+        // changes (every poll binds another PC, every send another id), so
+        // the cache saved nothing on the hot path; with it, a statement keeps
+        // the plan it was first given, which for these indexed lookups is the
+        // plan any value would get.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         schema::migrate(&mut conn)?;
         Ok(Engine {
             backend: Backend::Sqlite { conn: Mutex::new(conn), path: None },
@@ -605,4 +612,57 @@ fn ok_response(now: Millis, fields: Map<String, Value>) -> Value {
     m.insert("now".into(), json!(now));
     m.extend(fields);
     Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: Millis = 1_800_000_000_000;
+
+    fn ok(engine: &Engine, req: Value, now: Millis) -> Value {
+        let r = engine.handle_value(&req, now);
+        assert_eq!(r["ok"], json!(true), "{req} -> {r}");
+        r
+    }
+
+    #[test]
+    fn cached_statements_are_not_compiled_again_when_their_values_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(dir.path().join("serve.db"), EngineConfig::default()).unwrap();
+        let pcs: Vec<String> = (0..6).map(|i| format!("pc-{i}")).collect();
+        for pc in &pcs {
+            ok(&engine, json!({"v": 1, "op": "roster.set", "pc": pc, "args": {"label": pc, "hostname": pc}}), T0);
+        }
+        // Mail, polls that confirm it and caught-up polls, leases and
+        // sessions, from every PC in turn: each statement runs with many
+        // different values.
+        for round in 0..4i64 {
+            for (i, pc) in pcs.iter().enumerate() {
+                let now = T0 + 20_000 * (round + 1) + i as i64;
+                let to = &pcs[(i + 1) % pcs.len()];
+                let id = format!("mail-{now}-{:08x}", i);
+                ok(
+                    &engine,
+                    json!({"v": 1, "op": "send", "pc": pc, "args": {"mail": {"id": id, "to": to, "body": "b"}}}),
+                    now,
+                );
+                let r = ok(&engine, json!({"v": 1, "op": "poll", "pc": to, "args": {"lease": {"known": 0}}}), now + 1);
+                let ids: Vec<Value> =
+                    r["mails"].as_array().map(|m| m.iter().map(|m| m["id"].clone()).collect()).unwrap_or_default();
+                ok(&engine, json!({"v": 1, "op": "poll", "pc": to, "args": {"confirm": ids}}), now + 2);
+                ok(&engine, json!({"v": 1, "op": "poll", "pc": pc, "args": {}}), now + 3);
+                ok(
+                    &engine,
+                    json!({"v": 1, "op": "lease.claim", "pc": pc, "args": {"claimId": format!("c-{round}-{i}"),
+                        "resource": format!("res-{i}"), "repo": "", "description": "d", "files": [], "mode": "exclusive",
+                        "holder": {"pc": pc, "session": format!("s-{i}"), "name": null}}}),
+                    now + 4,
+                );
+            }
+        }
+        let Backend::Sqlite { conn, .. } = &engine.backend else { unreachable!() };
+        let again = pcmail_testkit::statements_compiled_again(&conn.lock().unwrap());
+        assert!(again.is_empty(), "statements compiled again on the hot path: {again:#?}");
+    }
 }

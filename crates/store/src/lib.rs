@@ -69,6 +69,12 @@ impl Store {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "OFF")?;
             conn.pragma_update(None, "foreign_keys", "ON")?;
+            // The poller, the MCP server and the tray keep one store open for
+            // hours: their statements stay in the cache, and SQLite must not
+            // compile one again each time a bound value changes (another
+            // mail id, another session), which it does without this.
+            conn.set_prepared_statement_cache_capacity(64);
+            conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
             let mut store = Store { conn, path: path.to_path_buf() };
             schema::migrate(&mut store.conn, path)?;
             Ok(store)
@@ -184,5 +190,45 @@ fn make_private(path: &Path) {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         let _ = pcmail_fsmode::restrict_file(Path::new(&p));
+    }
+}
+
+#[cfg(test)]
+mod statement_cache_tests {
+    use super::*;
+    use pcmail_core::{Kind, Mail, State};
+
+    #[test]
+    fn a_long_lived_store_does_not_compile_its_statements_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+        for i in 0..20i64 {
+            let mail = Mail {
+                id: format!("mail-{i}-{i:08x}"),
+                from: format!("pc-{}", i % 3),
+                to: "pc-b".into(),
+                kind: Kind::Note,
+                subject: format!("s{i}"),
+                body: "b".into(),
+                urgent: i % 2 == 0,
+                expires_at: None,
+                in_reply_to: None,
+                auto: false,
+                hop: 0,
+                created_at: i,
+                state: State::New,
+                broadcast_of: None,
+                recipients: None,
+                timeline: vec![],
+            };
+            s.write(|tx| crate::inbox::insert_received(tx, &mail, 100 + i)).unwrap();
+            s.write(|tx| crate::inbox::advance(tx, &mail.id, State::Seen, 200 + i, "pc-b", None)).unwrap();
+            assert!(s.inbox_get(&mail.id).unwrap().is_some());
+            s.mark_confirmed(std::slice::from_ref(&mail.id), 300 + i).unwrap();
+            s.inbox_list(&[State::New, State::Seen], 10).unwrap();
+            s.inbox_counts(400 + i).unwrap();
+        }
+        let again = pcmail_testkit::statements_compiled_again(s.conn());
+        assert!(again.is_empty(), "statements compiled again: {again:#?}");
     }
 }

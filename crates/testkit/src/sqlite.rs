@@ -1,0 +1,26 @@
+//! What SQLite says about a connection's prepared statements.
+
+use rusqlite::ffi;
+
+/// Each prepared statement of the connection that SQLite compiled again after
+/// the first time (SQLITE_STMTSTATUS_REPREPARE), with its SQL text and how
+/// often. rusqlite's statement cache keeps cached statements prepared, so
+/// after a workload this lists every cached statement that missed.
+pub fn statements_compiled_again(conn: &rusqlite::Connection) -> Vec<(String, i32)> {
+    let mut out = vec![];
+    // SAFETY: `conn` is borrowed for the whole walk, so its handle and the
+    // statements it owns stay alive; sqlite3_next_stmt walks the
+    // connection's own list and sqlite3_sql returns text the statement owns.
+    unsafe {
+        let db = conn.handle();
+        let mut stmt = ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+        while !stmt.is_null() {
+            let n = ffi::sqlite3_stmt_status(stmt, ffi::SQLITE_STMTSTATUS_REPREPARE, 0);
+            if n > 0 {
+                out.push((std::ffi::CStr::from_ptr(ffi::sqlite3_sql(stmt)).to_string_lossy().into_owned(), n));
+            }
+            stmt = ffi::sqlite3_next_stmt(db, stmt);
+        }
+    }
+    out
+}
