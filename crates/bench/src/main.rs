@@ -133,7 +133,7 @@ fn bench_server() -> Result<()> {
     let (small, big) = (&results[0].1, &results[1].1);
     println!("\nflatness ({large} vs 1,000 mails of history):");
     println!(
-        "  throughput ratio {:.2}x (1k/{large}), p50 ratio {:.2}x, p99 ratio {:.2}x (target within 1.5x)",
+        "  throughput ratio {:.2}x (1k/{large}), p50 ratio {:.2}x, p99 ratio {:.2}x (target within 1.3x)",
         small.rps() / big.rps(),
         big.p(0.5) / small.p(0.5),
         big.p(0.99) / small.p(0.99)
@@ -141,10 +141,11 @@ fn bench_server() -> Result<()> {
     gates.finish()
 }
 
-/// The suite's gate on a caught-up poll's server CPU over `hello`'s. The
-/// target is 2x; one run on this 2-core machine spreads from 1.9x to 2.4x
-/// (docs/benchmarks.md "Ratio gates"), so the gate sits above that spread.
-const POLL_HELLO_GATE: f64 = 2.5;
+/// The suite's gate on a caught-up poll's server CPU over `hello`'s: the
+/// target itself. With every statement compiled once a poll costs 1.1-1.3x
+/// `hello`'s on this 2-core machine (docs/benchmarks.md "Ratio gates"), so
+/// the target leaves room for the spread of one run.
+const POLL_HELLO_GATE: f64 = 2.0;
 
 fn env_num(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -380,13 +380,6 @@ fn own_group(cmd: &mut Command) {
 #[cfg(windows)]
 use win::Group;
 
-/// Kills a process and every descendant it started (Windows, without the
-/// Job Object: the run's executor is gone), found by parent PID.
-#[cfg(windows)]
-pub fn kill_group(pid: i64) {
-    win::kill_tree(pid, pcmail_local::process::start_time(pid));
-}
-
 /// Ends what a run left behind when its executor is gone. The Job Object
 /// was closed with the old daemon, which on Windows already killed the
 /// whole job (KILL_ON_JOB_CLOSE); this catches what that missed (a job
