@@ -150,7 +150,7 @@ enum Cmd {
         /// Include done, failed and expired mail.
         #[arg(long)]
         all: bool,
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = pcmail_api::InboxArgs::default().limit)]
         limit: usize,
         /// Older mail: the mail below this id (the last one listed before).
         #[arg(long, value_name = "ID")]

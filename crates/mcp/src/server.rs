@@ -44,7 +44,8 @@ pub struct PcmailMcp {
     /// taken opens its own.
     idle: Arc<Mutex<Option<Opened>>>,
     /// The PC store the store-only tools (`inbox`) read, kept open between
-    /// calls: opening it (pragmas, the schema check) costs more than a page.
+    /// calls so that a call does not open the file, set its pragmas and check
+    /// its schema again.
     store: Arc<Mutex<Option<OpenStore>>>,
     tool_router: ToolRouter<Self>,
 }

@@ -26,7 +26,7 @@ fn older_mail_command(all: bool, limit: usize, next: &str) -> String {
     if all {
         c.push_str(" --all");
     }
-    if limit != 50 {
+    if limit != pcmail_api::InboxArgs::default().limit {
         c.push_str(&format!(" --limit {limit}"));
     }
     c.push_str(&format!(" --before {next}"));
