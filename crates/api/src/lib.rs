@@ -179,13 +179,21 @@ pub struct MailsResult {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = optional_not_null)]
 pub struct InboxArgs {
-    /// Include done, failed and expired mail.
+    /// Also done, failed, expired.
     #[serde(default)]
     pub all: bool,
-    /// At most this many, newest first (default 50).
+    // At most this many. No doc comment: the schema's `default` says it, and
+    // every character of a default tool's schema is paid in every session.
     #[serde(default = "default_inbox_limit")]
     pub limit: usize,
+    /// A previous answer's `next`.
+    #[serde(default)]
+    pub before: Option<String>,
+    /// Whole mails, not summaries.
+    #[serde(default)]
+    pub full: bool,
 }
 
 fn default_inbox_limit() -> usize {
@@ -194,13 +202,95 @@ fn default_inbox_limit() -> usize {
 
 impl Default for InboxArgs {
     fn default() -> Self {
-        InboxArgs { all: false, limit: default_inbox_limit() }
+        InboxArgs { all: false, limit: default_inbox_limit(), before: None, full: false }
+    }
+}
+
+/// How much of a body a summary shows.
+pub const PREVIEW_CHARS: usize = 160;
+
+/// A mail as an inbox page lists it: enough to choose what to read, not the
+/// whole body and timeline (`read` gives those), so a page of fifty stays
+/// small in an agent's context.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MailSummary {
+    pub id: String,
+    pub from: String,
+    pub kind: Kind,
+    pub subject: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub urgent: bool,
+    pub status: State,
+    pub created_at: Millis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    /// The body's first PREVIEW_CHARS characters, with "…" when there is more.
+    pub preview: String,
+    /// The whole body's length in characters.
+    pub body_chars: usize,
+}
+
+impl From<&InboxMail> for MailSummary {
+    fn from(m: &InboxMail) -> MailSummary {
+        // Characters, not bytes: a cut inside a multibyte character would not be text.
+        let body_chars = m.body.chars().count();
+        let mut preview: String = m.body.chars().take(PREVIEW_CHARS).collect();
+        if body_chars > PREVIEW_CHARS {
+            preview.push('…');
+        }
+        MailSummary {
+            id: m.id.clone(),
+            from: m.from.clone(),
+            kind: m.kind,
+            subject: m.subject.clone(),
+            urgent: m.urgent,
+            status: m.status,
+            created_at: m.created_at,
+            expires_at: m.expires_at,
+            in_reply_to: m.in_reply_to.clone(),
+            preview,
+            body_chars,
+        }
+    }
+}
+
+/// An inbox page's mails: whole (`full`) or summaries.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum InboxMails {
+    Full(Vec<InboxMail>),
+    Summary(Vec<MailSummary>),
+}
+
+impl InboxMails {
+    pub fn len(&self) -> usize {
+        match self {
+            InboxMails::Full(v) => v.len(),
+            InboxMails::Summary(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn ids(&self) -> Vec<&str> {
+        match self {
+            InboxMails::Full(v) => v.iter().map(|m| m.id.as_str()).collect(),
+            InboxMails::Summary(v) => v.iter().map(|m| m.id.as_str()).collect(),
+        }
     }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct InboxResult {
-    pub mails: Vec<InboxMail>,
+    pub mails: InboxMails,
+    /// There is older mail: pass this as `before` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -438,11 +528,31 @@ pub fn wait_for(client: &mut Client, args: &WaitForArgs) -> Result<MailsResult> 
 
 /// `inbox`: from the PC store only (no server, no token: works offline).
 pub fn inbox(paths: &Paths, args: &InboxArgs) -> Result<InboxResult> {
-    let mut store = Store::open(&paths.store())?;
+    inbox_in(&mut Store::open(&paths.store())?, args)
+}
+
+/// `inbox` on a store already open (`pcmail mcp` keeps one between calls).
+pub fn inbox_in(store: &mut Store, args: &InboxArgs) -> Result<InboxResult> {
+    if args.limit == 0 {
+        return Err(ApiError::Usage("inbox: limit must be at least 1".into()));
+    }
+    let filter: &[State] = if args.all { &[] } else { &[State::New, State::Seen] };
+    // One row more than asked tells whether older mail exists without counting it.
+    let mut rows = store.inbox_page(filter, args.limit.saturating_add(1), args.before.as_deref(), args.full)?;
+    let next = if rows.len() > args.limit {
+        rows.truncate(args.limit);
+        rows.last().map(|m| m.id.clone())
+    } else {
+        None
+    };
     // Every session's backlog bound starts again (the hook counts what it shows after this).
     store.meta_set_i64(pcmail_store::meta::INBOX_VIEWED_AT, pcmail_local::system_now())?;
-    let filter: &[State] = if args.all { &[] } else { &[State::New, State::Seen] };
-    Ok(InboxResult { mails: store.inbox_list(filter, args.limit)? })
+    let mails = if args.full {
+        InboxMails::Full(rows)
+    } else {
+        InboxMails::Summary(rows.iter().map(MailSummary::from).collect())
+    };
+    Ok(InboxResult { mails, next })
 }
 
 /// `sent`: mail this PC sent, states refreshed from the server where it answers, else cached.
@@ -587,7 +697,7 @@ mod tests {
     #[test]
     fn argument_defaults_match_the_cli() {
         let a: InboxArgs = serde_json::from_str("{}").unwrap();
-        assert_eq!((a.all, a.limit), (false, 50));
+        assert_eq!((a.all, a.limit, a.before, a.full), (false, 50, None, false));
         let s: SentArgs = serde_json::from_str("{}").unwrap();
         assert_eq!(s.limit, 30);
         let send: SendArgs = serde_json::from_str(r#"{"to":"pc-a","body":"x"}"#).unwrap();
@@ -606,5 +716,89 @@ mod tests {
         assert!(!s.to_string().contains("\"null\""), "{s}");
         let r = serde_json::to_value(schemars::schema_for!(RosterAddArgs)).unwrap();
         assert_eq!(r["properties"]["number"]["type"], "integer");
+        let i = serde_json::to_value(schemars::schema_for!(InboxArgs)).unwrap();
+        assert_eq!(i["properties"]["before"]["type"], "string");
+        assert!(!i.to_string().contains("\"null\""), "{i}");
+    }
+
+    /// A store holding `bodies`, the first the oldest.
+    fn store_with(dir: &tempfile::TempDir, bodies: &[String]) -> Store {
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+        s.write(|tx| {
+            for (i, body) in bodies.iter().enumerate() {
+                let m: Mail = serde_json::from_value(serde_json::json!({
+                    "id": format!("mail-{i}"), "from": "pc-a", "to": "pc-b", "kind": "request",
+                    "subject": "s", "body": body, "urgent": i == 0, "createdAt": 1_000 + i as i64, "state": "new",
+                }))
+                .unwrap();
+                pcmail_store::inbox::insert_received(tx, &m, 2_000)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        s
+    }
+
+    #[test]
+    fn a_summary_cuts_the_body_at_160_characters_not_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "日本語のメール".repeat(40); // 280 characters, 840 bytes
+        let mut s = store_with(&dir, &[long.clone(), "short".into(), "x".repeat(160)]);
+        let r = inbox_in(&mut s, &InboxArgs::default()).unwrap();
+        let InboxMails::Summary(m) = &r.mails else { panic!("summaries by default") };
+        assert_eq!(m.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["mail-2", "mail-1", "mail-0"]);
+        // Exactly 160 characters is not cut.
+        assert_eq!((m[0].preview.chars().count(), m[0].body_chars), (160, 160));
+        assert!(!m[0].preview.ends_with('…'));
+        assert_eq!((m[1].preview.as_str(), m[1].body_chars), ("short", 5));
+        let cut: String = long.chars().take(160).collect();
+        assert_eq!(m[2].preview, format!("{cut}…"));
+        assert_eq!(m[2].body_chars, 280);
+        // The JSON an agent reads: camelCase, urgent only when set, no body or timeline.
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["mails"][2]["urgent"], true);
+        assert!(v["mails"][1].get("urgent").is_none(), "{}", v["mails"][1]);
+        assert_eq!(v["mails"][2]["bodyChars"], 280);
+        assert_eq!(v["mails"][2]["createdAt"], 1_000);
+        assert!(v["mails"][2].get("body").is_none() && v["mails"][2].get("timeline").is_none());
+        assert!(v.get("next").is_none(), "no older mail: {v}");
+        // full: the whole mails, as the store lists them.
+        let full = inbox_in(&mut s, &InboxArgs { full: true, ..Default::default() }).unwrap();
+        let want = serde_json::to_value(s.inbox_list(&[State::New, State::Seen], 50).unwrap()).unwrap();
+        assert_eq!(serde_json::to_value(&full).unwrap()["mails"], want);
+        assert_eq!(want[2]["body"], long.as_str());
+    }
+
+    #[test]
+    fn next_and_before_page_through_the_inbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies: Vec<String> = (0..5).map(|i| format!("body {i}")).collect();
+        let mut s = store_with(&dir, &bodies);
+        let mut args = InboxArgs { limit: 2, ..Default::default() };
+        let mut seen = vec![];
+        let mut nexts = vec![];
+        loop {
+            let r = inbox_in(&mut s, &args).unwrap();
+            assert!(r.mails.len() <= 2 && !r.mails.is_empty());
+            seen.extend(r.mails.ids().into_iter().map(String::from));
+            match r.next {
+                Some(n) => {
+                    // `next` is the last mail listed: the page after starts below it.
+                    assert_eq!(seen.last(), Some(&n));
+                    nexts.push(n.clone());
+                    args.before = Some(n);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["mail-4", "mail-3", "mail-2", "mail-1", "mail-0"]);
+        assert_eq!(nexts, ["mail-3", "mail-1"]);
+        // A page that ends exactly at the oldest mail has no next.
+        let r = inbox_in(&mut s, &InboxArgs { limit: 5, ..Default::default() }).unwrap();
+        assert_eq!((r.mails.len(), r.next), (5, None));
+        let e = inbox_in(&mut s, &InboxArgs { before: Some("mail-nope".into()), ..Default::default() }).unwrap_err();
+        assert_eq!((e.exit(), e.code()), (Exit::NotFound, "not_found"));
+        let e = inbox_in(&mut s, &InboxArgs { limit: 0, ..Default::default() }).unwrap_err();
+        assert_eq!(e.exit(), Exit::Usage);
     }
 }

@@ -145,13 +145,19 @@ enum Cmd {
         #[arg(long, default_value = "5m", value_parser = timeout_secs)]
         timeout: u64,
     },
-    /// Mail for this PC (open by default).
+    /// Mail for this PC (open by default), newest first.
     Inbox {
         /// Include done, failed and expired mail.
         #[arg(long)]
         all: bool,
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = pcmail_api::InboxArgs::default().limit)]
         limit: usize,
+        /// Older mail: the mail below this id (the last one listed before).
+        #[arg(long, value_name = "ID")]
+        before: Option<String>,
+        /// Print what the MCP inbox tool answers: {"mails": [summaries], "next"}, each mail's body cut to a preview.
+        #[arg(long)]
+        summary: bool,
     },
     /// Write what this PC knows (its mail with timelines, leases, names, sessions, jobs) as
     /// Markdown and JSON files into a new or empty folder, readable without pcmail.
@@ -506,7 +512,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cmd::send::send(opts, json)
         }
         Cmd::Status { ids, wait_for, timeout } => cmd::status::run(ids, wait_for.map(WaitArg::state), timeout, json),
-        Cmd::Inbox { all, limit } => cmd::mail::inbox(all, limit, json),
+        Cmd::Inbox { all, limit, before, summary } => cmd::mail::inbox(all, limit, before, summary, json),
         Cmd::Export { dir } => cmd::export::run(&dir, json),
         Cmd::Sent { limit } => cmd::mail::sent(limit, json),
         Cmd::Read { id } => cmd::mail::read(id, json),

@@ -42,7 +42,8 @@ pub fn timelines(mails: &[Mail], json: bool) {
     }
 }
 
-pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
+/// `older`: the command that lists older mail, when there is some.
+pub fn inbox(rows: &[InboxMail], now: Millis, json: bool, older: Option<&str>) {
     if json {
         println!("{}", serde_json::to_string(rows).unwrap());
         return;
@@ -75,6 +76,9 @@ pub fn inbox(rows: &[InboxMail], now: Millis, json: bool) {
             expired,
             neutralise(&truncate_chars(&text, 70))
         );
+    }
+    if let Some(cmd) = older {
+        println!("older mail: {cmd}");
     }
 }
 

@@ -376,7 +376,15 @@ fn inbox_read_ack_fail_same_result_through_cli_and_mcp() {
         if all {
             args.push("--all");
         }
-        assert_eq!(b.json(&args), mcp.ok("inbox", json!({"all": all, "limit": 2}))["mails"], "inbox all={all}");
+        // `--json` is the whole mails, as the tool's `full`.
+        let full = mcp.ok("inbox", json!({"all": all, "limit": 2, "full": true}));
+        assert_eq!(b.json(&args), full["mails"], "inbox all={all}");
+        // `--summary` is the tool's default answer, `next` included (three mails, two listed).
+        args.push("--summary");
+        let summary = mcp.ok("inbox", json!({"all": all, "limit": 2}));
+        assert_eq!(b.json(&args), summary, "inbox --summary all={all}");
+        assert_eq!(summary["next"], full["mails"][1]["id"]);
+        assert_eq!(summary["mails"][0]["preview"], full["mails"][0]["body"]);
     }
     // read: the mail as stored, then seen (so compare two reads after the first).
     b.json(&["read", &ids[0]]);
@@ -390,12 +398,86 @@ fn inbox_read_ack_fail_same_result_through_cli_and_mcp() {
     let c = b.json(&["fail", &ids[2], "--reason", "cannot"]);
     assert_eq!(mcp.ok("fail", json!({"id": ids[2], "reason": "cannot"})), c);
     assert_eq!(c["state"], "failed");
-    assert_eq!(b.json(&["inbox", "--all"]), mcp.ok("inbox", json!({"all": true}))["mails"]);
+    assert_eq!(b.json(&["inbox", "--all"]), mcp.ok("inbox", json!({"all": true, "full": true}))["mails"]);
     // Unknown ids: exit 7 both ways.
     for (cli, tool) in [("read", "read"), ("ack", "ack")] {
         let e = same_error(&b, &mcp, &[cli, "mail-1-0000abcd"], tool, json!({"id": "mail-1-0000abcd"}));
         assert_eq!(e["code"], "not_found");
     }
+}
+
+/// An agent pages through long mail with `next` and gets summaries unless it
+/// asks for whole mails; the CLI pages the same way.
+#[test]
+fn the_inbox_tool_pages_with_next_and_answers_summaries() {
+    let (_s, a, b) = rust_pair();
+    let mcp = Mcp::start(&b);
+    for i in 0..5 {
+        // 2,000 characters, most of them three bytes in UTF-8.
+        let body = format!("{i:04}{}", "あいうえお".repeat(399)) + "x";
+        assert_eq!(body.chars().count(), 2_000);
+        a.send(&["pc-b", "--body", &body]);
+    }
+    b.ok(&["sync"]);
+    let cli = b.json(&["inbox"]);
+    let order: Vec<&str> = cli.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(order.len(), 5);
+
+    let mut paged = vec![];
+    let mut pages = 0;
+    let mut before: Option<String> = None;
+    loop {
+        let mut args = json!({"limit": 2});
+        if let Some(id) = &before {
+            args["before"] = json!(id);
+        }
+        let page = mcp.ok("inbox", args);
+        pages += 1;
+        let mails = page["mails"].as_array().unwrap();
+        assert!(!mails.is_empty() && mails.len() <= 2, "{page}");
+        for m in mails {
+            assert_eq!(m["bodyChars"], 2_000, "{m}");
+            assert_eq!(m["preview"].as_str().unwrap().chars().count(), 161, "160 characters and …: {m}");
+            assert!(m.get("body").is_none() && m.get("timeline").is_none(), "{m}");
+            paged.push(m["id"].as_str().unwrap().to_string());
+        }
+        match page.get("next") {
+            Some(next) => before = Some(next.as_str().unwrap().to_string()),
+            None => break,
+        }
+    }
+    assert_eq!((pages, paged), (3, order.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
+
+    // What an agent pays for the same five mails.
+    let summary = mcp.ok("inbox", json!({})).to_string().chars().count();
+    let full = mcp.ok("inbox", json!({"full": true})).to_string().chars().count();
+    assert!(summary * 4 <= full, "summaries {summary} characters, whole mails {full}");
+
+    // The CLI: the same page after the same cursor, and the command for older mail.
+    let page = b.json(&["inbox", "--limit", "2", "--before", order[1]]);
+    let ids: Vec<&str> = page.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, order[2..4]);
+    let human = b.ok(&["inbox", "--limit", "2"]);
+    assert!(
+        human.trim_end().ends_with(&format!("older mail: pcmail inbox --limit 2 --before {}", order[1])),
+        "{human}"
+    );
+    let last = b.ok(&["inbox", "--limit", "2", "--before", order[3]]);
+    assert_eq!(last.lines().count(), 1, "the oldest page names no older mail: {last}");
+
+    // The kept store sees mail another process stored since the last call.
+    let newest = a.send(&["pc-b", "--body", "newest"]);
+    b.ok(&["sync"]);
+    assert_eq!(mcp.ok("inbox", json!({"limit": 1}))["mails"][0]["id"], json!(newest));
+
+    // An unknown cursor and a zero limit: the same errors both ways.
+    let nope = "mail-1-0000abcd";
+    let e = same_error(&b, &mcp, &["inbox", "--before", nope], "inbox", json!({"before": nope}));
+    assert_eq!((e["code"].as_str(), e["exit"].as_i64()), (Some("not_found"), Some(7)), "{e}");
+    let e = same_error(&b, &mcp, &["inbox", "--limit", "0"], "inbox", json!({"limit": 0}));
+    assert_eq!(e["code"], "usage");
+    // The store stays usable after an error.
+    assert_eq!(mcp.ok("inbox", json!({"limit": 1}))["mails"][0]["id"], json!(newest));
 }
 
 #[test]

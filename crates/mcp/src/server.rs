@@ -8,11 +8,12 @@ use crate::catalog::{self, Profile};
 use pcmail_api::features::{self, Group, Hello};
 use pcmail_api::leases::{self, LeaseCheckArgs, LeaseClaimArgs, LeaseListArgs, LeaseReleaseArgs, LeaseTakeoverArgs};
 use pcmail_api::{
-    AlertsArgs, ApiError, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs, RosterRemoveArgs,
-    SendArgs, SentArgs, WaitForArgs,
+    AlertsArgs, ApiError, Exit, FailArgs, IdArgs, IdsArgs, InboxArgs, NoArgs, ReplyArgs, RosterAddArgs,
+    RosterRemoveArgs, SendArgs, SentArgs, WaitForArgs,
 };
 use pcmail_client::Client;
 use pcmail_local::config::Paths;
+use pcmail_store::Store;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, Implementation, MetaObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
@@ -42,7 +43,17 @@ pub struct PcmailMcp {
     /// the store every call costs about a millisecond); a call that finds it
     /// taken opens its own.
     idle: Arc<Mutex<Option<Opened>>>,
+    /// The PC store the store-only tools (`inbox`) read, kept open between
+    /// calls so that a call does not open the file, set its pragmas and check
+    /// its schema again.
+    store: Arc<Mutex<Option<OpenStore>>>,
     tool_router: ToolRouter<Self>,
+}
+
+/// The kept store and the config file's mtime it was opened with, as for the client.
+struct OpenStore {
+    store: Store,
+    config_mtime: Option<SystemTime>,
 }
 
 /// A client and the config file's mtime it was opened with (`pcmail init`
@@ -109,6 +120,7 @@ impl PcmailMcp {
             hello: Arc::new(OnceLock::new()),
             hello_failed_at: Arc::new(Mutex::new(None)),
             idle: Arc::new(Mutex::new(None)),
+            store: Arc::new(Mutex::new(None)),
             tool_router: Self::tools(profile),
         }
     }
@@ -194,6 +206,42 @@ impl PcmailMcp {
         r
     }
 
+    /// Runs `op` on the kept PC store (no server, no token). It is opened
+    /// afresh after `pcmail init` rewrote the config, when the file is gone,
+    /// and after a local fault, which may be the connection's own. Calls wait
+    /// for each other here, as they would for SQLite's write lock anyway.
+    pub(crate) async fn with_store<A, T, F>(&self, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
+    where
+        A: Send + 'static,
+        T: Serialize + Send + 'static,
+        F: FnOnce(&mut Store, A) -> Result<T, ApiError> + Send + 'static,
+    {
+        let a = match args.args {
+            Ok(a) => a,
+            Err(e) => return Ok(usage_result(&e)),
+        };
+        let me = self.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            let mut kept = me.store.lock().unwrap_or_else(|p| p.into_inner());
+            let path = me.paths.store();
+            let mtime = config_mtime(&me.paths);
+            let current = kept.as_ref().is_some_and(|o| o.config_mtime == mtime) && path.exists();
+            if !current {
+                *kept = None;
+                *kept = Some(OpenStore { store: Store::open(&path)?, config_mtime: mtime });
+            }
+            let Some(open) = kept.as_mut() else { unreachable!("opened above") };
+            let r = op(&mut open.store, a);
+            if matches!(&r, Err(e) if e.exit() == Exit::Local) {
+                *kept = None;
+            }
+            r
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))?;
+        Ok(note_ignored(to_result(r), &args.ignored))
+    }
+
     /// Runs `op` on the PC's files only (no server, no token).
     pub(crate) async fn with_paths<A, T, F>(&self, args: Parameters<A>, op: F) -> Result<CallToolResult, ErrorData>
     where
@@ -223,10 +271,10 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "This PC's open mail from the local store (all=true: done, failed, expired too); works offline, marks nothing seen (`read` does)."
+        description = "This PC's mail (local store), newest first, as summaries (preview: the body's first 160 chars); marks nothing seen. Older: before=next. Whole: full=true, or read one."
     )]
     async fn inbox(&self, a: Parameters<InboxArgs>) -> Result<CallToolResult, ErrorData> {
-        self.with_paths(a, |p, a| pcmail_api::inbox(&p, &a)).await
+        self.with_store(a, |s, a| pcmail_api::inbox_in(s, &a)).await
     }
 
     #[tool(description = "One mail of this PC's inbox, marked seen (not_found, exit 7, for an unknown id).")]
@@ -234,13 +282,13 @@ impl PcmailMcp {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::read(c, &a)).await
     }
 
-    #[tool(description = "Mark a mail done without a reply. Result: {id, state, pendingMarks}.")]
+    #[tool(description = "Mark a mail done without a reply.")]
     async fn ack(&self, a: Parameters<IdArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::ack(c, &a)).await
     }
 
     #[tool(
-        description = "Answer a mail (its sender; all=true: its other recipients too); it becomes done. A retry is the same reply; a reply to a reply is refused (exit 3)."
+        description = "Answer a mail's sender (all: and its other recipients); it becomes done. A retry is the same reply; a reply to a reply is refused (exit 3)."
     )]
     async fn reply(&self, a: Parameters<ReplyArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Mail, a, |c, a| pcmail_api::reply(c, &a)).await
@@ -355,7 +403,7 @@ impl PcmailMcp {
     }
 
     #[tool(
-        description = "Who holds what: live leases (holder, files, stale), of a repo or resource if given; all=true adds the last 24 h's ended ones. unreachable: the last poll's view."
+        description = "Who holds what: live leases (holder, files, stale), of a repo or resource if given. unreachable: the last poll's view."
     )]
     async fn lease_list(&self, a: Parameters<LeaseListArgs>) -> Result<CallToolResult, ErrorData> {
         self.with_client(Group::Leases, a, |c, a| leases::lease_list(c, &a)).await

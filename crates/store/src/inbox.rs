@@ -205,18 +205,51 @@ impl Store {
 
     /// Inbox listing, newest first. `statuses` empty means all.
     pub fn inbox_list(&self, statuses: &[State], limit: usize) -> Result<Vec<InboxMail>> {
-        let filter = if statuses.is_empty() {
-            String::new()
-        } else {
+        self.inbox_page(statuses, limit, None, true)
+    }
+
+    /// One page of the inbox, newest first: at most `limit` mails older than
+    /// `before` (a mail id from the previous page), or the newest without it.
+    /// The cursor is the `before` mail's (created_at, id), not an offset, so
+    /// mail arriving between two pages neither repeats nor skips one; the
+    /// `before` mail may have changed status meanwhile, it only marks the place.
+    /// `statuses` empty means all; `timelines` false leaves each timeline
+    /// empty (a summary needs none, and they cost a query per mail).
+    pub fn inbox_page(
+        &self,
+        statuses: &[State],
+        limit: usize,
+        before: Option<&str>,
+        timelines: bool,
+    ) -> Result<Vec<InboxMail>> {
+        let mut conds = vec![];
+        if !statuses.is_empty() {
             let list: Vec<String> = statuses.iter().map(|s| format!("'{}'", s.as_str())).collect();
-            format!("WHERE status IN ({})", list.join(","))
+            conds.push(format!("status IN ({})", list.join(",")));
+        }
+        let cursor: Option<(Millis, String)> = match before {
+            Some(id) => {
+                let at: Option<Millis> =
+                    self.conn.query_row("SELECT created_at FROM inbox WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+                let at = at.ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+                conds.push("(created_at < ?2 OR (created_at = ?2 AND id < ?3))".into());
+                Some((at, id.to_string()))
+            }
+            None => None,
         };
+        let filter = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
         let mut st = self
             .conn
             .prepare(&format!("SELECT {COLS} FROM inbox {filter} ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
-        let mut rows: Vec<InboxMail> = st.query_map([limit as i64], from_row)?.collect::<rusqlite::Result<_>>()?;
-        for m in &mut rows {
-            m.timeline = self.timeline(&m.id)?;
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let mut rows: Vec<InboxMail> = match &cursor {
+            Some((at, id)) => st.query_map(params![limit, at, id], from_row)?.collect::<rusqlite::Result<_>>()?,
+            None => st.query_map(params![limit], from_row)?.collect::<rusqlite::Result<_>>()?,
+        };
+        if timelines {
+            for m in &mut rows {
+                m.timeline = self.timeline(&m.id)?;
+            }
         }
         Ok(rows)
     }
@@ -274,4 +307,68 @@ pub struct InboxCounts {
     pub unread: i64,
     pub decisions: i64,
     pub urgent: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mail(id: &str, created_at: Millis) -> Mail {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "from": "pc-a", "to": "pc-b", "kind": "note", "subject": "", "body": format!("body of {id}"),
+            "urgent": false, "createdAt": created_at, "state": "new",
+        }))
+        .unwrap()
+    }
+
+    fn ids(v: &[InboxMail]) -> Vec<String> {
+        v.iter().map(|m| m.id.clone()).collect()
+    }
+
+    #[test]
+    fn paging_lists_every_mail_once_in_the_order_of_one_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+        // Several mails share a created_at, so the id has to break the tie.
+        s.write(|tx| {
+            for i in 0..23 {
+                insert_received(tx, &mail(&format!("m{i:02}"), 1_000 + (i / 3) as Millis), 5)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        s.write(|tx| advance(tx, "m04", State::Done, 6, "pc-b", None).map(|_| ())).unwrap();
+        for statuses in [&[][..], &[State::New, State::Seen][..]] {
+            let whole = ids(&s.inbox_list(statuses, 100).unwrap());
+            assert_eq!(whole.len(), if statuses.is_empty() { 23 } else { 22 });
+            for size in [1, 2, 5, 22, 23] {
+                let mut paged = vec![];
+                let mut before: Option<String> = None;
+                loop {
+                    let page = s.inbox_page(statuses, size, before.as_deref(), false).unwrap();
+                    assert!(page.len() <= size);
+                    assert!(page.iter().all(|m| m.timeline.is_empty()), "no timelines asked for");
+                    let Some(last) = page.last() else { break };
+                    before = Some(last.id.clone());
+                    paged.extend(ids(&page));
+                }
+                assert_eq!(paged, whole, "pages of {size}, statuses {statuses:?}");
+            }
+        }
+        // The newest first, the tie broken by id.
+        assert_eq!(ids(&s.inbox_page(&[], 3, None, true).unwrap()), ["m22", "m21", "m20"]);
+        assert!(!s.inbox_page(&[], 1, None, true).unwrap()[0].timeline.is_empty());
+        // A cursor mail that left the filter still marks the place.
+        assert_eq!(ids(&s.inbox_page(&[State::New], 2, Some("m04"), false).unwrap()), ["m03", "m02"]);
+    }
+
+    #[test]
+    fn an_unknown_cursor_is_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("store.db")).unwrap();
+        match s.inbox_page(&[], 5, Some("mail-nope"), false) {
+            Err(StoreError::NotFound(id)) => assert_eq!(id, "mail-nope"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
