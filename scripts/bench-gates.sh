@@ -5,12 +5,13 @@
 # line per ratio and exits 1 at the end when any missed.
 #
 #   bash scripts/bench-gates.sh RELEASE_DIR
-# RELEASE_DIR holds release builds of pcmail, pcmail-hook, pcmail-bench and
+# RELEASE_DIR holds release builds of pcmail, pcmail-hook, pcmail-bench,
 # pcmail-bench-pc (cargo build --release -p pcmail-cli -p pcmail-hook -p
-# pcmail-bench -p pcmail-bench-pc).
+# pcmail-bench -p pcmail-bench-pc) and examples/mcp_bench (cargo build
+# --release -p pcmail-mcp --example mcp_bench).
 set -uo pipefail
 REL="${1:?usage: bench-gates.sh RELEASE_DIR}"
-for b in pcmail pcmail-hook pcmail-bench pcmail-bench-pc; do
+for b in pcmail pcmail-hook pcmail-bench pcmail-bench-pc examples/mcp_bench; do
   [[ -x "$REL/$b" ]] || { echo "bench-gates: $REL/$b is missing (a release build)"; exit 2; }
 done
 export PCMAIL_BENCH_GATE=1
@@ -24,6 +25,7 @@ run "server: poll against hello" env PCMAIL_BENCH_SHORT=1 PCMAIL_BENCH_SECS=3 "$
 run "seen against delivered" env PCMAIL_BIN="$REL/pcmail" PCMAIL_BENCH_ROUNDS=20 "$REL/pcmail-bench" seen
 run "hook at 10k against 100 unread" "$REL/pcmail-bench-pc" hook 30
 run "lease claim and guard" "$REL/pcmail-bench-pc" lease 30
+run "MCP send against hello" "$REL/examples/mcp_bench" 5 100
 if ((${#failed[@]})); then
   echo "bench-gates: missed: ${failed[*]}"
   exit 1

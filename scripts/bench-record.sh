@@ -69,8 +69,10 @@ set +e
 rc=${PIPESTATUS[0]}
 set -e
 
-commit="$(git -C "$(dirname "$file")" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [[ -n "$(git -C "$(dirname "$file")" status --porcelain --untracked-files=no -- . ':!*.md' 2>/dev/null)" ]]; then
+# The commit measured; "+changes" when code (anything but the pages) differs from it.
+top="$(git -C "$(dirname "$file")" rev-parse --show-toplevel 2>/dev/null || true)"
+commit="$( [[ -n "$top" ]] && git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$top" && -n "$(git -C "$top" status --porcelain --untracked-files=no -- . ':!*.md' 2>/dev/null)" ]]; then
   commit="$commit+changes"
 fi
 settings="$(env | grep -E '^PCMAIL_BENCH_' | sort | tr '\n' ' ' || true)"

@@ -96,6 +96,7 @@ section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")
 # when a ratio misses its limit. After the .deb: its release build of the
 # shared dependencies is reused where the two workspaces agree.
 nice cargo build --release -q -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc
+nice cargo build --release -q -p pcmail-mcp --example mcp_bench
 REL="${CARGO_TARGET_DIR:-target}/release"
 bash scripts/bench-gates.sh "$REL" 2>&1 | tee "$LOG/perf"
 echo "perf: $(grep -c '^gate: .*: ok$' "$LOG/perf") passed" | tee -a "$LOG/perf"

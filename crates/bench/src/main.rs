@@ -487,8 +487,11 @@ fn bench_seen() -> Result<()> {
 }
 
 /// Seen latency over one long-poll round trip, p50s of one run: the limit
-/// of the suite's gate (today's level with a margin; docs/benchmarks.md).
-const SEEN_GATE: f64 = 3.0;
+/// of the suite's gate. On a quiet machine a delivery takes ~15 ms and the
+/// pusher looks at the store every 40 ms, so the ratio is 2.2-2.7x (near 1x
+/// under load, where both grow); 4x keeps a margin and still fails a seen
+/// that waits for the long poll (hundreds of times).
+const SEEN_GATE: f64 = 4.0;
 
 /// The rounds of `seen` on running servers: PC A (sender, `status`) talks
 /// to `url_a`, PC B (its daemon and hook) to `url_b`; homes under `dir`.

@@ -399,7 +399,7 @@ fn hooks_install_and_doctor() {
             assert!(cmd.ends_with(" hook") && cmd.contains(pcmail.to_str().unwrap()), "{cmd}");
             let out = std::process::Command::new("/bin/sh").arg("-c").arg(format!("{cmd} --help")).output().unwrap();
             assert!(
-                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Reads hook JSON"),
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("reads the hook event JSON"),
                 "{out:?}"
             );
         }

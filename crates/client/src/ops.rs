@@ -217,7 +217,7 @@ impl Client {
         check_draft(&mail)?;
         let now = self.now();
         self.store.outbox_in_flight(&mail, now, now + IN_FLIGHT_GRACE_MS)?;
-        match self.send_prepared(&mail, true) {
+        match self.send_prepared(&mail, true, &mail.id) {
             Err(ClientError::Call(e @ CallError::Untrusted(_))) => {
                 self.store.outbox_settle(&mail.id)?;
                 Err(ClientError::Call(e))
@@ -226,27 +226,31 @@ impl Client {
                 self.store.outbox_unsent(&mail.id, &e.to_string(), self.now())?;
                 Ok(SendOutcome { ids: vec![mail.id], queued: true, existing: false })
             }
-            other => {
-                // Taken (its rows are in `sent`) or refused for good: out of the outbox.
+            // Taken: its rows are in `sent` and the outbox row went with them.
+            Ok(out) => Ok(out),
+            Err(e) => {
+                // Refused for good: out of the outbox.
                 self.store.outbox_settle(&mail.id)?;
-                other
+                Err(e)
             }
         }
     }
 
     /// One `send`; on `duplicate_id` (another mail has this id) a fresh id
     /// is made and the mail sent once more when `may_regenerate`.
+    /// `settles`: the outbox row this send takes out once the server has it.
     pub(crate) fn send_prepared(
         &mut self,
         mail: &OutgoingMail,
         may_regenerate: bool,
+        settles: &str,
     ) -> Result<SendOutcome, ClientError> {
         let op = Op::Send { mail: mail.clone() };
         let resp = match self.transport.call(&op) {
             Err(CallError::Server(p)) if p.code == ErrorCode::DuplicateId && may_regenerate => {
                 let mut again = mail.clone();
                 again.id = new_mail_id(self.now(), &mut rand::rng());
-                return self.send_prepared(&again, false);
+                return self.send_prepared(&again, false, settles);
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownPc => {
                 self.register_self()?;
@@ -256,7 +260,7 @@ impl Client {
         };
         let SendAnswer { ids, existing } = decode(&op, resp)?;
         let me = self.config.label.clone();
-        self.store.sent_record(mail, &ids, &me, self.now())?;
+        self.store.sent_record(mail, &ids, &me, self.now(), settles)?;
         Ok(SendOutcome { ids, queued: false, existing })
     }
 

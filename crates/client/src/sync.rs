@@ -353,12 +353,10 @@ impl Client {
                 }
                 mail.expires_in = Some(left);
             }
-            match self.send_prepared(&mail, !q.regenerated) {
-                Ok(out) => {
-                    // Also the row that listed it as queued, when its id was regenerated.
-                    self.store.outbox_settle(&q.mail.id)?;
-                    report.outbox_sent.extend(out.ids);
-                }
+            // Settled with the sent record: also the row that listed it as
+            // queued, when its id was regenerated.
+            match self.send_prepared(&mail, !q.regenerated, &q.mail.id) {
+                Ok(out) => report.outbox_sent.extend(out.ids),
                 Err(ClientError::Call(e)) if e.is_transient() => {
                     let backoff = crate::backoff::backoff_ms(q.attempts as u32 + 1);
                     self.store.outbox_retry_later(&q.mail.id, &e.to_string(), now + backoff)?;

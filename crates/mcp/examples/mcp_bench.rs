@@ -1,12 +1,18 @@
 //! `pcmail mcp` figures (docs/benchmarks.md, "MCP server"): the time from
 //! starting the process to the `tools/list` answer, and a `send` tool call in
-//! a running session, on the embedded default. Speaks newline-delimited
-//! JSON-RPC to the real binary over pipes, as an MCP client does.
+//! a running session, on the embedded default; then, against a real `pcmail
+//! serve` on loopback, a `send` call against one `hello` round trip through
+//! the same kind of client (alternated, in one run), and the `inbox` tool's
+//! answer as summaries against whole mails. Speaks newline-delimited JSON-RPC
+//! to the real binary over pipes, as an MCP client does.
 //!
 //! ```text
 //! cargo build --release -p pcmail-cli
 //! cargo run --release -p pcmail-mcp --example mcp_bench [starts] [sends]
 //! ```
+//!
+//! With `PCMAIL_BENCH_GATE=1` it exits 1 when a `send` call's p50 is more
+//! than `SEND_HELLO_GATE` `hello` round trips (the suite's ratio gate).
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -31,9 +37,14 @@ struct Session {
 
 impl Session {
     fn start(exe: &Path, home: &Path) -> Session {
+        Session::start_with(exe, home, &[])
+    }
+
+    fn start_with(exe: &Path, home: &Path, env: &[(&str, &str)]) -> Session {
         let mut child = Command::new(exe)
             .arg("mcp")
             .env("PCMAIL_HOME", home)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -121,7 +132,7 @@ fn main() {
         s.initialize();
         let tools = s.request("tools/list", json!({}));
         to_list.push(ms(t.elapsed()));
-        assert_eq!(tools["tools"].as_array().map(Vec::len), Some(14));
+        assert!(tools["tools"].as_array().is_some_and(|t| !t.is_empty()), "{tools}");
     }
     summary("start → tools/list answered", to_list, Some(50.0));
 
@@ -168,4 +179,133 @@ fn main() {
     }
     let cli_p50 = summary("`pcmail send` process (for scale)", cli, None);
     println!("send through a running MCP session vs a CLI process: {:.2}× the time", mcp_p50 / cli_p50);
+
+    if !against_a_server(&exe, sends) {
+        std::process::exit(1);
+    }
+}
+
+/// The ratio the suite's gate holds: a `send` tool call in a running session
+/// costs at most this many `hello` round trips to the same server. The
+/// target is 2x; today a call is 2.7-3.1x (the send's own work, in-process,
+/// is already 2x a `hello`: two store commits on the PC and the server's
+/// write), so the gate guards that level with a margin.
+const SEND_HELLO_GATE: f64 = 3.5;
+const SEND_HELLO_TARGET: f64 = 2.0;
+
+/// A `pcmail serve` on loopback, killed when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(exe: &Path, dir: &Path, token: &str) -> (Server, String) {
+    let mut child = Command::new(exe)
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.join("serve.db"))
+        .env("PCMAIL_TOKEN", token)
+        .env("PCMAIL_HOME", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start pcmail serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = loop {
+        let l = lines.next().expect("pcmail serve exited").unwrap();
+        if let Some(u) = l.split("listening on ").nth(1) {
+            break u.trim().to_string();
+        }
+    };
+    // Keep reading what the server prints, so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (Server(child), url)
+}
+
+/// Against a real server: `send` calls alternated with in-process `hello`
+/// round trips through a client of the same PC, then `inbox` both ways.
+/// Returns whether the gate held.
+fn against_a_server(exe: &Path, sends: usize) -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "mcp-bench-token";
+    // The PC's credential in the environment (CI and containers have no keyring).
+    let credential = format!("{:064x}", std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15);
+    std::env::set_var("PCMAIL_CREDENTIAL", &credential);
+    let (_server, url) = start_server(exe, dir.path(), token);
+    let home = dir.path().join("pc");
+    let pc = |a: &[&str]| {
+        let st = Command::new(exe)
+            .args(a)
+            .env("PCMAIL_HOME", &home)
+            .env("PCMAIL_TOKEN", token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "pcmail {a:?}");
+    };
+    pc(&["init", "--label", "bench", "--server", &url]);
+    pc(&["sync"]);
+    println!("\nagainst pcmail serve on loopback ({url}):");
+    let home_str = home.to_string_lossy().into_owned();
+    let mut s = Session::start_with(exe, &home, &[("PCMAIL_TOKEN", token), ("PCMAIL_HOME", &home_str)]);
+    s.initialize();
+    let body = "a mail of some length, as agents write them: ".repeat(12);
+    let call = json!({"name": "send", "arguments": {"to": "bench", "body": body}});
+    let first = s.request("tools/call", call.clone());
+    assert_eq!(first["isError"], false, "{first}");
+    let mut client = pcmail_client::Client::open(pcmail_local::config::Paths::at(&home)).unwrap();
+    pcmail_api::features::hello(&client).unwrap();
+    let args = pcmail_api::SendArgs { to: "bench".into(), body: body.clone(), ..Default::default() };
+    let (mut send, mut hello, mut direct, mut ping) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..sends {
+        let t = Instant::now();
+        let r = s.request("tools/call", call.clone());
+        send.push(ms(t.elapsed()));
+        assert_eq!(r["structuredContent"]["queued"], false, "{r}");
+        let t = Instant::now();
+        pcmail_api::features::hello(&client).unwrap();
+        hello.push(ms(t.elapsed()));
+        let t = Instant::now();
+        pcmail_api::send(&mut client, &args).unwrap();
+        direct.push(ms(t.elapsed()));
+        let t = Instant::now();
+        s.request("ping", json!({}));
+        ping.push(ms(t.elapsed()));
+    }
+    let send_p50 = summary("send tool call", send, None);
+    let hello_p50 = summary("hello round trip (in-process client)", hello, None);
+    summary("in-process pcmail_api::send (the call's work)", direct, None);
+    summary("MCP ping (the JSON-RPC round trip alone)", ping, None);
+    let ratio = send_p50 / hello_p50;
+    println!("send call / hello round trip, p50s: {ratio:.2}x (target <= {SEND_HELLO_TARGET}x)");
+
+    pc(&["sync"]);
+    let inbox = |s: &mut Session, full: bool| {
+        let t = Instant::now();
+        let r = s.request("tools/call", json!({"name": "inbox", "arguments": {"full": full}}));
+        let took = ms(t.elapsed());
+        assert_eq!(r["isError"], false, "{r}");
+        let chars = r["content"][0]["text"].as_str().map(|t| t.chars().count()).unwrap_or(0);
+        (chars, took, r["structuredContent"]["mails"].as_array().map(Vec::len).unwrap_or(0))
+    };
+    let (summary_chars, summary_ms, n) = inbox(&mut s, false);
+    let (full_chars, full_ms, n_full) = inbox(&mut s, true);
+    assert_eq!(n, n_full, "the two shapes list the same mail");
+    println!(
+        "inbox tool, {n} mails: summaries {summary_chars} characters in {summary_ms:.2} ms, whole mails {full_chars} characters in {full_ms:.2} ms ({:.1}x smaller)",
+        full_chars as f64 / summary_chars.max(1) as f64
+    );
+    if std::env::var_os("PCMAIL_BENCH_GATE").is_some() {
+        let ok = ratio <= SEND_HELLO_GATE;
+        println!(
+            "gate: send call / hello round trip {ratio:.2}x (limit {SEND_HELLO_GATE}x): {}",
+            if ok { "ok" } else { "FAILED" }
+        );
+        return ok;
+    }
+    true
 }

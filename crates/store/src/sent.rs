@@ -44,10 +44,24 @@ pub(crate) fn record_expired_unsent(tx: &rusqlite::Transaction, mail: &OutgoingM
 
 impl Store {
     /// Records a mail the server accepted (one row per copy for a broadcast).
-    pub fn sent_record(&mut self, mail: &OutgoingMail, ids: &[String], from: &str, now: Millis) -> Result<()> {
+    ///
+    /// `settles` is the outbox row the send came from (the mail's id before a
+    /// regenerated one): it goes in the same transaction, so a send costs
+    /// the store one commit after the answer, and a crash leaves either both
+    /// or neither.
+    pub fn sent_record(
+        &mut self,
+        mail: &OutgoingMail,
+        ids: &[String],
+        from: &str,
+        now: Millis,
+        settles: &str,
+    ) -> Result<()> {
         self.write(|tx| {
             // It was listed as queued under its own id; the server's ids replace it.
             tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [&mail.id])?;
+            tx.execute("DELETE FROM outbox WHERE id = ?1", [settles])?;
+            tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [settles])?;
             for id in ids {
                 let to = id.split_once('~').map(|(_, l)| l.to_string()).unwrap_or_else(|| mail.to.display());
                 let tl = vec![TimelineEntry { state: State::New, at: now, by: from.to_string(), note: None }];

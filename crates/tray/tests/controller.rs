@@ -493,7 +493,7 @@ fn views_sent_alerts_and_expiry() {
         auto: false,
         hop: 0,
     };
-    p.sent_record(&out, &[id(7)], "pc-b", T0).unwrap();
+    p.sent_record(&out, &[id(7)], "pc-b", T0, &out.id).unwrap();
     p.sent_apply_update(&pcmail_core::Update {
         seq: 1,
         id: id(7),
