@@ -71,6 +71,9 @@ struct Block {
     lang: String,
     text: String,
     directive: Option<Directive>,
+    /// A benchmark's recorded output (scripts/bench-record.sh): read, never
+    /// taken for a command someone would type.
+    recorded: bool,
 }
 
 /// The HTML comments right before line `at` (blank lines between allowed).
@@ -110,9 +113,15 @@ fn parse_blocks(file: &str, text: &str) -> Result<Vec<Block>, String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut blocks = Vec::new();
     let mut i = 0;
+    // Inside `<!-- bench:NAME begin -->` … `end`: what a benchmark printed,
+    // written by scripts/bench-record.sh and guarded by its hash.
+    let mut recorded = false;
     while i < lines.len() {
         let l = lines[i];
         let trimmed = l.trim_start();
+        if trimmed.starts_with("<!-- bench:") {
+            recorded = trimmed.ends_with(" begin -->");
+        }
         if let Some(info) = trimmed.strip_prefix("```") {
             let indent = l.len() - trimmed.len();
             let lang = info.split_whitespace().next().unwrap_or("").to_string();
@@ -132,7 +141,7 @@ fn parse_blocks(file: &str, text: &str) -> Result<Vec<Block>, String> {
                 body.push('\n');
                 i += 1;
             }
-            blocks.push(Block { file: file.to_string(), line: start + 1, lang, text: body, directive });
+            blocks.push(Block { file: file.to_string(), line: start + 1, lang, text: body, directive, recorded });
         }
         i += 1;
     }
@@ -463,7 +472,7 @@ fn run_file(root: &Path, blocks: &[Block]) -> Tally {
             continue;
         }
         if !shell && !console {
-            if let Some(l) = b.text.lines().find(|l| looks_like_command(l)) {
+            if let Some(l) = b.text.lines().find(|l| !(b.recorded && b.lang == "text") && looks_like_command(l)) {
                 t.failures.push(format!("{at}: a command in a `{}` block ({l:?}): make it `sh` or `console`", b.lang));
             } else if b.directive.is_some() {
                 t.failures.push(format!("{at}: a run/not-run comment on a `{}` block, which is never run", b.lang));
@@ -682,7 +691,7 @@ fn console_blocks_split_into_commands_outputs_and_exit_codes() {
 #[test]
 fn a_failing_or_mismatching_block_fails_and_an_unmarked_one_is_caught() {
     let root = repo_root();
-    let page = "<!-- not run: needs a GPU -->\n```sh\nnvidia-smi\n```\n\n```sh\nexit 3\n```\n\n```console\n$ echo hi\nho\n```\n\n```console\n$ (exit 4)\n[exit 4]\n$ echo 'id 42'\nid …\n```\n\n```\nbare\n```\n\n```text\npcmail send x\n```\n";
+    let page = "<!-- not run: needs a GPU -->\n```sh\nnvidia-smi\n```\n\n```sh\nexit 3\n```\n\n```console\n$ echo hi\nho\n```\n\n```console\n$ (exit 4)\n[exit 4]\n$ echo 'id 42'\nid …\n```\n\n```\nbare\n```\n\n```text\npcmail send x\n```\n\n<!-- bench:b begin -->\nRecorded by …\n\n```text\npcmail mcp on the embedded default\n```\n<!-- bench:b end sha256=0 -->\n";
     let blocks = parse_blocks("t.md", page).unwrap();
     let t = run_file(&root, &blocks);
     assert_eq!(t.not_run, vec![("t.md:2".to_string(), "needs a GPU".to_string())]);
@@ -693,6 +702,8 @@ fn a_failing_or_mismatching_block_fails_and_an_unmarked_one_is_caught() {
     assert!(t.failures[1].starts_with("t.md:10: `echo hi` printed:"));
     assert!(t.failures[2].contains("without a language"));
     assert!(t.failures[3].contains("a command in a `text` block"));
+    // A benchmark's recorded output is read, not taken for a command.
+    assert!(blocks.last().unwrap().recorded && !blocks[blocks.len() - 2].recorded);
 }
 
 #[test]
