@@ -219,18 +219,50 @@ pub fn lease_checkouts(conn: &Connection, leases: &[CachedLease]) -> Vec<(String
     out
 }
 
+/// A guard file that would say the same but for its time is written again
+/// only once its time is this old. The poller polls every few seconds, and a
+/// rewrite costs a rename and two fsyncs; the guard speaks of the file's age
+/// only past [`CACHE_OLD_MS`], so a minute of it is never seen.
+pub const GUARD_REFRESH_MS: Millis = 60 * 1000;
+/// The server's clock offset moves by a round trip's noise at every poll;
+/// within this it is the same offset.
+const GUARD_OFFSET_SLACK_MS: Millis = 1000;
+
 /// Writes the guard file atomically (a private temp file renamed over it):
 /// one line per exclusive lease, `repo<TAB>files<TAB>lease`, each field
 /// JSON (which escapes every control character, so no field holds a tab or
 /// a newline), so the guard compares the repo and matches the globs of a
-/// line without parsing the rest.
+/// line without parsing the rest. Returns false when the file already said
+/// the same (leases, checkouts, an offset within a second) and its time is
+/// less than [`GUARD_REFRESH_MS`] old: then nothing is written. The file on
+/// disk is what is compared, so a file another process wrote counts.
 pub fn write_guard_file(
     home: &Path,
     leases: &[CachedLease],
     cache_at: Millis,
     server_offset: Millis,
     checkouts: &[(String, String)],
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
+    if let Some(old) = GuardFile::read(home) {
+        let fresh = (0..GUARD_REFRESH_MS).contains(&(cache_at - old.at));
+        if fresh
+            && (server_offset - old.offset).abs() <= GUARD_OFFSET_SLACK_MS
+            && guard_text(leases, old.at, old.offset, checkouts)? == old.text
+        {
+            return Ok(false);
+        }
+    }
+    let text = guard_text(leases, cache_at, server_offset, checkouts)?;
+    pcmail_fsmode::replace_private(&guard_file(home), text.as_bytes())?;
+    Ok(true)
+}
+
+fn guard_text(
+    leases: &[CachedLease],
+    cache_at: Millis,
+    server_offset: Millis,
+    checkouts: &[(String, String)],
+) -> std::io::Result<String> {
     let mut text = String::with_capacity(64 + leases.len() * 256);
     text.push_str(GUARD_MAGIC);
     text.push('\n');
@@ -248,7 +280,7 @@ pub fn write_guard_file(
         text.push_str(&serde_json::to_string(l)?);
         text.push('\n');
     }
-    pcmail_fsmode::replace_private(&guard_file(home), text.as_bytes())
+    Ok(text)
 }
 
 /// A lease line of the guard file: `CachedLease` as it serialises
@@ -517,6 +549,37 @@ mod tests {
             stale,
             json: "{}".into(),
         }
+    }
+
+    #[test]
+    fn the_guard_file_is_written_again_only_when_it_would_say_something_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let ls = vec![lease("pc-b", "s2", &["src/auth/**"], false)];
+        let t0 = 1_800_000_000_000;
+        assert!(write_guard_file(home, &ls, t0, 250, &[]).unwrap(), "no file yet");
+        // The same leases a poll later, the offset moved by a round trip's noise: nothing written.
+        assert!(!write_guard_file(home, &ls, t0 + 5_000, 262, &[]).unwrap());
+        let g = GuardFile::read(home).unwrap();
+        assert_eq!((g.at, g.offset), (t0, 250), "the file kept what it said");
+        assert_eq!(g.covering_exclusive("github.com/o/r", "src/auth/x.rs").map(|l| l.len()), Some(1));
+        // Something new: a lease, a checkout, an offset a clock step away, or the time a step old.
+        let more =
+            vec![ls[0].clone(), CachedLease { resource: "db".into(), files: vec!["db/**".into()], ..ls[0].clone() }];
+        assert!(write_guard_file(home, &more, t0 + 6_000, 250, &[]).unwrap(), "a new lease");
+        assert_eq!(GuardFile::read(home).unwrap().at, t0 + 6_000);
+        let co = vec![("github.com/o/r".to_string(), "/w/r".to_string())];
+        assert!(write_guard_file(home, &more, t0 + 7_000, 250, &co).unwrap(), "a new checkout");
+        assert!(write_guard_file(home, &more, t0 + 8_000, 5_250, &co).unwrap(), "the server's clock moved");
+        assert!(!write_guard_file(home, &more, t0 + 8_000 + GUARD_REFRESH_MS - 1, 5_250, &co).unwrap());
+        assert!(write_guard_file(home, &more, t0 + 8_000 + GUARD_REFRESH_MS, 5_250, &co).unwrap(), "a step old");
+        // A clock set back below the file's time writes the earlier time.
+        assert!(write_guard_file(home, &more, t0, 5_250, &co).unwrap());
+        assert_eq!(GuardFile::read(home).unwrap().at, t0);
+        // A damaged file is written again.
+        std::fs::write(guard_file(home), "garbage").unwrap();
+        assert!(write_guard_file(home, &more, t0 + 1, 5_250, &co).unwrap());
+        assert!(GuardFile::read(home).is_some());
     }
 
     #[test]
