@@ -213,15 +213,7 @@ fn start_server(exe: &Path, dir: &Path, token: &str) -> (Server, String) {
         .stderr(Stdio::null())
         .spawn()
         .expect("start pcmail serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = loop {
-        let l = lines.next().expect("pcmail serve exited").unwrap();
-        if let Some(u) = l.split("listening on ").nth(1) {
-            break u.trim().to_string();
-        }
-    };
-    // Keep reading what the server prints, so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    let url = pcmail_testkit::listening_url(&mut child, Duration::from_secs(30), |_| {}).expect("pcmail serve exited");
     (Server(child), url)
 }
 

@@ -240,7 +240,7 @@ impl Store {
         let filter = if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) };
         let mut st = self
             .conn
-            .prepare(&format!("SELECT {COLS} FROM inbox {filter} ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
+            .prepare_cached(&format!("SELECT {COLS} FROM inbox {filter} ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
         let limit = limit.min(i64::MAX as usize) as i64;
         let mut rows: Vec<InboxMail> = match &cursor {
             Some((at, id)) => st.query_map(params![limit, at, id], from_row)?.collect::<rusqlite::Result<_>>()?,
@@ -313,14 +313,6 @@ pub struct InboxCounts {
 mod tests {
     use super::*;
 
-    fn mail(id: &str, created_at: Millis) -> Mail {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "from": "pc-a", "to": "pc-b", "kind": "note", "subject": "", "body": format!("body of {id}"),
-            "urgent": false, "createdAt": created_at, "state": "new",
-        }))
-        .unwrap()
-    }
-
     fn ids(v: &[InboxMail]) -> Vec<String> {
         v.iter().map(|m| m.id.clone()).collect()
     }
@@ -332,7 +324,7 @@ mod tests {
         // Several mails share a created_at, so the id has to break the tie.
         s.write(|tx| {
             for i in 0..23 {
-                insert_received(tx, &mail(&format!("m{i:02}"), 1_000 + (i / 3) as Millis), 5)?;
+                insert_received(tx, &crate::test_mail(&format!("m{i:02}"), 1_000 + (i / 3) as Millis), 5)?;
             }
             Ok(())
         })

@@ -193,34 +193,29 @@ fn make_private(path: &Path) {
     }
 }
 
+/// A note from pc-a to pc-b, new, for the store's own tests.
+#[cfg(test)]
+pub(crate) fn test_mail(id: &str, created_at: pcmail_core::Millis) -> pcmail_core::Mail {
+    serde_json::from_value(serde_json::json!({
+        "id": id, "from": "pc-a", "to": "pc-b", "kind": "note", "subject": "", "body": format!("body of {id}"),
+        "urgent": false, "createdAt": created_at, "state": "new",
+    }))
+    .expect("a mail")
+}
+
 #[cfg(test)]
 mod statement_cache_tests {
     use super::*;
-    use pcmail_core::{Kind, Mail, State};
+    use pcmail_core::State;
 
     #[test]
     fn a_long_lived_store_does_not_compile_its_statements_again() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("store.db")).unwrap();
         for i in 0..20i64 {
-            let mail = Mail {
-                id: format!("mail-{i}-{i:08x}"),
-                from: format!("pc-{}", i % 3),
-                to: "pc-b".into(),
-                kind: Kind::Note,
-                subject: format!("s{i}"),
-                body: "b".into(),
-                urgent: i % 2 == 0,
-                expires_at: None,
-                in_reply_to: None,
-                auto: false,
-                hop: 0,
-                created_at: i,
-                state: State::New,
-                broadcast_of: None,
-                recipients: None,
-                timeline: vec![],
-            };
+            let mut mail = test_mail(&format!("mail-{i}-{i:08x}"), i);
+            mail.from = format!("pc-{}", i % 3);
+            mail.urgent = i % 2 == 0;
             s.write(|tx| crate::inbox::insert_received(tx, &mail, 100 + i)).unwrap();
             s.write(|tx| crate::inbox::advance(tx, &mail.id, State::Seen, 200 + i, "pc-b", None)).unwrap();
             assert!(s.inbox_get(&mail.id).unwrap().is_some());
