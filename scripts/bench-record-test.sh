@@ -35,4 +35,9 @@ grep -q 'it exited 3' "$doc" || fail "the header does not say the command failed
 bash "$rec" --check "$doc" >/dev/null || fail "a recorded failure failed --check"
 
 bash "$rec" "$doc" missing -- true >/dev/null 2>&1 && fail "a block the page does not have was accepted"
-echo "bench-record-test: 8 passed"
+out="$(bash "$rec" --check "$dir/nope.md" 2>&1)" && fail "a missing page passed --check"
+grep -q "nope.md: cannot be read" <<<"$out" || fail "a missing page is not named: $out"
+
+bash "$rec" "$doc" demo -- printf 'ok\033[31m red\033[0m\007 bell\n' >/dev/null
+grep -q '^ok red bell$' "$doc" || fail "control characters reached the page"
+echo "bench-record-test: 10 passed"

@@ -22,7 +22,12 @@ block_check() {
 import hashlib, re, sys
 bad = 0
 for path in sys.argv[1:]:
-    lines = open(path, encoding="utf-8").read().split("\n")
+    try:
+        lines = open(path, encoding="utf-8").read().split("\n")
+    except OSError as e:
+        print(f"{path}: cannot be read ({e.strerror})")
+        bad += 1
+        continue
     i = 0
     while i < len(lines):
         m = re.fullmatch(r"<!-- bench:([\w-]+) begin -->", lines[i])
@@ -80,8 +85,8 @@ python3 - "$file" "$name" "$out" "$rc" "$commit" "$(nproc)" "$(cut -d' ' -f1-3 /
 import hashlib, os, re, sys, time
 path, name, out, rc, commit, cores, load, settings, command = sys.argv[1:]
 text = open(out, encoding="utf-8", errors="replace").read().rstrip("\n")
-# Only the figures: no terminal escapes, no trailing blanks.
-text = "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", l).rstrip() for l in text.split("\n"))
+# Only the figures: no terminal escapes or other control characters, no trailing blanks.
+text = "\n".join(re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", re.sub(r"\x1b\[[0-9;]*m", "", l)).rstrip() for l in text.split("\n"))
 head = (f"Recorded by `scripts/bench-record.sh` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"commit `{commit}`, {cores} cores, load average {load}"
         + (f", {settings}" if settings else "")
