@@ -38,6 +38,10 @@ fn main() -> Result<()> {
                 opts.postgres = Some(pcmail_server::store::pg_url::PgTarget::parse(db, None)?);
             }
             opts.listen = "127.0.0.1:0".parse()?;
+            // The seeded history is dated from T0 (1 January 2026): with the
+            // default 90 days the server's first maintenance round would prune
+            // it, band by band, while the phases measure polls against it.
+            opts.retention_ms = Some(3_650 * 24 * 60 * 60 * 1000);
             pcmail_server::serve_blocking(opts)
         }
         _ => bail!("usage: pcmail-bench server | server-pg | seen | prune | jobs | who"),

@@ -163,6 +163,15 @@ impl Engine {
         }
     }
 
+    /// Requests that began as a read and ran again as a write because they
+    /// had something to write (PostgreSQL; see `Mode::ReadFirst`).
+    pub fn read_first_upgrades(&self) -> u64 {
+        match &self.backend {
+            Backend::Postgres(pg) => pg.upgrades.load(std::sync::atomic::Ordering::Relaxed),
+            Backend::Sqlite { .. } => 0,
+        }
+    }
+
     /// PostgreSQL: listens for what other instances commit and calls `wake`
     /// (`None`: wake every long poll, after a reconnect) until `stop`.
     /// SQLite: one process owns the file's server; nothing to listen to.
@@ -363,7 +372,13 @@ impl Engine {
     fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
         let spec = req.op.spec();
         // A read-only op takes no write lock: it runs in a deferred (read) transaction.
-        let mode = if spec.read_only { Mode::Read } else { Mode::Write };
+        let mode = if spec.read_only {
+            Mode::Read
+        } else if reads_first(&req.op) {
+            Mode::ReadFirst
+        } else {
+            Mode::Write
+        };
         let (fields, touched) = self
             .with_tx_feed(mode, writes_feed(&req.op, &spec), |tx| {
                 let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
@@ -444,9 +459,11 @@ impl Engine {
     ) -> OpResult<T> {
         match &self.backend {
             Backend::Sqlite { conn, .. } => {
+                // One connection serves every request here, so reading first
+                // would save nothing: a read-first request takes the write lock.
                 let behavior = match mode {
                     Mode::Read => TransactionBehavior::Deferred,
-                    Mode::Write => TransactionBehavior::Immediate,
+                    Mode::Write | Mode::ReadFirst => TransactionBehavior::Immediate,
                 };
                 let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
                 let tx = conn.transaction_with_behavior(behavior).map_err(crate::store::DbError::from)?;
@@ -594,6 +611,19 @@ fn runs_its_own_sweep(op: &Op) -> bool {
 /// Whether an op is known to write the poll's feeds (`event` rows): it moves
 /// mail. PostgreSQL takes the feed lock before such a transaction begins;
 /// any other that turns out to write one takes it when it does.
+/// A poll that carries nothing to apply (no confirms, marks, session
+/// report, lease renewals or releases, job business) usually changes
+/// nothing: its heartbeat is written once a step and the clock's catch-up
+/// rarely finds anything due. On PostgreSQL it runs as a read and again as
+/// a write only when it must.
+fn reads_first(op: &Op) -> bool {
+    matches!(op, Op::Poll(a) if a.confirm.is_empty()
+        && a.marks.is_empty()
+        && a.sessions.is_none()
+        && a.lease.as_ref().is_none_or(|l| l.renew.is_empty() && l.release.is_empty())
+        && a.job.is_none())
+}
+
 fn writes_feed(op: &Op, spec: &pcmail_core::op_table::OpSpec) -> bool {
     use pcmail_core::op_table::News;
     if spec.read_only || !spec.wakes.contains(&News::Mail) {
@@ -664,5 +694,44 @@ mod tests {
         let Backend::Sqlite { conn, .. } = &engine.backend else { unreachable!() };
         let again = pcmail_testkit::statements_compiled_again(&conn.lock().unwrap());
         assert!(again.is_empty(), "statements compiled again on the hot path: {again:#?}");
+    }
+
+    /// On PostgreSQL a caught-up poll runs as a read (no predicate locks, no
+    /// serialization failures) and again as a write only when it must: its
+    /// first heartbeat, the next one a step later, or the clock's catch-up
+    /// finding mail to expire.
+    #[test]
+    fn a_caught_up_poll_on_postgres_runs_as_a_read_until_it_has_something_to_write() {
+        let pg = pcmail_pgtest::Postgres::start();
+        let url = pg.create_database("readfirst");
+        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
+        let engine = Engine::open_postgres(target, EngineConfig::default()).unwrap();
+        for pc in ["pc-a", "pc-b"] {
+            ok(&engine, json!({"v": 1, "op": "roster.set", "pc": pc, "args": {"label": pc, "hostname": pc}}), T0);
+        }
+        let poll = |args: Value, now: Millis| {
+            ok(&engine, json!({"v": 1, "op": "poll", "pc": "pc-a", "args": args}), now);
+            engine.read_first_upgrades()
+        };
+        assert_eq!(poll(json!({}), T0 + 1), 1, "the first heartbeat is a write");
+        assert_eq!(poll(json!({}), T0 + 2), 1);
+        assert_eq!(poll(json!({"lease": {"known": 0}}), T0 + 3), 1, "a lease version check writes nothing");
+        let step = pcmail_core::model::limits::POLL_RECORD_STEP_MS;
+        assert_eq!(poll(json!({}), T0 + 1 + step), 2, "a step later the heartbeat is written again");
+        assert_eq!(poll(json!({}), T0 + 2 + step), 2);
+
+        // Mail that expires: the poll after its expiry writes the expiry, then reads as before.
+        let id = format!("mail-{}-0000e001", T0 + 3 + step);
+        let send = json!({"v": 1, "op": "send", "pc": "pc-b",
+            "args": {"mail": {"id": id, "to": "pc-a", "body": "b", "expiresIn": 60_000}}});
+        ok(&engine, send, T0 + 3 + step);
+        let r = ok(&engine, json!({"v": 1, "op": "poll", "pc": "pc-a", "args": {}}), T0 + 4 + step);
+        assert_eq!(r["mail"][0]["id"], json!(id), "{r}");
+        assert_eq!(engine.read_first_upgrades(), 2, "reading new mail writes nothing");
+        assert_eq!(poll(json!({}), T0 + 3 + step + 60_001), 3, "the expiry is written");
+        let status = json!({"v": 1, "op": "status", "pc": "pc-b", "args": {"ids": [id]}});
+        let status = ok(&engine, status, T0 + 5 + step + 60_000);
+        assert_eq!(status["mails"][0]["state"], json!("expired"), "{status}");
+        assert_eq!(engine.retries(), 0);
     }
 }

@@ -205,5 +205,9 @@ fn copy(
         .map_err(pg_err)?;
     }
     tx.commit().map_err(pg_err)?;
+    // Statistics for the planner now: without them the first requests on a
+    // freshly copied history are planned blind (sequential scans of every
+    // table) until autovacuum's next round, a minute or more away.
+    client.batch_execute("ANALYZE").map_err(pg_err)?;
     Ok(MigrateReport { tables: counts, schema_version: crate::schema::schema_version(), source_version })
 }

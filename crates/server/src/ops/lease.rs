@@ -636,6 +636,7 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
         })?;
         rows.collect::<crate::store::DbResult<Vec<_>>>()?
     };
+    let had_queued = !queued.is_empty();
     let mut reported: Vec<Lost> = Vec::new();
     for (_, x) in queued {
         if !reported.iter().any(|y| y.resource == x.resource && y.fence == x.fence) {
@@ -652,7 +653,10 @@ pub(crate) fn poll_lease(ctx: &mut Ctx<'_>, p: &PollLease) -> OpResult<PollLease
             reported.push(x);
         }
     }
-    ctx.tx.prepare_cached("DELETE FROM lease_lost WHERE pc = ?1")?.execute(p![ctx.pc])?;
+    // Only when there was something: a poll with nothing to report writes nothing.
+    if had_queued {
+        ctx.tx.prepare_cached("DELETE FROM lease_lost WHERE pc = ?1")?.execute(p![ctx.pc])?;
+    }
     let v = version(ctx)?;
     let list = if v != p.known {
         let live = query_leases(ctx, "state IN ('held', 'stale') ORDER BY resource, fence", p![])?;

@@ -149,7 +149,9 @@ pub(crate) fn poll_sessions(ctx: &mut Ctx<'_>, live: &[LiveItem]) -> OpResult<Po
         let mut st = ctx.tx.prepare_cached("SELECT mail_id FROM name_withdraw WHERE pc = ?1 ORDER BY mail_id")?;
         st.query_map(p![ctx.pc], |r| r.get(0))?.collect::<crate::store::DbResult<Vec<String>>>()?
     };
-    ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute(p![ctx.pc])?;
+    if !withdrawn.is_empty() {
+        ctx.tx.prepare_cached("DELETE FROM name_withdraw WHERE pc = ?1")?.execute(p![ctx.pc])?;
+    }
     let errors = live.iter().filter_map(|s| s.as_ref().err()).map(|b| b.to_error()).collect();
     Ok(PollSessionsAnswer { names, withdrawn, errors })
 }

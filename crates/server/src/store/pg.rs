@@ -126,11 +126,18 @@ impl r2d2::ManageConnection for Manager {
     }
 }
 
-/// Read-only (one snapshot) or read-write (SERIALIZABLE).
+/// Read-only (one snapshot) or read-write (SERIALIZABLE), or a request that
+/// usually writes nothing: it reads first and writes only if it must.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TxKind {
     Read,
     Write,
+    /// Runs as a read (REPEATABLE READ, READ ONLY: no predicate locks, no
+    /// serialization failures); the first statement that writes makes
+    /// PostgreSQL refuse it, and the whole request runs again as a write.
+    /// For a caught-up poll, whose heartbeat is due once a step and whose
+    /// sweeps rarely find anything due.
+    ReadFirst,
 }
 
 /// The PostgreSQL store: a pool of connections to one database.
@@ -142,6 +149,8 @@ pub(crate) struct PgStore {
     pub instance: String,
     /// Requests that ran again after a serialization failure (the bench prints it).
     pub retries: AtomicU64,
+    /// Requests that began as [`TxKind::ReadFirst`] and had to write.
+    pub upgrades: AtomicU64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +180,7 @@ impl PgStore {
             .error_handler(Box::new(LogErrors))
             .build_unchecked(manager);
         let instance = format!("{:016x}", rand_u64());
-        Ok(PgStore { pool: Some(pool), target, instance, retries: AtomicU64::new(0) })
+        Ok(PgStore { pool: Some(pool), target, instance, retries: AtomicU64::new(0), upgrades: AtomicU64::new(0) })
     }
 
     pub(crate) fn target(&self) -> &PgTarget {
@@ -195,6 +204,7 @@ impl PgStore {
     where
         E: From<DbError>,
     {
+        let mut kind = kind;
         let mut lock_first = feed_lock_first && kind == TxKind::Write;
         let mut attempt = 0;
         loop {
@@ -203,7 +213,13 @@ impl PgStore {
             let outcome = attempt_once(&mut conn, kind, lock_first, &mut f);
             match outcome {
                 Attempt::Done(r) => return r,
-                Attempt::Retry { err, needs_feed_lock } => {
+                Attempt::Retry { err: _, needs_write: true, .. } => {
+                    // Not a conflict with anyone: no back-off, and not counted against the attempts.
+                    attempt -= 1;
+                    kind = TxKind::Write;
+                    self.upgrades.fetch_add(1, Ordering::Relaxed);
+                }
+                Attempt::Retry { err, needs_feed_lock, .. } => {
                     if attempt >= MAX_ATTEMPTS {
                         return Err(E::from(err));
                     }
@@ -265,7 +281,7 @@ impl r2d2::HandleError<postgres::Error> for LogErrors {
 
 enum Attempt<T, E> {
     Done(Result<T, E>),
-    Retry { err: DbError, needs_feed_lock: bool },
+    Retry { err: DbError, needs_feed_lock: bool, needs_write: bool },
 }
 
 fn attempt_once<T, E: From<DbError>>(
@@ -284,7 +300,9 @@ fn attempt_once<T, E: From<DbError>>(
         let builder = client.build_transaction();
         let tx = match kind {
             TxKind::Write => builder.isolation_level(postgres::IsolationLevel::Serializable),
-            TxKind::Read => builder.isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true),
+            TxKind::Read | TxKind::ReadFirst => {
+                builder.isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true)
+            }
         }
         .start();
         let tx = match tx {
@@ -297,6 +315,7 @@ fn attempt_once<T, E: From<DbError>>(
             failed: RefCell::new(None),
             feed_locked: Cell::new(lock_first),
             changes: Cell::new(0),
+            read_first: kind == TxKind::ReadFirst,
         };
         let r = f(&db);
         let failed = db.failed.take();
@@ -304,10 +323,14 @@ fn attempt_once<T, E: From<DbError>>(
         let tx = tx.into_inner();
         match (r, failed) {
             // A statement failed: the transaction is void whatever `f` made of it.
-            (_, Some(Failure { retryable: true, feed_lock, message })) => {
+            (_, Some(Failure { needs_write: true, message, .. })) if kind == TxKind::ReadFirst => {
+                drop(tx);
+                Attempt::Retry { err: DbError::Aborted(message), needs_feed_lock: false, needs_write: true }
+            }
+            (_, Some(Failure { retryable: true, feed_lock, message, .. })) => {
                 drop(tx);
                 let err = if feed_lock { DbError::NeedsFeedLock } else { DbError::Aborted(message) };
-                Attempt::Retry { err, needs_feed_lock: feed_lock }
+                Attempt::Retry { err, needs_feed_lock: feed_lock, needs_write: false }
             }
             (Ok(_), Some(Failure { message, .. })) => {
                 drop(tx);
@@ -322,7 +345,7 @@ fn attempt_once<T, E: From<DbError>>(
                 Err(e) => {
                     let err = DbError::Pg(e);
                     if err.is_retryable() {
-                        Attempt::Retry { err, needs_feed_lock: false }
+                        Attempt::Retry { err, needs_feed_lock: false, needs_write: false }
                     } else {
                         Attempt::Done(Err(E::from(err)))
                     }
@@ -339,6 +362,8 @@ fn attempt_once<T, E: From<DbError>>(
 struct Failure {
     retryable: bool,
     feed_lock: bool,
+    /// A write refused by a read-only transaction (SQLSTATE 25006).
+    needs_write: bool,
     message: String,
 }
 
@@ -350,6 +375,8 @@ struct PgTx<'c> {
     failed: RefCell<Option<Failure>>,
     feed_locked: Cell<bool>,
     changes: Cell<u64>,
+    /// Begun as [`TxKind::ReadFirst`]: a feed write means the request must run as a write.
+    read_first: bool,
 }
 
 impl PgTx<'_> {
@@ -358,7 +385,13 @@ impl PgTx<'_> {
             let e = DbError::Pg(e);
             let mut failed = self.failed.borrow_mut();
             if failed.is_none() {
-                *failed = Some(Failure { retryable: e.is_retryable(), feed_lock: false, message: e.to_string() });
+                let needs_write = matches!(&e, DbError::Pg(p) if p.code().is_some_and(|c| c.code() == "25006"));
+                *failed = Some(Failure {
+                    retryable: e.is_retryable(),
+                    feed_lock: false,
+                    needs_write,
+                    message: e.to_string(),
+                });
             }
             e
         })
@@ -416,6 +449,15 @@ impl Db for PgTx<'_> {
         if self.feed_locked.get() {
             return Ok(());
         }
+        if self.read_first {
+            *self.failed.borrow_mut() = Some(Failure {
+                retryable: true,
+                feed_lock: false,
+                needs_write: true,
+                message: "a read-first request writes the feed".into(),
+            });
+            return Err(DbError::NeedsFeedLock);
+        }
         let stmt = self.statement("SELECT pg_try_advisory_xact_lock(?1)")?;
         let got: bool = self.rows(&stmt, &[P::Int(FEED_LOCK)])?.first().map(|r| r.get(0)).unwrap_or(false);
         if got {
@@ -423,8 +465,12 @@ impl Db for PgTx<'_> {
             return Ok(());
         }
         // Taken: waiting here, holding rows, could deadlock. Run again holding it from the start.
-        *self.failed.borrow_mut() =
-            Some(Failure { retryable: true, feed_lock: true, message: "the feed lock is taken".into() });
+        *self.failed.borrow_mut() = Some(Failure {
+            retryable: true,
+            feed_lock: true,
+            needs_write: false,
+            message: "the feed lock is taken".into(),
+        });
         Err(DbError::NeedsFeedLock)
     }
 }
@@ -628,6 +674,41 @@ mod pg_tests {
         // A read-only transaction refuses writes.
         let r = s.run(TxKind::Read, false, |db| db.execute("DELETE FROM t WHERE k = ?1", p!["a"]));
         assert!(r.is_err());
+    }
+
+    /// A read-first request that only reads runs once, as a read; one that
+    /// writes is refused by the read-only transaction and runs again as a
+    /// write, even when it swallowed the refusal, and its write is kept.
+    #[test]
+    fn a_read_first_request_runs_again_as_a_write_only_when_it_writes() {
+        let pg = Postgres::start();
+        let s = store(&pg, "readfirst");
+        s.run(TxKind::Write, false, |db| db.batch("CREATE TABLE t (k TEXT PRIMARY KEY, n BIGINT NOT NULL)")).unwrap();
+        s.run(TxKind::Write, false, |db| db.execute("INSERT INTO t (k, n) VALUES ('a', 1)", p![])).unwrap();
+        let mut runs = 0;
+        let n: i64 = s
+            .run(TxKind::ReadFirst, false, |db| {
+                runs += 1;
+                db.query_one("SELECT n FROM t WHERE k = 'a'", p![], |r| r.get(0))
+            })
+            .unwrap();
+        assert_eq!((n, runs, s.upgrades.load(Ordering::Relaxed)), (1, 1, 0));
+
+        let mut runs = 0;
+        let n: i64 = s
+            .run(TxKind::ReadFirst, false, |db| {
+                runs += 1;
+                let n: i64 = db.query_one("SELECT n FROM t WHERE k = 'a'", p![], |r| r.get(0))?;
+                // The refusal is swallowed, as an op that tolerates one bad item might.
+                let _ = db.execute("UPDATE t SET n = n + 1 WHERE k = 'a'", p![]);
+                Ok::<_, DbError>(n)
+            })
+            .unwrap();
+        assert_eq!((n, runs, s.upgrades.load(Ordering::Relaxed)), (1, 2, 1));
+        assert_eq!(s.retries.load(Ordering::Relaxed), 0, "an upgrade is not a serialization retry");
+        let n: i64 =
+            s.run(TxKind::Read, false, |db| db.query_one("SELECT n FROM t WHERE k = 'a'", p![], |r| r.get(0))).unwrap();
+        assert_eq!(n, 2, "the write of the second run is kept, once");
     }
 
     #[test]
