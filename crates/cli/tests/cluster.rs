@@ -2,27 +2,18 @@
 //! processes of the real binary, a throwaway PostgreSQL, and (for the fault
 //! runs) Debian's haproxy with the configuration docs/deploy/haproxy.cfg.
 
+mod common;
+use common::{exe, serve_command, Process, TOKEN};
 use pcmail_pgtest::Postgres;
+use pcmail_testkit::free_port;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "cluster-token-0123456789";
-
-/// The `pcmail` binary cargo built; `PCMAIL_TEST_BIN` names a copy instead
-/// (a target folder shared by several checkouts may have replaced the built
-/// one by another checkout's before the test runs).
-fn exe() -> PathBuf {
-    std::env::var_os("PCMAIL_TEST_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pcmail")))
-}
-
 /// One `pcmail serve --db postgres://…` process.
 struct Instance {
-    child: Child,
+    process: Process,
     url: String,
     _home: tempfile::TempDir,
 }
@@ -30,38 +21,17 @@ struct Instance {
 impl Instance {
     fn start(db_url: &str, listen: &str) -> Instance {
         let home = tempfile::tempdir().unwrap();
-        let mut child = Command::new(exe())
-            .args(["serve", "--listen", listen])
+        let mut cmd = serve_command(home.path());
+        cmd.args(["--listen", listen])
             .env("PCMAIL_DATABASE_URL", db_url)
-            .env("PCMAIL_TOKEN", TOKEN)
-            .env("PCMAIL_HOME", home.path())
             .env("HOME", home.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start pcmail serve");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let url = loop {
-            assert!(Instant::now() < deadline, "pcmail serve did not say where it listens");
-            let line = lines.next().expect("pcmail serve exited before listening").unwrap();
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.trim().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Instance { child, url, _home: home }
+            .stderr(Stdio::inherit());
+        let process = Process::listening(&mut cmd, Duration::from_secs(30));
+        Instance { url: process.url.clone(), process, _home: home }
     }
 
     fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        self.kill9();
+        self.process.kill9();
     }
 }
 
@@ -124,13 +94,9 @@ fn a_long_poll_on_one_instance_wakes_for_mail_sent_through_another() {
     assert!(p99 < Duration::from_secs(1), "p99 {p99:?}");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Debian's haproxy with the repository's configuration, in front of two instances.
 struct Balancer {
-    child: Child,
+    _process: Process,
     url: String,
 }
 
@@ -149,19 +115,14 @@ impl Balancer {
             .stderr(Stdio::null())
             .spawn()
             .expect("haproxy is installed (bash scripts/install-deps.sh)");
+        let url = format!("http://127.0.0.1:{port}/api");
+        let process = Process { child, url: url.clone() };
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "haproxy did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Balancer { child, url: format!("http://127.0.0.1:{port}/api") }
-    }
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Balancer { _process: process, url }
     }
 }
 

@@ -6,10 +6,6 @@ mod common;
 use common::*;
 use serde_json::json;
 
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
-
 #[test]
 fn a_pc_with_a_valid_credential_cannot_act_as_another() {
     for kind in servers() {
@@ -38,13 +34,7 @@ fn a_pc_with_a_valid_credential_cannot_act_as_another() {
         let as_b = server.call_with_cred("pc-b", &c.cred, "status", json!({"ids": [id]}));
         assert_eq!(as_b["error"]["code"], json!("forbidden"), "{kind:?}: status as b: {as_b}");
         // …and through the CLI, configured as pc-b with C's credential.
-        let impostor = Pc {
-            label: "pc-b".into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: server.url.clone(),
-            cred: c.cred.clone(),
-            admin: false,
-        };
+        let impostor = Pc { cred: c.cred.clone(), ..Pc::blank("pc-b", &server.url, false) };
         impostor.ok(&["init", "--label", "pc-b", "--server", &server.url, "--offline"]);
         let out = impostor.run(&["sync"]);
         assert!(!out.status.success(), "{kind:?}: the impostor's sync must fail");
@@ -121,13 +111,7 @@ fn a_pc_on_the_shared_token_moves_to_its_own_credential_on_its_next_poll() {
         let server = Server::start(kind);
         let admin = Pc::new(&server, "pc-admin");
         // An old PC: configured, not yet registered (it holds only the shared token).
-        let old = Pc {
-            label: "pc-old".into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: server.url.clone(),
-            cred: random_credential(),
-            admin: true,
-        };
+        let old = Pc::blank("pc-old", &server.url, true);
         old.ok(&["init", "--label", "pc-old", "--server", &server.url, "--offline"]);
         let doctor = String::from_utf8_lossy(&old.run(&["--json", "doctor"]).stdout).to_string();
         assert!(doctor.contains("still on the shared token"), "{kind:?}: {doctor}");

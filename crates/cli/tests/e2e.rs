@@ -11,10 +11,7 @@ use serde_json::json;
 fn definition_of_done_on_both_servers() {
     for kind in servers() {
         let server = Server::start(kind);
-        let a = Pc::new(&server, "kim-laptop");
-        let _other = Pc::new(&server, "kim-desktop");
-        a.ok(&["sync"]);
-        _other.ok(&["sync"]);
+        let [a, _other] = synced(&server, ["kim-laptop", "kim-desktop"]);
 
         let id = a.send(&["kim-laptop", "--body", "note to self: rerun the flaky test"]);
         assert_eq!(a.state_of(&id), "new", "{kind:?}");
@@ -171,8 +168,7 @@ fn poller_killed_mid_cycle_loses_nothing_and_shows_nothing_twice() {
 #[test]
 fn hook_works_with_the_server_down() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    a.ok(&["sync"]);
+    let [a] = synced(&server, ["pc-a"]);
     let id = a.send(&["pc-a", "--body", "hello"]);
     a.ok(&["sync"]);
     drop(server);
@@ -193,8 +189,7 @@ fn hook_works_with_the_server_down() {
 #[test]
 fn bad_input_gets_distinct_exit_codes() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    a.ok(&["sync"]);
+    let [a] = synced(&server, ["pc-a"]);
     assert_eq!(a.run(&["status", "mail-1-0000abcd"]).status.code(), Some(7), "unknown id");
     assert_eq!(a.run(&["send", "pc-a", "--body", "x", "--expires", "soon"]).status.code(), Some(2));
     assert_eq!(a.run(&["frobnicate"]).status.code(), Some(2));
@@ -224,25 +219,16 @@ fn bad_input_gets_distinct_exit_codes() {
 fn gas_html_pages_and_lost_responses_lose_and_double_nothing() {
     let server = Server::start(Kind::Gas);
     let (a, b) = pair(&server);
-    let fault = |mode: &str| {
-        let url = server.url.replace("/exec", "/__fault");
-        let r = reqwest::blocking::Client::new()
-            .post(url)
-            .body(format!("{{\"mode\":\"{mode}\",\"every\":1}}"))
-            .send()
-            .unwrap();
-        assert!(r.status().is_success());
-    };
     a.ok(&["roster"]); // a's cached roster learns pc-b
-    fault("lost");
+    server.fault("lost");
     let out = a.json(&["send", "pc-b", "--body", "sent while responses get lost"]);
     assert_eq!(out["queued"], true, "an HTML page means: queue and retry");
     let id = out["ids"][0].as_str().unwrap().to_string();
     let out = b.run(&["sync"]);
     assert_eq!(out.status.code(), Some(6), "HTML page → transient → exit 6");
-    fault("throw");
+    server.fault("throw");
     assert_eq!(a.run(&["sync"]).status.code(), Some(6));
-    fault("off");
+    server.fault("off");
     a.ok(&["sync"]); // resends the queued mail with the same id: the server already has it
     b.ok(&["sync"]);
     let inbox = b.json(&["inbox", "--all"]);
@@ -287,8 +273,7 @@ fn hook_starts_a_detached_poller_when_the_last_poll_is_stale() {
 #[test]
 fn hook_needs_no_network_and_fails_silently() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    a.ok(&["sync"]);
+    let [a] = synced(&server, ["pc-a"]);
     let id = a.send(&["pc-a", "--body", "offline read"]);
     a.ok(&["sync"]);
     set_last_poll(&a, 0); // stale: it may try to spawn a poller, which must not hurt
@@ -354,8 +339,7 @@ fn wait_for_returns_when_the_daemon_delivers_and_times_out_with_exit_8() {
 #[test]
 fn hooks_install_and_doctor() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    a.ok(&["sync"]);
+    let [a] = synced(&server, ["pc-a"]);
     // doctor is ok only with a poller running (and a recent good poll)
     let mut daemon =
         a.cmd(&["daemon"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();

@@ -8,24 +8,6 @@ use common::*;
 use serde_json::Value;
 use std::process::Output;
 
-fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
-    let mk = |label: &str| {
-        let pc = Pc {
-            label: label.into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: String::new(),
-            cred: random_credential(),
-            admin: true,
-        };
-        pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
-        pc.ok(&["sync"]);
-        pc
-    };
-    let pair = (mk("pc-a"), mk("pc-b"));
-    pair.0.ok(&["sync"]);
-    pair
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
@@ -74,13 +56,7 @@ fn a_revoked_pc_replaying_its_join_code_is_told_it_is_revoked() {
         let server = Server::start(kind);
         let admin = Pc::new(&server, "pc-admin");
         let code = admin.json(&["roster", "add", "pc-b"])["code"].as_str().unwrap().to_string();
-        let b = Pc {
-            label: "pc-b".into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: server.url.clone(),
-            cred: random_credential(),
-            admin: false,
-        };
+        let b = Pc::blank("pc-b", &server.url, false);
         b.ok(&["init", "--join", &code, "--server", &server.url]);
         // A lost answer retried by the same PC is still fine.
         let again = b.ok(&["init", "--join", &code, "--server", &server.url]);
@@ -132,13 +108,7 @@ fn the_sync_notification_speaks_the_locale_and_says_the_kind_once() {
 
 #[test]
 fn a_config_with_only_the_readmes_handoffs_table_works_on_the_embedded_default() {
-    let pc = Pc {
-        label: String::new(),
-        home: tempfile::tempdir().unwrap(),
-        server_url: String::new(),
-        cred: random_credential(),
-        admin: true,
-    };
+    let pc = Pc::blank("", "", true);
     std::fs::write(pc.home.path().join("config.toml"), "[handoffs]\nstop_reminder = false\n").unwrap();
     pc.ok(&["sync"]);
     pc.ok(&["inbox"]);
@@ -198,13 +168,7 @@ fn hooks_status_names_the_events_in_words_and_answers_json() {
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join("settings.json");
     let s = settings.to_str().unwrap();
-    let pc = Pc {
-        label: "pc-a".into(),
-        home: tempfile::tempdir().unwrap(),
-        server_url: String::new(),
-        cred: random_credential(),
-        admin: true,
-    };
+    let pc = Pc::blank("pc-a", "", true);
     let out = pc.ok(&["hooks", "status", "--settings", s]);
     assert!(out.contains("not installed") && !out.contains("NotInstalled"), "{out}");
     pc.ok(&["hooks", "install", "--settings", s]);

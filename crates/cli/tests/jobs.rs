@@ -648,20 +648,10 @@ fn a_server_without_jobs_is_exit_5_at_once() {
             let _ = write!(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}", answer.len());
         }
     });
-    let home = tempfile::tempdir().unwrap();
-    let pc = |args: &[&str]| {
-        std::process::Command::new(exe())
-            .args(args)
-            .env("PCMAIL_HOME", home.path())
-            .env("PCMAIL_TOKEN", TOKEN)
-            .env("PCMAIL_CREDENTIAL", random_credential())
-            .env_remove("DBUS_SESSION_BUS_ADDRESS")
-            .output()
-            .unwrap()
-    };
-    let out = pc(&["init", "--label", "pc-a", "--server", &url, "--offline"]);
+    let pc = Pc::blank("pc-a", &url, true);
+    let out = pc.run(&["init", "--label", "pc-a", "--server", &url, "--offline"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = pc(&["job", "run", "@server", "_debug_roster"]);
+    let out = pc.run(&["job", "run", "@server", "_debug_roster"]);
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("this server does not support jobs"),
@@ -865,10 +855,7 @@ fn readme_job_example_runs_as_written() {
     w("tool/src/main.rs", "fn main() { println!(\"tool\"); }\n");
 
     let server = Server::start(Kind::Rust);
-    let laptop = Pc::new(&server, "laptop");
-    let bbox = Pc::new(&server, "build-box");
-    laptop.ok(&["sync"]);
-    bbox.ok(&["sync"]);
+    let [laptop, bbox] = synced(&server, ["laptop", "build-box"]);
     let cfg = bbox.home.path().join("config.toml");
     let config = block.replace("\"/home/me/src/app\"", &format!("{:?}", app.path().display().to_string()));
     let mut text = std::fs::read_to_string(&cfg).unwrap();

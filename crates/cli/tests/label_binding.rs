@@ -8,10 +8,6 @@ use common::*;
 
 const MAILS: usize = 8;
 
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).to_string()
-}
-
 fn inbox_ids(pc: &Pc) -> Vec<String> {
     let v = pc.json(&["inbox", "--all"]);
     let mut ids: Vec<String> = v.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
@@ -23,10 +19,7 @@ fn inbox_ids(pc: &Pc) -> Vec<String> {
 fn a_second_installation_cannot_take_a_label_without_replace() {
     for kind in servers() {
         let server = Server::start(kind);
-        let first = Pc::new(&server, "pc-a");
-        let sender = Pc::new(&server, "pc-b");
-        first.ok(&["sync"]);
-        sender.ok(&["sync"]);
+        let [first, sender] = synced(&server, ["pc-a", "pc-b"]);
 
         // Another installation (its own home and credential) claims the same label.
         let (second, out) = Pc::try_new(&server, "pc-a");
@@ -102,20 +95,11 @@ fn no_keyring_and_no_credential_is_exit_9() {
 #[test]
 fn a_lost_answer_to_the_claim_never_locks_the_pc_out() {
     let server = Server::start(Kind::Gas);
-    let fault = |mode: &str| {
-        let url = server.url.replace("/exec", "/__fault");
-        let r = reqwest::blocking::Client::new()
-            .post(url)
-            .body(format!("{{\"mode\":\"{mode}\",\"every\":1}}"))
-            .send()
-            .unwrap();
-        assert!(r.status().is_success());
-    };
-    fault("lost");
+    server.fault("lost");
     let (pc, out) = Pc::try_new(&server, "pc-l");
     assert!(out.status.success(), "init goes on when the server cannot answer: {}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("registers on its first poll"));
-    fault("off");
+    server.fault("off");
     // The claim was stored: another installation is already refused…
     let (other, out) = Pc::try_new(&server, "pc-l");
     assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));

@@ -811,27 +811,12 @@ fn stdout_carries_only_the_protocol_even_with_debug_logs() {
     assert!(std::fs::metadata(logs.path()).unwrap().len() > 0, "the trace logs went to stderr");
 }
 
-/// Two PCs on one embedded server file (the default, no `pcmail serve`).
-fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
-    let mk = |label: &str| {
-        let pc = Pc {
-            label: label.into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: String::new(),
-            cred: random_credential(),
-            admin: true,
-        };
-        pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
-        pc
-    };
-    (mk("pc-a"), mk("pc-b"))
-}
-
 #[test]
 fn alerts_same_result_through_cli_and_mcp_with_an_open_alert() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared-server.db");
-    let (a, b) = embedded_pair(&db);
+    // Two PCs on one embedded server file (the default, no `pcmail serve`).
+    let (a, b) = (Pc::embedded(&db, "pc-a"), Pc::embedded(&db, "pc-b"));
     b.ok(&["sync"]);
     // pc-b last polled long ago: the next sweep (due on pc-a's first sync) opens a stale-PC alert.
     let conn = rusqlite::Connection::open(&db).unwrap();

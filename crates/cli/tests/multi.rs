@@ -15,12 +15,7 @@ fn states(tl: &serde_json::Value) -> Vec<String> {
 fn one_mail_to_two_pcs_has_a_timeline_per_recipient_on_both_servers() {
     for kind in servers() {
         let server = Server::start(kind);
-        let a = Pc::new(&server, "pc-a");
-        let b = Pc::new(&server, "pc-b");
-        let c = Pc::new(&server, "pc-c");
-        for pc in [&a, &b, &c] {
-            pc.ok(&["sync"]);
-        }
+        let [a, b, c] = synced(&server, ["pc-a", "pc-b", "pc-c"]);
         // A working number is an exact address like a label (pc-c registered third).
         let out = a.json(&["send", "pc-b", "#3", "--kind", "decision", "--body", "ship 2.1 today?"]);
         let ids: Vec<&str> = out["ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Kind, Pc, Server};
+use common::{synced, Kind, Pc, Server};
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
@@ -79,12 +79,7 @@ fn text(o: &std::process::Output) -> (i32, String, String) {
 #[test]
 fn names_take_collide_move_and_mail_to_a_name_reaches_its_session_only() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    let b = Pc::new(&server, "pc-b");
-    let c = Pc::new(&server, "pc-c");
-    for p in [&a, &b, &c] {
-        p.ok(&["sync"]);
-    }
+    let [a, b, c] = synced(&server, ["pc-a", "pc-b", "pc-c"]);
 
     // Two sessions on pc-b; the first takes `ani`.
     let mut ani = Session::start(&b, "sess-ani-1111");
@@ -203,10 +198,7 @@ fn watch_prints_new_mail_for_its_session_once_and_the_hook_then_counts_it() {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    let b = Pc::new(&server, "pc-b");
-    a.ok(&["sync"]);
-    b.ok(&["sync"]);
+    let [a, b] = synced(&server, ["pc-a", "pc-b"]);
     let session = Session::start(&b, "sess-watch-4444");
     let mut daemon = b.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let mut watch = b
@@ -282,8 +274,7 @@ fn watch_prints_new_mail_for_its_session_once_and_the_hook_then_counts_it() {
 #[test]
 fn handoff_new_inside_a_session_names_the_file_with_the_registry_session() {
     let server = Server::start(Kind::Rust);
-    let a = Pc::new(&server, "pc-a");
-    a.ok(&["sync"]);
+    let [a] = synced(&server, ["pc-a"]);
     let repo = tempfile::tempdir().unwrap();
     assert!(Command::new("git").args(["init", "-q"]).arg(repo.path()).status().unwrap().success());
     let s = Session::start(&a, "5e55101d-0b0e-4c1a-9d2e-1234567890ab");

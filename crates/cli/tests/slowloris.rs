@@ -11,9 +11,8 @@
 mod common;
 use common::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,28 +22,18 @@ const ATTACKERS: usize = 2_000;
 const SERVER_FDS: u64 = 1_024;
 
 struct Serve {
-    child: Child,
+    process: Process,
     url: String,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve_with_fd_limit(args: &[&str]) -> Serve {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(exe());
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--db"])
+    let mut cmd = serve_command(dir.path());
+    cmd.args(["--listen", "127.0.0.1:0", "--db"])
         .arg(dir.path().join("serve.db"))
         .args(args)
-        .env("PCMAIL_TOKEN", TOKEN)
-        .env("PCMAIL_HOME", dir.path())
         .env("RUST_LOG", std::env::var("PCMAIL_SLOWLORIS_LOG").unwrap_or("warn".into()))
-        .stdout(Stdio::piped())
         .stderr(std::env::var_os("PCMAIL_SLOWLORIS_LOG").map_or(Stdio::null(), |_| Stdio::inherit()));
     // SAFETY: only setrlimit between fork and exec (async-signal-safe).
     unsafe {
@@ -56,20 +45,12 @@ fn serve_with_fd_limit(args: &[&str]) -> Serve {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().expect("start pcmail serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next().expect("serve exited before listening").unwrap();
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let process = Process::listening(&mut cmd, Duration::from_secs(60));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", process.child.id())).unwrap();
     let open_files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_string();
     let nums: Vec<&str> = open_files.split_whitespace().filter(|w| w.parse::<u64>().is_ok()).collect();
     assert_eq!(nums, ["1024", "1024"], "the server runs with 1,024 file descriptors: {open_files}");
-    Serve { child, url, _dir: dir }
+    Serve { url: process.url.clone(), process, _dir: dir }
 }
 
 /// The test process itself holds the attacker's 2,000 sockets.
@@ -267,7 +248,7 @@ async fn run(args: &[&str], tls: bool, opening: &'static [u8]) {
     assert!(opened_total >= ATTACKERS, "the attacker never got its 2,000 connections going ({opened_total})");
     assert!(failures.is_empty(), "PCs were not served under attack:\n{}", failures.join("\n"));
     assert!(p < Duration::from_secs(1), "p99 {p:?} under attack");
-    assert!(s.child.try_wait().unwrap().is_none(), "the server died");
+    assert!(s.process.child.try_wait().unwrap().is_none(), "the server died");
 }
 
 /// The per-peer cap: 127.0.0.2 holds at most its 256; 127.0.0.1's PCs are untouched.

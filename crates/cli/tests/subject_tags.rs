@@ -9,24 +9,6 @@ use common::*;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-fn embedded_pair(db: &std::path::Path) -> (Pc, Pc) {
-    let mk = |label: &str| {
-        let pc = Pc {
-            label: label.into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: String::new(),
-            cred: random_credential(),
-            admin: true,
-        };
-        pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
-        pc.ok(&["sync"]);
-        pc
-    };
-    let pair = (mk("pc-a"), mk("pc-b"));
-    pair.0.ok(&["sync"]);
-    pair
-}
-
 /// `pcmail ARGS` with the locale set to `lang` (LC_ALL and LC_MESSAGES unset).
 fn in_lang(pc: &Pc, lang: &str, args: &[&str]) -> Command {
     let mut c = pc.cmd(args);

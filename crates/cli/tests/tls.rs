@@ -5,79 +5,41 @@
 
 mod common;
 use common::*;
+use pcmail_testkit::free_port;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 /// A `pcmail serve` process on a fixed port and data folder, so it can be
 /// restarted as the same server.
 struct Serve {
-    child: Child,
+    _process: Process,
     url: String,
     /// The SHA-256 it printed at start (None on plain HTTP).
     fingerprint: Option<String>,
     stderr: PathBuf,
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(dir: &Path, args: &[&str]) -> Serve {
     let stderr = dir.join(format!("serve-stderr-{}.txt", std::process::id()));
-    let mut child = Command::new(exe())
-        .arg("serve")
-        .args(args)
-        .arg("--db")
-        .arg(dir.join("serve.db"))
-        .env("PCMAIL_TOKEN", TOKEN)
-        .env("PCMAIL_HOME", dir)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .expect("start pcmail serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut cmd = serve_command(dir);
+    cmd.args(args).arg("--db").arg(dir.join("serve.db")).stderr(std::fs::File::create(&stderr).unwrap());
     let mut fingerprint = None;
-    let url = loop {
-        assert!(Instant::now() < deadline, "serve did not say where it listens");
-        let line = match lines.next() {
-            Some(l) => l.unwrap(),
-            None => panic!("serve exited before listening: {}", std::fs::read_to_string(&stderr).unwrap_or_default()),
-        };
+    let process = Process::try_listening(&mut cmd, Duration::from_secs(20), |line| {
         if let Some(fp) = line.split("SHA-256 fingerprint ").nth(1) {
             fingerprint = Some(fp.trim().to_string());
         }
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Serve { child, url, fingerprint, stderr }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn pc(label: &str, url: &str, admin: bool) -> Pc {
-    Pc {
-        label: label.into(),
-        home: tempfile::tempdir().unwrap(),
-        server_url: url.into(),
-        cred: random_credential(),
-        admin,
-    }
+    })
+    .unwrap_or_else(|| {
+        panic!("serve exited before listening: {}", std::fs::read_to_string(&stderr).unwrap_or_default())
+    });
+    Serve { url: process.url.clone(), _process: process, fingerprint, stderr }
 }
 
 /// The admin's PC holds the secret and pins the certificate by hand (it saw `serve` print it).
 fn admin_pc(s: &Serve) -> Pc {
-    let admin = pc("pc-admin", &s.url, true);
+    let admin = Pc::blank("pc-admin", &s.url, true);
     let out = admin.ok(&[
         "init",
         "--label",
@@ -89,17 +51,6 @@ fn admin_pc(s: &Serve) -> Pc {
     ]);
     assert!(out.contains("pinned"), "{out}");
     admin
-}
-
-fn enrol(admin: &Pc, label: &str, url: &str) -> Pc {
-    let code = admin.json(&["roster", "add", label])["code"].as_str().unwrap().to_string();
-    let p = pc(label, url, false);
-    p.ok(&["init", "--join", &code, "--server", url]);
-    p
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).to_string()
 }
 
 #[test]
@@ -130,17 +81,17 @@ fn enrolment_pins_the_certificate_and_mail_flows_over_tls() {
     assert_eq!(add["tlsFingerprint"], json!(fp));
 
     // The code's pin needs the https:// address: a plain one is refused before anything is sent.
-    let wrong = pc("pc-b", &s.url, false);
+    let wrong = Pc::blank("pc-b", &s.url, false);
     let out = wrong.run(&["init", "--join", &code, "--server", &s.url.replace("https://", "http://")]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not https://"), "{}", stderr(&out));
 
-    let b = pc("pc-b", &s.url, false);
+    let b = Pc::blank("pc-b", &s.url, false);
     let out = b.ok(&["init", "--join", &code, "--server", &s.url]);
     assert!(out.contains(&fp), "{out}");
     let config = std::fs::read_to_string(b.home.path().join("config.toml")).unwrap();
     assert!(config.contains(&format!("tls_fingerprint = \"{fp}\"")), "pinned in config.toml: {config}");
-    let a = enrol(&admin, "pc-a", &s.url);
+    let a = Pc::joined(&admin, "pc-a", &s.url);
     a.ok(&["sync"]);
     b.ok(&["sync"]);
     let id = a.send(&["pc-b", "--body", "over TLS"]);
@@ -161,7 +112,7 @@ fn a_server_with_another_certificate_is_refused_by_name() {
     let first = serve(dir.path(), &["--listen", &listen, "--tls"]);
     let old_fp = first.fingerprint.clone().unwrap();
     let admin = admin_pc(&first);
-    let b = enrol(&admin, "pc-b", &first.url);
+    let b = Pc::joined(&admin, "pc-b", &first.url);
     b.ok(&["sync"]);
     let id = admin.send(&["pc-b", "--body", "waits across the swap"]);
 
@@ -219,7 +170,7 @@ fn doctor_flags_a_server_on_insecure_http() {
     let warned = std::fs::read_to_string(&s.stderr).unwrap();
     assert!(warned.contains("--insecure-http") && warned.contains("in clear"), "serve warns: {warned}");
     let url = format!("http://127.0.0.1:{port}/api");
-    let admin = pc("pc-admin", &url, true);
+    let admin = Pc::blank("pc-admin", &url, true);
     admin.ok(&["init", "--label", "pc-admin", "--server", &url]);
     let out = admin.run(&["--json", "doctor"]);
     assert!(!out.status.success());
@@ -247,7 +198,7 @@ fn a_send_to_a_server_with_another_certificate_is_not_queued_as_an_outage() {
     let listen = format!("127.0.0.1:{}", free_port());
     let first = serve(dir.path(), &["--listen", &listen, "--tls"]);
     let admin = admin_pc(&first);
-    let b = enrol(&admin, "pc-b", &first.url);
+    let b = Pc::joined(&admin, "pc-b", &first.url);
     b.ok(&["sync"]);
     drop(first);
     for f in ["serve-cert.pem", "serve-key.pem"] {
@@ -274,7 +225,7 @@ fn an_https_server_with_an_unknown_certificate_is_not_trusted_rather_than_refuse
     let dir = tempfile::tempdir().unwrap();
     let s = serve(dir.path(), &["--listen", "127.0.0.1:0", "--tls"]);
     // A PC that was given the address but no fingerprint: the self-signed certificate has no CA.
-    let c = pc("pc-c", &s.url, false);
+    let c = Pc::blank("pc-c", &s.url, false);
     c.ok(&["init", "--label", "pc-c", "--server", &s.url, "--offline"]);
     let out = c.run(&["sync"]);
     assert_says_not_trusted(&out, "sync");

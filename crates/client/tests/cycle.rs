@@ -5,19 +5,12 @@ use pcmail_client::transport::{CallError, Embedded};
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::{ErrorCode, Kind, MarkOp, ProtoError, State};
-use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::config::{Paths, ServerConfig};
 use pcmail_local::hook;
 use serde_json::{json, Value};
 
 mod common;
-use common::{advance, clock, Scripted};
-
-fn config(label: &str) -> Config {
-    Config {
-        native_notifications: false,
-        ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
-    }
-}
+use common::{advance, clock, offline_config, scripted_pc, Scripted};
 
 fn mail(id: &str, to: &str, kind: &str, body: Value) -> Value {
     json!({"id": id, "from": "pc-a", "to": to, "kind": kind, "subject": "", "body": body, "urgent": false,
@@ -46,7 +39,7 @@ fn a_malformed_mail_is_quarantined_and_failed_while_the_rest_is_stored() {
         }
         _ => Ok(json!({"ok": true, "now": 0, "alerts": []})),
     }));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-b"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-b", &t);
     let r = c.sync_once(0).unwrap();
     assert_eq!(r.stored, ["mail-1-0000000a", "mail-1-0000000d"]);
     assert_eq!(r.quarantined, ["mail-1-0000000b", "mail-1-0000000c"]);
@@ -76,7 +69,7 @@ fn an_op_the_server_does_not_know_backs_off_an_hour_and_is_dropped_after_five_tr
             "confirmed": [], "updates": [], "cursor": 0, "more": false})),
         _ => Ok(json!({"ok": true, "now": 0})),
     }));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-b"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-b", &t);
     // Store the mail (this old server keeps handing it out: fine, dedup by id).
     let _ = c.sync_once(0);
     assert!(c.store.inbox_get("mail-1-0000000a").unwrap().is_some());
@@ -108,7 +101,7 @@ fn a_poll_answer_without_mark_results_is_treated_as_an_old_server() {
         Op::Mark { .. } => Err(CallError::Transient("down".into())),
         _ => Ok(json!({"ok": true, "now": 0})),
     }));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-b"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-b", &t);
     c.store
         .write(|tx| {
             pcmail_store::marks::queue(tx, "mail-1-0000000a", MarkOp::Seen, clock(), "pc-b", None)?;
@@ -130,7 +123,7 @@ fn hook_acks_replies_to_my_mail_once_shown() {
     let db = dir.path().join("server.db");
     let mk = |label: &str| {
         let paths = Paths::at(dir.path().join(label));
-        let mut cfg = config(label);
+        let mut cfg = offline_config(label);
         cfg.server = ServerConfig::Embedded { db: Some(db.clone()) };
         cfg.save(&paths).unwrap();
         let t = Embedded::open(&db, label, clock).unwrap();

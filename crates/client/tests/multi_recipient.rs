@@ -6,21 +6,13 @@
 
 use pcmail_client::ops::Draft;
 use pcmail_client::transport::CallError;
-use pcmail_client::{Client, ClientError};
+use pcmail_client::ClientError;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Pc, To};
-use pcmail_local::config::{Config, Paths, ServerConfig};
 use serde_json::json;
 
 mod common;
-use common::{clock, Scripted};
-
-fn config(label: &str) -> Config {
-    Config {
-        native_notifications: false,
-        ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
-    }
-}
+use common::{clock, scripted_pc, Scripted};
 
 fn roster() -> Vec<Pc> {
     ["pc-a", "pc-b", "pc-c"]
@@ -44,7 +36,7 @@ fn an_older_server_gets_no_send_and_the_user_a_clear_error() {
                                "features": ["mark-results", "expires-in", "sessions"]})),
         other => panic!("nothing but hello may reach an older server: {other:?}"),
     }));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-a"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-a", &t);
     c.store.roster_replace(&roster(), 1, clock()).unwrap();
     let e = c.send(two()).unwrap_err();
     assert!(matches!(&e, ClientError::Unsupported { feature } if feature == "multi-recipient"), "{e:?}");
@@ -60,7 +52,7 @@ fn a_list_to_an_unreachable_server_is_queued_whole_and_an_address_twice_is_one_c
     let dir = tempfile::tempdir().unwrap();
     let t = Scripted { name: "scripted", ..Default::default() };
     *t.answer.lock().unwrap() = Some(Box::new(|_| Err(CallError::Transient("connection refused".into()))));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-a"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-a", &t);
     c.store.roster_replace(&roster(), 1, clock()).unwrap();
     let mut d = two();
     d.to = To::Many(vec!["pc-b".into(), "PC-C".into(), "pc-c".into()]);
@@ -78,7 +70,7 @@ fn star_in_a_list_is_refused_before_anything_and_every_miss_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let t = Scripted { name: "scripted", ..Default::default() };
     *t.answer.lock().unwrap() = Some(Box::new(|_| Err(CallError::Transient("down".into()))));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-a"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-a", &t);
     c.store.roster_replace(&roster(), 1, clock()).unwrap();
     let mut d = two();
     d.to = To::Many(vec!["pc-b".into(), "*".into()]);

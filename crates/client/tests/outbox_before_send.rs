@@ -3,23 +3,15 @@
 //! out, and settled after the answer.
 
 use pcmail_client::ops::Draft;
-use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::Pc;
-use pcmail_local::config::{Config, Paths, ServerConfig};
+use pcmail_local::config::Paths;
 use pcmail_store::Store;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
 mod common;
-use common::{advance, clock, Scripted};
-
-fn config(label: &str) -> Config {
-    Config {
-        native_notifications: false,
-        ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
-    }
-}
+use common::{advance, clock, scripted_pc, Scripted};
 
 fn roster() -> Vec<Pc> {
     vec![
@@ -57,7 +49,7 @@ fn a_mail_the_server_took_before_the_sender_died_is_listed_and_sent_again_under_
             _ => Ok(json!({"ok": true, "now": 0, "alerts": []})),
         }));
     }
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-a"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-a", &t);
     c.store.roster_replace(&roster(), 1, clock()).unwrap();
     let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         c.send(Draft { to: "pc-b".into(), body: "taken, then the sender died".into(), ..Default::default() })
@@ -90,7 +82,7 @@ fn a_mail_the_server_took_before_the_sender_died_is_listed_and_sent_again_under_
             _ => Ok(json!({"ok": true, "now": 0, "alerts": []})),
         }));
     }
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-a"), Box::new(t2), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-a", &t2);
     c.sync_once(0).unwrap();
     assert_eq!(*server_has.lock().unwrap(), [id.clone(), id.clone()], "the same id both times");
     let sent = c.store.sent_list(10).unwrap();
@@ -111,7 +103,7 @@ fn a_mail_the_server_answered_leaves_no_outbox_row_and_a_refused_one_leaves_noth
         Op::Send { mail } => Ok(json!({"ok": true, "ids": [mail.id], "existing": false})),
         _ => Ok(json!({"ok": true, "now": 0})),
     }));
-    let mut c = Client::with(Paths::at(dir.path()), config("pc-a"), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir.path(), "pc-a", &t);
     c.store.roster_replace(&roster(), 1, clock()).unwrap();
     let out = c.send(Draft { to: "pc-b".into(), body: "fine".into(), ..Default::default() }).unwrap();
     assert!(!out.queued);

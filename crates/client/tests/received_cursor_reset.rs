@@ -7,20 +7,12 @@
 use pcmail_client::Client;
 use pcmail_core::protocol::Op;
 use pcmail_core::{Millis, State};
-use pcmail_local::config::{Config, Paths, ServerConfig};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 mod common;
-use common::{advance, clock, Scripted};
-
-fn config() -> Config {
-    Config {
-        native_notifications: false,
-        ..Config::new("pc-b", ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
-    }
-}
+use common::{advance, clock, scripted_pc, Scripted};
 
 const OPEN: &str = "mail-1-0000000a";
 const DONE: &str = "mail-1-0000000b";
@@ -90,7 +82,7 @@ fn status_calls(t: &Scripted) -> Vec<Vec<String>> {
 
 fn cycle_twice(dir: &std::path::Path, reset: bool) -> (Client, Scripted, pcmail_client::sync::CycleReport) {
     let (t, pruned) = script(reset);
-    let mut c = Client::with(Paths::at(dir), config(), Box::new(t.clone()), clock).unwrap();
+    let mut c = scripted_pc(dir, "pc-b", &t);
     c.sync_once(0).unwrap();
     assert_eq!(c.store.inbox_get(OPEN).unwrap().unwrap().status, State::New);
     assert!(status_calls(&t).is_empty());

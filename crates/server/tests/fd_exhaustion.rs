@@ -4,8 +4,7 @@
 //! lowered open-file limit) is its own under any test runner.
 #![cfg(target_os = "linux")]
 
-use pcmail_server::{serve_with_listener, ServeOptions};
-use pcmail_testkit::Loopback;
+mod common;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -52,9 +51,7 @@ async fn out_of_file_descriptors_the_server_backs_off_and_serves_a_pc() {
     // 256 descriptors for this whole process: the server's cap is 176 (256 less the
     // reserve), but the strangers' own sockets below share the same 256.
     set_soft_fd_limit(256);
-    let server = Loopback::serve(listener, |dir, listener, stopped| {
-        serve_with_listener(listener, ServeOptions::new(dir.join("serve.db"), TOKEN), stopped)
-    });
+    let server = common::serve_on(listener, TOKEN);
     let addr = server.addr;
     assert_eq!(hello(addr).await.expect("served before the flood")["ok"], json!(true));
     // Strangers connect until this process has no descriptor left: the server's

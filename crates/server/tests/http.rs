@@ -8,7 +8,7 @@ use axum::routing::post;
 use axum::Router;
 use common::{engine_with_open_alert, MIN, T0};
 use pcmail_server::{serve_with_listener, ServeOptions};
-use pcmail_testkit::{call, register, Loopback};
+use pcmail_testkit::{call, Loopback};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,9 +19,7 @@ const TOKEN: &str = "http-test-token";
 
 /// The server with `pc-a` and `pc-b` on its roster.
 async fn start() -> Loopback {
-    let s = common::serve(TOKEN).await;
-    register(&s.url, TOKEN, &["pc-a", "pc-b"]).await;
-    s
+    common::serve_registered(TOKEN, &["pc-a", "pc-b"]).await
 }
 
 fn send_req(id: &str) -> Value {

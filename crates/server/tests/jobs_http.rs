@@ -6,7 +6,7 @@
 
 mod common;
 
-use pcmail_testkit::{call, register, Loopback};
+use pcmail_testkit::{call, Loopback};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -35,8 +35,7 @@ fn submit(id: &str, pc: &str, session: &str, force: bool) -> Value {
 /// The server with `pc-a`, `pc-b` and `pc-c` on its roster, `pc-b` taking
 /// jobs under the whitelist.
 async fn server() -> Loopback {
-    let s = common::serve(TOKEN).await;
-    register(&s.url, TOKEN, &["pc-a", "pc-b", "pc-c"]).await;
+    let s = common::serve_registered(TOKEN, &["pc-a", "pc-b", "pc-c"]).await;
     let r = call(&s.url, req("pc-b", "poll", json!({"job": {"whitelist": whitelist(), "take": true}}))).await;
     assert_eq!(r["job"]["whitelistHash"], json!("wl-1"), "{r}");
     s

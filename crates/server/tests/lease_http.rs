@@ -4,7 +4,7 @@
 
 mod common;
 
-use pcmail_testkit::{post, register};
+use pcmail_testkit::post;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -21,9 +21,8 @@ fn claim(id: &str, session: &str, takeover: Option<Value>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
-    let server = common::serve(TOKEN).await;
+    let server = common::serve_registered(TOKEN, &["pc-a"]).await;
     let url = server.url.clone();
-    register(&url, TOKEN, &["pc-a"]).await;
     let r = post(&url, claim("c-1", "s1", None)).await;
     assert_eq!(r["lease"]["fence"], json!(1), "{r}");
     let r = post(&url, json!({"v":1,"op":"poll","pc":"pc-a","token":TOKEN,"args":{"lease":{"known":0}}})).await;
@@ -64,9 +63,8 @@ async fn a_long_poll_wakes_when_its_lease_is_taken_over() {
 /// the new lease list. A PC with no session in the repo is not woken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_change_in_a_repo_wakes_the_long_polls_of_the_pcs_with_sessions_in_it() {
-    let server = common::serve(TOKEN).await;
+    let server = common::serve_registered(TOKEN, &["pc-a", "pc-b", "pc-c"]).await;
     let url = server.url.clone();
-    register(&url, TOKEN, &["pc-a", "pc-b", "pc-c"]).await;
     let repo = "github.com/o/r";
     let session_in = |repo: &str| json!({"live": [{"session": "s-b", "repo": repo, "idleMs": 0, "leases": []}]});
     // pc-b has a session in the repo, pc-c in another one; both report it and learn the version.

@@ -5,8 +5,8 @@
 //! lease timeline (`lease_event`, in commit order) must show never two
 //! exclusive holders at once, and fences growing by one with every grant.
 
-use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
-use pcmail_testkit::Loopback;
+mod common;
+use pcmail_server::{Engine, EngineConfig};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -138,9 +138,8 @@ fn http_storm_never_has_two_holders() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("server.db");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let server = rt.block_on(Loopback::start(|_, listener, stopped| {
-        serve_with_listener(listener, ServeOptions::new(db.clone(), TOKEN), stopped)
-    }));
+    // The database outside the server's own folder: the timeline is read after the server is gone.
+    let server = rt.block_on(common::serve_with(TOKEN, |opts, _| opts.db_path = db.clone()));
     let url = server.url.clone();
     let rt = Arc::new(rt);
     let client = reqwest::Client::new();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use pcmail_testkit::{call, register};
+use pcmail_testkit::call;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -16,9 +16,8 @@ fn req(pc: &str, op: &str, args: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry() {
-    let server = common::serve(TOKEN).await;
+    let server = common::serve_registered(TOKEN, &["pc-a", "pc-b"]).await;
     let url = server.url.clone();
-    register(&url, TOKEN, &["pc-a", "pc-b"]).await;
     let id = "mail-1-0000e001";
     // Long enough to confirm it first (a poll after expiry would find it expired already).
     let r =

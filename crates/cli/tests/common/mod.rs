@@ -4,25 +4,70 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const TOKEN: &str = "e2e-token-0123456789";
 
-/// The `pcmail` under test: cargo's, or `PCMAIL_TEST_EXE` (a copy taken right
-/// after the build, where several worktrees share one target folder and its
-/// `debug/pcmail`).
+/// The `pcmail` under test: cargo's, or a copy named by `PCMAIL_TEST_EXE`
+/// (or `PCMAIL_TEST_BIN`, the name the cluster tests read before they shared
+/// this harness), taken right after the build where several worktrees share
+/// one target folder and its `debug/pcmail`.
 pub fn exe() -> PathBuf {
-    match std::env::var_os("PCMAIL_TEST_EXE").filter(|p| !p.is_empty()) {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_BIN_EXE_pcmail")),
-    }
+    ["PCMAIL_TEST_EXE", "PCMAIL_TEST_BIN"]
+        .iter()
+        .find_map(|v| std::env::var_os(v).filter(|p| !p.is_empty()))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pcmail")))
 }
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A server process (or a proxy in front of one) and the URL it is reached
+/// at. It is killed and reaped when dropped, so it never outlives its test,
+/// even one that panics.
+pub struct Process {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Process {
+    /// Spawns `cmd` (its stdout piped) and waits up to `within` for the line
+    /// that says where it listens, handing every line before it to `each`.
+    /// None when the process exits first.
+    pub fn try_listening(cmd: &mut Command, within: Duration, each: impl FnMut(&str)) -> Option<Process> {
+        let mut p = Process { child: cmd.spawn().expect("start the server"), url: String::new() };
+        p.url = pcmail_testkit::listening_url(&mut p.child, within, each)?;
+        Some(p)
+    }
+
+    /// The same, requiring that it says where it listens.
+    pub fn listening(cmd: &mut Command, within: Duration) -> Process {
+        Process::try_listening(cmd, within, |_| {}).expect("the server exited before saying where it listens")
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// `pcmail serve` with the admin secret and `home` as its PCMAIL_HOME, its
+/// stdout piped for [`Process::listening`] and its stderr dropped; the
+/// caller adds where it listens and its database.
+pub fn serve_command(home: &Path) -> Command {
+    let mut c = Command::new(exe());
+    c.arg("serve").env("PCMAIL_TOKEN", TOKEN).env("PCMAIL_HOME", home).stdout(Stdio::piped()).stderr(Stdio::null());
+    c
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,19 +79,8 @@ pub enum Kind {
 pub struct Server {
     pub kind: Kind,
     pub url: String,
-    child: Child,
+    _process: Process,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Server {
@@ -58,39 +92,24 @@ impl Server {
     /// server's clock while it runs).
     pub fn start_with_env(kind: Kind, envs: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = match kind {
-            Kind::Rust => Command::new(exe())
-                .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-                .arg(dir.path().join("serve.db"))
-                .env("PCMAIL_TOKEN", TOKEN)
-                .env("PCMAIL_HOME", dir.path())
-                .envs(envs.iter().copied())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start pcmail serve"),
-            Kind::Gas => Command::new("node")
-                .arg(repo_root().join("gas/dev-server.js"))
-                .args(["--port", &free_port().to_string(), "--token", TOKEN, "--db-file"])
-                .arg(dir.path().join("sheet.json"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start node gas/dev-server.js"),
-        };
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let url = loop {
-            assert!(Instant::now() < deadline, "server did not say where it listens");
-            let line = lines.next().expect("server exited before listening").unwrap();
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.trim().to_string();
+        let mut cmd = match kind {
+            Kind::Rust => {
+                let mut c = serve_command(dir.path());
+                c.args(["--listen", "127.0.0.1:0", "--db"]).arg(dir.path().join("serve.db")).envs(envs.iter().copied());
+                c
+            }
+            Kind::Gas => {
+                let mut c = Command::new("node");
+                c.arg(repo_root().join("gas/dev-server.js"))
+                    .args(["--port", &pcmail_testkit::free_port().to_string(), "--token", TOKEN, "--db-file"])
+                    .arg(dir.path().join("sheet.json"))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null());
+                c
             }
         };
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { kind, url, child, _dir: dir }
+        let process = Process::listening(&mut cmd, Duration::from_secs(20));
+        Server { kind, url: process.url.clone(), _process: process, _dir: dir }
     }
 
     /// Sends one raw protocol request (for ops the CLI has no verb for, e.g. sweep).
@@ -106,6 +125,20 @@ impl Server {
     /// One raw request with only a credential (no admin secret), as any label.
     pub fn call_with_cred(&self, pc: &str, cred: &str, op: &str, args: Value) -> Value {
         self.post(serde_json::json!({"v": 1, "op": op, "pc": pc, "cred": cred, "args": args}))
+    }
+
+    /// Makes the Apps Script dev server misbehave on every request from now
+    /// on, in the way `mode` names (`throw`, `timeout`, `lost`: the request
+    /// is carried out and its answer lost; `off`: back to normal).
+    pub fn fault(&self, mode: &str) {
+        assert_eq!(self.kind, Kind::Gas, "only the Apps Script dev server has faults");
+        let url = self.url.replace("/exec", "/__fault");
+        let r = reqwest::blocking::Client::new()
+            .post(url)
+            .body(format!("{{\"mode\":\"{mode}\",\"every\":1}}"))
+            .send()
+            .unwrap();
+        assert!(r.status().is_success());
     }
 
     fn post(&self, body: Value) -> Value {
@@ -136,6 +169,18 @@ pub fn random_credential() -> String {
 }
 
 impl Pc {
+    /// A new installation, not set up yet: a home of its own and a fresh
+    /// credential. `admin`: whether it holds the admin secret.
+    pub fn blank(label: &str, server_url: &str, admin: bool) -> Pc {
+        Pc {
+            label: label.into(),
+            home: tempfile::tempdir().unwrap(),
+            server_url: server_url.into(),
+            cred: random_credential(),
+            admin,
+        }
+    }
+
     pub fn new(server: &Server, label: &str) -> Pc {
         let (pc, out) = Pc::try_new(server, label);
         assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
@@ -144,9 +189,7 @@ impl Pc {
 
     /// A new installation running `init` (which registers and claims the label); its output.
     pub fn try_new(server: &Server, label: &str) -> (Pc, Output) {
-        let home = tempfile::tempdir().unwrap();
-        let pc =
-            Pc { label: label.into(), home, server_url: server.url.clone(), cred: random_credential(), admin: true };
+        let pc = Pc::blank(label, &server.url, true);
         let out = pc.run(&["init", "--label", label, "--server", &server.url]);
         (pc, out)
     }
@@ -155,15 +198,22 @@ impl Pc {
     /// (`roster add`), the new PC exchanges it (`init --join`) for its own
     /// credential and never holds the admin secret.
     pub fn enrolled(server: &Server, admin: &Pc, label: &str) -> Pc {
+        Pc::joined(admin, label, &server.url)
+    }
+
+    /// The same, joining at `url` (a server this harness did not start).
+    pub fn joined(admin: &Pc, label: &str, url: &str) -> Pc {
         let code = admin.json(&["roster", "add", label])["code"].as_str().expect("a join code").to_string();
-        let pc = Pc {
-            label: label.into(),
-            home: tempfile::tempdir().unwrap(),
-            server_url: server.url.clone(),
-            cred: random_credential(),
-            admin: false,
-        };
-        pc.ok(&["init", "--join", &code, "--server", &server.url]);
+        let pc = Pc::blank(label, url, false);
+        pc.ok(&["init", "--join", &code, "--server", url]);
+        pc
+    }
+
+    /// A PC on the embedded server file `db` (no `pcmail serve`), set up
+    /// with `init` and holding the admin secret.
+    pub fn embedded(db: &Path, label: &str) -> Pc {
+        let pc = Pc::blank(label, "", true);
+        pc.ok(&["init", "--label", label, "--embedded-db", db.to_str().unwrap()]);
         pc
     }
 
@@ -244,14 +294,39 @@ impl Pc {
     }
 }
 
+/// A command's stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// PCs set up on `server` in the order given, then each synced once in the
+/// same order: all are on the roster, and each has seen those made before it.
+pub fn synced<const N: usize>(server: &Server, labels: [&str; N]) -> [Pc; N] {
+    let pcs = labels.map(|label| Pc::new(server, label));
+    for pc in &pcs {
+        pc.ok(&["sync"]);
+    }
+    pcs
+}
+
 /// Two registered PCs, `pc-a` and `pc-b`, that know each other.
 pub fn pair(server: &Server) -> (Pc, Pc) {
-    let a = Pc::new(server, "pc-a");
-    let b = Pc::new(server, "pc-b");
-    a.ok(&["sync"]);
-    b.ok(&["sync"]);
+    let [a, b] = synced(server, ["pc-a", "pc-b"]);
     a.ok(&["roster"]);
     (a, b)
+}
+
+/// Two PCs, `pc-a` and `pc-b`, on the embedded server file `db`, each synced
+/// after its `init` and `pc-a` once more, so that each knows the other.
+pub fn embedded_pair(db: &Path) -> (Pc, Pc) {
+    let mk = |label: &str| {
+        let pc = Pc::embedded(db, label);
+        pc.ok(&["sync"]);
+        pc
+    };
+    let pair = (mk("pc-a"), mk("pc-b"));
+    pair.0.ok(&["sync"]);
+    pair
 }
 
 /// Every scenario runs against both servers; node is a test requirement

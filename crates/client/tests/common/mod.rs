@@ -1,6 +1,6 @@
 //! What the client's tests share: a PC on an embedded server file, a
 //! `pcmail serve` at a given address, and a server that answers from a
-//! script and records every request.
+//! script and records every request (with a PC that talks to it).
 #![allow(dead_code)] // each test file uses its part
 
 use pcmail_client::transport::{CallError, Embedded, Transport};
@@ -36,6 +36,22 @@ pub fn embedded_pc(home: &Path, db: &Path, label: &str, clock: fn() -> Millis) -
     };
     let t = Embedded::open(db, label, clock).unwrap();
     Client::with(Paths::at(home), config, Box::new(t), clock).unwrap()
+}
+
+/// A PC's config with desktop notifications off and a server address that
+/// nothing answers at: for a client whose transport the test hands in.
+pub fn offline_config(label: &str) -> Config {
+    Config {
+        native_notifications: false,
+        ..Config::new(label, ServerConfig::Http { url: "http://127.0.0.1:9/api".into() })
+    }
+}
+
+/// A PC whose PCMAIL_HOME is `home`, talking to the scripted server `t`
+/// (a clone: the test keeps `t` to script answers and read the calls),
+/// with the test's clock.
+pub fn scripted_pc(home: &Path, label: &str, t: &Scripted) -> Client {
+    Client::with(Paths::at(home), offline_config(label), Box::new(t.clone()), clock).unwrap()
 }
 
 /// `pcmail serve` at `addr` with the admin secret `token` and its database

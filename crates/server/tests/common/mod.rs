@@ -1,13 +1,15 @@
 //! What the server's tests share: `pcmail serve`'s HTTP layer on loopback,
-//! its database in the server's own folder, stopped when dropped; an engine
-//! with an alert open for the webhook to post.
+//! its database in the server's own folder, stopped when dropped (with PCs
+//! already on its roster, or on a listener the test bound); an engine with
+//! an alert open for the webhook to post.
 #![allow(dead_code)] // each test file uses its part
 
 use pcmail_server::{serve_with_listener, Engine, EngineConfig, ServeOptions};
-use pcmail_testkit::Loopback;
+use pcmail_testkit::{register, Loopback};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
+use tokio::net::TcpListener;
 
 /// The alert tests' start of time, and a minute.
 pub const T0: i64 = 1_767_225_600_000;
@@ -16,6 +18,23 @@ pub const MIN: i64 = 60_000;
 /// `pcmail serve` on loopback with the admin secret `token`.
 pub async fn serve(token: &str) -> Loopback {
     serve_with(token, |_, _| {}).await
+}
+
+/// The same, with `labels` put on its roster by the admin (each its
+/// hostname in capitals).
+pub async fn serve_registered(token: &str, labels: &[&str]) -> Loopback {
+    let s = serve(token).await;
+    register(&s.url, token, labels).await;
+    s
+}
+
+/// The same as [`serve`] on a listener the test bound itself (to change the
+/// process's limits between the bind and the server's start).
+pub fn serve_on(listener: TcpListener, token: &str) -> Loopback {
+    let token = token.to_string();
+    Loopback::serve(listener, move |dir, listener, stopped| {
+        serve_with_listener(listener, ServeOptions::new(dir.join("server.db"), token), stopped)
+    })
 }
 
 /// The same, with its options changed first by `change` (handed the
