@@ -80,9 +80,6 @@ struct Phase {
     db_cpu: f64,
     /// send → delivered at a long poller: (poll on, send through, latencies).
     wake: (String, Vec<f64>),
-    /// PostgreSQL's transactions rolled back per 1,000 polls (serialization
-    /// retries, reads that had to write); None for SQLite.
-    rollbacks: Option<f64>,
 }
 
 impl Phase {
@@ -91,25 +88,13 @@ impl Phase {
     }
 }
 
-/// The database's committed and rolled-back transactions so far. PostgreSQL
-/// publishes a backend's counts at most once a second, so a phase of
-/// seconds is counted to within a second of its load.
-fn xact_counts(pg: &pcmail_pgtest::Postgres, db: &str) -> Result<(i64, i64)> {
-    let mut c = pg.connect(db);
-    let row =
-        c.query_one("SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()", &[])?;
-    Ok((row.get(0), row.get(1)))
-}
-
 fn run_phase(
     name: &'static str,
     servers: &[ServerChild],
-    postgres: Option<(u32, &pcmail_pgtest::Postgres)>,
+    postmaster: Option<u32>,
     s: &Settings,
     salt: u32,
 ) -> Result<Phase> {
-    let postmaster = postgres.map(|(pid, _)| pid);
-    let xacts = || -> Result<Option<(i64, i64)>> { postgres.map(|(_, pg)| xact_counts(pg, "bench")).transpose() };
     let urls: Vec<String> = servers.iter().map(|x| x.url.clone()).collect();
     let cursors = catch_up(&urls[0])?;
     // Unmeasured: every client thread's connections, and each instance's pool, open first.
@@ -117,21 +102,15 @@ fn run_phase(
     poll_load_across(&urls, &warm, cursors.clone())?;
     let serve_cpu = || -> Result<f64> { servers.iter().map(|x| cpu_ms(x.pid(), false)).sum() };
     let db_cpu = || -> Result<f64> { postmaster.map(postgres_cpu_ms).transpose().map(|c| c.unwrap_or(0.0)) };
-    let (s0, d0, x0) = (serve_cpu()?, db_cpu()?, xacts()?);
+    let (s0, d0) = (serve_cpu()?, db_cpu()?);
     let load = poll_load_across(&urls, s, cursors)?;
     let (s1, d1) = (serve_cpu()?, db_cpu()?);
     let n = load.count.max(1) as f64;
-    // After the CPU figures: the count is a connection and a query of its own.
-    std::thread::sleep(Duration::from_millis(1100));
-    let rollbacks = match (x0, xacts()?) {
-        (Some((_, r0)), Some((_, r1))) => Some((r1 - r0) as f64 * 1000.0 / n),
-        _ => None,
-    };
     // The long poll on the first instance, the send through the last (another one when there are two).
     let (poll_url, send_url) = (&urls[0], &urls[urls.len() - 1]);
     let lat = send_to_long_poller(poll_url, send_url, s.round_trips, salt)?;
     let how = if urls.len() > 1 { "poll on A, send through B" } else { "one instance" };
-    let p = Phase { name, load, serve_cpu: (s1 - s0) / n, db_cpu: (d1 - d0) / n, wake: (how.into(), lat), rollbacks };
+    let p = Phase { name, load, serve_cpu: (s1 - s0) / n, db_cpu: (d1 - d0) / n, wake: (how.into(), lat) };
     let r = &p.load;
     println!(
         "  {:<14} {:>7.0} polls/s ({} in {:.1} s, {} errors); p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; \
@@ -148,9 +127,6 @@ fn run_phase(
         p.serve_cpu,
         p.db_cpu
     );
-    if let Some(r) = p.rollbacks {
-        println!("  {:<14} transactions rolled back: {r:.1} per 1,000 polls (retries, reads that had to write)", "");
-    }
     println!(
         "  {:<14} send → delivered+confirmed at a long poller ({}, {} round trips): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         "",
@@ -207,11 +183,11 @@ pub(crate) fn bench_server_pg() -> Result<()> {
     };
     let pg1 = {
         let server = ServerChild::start(&url)?;
-        run_phase("PostgreSQL ×1", std::slice::from_ref(&server), Some((postmaster, &pg)), &s, 1)?
+        run_phase("PostgreSQL ×1", std::slice::from_ref(&server), Some(postmaster), &s, 1)?
     };
     let (pg2, seen) = {
         let servers = [ServerChild::start(&url)?, ServerChild::start(&url)?];
-        let p = run_phase("PostgreSQL ×2", &servers, Some((postmaster, &pg)), &s, 2)?;
+        let p = run_phase("PostgreSQL ×2", &servers, Some(postmaster), &s, 2)?;
         let seen = match pcmail_bin() {
             Some(bin) => Some(seen_across(&bin, &servers[0].url, &servers[1].url, rounds)?),
             None => None,

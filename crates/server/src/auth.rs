@@ -16,10 +16,9 @@ pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> 
     };
     let token_given = req.token.is_some();
     let admin = req.token.as_deref().is_some_and(|t| bool::from(t.as_bytes().ct_eq(secret.as_bytes())));
-    let mut cred = match req.cred.as_deref() {
-        None => CredFound::Absent,
-        Some(c) => find_cred(tx, &credential_hash(c), &req.pc)?,
-    };
+    let hash = req.cred.as_deref().map(credential_hash);
+    let (cred, label, require_credentials) = facts_of(tx, hash.as_deref(), &req.pc)?;
+    let mut cred = if hash.is_none() { CredFound::Absent } else { cred };
     // A rotation whose answer was lost: the retry presents the old
     // credential, which is gone; the new one (already stored) proves the PC.
     if let (CredFound::Unknown, Op::Rotate { new_cred }) = (&cred, &req.op) {
@@ -27,14 +26,7 @@ pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> 
             cred = CredFound::Active(req.pc.clone());
         }
     }
-    let facts = AuthFacts {
-        open: false,
-        token_given,
-        admin,
-        cred,
-        label: find_label(tx, &req.pc)?,
-        require_credentials: require_credentials(tx)?,
-    };
+    let facts = AuthFacts { open: false, token_given, admin, cred, label, require_credentials };
     Ok(pcmail_core::auth::authenticate(op_class(&req.op, &req.pc), &req.pc, &facts)?)
 }
 
@@ -52,17 +44,32 @@ fn find_cred(tx: &dyn Db, hash: &str, pc: &str) -> OpResult<CredFound> {
     })
 }
 
-fn find_label(tx: &dyn Db, label: &str) -> OpResult<LabelFound> {
-    let row: Option<(Option<String>, Option<i64>)> = tx
-        .prepare_cached("SELECT cred_hash, revoked_at FROM pc WHERE label = ?1")?
-        .query_row(p![label], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    Ok(match row {
-        None => LabelFound::Absent,
-        Some((_, Some(_))) => LabelFound::Revoked,
-        Some((None, None)) => LabelFound::Unbound,
-        Some((Some(_), None)) => LabelFound::Bound,
-    })
+/// The three facts every authenticated request needs, in one statement
+/// (on PostgreSQL each statement is a round trip): what [`find_cred`]
+/// finds for `hash` (None matches nothing), the label's roster entry, and
+/// `roster.requireCredentials`.
+fn facts_of(tx: &dyn Db, hash: Option<&str>, pc: &str) -> OpResult<(CredFound, LabelFound, bool)> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value FROM (SELECT 1 AS one) AS o \
+         LEFT JOIN (SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1) AS c ON 1 = 1 \
+         LEFT JOIN pc AS l ON l.label = ?2 \
+         LEFT JOIN meta AS m ON m.key = 'require_credentials'",
+    )?;
+    type Row = (Option<String>, Option<i64>, Option<String>, Option<String>, Option<i64>, Option<i64>);
+    let (cred_label, cred_revoked, label, bound, revoked, require): Row =
+        stmt.query_row(p![hash, pc], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
+    let cred = match (cred_label, cred_revoked) {
+        (None, _) => CredFound::Unknown,
+        (Some(label), None) => CredFound::Active(label),
+        (Some(label), Some(_)) => CredFound::Revoked(label),
+    };
+    let label = match (label, bound, revoked) {
+        (None, ..) => LabelFound::Absent,
+        (Some(_), _, Some(_)) => LabelFound::Revoked,
+        (Some(_), None, None) => LabelFound::Unbound,
+        (Some(_), Some(_), None) => LabelFound::Bound,
+    };
+    Ok((cred, label, require.unwrap_or(0) != 0))
 }
 
 pub(crate) fn require_credentials(tx: &dyn Db) -> OpResult<bool> {

@@ -56,6 +56,9 @@ pub(crate) struct CaughtUp {
 /// already changed; read ops show the same through `pcmail_core::due`.
 pub(crate) fn catch_up(ctx: &mut Ctx<'_>) -> OpResult<CaughtUp> {
     let now = ctx.now;
+    if ctx.tx.dialect() == crate::store::Dialect::Postgres && !any_candidate(ctx)? {
+        return Ok(CaughtUp::default());
+    }
     // Mail (the state machine keeps done/failed as they are). The WHERE
     // only narrows to candidates by the index; the rule is `due::mail`.
     let sql = format!(
@@ -79,6 +82,33 @@ pub(crate) fn catch_up(ctx: &mut Ctx<'_>) -> OpResult<CaughtUp> {
     // Jobs: running without a heartbeat or past twice the limit; queued for 7 days.
     (out.jobs_timed_out, out.jobs_cancelled) = crate::ops::job_state::sweep(ctx)?;
     Ok(out)
+}
+
+/// Whether any of the catch-up's five reads (below, and in `lease::refresh`
+/// and `job_state::due`) would find a candidate row: their WHERE clauses in
+/// one statement. On PostgreSQL each statement is a round trip, and nearly
+/// every write op finds nothing due; with no candidate the five reads would
+/// find nothing and change nothing.
+fn any_candidate(ctx: &Ctx<'_>) -> OpResult<bool> {
+    let now = ctx.now;
+    let found: i64 = ctx
+        .tx
+        .prepare_cached(
+            "SELECT CASE WHEN \
+             EXISTS (SELECT 1 FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
+               AND expires_at <= ?1) \
+             OR EXISTS (SELECT 1 FROM lease WHERE state = 'held' AND ttl_expires_at IS NULL AND heartbeat_at <= ?2) \
+             OR EXISTS (SELECT 1 FROM lease WHERE state IN ('held', 'stale') AND ttl_expires_at IS NOT NULL \
+               AND ttl_expires_at <= ?1) \
+             OR EXISTS (SELECT 1 FROM job WHERE state = 'running') \
+             OR EXISTS (SELECT 1 FROM job WHERE state = 'queued' AND submitted_at <= ?3) \
+             THEN 1 ELSE 0 END",
+        )?
+        .query_row(
+            p![now, now - pcmail_core::lease::STALE_AFTER_MS, now - pcmail_core::job::QUEUED_MAX_AGE_MS],
+            |r| r.get(0),
+        )?;
+    Ok(found != 0)
 }
 
 pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {
