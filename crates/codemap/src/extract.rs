@@ -12,7 +12,9 @@ pub struct Parsers {
     parsers: Vec<(Lang, Parser)>,
 }
 
-fn language(lang: Lang) -> Language {
+/// The tree-sitter grammar of a language (public so a benchmark can time
+/// parsing alone against a whole run).
+pub fn language(lang: Lang) -> Language {
     match lang {
         Lang::Rust => tree_sitter_rust::LANGUAGE.into(),
         Lang::Python => tree_sitter_python::LANGUAGE.into(),

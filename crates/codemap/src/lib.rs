@@ -13,7 +13,7 @@ pub mod model;
 mod render;
 mod walk;
 
-pub use extract::Parsers;
+pub use extract::{language, Parsers};
 pub use model::{FileEntry, Item, Lang, Summary, EXTRACT_VERSION};
 pub use render::LLMS_MARKER;
 
@@ -169,6 +169,14 @@ fn examine(f: &Found, cached_hash: Option<&str>, parsers: &mut Parsers) -> Outco
         return Outcome::New(render::summarize(&FileEntry::binary(f.lang)), hash);
     }
     Outcome::New(render::summarize(&parsers.extract(f.lang, &bytes)), hash)
+}
+
+/// The files a run maps (absolute paths, sorted by their path in the repo)
+/// and their languages, without reading them.
+pub fn mapped_files(repo: &Path) -> Result<Vec<(PathBuf, Lang)>, MapError> {
+    let root = repo.canonicalize().map_err(|e| MapError::Write { path: repo.to_path_buf(), source: e })?;
+    let (found, _) = walk::walk(&root)?;
+    Ok(found.into_iter().map(|f| (f.abs, f.lang)).collect())
 }
 
 /// Walks, parses what changed, updates the cache and renders both outputs.
