@@ -1,6 +1,7 @@
 //! `pcmail map [--check]`: the code map of a repo, one function
-//! for the CLI and the MCP tools `map` and `map_check`. Works on the repo's
-//! files and the PC store's parse cache; no server.
+//! for the CLI and the MCP tools `map` and `map_check`; `pcmail map --show
+//! FILE`: one file of it in full. Works on the repo's files and the PC
+//! store's parse cache; no server.
 
 use crate::{optional_not_null, ApiError, Result};
 use pcmail_codemap::{MapError, Options, Report};
@@ -29,17 +30,21 @@ pub struct MapArgs {
     pub full: bool,
 }
 
-fn options(a: &MapArgs) -> Result<Options> {
-    let repo = match &a.repo {
+/// The repo named, or the one containing the current folder.
+fn repo_of(repo: Option<&str>) -> Result<PathBuf> {
+    Ok(match repo {
         Some(r) => PathBuf::from(r),
         None => {
             let cwd = std::env::current_dir()
                 .map_err(|e| ApiError::Local(format!("cannot read the current directory: {e}")))?;
             pcmail_codemap_check::find_repo_root(&cwd).unwrap_or(cwd)
         }
-    };
+    })
+}
+
+fn options(a: &MapArgs) -> Result<Options> {
     Ok(Options {
-        repo,
+        repo: repo_of(a.repo.as_deref())?,
         map_file: a.map_file.clone().unwrap_or_else(|| pcmail_codemap::DEFAULT_MAP_FILE.to_string()),
         llms_file: a.llms_file.clone().unwrap_or_else(|| pcmail_codemap::DEFAULT_LLMS_FILE.to_string()),
         llms_budget: a.llms_budget.unwrap_or(pcmail_codemap::DEFAULT_LLMS_BUDGET),
@@ -96,4 +101,32 @@ pub fn map_check(paths: &Paths, a: &MapArgs) -> Result<MapResult> {
         Ok(report) => Ok(MapResult { report, note }),
         Err(stale) => Err(ApiError::MapStale(stale.to_string())),
     }
+}
+
+/// One file of the map in full: its path as the map names it and the text.
+#[derive(Debug, Clone, Serialize)]
+pub struct MapShow {
+    pub repo: PathBuf,
+    pub file: String,
+    pub text: String,
+}
+
+/// `pcmail map --show FILE`: every item and member of one file with its
+/// signature and doc line, parsed now. A path that is not a mapped file
+/// inside the repo is a usage error (exit 2), a missing file exit 7, a
+/// symlink on the way exit 9 (refused, as a write through one is).
+pub fn map_show(repo: Option<&str>, file: &str) -> Result<MapShow> {
+    use pcmail_codemap::ShowError as S;
+    let repo = repo_of(repo)?;
+    let text = pcmail_codemap::show(&repo, file).map_err(|e| match e {
+        S::NotFound(_) => ApiError::Missing(e.to_string()),
+        S::Refused { .. } | S::Read { .. } => ApiError::Local(e.to_string()),
+        S::NotADirectory(_)
+        | S::LooksLikeOption(_)
+        | S::OutsideRepo { .. }
+        | S::Folder(_)
+        | S::NotMapped(_)
+        | S::TooLarge(_) => ApiError::Usage(e.to_string()),
+    })?;
+    Ok(MapShow { repo, file: file.to_string(), text })
 }

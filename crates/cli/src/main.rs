@@ -356,7 +356,8 @@ enum Cmd {
     },
     /// Print the man page (roff): `pcmail man | man -l -`. The same page is docs/pcmail.1.
     Man,
-    /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale.
+    /// Write the code map (.claude/code-map.md and llms.txt) of a repo; --check exits 15 when it is stale;
+    /// --show FILE prints one file in full.
     Map {
         /// The repo (default: the one containing the current directory).
         #[arg(long)]
@@ -376,6 +377,10 @@ enum Cmd {
         /// Parse every file (ignore the cache in the PC store).
         #[arg(long)]
         full: bool,
+        /// Print one file in full instead (every item and member with its signature and doc line; the map lists
+        /// top-level items only). FILE as the map names it, relative to the repo root. Writes nothing.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["check", "full"])]
+        show: Option<String>,
     },
     /// Handoffs for the next session (.claude/handoffs/, append-only with INDEX.md) and rollups.
     Handoff {
@@ -579,7 +584,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let exe = std::env::current_exe().context("the path of this pcmail binary")?;
             demo_sessions::run(exe, no_pause)
         }
-        Cmd::Map { repo, check, map_file, llms_file, llms_budget, full } => {
+        Cmd::Map { repo, show: Some(file), .. } => cmd::map::show(repo, &file, json),
+        Cmd::Map { repo, check, map_file, llms_file, llms_budget, full, show: None } => {
             cmd::map::run(repo, check, map_file, llms_file, llms_budget, full, json)
         }
         Cmd::Mcp { action, tools } => cmd::mcp::run(action, tools),

@@ -3,6 +3,9 @@
 //! a real store file: a full run, a re-run with nothing changed, a re-run with
 //! one changed file; then a full run (no cache) of this repository.
 //! Each figure is the median of the repetitions (PCMAIL_BENCH_REPS, default 5).
+//!
+//! `PCMAIL_BENCH_SQLALCHEMY=1` measures a real Python repo instead: SQLAlchemy's
+//! source distribution, fetched into a temporary folder (see [`sqlalchemy`]).
 
 use pcmail_codemap::{build, map, Options};
 use pcmail_store::Store;
@@ -81,7 +84,141 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// The SQLAlchemy release measured: pinned, so figures compare across runs.
+const SQLALCHEMY: &str = "2.1.0b1";
+
+/// code-map.md of that release as main wrote it before the map became compact
+/// (commit 4b0af29, every item's signature and doc line up front), in characters.
+const BEFORE_MAP_CHARS: usize = 2_111_352;
+
+/// Fetches the sdist into `dir`. `how` = `pip`: `pip download --no-deps
+/// --no-binary :all:`, which also builds the package's metadata in an isolated
+/// environment (minutes of CPU on a small machine); otherwise the file's
+/// address and sha256 are read from PyPI's simple index and the file fetched
+/// and checked by a Python one-liner (under a second).
+fn fetch_sqlalchemy(dir: &Path, how: &str) -> std::path::PathBuf {
+    let name = format!("sqlalchemy-{SQLALCHEMY}.tar.gz");
+    let out = dir.join(&name);
+    let status = if how == "pip" {
+        std::process::Command::new("pip")
+            .args(["download", "--no-deps", "--no-binary", ":all:", "--quiet"])
+            .arg(format!("SQLAlchemy=={SQLALCHEMY}"))
+            .arg("-d")
+            .arg(dir)
+            .status()
+    } else {
+        let script = r#"
+import hashlib, re, sys, urllib.request
+name, out = sys.argv[1], sys.argv[2]
+page = urllib.request.urlopen("https://pypi.org/simple/sqlalchemy/", timeout=60).read().decode()
+m = re.search(r'href="([^"]*/' + re.escape(name) + r')#sha256=([0-9a-f]{64})"', page)
+if not m:
+    sys.exit("no " + name + " in PyPI's simple index")
+data = urllib.request.urlopen(m.group(1), timeout=300).read()
+if hashlib.sha256(data).hexdigest() != m.group(2):
+    sys.exit(name + ": sha256 differs from the index's")
+open(out, "wb").write(data)
+"#;
+        std::process::Command::new("python3").arg("-c").arg(script).arg(&name).arg(&out).status()
+    };
+    match status {
+        Ok(s) if s.success() && out.is_file() => out,
+        other => panic!("cannot fetch {name} ({how}): {other:?}"),
+    }
+}
+
+/// The CPU of a full run of the map (empty cache, real store, files written)
+/// against the floor: reading and tree-sitter parsing the same files alone,
+/// on one thread, nothing extracted or rendered; and the size of the map.
+fn sqlalchemy(how: &str, reps: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let sdist = fetch_sqlalchemy(tmp.path(), how);
+    let fetched = t.elapsed();
+    let st = std::process::Command::new("tar").arg("xzf").arg(&sdist).arg("-C").arg(tmp.path()).status().unwrap();
+    assert!(st.success(), "tar failed on {sdist:?}");
+    let root = tmp.path().join(format!("sqlalchemy-{SQLALCHEMY}"));
+    let files = pcmail_codemap::mapped_files(&root).unwrap();
+    let bytes: u64 = files.iter().map(|(p, _)| std::fs::metadata(p).unwrap().len()).sum();
+
+    let mut floor = vec![];
+    for _ in 0..reps {
+        let mut parsers: Vec<(pcmail_codemap::Lang, tree_sitter::Parser)> = vec![];
+        let c0 = cpu_time();
+        for (path, lang) in &files {
+            let text = std::fs::read(path).unwrap();
+            let i = match parsers.iter().position(|(l, _)| l == lang) {
+                Some(i) => i,
+                None => {
+                    let mut p = tree_sitter::Parser::new();
+                    p.set_language(&pcmail_codemap::language(*lang)).unwrap();
+                    parsers.push((*lang, p));
+                    parsers.len() - 1
+                }
+            };
+            std::hint::black_box(parsers[i].1.parse(&text, None));
+        }
+        floor.push(cpu_time().zip(c0).map(|(b, a)| b - a).unwrap_or_default());
+    }
+
+    let store_path = tmp.path().join("home/store.db");
+    let opts = Options::new(&root);
+    let key = root.canonicalize().unwrap().to_string_lossy().into_owned();
+    let mut full = vec![];
+    let mut wall = vec![];
+    let mut report = None;
+    for _ in 0..reps {
+        let mut st = Store::open(&store_path).unwrap();
+        st.codemap_clear(&key).unwrap();
+        let c0 = cpu_time();
+        let t = Instant::now();
+        let r = map(&opts, Some(&mut st)).unwrap();
+        wall.push(t.elapsed());
+        full.push(cpu_time().zip(c0).map(|(b, a)| b - a).unwrap_or_default());
+        assert_eq!(r.parsed, r.files + r.skipped_binary);
+        report = Some(r);
+    }
+    let r = report.expect("at least one repetition");
+    let map_chars = std::fs::read_to_string(&r.map_path).unwrap().chars().count();
+    let (floor, full) = (median(floor), median(full));
+    let ratio = full.as_secs_f64() / floor.as_secs_f64().max(1e-9);
+    println!(
+        "SQLAlchemy {SQLALCHEMY} sdist ({} in {:.1} s): {} mapped files, {:.1} MB; median of {reps} runs",
+        if how == "pip" { "pip download" } else { "PyPI simple index" },
+        fetched.as_secs_f64(),
+        files.len(),
+        bytes as f64 / 1e6
+    );
+    println!("  floor: read + tree-sitter parse alone, 1 thread   {:.0} ms CPU", floor.as_secs_f64() * 1e3);
+    println!(
+        "  full `pcmail map`, empty cache                    {:.0} ms CPU ({} wall)",
+        full.as_secs_f64() * 1e3,
+        ms(median(wall))
+    );
+    println!("  full run / floor                                  {ratio:.2} (target <= 1.5)");
+    println!("  code-map.md                                       {map_chars} chars");
+    println!(
+        "  llms.txt                                          {} chars (budget {})",
+        r.llms_chars, opts.llms_budget
+    );
+    if BEFORE_MAP_CHARS > 0 {
+        println!(
+            "  code-map.md before (main at 4b0af29)              {BEFORE_MAP_CHARS} chars; now / before {:.3} (target <= 0.333)",
+            map_chars as f64 / BEFORE_MAP_CHARS as f64
+        );
+    }
+    println!(
+        "machine: {} cores, load average {} at the end",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        load()
+    );
+}
+
 fn main() {
+    if let Some(how) = std::env::var("PCMAIL_BENCH_SQLALCHEMY").ok().filter(|v| !v.is_empty() && v != "0") {
+        let reps: usize = std::env::var("PCMAIL_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+        return sqlalchemy(&how, reps.max(1));
+    }
     let reps: usize = std::env::var("PCMAIL_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let files = 5_000;
     let tmp = tempfile::tempdir().unwrap();

@@ -12,7 +12,9 @@ pub struct Parsers {
     parsers: Vec<(Lang, Parser)>,
 }
 
-fn language(lang: Lang) -> Language {
+/// The tree-sitter grammar of a language (public so a benchmark can time
+/// parsing alone against a whole run).
+pub fn language(lang: Lang) -> Language {
     match lang {
         Lang::Rust => tree_sitter_rust::LANGUAGE.into(),
         Lang::Python => tree_sitter_python::LANGUAGE.into(),
@@ -319,6 +321,17 @@ fn py_body_doc(def: Node, s: Src) -> Option<String> {
     py_string_doc(first, s)
 }
 
+/// A `def` or `class` up to its `:`: a comment between the colon and the
+/// body (`def f(): # why`) is not part of the signature.
+fn py_sig(s: Src, def: Node) -> String {
+    let mut c = def.walk();
+    let colon = def.children(&mut c).filter(|ch| ch.kind() == ":").last();
+    match colon {
+        Some(colon) => collapse(s.range(def.start_byte(), colon.start_byte()).trim_end(), SIG_MAX),
+        None => sig_upto(s, def.start_byte(), def, "body"),
+    }
+}
+
 fn py_items(parent: Node, s: Src, out: &mut Vec<Item>, depth: usize) {
     let mut c = parent.walk();
     for n in parent.named_children(&mut c) {
@@ -332,12 +345,12 @@ fn py_items(parent: Node, s: Src, out: &mut Vec<Item>, depth: usize) {
         };
         match def.kind() {
             "function_definition" => {
-                let sig = sig_upto(s, def.start_byte(), def, "body");
+                let sig = py_sig(s, def);
                 let kind = if depth > 0 { "method" } else { "def" };
                 out.push(item(kind, s.field(def, "name").unwrap_or("?"), sig, py_body_doc(def, s)));
             }
             "class_definition" => {
-                let sig = sig_upto(s, def.start_byte(), def, "body");
+                let sig = py_sig(s, def);
                 let mut it = item("class", s.field(def, "name").unwrap_or("?"), sig, py_body_doc(def, s));
                 if depth < 2 {
                     if let Some(body) = def.child_by_field_name("body") {
@@ -667,6 +680,15 @@ mod tests {
         assert_eq!(e.items[2].children[0].sig, "fn clone(&self) -> Self");
         assert_eq!(e.items[2].children[0].doc.as_deref(), Some("Copies."));
         assert_eq!(e.items[3].sig, "pub const N: usize");
+    }
+
+    #[test]
+    fn a_python_comment_after_the_colon_is_not_in_the_signature() {
+        let src = "def f(a: int) -> None:  # install deps\n    pass\n\nclass C(B):  # note\n    def m(self) -> dict[str, int]: # x\n        pass\n";
+        let e = Parsers::default().extract(Lang::Python, src.as_bytes());
+        assert_eq!(e.items[0].sig, "def f(a: int) -> None");
+        assert_eq!(e.items[1].sig, "class C(B)");
+        assert_eq!(e.items[1].children[0].sig, "def m(self) -> dict[str, int]");
     }
 
     #[test]

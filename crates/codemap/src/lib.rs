@@ -1,7 +1,8 @@
 //! The code map (`pcmail map`): walks a repo (skipping what git ignores),
 //! parses Rust, Python, TypeScript/JavaScript and Go with tree-sitter, and
-//! writes `.claude/code-map.md` (every file's items with signatures and doc
-//! lines, with a table of contents) and `llms.txt` (a bounded index).
+//! writes `.claude/code-map.md` (every file's top-level items with signatures
+//! and doc lines, members counted, with a table of contents) and `llms.txt` (a
+//! bounded index). [`show`] gives one file in full, every member included.
 //!
 //! Incremental: each file's fingerprint (size, modification time, content
 //! hash) and parsed entry are kept in the PC store; a re-run reads only files
@@ -13,7 +14,7 @@ pub mod model;
 mod render;
 mod walk;
 
-pub use extract::Parsers;
+pub use extract::{language, Parsers};
 pub use model::{FileEntry, Item, Lang, Summary, EXTRACT_VERSION};
 pub use render::LLMS_MARKER;
 
@@ -50,6 +51,32 @@ pub enum MapError {
     ForeignLlms(PathBuf, PathBuf),
     #[error(transparent)]
     Store(#[from] pcmail_store::StoreError),
+}
+
+/// Why `pcmail map --show FILE` gives no detail. It reads only regular files
+/// inside the repo, never through a symlink; paths are printed quoted, as above.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    #[error("{0:?} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("{0:?} looks like an option, not a file (a file of that name: ./{0})")]
+    LooksLikeOption(String),
+    #[error("{path:?} is not a file inside the repo {repo:?} ({why}): give its path as the map names it")]
+    OutsideRepo { path: String, repo: PathBuf, why: &'static str },
+    #[error("no such file in the repo: {0:?}")]
+    NotFound(String),
+    #[error("{0:?} is a folder: give a file as the map names it")]
+    Folder(String),
+    #[error("{0:?} is not a file the map covers (.rs, .py, .pyi, .ts, .mts, .cts, .tsx, .js, .mjs, .cjs, .jsx, .go)")]
+    NotMapped(String),
+    #[error("{0:?} is over 1 MiB: the map skips it")]
+    TooLarge(String),
+    #[error(
+        "refused to read {path:?}: {why} (the map reads only regular files inside the repo, never through a symlink)"
+    )]
+    Refused { path: String, why: String },
+    #[error("cannot read {path:?}: {source}")]
+    Read { path: String, source: std::io::Error },
 }
 
 /// `pcmail map --check` found the map out of date (exit 15).
@@ -169,6 +196,14 @@ fn examine(f: &Found, cached_hash: Option<&str>, parsers: &mut Parsers) -> Outco
         return Outcome::New(render::summarize(&FileEntry::binary(f.lang)), hash);
     }
     Outcome::New(render::summarize(&parsers.extract(f.lang, &bytes)), hash)
+}
+
+/// The files a run maps (absolute paths, sorted by their path in the repo)
+/// and their languages, without reading them.
+pub fn mapped_files(repo: &Path) -> Result<Vec<(PathBuf, Lang)>, MapError> {
+    let root = repo.canonicalize().map_err(|e| MapError::Write { path: repo.to_path_buf(), source: e })?;
+    let (found, _) = walk::walk(&root)?;
+    Ok(found.into_iter().map(|f| (f.abs, f.lang)).collect())
 }
 
 /// Walks, parses what changed, updates the cache and renders both outputs.
@@ -425,6 +460,91 @@ impl Built {
     pub fn command(&self) -> &str {
         &self.stamp.command
     }
+}
+
+/// `pcmail map --show FILE`: one file of the repo in full (every item and
+/// member with its signature and doc line), parsed now, so it is the file as
+/// it is on disk even when the map is stale. `file` is relative to the repo
+/// root, as the map names it (an absolute path inside the repo works too).
+pub fn show(repo: &Path, file: &str) -> Result<String, ShowError> {
+    use std::path::Component;
+    if file.starts_with('-') {
+        return Err(ShowError::LooksLikeOption(file.to_string()));
+    }
+    if !repo.is_dir() {
+        return Err(ShowError::NotADirectory(repo.to_path_buf()));
+    }
+    let root = repo.canonicalize().map_err(|e| ShowError::Read { path: repo.display().to_string(), source: e })?;
+    let outside = |why| ShowError::OutsideRepo { path: file.to_string(), repo: root.clone(), why };
+    let given = Path::new(file);
+    let rel = if given.is_absolute() {
+        given.strip_prefix(&root).or_else(|_| given.strip_prefix(repo)).map_err(|_| outside("not under it"))?
+    } else {
+        given
+    };
+    // Lexical first: `..` could climb out before any file is touched.
+    let mut clean = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => clean.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => return Err(outside("`..` leaves it")),
+            Component::RootDir | Component::Prefix(_) => return Err(outside("not under it")),
+        }
+    }
+    let Some(rel_str) = clean.to_str().map(|s| s.replace('\\', "/")).filter(|s| !s.is_empty()) else {
+        return Err(outside("it names no file"));
+    };
+    // Each name is looked at, never followed, before anything is read: a
+    // symlinked folder or file on the way could lead out of the repo. The
+    // read itself re-checks the way (`confined::read`), so a swap in between
+    // does not help either.
+    let mut abs = root.clone();
+    let names: Vec<_> = clean.components().collect();
+    let mut meta = None;
+    for (i, n) in names.iter().enumerate() {
+        abs.push(n);
+        let m = match std::fs::symlink_metadata(&abs) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ShowError::NotFound(rel_str)),
+            Err(e) => return Err(ShowError::Read { path: rel_str, source: e }),
+        };
+        let last = i + 1 == names.len();
+        if m.file_type().is_symlink() {
+            let why = if last { "it is a symlink" } else { "a folder on its way is a symlink" };
+            return Err(ShowError::Refused { path: rel_str, why: why.into() });
+        }
+        if !last && !m.is_dir() {
+            return Err(ShowError::NotFound(rel_str));
+        }
+        meta = Some(m);
+    }
+    let meta = meta.expect("a path with at least one name");
+    if meta.is_dir() {
+        return Err(ShowError::Folder(rel_str));
+    }
+    let Some(lang) = Lang::of_path(&rel_str) else { return Err(ShowError::NotMapped(rel_str)) };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ShowError::TooLarge(rel_str));
+    }
+    let bytes = match pcmail_fsmode::confined::read(&root, &clean) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Err(ShowError::NotFound(rel_str)),
+        Err(e) if pcmail_fsmode::confined::is_refused(&e) => {
+            let why = match e.get_ref().and_then(|i| i.downcast_ref::<pcmail_fsmode::confined::Refused>()) {
+                Some(r) => format!("{} ({})", r.why, r.path.strip_prefix(&root).unwrap_or(&r.path).display()),
+                None => e.to_string(),
+            };
+            return Err(ShowError::Refused { path: rel_str, why });
+        }
+        Err(e) => return Err(ShowError::Read { path: rel_str, source: e }),
+    };
+    let entry = if bytes.iter().take(8192).any(|&b| b == 0) {
+        FileEntry::binary(lang)
+    } else {
+        Parsers::default().extract(lang, &bytes)
+    };
+    Ok(render::detail(&rel_str, &entry))
 }
 
 /// `pcmail map`: build and write.

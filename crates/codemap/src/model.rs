@@ -3,8 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Bump when extraction changes: cached entries of another version are re-parsed.
-/// It covers the rendered section kept in the cache too.
-pub const EXTRACT_VERSION: i64 = 3;
+/// It covers the rendered section kept in the cache too: 4 made the section
+/// compact (members counted, not listed), so a row of 3 holds the long form.
+pub const EXTRACT_VERSION: i64 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Lang {

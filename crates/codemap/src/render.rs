@@ -1,4 +1,4 @@
-//! The two outputs: `code-map.md` (everything, with a table of contents) and
+//! The two outputs: `code-map.md` (top-level items, with a table of contents) and
 //! `llms.txt` (bounded: deeper levels are summarised until it fits).
 
 use crate::model::{FileEntry, Item, Lang, Summary};
@@ -49,23 +49,35 @@ impl<'a> MapData<'a> {
     }
 }
 
-/// A file's part of code-map.md (below its `### path` heading) and the rest
-/// of its summary.
-pub fn summarize(e: &FileEntry) -> Summary {
-    let mut section = String::new();
-    section.push_str(lang_name(e.lang));
+/// The first lines of a file's part: its language and doc line, and a
+/// parse failure when there was one.
+fn file_head(out: &mut String, e: &FileEntry) {
+    out.push_str(lang_name(e.lang));
     if let Some(doc) = &e.doc {
-        let _ = write!(section, ": {doc}");
+        let _ = write!(out, ": {doc}");
     }
-    section.push('\n');
+    out.push('\n');
     if let Some(err) = &e.error {
-        let _ = writeln!(section, "\n> **Parse failed:** {err} (items below may be incomplete)");
+        let _ = writeln!(out, "\n> **Parse failed:** {err} (items below may be incomplete)");
     }
     if !e.items.is_empty() {
-        section.push('\n');
+        out.push('\n');
     }
+}
+
+/// A file's part of code-map.md (below its `### path` heading) and the rest
+/// of its summary. Compact: each top-level item's signature and doc line,
+/// with its members counted, not listed (`pcmail map --show` lists them), so
+/// an agent reads the whole map without paying for every method up front.
+pub fn summarize(e: &FileEntry) -> Summary {
+    let mut section = String::new();
+    file_head(&mut section, e);
     for it in &e.items {
-        item_lines(&mut section, it, 0);
+        item_line(&mut section, it, 0);
+        if !it.children.is_empty() {
+            section.truncate(section.len() - 1);
+            let _ = writeln!(section, " ({})", plural(count_items(&it.children), "member"));
+        }
     }
     Summary {
         lang: e.lang,
@@ -75,6 +87,27 @@ pub fn summarize(e: &FileEntry) -> Summary {
         names: e.items.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join("\n"),
         section,
     }
+}
+
+/// Members at every depth (a nested class's methods count too).
+fn count_items(items: &[Item]) -> usize {
+    items.iter().map(|i| 1 + count_items(&i.children)).sum()
+}
+
+/// One file in full (`pcmail map --show`): its heading, doc line, and every
+/// item's signature and doc line, members indented under their type.
+pub fn detail(path: &str, e: &FileEntry) -> String {
+    let mut out = format!("### {}\n\n", code(path));
+    if e.binary {
+        out.push_str(lang_name(e.lang));
+        out.push_str(": binary (a NUL byte near the start), not mapped\n");
+        return out;
+    }
+    file_head(&mut out, e);
+    for it in &e.items {
+        item_lines(&mut out, it, 0);
+    }
+    out
 }
 
 fn plural(n: usize, what: &str) -> String {
@@ -177,7 +210,11 @@ pub fn code_map(d: &MapData) -> String {
         d.skipped_huge,
         d.failed()
     );
-    out.push_str("Per file: its doc line, then each top-level item's signature and the first line of its doc; methods are indented under their type.\n\n");
+    out.push_str(
+        "Per file: its doc line, then each top-level item's signature and the first line of its doc; \
+         a type's members (methods, fields of an interface, items of a module) are counted, not listed. \
+         `pcmail map --show FILE` prints one file in full: every member's signature and doc line.\n\n",
+    );
 
     // Anchors in document order, so repeats number the way GitHub does.
     let mut slugs = Slugs(HashMap::new());
@@ -206,6 +243,14 @@ pub fn code_map(d: &MapData) -> String {
 }
 
 fn item_lines(out: &mut String, it: &Item, depth: usize) {
+    item_line(out, it, depth);
+    for c in &it.children {
+        item_lines(out, c, depth + 1);
+    }
+}
+
+/// `- `signature` — doc` at `depth`, ending in a newline.
+fn item_line(out: &mut String, it: &Item, depth: usize) {
     for _ in 0..depth {
         out.push_str("  ");
     }
@@ -214,9 +259,6 @@ fn item_lines(out: &mut String, it: &Item, depth: usize) {
         let _ = write!(out, " — {doc}");
     }
     out.push('\n');
-    for c in &it.children {
-        item_lines(out, c, depth + 1);
-    }
 }
 
 // ---------------------------------------------------------------- llms.txt
@@ -278,7 +320,7 @@ fn llms_header(d: &MapData, folders: usize, budget: usize) -> Result<Bounded, Ov
     let mut b = Bounded { s: String::new(), chars: 0, budget };
     b.push(&format!("# {}\n\n", d.repo_name))?;
     b.push(&format!(
-        "> Code index for agents, made by `{}`: {} in {}{}. Signatures and doc lines of every item: [{}]({}).\n\n",
+        "> Code index for agents, made by `{}`: {} in {}{}. Top-level signatures and doc lines: [{}]({}); one file in full: `pcmail map --show FILE`.\n\n",
         d.command,
         plural(d.files.len(), "source file"),
         plural(folders, "folder"),

@@ -2,7 +2,7 @@
 //! Golden files: `UPDATE_GOLDEN=1 cargo test -p pcmail-codemap` rewrites them
 //! (then read the diff before committing).
 
-use pcmail_codemap::{build, check, map, Options, LLMS_MARKER};
+use pcmail_codemap::{build, check, map, show, Options, ShowError, LLMS_MARKER};
 use pcmail_store::Store;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -69,6 +69,10 @@ fn golden_output_per_language() {
         assert!(!code_map.contains("not_in_the_map"), "{lang}: cfg(test) modules are skipped");
         golden(&format!("{lang}.code-map.md"), &code_map);
         golden(&format!("{lang}.llms.txt"), &llms);
+        // Every mapped file in full, as `pcmail map --show` prints it.
+        let detail: String =
+            sections(&code_map).keys().map(|path| show(&root, path).unwrap() + "\n").collect::<Vec<_>>().concat();
+        golden(&format!("{lang}.show.md"), &detail);
     }
 }
 
@@ -361,4 +365,108 @@ fn a_symlinked_claude_folder_is_not_written_through() {
     let e = map(&Options::new(&root), None).unwrap_err();
     assert!(e.to_string().contains("refused"), "{e}");
     assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "nothing written outside the repo");
+}
+
+/// The map lists a file's top-level items and counts their members; the
+/// members' signatures and docs come from `show`, which reads the file now.
+#[test]
+fn the_map_counts_members_and_show_lists_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("nested");
+    write(
+        &root.join("pkg/shapes.py"),
+        "\"\"\"Shapes.\"\"\"\n\ndef area(s) -> float:\n    \"\"\"Area of any shape.\"\"\"\n\n\
+         class Circle(Shape):\n    \"\"\"A round one.\"\"\"\n\n    def radius_of_circle(self) -> float:\n        \"\"\"Its radius.\"\"\"\n\n\
+         \x20   class Inner:\n        def deep_method(self):\n            pass\n",
+    );
+    let r = map(&Options::new(&root), None).unwrap();
+    let m = fs::read_to_string(&r.map_path).unwrap();
+    assert!(m.contains("- `def area(s) -> float` — Area of any shape.\n"), "{m}");
+    assert!(m.contains("- `class Circle(Shape)` — A round one. (3 members)\n"), "nested members counted: {m}");
+    assert!(!m.contains("radius_of_circle") && !m.contains("deep_method"), "members are not listed: {m}");
+    assert!(m.contains("`pcmail map --show FILE`"), "the map names the command that gives the rest");
+    assert!(fs::read_to_string(&r.llms_path).unwrap().contains("`pcmail map --show FILE`"));
+
+    let d = show(&root, "pkg/shapes.py").unwrap();
+    assert_eq!(
+        d,
+        "### `pkg/shapes.py`\n\nPython: Shapes.\n\n- `def area(s) -> float` — Area of any shape.\n\
+         - `class Circle(Shape)` — A round one.\n  - `def radius_of_circle(self) -> float` — Its radius.\n\
+         \x20 - `class Inner`\n    - `def deep_method(self)`\n"
+    );
+    // The same file by absolute path, and with `./`; and parsed now, not from the map.
+    assert_eq!(show(&root, root.join("pkg/shapes.py").to_str().unwrap()).unwrap(), d);
+    assert_eq!(show(&root, "./pkg/shapes.py").unwrap(), d);
+    write(&root.join("pkg/shapes.py"), "def square():\n    pass\n");
+    assert!(show(&root, "pkg/shapes.py").unwrap().contains("`def square()`"));
+}
+
+/// Old cache rows hold the long form of a file's part of the map: a run of
+/// this version parses the file again instead of reusing them.
+#[test]
+fn cache_rows_of_an_older_version_are_not_reused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixture_repo(tmp.path(), "python");
+    let mut st = store(tmp.path());
+    let first = map(&Options::new(&root), Some(&mut st)).unwrap();
+    let key = root.canonicalize().unwrap().to_string_lossy().into_owned();
+    let mut rows = st.codemap_rows(&key).unwrap();
+    for r in &mut rows {
+        r.version = pcmail_codemap::EXTRACT_VERSION - 1;
+        r.entry = r.entry.replace("Python", "Python: OLD LONG SECTION");
+    }
+    st.codemap_apply(&key, &rows, &[]).unwrap();
+    let again = map(&Options::new(&root), Some(&mut st)).unwrap();
+    assert_eq!(again.parsed, first.files, "every row of the older version is parsed again");
+    assert!(!fs::read_to_string(&again.map_path).unwrap().contains("OLD LONG SECTION"));
+    assert!(again.changed.is_empty(), "the same map as the first run");
+}
+
+/// `show` reads only regular files inside the repo: a path outside it, `..`,
+/// a symlink (to a file or a folder) leading out, a folder, a file the map
+/// does not cover and a value that looks like an option are refused, each
+/// with its own error, and nothing outside is read.
+#[test]
+fn show_refuses_what_is_not_a_mapped_file_inside_the_repo() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixture_repo(tmp.path(), "python");
+    let outside = tmp.path().join("outside");
+    write(&outside.join("secret.py"), "def secret_outside():\n    pass\n");
+    let secret = outside.join("secret.py");
+    let err = |file: &str| show(&root, file).unwrap_err();
+
+    assert!(matches!(err("--full"), ShowError::LooksLikeOption(_)));
+    assert!(err("--full").to_string().contains("./--full"));
+    assert!(matches!(err("../outside/secret.py"), ShowError::OutsideRepo { .. }));
+    assert!(matches!(err("pkg/../../outside/secret.py"), ShowError::OutsideRepo { .. }));
+    let abs = err(secret.to_str().unwrap());
+    assert!(matches!(abs, ShowError::OutsideRepo { .. }), "{abs}");
+    assert!(abs.to_string().contains("not a file inside the repo"), "{abs}");
+    assert!(matches!(err(""), ShowError::OutsideRepo { .. }));
+    assert!(matches!(err("pkg/missing.py"), ShowError::NotFound(_)));
+    assert!(matches!(err("pkg/__init__.py/x.py"), ShowError::NotFound(_)));
+    assert!(matches!(err("pkg"), ShowError::Folder(_)));
+    write(&root.join("README.md"), "# Readme\n");
+    assert!(matches!(err("README.md"), ShowError::NotMapped(_)));
+    write(&root.join("big.py"), "x = 1\n".repeat(200_000));
+    assert!(matches!(err("big.py"), ShowError::TooLarge(_)));
+    assert!(matches!(show(&root.join("nope"), "pkg/util.py").unwrap_err(), ShowError::NotADirectory(_)));
+
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&secret, root.join("pkg/link.py")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("out")).unwrap();
+        for file in ["pkg/link.py", "out/secret.py"] {
+            let e = err(file);
+            assert!(matches!(e, ShowError::Refused { .. }), "{file}: {e}");
+            assert!(e.to_string().contains("symlink"), "{e}");
+            assert!(!e.to_string().contains("secret_outside"));
+        }
+        // A symlink inside the repo to a file inside it is refused too: the
+        // map does not follow symlinks, so --show does not either.
+        std::os::unix::fs::symlink(root.join("pkg/util.py"), root.join("pkg/alias.py")).unwrap();
+        assert!(matches!(err("pkg/alias.py"), ShowError::Refused { .. }));
+    }
+    // The real files still show.
+    assert!(show(&root, "pkg/util.py").unwrap().contains("`def cached(x)`"));
 }

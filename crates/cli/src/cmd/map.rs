@@ -1,4 +1,5 @@
-//! `pcmail map`: the code map of a repo, written or checked.
+//! `pcmail map`: the code map of a repo, written or checked; `--show FILE`:
+//! one file of it in full.
 
 use std::path::PathBuf;
 
@@ -29,6 +30,19 @@ pub fn run(
             eprintln!("pcmail: {n}");
         }
         print_map_report(&r.report, check);
+    }
+    Ok(())
+}
+
+/// `pcmail map --show FILE`: the file's full detail on stdout (under
+/// `--json`: `{repo, file, text}`).
+pub fn show(repo: Option<PathBuf>, file: &str, json: bool) -> anyhow::Result<()> {
+    let repo = repo.map(|r| r.to_string_lossy().into_owned());
+    let r = pcmail_api::codemap::map_show(repo.as_deref(), file)?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", r.text);
     }
     Ok(())
 }
