@@ -17,7 +17,7 @@ newest last. A status change is a new line, never an edit.\n\n";
 /// A note longer than this is cut (a line stays one short write).
 pub const NOTE_MAX_CHARS: usize = 200;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Event {
     Active,
