@@ -3,9 +3,10 @@
 //! per append in a single write). `search` goes through an FTS5 index in the
 //! PC store, rebuilt from the files whose size or modification time changed.
 
+use crate::names::AT_FORMAT;
 use crate::repo::Repo;
 use crate::{fsutil, gitattributes, index, HandoffError, Result};
-use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use pcmail_store::memory::{MemoryFile, MemoryRow, MemoryUpsert};
 use pcmail_store::Store;
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,6 @@ use std::path::PathBuf;
 
 pub const TOPIC_MAX: usize = 100;
 pub const TEXT_MAX_CHARS: usize = 4000;
-const AT_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -190,7 +190,7 @@ fn parse_header(line: &str) -> Option<(MemKind, DateTime<Utc>, String)> {
     let rest = line.strip_prefix("## ")?;
     let mut parts = rest.split(" · ");
     let kind = MemKind::parse(parts.next()?.trim())?;
-    let at = NaiveDateTime::parse_from_str(parts.next()?.trim(), AT_FORMAT).ok()?;
+    let at = crate::names::parse_stamp(parts.next()?.trim(), AT_FORMAT)?;
     let by = parts.next().unwrap_or("").trim().to_string();
     Some((kind, Utc.from_utc_datetime(&at), by))
 }
