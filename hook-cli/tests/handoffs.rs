@@ -200,3 +200,66 @@ fn session_start_adds_handoffs_and_memory_after_the_mail_within_the_budget() {
         "{full}"
     );
 }
+
+#[test]
+fn session_start_uses_the_kept_view_while_the_repo_is_unchanged_and_sees_every_change() {
+    use pcmail_handoff::viewcache::{self, Source};
+    let pc = Pc::new("");
+    let repo = Repo::at(&pc.repo);
+    let t = |d| Utc.with_ymd_and_hms(2026, 4, d, 9, 0, 0).unwrap();
+    let write = |d: u32| {
+        let s = Sections {
+            goal: Some(format!("goal {d}")),
+            done: None,
+            failed: None,
+            state: Some("working".into()),
+            next: Some(format!("next {d}")),
+        };
+        handoffs::new_handoff(&repo, &format!("task-{d}"), &Author { session: "s", by: "pc-a/s", at: t(d) }, &s)
+            .unwrap();
+    };
+    write(1);
+    memory::add(&repo, MemKind::Gotcha, "db", "the pool leaks", None, "pc-a/s", t(1)).unwrap();
+    let start = |session: &str| {
+        pc.run(&json!({"session_id": session, "hook_event_name": "SessionStart", "source": "startup", "cwd": pc.repo}))
+            .map(|v| v["hookSpecificOutput"]["additionalContext"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    // Files written a moment ago: the hook reads them and keeps nothing.
+    let read = start("a");
+    let cache = pc.home.join("hook-views");
+    assert!(!viewcache::cache_path(&cache, &pc.repo).exists());
+    assert!(read.contains("- 2026-04-01_09-00_s_task-1: goal 1 → next: next 1"), "{read}");
+    assert!(read.contains("- [db] the pool leaks"), "{read}");
+
+    // Kept as if the files had settled (the hook itself keeps a view only of
+    // files a few seconds old): the hook then serves it, the same text.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    let kept = |expected: Source| {
+        let (_, src) = viewcache::view_cached(&Repo::find_unnamed(&pc.repo).unwrap(), &cache, later).unwrap();
+        assert_eq!(src, expected);
+    };
+    kept(Source::ReadAndKept);
+    kept(Source::Cache);
+    assert_eq!(start("b"), read);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&cache), mode(&viewcache::cache_path(&cache, &pc.repo))), (0o700, 0o600));
+    }
+
+    // A new handoff and a memory file rewritten with the same size are seen at once.
+    write(2);
+    let topic = memory::topic_path(&repo, "db");
+    let text = std::fs::read_to_string(&topic).unwrap();
+    std::fs::write(&topic, text.replace("the pool leaks", "the pool LEAKS")).unwrap();
+    let changed = start("c");
+    assert!(changed.contains("- 2026-04-02_09-00_s_task-2: goal 2 → next: next 2"), "{changed}");
+    assert!(changed.contains("- [db] the pool LEAKS"), "{changed}");
+
+    // A damaged cache file is ignored.
+    kept(Source::ReadAndKept);
+    std::fs::write(viewcache::cache_path(&cache, &pc.repo), "{ not json").unwrap();
+    assert_eq!(start("d"), changed);
+}

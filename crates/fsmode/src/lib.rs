@@ -98,6 +98,14 @@ pub fn replace_private(path: &Path, content: &[u8]) -> io::Result<()> {
     replace_file(path, content, Some(FILE_MODE))
 }
 
+/// [`replace_private`] without its fsyncs ([`confined::Dir::replace_unsynced`]):
+/// for a private cache file that a crash may lose and whose reader ignores a
+/// damaged one.
+pub fn replace_private_unsynced(path: &Path, content: &[u8]) -> io::Result<()> {
+    let (dir, name) = split_file(path)?;
+    confined::Dir::open(dir, &[], false)?.replace_unsynced(name, content, Some(FILE_MODE))
+}
+
 /// The folder of `path` (`.` for a bare name) and its file name.
 fn split_file(path: &Path) -> io::Result<(&Path, &Path)> {
     let name = path
@@ -190,5 +198,27 @@ mod tests {
         assert_eq!(mode(&old_file), 0o600);
         restrict_file(&old_dir.join("missing")).unwrap();
         unsafe { libc::umask(old) };
+    }
+
+    #[test]
+    fn an_unsynced_replace_is_whole_private_and_never_writes_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cache.json");
+        std::fs::write(&f, "old").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        replace_private_unsynced(&f, b"new").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"new");
+        assert_eq!(mode(&f), 0o600);
+
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        replace_private_unsynced(&link, b"cache").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&link).unwrap(), b"cache");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 3, "no temp file left: {names:?}");
     }
 }

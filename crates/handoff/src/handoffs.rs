@@ -8,10 +8,10 @@ use crate::names::{self, ParsedName};
 use crate::repo::Repo;
 use crate::{fsutil, gitattributes, HandoffError, Result};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WorkState {
     Working,
@@ -283,7 +283,7 @@ pub fn new_handoff(repo: &Repo, slug: &str, a: &Author, s: &Sections) -> Result<
 }
 
 /// One handoff or rollup as `list` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub name: String,
     pub at: DateTime<Utc>,

@@ -6,8 +6,9 @@
 //! `- 2026-04-09 14:32:05Z ACTIVE 2026-04-09_14-32_373d1618_auth-fix by pc-a/373d1618 — goal text`
 
 use crate::fsutil;
+use crate::names::{self, AT_FORMAT};
 use crate::Result;
-use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -17,7 +18,7 @@ newest last. A status change is a new line, never an edit.\n\n";
 /// A note longer than this is cut (a line stays one short write).
 pub const NOTE_MAX_CHARS: usize = 200;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Event {
     Active,
@@ -54,8 +55,6 @@ pub struct Line {
     pub by: String,
     pub note: String,
 }
-
-const AT_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
 
 /// Any text as one short line: controls and line breaks become spaces, runs
 /// of spaces one, cut at [`NOTE_MAX_CHARS`].
@@ -96,7 +95,8 @@ impl Line {
         };
         let mut it = head.split(' ');
         let (date, time) = (it.next()?, it.next()?);
-        let at = NaiveDateTime::parse_from_str(&format!("{date} {time}"), AT_FORMAT).ok()?;
+        // "{date} {time}": the start of `head`, split at its first space.
+        let at = names::parse_stamp(&head[..date.len() + 1 + time.len()], AT_FORMAT)?;
         let event = Event::parse(it.next()?)?;
         let name = it.next()?;
         if it.next()? != "by" {

@@ -17,6 +17,7 @@ pub mod repo;
 pub mod session;
 pub mod stop;
 pub mod summary;
+pub mod viewcache;
 
 use std::path::PathBuf;
 

@@ -3,19 +3,19 @@
 //! per append in a single write). `search` goes through an FTS5 index in the
 //! PC store, rebuilt from the files whose size or modification time changed.
 
+use crate::names::AT_FORMAT;
 use crate::repo::Repo;
 use crate::{fsutil, gitattributes, index, HandoffError, Result};
-use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use pcmail_store::memory::{MemoryFile, MemoryRow, MemoryUpsert};
 use pcmail_store::Store;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 pub const TOPIC_MAX: usize = 100;
 pub const TEXT_MAX_CHARS: usize = 4000;
-const AT_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemKind {
     Decision,
@@ -38,7 +38,7 @@ impl MemKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     pub topic: String,
     pub kind: MemKind,
@@ -190,17 +190,28 @@ fn parse_header(line: &str) -> Option<(MemKind, DateTime<Utc>, String)> {
     let rest = line.strip_prefix("## ")?;
     let mut parts = rest.split(" · ");
     let kind = MemKind::parse(parts.next()?.trim())?;
-    let at = NaiveDateTime::parse_from_str(parts.next()?.trim(), AT_FORMAT).ok()?;
+    let at = crate::names::parse_stamp(parts.next()?.trim(), AT_FORMAT)?;
     let by = parts.next().unwrap_or("").trim().to_string();
     Some((kind, Utc.from_utc_datetime(&at), by))
 }
 
 /// Every topic file under the memory folder: (topic, path, size, mtime ns).
 pub fn topic_files(repo: &Repo) -> Result<Vec<(String, PathBuf, MemoryFile)>> {
+    topic_files_seen(repo, &mut |_| {})
+}
+
+/// [`topic_files`], telling `before_listing` each folder just before it is
+/// listed (the memory folder first, even when it does not exist): the hook's
+/// view cache notes what each folder was when its listing was taken.
+pub fn topic_files_seen(
+    repo: &Repo,
+    before_listing: &mut dyn FnMut(&std::path::Path),
+) -> Result<Vec<(String, PathBuf, MemoryFile)>> {
     let root = repo.memory_dir();
     let mut out = vec![];
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
+        before_listing(&dir);
         let rd = match std::fs::read_dir(&dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,

@@ -9,6 +9,41 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 pub const SLUG_MAX: usize = 60;
 pub const ROLLUP_SEGMENT: &str = "rollup_";
 const STAMP_FORMAT: &str = "%Y-%m-%d_%H-%M";
+/// The time of an INDEX line and of a memory entry's header.
+pub(crate) const AT_FORMAT: &str = "%Y-%m-%d %H:%M:%SZ";
+
+/// `NaiveDateTime::parse_from_str(s, fmt)` for the two fixed formats pcmail
+/// writes ([`STAMP_FORMAT`] in names, [`AT_FORMAT`] in the INDEX and in
+/// memory headers). A string exactly as pcmail writes it (four-digit year,
+/// two-digit fields) is read digit by digit: SessionStart reads about a
+/// thousand of them, and chrono's format interpreter was most of the cost
+/// of reading a repo's handoffs and memory. Anything else goes to chrono, so
+/// what is accepted, and as what, does not change.
+pub(crate) fn parse_stamp(s: &str, fmt: &str) -> Option<NaiveDateTime> {
+    written_form(s, fmt).or_else(|| NaiveDateTime::parse_from_str(s, fmt).ok())
+}
+
+/// `s` read as `fmt` when it is exactly the form pcmail writes, else None.
+fn written_form(s: &str, fmt: &str) -> Option<NaiveDateTime> {
+    let (between, in_time, seconds) = match fmt {
+        STAMP_FORMAT => (b'_', b'-', false),
+        AT_FORMAT => (b' ', b':', true),
+        _ => return None,
+    };
+    let b = s.as_bytes();
+    if b.len() != if seconds { 20 } else { 16 } {
+        return None;
+    }
+    let digit = |i: usize| b[i].is_ascii_digit().then(|| u32::from(b[i] - b'0'));
+    let two = |i: usize| Some(digit(i)? * 10 + digit(i + 1)?);
+    let marks = b[4] == b'-' && b[7] == b'-' && b[10] == between && b[13] == in_time;
+    if !marks || (seconds && (b[16] != in_time || b[19] != b'Z')) {
+        return None;
+    }
+    let year = two(0)? * 100 + two(2)?;
+    let second = if seconds { two(17)? } else { 0 };
+    NaiveDate::from_ymd_opt(year as i32, two(5)?, two(8)?)?.and_hms_opt(two(11)?, two(14)?, second)
+}
 
 /// A slug: lower-case a-z 0-9 and `-`, starting with a letter or digit, at
 /// most 60 characters (no `_`: it separates the name's parts).
@@ -64,7 +99,7 @@ pub fn parse_stem(name: &str) -> Option<ParsedName> {
         return None;
     }
     let (stamp, rest) = stem.split_at(16);
-    let at = NaiveDateTime::parse_from_str(stamp, STAMP_FORMAT).ok()?;
+    let at = parse_stamp(stamp, STAMP_FORMAT)?;
     let rest = rest.strip_prefix('_')?;
     let (s8, tail) = rest.split_once('_')?;
     if s8.is_empty() {
@@ -117,6 +152,56 @@ pub fn parse_through(s: &str) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stamps_read_digit_by_digit_are_what_chrono_reads() {
+        let mut cases: Vec<String> = vec![];
+        for fmt_case in [
+            "2026-04-09_14-32",
+            "2026-04-09 14:32:05Z",
+            "0000-01-01 00:00:00Z",
+            "9999-12-31_23-59",
+            "2024-02-29 12:00:00Z",
+            "2026-02-29 12:00:00Z",
+            "2026-13-01_10-00",
+            "2026-04-31_10-00",
+            "2026-04-09 24:00:00Z",
+            "2026-04-09 23:60:00Z",
+            "2026-04-09 23:59:60Z",
+            "2026-04-09 23:59:61Z",
+            "+2026-04-09 14:32:05Z",
+            "2026-4-09 14:32:05Z",
+            "2026-04-09 14:32:05",
+            "2026-04-09 14:32:05ZZ",
+            "2026-04-09T14:32:05Z",
+            "2026-04-09  4:32:05Z",
+            "2026-04-09 14:32:5Z",
+            "20260-04-09_14-32",
+            "2026-04-09_14:32",
+            "2026-04-09_14-3x",
+            "",
+            "２026-04-09_14-32",
+        ] {
+            cases.push(fmt_case.to_string());
+        }
+        // Each byte of both written forms replaced by others, one at a time.
+        for base in ["2026-04-09_14-32", "2026-04-09 14:32:05Z"] {
+            for i in 0..base.len() {
+                for c in ['0', '9', '-', '_', ' ', ':', 'Z', 'a', '+'] {
+                    let mut s = base.to_string();
+                    s.replace_range(i..i + 1, &c.to_string());
+                    cases.push(s);
+                }
+            }
+        }
+        for s in &cases {
+            for fmt in [STAMP_FORMAT, AT_FORMAT] {
+                assert_eq!(parse_stamp(s, fmt), NaiveDateTime::parse_from_str(s, fmt).ok(), "{s:?} as {fmt}");
+            }
+        }
+        assert!(written_form("2026-04-09 14:32:05Z", AT_FORMAT).is_some());
+        assert!(written_form("2026-04-09_14-32", STAMP_FORMAT).is_some());
+    }
 
     fn t(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

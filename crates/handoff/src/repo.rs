@@ -21,6 +21,15 @@ impl Repo {
         Ok(Repo { root, id })
     }
 
+    /// The repo containing `dir` with its identity left empty: for readers
+    /// of its files that never use it (the hook's view of handoffs and
+    /// memory), which then read no `.git/config` (nor start a `git` process,
+    /// as a repo with no remote and no reflog from its first commit needs).
+    pub fn find_unnamed(dir: &Path) -> Result<Repo> {
+        let root = pcmail_codemap_check::find_repo_root(dir).ok_or_else(|| HandoffError::NoRepo(dir.to_path_buf()))?;
+        Ok(Repo { root, id: String::new() })
+    }
+
     /// The repo at `root` as given (tests, `--repo`): its root is `root`
     /// even when it has no `.git` yet.
     pub fn at(root: &Path) -> Repo {

@@ -23,7 +23,7 @@ pub const MAX_FILE_BYTES: i64 = 1 << 20;
 /// One line of the hook at most.
 pub const LINE_MAX_CHARS: usize = 220;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HookView {
     pub rollup: Option<(String, Option<DateTime<Utc>>)>,
     /// The latest rollup's own first line of text: what the sessions it
@@ -41,10 +41,19 @@ pub struct HookView {
 
 /// Reads what the hook shows for `repo`.
 pub fn view(repo: &Repo) -> Result<HookView> {
+    view_seen(repo, &mut |_| {})
+}
+
+/// [`view`], telling `before_read` every file and folder it reads, each just
+/// before reading (listing) it: what the view depends on, for
+/// [`crate::viewcache`]. A file or folder that is not there is told too.
+pub fn view_seen(repo: &Repo, before_read: &mut dyn FnMut(&std::path::Path)) -> Result<HookView> {
     let dir = repo.handoff_dir();
     let mut v = HookView::default();
+    before_read(&dir);
     let all = handoffs::names_in(&dir)?;
     if !all.is_empty() {
+        before_read(&repo.index_path());
         let lines = index::read(&repo.index_path())?;
         let latest = index::latest(&lines);
         // What the latest rollup covers is the list it names, not every
@@ -54,7 +63,9 @@ pub fn view(repo: &Repo) -> Result<HookView> {
         // rollup folded it in unseen.
         let mut covered = std::collections::HashSet::new();
         if let Some((name, p)) = all.iter().find(|(_, p)| p.rollup) {
-            let text = std::fs::read_to_string(dir.join(format!("{name}.md"))).unwrap_or_default();
+            let path = dir.join(format!("{name}.md"));
+            before_read(&path);
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
             let s = handoffs::summarise_text(name, p, &text);
             let (fm, body) = handoffs::strip_front_matter(&text);
             covered.extend(handoffs::front_list(&fm, "covers"));
@@ -78,14 +89,22 @@ pub fn view(repo: &Repo) -> Result<HookView> {
         v.active = active
             .iter()
             .take(MAX_ACTIVE_READ)
-            .map(|(n, p)| handoffs::summarise(&dir, n, p))
+            .map(|(n, p)| {
+                before_read(&dir.join(format!("{n}.md")));
+                handoffs::summarise(&dir, n, p)
+            })
             .filter(|s| s.rolled_up_into.is_none())
             .collect();
     }
     let mut entries = vec![];
-    for (topic, path, f) in memory::topic_files(repo)? {
-        // The hook stays fast whatever a repo holds: an outsized file is left to `memory show`.
-        if f.size > MAX_FILE_BYTES {
+    for (topic, path, _) in memory::topic_files_seen(repo, before_read)? {
+        before_read(&path);
+        // The hook stays fast whatever a repo holds: an outsized file is left
+        // to `memory show`. Its size is taken after `before_read`, not from
+        // the listing: what the view decides must come from the file as it
+        // was then or later, so that any change after it shows in the file's
+        // state when the cache compares it.
+        if std::fs::metadata(&path).map_or(true, |m| m.len() > MAX_FILE_BYTES as u64) {
             continue;
         }
         if let Ok(text) = std::fs::read_to_string(&path) {
@@ -216,10 +235,23 @@ pub fn render(v: &HookView, room: usize) -> Option<String> {
 /// The hook's part for the session whose working directory is `cwd`, given
 /// how many characters the budget has already used.
 pub fn session_start_text(cwd: &std::path::Path, used: usize) -> Option<String> {
-    let repo = Repo::find(cwd).ok()?;
+    let repo = Repo::find_unnamed(cwd).ok()?;
     // render() counts a newline per line: the first one joins it to what is above.
     let room = pcmail_core::present::TOTAL_CHARS.checked_sub(used)?;
     render(&view(&repo).ok()?, room)
+}
+
+/// [`session_start_text`] with the view kept in `cache_dir` between runs
+/// ([`crate::viewcache`]); `now` decides whether what was read had settled.
+pub fn session_start_text_cached(
+    cwd: &std::path::Path,
+    used: usize,
+    cache_dir: &std::path::Path,
+    now: std::time::SystemTime,
+) -> Option<String> {
+    let repo = Repo::find_unnamed(cwd).ok()?;
+    let room = pcmail_core::present::TOTAL_CHARS.checked_sub(used)?;
+    render(&crate::viewcache::view_cached(&repo, cache_dir, now).ok()?.0, room)
 }
 
 #[cfg(test)]

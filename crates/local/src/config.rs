@@ -51,6 +51,11 @@ impl Paths {
     pub fn log(&self) -> PathBuf {
         self.home.join("pcmail.log")
     }
+    /// The hook's view of each repo's handoffs and memory, one file per repo
+    /// (`pcmail_handoff::viewcache`).
+    pub fn hook_view_cache(&self) -> PathBuf {
+        self.home.join("hook-views")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

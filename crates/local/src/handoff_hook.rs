@@ -10,9 +10,16 @@ use pcmail_store::Store;
 use std::path::Path;
 
 /// The handoff and memory lines for a session in `cwd`, given the characters
-/// the budget has already used (mail, the one-line items, leases).
-pub fn session_start_part(cwd: Option<&str>, used: usize) -> Option<String> {
-    pcmail_handoff::summary::session_start_text(Path::new(cwd?), used)
+/// the budget has already used (mail, the one-line items, leases). The view
+/// of the repo's files is kept in the PC's folder between sessions and used
+/// again while none of them changed.
+pub fn session_start_part(paths: &Paths, cwd: Option<&str>, used: usize) -> Option<String> {
+    pcmail_handoff::summary::session_start_text_cached(
+        Path::new(cwd?),
+        used,
+        &paths.hook_view_cache(),
+        std::time::SystemTime::now(),
+    )
 }
 
 /// The Stop hook: `{"decision":"block","reason":…}` once per session that

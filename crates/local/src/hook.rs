@@ -376,7 +376,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
             }
         }
         // Handoffs and memory, last in the budget.
-        if let Some(part) = crate::handoff_hook::session_start_part(input.cwd.as_deref(), text.chars().count()) {
+        if let Some(part) = crate::handoff_hook::session_start_part(paths, input.cwd.as_deref(), text.chars().count()) {
             if !text.is_empty() {
                 text.push('\n');
             }
