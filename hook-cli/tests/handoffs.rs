@@ -138,21 +138,26 @@ fn no_reminder_for_short_work_a_written_handoff_outside_a_repo_or_when_off() {
     assert_blocks(low.stop(S1, &low.transcript(S1, 50 * 1024), false), S1);
 }
 
+/// The handoff `task-D`, written by pc-a/s on 2026-04-D at 09:00 UTC.
+fn write_task(repo: &Repo, d: u32) {
+    let at = Utc.with_ymd_and_hms(2026, 4, d, 9, 0, 0).unwrap();
+    let s = Sections {
+        goal: Some(format!("goal {d}")),
+        done: None,
+        failed: None,
+        state: Some("working".into()),
+        next: Some(format!("next {d}")),
+    };
+    handoffs::new_handoff(repo, &format!("task-{d}"), &Author { session: "s", by: "pc-a/s", at }, &s).unwrap();
+}
+
 #[test]
 fn session_start_adds_handoffs_and_memory_after_the_mail_within_the_budget() {
     let pc = Pc::new("");
     let repo = Repo::at(&pc.repo);
     let t = |d| Utc.with_ymd_and_hms(2026, 4, d, 9, 0, 0).unwrap();
     for d in 1..=5 {
-        let s = Sections {
-            goal: Some(format!("goal {d}")),
-            done: None,
-            failed: None,
-            state: Some("working".into()),
-            next: Some(format!("next {d}")),
-        };
-        handoffs::new_handoff(&repo, &format!("task-{d}"), &Author { session: "s", by: "pc-a/s", at: t(d) }, &s)
-            .unwrap();
+        write_task(&repo, d);
     }
     handoffs::rollup(&repo, "spring", &Author { session: "r", by: "pc-a/r", at: t(3) }, t(3), "first three").unwrap();
     memory::add(&repo, MemKind::Gotcha, "db/wal", "checkpoint only from the poller", None, "pc-a/s", t(5)).unwrap();
@@ -207,17 +212,7 @@ fn session_start_uses_the_kept_view_while_the_repo_is_unchanged_and_sees_every_c
     let pc = Pc::new("");
     let repo = Repo::at(&pc.repo);
     let t = |d| Utc.with_ymd_and_hms(2026, 4, d, 9, 0, 0).unwrap();
-    let write = |d: u32| {
-        let s = Sections {
-            goal: Some(format!("goal {d}")),
-            done: None,
-            failed: None,
-            state: Some("working".into()),
-            next: Some(format!("next {d}")),
-        };
-        handoffs::new_handoff(&repo, &format!("task-{d}"), &Author { session: "s", by: "pc-a/s", at: t(d) }, &s)
-            .unwrap();
-    };
+    let write = |d: u32| write_task(&repo, d);
     write(1);
     memory::add(&repo, MemKind::Gotcha, "db", "the pool leaks", None, "pc-a/s", t(1)).unwrap();
     let start = |session: &str| {
