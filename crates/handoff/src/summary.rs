@@ -45,8 +45,8 @@ pub fn view(repo: &Repo) -> Result<HookView> {
 }
 
 /// [`view`], telling `before_read` every file and folder it reads, each just
-/// before reading (listing) it: what the view depends on, for
-/// [`crate::viewcache`]. A file or folder that is not there is told too.
+/// before reading (listing) it: what the view depends on, for the view
+/// kept between sessions. A file or folder that is not there is told too.
 pub fn view_seen(repo: &Repo, before_read: &mut dyn FnMut(&std::path::Path)) -> Result<HookView> {
     let dir = repo.handoff_dir();
     let mut v = HookView::default();
@@ -239,19 +239,6 @@ pub fn session_start_text(cwd: &std::path::Path, used: usize) -> Option<String> 
     // render() counts a newline per line: the first one joins it to what is above.
     let room = pcmail_core::present::TOTAL_CHARS.checked_sub(used)?;
     render(&view(&repo).ok()?, room)
-}
-
-/// [`session_start_text`] with the view kept in `cache_dir` between runs
-/// ([`crate::viewcache`]); `now` decides whether what was read had settled.
-pub fn session_start_text_cached(
-    cwd: &std::path::Path,
-    used: usize,
-    cache_dir: &std::path::Path,
-    now: std::time::SystemTime,
-) -> Option<String> {
-    let repo = Repo::find_unnamed(cwd).ok()?;
-    let room = pcmail_core::present::TOTAL_CHARS.checked_sub(used)?;
-    render(&crate::viewcache::view_cached(&repo, cache_dir, now).ok()?.0, room)
 }
 
 #[cfg(test)]

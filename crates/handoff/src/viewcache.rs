@@ -166,6 +166,14 @@ fn save(cache_dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     pcmail_fsmode::replace_private_unsynced(path, bytes)
 }
 
+/// `summary::session_start_text` with the view kept in `cache_dir` between
+/// runs; `now` decides whether what was read had settled.
+pub fn session_start_text_cached(cwd: &Path, used: usize, cache_dir: &Path, now: SystemTime) -> Option<String> {
+    let repo = Repo::find_unnamed(cwd).ok()?;
+    let room = pcmail_core::present::TOTAL_CHARS.checked_sub(used)?;
+    summary::render(&view_cached(&repo, cache_dir, now).ok()?.0, room)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

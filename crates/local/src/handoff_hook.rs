@@ -14,7 +14,7 @@ use std::path::Path;
 /// of the repo's files is kept in the PC's folder between sessions and used
 /// again while none of them changed.
 pub fn session_start_part(paths: &Paths, cwd: Option<&str>, used: usize) -> Option<String> {
-    pcmail_handoff::summary::session_start_text_cached(
+    pcmail_handoff::viewcache::session_start_text_cached(
         Path::new(cwd?),
         used,
         &paths.hook_view_cache(),
