@@ -346,18 +346,21 @@ impl Http {
                 .body(body.clone())
                 .send()
         };
-        let resp = match send() {
-            Ok(r) => r,
-            Err(e) => match self.send_error(&e, url) {
-                // A connection closed before any answer: a server shedding
-                // connections it cannot yet tell from a flood's closes a new
-                // one at once, and a kept-alive one may have been timed out
-                // just as it was reused. Every op is idempotent by its id,
-                // so one more try on a fresh connection is safe; a time-out
-                // or a trust failure is not tried again.
-                CallError::Transient(_) if !e.is_timeout() => send().map_err(|e| self.send_error(&e, url))?,
-                other => return Err(other),
-            },
+        let mut sent = send();
+        let mut pauses = CLOSED_BEFORE_ANSWER_PAUSES.iter();
+        let resp = loop {
+            let e = match sent {
+                Ok(r) => break r,
+                Err(e) => e,
+            };
+            // Once per failure: it takes the certificate a pin refused.
+            match (self.send_error(&e, url), pauses.next()) {
+                (CallError::Transient(_), Some(pause)) if !e.is_timeout() => {
+                    std::thread::sleep(*pause);
+                    sent = send();
+                }
+                (err, _) => return Err(err),
+            }
         };
         let status = resp.status();
         let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
@@ -367,6 +370,16 @@ impl Http {
         interpret(&body)
     }
 }
+
+/// The pauses before each further try of a request whose connection closed
+/// before any answer. A server shedding connections it cannot yet tell from
+/// a flood's closes a new one at once, and refuses new ones for a moment
+/// while the shed ones close; a kept-alive connection may have been timed
+/// out just as it was reused. Every op is idempotent by its id, so trying
+/// again on a fresh connection is safe: once at once, once more after a
+/// pause that outlasts a burst. A time-out or a trust failure is not tried
+/// again.
+pub const CLOSED_BEFORE_ANSWER_PAUSES: [Duration; 2] = [Duration::ZERO, Duration::from_millis(100)];
 
 impl Http {
     fn send_error(&self, e: &reqwest::Error, url: &str) -> CallError {
