@@ -97,6 +97,13 @@ section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")
 # shared dependencies is reused where the two workspaces agree.
 nice cargo build --release -q -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc
 nice cargo build --release -q -p pcmail-mcp --example mcp_bench
+# The hook as it ships (scripts/install-hook.sh, scripts/plugin-bin.sh) and
+# the floor program it is measured against: linked statically on Linux. Only
+# the final crate is linked again (seconds).
+if [[ "$(uname -s)" == Linux ]]; then
+  nice cargo rustc --release -q -p pcmail-hook --bin pcmail-hook -- -C target-feature=+crt-static
+  nice cargo rustc --release -q -p pcmail-bench-pc --bin pcmail-bench-floor -- -C target-feature=+crt-static
+fi
 REL="${CARGO_TARGET_DIR:-target}/release"
 bash scripts/bench-gates.sh "$REL" 2>&1 | tee "$LOG/perf"
 echo "perf: $(grep -c '^gate: .*: ok$' "$LOG/perf") passed" | tee -a "$LOG/perf"

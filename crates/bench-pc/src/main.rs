@@ -344,6 +344,38 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
         same.push(&s);
     }
 
+    // 6. The floor: the same session on the same store once it is caught up
+    // (each prompt shows only the count line: the usual prompt), side by
+    // side with a minimal program that opens the store as the hook does and
+    // makes one SQLite read, and /bin/true; the order rotates every run.
+    let floor = sibling("pcmail-bench-floor");
+    for _ in 0..200 {
+        let s = run_measured(&mut hook_cmd(&hook, &home, false), &prompt("bench-same"))?;
+        if context(&s.out).matches("<pcmail-mail id=").count() == 0 {
+            break;
+        }
+    }
+    let (mut caught_up, mut floor_runs, mut floor_true) = (Series::default(), Series::default(), Series::default());
+    let store_path = home.join("store.db");
+    for i in 0..runs {
+        for k in 0..3 {
+            match (i + k) % 3 {
+                0 => caught_up.push(&run_measured(&mut hook_cmd(&hook, &home, false), &prompt("bench-same"))?),
+                1 => {
+                    let s = run_measured(Command::new(&floor).arg(&store_path), b"")?;
+                    if !s.out.first().is_some_and(u8::is_ascii_digit) {
+                        bail!("the floor program read nothing: {:?}", String::from_utf8_lossy(&s.out));
+                    }
+                    floor_runs.push(&s)
+                }
+                _ => floor_true.push(&run_measured(&mut Command::new("/bin/true"), b"")?),
+            }
+        }
+    }
+    if caught_up.shown != 0 {
+        bail!("the caught-up session was shown {} mails", caught_up.shown);
+    }
+
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     let check = |ok: bool| if ok { "ok" } else { "MISSED" };
     let [c500, c100, c10k] = [&by_case[0], &by_case[1], &by_case[2]];
@@ -446,6 +478,22 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
         first_count_line.map_or("none".to_string(), |p| format!("#{p}"))
     );
     println!("  /bin/true for scale: median {:.2} ms", ms(median(&start_true)));
+    println!();
+    println!(
+        "the floor: the caught-up session's prompt against one SQLite read of the same store by a minimal program (pcmail-bench-floor, linked {}), {runs} runs each, interleaved:",
+        link_mode(&floor).unwrap_or("(not ELF)")
+    );
+    for (name, v) in [
+        ("pcmail-hook, caught up", &caught_up),
+        ("one SQLite read (the floor)", &floor_runs),
+        ("/bin/true", &floor_true),
+    ] {
+        println!("  {name:<30} wall median {:.2} ms  CPU median {:.2} ms", ms(median(&v.wall)), ms(median(&v.cpu)));
+    }
+    let fw = ratio(median(&caught_up.wall), median(&floor_runs.wall));
+    let fc = ratio(median(&caught_up.cpu), median(&floor_runs.cpu));
+    println!("  hook / floor: wall {fw:.2}x, CPU {fc:.2}x  (target <= 1.5x: {})", check(fw <= 1.5));
+    gates.at_most("hook caught up / one SQLite read, wall", fw, FLOOR_GATE);
     gates.finish()
 }
 
@@ -660,13 +708,14 @@ fn lease_bench(runs: usize) -> Result<()> {
         run_measured(&mut c, b"")
     };
     run(&["sync", "--quiet"])?; // the embedded server's file and this PC on its roster
-    let (mut claim, mut release, mut truth, mut version) = (vec![], vec![], vec![], vec![]);
+    let (mut claim, mut release, mut truth, mut version, mut hook_version) = (vec![], vec![], vec![], vec![], vec![]);
     for i in 0..runs {
         let res = format!("res-{}", i % 10);
         claim.push(run(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
         release.push(run(&["lease", "release", &res])?);
         truth.push(run_measured(&mut Command::new("/bin/true"), b"")?);
         version.push(run(&["--version"])?);
+        hook_version.push(run_measured(Command::new(&hook).arg("--version"), b"")?);
     }
 
     // 2. The guard: 1,000 exclusive leases of another PC in this repo, none covering the edited file.
@@ -799,6 +848,7 @@ fn lease_bench(runs: usize) -> Result<()> {
     row("pcmail lease release (target <= 10 ms)", &release);
     row("/bin/true (same loop)", &truth);
     row("pcmail --version (same loop)", &version);
+    row("pcmail-hook --version (same loop)", &hook_version);
     for (name, v) in &series {
         row(name, v);
     }
@@ -813,6 +863,12 @@ fn lease_bench(runs: usize) -> Result<()> {
         med(&series[0].1) / med(&series[5].1),
         med(&series[1].1) / med(&series[6].1)
     );
+    println!(
+        "  lease claim / pcmail-hook --version, wall: {:.2}x; release: {:.2}x (target <= 2x); pcmail --version / pcmail-hook --version: {:.2}x",
+        med(&claim) / med(&hook_version),
+        med(&release) / med(&hook_version),
+        med(&version) / med(&hook_version)
+    );
     println!("  mclaude (the earlier tool), claim+release as a whole process: 147-168 ms");
     // Today's levels with a margin (docs/benchmarks.md "Ratio gates"), on
     // CPU medians: a loaded machine stretches wall times unevenly.
@@ -822,6 +878,11 @@ fn lease_bench(runs: usize) -> Result<()> {
     gates.at_most("guard (deny) / /bin/true, CPU", cpu(&series[1].1) / cpu(&series[4].1), GUARD_GATE);
     gates.finish()
 }
+
+/// Limit of the suite's gate on the hook against the floor program (wall
+/// medians: both are mostly process start and page faults, which CPU time
+/// counts unevenly).
+const FLOOR_GATE: f64 = 2.5;
 
 /// Limits of the suite's gates on the lease bench (CPU medians of one run).
 const LEASE_CLAIM_GATE: f64 = 4.0;

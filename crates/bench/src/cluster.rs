@@ -243,5 +243,6 @@ fn pcmail_bin() -> Option<PathBuf> {
 /// `url_b`, PC B (its daemon long-polling, and its hook) to `url_a`.
 fn seen_across(pcmail: &Path, url_a: &str, url_b: &str, rounds: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let dir = tempfile::tempdir()?;
-    super::seen_rounds(pcmail, dir.path(), url_b, url_a, rounds)
+    let run = super::seen_rounds(pcmail, dir.path(), url_b, url_a, rounds)?;
+    Ok((run.delivered_ms, run.seen_ms))
 }

@@ -62,15 +62,7 @@ pub fn start_time(pid: i64) -> Option<i64> {
 /// arguments) used to recognise Claude Code.
 #[cfg(target_os = "linux")]
 fn parent_and_name(pid: i64) -> Option<(i64, String)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat[open + 1..close].to_string();
-    let ppid: i64 = stat[close + 2..].split_whitespace().nth(1)?.parse().ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let args: Vec<String> =
-        cmdline.split(|&b| b == 0).take(2).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-    Some((ppid, format!("{comm}\0{}", args.join("\0"))))
+    look_at(pid).map(|(ppid, desc, _)| (ppid, desc))
 }
 
 #[cfg(windows)]
@@ -88,6 +80,13 @@ fn parent_and_name(pid: i64) -> Option<(i64, String)> {
 }
 
 /// This process's parent.
+#[cfg(unix)]
+pub fn parent_pid() -> Option<i64> {
+    // SAFETY: getppid has no preconditions and cannot fail.
+    Some(unsafe { libc::getppid() } as i64)
+}
+
+#[cfg(windows)]
 pub fn parent_pid() -> Option<i64> {
     parent_and_name(std::process::id() as i64).map(|(p, _)| p)
 }
@@ -138,19 +137,42 @@ pub fn agent_ancestor() -> Option<ProcId> {
     if let Ok(pid) = std::env::var("PCMAIL_CLAUDE_PID") {
         return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
     }
-    let mut pid = std::process::id() as i64;
+    // The hook runs this on every prompt: each ancestor is looked at once.
+    let mut pid = parent_pid()?;
     for _ in 0..12 {
-        let (ppid, _) = parent_and_name(pid)?;
-        if ppid <= 1 {
+        if pid <= 1 {
             return None;
         }
-        let (_, desc) = parent_and_name(ppid)?;
+        let (ppid, desc, start) = look_at(pid)?;
         if looks_like_agent(&desc) {
-            return ProcId::of(ppid);
+            return start.map(|s| ProcId { pid, start: Some(s) }).or_else(|| ProcId::of(pid));
         }
         pid = ppid;
     }
     None
+}
+
+/// A process's parent, description ([`parent_and_name`]) and, where one read
+/// gives it, its start time (None for a zombie).
+#[cfg(target_os = "linux")]
+fn look_at(pid: i64) -> Option<(i64, String, Option<i64>)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let comm = &stat[open + 1..close];
+    // Fields from 3 on (state, ppid, …, starttime at 22).
+    let f: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    let ppid: i64 = f.get(1)?.parse().ok()?;
+    let start =
+        if matches!(f.first(), Some(&"Z") | Some(&"X")) { None } else { f.get(19).and_then(|s| s.parse().ok()) };
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> =
+        cmdline.split(|&b| b == 0).take(2).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    Some((ppid, format!("{comm}\0{}", args.join("\0")), start))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn look_at(pid: i64) -> Option<(i64, String, Option<i64>)> {
+    parent_and_name(pid).map(|(ppid, desc)| (ppid, desc, None))
 }
 
 #[cfg(windows)]
