@@ -45,8 +45,11 @@ fi
 
 section claude-code "real Claude Code against a scripted fake Messages API (tests/claude-code/)"
 # Claude Code from npm (pinned by package-lock.json), offline: every run points it at a fake
-# API on loopback. Runs the debug pcmail the Rust section built.
-cargo build -p pcmail-cli 2>&1 | tail -1
+# API on loopback. Runs the debug pcmail the Rust section built: this build
+# selects the same packages and targets as the test build, so it resolves the
+# same features and finds nothing to do (`-p pcmail-cli` alone would resolve
+# fewer features and build the CLI and much of the stack again, ~50 s).
+cargo build --workspace --tests -q
 (cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
 section agents "real Codex CLI and Gemini CLI against fakes of their model APIs (tests/agents/)"
 # Codex (npm @openai/codex) and Gemini CLI (npm @google/gemini-cli), pinned by package-lock.json,
