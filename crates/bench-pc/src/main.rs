@@ -876,6 +876,10 @@ fn lease_bench(runs: usize) -> Result<()> {
     let mut gates = gates::Gates::from_env();
     gates.at_most("lease claim / pcmail --version, CPU", cpu(&claim) / cpu(&version), LEASE_CLAIM_GATE);
     gates.at_most("guard (deny) / /bin/true, CPU", cpu(&series[1].1) / cpu(&series[4].1), GUARD_GATE);
+    // PCMAIL_BENCH_KEEP: the PC's home and the repo stay, for a profiler.
+    if std::env::var_os("PCMAIL_BENCH_KEEP").is_some() {
+        eprintln!("lease bench: kept {}", dir.keep().display());
+    }
     gates.finish()
 }
 
