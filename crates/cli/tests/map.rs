@@ -103,6 +103,9 @@ fn show_prints_one_file_in_full_and_refuses_the_rest() {
     fails(&["--show", outside.to_str().unwrap()], 2, "not a file inside the repo");
     fails(&["--show", "src"], 2, "is a folder");
     fails(&["--show", "src/missing.rs"], 7, "no such file in the repo");
+    // Longer than any file system allows a name to be: missing too, not an I/O error.
+    let long = format!("src/{}.rs", "n".repeat(5_000));
+    fails(&["--show", &long], 7, "no such file in the repo");
     #[cfg(unix)]
     {
         std::os::unix::fs::symlink(&outside, repo.join("src/link.rs")).unwrap();

@@ -506,7 +506,18 @@ pub fn show(repo: &Path, file: &str) -> Result<String, ShowError> {
         abs.push(n);
         let m = match std::fs::symlink_metadata(&abs) {
             Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ShowError::NotFound(rel_str)),
+            // A name too long for the file system (or holding a NUL) names
+            // no file that could exist: missing, like any other.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::InvalidFilename
+                        | std::io::ErrorKind::InvalidInput
+                ) =>
+            {
+                return Err(ShowError::NotFound(rel_str))
+            }
             Err(e) => return Err(ShowError::Read { path: rel_str, source: e }),
         };
         let last = i + 1 == names.len();
