@@ -70,7 +70,9 @@ section ui "tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
 
 section smoke "tray app under Xvfb (src-tauri/)"
-bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
+# The debug pcmail the Rust section built (the script's own `cargo build -p
+# pcmail-cli` would resolve fewer features and build it again).
+PCMAIL_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/pcmail" bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 
 section deb "tray app installed from its .deb (src-tauri/tests/deb.sh)"
 # One release build, by the pinned Tauri CLI (`tauri build --bundles deb`),
@@ -101,8 +103,9 @@ section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")
 nice cargo build --release -q -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc
 nice cargo build --release -q -p pcmail-mcp --example mcp_bench
 # The hook as it ships (scripts/install-hook.sh, scripts/plugin-bin.sh) and
-# the floor program it is measured against: linked statically on Linux. Only
-# the final crate is linked again (seconds).
+# the floor program it is measured against: linked statically on Linux.
+# `cargo rustc` takes one package, so the hook's and the floor's crates are
+# resolved (and, after a change below them, built) once more on their own.
 if [[ "$(uname -s)" == Linux ]]; then
   nice cargo rustc --release -q -p pcmail-hook --bin pcmail-hook -- -C target-feature=+crt-static
   nice cargo rustc --release -q -p pcmail-bench-pc --bin pcmail-bench-floor -- -C target-feature=+crt-static
@@ -112,7 +115,7 @@ bash scripts/bench-gates.sh "$REL" 2>&1 | tee "$LOG/perf"
 echo "perf: $(grep -c '^gate: .*: ok$' "$LOG/perf") passed" | tee -a "$LOG/perf"
 
 section windows "Windows under Wine (tests/windows/)"
-bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
+PCMAIL_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/pcmail" bash tests/windows/run.sh 2>&1 | tee "$LOG/windows"
 
 # One closing line for all suites (each suite above already failed the run
 # on its own if anything failed: pipefail).

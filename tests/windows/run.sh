@@ -39,7 +39,10 @@ unit_exe() {
 }
 UNIT_EXE=$(unit_exe pcmail-local)
 CLIENT_UNIT_EXE=$(unit_exe pcmail-client)
-nice cargo build -q -p pcmail-cli   # the Linux PC and `pcmail serve`
+# The Linux PC and `pcmail serve`: PCMAIL_BIN (the suite passes the debug
+# build its Rust section made), else built here.
+LINUX_PCMAIL="${PCMAIL_BIN:-$TARGET_DIR/debug/pcmail}"
+[[ -n "${PCMAIL_BIN:-}" ]] || nice cargo build -q -p pcmail-cli
 # The tray app type-checks for Windows (its window needs WebView2, which Wine
 # lacks, so it is not run). WIN_SKIP_TRAY=1 skips it.
 if [[ "${WIN_SKIP_TRAY:-}" != 1 ]]; then
@@ -73,7 +76,7 @@ rm -f "$WINEPREFIX/drive_c/windows/system32/tasks/pcmail"
 stop_wine() { wineserver -k >/dev/null 2>&1 || true; }
 trap stop_wine EXIT
 set +e
-python3 tests/windows/suite.py --exe-dir "$EXE_DIR" --linux-pcmail "$TARGET_DIR/debug/pcmail" --prefix "$WINEPREFIX" \
+python3 tests/windows/suite.py --exe-dir "$EXE_DIR" --linux-pcmail "$LINUX_PCMAIL" --prefix "$WINEPREFIX" \
   --unit-tests "$EXE_DIR/pcmail-local-tests.exe" --unit-tests "$EXE_DIR/pcmail-client-tests.exe"
 rc=$?
 t2=$(date +%s)
