@@ -69,11 +69,6 @@ section mcp "MCP server under the MCP Inspector (tests/mcp/, uses the pcmail bin
 section ui "tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
 
-section smoke "tray app under Xvfb (src-tauri/)"
-# The debug pcmail the Rust section built (the script's own `cargo build -p
-# pcmail-cli` would resolve fewer features and build it again).
-PCMAIL_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/pcmail" bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
-
 section deb "tray app installed from its .deb (src-tauri/tests/deb.sh)"
 # One release build, by the pinned Tauri CLI (`tauri build --bundles deb`),
 # incremental in CI's reused target dir (docs/tray.md "Install": the CI time
@@ -93,7 +88,17 @@ else
   # the .deb this build made (not an older one left in a shared target dir)
   DEB="${CARGO_TARGET_DIR:-src-tauri/target}/release/bundle/deb/pcmail_$(python3 -c 'import json; print(json.load(open("src-tauri/tauri.conf.json"))["version"])')_amd64.deb" \
     bash src-tauri/tests/deb.sh 2>&1 | tee "$LOG/deb"
+  tray_release="$(cd "${CARGO_TARGET_DIR:-src-tauri/target}" && pwd)/release/pcmail-tray"
 fi
+
+section smoke "tray app under Xvfb (src-tauri/)"
+# The debug pcmail the Rust section built (the script's own `cargo build -p
+# pcmail-cli` would resolve fewer features and build it again), and the tray
+# app the .deb section just built in release: one build of the tray, not a
+# debug one beside it. Without the .deb section, smoke.sh builds the debug app.
+smoke_env=(PCMAIL_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/pcmail")
+if [[ -n "${tray_release:-}" && -x "${tray_release:-}" ]]; then smoke_env+=(TRAY_BIN="$tray_release"); fi
+env "${smoke_env[@]}" bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 
 section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")"
 # Short runs of the benchmarks on release builds; every gate compares two
