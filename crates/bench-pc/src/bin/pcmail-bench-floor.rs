@@ -1,6 +1,6 @@
 //! The floor the hook is measured against: a minimal program that opens a
-//! PC's store the way the hook does and makes one SQLite read (the number of
-//! unread mails), then prints it. Nothing of pcmail is linked but SQLite, so
+//! PC's store the way the hook does and makes one SQLite read (a count over
+//! the small index of mail not yet confirmed to the server), then prints it. Nothing of pcmail is linked but SQLite, so
 //! what the hook costs above this is pcmail's own work.
 //!
 //! `pcmail-bench-floor STORE.db`. The bench relinks it statically on Linux,
