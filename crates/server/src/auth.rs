@@ -4,7 +4,7 @@
 
 use crate::ctx::OpResult;
 use crate::store::p;
-use crate::store::{Db, Optional};
+use crate::store::{Db, Optional, Read, P};
 use pcmail_core::auth::{op_class, AuthFacts, Caller, CredFound, LabelFound};
 use pcmail_core::protocol::{credential_hash, Op, Request};
 use subtle::ConstantTimeEq;
@@ -44,17 +44,23 @@ fn find_cred(tx: &dyn Db, hash: &str, pc: &str) -> OpResult<CredFound> {
     })
 }
 
+const FACTS_SQL: &str = "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value \
+     FROM (SELECT 1 AS one) AS o \
+     LEFT JOIN (SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1) AS c ON 1 = 1 \
+     LEFT JOIN pc AS l ON l.label = ?2 \
+     LEFT JOIN meta AS m ON m.key = 'require_credentials'";
+
+/// The read [`authenticate`] makes for `req` under an admin secret, to send ahead.
+pub(crate) fn reads_ahead<'a>(req: &'a Request, hash: Option<&'a str>) -> Read<'a> {
+    Read::new(FACTS_SQL, vec![hash.map_or(P::Null, P::Text), P::Text(&req.pc)])
+}
+
 /// The three facts every authenticated request needs, in one statement
 /// (on PostgreSQL each statement is a round trip): what [`find_cred`]
 /// finds for `hash` (None matches nothing), the label's roster entry, and
 /// `roster.requireCredentials`.
 fn facts_of(tx: &dyn Db, hash: Option<&str>, pc: &str) -> OpResult<(CredFound, LabelFound, bool)> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value FROM (SELECT 1 AS one) AS o \
-         LEFT JOIN (SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1) AS c ON 1 = 1 \
-         LEFT JOIN pc AS l ON l.label = ?2 \
-         LEFT JOIN meta AS m ON m.key = 'require_credentials'",
-    )?;
+    let mut stmt = tx.prepare_cached(FACTS_SQL)?;
     type Row = (Option<String>, Option<i64>, Option<String>, Option<String>, Option<i64>, Option<i64>);
     let (cred_label, cred_revoked, label, bound, revoked, require): Row =
         stmt.query_row(p![hash, pc], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;

@@ -172,6 +172,15 @@ impl Engine {
         }
     }
 
+    /// Waits for PostgreSQL's answers inside requests so far, a round trip
+    /// each (0 on SQLite, which reads in process).
+    pub fn round_trips(&self) -> u64 {
+        match &self.backend {
+            Backend::Postgres(pg) => pg.round_trips.load(std::sync::atomic::Ordering::Relaxed),
+            Backend::Sqlite { .. } => 0,
+        }
+    }
+
     /// PostgreSQL: listens for what other instances commit and calls `wake`
     /// (`None`: wake every long poll, after a reconnect) until `stop`.
     /// SQLite: one process owns the file's server; nothing to listen to.
@@ -379,15 +388,30 @@ impl Engine {
         } else {
             Mode::Write
         };
+        let catches_up = !spec.read_only && !runs_its_own_sweep(&req.op);
+        let postgres = self.store_kind() == "postgres";
+        let cred_hash = req.cred.as_deref().filter(|_| postgres).map(pcmail_core::protocol::credential_hash);
         let (fields, touched) = self
             .with_tx_feed(mode, writes_feed(&req.op, &spec), |tx| {
+                if postgres {
+                    // The reads this request is sure to make, sent ahead in the round trip that begins it.
+                    let mut reads = Vec::new();
+                    if self.config.token.is_some() {
+                        reads.push(crate::auth::reads_ahead(req, cred_hash.as_deref()));
+                    }
+                    if catches_up {
+                        reads.push(crate::sweep::candidates_read(now));
+                    }
+                    reads.extend(ops::reads_ahead(&req.op, &req.pc));
+                    tx.prefetch(&reads)?;
+                }
                 let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
                 let retention_ms = self.retention_ms();
                 // A write op first writes what the clock has already decided
                 // (expiry, stale leases, silent jobs), so it never acts on a
                 // state the sweep would have changed; the sweep does it itself.
                 let mut caught_up = Vec::new();
-                if !spec.read_only && !runs_its_own_sweep(&req.op) {
+                if catches_up {
                     let mut c = Ctx {
                         tx,
                         now,
@@ -713,12 +737,16 @@ mod tests {
             ok(&engine, json!({"v": 1, "op": "poll", "pc": "pc-a", "args": args}), now);
             engine.read_first_upgrades()
         };
-        assert_eq!(poll(json!({}), T0 + 1), 1, "the first heartbeat is a write");
-        assert_eq!(poll(json!({}), T0 + 2), 1);
-        assert_eq!(poll(json!({"lease": {"known": 0}}), T0 + 3), 1, "a lease version check writes nothing");
+        let mut db = pg.connect("readfirst");
+        let mut heartbeat =
+            || -> Option<i64> { db.query_one("SELECT last_poll_at FROM pc WHERE label = 'pc-a'", &[]).unwrap().get(0) };
+        // The heartbeat is written after the read's COMMIT, on its own: the poll stays a read.
+        assert_eq!((poll(json!({}), T0 + 1), heartbeat()), (0, Some(T0 + 1)), "the first heartbeat");
+        assert_eq!((poll(json!({}), T0 + 2), heartbeat()), (0, Some(T0 + 1)));
+        assert_eq!(poll(json!({"lease": {"known": 0}}), T0 + 3), 0, "a lease version check writes nothing");
         let step = pcmail_core::model::limits::POLL_RECORD_STEP_MS;
-        assert_eq!(poll(json!({}), T0 + 1 + step), 2, "a step later the heartbeat is written again");
-        assert_eq!(poll(json!({}), T0 + 2 + step), 2);
+        assert_eq!((poll(json!({}), T0 + 1 + step), heartbeat()), (0, Some(T0 + 1 + step)), "a step later");
+        assert_eq!(poll(json!({}), T0 + 2 + step), 0);
 
         // Mail that expires: the poll after its expiry writes the expiry, then reads as before.
         let id = format!("mail-{}-0000e001", T0 + 3 + step);
@@ -727,11 +755,72 @@ mod tests {
         ok(&engine, send, T0 + 3 + step);
         let r = ok(&engine, json!({"v": 1, "op": "poll", "pc": "pc-a", "args": {}}), T0 + 4 + step);
         assert_eq!(r["mail"][0]["id"], json!(id), "{r}");
-        assert_eq!(engine.read_first_upgrades(), 2, "reading new mail writes nothing");
-        assert_eq!(poll(json!({}), T0 + 3 + step + 60_001), 3, "the expiry is written");
+        assert_eq!(engine.read_first_upgrades(), 0, "reading new mail writes nothing");
+        assert_eq!(poll(json!({}), T0 + 3 + step + 60_001), 1, "the expiry is written");
         let status = json!({"v": 1, "op": "status", "pc": "pc-b", "args": {"ids": [id]}});
         let status = ok(&engine, status, T0 + 5 + step + 60_000);
         assert_eq!(status["mails"][0]["state"], json!("expired"), "{status}");
         assert_eq!(engine.retries(), 0);
+    }
+
+    /// A caught-up poll by a PC with its own credential is one round trip on
+    /// PostgreSQL: its BEGIN with every read it makes (the credential, the
+    /// roster, the clock's catch-up, the heartbeat, mail, names, both feeds,
+    /// the roster version); its COMMIT is sent without waiting, yet no
+    /// connection is left inside a transaction. What it answers is what it read.
+    #[test]
+    fn a_caught_up_poll_on_postgres_is_one_round_trip() {
+        const ADMIN: &str = "admin-secret-0123456789";
+        let cred = "c".repeat(64);
+        let pg = pcmail_pgtest::Postgres::start();
+        let url = pg.create_database("trips");
+        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
+        let config = EngineConfig { token: Some(ADMIN.into()), ..Default::default() };
+        let engine = Engine::open_postgres(target, config).unwrap();
+        for (pc, cred) in [("pc-a", cred.clone()), ("pc-b", "b".repeat(64))] {
+            let claim = json!({"v": 1, "op": "roster.set", "pc": pc, "token": ADMIN, "cred": cred,
+                "args": {"label": pc, "hostname": pc, "claim": true}});
+            ok(&engine, claim, T0);
+        }
+        let poll = |args: Value, now: Millis| {
+            let before = engine.round_trips();
+            let r = ok(&engine, json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": args}), now);
+            (r, engine.round_trips() - before)
+        };
+        let (_, trips) = poll(json!({}), T0 + 1);
+        assert!(trips > 2, "the first heartbeat writes: {trips} round trips");
+        // The first of its kind on a connection also prepares its statements.
+        poll(json!({"since": 0, "receivedSince": 0}), T0 + 2);
+        let (r, trips) = poll(json!({"since": 0, "receivedSince": 0}), T0 + 2);
+        assert_eq!(trips, 1, "{r}");
+        assert_eq!(r["mail"], json!([]), "{r}");
+
+        let id = format!("mail-{}-0000e002", T0 + 3);
+        let send = json!({"v": 1, "op": "send", "pc": "pc-b", "cred": "b".repeat(64),
+            "args": {"mail": {"id": id, "to": "pc-a", "body": "b"}}});
+        ok(&engine, send, T0 + 3);
+        let (r, trips) = poll(json!({"since": 0}), T0 + 4);
+        assert_eq!((r["mail"][0]["id"].clone(), trips), (json!(id), 1), "{r}");
+        // Confirming writes: its reads after the write are read again, and see it.
+        let (r, _) = poll(json!({"confirm": [id]}), T0 + 5);
+        assert_eq!((r["confirmed"].clone(), r["mail"].clone()), (json!([id]), json!([])), "{r}");
+        let (r, trips) = poll(json!({}), T0 + 6);
+        assert_eq!((r["mail"].clone(), trips), (json!([]), 1), "{r}");
+        // The COMMITs not waited for reached PostgreSQL: no connection idles inside a transaction.
+        let mut admin = pg.connect("trips");
+        let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'trips' AND state = 'idle in transaction'";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let open: i64 = admin.query_one(sql, &[]).unwrap().get(0);
+            if open == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{open} connections left inside a transaction");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // A stranger's credential is refused, from the facts read ahead.
+        let stranger = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": "s".repeat(64), "args": {}});
+        let r = engine.handle_value(&stranger, T0 + 7);
+        assert_eq!(r["ok"], json!(false), "{r}");
     }
 }

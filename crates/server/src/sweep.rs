@@ -5,7 +5,7 @@
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{transition, StoredMail, MAIL_COLUMNS};
 use crate::store::p;
-use crate::store::Optional;
+use crate::store::{Optional, Read, P};
 use pcmail_core::answers::{AlertsAnswer, SweepAnswer, SweptAlerts, SweptJobs, SweptLeases};
 use pcmail_core::model::limits;
 use pcmail_core::sessions::{self, NameHolder};
@@ -90,11 +90,15 @@ pub(crate) fn catch_up(ctx: &mut Ctx<'_>) -> OpResult<CaughtUp> {
 /// every write op finds nothing due; with no candidate the five reads would
 /// find nothing and change nothing.
 fn any_candidate(ctx: &Ctx<'_>) -> OpResult<bool> {
-    let now = ctx.now;
-    let found: i64 = ctx
-        .tx
-        .prepare_cached(
-            "SELECT CASE WHEN \
+    let read = candidates_read(ctx.now);
+    let found: i64 = ctx.tx.prepare_cached(&read.sql)?.query_row(&read.params, |r| r.get(0))?;
+    Ok(found != 0)
+}
+
+/// The one statement of [`any_candidate`] at `now`, to send ahead on PostgreSQL.
+pub(crate) fn candidates_read(now: pcmail_core::Millis) -> Read<'static> {
+    Read::new(
+        "SELECT CASE WHEN \
              EXISTS (SELECT 1 FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
                AND expires_at <= ?1) \
              OR EXISTS (SELECT 1 FROM lease WHERE state = 'held' AND ttl_expires_at IS NULL AND heartbeat_at <= ?2) \
@@ -103,12 +107,12 @@ fn any_candidate(ctx: &Ctx<'_>) -> OpResult<bool> {
              OR EXISTS (SELECT 1 FROM job WHERE state = 'running') \
              OR EXISTS (SELECT 1 FROM job WHERE state = 'queued' AND submitted_at <= ?3) \
              THEN 1 ELSE 0 END",
-        )?
-        .query_row(
-            p![now, now - pcmail_core::lease::STALE_AFTER_MS, now - pcmail_core::job::QUEUED_MAX_AGE_MS],
-            |r| r.get(0),
-        )?;
-    Ok(found != 0)
+        vec![
+            P::Int(now),
+            P::Int(now - pcmail_core::lease::STALE_AFTER_MS),
+            P::Int(now - pcmail_core::job::QUEUED_MAX_AGE_MS),
+        ],
+    )
 }
 
 pub(crate) fn sweep(ctx: &mut Ctx<'_>) -> OpResult<SweepAnswer> {

@@ -17,11 +17,29 @@ pub(crate) mod sessions;
 pub(crate) mod status;
 
 use crate::ctx::{Ctx, OpError, OpResult};
+use crate::store::{Read, P};
 use pcmail_core::answers::{Answer, HelloAnswer, MarkAnswer};
 use pcmail_core::op_table::OpKind;
 use pcmail_core::protocol::Op;
 use pcmail_core::ErrorCode;
 use serde_json::{Map, Value};
+
+/// The reads [`dispatch`] is sure to make for `op`, to send ahead on
+/// PostgreSQL (`Db::prefetch`): the roster check, and what a poll that
+/// carries nothing to apply reads (one that does writes first, and its
+/// reads would be read again after the write).
+pub(crate) fn reads_ahead<'a>(op: &Op, pc: &'a str) -> Vec<Read<'a>> {
+    let mut reads = Vec::new();
+    if op.spec().on_roster {
+        reads.push(Read::new(roster::LABEL_BINDING_SQL, vec![P::Text(pc)]));
+    }
+    if let Op::Poll(a) = op {
+        if a.confirm.is_empty() && a.marks.is_empty() {
+            reads.extend(poll::reads_ahead(pc, a));
+        }
+    }
+    reads
+}
 
 /// Runs the op; its answer is the object of fields beside `ok` and `now`.
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, op: &Op) -> OpResult<Map<String, Value>> {

@@ -45,8 +45,10 @@ pub(crate) fn all_names(ctx: &Ctx<'_>) -> OpResult<Vec<String>> {
     Ok(names)
 }
 
+pub(crate) const HELD_BY_SQL: &str = "SELECT name, pc, session, since FROM name WHERE pc = ?1 ORDER BY name";
+
 pub(crate) fn held_by(ctx: &Ctx<'_>, pc: &str) -> OpResult<Vec<NameHolder>> {
-    let mut st = ctx.tx.prepare_cached("SELECT name, pc, session, since FROM name WHERE pc = ?1 ORDER BY name")?;
+    let mut st = ctx.tx.prepare_cached(HELD_BY_SQL)?;
     let rows = st.query_map(p![pc], |r| {
         Ok(NameHolder { name: r.get(0)?, pc: r.get(1)?, session: r.get(2)?, since: r.get(3)? })
     })?;

@@ -6,11 +6,39 @@
 use super::{mark::apply_marks, roster};
 use crate::ctx::{Ctx, OpResult};
 use crate::mail::{load_mail, state_column, transition, StoredMail, MAIL_COLUMNS};
-use crate::store::{p, Optional};
+use crate::store::{p, Optional, Read, P};
 use pcmail_core::answers::{Lenient, PollAnswer};
 use pcmail_core::model::limits;
 use pcmail_core::protocol::PollArgs;
 use pcmail_core::{Mail, ReceivedUpdate, State, TimelineEntry, Update};
+use std::sync::LazyLock;
+
+const LAST_POLL_SQL: &str = "SELECT last_poll_at FROM pc WHERE label = ?1";
+/// `state = 'new'` is written out literally so the partial index applies.
+static NEW_MAIL_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2")
+});
+const UPDATES_SQL: &str =
+    "SELECT seq, mail_id, state, at, by FROM event WHERE sender = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3";
+const RECEIVED_UPDATES_SQL: &str = "SELECT seq, mail_id, state, at, by, note FROM event \
+     WHERE recipient = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3";
+
+/// What a poll that carries nothing to apply reads, in the order it reads
+/// it, to send ahead on PostgreSQL (see `Db::prefetch`).
+pub(crate) fn reads_ahead<'a>(pc: &'a str, args: &PollArgs) -> Vec<Read<'a>> {
+    let updates_limit = P::Int(limits::UPDATES_MAX as i64 + 1);
+    let mut reads = vec![
+        Read::new(LAST_POLL_SQL, vec![P::Text(pc)]),
+        Read::new(NEW_MAIL_SQL.as_str(), vec![P::Text(pc), P::Int(args.limit as i64 + 1)]),
+        Read::new(super::names::HELD_BY_SQL, vec![P::Text(pc)]),
+        Read::new(UPDATES_SQL, vec![P::Text(pc), P::Int(args.since), updates_limit]),
+        Read::new(roster::VERSION_SQL, vec![]),
+    ];
+    if let Some(since) = args.received_since {
+        reads.push(Read::new(RECEIVED_UPDATES_SQL, vec![P::Text(pc), P::Int(since), updates_limit]));
+    }
+    reads
+}
 
 pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
     record_poll(ctx)?;
@@ -73,24 +101,17 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
 /// The heartbeat: written only when the recorded one is a step old, so a
 /// caught-up poll changes nothing and writes nothing.
 fn record_poll(ctx: &Ctx<'_>) -> OpResult<()> {
-    let recorded: Option<i64> = ctx
-        .tx
-        .prepare_cached("SELECT last_poll_at FROM pc WHERE label = ?1")?
-        .query_row(p![ctx.pc], |r| r.get(0))
-        .optional()?
-        .flatten();
+    let recorded: Option<i64> =
+        ctx.tx.prepare_cached(LAST_POLL_SQL)?.query_row(p![ctx.pc], |r| r.get(0)).optional()?.flatten();
     if pcmail_core::due::poll_record_due(recorded, ctx.now) {
-        ctx.tx.prepare_cached("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1")?.execute(p![ctx.pc, ctx.now])?;
+        ctx.tx.touch("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1", p![ctx.pc, ctx.now])?;
     }
     Ok(())
 }
 
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
 fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Mail>, bool)> {
-    // `state = 'new'` is written out literally so the partial index applies.
-    let sql =
-        format!("SELECT {MAIL_COLUMNS}, seq FROM mail WHERE recipient = ?1 AND state = 'new' ORDER BY seq LIMIT ?2");
-    let mut stmt = ctx.tx.prepare_cached(&sql)?;
+    let mut stmt = ctx.tx.prepare_cached(&NEW_MAIL_SQL)?;
     let rows =
         stmt.query_map(p![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(17)?, StoredMail::from_row(r)?)))?;
     let mut all = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
@@ -115,9 +136,7 @@ fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Mail>, bool)> {
 /// State changes of mail the caller received, after `since`, oldest first,
 /// with the note the timeline has (fail reason, `ack`, `reply:<id>`).
 fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<ReceivedUpdate>, bool)> {
-    let mut stmt = ctx.tx.prepare_cached(
-        "SELECT seq, mail_id, state, at, by, note FROM event WHERE recipient = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
-    )?;
+    let mut stmt = ctx.tx.prepare_cached(RECEIVED_UPDATES_SQL)?;
     let rows = stmt.query_map(p![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
         Ok(ReceivedUpdate {
             seq: r.get(0)?,
@@ -136,9 +155,7 @@ fn received_updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<ReceivedUpda
 
 /// State changes of mail the caller sent, after `since`, oldest first.
 fn updates_for(ctx: &Ctx<'_>, since: i64) -> OpResult<(Vec<Update>, bool)> {
-    let mut stmt = ctx.tx.prepare_cached(
-        "SELECT seq, mail_id, state, at, by FROM event WHERE sender = ?1 AND state <> 'new' AND seq > ?2 ORDER BY seq LIMIT ?3",
-    )?;
+    let mut stmt = ctx.tx.prepare_cached(UPDATES_SQL)?;
     let rows = stmt.query_map(p![ctx.pc, since, limits::UPDATES_MAX as i64 + 1], |r| {
         Ok(Update { seq: r.get(0)?, id: r.get(1)?, state: state_column(r, 2)?, at: r.get(3)?, by: r.get(4)? })
     })?;

@@ -17,8 +17,10 @@ pub(crate) fn unreadable(e: OpError, what: &str) -> OpError {
     }
 }
 
+pub(crate) const VERSION_SQL: &str = "SELECT value FROM meta WHERE key = 'roster_version'";
+
 pub(crate) fn version(ctx: &Ctx<'_>) -> OpResult<i64> {
-    Ok(ctx.tx.prepare_cached("SELECT value FROM meta WHERE key = 'roster_version'")?.query_row(p![], |r| r.get(0))?)
+    Ok(ctx.tx.prepare_cached(VERSION_SQL)?.query_row(p![], |r| r.get(0))?)
 }
 
 fn bump_version(ctx: &Ctx<'_>) -> OpResult<i64> {
@@ -132,8 +134,10 @@ pub(crate) fn remove(ctx: &mut Ctx<'_>, label: &str) -> OpResult<RosterRemoveAns
 /// `None`: the label is not on the roster; `Some(None)`: on it, not bound;
 /// `Some(Some(hash))`: bound to the credential with that SHA-256 hex.
 pub(crate) fn label_binding(tx: &dyn crate::store::Db, label: &str) -> crate::store::DbResult<Option<Option<String>>> {
-    tx.prepare_cached("SELECT cred_hash FROM pc WHERE label = ?1")?.query_row(p![label], |r| r.get(0)).optional()
+    tx.prepare_cached(LABEL_BINDING_SQL)?.query_row(p![label], |r| r.get(0)).optional()
 }
+
+pub(crate) const LABEL_BINDING_SQL: &str = "SELECT cred_hash FROM pc WHERE label = ?1";
 
 /// An unbound label accepts anyone (old clients; the next claim binds it);
 /// a bound one only its credential, compared in constant time.

@@ -173,6 +173,19 @@ macro_rules! p {
 // binds parameters depends on the store module, not on the crate root.
 pub(crate) use p;
 
+/// A read a request is about to make: its text and parameters, exactly as
+/// the op will run it, for [`Db::prefetch`].
+pub struct Read<'a> {
+    pub sql: std::borrow::Cow<'a, str>,
+    pub params: Vec<P<'a>>,
+}
+
+impl<'a> Read<'a> {
+    pub fn new(sql: impl Into<std::borrow::Cow<'a, str>>, params: Vec<P<'a>>) -> Read<'a> {
+        Read { sql: sql.into(), params }
+    }
+}
+
 /// A row being read; cells by 0-based index.
 pub enum Row<'a> {
     Sqlite(&'a rusqlite::Row<'a>),
@@ -233,6 +246,28 @@ pub trait Db {
     /// order. SQLite's single writer gives that for free; PostgreSQL takes
     /// the feed lock here (see `pg::FEED_LOCK`).
     fn before_feed_write(&self) -> DbResult<()>;
+
+    /// Reads the request is about to make. Where each statement is a round
+    /// trip (PostgreSQL) they are sent together, with the transaction's
+    /// BEGIN, and a later `query` of the same text and parameters is
+    /// answered from them until the transaction writes; a read that is
+    /// never asked for costs only its own execution. SQLite reads in
+    /// process, so it skips them. Only statements the request is sure to
+    /// run belong here: a failing one fails the request.
+    fn prefetch(&self, reads: &[Read<'_>]) -> DbResult<()> {
+        let _ = reads;
+        Ok(())
+    }
+
+    /// A write that only records the latest of something (the last writer
+    /// wins, and the same write twice changes nothing) and that nothing
+    /// else in the request reads back: a heartbeat. A read-only transaction
+    /// on PostgreSQL runs it on its own right after its COMMIT, so the
+    /// request stays a read (no SERIALIZABLE run, no conflict with other
+    /// writers over it); anywhere else it runs in the transaction.
+    fn touch(&self, sql: &str, params: &[P<'_>]) -> DbResult<()> {
+        self.execute(sql, params).map(|_| ())
+    }
 }
 
 /// A statement about to run (what `prepare_cached` gives): the shape of

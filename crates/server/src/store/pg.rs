@@ -28,10 +28,11 @@
 //!   sent while it was away are lost and the woken polls re-read by cursor.
 
 use super::pg_url::PgTarget;
-use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Row, P};
+use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, P};
 use postgres::types::{private::BytesMut, IsNull, ToSql, Type};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,10 +81,40 @@ impl ToSql for P<'_> {
     postgres::types::to_sql_checked!();
 }
 
-/// A pooled connection and the statements prepared on it.
+/// A pooled connection and the statements prepared on it. The client is
+/// tokio-postgres's, driven by a runtime of its own while a request waits
+/// (as the sync `postgres` client does), because only the async client can
+/// send several statements before reading their answers: a request's BEGIN
+/// and the reads it is known to make go out together, in one round trip.
 pub(crate) struct PgConn {
-    client: postgres::Client,
+    rt: tokio::runtime::Runtime,
+    /// Always Some until dropped (see `Drop`).
+    client: Option<tokio_postgres::Client>,
+    /// The task that drives the connection; it ends when the client is dropped.
+    driver: Option<tokio::task::JoinHandle<()>>,
     stmts: HashMap<String, postgres::Statement>,
+}
+
+impl PgConn {
+    fn client(&self) -> &tokio_postgres::Client {
+        self.client.as_ref().expect("the client lives as long as the connection")
+    }
+
+    /// Waits for `f` on this connection's runtime (which drives the connection meanwhile).
+    fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+}
+
+/// Dropping the client lets the driver send PostgreSQL its goodbye
+/// (Terminate) before the runtime stops, so the server logs no lost client.
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        drop(self.client.take());
+        if let Some(driver) = self.driver.take() {
+            let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(1), driver).await });
+        }
+    }
 }
 
 pub(crate) struct Manager {
@@ -97,6 +128,7 @@ impl Manager {
         Ok(Manager { target, tls })
     }
 
+    /// A sync client of its own (migrations, the wake-up listener, bulk copies).
     fn client(&self) -> Result<postgres::Client, postgres::Error> {
         let cfg: postgres::Config = self.target.config().clone().into();
         match &self.tls {
@@ -104,25 +136,64 @@ impl Manager {
             None => cfg.connect(postgres::NoTls),
         }
     }
+
+    fn pooled(&self) -> Result<PgConn, DbError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| DbError::Unavailable(format!("a runtime for a PostgreSQL connection: {e}")))?;
+        let cfg = self.target.config();
+        let (client, driver) = match &self.tls {
+            Some(t) => {
+                let (client, conn) = rt.block_on(cfg.connect(t.clone()))?;
+                (
+                    client,
+                    rt.spawn(async move {
+                        let _ = conn.await;
+                    }),
+                )
+            }
+            None => {
+                let (client, conn) = rt.block_on(cfg.connect(tokio_postgres::NoTls))?;
+                (
+                    client,
+                    rt.spawn(async move {
+                        let _ = conn.await;
+                    }),
+                )
+            }
+        };
+        let c = PgConn { rt, client: Some(client), driver: Some(driver), stmts: HashMap::new() };
+        // A statement or an idle transaction never holds locks for long.
+        // Every prepared statement keeps one generic plan: left to choose,
+        // PostgreSQL planned some of the hot ones again at every execution
+        // (a caught-up poll cost three times the CPU). The ops are written
+        // for plans made without the parameters' values already, since
+        // SQLite never sees them: a partial index's condition is spelled out
+        // in the SQL, never bound.
+        c.wait(c.client().batch_execute(
+            "SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'; \
+             SET plan_cache_mode = force_generic_plan",
+        ))?;
+        Ok(c)
+    }
 }
 
 impl r2d2::ManageConnection for Manager {
     type Connection = PgConn;
-    type Error = postgres::Error;
+    type Error = DbError;
 
-    fn connect(&self) -> Result<PgConn, postgres::Error> {
-        let mut client = self.client()?;
-        // A statement or an idle transaction never holds locks for long.
-        client.batch_execute("SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'")?;
-        Ok(PgConn { client, stmts: HashMap::new() })
+    fn connect(&self) -> Result<PgConn, DbError> {
+        self.pooled()
     }
 
-    fn is_valid(&self, c: &mut PgConn) -> Result<(), postgres::Error> {
-        c.client.simple_query("").map(|_| ())
+    fn is_valid(&self, c: &mut PgConn) -> Result<(), DbError> {
+        c.wait(c.client().simple_query("")).map(|_| ()).map_err(DbError::from)
     }
 
     fn has_broken(&self, c: &mut PgConn) -> bool {
-        c.client.is_closed()
+        c.client().is_closed()
     }
 }
 
@@ -151,6 +222,8 @@ pub(crate) struct PgStore {
     pub retries: AtomicU64,
     /// Requests that began as [`TxKind::ReadFirst`] and had to write.
     pub upgrades: AtomicU64,
+    /// Waits for PostgreSQL's answers inside requests: a round trip each.
+    pub round_trips: AtomicU64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -180,7 +253,14 @@ impl PgStore {
             .error_handler(Box::new(LogErrors))
             .build_unchecked(manager);
         let instance = format!("{:016x}", rand_u64());
-        Ok(PgStore { pool: Some(pool), target, instance, retries: AtomicU64::new(0), upgrades: AtomicU64::new(0) })
+        Ok(PgStore {
+            pool: Some(pool),
+            target,
+            instance,
+            retries: AtomicU64::new(0),
+            upgrades: AtomicU64::new(0),
+            round_trips: AtomicU64::new(0),
+        })
     }
 
     pub(crate) fn target(&self) -> &PgTarget {
@@ -210,7 +290,7 @@ impl PgStore {
         loop {
             attempt += 1;
             let mut conn = self.conn()?;
-            let outcome = attempt_once(&mut conn, kind, lock_first, &mut f);
+            let outcome = attempt_once(&mut conn, kind, lock_first, &self.round_trips, &mut f);
             match outcome {
                 Attempt::Done(r) => return r,
                 Attempt::Retry { err: _, needs_write: true, .. } => {
@@ -235,8 +315,8 @@ impl PgStore {
 
     /// Runs statements outside any request (maintenance bookkeeping).
     pub(crate) fn with_client<T>(&self, f: impl FnOnce(&mut postgres::Client) -> DbResult<T>) -> DbResult<T> {
-        let mut conn = self.conn()?;
-        f(&mut conn.client)
+        let manager = Manager::new(self.target.clone()).map_err(|e| DbError::Unavailable(e.to_string()))?;
+        f(&mut manager.client()?)
     }
 
     /// Runs `f` only if no other instance is running it: the cluster's sweep,
@@ -245,13 +325,14 @@ impl PgStore {
     /// the connection closes and the lock goes with it). None: another
     /// instance holds it.
     pub(crate) fn exclusively<T>(&self, f: impl FnOnce() -> T) -> DbResult<Option<T>> {
-        let mut conn = self.conn()?;
-        let got: bool = conn.client.query_one("SELECT pg_try_advisory_lock($1)", &[&MAINTENANCE_LOCK])?.get(0);
+        let conn = self.conn()?;
+        let got: bool =
+            conn.wait(conn.client().query_one("SELECT pg_try_advisory_lock($1)", &[&MAINTENANCE_LOCK]))?.get(0);
         if !got {
             return Ok(None);
         }
         let out = f();
-        let _ = conn.client.query_one("SELECT pg_advisory_unlock($1)", &[&MAINTENANCE_LOCK]);
+        let _ = conn.wait(conn.client().query_one("SELECT pg_advisory_unlock($1)", &[&MAINTENANCE_LOCK]));
         Ok(Some(out))
     }
 }
@@ -273,9 +354,9 @@ impl Drop for PgStore {
 #[derive(Debug)]
 struct LogErrors;
 
-impl r2d2::HandleError<postgres::Error> for LogErrors {
-    fn handle_error(&self, e: postgres::Error) {
-        tracing::warn!(error = %super::pg_message(&e), "PostgreSQL connection failed");
+impl r2d2::HandleError<DbError> for LogErrors {
+    fn handle_error(&self, e: DbError) {
+        tracing::warn!(error = %e, "PostgreSQL connection failed");
     }
 }
 
@@ -288,73 +369,70 @@ fn attempt_once<T, E: From<DbError>>(
     conn: &mut PgConn,
     kind: TxKind,
     lock_first: bool,
+    round_trips: &AtomicU64,
     f: &mut impl FnMut(&dyn Db) -> Result<T, E>,
 ) -> Attempt<T, E> {
-    let PgConn { client, stmts } = conn;
     if lock_first {
-        if let Err(e) = client.query_one("SELECT pg_advisory_lock($1)", &[&FEED_LOCK]) {
+        round_trips.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = conn.wait(conn.client().query_one("SELECT pg_advisory_lock($1)", &[&FEED_LOCK])) {
             return Attempt::Done(Err(E::from(DbError::Pg(e))));
         }
     }
-    let out = (|| {
-        let builder = client.build_transaction();
-        let tx = match kind {
-            TxKind::Write => builder.isolation_level(postgres::IsolationLevel::Serializable),
-            TxKind::Read | TxKind::ReadFirst => {
-                builder.isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true)
-            }
+    let begin = match kind {
+        TxKind::Write => "START TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        TxKind::Read | TxKind::ReadFirst => "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+    };
+    let PgConn { rt, client, stmts, .. } = conn;
+    let client = client.as_ref().expect("the client lives as long as the connection");
+    let db = PgTx {
+        rt,
+        client,
+        round_trips,
+        stmts: RefCell::new(stmts),
+        begin: Cell::new(Some(begin)),
+        ahead: RefCell::new(HashMap::new()),
+        failed: RefCell::new(None),
+        feed_locked: Cell::new(lock_first),
+        changes: Cell::new(0),
+        read_first: kind == TxKind::ReadFirst,
+        read_only: kind != TxKind::Write,
+        touches: RefCell::new(Vec::new()),
+    };
+    let r = f(&db);
+    let failed = db.failed.take();
+    let out = match (r, failed) {
+        // A statement failed: the transaction is void whatever `f` made of it.
+        (_, Some(Failure { needs_write: true, message, .. })) if kind == TxKind::ReadFirst => {
+            db.rollback();
+            Attempt::Retry { err: DbError::Aborted(message), needs_feed_lock: false, needs_write: true }
         }
-        .start();
-        let tx = match tx {
-            Ok(tx) => tx,
-            Err(e) => return Attempt::Done(Err(E::from(DbError::Pg(e)))),
-        };
-        let db = PgTx {
-            tx: RefCell::new(tx),
-            stmts: RefCell::new(stmts),
-            failed: RefCell::new(None),
-            feed_locked: Cell::new(lock_first),
-            changes: Cell::new(0),
-            read_first: kind == TxKind::ReadFirst,
-        };
-        let r = f(&db);
-        let failed = db.failed.take();
-        let PgTx { tx, .. } = db;
-        let tx = tx.into_inner();
-        match (r, failed) {
-            // A statement failed: the transaction is void whatever `f` made of it.
-            (_, Some(Failure { needs_write: true, message, .. })) if kind == TxKind::ReadFirst => {
-                drop(tx);
-                Attempt::Retry { err: DbError::Aborted(message), needs_feed_lock: false, needs_write: true }
-            }
-            (_, Some(Failure { retryable: true, feed_lock, message, .. })) => {
-                drop(tx);
-                let err = if feed_lock { DbError::NeedsFeedLock } else { DbError::Aborted(message) };
-                Attempt::Retry { err, needs_feed_lock: feed_lock, needs_write: false }
-            }
-            (Ok(_), Some(Failure { message, .. })) => {
-                drop(tx);
-                Attempt::Done(Err(E::from(DbError::Aborted(message))))
-            }
-            (Err(e), _) => {
-                drop(tx);
-                Attempt::Done(Err(e))
-            }
-            (Ok(v), None) => match tx.commit() {
-                Ok(()) => Attempt::Done(Ok(v)),
-                Err(e) => {
-                    let err = DbError::Pg(e);
-                    if err.is_retryable() {
-                        Attempt::Retry { err, needs_feed_lock: false, needs_write: false }
-                    } else {
-                        Attempt::Done(Err(E::from(err)))
-                    }
+        (_, Some(Failure { retryable: true, feed_lock, message, .. })) => {
+            db.rollback();
+            let err = if feed_lock { DbError::NeedsFeedLock } else { DbError::Aborted(message) };
+            Attempt::Retry { err, needs_feed_lock: feed_lock, needs_write: false }
+        }
+        (Ok(_), Some(Failure { message, .. })) => {
+            db.rollback();
+            Attempt::Done(Err(E::from(DbError::Aborted(message))))
+        }
+        (Err(e), _) => {
+            db.rollback();
+            Attempt::Done(Err(e))
+        }
+        (Ok(v), None) => match db.commit() {
+            Ok(()) => Attempt::Done(Ok(v)),
+            Err(err) => {
+                if err.is_retryable() {
+                    Attempt::Retry { err, needs_feed_lock: false, needs_write: false }
+                } else {
+                    Attempt::Done(Err(E::from(err)))
                 }
-            },
-        }
-    })();
+            }
+        },
+    };
     if lock_first {
-        let _ = client.query_one("SELECT pg_advisory_unlock($1)", &[&FEED_LOCK]);
+        round_trips.fetch_add(1, Ordering::Relaxed);
+        let _ = conn.wait(conn.client().query_one("SELECT pg_advisory_unlock($1)", &[&FEED_LOCK]));
     }
     out
 }
@@ -369,17 +447,68 @@ struct Failure {
 
 /// One open PostgreSQL transaction as a [`Db`].
 struct PgTx<'c> {
-    tx: RefCell<postgres::Transaction<'c>>,
+    rt: &'c tokio::runtime::Runtime,
+    client: &'c tokio_postgres::Client,
+    round_trips: &'c AtomicU64,
     stmts: RefCell<&'c mut HashMap<String, postgres::Statement>>,
+    /// The transaction's BEGIN until it is sent, with the first statement:
+    /// a transaction costs no round trip of its own to start.
+    begin: Cell<Option<&'static str>>,
+    /// Answers of reads sent ahead ([`Db::prefetch`]), by statement and
+    /// parameters; each is served once, and all are dropped at the first
+    /// statement that may write (its answer could differ after it).
+    ahead: RefCell<HashMap<String, Vec<postgres::Row>>>,
     /// The first statement that failed: PostgreSQL voids the rest of the transaction.
     failed: RefCell<Option<Failure>>,
     feed_locked: Cell<bool>,
     changes: Cell<u64>,
     /// Begun as [`TxKind::ReadFirst`]: a feed write means the request must run as a write.
     read_first: bool,
+    /// READ ONLY (a read or a read-first request): nothing it did needs a COMMIT's answer.
+    read_only: bool,
+    /// [`Db::touch`] writes kept for after a read-only transaction's COMMIT.
+    touches: RefCell<Vec<(String, Vec<super::Value>)>>,
+}
+
+/// The key of a read sent ahead: its text and its parameters, typed.
+fn ahead_key(sql: &str, params: &[P<'_>]) -> String {
+    use std::fmt::Write;
+    let mut k = String::with_capacity(sql.len() + 16 * params.len());
+    k.push_str(sql);
+    for p in params {
+        // Text carries its length, so no text can pass for a following parameter.
+        let _ = match p {
+            P::Null => write!(k, "\0N"),
+            P::Int(v) => write!(k, "\0I{v}"),
+            P::Real(v) => write!(k, "\0R{:x}", v.to_bits()),
+            P::Text(t) => write!(k, "\0T{}:{t}", t.len()),
+        };
+    }
+    k
+}
+
+/// A statement that cannot change a row (a read sent ahead stays true after it).
+fn only_reads(sql: &str) -> bool {
+    let head = sql.trim_start().as_bytes();
+    head.len() >= 6 && head[..6].eq_ignore_ascii_case(b"SELECT")
 }
 
 impl PgTx<'_> {
+    /// Waits for `f`'s answer: one round trip, which carries the
+    /// transaction's BEGIN too when it has not been sent yet.
+    fn wait<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match self.begin.take() {
+            None => self.rt.block_on(f),
+            Some(begin) => self.rt.block_on(async {
+                // Polled in this order, the two are sent in this order, before either answer is read.
+                let (began, out) = futures_util::future::join(self.client.batch_execute(begin), f).await;
+                began?;
+                out
+            }),
+        }
+    }
+
     fn note<T>(&self, r: Result<T, postgres::Error>) -> DbResult<T> {
         r.map_err(|e| {
             let e = DbError::Pg(e);
@@ -401,14 +530,92 @@ impl PgTx<'_> {
         if let Some(s) = self.stmts.borrow().get(sql) {
             return Ok(s.clone());
         }
-        let prepared = self.note(self.tx.borrow_mut().prepare(&to_dollar_params(sql)))?;
+        let text = to_dollar_params(sql);
+        let prepared = self.note(self.wait(self.client.prepare(&text)))?;
         self.stmts.borrow_mut().insert(sql.to_string(), prepared.clone());
         Ok(prepared)
     }
 
     fn rows(&self, stmt: &postgres::Statement, params: &[P<'_>]) -> DbResult<Vec<postgres::Row>> {
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.note(self.tx.borrow_mut().query(stmt, &refs))
+        self.note(self.wait(self.client.query(stmt, &refs)))
+    }
+
+    /// Ends the transaction keeping its writes. Nothing to do when no
+    /// statement ran: its BEGIN was never sent. A read-only transaction's
+    /// COMMIT changes nothing and cannot fail, so it is sent and not waited
+    /// for: its answer is read, and dropped, with the connection's next one.
+    fn commit(&self) -> DbResult<()> {
+        let touches = self.touches.take();
+        if !touches.is_empty() {
+            return self.commit_then(&touches);
+        }
+        match self.begin.take() {
+            Some(_) => Ok(()),
+            None if self.read_only => {
+                let mut commit = std::pin::pin!(self.client.batch_execute("COMMIT"));
+                self.rt.block_on(async {
+                    // The first poll queues it on the connection; the yield
+                    // lets the connection's task write it to the socket.
+                    std::future::poll_fn(|cx| {
+                        let _ = commit.as_mut().poll(cx);
+                        std::task::Poll::Ready(())
+                    })
+                    .await;
+                    tokio::task::yield_now().await;
+                });
+                Ok(())
+            }
+            None => {
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                Ok(self.rt.block_on(self.client.batch_execute("COMMIT"))?)
+            }
+        }
+    }
+
+    /// A read-only transaction's COMMIT and then its [`Db::touch`] writes,
+    /// each its own statement outside the transaction, in one round trip.
+    fn commit_then(&self, touches: &[(String, Vec<super::Value>)]) -> DbResult<()> {
+        // Prepared inside the transaction if need be (once per connection); nothing runs there.
+        let stmts = touches.iter().map(|(sql, _)| self.statement(sql)).collect::<DbResult<Vec<_>>>()?;
+        let params: Vec<Vec<P<'_>>> =
+            touches.iter().map(|(_, v)| v.iter().map(super::Value::as_param).collect()).collect();
+        let refs: Vec<Vec<&(dyn ToSql + Sync)>> =
+            params.iter().map(|ps| ps.iter().map(|p| p as &(dyn ToSql + Sync)).collect()).collect();
+        let began = self.begin.take().is_none();
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        self.rt.block_on(async {
+            let commit = async {
+                if began {
+                    self.client.batch_execute("COMMIT").await
+                } else {
+                    Ok(())
+                }
+            };
+            let writes =
+                futures_util::future::join_all(stmts.iter().zip(&refs).map(|(s, r)| self.client.execute(s, r)));
+            let (committed, written) = futures_util::future::join(commit, writes).await;
+            committed?;
+            written.into_iter().try_for_each(|w| w.map(|_| ()))
+        })?;
+        Ok(())
+    }
+
+    /// Ends the transaction dropping everything it did (an error on a
+    /// broken connection is moot: the pool drops that connection).
+    fn rollback(&self) {
+        if self.begin.take().is_some() {
+            return;
+        }
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let _ = self.rt.block_on(self.client.batch_execute("ROLLBACK"));
+    }
+
+    fn forget_reads_ahead(&self) {
+        let mut ahead = self.ahead.borrow_mut();
+        if !ahead.is_empty() {
+            ahead.clear();
+        }
     }
 }
 
@@ -418,17 +625,31 @@ impl Db for PgTx<'_> {
     }
 
     fn execute(&self, sql: &str, params: &[P<'_>]) -> DbResult<usize> {
+        self.forget_reads_ahead();
         let stmt = self.statement(sql)?;
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let r = self.tx.borrow_mut().execute(&stmt, &refs);
-        let n = self.note(r)?;
+        let n = self.note(self.wait(self.client.execute(&stmt, &refs)))?;
         self.changes.set(self.changes.get() + n);
         Ok(n as usize)
     }
 
     fn query(&self, sql: &str, params: &[P<'_>], each: &mut dyn FnMut(&Row<'_>) -> DbResult<bool>) -> DbResult<()> {
-        let stmt = self.statement(sql)?;
-        for r in self.rows(&stmt, params)? {
+        let rows = if !only_reads(sql) {
+            self.forget_reads_ahead();
+            None
+        } else if self.ahead.borrow().is_empty() {
+            None
+        } else {
+            self.ahead.borrow_mut().remove(&ahead_key(sql, params))
+        };
+        let rows = match rows {
+            Some(rows) => rows,
+            None => {
+                let stmt = self.statement(sql)?;
+                self.rows(&stmt, params)?
+            }
+        };
+        for r in rows {
             if !each(&Row::Pg(&r))? {
                 break;
             }
@@ -436,9 +657,62 @@ impl Db for PgTx<'_> {
         Ok(())
     }
 
+    fn touch(&self, sql: &str, params: &[P<'_>]) -> DbResult<()> {
+        if !self.read_only {
+            return self.execute(sql, params).map(|_| ());
+        }
+        let owned = params
+            .iter()
+            .map(|p| match *p {
+                P::Null => super::Value::Null,
+                P::Int(v) => super::Value::Int(v),
+                P::Real(v) => super::Value::Real(v),
+                P::Text(t) => super::Value::Text(t.to_string()),
+            })
+            .collect();
+        self.touches.borrow_mut().push((sql.to_string(), owned));
+        Ok(())
+    }
+
     fn batch(&self, sql: &str) -> DbResult<()> {
-        let r = self.tx.borrow_mut().batch_execute(sql);
-        self.note(r)
+        self.forget_reads_ahead();
+        self.note(self.wait(self.client.batch_execute(sql)))
+    }
+
+    fn prefetch(&self, reads: &[Read<'_>]) -> DbResult<()> {
+        if reads.is_empty() {
+            return Ok(());
+        }
+        // What this connection has not prepared yet is prepared first, all in one round trip.
+        let new: Vec<String> = {
+            let known = self.stmts.borrow();
+            let mut new: Vec<String> =
+                reads.iter().filter(|r| !known.contains_key(&*r.sql)).map(|r| r.sql.to_string()).collect();
+            new.dedup();
+            new
+        };
+        if !new.is_empty() {
+            let texts: Vec<String> = new.iter().map(|sql| to_dollar_params(sql)).collect();
+            let prepared = self.wait(async {
+                Ok(futures_util::future::join_all(texts.iter().map(|t| self.client.prepare(t))).await)
+            })?;
+            for (sql, p) in new.into_iter().zip(prepared) {
+                let p = self.note(p)?;
+                self.stmts.borrow_mut().insert(sql, p);
+            }
+        }
+        let stmts = reads.iter().map(|r| self.statement(&r.sql)).collect::<DbResult<Vec<_>>>()?;
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            reads.iter().map(|r| r.params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()).collect();
+        let answers = self.wait(async {
+            let all = futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| self.client.query(s, p)));
+            Ok(all.await)
+        })?;
+        let mut ahead = self.ahead.borrow_mut();
+        for (r, answer) in reads.iter().zip(answers) {
+            ahead.insert(ahead_key(&r.sql, &r.params), self.note(answer)?);
+        }
+        Ok(())
     }
 
     fn total_changes(&self) -> u64 {
@@ -458,6 +732,7 @@ impl Db for PgTx<'_> {
             });
             return Err(DbError::NeedsFeedLock);
         }
+        self.forget_reads_ahead();
         let stmt = self.statement("SELECT pg_try_advisory_xact_lock(?1)")?;
         let got: bool = self.rows(&stmt, &[P::Int(FEED_LOCK)])?.first().map(|r| r.get(0)).unwrap_or(false);
         if got {
