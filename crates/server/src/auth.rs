@@ -2,7 +2,7 @@
 //! decides on — the admin secret, the credential's owner, the label's entry —
 //! inside the request's own transaction.
 
-use crate::ctx::OpResult;
+use crate::ctx::{CallerRow, OpResult};
 use crate::store::p;
 use crate::store::{Db, Optional, Read, P};
 use pcmail_core::auth::{op_class, AuthFacts, Caller, CredFound, LabelFound};
@@ -10,14 +10,15 @@ use pcmail_core::protocol::{credential_hash, Op, Request};
 use subtle::ConstantTimeEq;
 
 /// `secret`: the admin secret; None (the embedded default) accepts anyone.
-pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> OpResult<Caller> {
+/// With the caller, what the same statement read of its own row.
+pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> OpResult<(Caller, Option<CallerRow>)> {
     let Some(secret) = secret else {
-        return Ok(Caller::Open);
+        return Ok((Caller::Open, None));
     };
     let token_given = req.token.is_some();
     let admin = req.token.as_deref().is_some_and(|t| bool::from(t.as_bytes().ct_eq(secret.as_bytes())));
     let hash = req.cred.as_deref().map(credential_hash);
-    let (cred, label, require_credentials) = facts_of(tx, hash.as_deref(), &req.pc)?;
+    let (cred, label, require_credentials, row) = facts_of(tx, hash.as_deref(), &req.pc)?;
     let mut cred = if hash.is_none() { CredFound::Absent } else { cred };
     // A rotation whose answer was lost: the retry presents the old
     // credential, which is gone; the new one (already stored) proves the PC.
@@ -27,7 +28,8 @@ pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> 
         }
     }
     let facts = AuthFacts { open: false, token_given, admin, cred, label, require_credentials };
-    Ok(pcmail_core::auth::authenticate(op_class(&req.op, &req.pc), &req.pc, &facts)?)
+    let caller = pcmail_core::auth::authenticate(op_class(&req.op, &req.pc), &req.pc, &facts)?;
+    Ok((caller, Some(row)))
 }
 
 /// The label holding this credential hash: the caller's own when it holds
@@ -44,11 +46,13 @@ fn find_cred(tx: &dyn Db, hash: &str, pc: &str) -> OpResult<CredFound> {
     })
 }
 
-const FACTS_SQL: &str = "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value \
+const FACTS_SQL: &str = "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value, \
+     l.last_poll_at, v.value, CASE WHEN EXISTS (SELECT 1 FROM name WHERE pc = ?2) THEN 1 ELSE 0 END \
      FROM (SELECT 1 AS one) AS o \
      LEFT JOIN (SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1) AS c ON 1 = 1 \
      LEFT JOIN pc AS l ON l.label = ?2 \
-     LEFT JOIN meta AS m ON m.key = 'require_credentials'";
+     LEFT JOIN meta AS m ON m.key = 'require_credentials' \
+     LEFT JOIN meta AS v ON v.key = 'roster_version'";
 
 /// The read [`authenticate`] makes for `req` under an admin secret, to send ahead.
 pub(crate) fn reads_ahead<'a>(req: &'a Request, hash: Option<&'a str>) -> Read<'a> {
@@ -59,11 +63,19 @@ pub(crate) fn reads_ahead<'a>(req: &'a Request, hash: Option<&'a str>) -> Read<'
 /// (on PostgreSQL each statement is a round trip): what [`find_cred`]
 /// finds for `hash` (None matches nothing), the label's roster entry, and
 /// `roster.requireCredentials`.
-fn facts_of(tx: &dyn Db, hash: Option<&str>, pc: &str) -> OpResult<(CredFound, LabelFound, bool)> {
+fn facts_of(tx: &dyn Db, hash: Option<&str>, pc: &str) -> OpResult<(CredFound, LabelFound, bool, CallerRow)> {
     let mut stmt = tx.prepare_cached(FACTS_SQL)?;
     type Row = (Option<String>, Option<i64>, Option<String>, Option<String>, Option<i64>, Option<i64>);
-    let (cred_label, cred_revoked, label, bound, revoked, require): Row =
-        stmt.query_row(p![hash, pc], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
+    let mut row = CallerRow::default();
+    let (cred_label, cred_revoked, label, bound, revoked, require): Row = stmt.query_row(p![hash, pc], |r| {
+        row = CallerRow {
+            on_roster: r.get::<_, Option<String>>(2)?.is_some(),
+            last_poll_at: r.get(6)?,
+            roster_version: r.get(7)?,
+            holds_names: r.get(8)?,
+        };
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+    })?;
     let cred = match (cred_label, cred_revoked) {
         (None, _) => CredFound::Unknown,
         (Some(label), None) => CredFound::Active(label),
@@ -75,7 +87,7 @@ fn facts_of(tx: &dyn Db, hash: Option<&str>, pc: &str) -> OpResult<(CredFound, L
         (Some(_), None, None) => LabelFound::Unbound,
         (Some(_), Some(_), None) => LabelFound::Bound,
     };
-    Ok((cred, label, require.unwrap_or(0) != 0))
+    Ok((cred, label, require.unwrap_or(0) != 0, row))
 }
 
 pub(crate) fn require_credentials(tx: &dyn Db) -> OpResult<bool> {

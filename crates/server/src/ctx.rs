@@ -65,6 +65,25 @@ pub(crate) struct Ctx<'a> {
     pub news: Vec<News>,
     /// How long final mail and ended jobs are kept (the `prune` built-in).
     pub retention_ms: Millis,
+    /// The caller's own row as authentication read it, at the start of the
+    /// transaction (None when nothing was read: the open embedded server).
+    pub facts: Option<CallerRow>,
+}
+
+/// What the statement that authenticates a request also reads of the
+/// caller's own label, so a caught-up poll needs no statement of its own for
+/// it (on PostgreSQL each statement costs both processes CPU). True at the
+/// transaction's start: an op that may have changed one reads it again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CallerRow {
+    /// The label is on the roster.
+    pub on_roster: bool,
+    /// Its recorded heartbeat (`pc.last_poll_at`).
+    pub last_poll_at: Option<Millis>,
+    /// `meta.roster_version`.
+    pub roster_version: Option<i64>,
+    /// Some name is held by one of its sessions.
+    pub holds_names: bool,
 }
 
 impl Ctx<'_> {

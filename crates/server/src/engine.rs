@@ -338,7 +338,7 @@ impl Engine {
     /// answered without anything kept for it.
     pub fn may_long_poll(&self, req: &Request) -> bool {
         self.with_tx(Mode::Read, |tx| {
-            let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
+            let (caller, _) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
             Ok(caller != Caller::Admin && ops::roster::label_binding(tx, &req.pc)?.is_some())
         })
         .unwrap_or(false)
@@ -369,6 +369,7 @@ impl Engine {
                 touched: Vec::new(),
                 news: Vec::new(),
                 retention_ms: self.retention_ms(),
+                facts: None,
             };
             ops::dispatch(&mut ctx, &Op::Sweep)
         });
@@ -402,10 +403,10 @@ impl Engine {
                     if catches_up {
                         reads.push(crate::sweep::candidates_read(now));
                     }
-                    reads.extend(ops::reads_ahead(&req.op, &req.pc));
+                    reads.extend(ops::reads_ahead(&req.op, &req.pc, self.config.token.is_some()));
                     tx.prefetch(&reads)?;
                 }
-                let caller = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
+                let (caller, facts) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
                 let retention_ms = self.retention_ms();
                 // A write op first writes what the clock has already decided
                 // (expiry, stale leases, silent jobs), so it never acts on a
@@ -421,6 +422,7 @@ impl Engine {
                         touched: Vec::new(),
                         news: Vec::new(),
                         retention_ms,
+                        facts: None,
                     };
                     crate::sweep::catch_up(&mut c)?;
                     caught_up = c.touched;
@@ -435,6 +437,7 @@ impl Engine {
                     touched: Vec::new(),
                     news: Vec::new(),
                     retention_ms,
+                    facts,
                 };
                 let fields = ops::dispatch(&mut ctx, &req.op)?;
                 ctx.touched.extend(caught_up);

@@ -27,15 +27,17 @@ use serde_json::{Map, Value};
 /// The reads [`dispatch`] is sure to make for `op`, to send ahead on
 /// PostgreSQL (`Db::prefetch`): the roster check, and what a poll that
 /// carries nothing to apply reads (one that does writes first, and its
-/// reads would be read again after the write).
-pub(crate) fn reads_ahead<'a>(op: &Op, pc: &'a str) -> Vec<Read<'a>> {
+/// reads would be read again after the write). `authenticated`: the
+/// caller's row comes with its credential check ([`Ctx::facts`]), so what
+/// it holds is not read again.
+pub(crate) fn reads_ahead<'a>(op: &Op, pc: &'a str, authenticated: bool) -> Vec<Read<'a>> {
     let mut reads = Vec::new();
-    if op.spec().on_roster {
+    if op.spec().on_roster && !authenticated {
         reads.push(Read::new(roster::LABEL_BINDING_SQL, vec![P::Text(pc)]));
     }
     if let Op::Poll(a) = op {
         if a.confirm.is_empty() && a.marks.is_empty() {
-            reads.extend(poll::reads_ahead(pc, a));
+            reads.extend(poll::reads_ahead(pc, a, authenticated));
         }
     }
     reads
@@ -115,8 +117,13 @@ fn hello(ctx: &Ctx<'_>) -> OpResult<HelloAnswer> {
 /// The caller must be on the roster (its credential was checked before the
 /// op, `crate::auth`); a roster that cannot be read fails closed.
 fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
-    let binding = roster::label_binding(ctx.tx, ctx.pc).map_err(|e| roster::unreadable(OpError::Db(e), "delivered"))?;
-    match binding {
+    let on_roster = match ctx.facts {
+        Some(row) => row.on_roster,
+        None => roster::label_binding(ctx.tx, ctx.pc)
+            .map_err(|e| roster::unreadable(OpError::Db(e), "delivered"))?
+            .is_some(),
+    };
+    match on_roster.then_some(()) {
         None => Err(OpError::proto(
             ErrorCode::UnknownPc,
             format!("{:?} is not on the roster (register it with roster.set)", ctx.pc),

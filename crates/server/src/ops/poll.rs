@@ -25,15 +25,19 @@ const RECEIVED_UPDATES_SQL: &str = "SELECT seq, mail_id, state, at, by, note FRO
 
 /// What a poll that carries nothing to apply reads, in the order it reads
 /// it, to send ahead on PostgreSQL (see `Db::prefetch`).
-pub(crate) fn reads_ahead<'a>(pc: &'a str, args: &PollArgs) -> Vec<Read<'a>> {
+/// `authenticated`: the caller's row came with its credential check
+/// (`Ctx::facts`), and the heartbeat, the names and the roster version with it.
+pub(crate) fn reads_ahead<'a>(pc: &'a str, args: &PollArgs, authenticated: bool) -> Vec<Read<'a>> {
     let updates_limit = P::Int(limits::UPDATES_MAX as i64 + 1);
     let mut reads = vec![
-        Read::new(LAST_POLL_SQL, vec![P::Text(pc)]),
         Read::new(NEW_MAIL_SQL.as_str(), vec![P::Text(pc), P::Int(args.limit as i64 + 1)]),
-        Read::new(super::names::HELD_BY_SQL, vec![P::Text(pc)]),
         Read::new(UPDATES_SQL, vec![P::Text(pc), P::Int(args.since), updates_limit]),
-        Read::new(roster::VERSION_SQL, vec![]),
     ];
+    if !authenticated {
+        reads.push(Read::new(LAST_POLL_SQL, vec![P::Text(pc)]));
+        reads.push(Read::new(super::names::HELD_BY_SQL, vec![P::Text(pc)]));
+        reads.push(Read::new(roster::VERSION_SQL, vec![]));
+    }
     if let Some(since) = args.received_since {
         reads.push(Read::new(RECEIVED_UPDATES_SQL, vec![P::Text(pc), P::Int(since), updates_limit]));
     }
@@ -69,7 +73,7 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
         Some(live) => Some(super::sessions::poll_sessions(ctx, live)?),
         None => None,
     };
-    let (mail, more_mail) = new_mail_for(ctx, args.limit)?;
+    let (mail, more_mail) = new_mail_for(ctx, args.limit, sessions.is_some())?;
     let (updates, more_updates) = updates_for(ctx, args.since)?;
     let cursor = updates.last().map(|u| u.seq).unwrap_or(args.since);
     let mut out = PollAnswer {
@@ -79,7 +83,10 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
         updates: Lenient::Ok(updates),
         cursor: Some(cursor),
         more: more_mail || more_updates,
-        roster_version: Some(roster::version(ctx)?),
+        roster_version: Some(match ctx.facts.and_then(|row| row.roster_version) {
+            Some(v) => v,
+            None => roster::version(ctx)?,
+        }),
         lease: lease.map(Lenient::Ok),
         sessions: sessions.map(Lenient::Ok),
         ..PollAnswer::default()
@@ -101,8 +108,10 @@ pub(crate) fn poll(ctx: &mut Ctx<'_>, args: &PollArgs) -> OpResult<PollAnswer> {
 /// The heartbeat: written only when the recorded one is a step old, so a
 /// caught-up poll changes nothing and writes nothing.
 fn record_poll(ctx: &Ctx<'_>) -> OpResult<()> {
-    let recorded: Option<i64> =
-        ctx.tx.prepare_cached(LAST_POLL_SQL)?.query_row(p![ctx.pc], |r| r.get(0)).optional()?.flatten();
+    let recorded: Option<i64> = match ctx.facts {
+        Some(row) => row.last_poll_at,
+        None => ctx.tx.prepare_cached(LAST_POLL_SQL)?.query_row(p![ctx.pc], |r| r.get(0)).optional()?.flatten(),
+    };
     if pcmail_core::due::poll_record_due(recorded, ctx.now) {
         ctx.tx.touch("UPDATE pc SET last_poll_at = ?2 WHERE label = ?1", p![ctx.pc, ctx.now])?;
     }
@@ -110,13 +119,15 @@ fn record_poll(ctx: &Ctx<'_>) -> OpResult<()> {
 }
 
 /// Mail still `new` for the caller, oldest first; true when `limit` cut it.
-fn new_mail_for(ctx: &Ctx<'_>, limit: usize) -> OpResult<(Vec<Mail>, bool)> {
+fn new_mail_for(ctx: &Ctx<'_>, limit: usize, reported: bool) -> OpResult<(Vec<Mail>, bool)> {
     let mut stmt = ctx.tx.prepare_cached(&NEW_MAIL_SQL)?;
     let rows =
         stmt.query_map(p![ctx.pc, limit as i64 + 1], |r| Ok((r.get::<_, i64>(17)?, StoredMail::from_row(r)?)))?;
     let mut all = rows.collect::<crate::store::DbResult<Vec<_>>>()?;
-    // Mail to the names this PC's live sessions hold, in the same order.
-    let named = super::sessions::name_mail_for(ctx, limit)?;
+    // Mail to the names this PC's live sessions hold, in the same order. A
+    // session report earlier in this poll may have changed which it holds.
+    let may_hold = reported || ctx.facts.is_none_or(|row| row.holds_names);
+    let named = if may_hold { super::sessions::name_mail_for(ctx, limit)? } else { Vec::new() };
     if !named.is_empty() {
         all.extend(named);
         all.sort_by_key(|(seq, _)| *seq);
