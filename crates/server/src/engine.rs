@@ -338,8 +338,12 @@ impl Engine {
     /// answered without anything kept for it.
     pub fn may_long_poll(&self, req: &Request) -> bool {
         self.with_tx(Mode::Read, |tx| {
-            let (caller, _) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
-            Ok(caller != Caller::Admin && ops::roster::label_binding(tx, &req.pc)?.is_some())
+            let (caller, facts) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
+            let on_roster = match facts {
+                Some(row) => row.on_roster,
+                None => ops::roster::label_binding(tx, &req.pc)?.is_some(),
+            };
+            Ok(caller != Caller::Admin && on_roster)
         })
         .unwrap_or(false)
     }
@@ -390,7 +394,7 @@ impl Engine {
             Mode::Write
         };
         let catches_up = !spec.read_only && !runs_its_own_sweep(&req.op);
-        let postgres = self.store_kind() == "postgres";
+        let postgres = matches!(self.backend, Backend::Postgres(_));
         let cred_hash = req.cred.as_deref().filter(|_| postgres).map(pcmail_core::protocol::credential_hash);
         let (fields, touched) = self
             .with_tx_feed(mode, writes_feed(&req.op, &spec), |tx| {

@@ -22,9 +22,15 @@ fn set_soft_fd_limit(n: u64) {
     }
 }
 
-/// CPU time (user + system) of this process so far.
-fn cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+/// CPU time (user + system) of this process so far, read through `stat`, the
+/// already open /proc/self/stat: opening it while the process is out of
+/// descriptors would fail.
+fn cpu(stat: &mut std::fs::File) -> Duration {
+    use std::io::{Read, Seek};
+    stat.rewind().unwrap();
+    let mut text = String::new();
+    stat.read_to_string(&mut text).unwrap();
+    let stat = text;
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     // SAFETY: sysconf has no preconditions.
@@ -53,6 +59,7 @@ async fn out_of_file_descriptors_the_server_backs_off_and_serves_a_pc() {
     set_soft_fd_limit(256);
     let server = common::serve_on(listener, TOKEN);
     let addr = server.addr;
+    let mut stat = std::fs::File::open("/proc/self/stat").unwrap();
     assert_eq!(hello(addr).await.expect("served before the flood")["ok"], json!(true));
     // Strangers connect until this process has no descriptor left: the server's
     // accept then fails with EMFILE for the connections still in its backlog.
@@ -67,9 +74,9 @@ async fn out_of_file_descriptors_the_server_backs_off_and_serves_a_pc() {
     assert!(strangers.len() > 50, "only {} strangers connected", strangers.len());
     tokio::time::sleep(Duration::from_millis(300)).await;
     // No busy loop: over a second of EMFILE the process uses a fraction of a core.
-    let (c0, t0) = (cpu(), Instant::now());
+    let (c0, t0) = (cpu(&mut stat), Instant::now());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let used = (cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
+    let used = (cpu(&mut stat) - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
     eprintln!(
         "{} strangers hold this process's descriptors; {:.0} % of a core used meanwhile",
         strangers.len(),

@@ -123,11 +123,11 @@ fn require_on_roster(ctx: &Ctx<'_>) -> OpResult<()> {
             .map_err(|e| roster::unreadable(OpError::Db(e), "delivered"))?
             .is_some(),
     };
-    match on_roster.then_some(()) {
-        None => Err(OpError::proto(
-            ErrorCode::UnknownPc,
-            format!("{:?} is not on the roster (register it with roster.set)", ctx.pc),
-        )),
-        Some(_) => Ok(()),
+    if on_roster {
+        return Ok(());
     }
+    Err(OpError::proto(
+        ErrorCode::UnknownPc,
+        format!("{:?} is not on the roster (register it with roster.set)", ctx.pc),
+    ))
 }

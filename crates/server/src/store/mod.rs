@@ -499,6 +499,17 @@ pub enum Value {
     Text(String),
 }
 
+impl From<P<'_>> for Value {
+    fn from(p: P<'_>) -> Value {
+        match p {
+            P::Null => Value::Null,
+            P::Int(v) => Value::Int(v),
+            P::Real(v) => Value::Real(v),
+            P::Text(t) => Value::Text(t.to_string()),
+        }
+    }
+}
+
 impl Value {
     pub fn as_param(&self) -> P<'_> {
         match self {

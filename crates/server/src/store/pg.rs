@@ -144,24 +144,15 @@ impl Manager {
             .build()
             .map_err(|e| DbError::Unavailable(format!("a runtime for a PostgreSQL connection: {e}")))?;
         let cfg = self.target.config();
+        // The connection's task runs whenever a request waits on this runtime.
         let (client, driver) = match &self.tls {
             Some(t) => {
                 let (client, conn) = rt.block_on(cfg.connect(t.clone()))?;
-                (
-                    client,
-                    rt.spawn(async move {
-                        let _ = conn.await;
-                    }),
-                )
+                (client, rt.spawn(drive(conn)))
             }
             None => {
                 let (client, conn) = rt.block_on(cfg.connect(tokio_postgres::NoTls))?;
-                (
-                    client,
-                    rt.spawn(async move {
-                        let _ = conn.await;
-                    }),
-                )
+                (client, rt.spawn(drive(conn)))
             }
         };
         let c = PgConn { rt, client: Some(client), driver: Some(driver), stmts: HashMap::new() };
@@ -178,6 +169,12 @@ impl Manager {
         ))?;
         Ok(c)
     }
+}
+
+/// A connection's task: it ends when the connection closes (an error is
+/// seen by the request that waits on it).
+async fn drive(conn: impl Future<Output = Result<(), postgres::Error>>) {
+    let _ = conn.await;
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -470,6 +467,11 @@ struct PgTx<'c> {
     touches: RefCell<Vec<(String, Vec<super::Value>)>>,
 }
 
+/// Parameters as tokio-postgres binds them.
+fn bind<'p>(params: &'p [P<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
 /// The key of a read sent ahead: its text and its parameters, typed.
 fn ahead_key(sql: &str, params: &[P<'_>]) -> String {
     use std::fmt::Write;
@@ -537,8 +539,7 @@ impl PgTx<'_> {
     }
 
     fn rows(&self, stmt: &postgres::Statement, params: &[P<'_>]) -> DbResult<Vec<postgres::Row>> {
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.note(self.wait(self.client.query(stmt, &refs)))
+        self.note(self.wait(self.client.query(stmt, &bind(params))))
     }
 
     /// Ends the transaction keeping its writes. Nothing to do when no
@@ -580,8 +581,7 @@ impl PgTx<'_> {
         let stmts = touches.iter().map(|(sql, _)| self.statement(sql)).collect::<DbResult<Vec<_>>>()?;
         let params: Vec<Vec<P<'_>>> =
             touches.iter().map(|(_, v)| v.iter().map(super::Value::as_param).collect()).collect();
-        let refs: Vec<Vec<&(dyn ToSql + Sync)>> =
-            params.iter().map(|ps| ps.iter().map(|p| p as &(dyn ToSql + Sync)).collect()).collect();
+        let refs: Vec<Vec<&(dyn ToSql + Sync)>> = params.iter().map(|ps| bind(ps)).collect();
         let began = self.begin.take().is_none();
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         self.rt.block_on(async {
@@ -612,10 +612,7 @@ impl PgTx<'_> {
     }
 
     fn forget_reads_ahead(&self) {
-        let mut ahead = self.ahead.borrow_mut();
-        if !ahead.is_empty() {
-            ahead.clear();
-        }
+        self.ahead.borrow_mut().clear();
     }
 }
 
@@ -627,8 +624,7 @@ impl Db for PgTx<'_> {
     fn execute(&self, sql: &str, params: &[P<'_>]) -> DbResult<usize> {
         self.forget_reads_ahead();
         let stmt = self.statement(sql)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let n = self.note(self.wait(self.client.execute(&stmt, &refs)))?;
+        let n = self.note(self.wait(self.client.execute(&stmt, &bind(params))))?;
         self.changes.set(self.changes.get() + n);
         Ok(n as usize)
     }
@@ -661,15 +657,7 @@ impl Db for PgTx<'_> {
         if !self.read_only {
             return self.execute(sql, params).map(|_| ());
         }
-        let owned = params
-            .iter()
-            .map(|p| match *p {
-                P::Null => super::Value::Null,
-                P::Int(v) => super::Value::Int(v),
-                P::Real(v) => super::Value::Real(v),
-                P::Text(t) => super::Value::Text(t.to_string()),
-            })
-            .collect();
+        let owned = params.iter().copied().map(super::Value::from).collect();
         self.touches.borrow_mut().push((sql.to_string(), owned));
         Ok(())
     }
@@ -702,8 +690,7 @@ impl Db for PgTx<'_> {
             }
         }
         let stmts = reads.iter().map(|r| self.statement(&r.sql)).collect::<DbResult<Vec<_>>>()?;
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
-            reads.iter().map(|r| r.params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()).collect();
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = reads.iter().map(|r| bind(&r.params)).collect();
         let answers = self.wait(async {
             let all = futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| self.client.query(s, p)));
             Ok(all.await)
