@@ -284,12 +284,24 @@ impl PgStore {
         let mut kind = kind;
         let mut lock_first = feed_lock_first && kind == TxKind::Write;
         let mut attempt = 0;
+        let mut stale_left = self.target.pool_size + 1;
         loop {
             attempt += 1;
             let mut conn = self.conn()?;
             let outcome = attempt_once(&mut conn, kind, lock_first, &self.round_trips, &mut f);
+            drop(conn);
             match outcome {
                 Attempt::Done(r) => return r,
+                Attempt::Stale(err) => {
+                    // A connection PostgreSQL closed while it sat in the pool
+                    // (a restart drops them all): the pool discards it, and the
+                    // request runs on the next, nothing of it having been applied.
+                    attempt -= 1;
+                    stale_left -= 1;
+                    if stale_left == 0 {
+                        return Err(E::from(err));
+                    }
+                }
                 Attempt::Retry { err: _, needs_write: true, .. } => {
                     // Not a conflict with anyone: no back-off, and not counted against the attempts.
                     attempt -= 1;
@@ -359,7 +371,14 @@ impl r2d2::HandleError<DbError> for LogErrors {
 
 enum Attempt<T, E> {
     Done(Result<T, E>),
-    Retry { err: DbError, needs_feed_lock: bool, needs_write: bool },
+    /// The connection was closed before PostgreSQL answered anything of the
+    /// attempt: nothing of it was applied.
+    Stale(DbError),
+    Retry {
+        err: DbError,
+        needs_feed_lock: bool,
+        needs_write: bool,
+    },
 }
 
 fn attempt_once<T, E: From<DbError>>(
@@ -372,7 +391,11 @@ fn attempt_once<T, E: From<DbError>>(
     if lock_first {
         round_trips.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = conn.wait(conn.client().query_one("SELECT pg_advisory_lock($1)", &[&FEED_LOCK])) {
-            return Attempt::Done(Err(E::from(DbError::Pg(e))));
+            return if e.is_closed() {
+                Attempt::Stale(DbError::Pg(e))
+            } else {
+                Attempt::Done(Err(E::from(DbError::Pg(e))))
+            };
         }
     }
     let begin = match kind {
@@ -394,10 +417,15 @@ fn attempt_once<T, E: From<DbError>>(
         read_first: kind == TxKind::ReadFirst,
         read_only: kind != TxKind::Write,
         touches: RefCell::new(Vec::new()),
+        answered: Cell::new(false),
     };
     let r = f(&db);
     let failed = db.failed.take();
     let out = match (r, failed) {
+        (_, Some(Failure { stale: true, message, .. })) => {
+            db.rollback();
+            Attempt::Stale(DbError::Unavailable(message))
+        }
         // A statement failed: the transaction is void whatever `f` made of it.
         (_, Some(Failure { needs_write: true, message, .. })) if kind == TxKind::ReadFirst => {
             db.rollback();
@@ -439,6 +467,9 @@ struct Failure {
     feed_lock: bool,
     /// A write refused by a read-only transaction (SQLSTATE 25006).
     needs_write: bool,
+    /// The connection was closed before PostgreSQL answered anything of
+    /// this attempt (see `Attempt::Stale`).
+    stale: bool,
     message: String,
 }
 
@@ -465,6 +496,8 @@ struct PgTx<'c> {
     read_only: bool,
     /// [`Db::touch`] writes kept for after a read-only transaction's COMMIT.
     touches: RefCell<Vec<(String, Vec<super::Value>)>>,
+    /// PostgreSQL has answered something of this attempt.
+    answered: Cell<bool>,
 }
 
 /// Parameters as tokio-postgres binds them.
@@ -500,7 +533,7 @@ impl PgTx<'_> {
     /// transaction's BEGIN too when it has not been sent yet.
     fn wait<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        match self.begin.take() {
+        let out = match self.begin.take() {
             None => self.rt.block_on(f),
             Some(begin) => self.rt.block_on(async {
                 // Polled in this order, the two are sent in this order, before either answer is read.
@@ -508,7 +541,11 @@ impl PgTx<'_> {
                 began?;
                 out
             }),
+        };
+        if out.as_ref().map_or_else(|e| e.as_db_error().is_some(), |_| true) {
+            self.answered.set(true);
         }
+        out
     }
 
     fn note<T>(&self, r: Result<T, postgres::Error>) -> DbResult<T> {
@@ -517,10 +554,12 @@ impl PgTx<'_> {
             let mut failed = self.failed.borrow_mut();
             if failed.is_none() {
                 let needs_write = matches!(&e, DbError::Pg(p) if p.code().is_some_and(|c| c.code() == "25006"));
+                let stale = matches!(&e, DbError::Pg(p) if p.is_closed()) && !self.answered.get();
                 *failed = Some(Failure {
                     retryable: e.is_retryable(),
                     feed_lock: false,
                     needs_write,
+                    stale,
                     message: e.to_string(),
                 });
             }
@@ -715,6 +754,7 @@ impl Db for PgTx<'_> {
                 retryable: true,
                 feed_lock: false,
                 needs_write: true,
+                stale: false,
                 message: "a read-first request writes the feed".into(),
             });
             return Err(DbError::NeedsFeedLock);
@@ -731,6 +771,7 @@ impl Db for PgTx<'_> {
             retryable: true,
             feed_lock: true,
             needs_write: false,
+            stale: false,
             message: "the feed lock is taken".into(),
         });
         Err(DbError::NeedsFeedLock)
@@ -971,6 +1012,37 @@ mod pg_tests {
         let n: i64 =
             s.run(TxKind::Read, false, |db| db.query_one("SELECT n FROM t WHERE k = 'a'", p![], |r| r.get(0))).unwrap();
         assert_eq!(n, 2, "the write of the second run is kept, once");
+    }
+
+    /// PostgreSQL restarted while the pool's connections sat idle: every
+    /// one of them is closed, yet the next requests run (each on a fresh
+    /// connection) instead of failing once per dead one.
+    #[test]
+    fn after_a_postgres_restart_the_next_request_runs() {
+        let mut pg = Postgres::start();
+        let s = store(&pg, "restart");
+        s.run(TxKind::Write, false, |db| db.batch("CREATE TABLE t (k TEXT PRIMARY KEY)")).unwrap();
+        // Several connections in the pool, all idle.
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                sc.spawn(|| {
+                    s.run(TxKind::Read, false, |db| {
+                        std::thread::sleep(Duration::from_millis(100));
+                        db.query_one("SELECT count(*) FROM t", p![], |r| r.get::<_, i64>(0))
+                    })
+                    .unwrap()
+                });
+            }
+        });
+        pg.crash();
+        pg.restart();
+        for k in ["a", "b", "c", "d", "e"] {
+            let r = s.run(TxKind::Write, false, |db| db.execute("INSERT INTO t (k) VALUES (?1)", p![k]));
+            assert_eq!(r.unwrap(), 1, "{k}");
+        }
+        let n: i64 =
+            s.run(TxKind::Read, false, |db| db.query_one("SELECT count(*) FROM t", p![], |r| r.get(0))).unwrap();
+        assert_eq!(n, 5, "each insert applied once");
     }
 
     #[test]
