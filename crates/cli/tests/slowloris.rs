@@ -126,13 +126,23 @@ fn client(tls: bool) -> reqwest::Client {
 /// connection closed before any answer (requests are idempotent by id), and
 /// the time of every try counts toward the p99.
 async fn call(c: &reqwest::Client, url: &str, body: &Value) -> Result<Value, String> {
-    let mut sent = c.post(url).json(body).send().await;
+    answer(|| c.post(url).json(body).send()).await
+}
+
+/// Sends what `request` makes, trying again on a connection closed before
+/// any answer as `call` says, and reads the answer as JSON.
+async fn answer<F, R>(request: F) -> Result<Value, String>
+where
+    F: Fn() -> R,
+    R: std::future::Future<Output = reqwest::Result<reqwest::Response>>,
+{
+    let mut sent = request().await;
     let mut tries = 1;
     for pause in pcmail_client::transport::CLOSED_BEFORE_ANSWER_PAUSES {
         match &sent {
             Err(e) if e.is_connect() || e.is_request() => {
                 tokio::time::sleep(pause).await;
-                sent = c.post(url).json(body).send().await;
+                sent = request().await;
                 tries += 1;
             }
             _ => break,
@@ -172,15 +182,7 @@ async fn pcs_under_attack(url: &str, tls: bool, cred_a: &str, cred_b: &str) -> (
             sent += usize::from(r.as_ref().is_ok_and(|v| v["ok"] == json!(true)));
             r
         } else if i % 5 == 1 {
-            let first = c.get(&health).send().await;
-            let sent = match first {
-                Err(e) if e.is_connect() || e.is_request() => c.get(&health).send().await,
-                other => other,
-            };
-            match sent {
-                Ok(r) => r.json::<Value>().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            }
+            answer(|| c.get(&health).send()).await
         } else {
             let poll = json!({"v": 1, "op": "poll", "pc": "pc-b", "cred": cred_b, "args": {}});
             let r = call(c, url, &poll).await;

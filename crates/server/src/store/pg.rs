@@ -533,7 +533,7 @@ impl PgTx<'_> {
     /// transaction's BEGIN too when it has not been sent yet.
     fn wait<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let out = match self.begin.take() {
+        match self.begin.take() {
             None => self.rt.block_on(f),
             Some(begin) => self.rt.block_on(async {
                 // Polled in this order, the two are sent in this order, before either answer is read.
@@ -541,30 +541,44 @@ impl PgTx<'_> {
                 began?;
                 out
             }),
-        };
-        if out.as_ref().map_or_else(|e| e.as_db_error().is_some(), |_| true) {
-            self.answered.set(true);
         }
-        out
     }
 
+    /// A statement's answer: an answer counts as PostgreSQL having
+    /// answered something of this attempt; a failure is kept.
     fn note<T>(&self, r: Result<T, postgres::Error>) -> DbResult<T> {
-        r.map_err(|e| {
-            let e = DbError::Pg(e);
-            let mut failed = self.failed.borrow_mut();
-            if failed.is_none() {
-                let needs_write = matches!(&e, DbError::Pg(p) if p.code().is_some_and(|c| c.code() == "25006"));
-                let stale = matches!(&e, DbError::Pg(p) if p.is_closed()) && !self.answered.get();
-                *failed = Some(Failure {
-                    retryable: e.is_retryable(),
-                    feed_lock: false,
-                    needs_write,
-                    stale,
-                    message: e.to_string(),
-                });
+        match r {
+            Ok(v) => {
+                self.answered.set(true);
+                Ok(v)
             }
-            e
-        })
+            Err(e) => Err(self.failure(e)),
+        }
+    }
+
+    /// Keeps a statement's failure (the first voids the transaction), and
+    /// whether the connection was closed before PostgreSQL answered
+    /// anything of this attempt. Every statement's own answer passes here
+    /// or through [`Self::note`], also of statements sent together.
+    fn failure(&self, e: postgres::Error) -> DbError {
+        let answered_before = self.answered.get();
+        if e.as_db_error().is_some() {
+            self.answered.set(true);
+        }
+        let e = DbError::Pg(e);
+        let mut failed = self.failed.borrow_mut();
+        if failed.is_none() {
+            let needs_write = matches!(&e, DbError::Pg(p) if p.code().is_some_and(|c| c.code() == "25006"));
+            let stale = matches!(&e, DbError::Pg(p) if p.is_closed()) && !answered_before;
+            *failed = Some(Failure {
+                retryable: e.is_retryable(),
+                feed_lock: false,
+                needs_write,
+                stale,
+                message: e.to_string(),
+            });
+        }
+        e
     }
 
     fn statement(&self, sql: &str) -> DbResult<postgres::Statement> {
@@ -720,9 +734,10 @@ impl Db for PgTx<'_> {
         };
         if !new.is_empty() {
             let texts: Vec<String> = new.iter().map(|sql| to_dollar_params(sql)).collect();
-            let prepared = self.wait(async {
-                Ok(futures_util::future::join_all(texts.iter().map(|t| self.client.prepare(t))).await)
-            })?;
+            // Only a failed BEGIN fails the whole; each statement's answer is noted below.
+            let prepared = self
+                .wait(async { Ok(futures_util::future::join_all(texts.iter().map(|t| self.client.prepare(t))).await) })
+                .map_err(|e| self.failure(e))?;
             for (sql, p) in new.into_iter().zip(prepared) {
                 let p = self.note(p)?;
                 self.stmts.borrow_mut().insert(sql, p);
@@ -730,10 +745,13 @@ impl Db for PgTx<'_> {
         }
         let stmts = reads.iter().map(|r| self.statement(&r.sql)).collect::<DbResult<Vec<_>>>()?;
         let params: Vec<Vec<&(dyn ToSql + Sync)>> = reads.iter().map(|r| bind(&r.params)).collect();
-        let answers = self.wait(async {
-            let all = futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| self.client.query(s, p)));
-            Ok(all.await)
-        })?;
+        let answers = self
+            .wait(async {
+                let all =
+                    futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| self.client.query(s, p)));
+                Ok(all.await)
+            })
+            .map_err(|e| self.failure(e))?;
         let mut ahead = self.ahead.borrow_mut();
         for (r, answer) in reads.iter().zip(answers) {
             ahead.insert(ahead_key(&r.sql, &r.params), self.note(answer)?);
@@ -1015,34 +1033,45 @@ mod pg_tests {
     }
 
     /// PostgreSQL restarted while the pool's connections sat idle: every
-    /// one of them is closed, yet the next requests run (each on a fresh
-    /// connection) instead of failing once per dead one.
+    /// one of them is closed, yet the next request runs (on a fresh
+    /// connection) instead of failing once per dead one, whether its first
+    /// statement goes alone or with reads sent ahead of it.
     #[test]
     fn after_a_postgres_restart_the_next_request_runs() {
         let mut pg = Postgres::start();
         let s = store(&pg, "restart");
         s.run(TxKind::Write, false, |db| db.batch("CREATE TABLE t (k TEXT PRIMARY KEY)")).unwrap();
-        // Several connections in the pool, all idle.
-        std::thread::scope(|sc| {
-            for _ in 0..4 {
-                sc.spawn(|| {
-                    s.run(TxKind::Read, false, |db| {
-                        std::thread::sleep(Duration::from_millis(100));
-                        db.query_one("SELECT count(*) FROM t", p![], |r| r.get::<_, i64>(0))
-                    })
-                    .unwrap()
-                });
-            }
-        });
-        pg.crash();
-        pg.restart();
-        for k in ["a", "b", "c", "d", "e"] {
+        let count = "SELECT count(*) FROM t WHERE k > ?1";
+        // Several connections in the pool, all idle, each with the count
+        // prepared (as a busy server's are), then a restart under them.
+        let fill_then_restart = |pg: &mut Postgres| {
+            std::thread::scope(|sc| {
+                for _ in 0..4 {
+                    sc.spawn(|| {
+                        s.run(TxKind::Read, false, |db| {
+                            std::thread::sleep(Duration::from_millis(100));
+                            db.query_one(count, p![""], |r| r.get::<_, i64>(0))
+                        })
+                        .unwrap()
+                    });
+                }
+            });
+            pg.crash();
+            pg.restart();
+        };
+        fill_then_restart(&mut pg);
+        for k in ["a", "b", "c"] {
             let r = s.run(TxKind::Write, false, |db| db.execute("INSERT INTO t (k) VALUES (?1)", p![k]));
             assert_eq!(r.unwrap(), 1, "{k}");
         }
-        let n: i64 =
-            s.run(TxKind::Read, false, |db| db.query_one("SELECT count(*) FROM t", p![], |r| r.get(0))).unwrap();
-        assert_eq!(n, 5, "each insert applied once");
+        fill_then_restart(&mut pg);
+        let n: i64 = s
+            .run(TxKind::Read, false, |db| {
+                db.prefetch(&[Read::new(count, vec![P::Text("")])])?;
+                db.query_one(count, p![""], |r| r.get(0))
+            })
+            .expect("the first request after the restart, its reads sent ahead");
+        assert_eq!(n, 3, "each insert applied once");
     }
 
     #[test]
