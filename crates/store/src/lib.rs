@@ -53,7 +53,15 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub struct Store {
     pub(crate) conn: Connection,
     path: PathBuf,
+    /// The hook's connection ([`Store::open_existing`]): how many frames the
+    /// write-ahead log held after its last commit (SQLite's WAL callback).
+    wal_frames: Option<std::sync::Arc<std::sync::atomic::AtomicI32>>,
 }
+
+/// Frames in the write-ahead log past which the hook's connection
+/// checkpoints it when it closes: SQLite's own automatic checkpoint, which
+/// every other connection keeps, runs at this length too.
+pub const HOOK_CHECKPOINT_FRAMES: i32 = 1_000;
 
 impl Store {
     /// Opens (and creates or migrates) the store. Used by everything but the hook.
@@ -67,7 +75,12 @@ impl Store {
             let conn = Connection::open(path)?;
             conn.busy_timeout(busy)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
-            conn.pragma_update(None, "synchronous", "OFF")?;
+            // No fsync per commit in WAL mode, but the automatic checkpoint
+            // syncs the log before it copies frames into the database and the
+            // database before the log is reused: at OFF a power cut after a
+            // checkpoint could leave the file without pages the log no longer
+            // holds (mail the server already counts as delivered here).
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", "ON")?;
             // The poller, the MCP server and the tray keep one store open for
             // hours: their statements stay in the cache, and SQLite must not
@@ -75,7 +88,7 @@ impl Store {
             // mail id, another session), which it does without this.
             conn.set_prepared_statement_cache_capacity(64);
             conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-            let mut store = Store { conn, path: path.to_path_buf() };
+            let mut store = Store { conn, path: path.to_path_buf(), wal_frames: None };
             schema::migrate(&mut store.conn, path)?;
             Ok(store)
         })();
@@ -107,12 +120,21 @@ impl Store {
         // fsync at all: not at commit, not on a WAL restart (NORMAL would sync
         // the WAL header and its folder there: 2 fsyncs), and no checkpoint
         // from the hook, neither automatic nor on close; the poller, at
-        // NORMAL, checkpoints (docs/data-model.md, "What the hook reads and writes").
+        // NORMAL, checkpoints (docs/data-model.md, "What the hook reads and
+        // writes"). Only a log nobody else checkpointed is emptied, on drop.
         conn.pragma_update(None, "synchronous", "OFF")?;
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+        // Set after the pragma above, which installs SQLite's own callback.
+        let wal_frames = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let seen = wal_frames.clone();
+        let mut conn = conn;
+        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: std::ffi::c_int| {
+            seen.store(frames, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }))?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let mut store = Store { conn, path: path.to_path_buf() };
+        let mut store = Store { conn, path: path.to_path_buf(), wal_frames: Some(wal_frames) };
         if v < schema::CURRENT {
             // Upgraded pcmail, store not yet migrated: migrating once is cheap.
             schema::migrate(&mut store.conn, path)?;
@@ -193,6 +215,29 @@ fn make_private(path: &Path) {
     }
 }
 
+impl Drop for Store {
+    /// The hook never checkpoints as it goes (see [`Store::open_existing`]),
+    /// so where no poller, CLI or tray writes, nothing else would: the log
+    /// would grow with every prompt, and every process that opens the store
+    /// first reads all of it again (SQLite rebuilds its index of the log
+    /// from the file, frame by frame). Past [`HOOK_CHECKPOINT_FRAMES`] the
+    /// hook's connection checkpoints once, at `NORMAL` so that the frames it
+    /// copies into the database are on disk before the log is reused, and
+    /// empties the log (`TRUNCATE`: a checkpoint alone leaves the frames to
+    /// be read again by the next process, which starts its count of what was
+    /// copied back from nothing). It waits at most a moment for a reader or
+    /// a writer; when one is still there, the next hook tries again.
+    fn drop(&mut self) {
+        let Some(frames) = &self.wal_frames else { return };
+        if frames.load(std::sync::atomic::Ordering::Relaxed) < HOOK_CHECKPOINT_FRAMES {
+            return;
+        }
+        let _ = self.conn.pragma_update(None, "synchronous", "NORMAL");
+        let _ = self.conn.busy_timeout(Duration::from_millis(50));
+        let _ = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+}
+
 /// A note from pc-a to pc-b, new, for the store's own tests.
 #[cfg(test)]
 pub(crate) fn test_mail(id: &str, created_at: pcmail_core::Millis) -> pcmail_core::Mail {
@@ -225,5 +270,60 @@ mod statement_cache_tests {
         }
         let again = pcmail_testkit::statements_compiled_again(s.conn());
         assert!(again.is_empty(), "statements compiled again: {again:#?}");
+    }
+}
+
+#[cfg(test)]
+mod wal_tests {
+    use super::*;
+
+    /// The log's length as the next process to open the store finds it
+    /// (and reads it whole, to rebuild its index).
+    fn frames_in_log(path: &Path) -> i64 {
+        let c = Connection::open(path).unwrap();
+        c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap()
+    }
+
+    #[test]
+    fn the_hooks_writes_alone_keep_the_write_ahead_log_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        drop(Store::open(&path).unwrap());
+        // One hook process after another, each writing (as a prompt does), nobody else.
+        let runs = i64::from(HOOK_CHECKPOINT_FRAMES) * 5 / 2;
+        for i in 0..runs {
+            let mut hook = Store::open_existing(&path, Duration::from_secs(1)).unwrap().unwrap();
+            hook.meta_set_i64("test.prompt", i).unwrap();
+        }
+        let frames = frames_in_log(&path);
+        assert!(frames <= i64::from(HOOK_CHECKPOINT_FRAMES) + 8, "{runs} hook runs left {frames} frames in the log");
+        let hook = Store::open_existing(&path, Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(hook.meta_get("test.prompt").unwrap(), Some((runs - 1).to_string()), "every write kept");
+    }
+
+    /// The poller's, the CLI's and the tray's connections checkpoint safely
+    /// (the hook's runs without any sync, and checkpoints only at `NORMAL`).
+    #[test]
+    fn only_the_hooks_connection_skips_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let sync = |s: &Store| -> i64 { s.conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap() };
+        let store = Store::open(&path).unwrap();
+        assert_eq!(sync(&store), 1, "NORMAL");
+        let hook = Store::open_existing(&path, Duration::from_secs(1)).unwrap().unwrap();
+        assert_eq!(sync(&hook), 0, "OFF");
+    }
+
+    /// Below the bound the hook leaves the log alone: its runs stay free of fsyncs.
+    #[test]
+    fn below_the_bound_the_hook_does_not_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        drop(Store::open(&path).unwrap());
+        for i in 0..20 {
+            let mut hook = Store::open_existing(&path, Duration::from_secs(1)).unwrap().unwrap();
+            hook.meta_set_i64("test.prompt", i).unwrap();
+        }
+        assert!(frames_in_log(&path) >= 20, "each run appended to the log and nothing was copied back");
     }
 }
