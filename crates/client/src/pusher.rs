@@ -13,8 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often the store is looked at (a `PRAGMA data_version`, microseconds).
+/// How often the store is looked at (a `stat` of its files; SQLite's
+/// `PRAGMA data_version` when they changed).
 pub const WATCH_EVERY: Duration = Duration::from_millis(40);
+
+/// How often `data_version` is asked even when the files look unchanged: a
+/// commit lands in the write-ahead log, which changes its size or its time,
+/// but a time kept to a few milliseconds with a log restarted at the same
+/// size could hide one; this bounds how late it is seen then.
+const VERSION_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 /// How often the lease holders' processes are checked (well within H).
 pub const LIVENESS_EVERY: Duration = Duration::from_secs(3);
@@ -31,6 +38,11 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     let mut last_version: Option<i64> = None;
     let mut failures: u32 = 0;
     let mut last_liveness = std::time::Instant::now();
+    // A read transaction of SQLite (file locks, the log's index) 25 times a
+    // second was most of an idle daemon's CPU; a `stat` of two files is not.
+    let store_path = paths.store();
+    let mut last_stamp = None;
+    let mut last_version_at = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(WATCH_EVERY);
         if client.is_none() {
@@ -54,6 +66,12 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
                 Err(e) => tracing::debug!("lease liveness: {e}"),
             }
         }
+        let stamp = crate::transport::file_stamp(&store_path);
+        if last_version.is_some() && Some(stamp) == last_stamp && last_version_at.elapsed() < VERSION_AT_LEAST_EVERY {
+            continue;
+        }
+        last_stamp = Some(stamp);
+        last_version_at = std::time::Instant::now();
         let version = c.store.data_version().ok();
         if version.is_some() && version == last_version {
             continue;

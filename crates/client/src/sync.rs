@@ -58,9 +58,7 @@ impl Client {
         match self.sync_rounds(wait_ms, &mut report) {
             Ok(()) => {
                 let now = self.now();
-                self.store.meta_set_i64(meta::LAST_POLL_OK_AT, now)?;
-                self.store.meta_set_i64(meta::CONSECUTIVE_FAILURES, 0)?;
-                self.store.meta_del(meta::LAST_POLL_ERROR)?;
+                self.store.record_poll_ok(now)?;
                 self.maybe_sweep_and_alerts(now);
                 report.to_notify = self.store.claim_notifications(now, 20)?;
                 Ok(report)

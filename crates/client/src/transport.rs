@@ -125,7 +125,7 @@ pub const FILE_WATCH_EVERY: Duration = Duration::from_millis(20);
 
 /// The database file and its write-ahead log as `stat` sees them (a commit
 /// by any process on this PC changes the log's size or time).
-fn file_stamp(db: &Path) -> [Option<(std::time::SystemTime, u64)>; 2] {
+pub(crate) fn file_stamp(db: &Path) -> [Option<(std::time::SystemTime, u64)>; 2] {
     let stamp = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
     let mut wal = db.as_os_str().to_owned();
     wal.push("-wal");

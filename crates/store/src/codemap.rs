@@ -2,6 +2,7 @@
 //! the fingerprint that says whether the file changed (size, modification time,
 //! content hash) and the parsed entry (opaque JSON owned by pcmail-codemap).
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use rusqlite::params;
 
@@ -61,7 +62,7 @@ impl Store {
 
     /// Forgets everything cached for `repo`.
     pub fn codemap_clear(&mut self, repo: &str) -> Result<usize> {
-        Ok(self.conn.execute("DELETE FROM codemap_files WHERE repo = ?1", [repo])?)
+        Ok(self.conn.exec("DELETE FROM codemap_files WHERE repo = ?1", [repo])?)
     }
 }
 

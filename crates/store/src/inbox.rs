@@ -2,6 +2,7 @@
 //! confirmed to the server. `status` is the single "processed" marker.
 
 use crate::timeline::{self, Recorded};
+use crate::Cached as _;
 use crate::{Result, Store, StoreError};
 use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};
 use rusqlite::{params, OptionalExtension, Row, Transaction};
@@ -100,10 +101,10 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
 /// stored (a re-delivery after a lost confirm): dedup by id.
 pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<bool> {
     let reply_to_mine = match &mail.in_reply_to {
-        Some(orig) => tx.query_row("SELECT 1 FROM sent WHERE id = ?1", [orig], |_| Ok(())).optional()?.is_some(),
+        Some(orig) => tx.row("SELECT 1 FROM sent WHERE id = ?1", [orig], |_| Ok(())).optional()?.is_some(),
         None => false,
     };
-    let n = tx.execute(
+    let n = tx.exec(
         "INSERT OR IGNORE INTO inbox (id, from_pc, to_pc, kind, subject, body, urgent, expires_at, in_reply_to,
             auto, hop, created_at, broadcast_of, received_at, status, status_at, reply_to_mine, recipients)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'new', ?14, ?15, ?16)",
@@ -166,7 +167,7 @@ pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, 
 
 impl Store {
     pub fn inbox_get(&self, id: &str) -> Result<Option<InboxMail>> {
-        let m = self.conn.query_row(&format!("SELECT {COLS} FROM inbox WHERE id = ?1"), [id], from_row).optional()?;
+        let m = self.conn.row(&format!("SELECT {COLS} FROM inbox WHERE id = ?1"), [id], from_row).optional()?;
         match m {
             Some(mut m) => {
                 m.timeline = self.timeline(&m.id)?;
@@ -230,7 +231,7 @@ impl Store {
         let cursor: Option<(Millis, String)> = match before {
             Some(id) => {
                 let at: Option<Millis> =
-                    self.conn.query_row("SELECT created_at FROM inbox WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+                    self.conn.row("SELECT created_at FROM inbox WHERE id = ?1", [id], |r| r.get(0)).optional()?;
                 let at = at.ok_or_else(|| StoreError::NotFound(id.to_string()))?;
                 conds.push("(created_at < ?2 OR (created_at = ?2 AND id < ?3))".into());
                 Some((at, id.to_string()))
@@ -283,7 +284,7 @@ impl Store {
     pub fn claim_notifications(&mut self, now: Millis, limit: usize) -> Result<Vec<InboxMail>> {
         self.write(|tx| {
             let rows: Vec<InboxMail> = {
-                let mut st = tx.prepare(&format!(
+                let mut st = tx.prepare_cached(&format!(
                     "SELECT {COLS} FROM inbox WHERE notified_at IS NULL AND status = 'new' ORDER BY created_at LIMIT ?1"
                 ))?;
                 let v = st.query_map([limit as i64 * 4], from_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
@@ -292,7 +293,7 @@ impl Store {
             let mut out = vec![];
             for m in rows {
                 // Every row gets a stamp so plain notes are not re-scanned each cycle.
-                tx.execute("UPDATE inbox SET notified_at = ?2 WHERE id = ?1", params![m.id, now])?;
+                tx.exec("UPDATE inbox SET notified_at = ?2 WHERE id = ?1", params![m.id, now])?;
                 if m.wants_notification() && out.len() < limit {
                     out.push(m);
                 }

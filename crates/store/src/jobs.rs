@@ -4,6 +4,7 @@
 //! As submitter: the jobs this PC's sessions submitted or joined, and
 //! whether the hook has told the session that one ended.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::Millis;
 use rusqlite::{params, OptionalExtension, Row};
@@ -93,7 +94,7 @@ fn is_final(state: &str) -> bool {
 impl Store {
     /// Records a run before its process starts.
     pub fn job_run_put(&mut self, r: &JobRun) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             &format!(
                 "INSERT OR REPLACE INTO job_runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
             ),
@@ -116,10 +117,8 @@ impl Store {
 
     /// The job's process is running: its ids, for a successor to end it.
     pub fn job_run_started(&mut self, job_id: &str, pid: i64, pid_start: Option<i64>) -> Result<()> {
-        self.conn.execute(
-            "UPDATE job_runs SET pid = ?2, pid_start = ?3 WHERE job_id = ?1",
-            params![job_id, pid, pid_start],
-        )?;
+        self.conn
+            .exec("UPDATE job_runs SET pid = ?2, pid_start = ?3 WHERE job_id = ?1", params![job_id, pid, pid_start])?;
         Ok(())
     }
 
@@ -138,7 +137,7 @@ impl Store {
 
     /// Forgets a run without a report (the server refused its start).
     pub fn job_run_remove(&mut self, job_id: &str) -> Result<()> {
-        self.conn.execute("DELETE FROM job_runs WHERE job_id = ?1", [job_id])?;
+        self.conn.exec("DELETE FROM job_runs WHERE job_id = ?1", [job_id])?;
         Ok(())
     }
 
@@ -146,11 +145,11 @@ impl Store {
     /// transaction (a crash leaves one or the other, never neither).
     pub fn job_finish(&mut self, job_id: &str, report: &str, now: Millis) -> Result<()> {
         self.write(|tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT OR REPLACE INTO job_reports (job_id, report, queued_at, attempts) VALUES (?1, ?2, ?3, 0)",
                 params![job_id, report, now],
             )?;
-            tx.execute("DELETE FROM job_runs WHERE job_id = ?1", [job_id])?;
+            tx.exec("DELETE FROM job_runs WHERE job_id = ?1", [job_id])?;
             Ok(())
         })
     }
@@ -170,14 +169,14 @@ impl Store {
     pub fn job_reports_done(&mut self, job_ids: &[String]) -> Result<()> {
         self.write(|tx| {
             for id in job_ids {
-                tx.execute("DELETE FROM job_reports WHERE job_id = ?1", [id])?;
+                tx.exec("DELETE FROM job_reports WHERE job_id = ?1", [id])?;
             }
             Ok(())
         })
     }
 
     pub fn job_report_failed(&mut self, job_id: &str, error: &str) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             "UPDATE job_reports SET attempts = attempts + 1, last_error = ?2 WHERE job_id = ?1",
             params![job_id, error],
         )?;
@@ -186,7 +185,7 @@ impl Store {
 
     /// A job a session of this PC submitted (or joined): kept for the hook.
     pub fn job_mine_record(&mut self, j: &MyJob) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             &format!(
                 "INSERT INTO jobs_mine ({MINE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT(job_id, session) DO UPDATE SET state = excluded.state, job = excluded.job,
@@ -213,13 +212,13 @@ impl Store {
             return Ok(());
         }
         self.write(|tx| {
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE jobs_mine SET state = ?2, job = ?3, ended_at = COALESCE(ended_at, ?4) WHERE job_id = ?1",
                 params![job_id, state, job, now],
             )?;
             if n == 0 {
                 // Submitted from elsewhere on this PC without a record: told to whoever asks next.
-                tx.execute(
+                tx.exec(
                     &format!("INSERT INTO jobs_mine ({MINE_COLS}) VALUES (?1, '', ?2, ?3, ?4, ?5, ?6, ?4, NULL)"),
                     params![job_id, target, command, now, state, job],
                 )?;
@@ -265,7 +264,7 @@ impl Store {
     }
 
     pub fn chunk_put(&mut self, command: &str, subject: &str, c: &ChunkRow, now: Millis) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             "INSERT OR REPLACE INTO job_chunks (command, subject, fingerprint, input, ok, failures, last_failure_at, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![command, subject, c.fingerprint, c.input, c.ok as i64, c.failures as i64, c.last_failure_at, now],
@@ -289,7 +288,7 @@ pub fn finished_take_untold(
     let rows: Vec<MyJob> =
         st.query_map(params![session, limit as i64], mine_of)?.collect::<std::result::Result<_, _>>()?;
     for r in &rows {
-        tx.execute(
+        tx.exec(
             "UPDATE jobs_mine SET told_at = ?3 WHERE job_id = ?1 AND session = ?2",
             params![r.job_id, r.session, now],
         )?;
@@ -299,7 +298,7 @@ pub fn finished_take_untold(
 
 /// How many ended jobs of `session` wait to be told (without taking them).
 pub fn finished_untold_count(conn: &rusqlite::Connection, session: &str) -> Result<i64> {
-    Ok(conn.query_row(
+    Ok(conn.row(
         "SELECT COUNT(*) FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND (session = ?1 OR session = '')",
         [session],
         |r| r.get(0),

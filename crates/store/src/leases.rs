@@ -4,6 +4,7 @@
 //! holder once. The hook reads and writes these inside its one transaction;
 //! the poller and the CLI through `Store`.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::Millis;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
@@ -125,7 +126,7 @@ fn queue_release_where(
 ) -> Result<usize> {
     let ids: Vec<String> = {
         let mut st =
-            tx.prepare(&format!("SELECT claim_id FROM leases_mine WHERE release_queued_at IS NULL AND {cond}"))?;
+            tx.prepare_cached(&format!("SELECT claim_id FROM leases_mine WHERE release_queued_at IS NULL AND {cond}"))?;
         let ids = st.query_map(p, |r| r.get(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
         ids
     };
@@ -189,7 +190,7 @@ fn mine_of(r: &Row) -> rusqlite::Result<MyLease> {
 }
 
 pub fn mine_upsert(tx: &Transaction, l: &MyLease) -> Result<()> {
-    tx.execute(
+    tx.exec(
         &format!("INSERT OR REPLACE INTO leases_mine ({MINE_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"),
         params![
             l.claim_id,
@@ -281,7 +282,7 @@ impl Store {
     }
 
     pub fn lease_release_retry(&mut self, claim_id: &str, next_at: Millis) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             "UPDATE leases_mine SET release_attempts = release_attempts + 1, release_next_at = ?2 WHERE claim_id = ?1",
             params![claim_id, next_at],
         )?;
@@ -293,7 +294,7 @@ impl Store {
     }
 
     pub fn lease_mine_remove(&mut self, claim_id: &str) -> Result<()> {
-        self.conn.execute("DELETE FROM leases_mine WHERE claim_id = ?1", [claim_id])?;
+        self.conn.exec("DELETE FROM leases_mine WHERE claim_id = ?1", [claim_id])?;
         Ok(())
     }
 
@@ -303,7 +304,7 @@ impl Store {
 
     /// A heartbeat the server answered for this lease.
     pub fn lease_renewed(&mut self, resource: &str, fence: i64, now: Millis) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             "UPDATE leases_mine SET heartbeat_at = ?3 WHERE resource = ?1 AND fence = ?2",
             params![resource, fence, now],
         )?;
@@ -319,8 +320,8 @@ impl Store {
                 .query_row(params![lost.resource, lost.fence], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .optional()?;
             let Some((session, pid, pid_start)) = holder else { return Ok(()) };
-            tx.execute("DELETE FROM leases_mine WHERE resource = ?1 AND fence = ?2", params![lost.resource, lost.fence])?;
-            tx.execute(
+            tx.exec("DELETE FROM leases_mine WHERE resource = ?1 AND fence = ?2", params![lost.resource, lost.fence])?;
+            tx.exec(
                 "INSERT OR IGNORE INTO lease_lost (resource, fence, session, pid, pid_start, at, taken_by, reason, event)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![lost.resource, lost.fence, session, pid, pid_start, lost.at, lost.taken_by, lost.reason, lost.event],
@@ -332,7 +333,7 @@ impl Store {
     /// Replaces the guard cache with the server's list of live leases.
     pub fn lease_cache_replace(&mut self, leases: &[CachedLease], version: i64, now: Millis) -> Result<()> {
         self.write(|tx| {
-            tx.execute("DELETE FROM lease_cache", [])?;
+            tx.exec("DELETE FROM lease_cache", [])?;
             {
                 let mut ins = tx.prepare_cached(
                     "INSERT OR REPLACE INTO lease_cache (resource, fence, repo, mode, holder_pc, holder_session, holder_name,

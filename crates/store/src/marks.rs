@@ -1,6 +1,7 @@
 //! Marks for the server (seen / ack / fail) wait here until the server has
 //! taken them; they go with the next poll. Idempotent by mark id.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::{rules, Mark, MarkOp, Millis};
 use rusqlite::{params, Transaction};
@@ -30,7 +31,7 @@ pub fn queue(tx: &Transaction, id: &str, op: MarkOp, at: Millis, by: &str, reaso
         (MarkOp::Fail, r) => Some(rules::clean_reason(r.unwrap_or(""))),
         (_, r) => r.map(rules::clean_reason),
     };
-    tx.execute(
+    tx.exec(
         "INSERT OR IGNORE INTO pending_marks (mark_id, id, op, at, by, reason, next_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4)",
         params![mid, id, op.as_str(), at, by, reason],
     )?;
@@ -98,13 +99,13 @@ impl Store {
     }
 
     pub fn pending_mark_count(&self) -> Result<i64> {
-        Ok(self.conn.query_row("SELECT count(*) FROM pending_marks", [], |r| r.get(0))?)
+        Ok(self.conn.row("SELECT count(*) FROM pending_marks", [], |r| r.get(0))?)
     }
 
     pub fn mark_done(&mut self, mark_ids: &[String]) -> Result<()> {
         self.write(|tx| {
             for m in mark_ids {
-                tx.execute("DELETE FROM pending_marks WHERE mark_id = ?1", [m])?;
+                tx.exec("DELETE FROM pending_marks WHERE mark_id = ?1", [m])?;
             }
             Ok(())
         })
@@ -121,7 +122,7 @@ impl Store {
         now: Millis,
     ) -> Result<bool> {
         self.write(|tx| {
-            tx.execute(
+            tx.exec(
                 "UPDATE pending_marks SET attempts = attempts + 1, next_at = ?2, last_error = ?3 WHERE mark_id = ?1",
                 params![mark_id, next_at, err],
             )?;
@@ -141,7 +142,7 @@ impl Store {
     }
 
     pub fn dropped_marks(&self) -> Result<Vec<(String, String, String, String)>> {
-        let mut st = self.conn.prepare("SELECT mark_id, id, op, why FROM dropped_marks ORDER BY dropped_at")?;
+        let mut st = self.conn.prepare_cached("SELECT mark_id, id, op, why FROM dropped_marks ORDER BY dropped_at")?;
         let rows =
             st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<rusqlite::Result<_>>()?;
         Ok(rows)
@@ -149,11 +150,11 @@ impl Store {
 }
 
 fn drop_in(tx: &Transaction, mark_id: &str, why: &str, now: Millis) -> Result<()> {
-    tx.execute(
+    tx.exec(
         "INSERT OR REPLACE INTO dropped_marks (mark_id, id, op, why, attempts, dropped_at)
          SELECT mark_id, id, op, ?2, attempts, ?3 FROM pending_marks WHERE mark_id = ?1",
         params![mark_id, why, now],
     )?;
-    tx.execute("DELETE FROM pending_marks WHERE mark_id = ?1", [mark_id])?;
+    tx.exec("DELETE FROM pending_marks WHERE mark_id = ?1", [mark_id])?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! modification time so that only changed files are parsed again. The files
 //! are the truth; this is a cache that never goes into the repo.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use rusqlite::params;
 
@@ -120,7 +121,7 @@ impl Store {
 
     /// How many entries `repo` has indexed.
     pub fn memory_count(&self, repo: &str) -> Result<i64> {
-        Ok(self.conn.query_row("SELECT count(*) FROM memory_fts WHERE repo = ?1", [repo], |r| r.get(0))?)
+        Ok(self.conn.row("SELECT count(*) FROM memory_fts WHERE repo = ?1", [repo], |r| r.get(0))?)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Small key/value facts about this PC's poller (last poll, cursor, errors).
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::Millis;
 use rusqlite::{params, OptionalExtension};
@@ -25,6 +26,10 @@ pub const INBOX_VIEWED_AT: &str = "inbox_viewed_at";
 /// judged by the server's clock.
 pub const SERVER_OFFSET_MS: &str = "server_offset_ms";
 
+const SET_SQL: &str =
+    "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+const DEL_SQL: &str = "DELETE FROM meta WHERE key = ?1";
+
 impl Store {
     pub fn meta_get(&self, key: &str) -> Result<Option<String>> {
         Ok(self
@@ -35,16 +40,25 @@ impl Store {
     }
 
     pub fn meta_set(&mut self, key: &str, value: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            params![key, value],
-        )?;
+        self.conn.exec(SET_SQL, params![key, value])?;
         Ok(())
     }
 
     pub fn meta_del(&mut self, key: &str) -> Result<()> {
-        self.conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+        self.conn.exec(DEL_SQL, [key])?;
         Ok(())
+    }
+
+    /// A poll that worked, in one transaction: its time, no failures in a
+    /// row, no last error (the poller writes this every cycle; three
+    /// commits of their own cost it three lock rounds and three log writes).
+    pub fn record_poll_ok(&mut self, now: Millis) -> Result<()> {
+        self.write(|tx| {
+            tx.exec(SET_SQL, params![LAST_POLL_OK_AT, now.to_string()])?;
+            tx.exec(SET_SQL, params![CONSECUTIVE_FAILURES, "0"])?;
+            tx.exec(DEL_SQL, [LAST_POLL_ERROR])?;
+            Ok(())
+        })
     }
 
     pub fn meta_i64(&self, key: &str) -> Result<Option<i64>> {

@@ -3,6 +3,7 @@
 //! (`inbox.to_session`), moved with the name between this PC's sessions,
 //! and withdrawn when the name moved to another PC.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use rusqlite::params;
 
@@ -11,7 +12,7 @@ impl Store {
     /// points unseen mail to each name at the session holding it now.
     pub fn names_replace(&mut self, held: &[(String, String)]) -> Result<()> {
         self.write(|tx| {
-            tx.execute("DELETE FROM names", [])?;
+            tx.exec("DELETE FROM names", [])?;
             for (name, session) in held {
                 tx.prepare_cached("INSERT OR REPLACE INTO names (name, session) VALUES (?1, ?2)")?
                     .execute(params![name, session])?;

@@ -1,6 +1,7 @@
 //! Mail written while the server was unreachable: queued here, sent by the
 //! next cycle, with the same id so a retry is never a second mail.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::{Millis, OutgoingMail};
 use rusqlite::params;
@@ -22,7 +23,7 @@ impl Store {
         let json = serde_json::to_string(mail).expect("mail serialises");
         let err = err.unwrap_or("the server was unreachable");
         self.write(|tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT OR IGNORE INTO outbox (id, mail, queued_at, next_at, last_error) VALUES (?1, ?2, ?3, ?3, ?4)",
                 params![mail.id, json, now, err],
             )?;
@@ -40,7 +41,7 @@ impl Store {
         let json = serde_json::to_string(mail).expect("mail serialises");
         let why = "sending (no answer from the server yet)";
         self.write(|tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT OR IGNORE INTO outbox (id, mail, queued_at, next_at, last_error) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![mail.id, json, now, next_at, why],
             )?;
@@ -53,8 +54,8 @@ impl Store {
     /// now: it waits in the outbox for the next poll, and `sent` says why.
     pub fn outbox_unsent(&mut self, id: &str, err: &str, next_at: Millis) -> Result<()> {
         self.write(|tx| {
-            tx.execute("UPDATE outbox SET next_at = ?2, last_error = ?3 WHERE id = ?1", params![id, next_at, err])?;
-            tx.execute(
+            tx.exec("UPDATE outbox SET next_at = ?2, last_error = ?3 WHERE id = ?1", params![id, next_at, err])?;
+            tx.exec(
                 "UPDATE sent SET send_error = ?2 WHERE id = ?1 AND send_error IS NOT NULL",
                 params![id, format!("queued: {err}")],
             )?;
@@ -67,8 +68,8 @@ impl Store {
     /// listed it as queued under this id go.
     pub fn outbox_settle(&mut self, id: &str) -> Result<()> {
         self.write(|tx| {
-            tx.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
-            tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [id])?;
+            tx.exec("DELETE FROM outbox WHERE id = ?1", [id])?;
+            tx.exec("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [id])?;
             Ok(())
         })
     }
@@ -77,7 +78,7 @@ impl Store {
     /// outbox, and `sent` says so (it never reached the server).
     pub fn outbox_expired(&mut self, mail: &OutgoingMail, now: Millis) -> Result<()> {
         self.write(|tx| {
-            tx.execute("DELETE FROM outbox WHERE id = ?1", [&mail.id])?;
+            tx.exec("DELETE FROM outbox WHERE id = ?1", [&mail.id])?;
             crate::sent::record_expired_unsent(tx, mail, now)?;
             Ok(())
         })
@@ -92,7 +93,7 @@ impl Store {
     }
 
     fn outbox_query(&self, filter: &str, now: Millis) -> Result<Vec<QueuedSend>> {
-        let mut st = self.conn.prepare(&format!(
+        let mut st = self.conn.prepare_cached(&format!(
             "SELECT mail, queued_at, attempts, last_error, regenerated FROM outbox {filter} ORDER BY queued_at"
         ))?;
         let rows = st
@@ -116,12 +117,12 @@ impl Store {
     }
 
     pub fn outbox_remove(&mut self, id: &str) -> Result<()> {
-        self.conn.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+        self.conn.exec("DELETE FROM outbox WHERE id = ?1", [id])?;
         Ok(())
     }
 
     pub fn outbox_retry_later(&mut self, id: &str, err: &str, next_at: Millis) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             "UPDATE outbox SET attempts = attempts + 1, next_at = ?2, last_error = ?3 WHERE id = ?1",
             params![id, next_at, err],
         )?;
@@ -131,10 +132,8 @@ impl Store {
     /// Swaps a queued mail's id after `duplicate_id` (done at most once).
     pub fn outbox_replace_id(&mut self, old: &str, mail: &OutgoingMail) -> Result<()> {
         let json = serde_json::to_string(mail).expect("mail serialises");
-        self.conn.execute(
-            "UPDATE outbox SET id = ?2, mail = ?3, regenerated = 1 WHERE id = ?1",
-            params![old, mail.id, json],
-        )?;
+        self.conn
+            .exec("UPDATE outbox SET id = ?2, mail = ?3, regenerated = 1 WHERE id = ?1", params![old, mail.id, json])?;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! What the Stop hook remembers: a session it reminded to write a handoff is
 //! never reminded again.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use rusqlite::params;
 
@@ -10,7 +11,7 @@ impl Store {
     /// racing get one `true`.
     pub fn stop_reminder_once(&mut self, session: &str, at: i64, transcript_bytes: i64) -> Result<bool> {
         let n = self.write(|tx| {
-            Ok(tx.execute(
+            Ok(tx.exec(
                 "INSERT OR IGNORE INTO stop_reminders (session, at, transcript_bytes) VALUES (?1, ?2, ?3)",
                 params![session, at, transcript_bytes],
             )?)

@@ -2,6 +2,7 @@
 //! window (default 30 days), then deleted in bounded bands by the poller,
 //! never by the hook and never with `VACUUM` on the hot path.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::Millis;
 use rusqlite::params;
@@ -34,9 +35,9 @@ impl Store {
                     .query_map(params![cutoff, BAND_ROWS], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?;
                 for id in &ids {
-                    tx.execute("DELETE FROM presented WHERE id = ?1", [id])?;
-                    tx.execute("DELETE FROM timeline WHERE mail_id = ?1", [id])?;
-                    tx.execute("DELETE FROM inbox WHERE id = ?1", [id])?;
+                    tx.exec("DELETE FROM presented WHERE id = ?1", [id])?;
+                    tx.exec("DELETE FROM timeline WHERE mail_id = ?1", [id])?;
+                    tx.exec("DELETE FROM inbox WHERE id = ?1", [id])?;
                 }
                 Ok(ids.len())
             })?;
@@ -49,8 +50,8 @@ impl Store {
             let n = self.write(|tx| {
                 let band =
                     "SELECT id FROM sent WHERE state IN ('done', 'failed', 'expired') AND state_at < ?1 LIMIT ?2";
-                tx.execute(&format!("DELETE FROM timeline WHERE mail_id IN ({band})"), params![cutoff, BAND_ROWS])?;
-                Ok(tx.execute(&format!("DELETE FROM sent WHERE id IN ({band})"), params![cutoff, BAND_ROWS])?)
+                tx.exec(&format!("DELETE FROM timeline WHERE mail_id IN ({band})"), params![cutoff, BAND_ROWS])?;
+                Ok(tx.exec(&format!("DELETE FROM sent WHERE id IN ({band})"), params![cutoff, BAND_ROWS])?)
             })?;
             out.sent += n;
             if n == 0 {
@@ -58,8 +59,8 @@ impl Store {
             }
         }
         out.other = self.write(|tx| {
-            let q = tx.execute("DELETE FROM quarantine WHERE at < ?1", [cutoff])?;
-            let d = tx.execute("DELETE FROM dropped_marks WHERE dropped_at < ?1", [cutoff])?;
+            let q = tx.exec("DELETE FROM quarantine WHERE at < ?1", [cutoff])?;
+            let d = tx.exec("DELETE FROM dropped_marks WHERE dropped_at < ?1", [cutoff])?;
             Ok(q + d)
         })?;
         Ok(out)
@@ -104,7 +105,7 @@ mod tests {
                 if i < 1100 {
                     crate::inbox::advance(tx, &format!("mail-1-{i:08x}"), State::Done, now - 40 * day, "pc-b", None)?;
                 }
-                tx.execute("INSERT INTO presented (session, id, at) VALUES ('s', ?1, 0)", [format!("mail-1-{i:08x}")])?;
+                tx.exec("INSERT INTO presented (session, id, at) VALUES ('s', ?1, 0)", [format!("mail-1-{i:08x}")])?;
             }
             // recently finished: kept
             crate::inbox::advance(tx, "mail-1-00000476", State::Done, now - day, "pc-b", None)?;

@@ -1,5 +1,6 @@
 //! Mail this PC sent, with the state and timeline the server reported.
 
+use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::{Kind, Mail, Millis, OutgoingMail, State, TimelineEntry, Update};
 use rusqlite::{params, OptionalExtension};
@@ -26,7 +27,7 @@ pub struct SentMail {
 /// A mail waiting in the outbox shows in `sent` as queued.
 pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis, why: &str) -> Result<()> {
     let to = mail.to.display();
-    tx.execute(
+    tx.exec(
         "INSERT OR IGNORE INTO sent (id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'new', ?8, '[]', ?9)",
         params![mail.id, to, mail.kind.as_str(), mail.subject, mail.body, mail.urgent, mail.in_reply_to, now, format!("queued: {why}")],
@@ -35,7 +36,7 @@ pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now
 }
 
 pub(crate) fn record_expired_unsent(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis) -> Result<()> {
-    tx.execute(
+    tx.exec(
         "UPDATE sent SET state = 'expired', state_at = ?2, send_error = 'expired in the outbox before the server could take it' WHERE id = ?1",
         params![mail.id, now],
     )?;
@@ -59,13 +60,13 @@ impl Store {
     ) -> Result<()> {
         self.write(|tx| {
             // It was listed as queued under its own id; the server's ids replace it.
-            tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [&mail.id])?;
-            tx.execute("DELETE FROM outbox WHERE id = ?1", [settles])?;
-            tx.execute("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [settles])?;
+            tx.exec("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [&mail.id])?;
+            tx.exec("DELETE FROM outbox WHERE id = ?1", [settles])?;
+            tx.exec("DELETE FROM sent WHERE id = ?1 AND send_error IS NOT NULL", [settles])?;
             for id in ids {
                 let to = id.split_once('~').map(|(_, l)| l.to_string()).unwrap_or_else(|| mail.to.display());
                 let tl = vec![TimelineEntry { state: State::New, at: now, by: from.to_string(), note: None }];
-                tx.execute(
+                tx.exec(
                     "INSERT OR IGNORE INTO sent (id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'new', ?8, ?9)",
                     params![
@@ -94,7 +95,7 @@ impl Store {
             }
             let cur = State::parse(&state).unwrap_or(State::New);
             let next = cur.advance(u.state).unwrap_or(cur);
-            tx.execute(
+            tx.exec(
                 "UPDATE sent SET state = ?2, state_at = CASE WHEN ?2 = state THEN state_at ELSE ?3 END, timeline = ?4 WHERE id = ?1",
                 params![u.id, next.as_str(), u.at, serde_json::to_string(&tl).unwrap()],
             )?;
@@ -104,7 +105,7 @@ impl Store {
 
     /// Replaces the cached state with the server's full answer (from `status`).
     pub fn sent_apply_status(&mut self, m: &Mail) -> Result<()> {
-        self.conn.execute(
+        self.conn.exec(
             "UPDATE sent SET state = ?2, state_at = ?3, timeline = ?4 WHERE id = ?1",
             params![
                 m.id,
@@ -117,12 +118,13 @@ impl Store {
     }
 
     pub fn sent_get(&self, id: &str) -> Result<Option<SentMail>> {
-        Ok(self.conn.query_row(&format!("SELECT {SENT_COLS} FROM sent WHERE id = ?1"), [id], sent_row).optional()?)
+        Ok(self.conn.row(&format!("SELECT {SENT_COLS} FROM sent WHERE id = ?1"), [id], sent_row).optional()?)
     }
 
     pub fn sent_list(&self, limit: usize) -> Result<Vec<SentMail>> {
-        let mut st =
-            self.conn.prepare(&format!("SELECT {SENT_COLS} FROM sent ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
+        let mut st = self
+            .conn
+            .prepare_cached(&format!("SELECT {SENT_COLS} FROM sent ORDER BY created_at DESC, id DESC LIMIT ?1"))?;
         let rows = st.query_map([limit as i64], sent_row)?.collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }

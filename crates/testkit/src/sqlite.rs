@@ -24,3 +24,21 @@ pub fn statements_compiled_again(conn: &rusqlite::Connection) -> Vec<(String, i3
     }
     out
 }
+
+/// Each statement the connection keeps prepared, with its SQL text and how
+/// many times it ran to completion (SQLITE_STMTSTATUS_RUN). A statement
+/// compiled for one call and dropped after it is not there.
+pub fn statements_kept(conn: &rusqlite::Connection) -> Vec<(String, i32)> {
+    let mut out = vec![];
+    // SAFETY: as in `statements_compiled_again`.
+    unsafe {
+        let db = conn.handle();
+        let mut stmt = ffi::sqlite3_next_stmt(db, std::ptr::null_mut());
+        while !stmt.is_null() {
+            let runs = ffi::sqlite3_stmt_status(stmt, ffi::SQLITE_STMTSTATUS_RUN, 0);
+            out.push((std::ffi::CStr::from_ptr(ffi::sqlite3_sql(stmt)).to_string_lossy().into_owned(), runs));
+            stmt = ffi::sqlite3_next_stmt(db, stmt);
+        }
+    }
+    out
+}
