@@ -60,7 +60,7 @@ pub struct Store {
 
 /// Statements through the connection's statement cache. The poller, the
 /// MCP server and the tray run the same statements for hours; SQLite's own
-/// `execute` and `query_row` compile theirs again at every call (a third of
+/// `execute` and `query_row` compile theirs again at every call (a sixth of
 /// the daemon's CPU went to compiling the same few statements).
 pub(crate) trait Cached {
     fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
@@ -138,7 +138,7 @@ impl Store {
         if !path.exists() {
             return Ok(None);
         }
-        let conn = Connection::open_with_flags(
+        let mut conn = Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
@@ -156,7 +156,6 @@ impl Store {
         // Set after the pragma above, which installs SQLite's own callback.
         let wal_frames = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
         let seen = wal_frames.clone();
-        let mut conn = conn;
         conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: std::ffi::c_int| {
             seen.store(frames, std::sync::atomic::Ordering::Relaxed);
             Ok(())
