@@ -32,12 +32,21 @@ pub(crate) fn authenticate(tx: &dyn Db, secret: Option<&str>, req: &Request) -> 
     Ok((caller, Some(row)))
 }
 
-/// The label holding this credential hash: the caller's own when it holds
-/// it (one `PCMAIL_CREDENTIAL` may serve several labels), else any.
-/// Compared by index lookup of the hash, which reveals nothing of the secret.
+/// The label holding credential hash ?1: the caller's (?2) own when it
+/// holds it (one `PCMAIL_CREDENTIAL` may serve several labels), else the
+/// first of the others. Two index lookups: an `ORDER BY … LIMIT 1` here made
+/// SQLite build two temporary b-trees on every request.
+macro_rules! cred_owner {
+    () => {
+        "COALESCE((SELECT label FROM pc WHERE label = ?2 AND cred_hash = ?1), \
+         (SELECT min(label) FROM pc WHERE cred_hash = ?1))"
+    };
+}
+
+/// The label holding this credential hash (see [`cred_owner`]). Compared
+/// by index lookup of the hash, which reveals nothing of the secret.
 fn find_cred(tx: &dyn Db, hash: &str, pc: &str) -> OpResult<CredFound> {
-    let mut stmt =
-        tx.prepare_cached("SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1")?;
+    let mut stmt = tx.prepare_cached(concat!("SELECT label, revoked_at FROM pc WHERE label = ", cred_owner!()))?;
     let row: Option<(String, Option<i64>)> = stmt.query_row(p![hash, pc], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
     Ok(match row {
         None => CredFound::Unknown,
@@ -46,13 +55,16 @@ fn find_cred(tx: &dyn Db, hash: &str, pc: &str) -> OpResult<CredFound> {
     })
 }
 
-const FACTS_SQL: &str = "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value, \
+const FACTS_SQL: &str = concat!(
+    "SELECT c.label, c.revoked_at, l.label, l.cred_hash, l.revoked_at, m.value, \
      l.last_poll_at, v.value, CASE WHEN EXISTS (SELECT 1 FROM name WHERE pc = ?2) THEN 1 ELSE 0 END \
      FROM (SELECT 1 AS one) AS o \
-     LEFT JOIN (SELECT label, revoked_at FROM pc WHERE cred_hash = ?1 ORDER BY label = ?2 DESC LIMIT 1) AS c ON 1 = 1 \
-     LEFT JOIN pc AS l ON l.label = ?2 \
+     LEFT JOIN pc AS c ON c.label = ",
+    cred_owner!(),
+    " LEFT JOIN pc AS l ON l.label = ?2 \
      LEFT JOIN meta AS m ON m.key = 'require_credentials' \
-     LEFT JOIN meta AS v ON v.key = 'roster_version'";
+     LEFT JOIN meta AS v ON v.key = 'roster_version'"
+);
 
 /// The read [`authenticate`] makes for `req` under an admin secret, to send ahead.
 pub(crate) fn reads_ahead<'a>(req: &'a Request, hash: Option<&'a str>) -> Read<'a> {

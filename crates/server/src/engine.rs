@@ -687,44 +687,99 @@ mod tests {
         r
     }
 
+    const ADMIN: &str = "adm1n-s3cret";
+
+    /// Six PCs, each joined with its own credential and holding a lease,
+    /// send, poll, confirm, ack, renew the lease and report sessions in turn, so each statement of
+    /// the hot path runs with many different values. Returns the engine and
+    /// how many times each statement kept prepared had run before the hot
+    /// path started (enrolment's statements are not the hot path).
+    fn hot_path(dir: &std::path::Path) -> (Engine, std::collections::HashMap<String, i32>) {
+        let engine =
+            Engine::open(dir.join("serve.db"), EngineConfig { token: Some(ADMIN.into()), ..Default::default() })
+                .unwrap();
+        let pcs: Vec<String> = (0..6).map(|i| format!("pc-{i}")).collect();
+        let cred = |i: usize| format!("{:064x}", i + 1);
+        for (i, pc) in pcs.iter().enumerate() {
+            let code = format!("{:032x}", i + 1);
+            let enrol = json!({"v": 1, "op": "roster.enrol", "pc": "pc-admin", "token": ADMIN,
+                "args": {"label": pc, "code": code}});
+            ok(&engine, enrol, T0);
+            let join = json!({"v": 1, "op": "join", "pc": pc, "cred": cred(i),
+                "args": {"code": code, "hostname": format!("host-{i}")}});
+            ok(&engine, join, T0);
+        }
+        let req =
+            |op: &str, i: usize, args: Value| json!({"v": 1, "op": op, "pc": pcs[i], "cred": cred(i), "args": args});
+        let fences: Vec<Value> = (0..pcs.len())
+            .map(|i| {
+                let claim = json!({"claimId": format!("c-{i}"), "resource": format!("res-{i}"), "repo": "",
+                    "description": "d", "files": [], "mode": "exclusive",
+                    "holder": {"pc": pcs[i], "session": format!("s-{i}"), "name": null}});
+                ok(&engine, req("lease.claim", i, claim), T0)["lease"]["fence"].clone()
+            })
+            .collect();
+        let before = {
+            let Backend::Sqlite { conn, .. } = &engine.backend else { unreachable!() };
+            pcmail_testkit::statements_kept(&conn.lock().unwrap()).into_iter().collect()
+        };
+        for round in 0..4i64 {
+            for (i, fence) in fences.iter().enumerate() {
+                let now = T0 + 20_000 * (round + 1) + i as i64;
+                let to = (i + 1) % pcs.len();
+                let id = format!("mail-{now}-{:08x}", i);
+                ok(&engine, req("send", i, json!({"mail": {"id": id, "to": pcs[to], "body": "b"}})), now);
+                let live =
+                    json!({"live": [{"session": format!("s-{to}"), "repo": "r", "branch": "main", "cwd": "/r"}]});
+                let r = ok(&engine, req("poll", to, json!({"lease": {"known": 0}, "sessions": live})), now + 1);
+                let ids: Vec<Value> =
+                    r["mails"].as_array().map(|m| m.iter().map(|m| m["id"].clone()).collect()).unwrap_or_default();
+                ok(&engine, req("poll", to, json!({"confirm": ids})), now + 2);
+                let ack = json!({"marks": [{"markId": format!("k-{now}"), "id": id, "op": "ack", "at": now + 3, "by": pcs[to]}]});
+                ok(&engine, req("mark", to, ack), now + 3);
+                ok(&engine, req("poll", i, json!({})), now + 3);
+                ok(&engine, req("hello", i, json!({})), now + 3);
+                let renew = json!({"lease": {"known": 0, "renew": [{"resource": format!("res-{i}"), "fence": fence}]}});
+                let r = ok(&engine, req("poll", i, renew), now + 5);
+                assert_eq!(r["lease"]["renewed"].as_array().map(Vec::len), Some(1), "{r}");
+            }
+        }
+        (engine, before)
+    }
+
     #[test]
     fn cached_statements_are_not_compiled_again_when_their_values_change() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(dir.path().join("serve.db"), EngineConfig::default()).unwrap();
-        let pcs: Vec<String> = (0..6).map(|i| format!("pc-{i}")).collect();
-        for pc in &pcs {
-            ok(&engine, json!({"v": 1, "op": "roster.set", "pc": pc, "args": {"label": pc, "hostname": pc}}), T0);
-        }
-        // Mail, polls that confirm it and caught-up polls, leases and
-        // sessions, from every PC in turn: each statement runs with many
-        // different values.
-        for round in 0..4i64 {
-            for (i, pc) in pcs.iter().enumerate() {
-                let now = T0 + 20_000 * (round + 1) + i as i64;
-                let to = &pcs[(i + 1) % pcs.len()];
-                let id = format!("mail-{now}-{:08x}", i);
-                ok(
-                    &engine,
-                    json!({"v": 1, "op": "send", "pc": pc, "args": {"mail": {"id": id, "to": to, "body": "b"}}}),
-                    now,
-                );
-                let r = ok(&engine, json!({"v": 1, "op": "poll", "pc": to, "args": {"lease": {"known": 0}}}), now + 1);
-                let ids: Vec<Value> =
-                    r["mails"].as_array().map(|m| m.iter().map(|m| m["id"].clone()).collect()).unwrap_or_default();
-                ok(&engine, json!({"v": 1, "op": "poll", "pc": to, "args": {"confirm": ids}}), now + 2);
-                ok(&engine, json!({"v": 1, "op": "poll", "pc": pc, "args": {}}), now + 3);
-                ok(
-                    &engine,
-                    json!({"v": 1, "op": "lease.claim", "pc": pc, "args": {"claimId": format!("c-{round}-{i}"),
-                        "resource": format!("res-{i}"), "repo": "", "description": "d", "files": [], "mode": "exclusive",
-                        "holder": {"pc": pc, "session": format!("s-{i}"), "name": null}}}),
-                    now + 4,
-                );
-            }
-        }
+        let (engine, _) = hot_path(dir.path());
         let Backend::Sqlite { conn, .. } = &engine.backend else { unreachable!() };
         let again = pcmail_testkit::statements_compiled_again(&conn.lock().unwrap());
         assert!(again.is_empty(), "statements compiled again on the hot path: {again:#?}");
+    }
+
+    /// A temporary b-tree (a materialised subquery, a sort) costs a page
+    /// cache allocated and freed on every run: on the credential lookup
+    /// every request makes, that was a tenth of the server's CPU.
+    #[test]
+    fn the_hot_paths_statements_build_no_temporary_btrees() {
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, before) = hot_path(dir.path());
+        let Backend::Sqlite { conn, .. } = &engine.backend else { unreachable!() };
+        let conn = conn.lock().unwrap();
+        let hot: Vec<String> = pcmail_testkit::statements_kept(&conn)
+            .into_iter()
+            .filter(|(sql, runs)| before.get(sql).is_none_or(|b| runs > b))
+            .map(|(sql, _)| sql)
+            .collect();
+        assert!(hot.len() >= 10, "the hot path's statements are kept prepared: {hot:#?}");
+        let temporary: Vec<(String, Vec<String>)> = hot
+            .into_iter()
+            .map(|sql| {
+                let ops = pcmail_testkit::temporary_btrees(&conn, &sql);
+                (sql, ops)
+            })
+            .filter(|(_, ops)| !ops.is_empty())
+            .collect();
+        assert!(temporary.is_empty(), "hot-path statements with temporary b-trees: {temporary:#?}");
     }
 
     /// On PostgreSQL a caught-up poll runs as a read (no predicate locks, no

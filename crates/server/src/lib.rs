@@ -1,6 +1,24 @@
 //! pcmail-server: the server engine on SQLite (used in-process as the embedded
 //! default and behind HTTP by `pcmail serve`), implementing docs/protocol.md.
 
+/// Mail not yet final, as the `mail_expiring` index's predicate says it
+/// (schema step 13). A query repeats it word for word so SQLite sees the
+/// index applies; an `IN` list of three constants would build a temporary
+/// b-tree on every insert and update of mail, to test it against the index.
+macro_rules! mail_open_states {
+    () => {
+        "(state = 'new' OR state = 'delivered' OR state = 'seen')"
+    };
+}
+
+/// Final mail, as the `mail_final` index's predicate says it (see
+/// `mail_open_states`).
+macro_rules! mail_final_states {
+    () => {
+        "(state = 'done' OR state = 'failed' OR state = 'expired')"
+    };
+}
+
 mod alert_posts;
 mod auth;
 mod ctx;

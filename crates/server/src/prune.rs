@@ -24,10 +24,11 @@ pub(crate) fn prune_band(
 ) -> crate::store::DbResult<usize> {
     let started = Instant::now();
     let ids: Vec<(String, Option<String>)> = tx
-        .prepare_cached(
-            "SELECT id, broadcast_of FROM mail WHERE state IN ('done', 'failed', 'expired') AND last_at < ?1 \
-             ORDER BY last_at LIMIT ?2",
-        )?
+        .prepare_cached(concat!(
+            "SELECT id, broadcast_of FROM mail WHERE ",
+            mail_final_states!(),
+            " AND last_at < ?1 ORDER BY last_at LIMIT ?2"
+        ))?
         .query_map(p![cutoff, max_rows as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<crate::store::DbResult<_>>()?;
     let mut del_mail = tx.prepare_cached("DELETE FROM mail WHERE id = ?1")?;
@@ -53,7 +54,7 @@ pub(crate) fn prune_band(
 /// Counts final mail past the cutoff (for tests and `doctor`-like reports).
 pub(crate) fn prunable(tx: &dyn Db, cutoff: Millis) -> crate::store::DbResult<i64> {
     tx.query_row(
-        "SELECT count(*) FROM mail WHERE state IN ('done', 'failed', 'expired') AND last_at < ?1",
+        concat!("SELECT count(*) FROM mail WHERE ", mail_final_states!(), " AND last_at < ?1"),
         p![cutoff],
         |r| r.get(0),
     )

@@ -395,6 +395,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE broadcast ADD COLUMN recipients TEXT;
     ALTER TABLE mail ADD COLUMN recipients TEXT;
 "#,
+    // 13: the two partial indexes on mail's state say it with OR: SQLite
+    // tests an index's predicate on every insert and update of the table,
+    // and an IN list of three constants builds a temporary b-tree to do it.
+    r#"
+    DROP INDEX mail_expiring;
+    CREATE INDEX mail_expiring ON mail (expires_at)
+        WHERE expires_at IS NOT NULL AND (state = 'new' OR state = 'delivered' OR state = 'seen');
+    DROP INDEX mail_final;
+    CREATE INDEX mail_final ON mail (last_at) WHERE (state = 'done' OR state = 'failed' OR state = 'expired');
+"#,
 ];
 
 pub fn schema_version() -> usize {
@@ -457,5 +467,34 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("event_received_feed"), "{plan}");
+    }
+
+    /// The queries that find mail to expire and final mail to prune say the
+    /// state as the partial indexes do, so SQLite uses them; and writing a
+    /// mail builds no temporary b-tree to test those predicates.
+    #[test]
+    fn mails_partial_indexes_serve_their_queries_and_cost_writes_nothing() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = stmt.query_map([], |r| r.get::<_, String>(3)).unwrap();
+            rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+        };
+        let expiring = plan(concat!(
+            "SELECT id FROM mail WHERE expires_at IS NOT NULL AND ",
+            mail_open_states!(),
+            " AND expires_at <= 5 ORDER BY seq"
+        ));
+        assert!(expiring.contains("mail_expiring"), "{expiring}");
+        let prunable = plan(concat!("SELECT id FROM mail WHERE ", mail_final_states!(), " AND last_at < 5"));
+        assert!(prunable.contains("mail_final"), "{prunable}");
+        for write in [
+            "INSERT INTO mail (id, sender, recipient, kind, subject, body, urgent, auto, hop, created_at, state, last_at) \
+             VALUES ('m', 'a', 'b', 'note', '', '', 0, 0, 0, 1, 'new', 1)",
+            "UPDATE mail SET state = 'done', last_at = 2 WHERE id = 'm'",
+        ] {
+            assert_eq!(pcmail_testkit::temporary_btrees(&conn, write), Vec::<String>::new(), "{write}");
+        }
     }
 }

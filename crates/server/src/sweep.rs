@@ -62,8 +62,12 @@ pub(crate) fn catch_up(ctx: &mut Ctx<'_>) -> OpResult<CaughtUp> {
     // Mail (the state machine keeps done/failed as they are). The WHERE
     // only narrows to candidates by the index; the rule is `due::mail`.
     let sql = format!(
-        "SELECT {MAIL_COLUMNS} FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
-         AND expires_at <= ?1 ORDER BY seq"
+        concat!(
+            "SELECT {} FROM mail WHERE expires_at IS NOT NULL AND ",
+            mail_open_states!(),
+            " AND expires_at <= ?1 ORDER BY seq"
+        ),
+        MAIL_COLUMNS
     );
     let expiring = ctx
         .tx
@@ -98,15 +102,18 @@ fn any_candidate(ctx: &Ctx<'_>) -> OpResult<bool> {
 /// The one statement of [`any_candidate`] at `now`, to send ahead on PostgreSQL.
 pub(crate) fn candidates_read(now: pcmail_core::Millis) -> Read<'static> {
     Read::new(
-        "SELECT CASE WHEN \
-             EXISTS (SELECT 1 FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
-               AND expires_at <= ?1) \
+        concat!(
+            "SELECT CASE WHEN \
+             EXISTS (SELECT 1 FROM mail WHERE expires_at IS NOT NULL AND ",
+            mail_open_states!(),
+            " AND expires_at <= ?1) \
              OR EXISTS (SELECT 1 FROM lease WHERE state = 'held' AND ttl_expires_at IS NULL AND heartbeat_at <= ?2) \
              OR EXISTS (SELECT 1 FROM lease WHERE state IN ('held', 'stale') AND ttl_expires_at IS NOT NULL \
                AND ttl_expires_at <= ?1) \
              OR EXISTS (SELECT 1 FROM job WHERE state = 'running') \
              OR EXISTS (SELECT 1 FROM job WHERE state = 'queued' AND submitted_at <= ?3) \
-             THEN 1 ELSE 0 END",
+             THEN 1 ELSE 0 END"
+        ),
         vec![
             P::Int(now),
             P::Int(now - pcmail_core::lease::STALE_AFTER_MS),
@@ -185,11 +192,14 @@ pub(crate) fn plan(ctx: &Ctx<'_>) -> OpResult<Value> {
         .collect();
     let expire: Vec<Value> = ctx
         .tx
-        .prepare_cached(
-            "SELECT id, expires_at, state FROM mail WHERE expires_at IS NOT NULL AND state IN ('new', 'delivered', 'seen') \
-             AND expires_at <= ?1 ORDER BY seq",
-        )?
-        .query_map(p![ctx.now], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, crate::mail::state_column(r, 2)?)))?
+        .prepare_cached(concat!(
+            "SELECT id, expires_at, state FROM mail WHERE expires_at IS NOT NULL AND ",
+            mail_open_states!(),
+            " AND expires_at <= ?1 ORDER BY seq"
+        ))?
+        .query_map(p![ctx.now], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, crate::mail::state_column(r, 2)?))
+        })?
         .collect::<crate::store::DbResult<Vec<_>>>()?
         .into_iter()
         .filter(|(_, at, state)| pcmail_core::due::mail(*state, Some(*at), ctx.now).is_some())

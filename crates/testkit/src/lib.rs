@@ -14,4 +14,4 @@ mod sqlite;
 
 pub use loopback::{free_addr, free_port, Loopback, Stopped};
 pub use request::{call, listening_url, post, register, req};
-pub use sqlite::{statements_compiled_again, statements_kept};
+pub use sqlite::{statements_compiled_again, statements_kept, temporary_btrees};

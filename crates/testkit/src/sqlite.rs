@@ -34,3 +34,24 @@ fn statements_with(conn: &rusqlite::Connection, counter: std::os::raw::c_int) ->
     }
     out
 }
+
+/// The opcodes of `sql`'s program that build a temporary b-tree: a
+/// materialised subquery, an `IN` list of three constants or more, a
+/// `RETURNING` clause's rows (`OpenEphemeral`), an index made for one
+/// statement (`OpenAutoindex`). Each gets its own pager and page cache,
+/// allocated when the statement runs and freed when it resets, which on a
+/// statement run per request costs more than the lookup itself. (A sort
+/// holds its rows in memory and is not counted.)
+pub fn temporary_btrees(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).expect("EXPLAIN prepares");
+    // Unbound parameters are NULL, which EXPLAIN never reads.
+    let mut rows = stmt.raw_query();
+    let mut out = vec![];
+    while let Some(row) = rows.next().expect("EXPLAIN runs") {
+        let op: String = row.get(1).expect("an opcode");
+        if matches!(op.as_str(), "OpenEphemeral" | "OpenAutoindex") {
+            out.push(op);
+        }
+    }
+    out
+}
