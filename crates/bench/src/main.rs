@@ -52,6 +52,8 @@ struct Settings {
     threads: usize,
     phase: Duration,
     round_trips: usize,
+    /// `server-pg`'s paced phase: polls per second offered in all.
+    paced_rate: f64,
 }
 
 fn bench_server() -> Result<()> {
@@ -59,6 +61,7 @@ fn bench_server() -> Result<()> {
         threads: env_num("PCMAIL_BENCH_THREADS", 12),
         phase: Duration::from_secs(env_num("PCMAIL_BENCH_SECS", 8) as u64),
         round_trips: env_num("PCMAIL_BENCH_ROUND_TRIPS", 100),
+        paced_rate: 0.0,
     };
     // PCMAIL_BENCH_MAILS: the large history (fewer for a quick run that only shows the bench works).
     let large = env_num("PCMAIL_BENCH_MAILS", 100_000);
@@ -341,13 +344,26 @@ enum Req {
 }
 
 fn load_across(urls: &[String], s: &Settings, cursors: Vec<i64>, req: Req) -> Result<Load> {
+    load_paced(urls, s, cursors, req, None)
+}
+
+/// As [`load_across`], but at `rate` requests per second in all when given
+/// (open loop): each thread sends on a fixed schedule, and a request's
+/// latency counts from when the schedule said to send it, so a server that
+/// falls behind is charged the wait of every request queued behind the slow
+/// one (no coordinated omission). Without `rate` each thread sends its next
+/// request when the last is answered (closed loop: the server's throughput).
+fn load_paced(urls: &[String], s: &Settings, cursors: Vec<i64>, req: Req, rate: Option<f64>) -> Result<Load> {
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
+    let every = rate.map(|r| Duration::from_secs_f64(s.threads as f64 / r));
     let handles: Vec<_> = (0..s.threads)
         .map(|t| {
             let (url, stop) = (urls[t % urls.len()].clone(), stop.clone());
             let mine: Vec<(String, i64)> =
                 (t..PCS).step_by(s.threads).map(|i| (format!("pc-{i:03}"), cursors[i])).collect();
+            // The threads' schedules interleave rather than send together.
+            let mut due = every.map(|e| start + e.mul_f64(t as f64 / s.threads as f64));
             std::thread::spawn(move || {
                 let c = client();
                 let (mut lat, mut errors) = (Vec::new(), 0);
@@ -357,7 +373,18 @@ fn load_across(urls: &[String], s: &Settings, cursors: Vec<i64>, req: Req) -> Re
                     let slot = k % mine.len();
                     let (pc, since) = &mut mine[slot];
                     k += 1;
-                    let t0 = Instant::now();
+                    let t0 = match (&mut due, every) {
+                        (Some(at), Some(e)) => {
+                            let now = Instant::now();
+                            if *at > now {
+                                std::thread::sleep(*at - now);
+                            }
+                            let t0 = *at;
+                            *at += e;
+                            t0
+                        }
+                        _ => Instant::now(),
+                    };
                     let body = match req {
                         Req::Poll => poll_req(pc, *since, json!({})),
                         Req::Hello => pc_req(pc, "hello", json!({})),
