@@ -494,6 +494,10 @@ fn hook_bench(runs: usize, other_hook: Option<PathBuf>) -> Result<()> {
     let fc = ratio(median(&caught_up.cpu), median(&floor_runs.cpu));
     println!("  hook / floor: wall {fw:.2}x, CPU {fc:.2}x  (target <= 1.5x: {})", check(fw <= 1.5));
     gates.at_most("hook caught up / one SQLite read, wall", fw, FLOOR_GATE);
+    // PCMAIL_BENCH_KEEP: the homes stay, for a profiler (`home` holds the caught-up session `bench-same`).
+    if std::env::var_os("PCMAIL_BENCH_KEEP").is_some() {
+        eprintln!("hook bench: kept {}", dir.keep().display());
+    }
     gates.finish()
 }
 
