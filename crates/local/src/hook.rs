@@ -270,7 +270,9 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         let expired = hookview::expired_open(tx, server_now)?;
         let shown = hookview::shown_to_session(tx, session, server_now)?;
         for rank in HookRank::ALL {
-            let budget = rank.category().budget();
+            // Under the backlog bound nothing that may wait is shown, only
+            // counted: its mails are not read (a long session's usual prompt).
+            let budget = if rank.may_wait() && room == Some(0) { 0 } else { rank.category().budget() };
             for &status in rank.open_statuses() {
                 let (exp, seen_here) = (expired.get(rank, status), shown.get(rank, status));
                 let v = hookview::pair_view(

@@ -34,7 +34,7 @@ impl ProcId {
 /// The start time of `pid`, or None when no such process runs.
 #[cfg(target_os = "linux")]
 pub fn start_time(pid: i64) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = String::from_utf8(read_proc(&format!("/proc/{pid}/stat"), PROC_STAT_MAX)?).ok()?;
     // Fields after the command name (which may hold spaces and parentheses).
     let rest = &stat[stat.rfind(')')? + 2..];
     // rest starts at field 3 (state); starttime is field 22.
@@ -156,7 +156,7 @@ pub fn agent_ancestor() -> Option<ProcId> {
 /// gives it, its start time (None for a zombie).
 #[cfg(target_os = "linux")]
 fn look_at(pid: i64) -> Option<(i64, String, Option<i64>)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = String::from_utf8(read_proc(&format!("/proc/{pid}/stat"), PROC_STAT_MAX)?).ok()?;
     let (open, close) = (stat.find('(')?, stat.rfind(')')?);
     let comm = &stat[open + 1..close];
     // Fields from 3 on (state, ppid, …, starttime at 22).
@@ -164,10 +164,42 @@ fn look_at(pid: i64) -> Option<(i64, String, Option<i64>)> {
     let ppid: i64 = f.get(1)?.parse().ok()?;
     let start =
         if matches!(f.first(), Some(&"Z") | Some(&"X")) { None } else { f.get(19).and_then(|s| s.parse().ok()) };
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    // The command and its first two arguments are what is compared; a
+    // command line longer than this (a launcher's whole environment as
+    // arguments) is cut, never the start of it.
+    let cmdline = read_proc(&format!("/proc/{pid}/cmdline"), PROC_CMDLINE_MAX).unwrap_or_default();
     let args: Vec<String> =
         cmdline.split(|&b| b == 0).take(2).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     Some((ppid, format!("{comm}\0{}", args.join("\0")), start))
+}
+
+/// More than any `/proc/PID/stat` holds (52 numbers and a 16-byte name).
+#[cfg(target_os = "linux")]
+const PROC_STAT_MAX: usize = 4096;
+/// Of a command line, the part read.
+#[cfg(target_os = "linux")]
+const PROC_CMDLINE_MAX: usize = 4096;
+
+/// At most `max` bytes of a `/proc` file, read straight into one buffer.
+/// `std::fs::read` asks for the size first, which procfs gives as 0, and
+/// then reads in growing steps (six reads for a `stat`); the hook reads two
+/// such files for every ancestor it looks at, on every prompt.
+#[cfg(target_os = "linux")]
+fn read_proc(path: &str, max: usize) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut out = vec![0u8; max];
+    let mut n = 0;
+    while n < max {
+        match file.read(&mut out[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    out.truncate(n);
+    Some(out)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -385,6 +417,33 @@ mod tests {
     fn the_parent_is_found() {
         // SAFETY: getppid has no preconditions.
         assert_eq!(parent_pid(), Some(unsafe { libc::getppid() } as i64));
+    }
+
+    /// A child whose command line is longer than what is read: its parent
+    /// and start time are right, and its description is its command line's
+    /// start, cut.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_long_command_line_is_read_from_its_start() {
+        use std::os::unix::process::CommandExt;
+        let long = format!("claude-code{}", "x".repeat(3 * PROC_CMDLINE_MAX));
+        let mut child = std::process::Command::new("sleep")
+            .arg0(&long)
+            .arg("30")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = i64::from(child.id());
+        let seen = look_at(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        let (ppid, desc, start) = seen.expect("the child is looked at");
+        assert_eq!(ppid, i64::from(std::process::id()));
+        assert!(start.is_some());
+        let parts: Vec<&str> = desc.split('\0').collect();
+        assert_eq!(parts[0], "sleep", "the name");
+        assert!(parts[1].starts_with("claude-code") && parts[1].len() <= PROC_CMDLINE_MAX, "cut: {}", parts[1].len());
+        assert!(looks_like_claude(&desc), "recognised from the start of its command line");
     }
 }
 
