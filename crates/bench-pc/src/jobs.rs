@@ -16,7 +16,7 @@ const TOKEN: &str = "bench-token-0123456789";
 fn credential() -> String {
     let mut b = [0u8; 32];
     rand::fill(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    pcmail_core::hex::lower(&b)
 }
 
 fn pc(home: &Path, cred: &str, args: &[&str]) -> Command {

@@ -265,7 +265,7 @@ fn call(c: &reqwest::blocking::Client, url: &str, body: &Value) -> Result<Value>
 /// A seeded PC's own credential (64 hex characters from its label): the
 /// server proves each request by its hash, as for a PC that joined.
 pub(crate) fn cred_of(pc: &str) -> String {
-    let hex: String = pc.bytes().map(|b| format!("{b:02x}")).collect();
+    let hex = pcmail_core::hex::lower(pc.as_bytes());
     format!("{hex:c<64}")
 }
 

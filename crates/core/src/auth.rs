@@ -293,7 +293,7 @@ pub fn admin_required() -> ProtoError {
 /// PC pins it in config.toml.
 pub fn cert_fingerprint(der: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(der).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&sha2::Sha256::digest(der))
 }
 
 /// A fingerprint as a person may paste it (`AB:CD:…` or plain hex, any
@@ -317,7 +317,7 @@ impl JoinCode {
     pub fn new(label: &str, rng: &mut impl rand::Rng, fingerprint: Option<String>) -> JoinCode {
         let mut bytes = [0u8; 16];
         rng.fill_bytes(&mut bytes);
-        JoinCode { label: label.to_string(), secret: bytes.iter().map(|b| format!("{b:02x}")).collect(), fingerprint }
+        JoinCode { label: label.to_string(), secret: crate::hex::lower(&bytes), fingerprint }
     }
 
     pub fn parse(s: &str) -> Result<JoinCode, ProtoError> {

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod due;
 pub mod duration;
 pub mod error;
+pub mod hex;
 pub mod ids;
 pub mod job;
 pub mod lease;

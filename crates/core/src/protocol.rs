@@ -324,14 +324,14 @@ pub fn check_credential(cred: &str) -> Result<(), ProtoError> {
 pub fn new_credential(rng: &mut impl rand::Rng) -> String {
     let mut bytes = [0u8; 32];
     rng.fill_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&bytes)
 }
 
 /// What a server stores of a credential: SHA-256, lower-case hex (the same
 /// on both servers, so a database and a spreadsheet agree).
 pub fn credential_hash(cred: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(cred.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&sha2::Sha256::digest(cred.as_bytes()))
 }
 
 /// Builds the wire form of a request.

@@ -165,7 +165,7 @@ pub fn clean_session_id(raw: &str) -> Option<String> {
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(raw.as_bytes());
-    let tag: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let tag = crate::hex::lower(&digest[..4]);
     let kept: String = raw.chars().filter(|c| !is_unsafe_in_session(*c)).take(CLEAN_SESSION_KEEP_CHARS).collect();
     let kept = kept.trim();
     Some(if kept.is_empty() { format!("session~{tag}") } else { format!("{kept}~{tag}") })

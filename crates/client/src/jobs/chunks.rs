@@ -16,7 +16,7 @@ pub fn fingerprint(input: &str, mtime_ns: i64) -> String {
     h.update(input.as_bytes());
     h.update([0u8]);
     h.update(mtime_ns.to_le_bytes());
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    pcmail_core::hex::lower(&h.finalize())
 }
 
 /// What is known of one input (by fingerprint).

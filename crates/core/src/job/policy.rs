@@ -64,14 +64,14 @@ pub fn submitter_allowed(allowed: Option<&[String]>, submitter_pc: &str, credent
 /// order and the string-vs-typed form of the arguments never matter.
 pub fn dedup_key(target: &str, command: &str, args: &BTreeMap<String, ArgValue>) -> String {
     let canonical = serde_json::to_string(&json!([target, command, args])).unwrap_or_default();
-    Sha256::digest(canonical.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&Sha256::digest(canonical.as_bytes()))
 }
 
 /// The hash a PC sends with its whitelist: SHA-256 of the canonical JSON of
 /// what it publishes (commands, allowedSubmitters, checkouts).
 pub fn whitelist_hash(commands: &[CommandSpec], allowed_submitters: Option<&[String]>, checkouts: &[String]) -> String {
     let canonical = serde_json::to_string(&json!([commands, allowed_submitters, checkouts])).unwrap_or_default();
-    Sha256::digest(canonical.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&Sha256::digest(canonical.as_bytes()))
 }
 
 /// Keeps the last 64 KiB of an output, cut on a char boundary; true when cut.
@@ -111,7 +111,7 @@ pub fn safe_name_part(value: &str) -> String {
 /// SHA-256. `{args}` in an artifact pattern is this.
 pub fn reuse_identity(command: &str, args: &BTreeMap<String, ArgValue>) -> String {
     let canonical = serde_json::to_string(&json!(["reuse", command, args])).unwrap_or_default();
-    Sha256::digest(canonical.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower(&Sha256::digest(canonical.as_bytes())[..8])
 }
 
 /// True when every artifact name made from `pattern` says which arguments
