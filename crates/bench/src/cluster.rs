@@ -161,7 +161,8 @@ pub(crate) fn bench_server_pg() -> Result<()> {
         threads: env_num("PCMAIL_BENCH_THREADS", 12),
         phase: Duration::from_secs(env_num("PCMAIL_BENCH_SECS", 8) as u64),
         round_trips: env_num("PCMAIL_BENCH_ROUND_TRIPS", 100),
-        paced_rate: env_num("PCMAIL_BENCH_PACED_RATE", 1000) as f64,
+        // At least one poll a second: a rate of 0 would be no schedule at all.
+        paced_rate: env_num("PCMAIL_BENCH_PACED_RATE", 1000).max(1) as f64,
     };
     let history = env_num("PCMAIL_BENCH_MAILS", 100_000);
     let rounds = env_num("PCMAIL_BENCH_ROUNDS", 40);

@@ -120,16 +120,55 @@ impl Me<'_> {
 /// Whether any pattern of a lease's `files` (the cache's JSON array) covers
 /// `rel`; read without allocating when no pattern has a JSON escape.
 pub fn files_cover(files_json: &str, rel: &str) -> bool {
-    // Paths as pcmail writes them (`["a/**","b.md"]`): with no escape in the
-    // array, its strings are what lies between every other quote. The guard
-    // runs this on each exclusive lease of the repo at every tool call.
-    if !files_json.contains('\\') && files_json.starts_with('[') && files_json.ends_with(']') {
-        return files_json.split('"').skip(1).step_by(2).any(|g| covers(g, rel));
+    // Paths as pcmail writes them (`["a/**","b.md"]`) are read without a
+    // parser: the guard runs this on each exclusive lease of the repo at
+    // every tool call. Anything else is parsed, so a damaged array never
+    // covers more than parsing it says.
+    if let Some(mut globs) = plain_strings(files_json) {
+        return globs.any(|g| covers(g, rel));
     }
     match serde_json::from_str::<Vec<&str>>(files_json) {
         Ok(globs) => globs.iter().any(|g| covers(g, rel)),
         Err(_) => {
             serde_json::from_str::<Vec<String>>(files_json).is_ok_and(|globs| globs.iter().any(|g| covers(g, rel)))
+        }
+    }
+}
+
+/// The strings of `json` when it is a JSON array of strings with no escape
+/// and no control character in them: then they are exactly what lies
+/// between every other quote. None for anything else, which the caller
+/// parses. One pass to check the shape, one (`split`) to hand the strings out.
+fn plain_strings(json: &str) -> Option<impl Iterator<Item = &str>> {
+    let b = json.as_bytes();
+    let space = |mut i: usize| {
+        while b.get(i).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')) {
+            i += 1;
+        }
+        i
+    };
+    let strings = || json.split('"').skip(1).step_by(2);
+    let mut i = space(0);
+    if b.get(i) != Some(&b'[') {
+        return None;
+    }
+    i = space(i + 1);
+    if b.get(i) == Some(&b']') {
+        return (space(i + 1) == b.len()).then(strings);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let end = i + 1 + b[i + 1..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        if b[end] != b'"' {
+            return None;
+        }
+        i = space(end + 1);
+        match b.get(i) {
+            Some(b',') => i = space(i + 1),
+            Some(b']') => return (space(i + 1) == b.len()).then(strings),
+            _ => return None,
         }
     }
 }
@@ -357,8 +396,9 @@ impl GuardFile {
     }
 
     fn text(&self) -> &str {
-        // Checked in `read`, and the bytes do not change after it.
-        std::str::from_utf8(self.bytes.as_slice()).unwrap_or_default()
+        // SAFETY: `read` checked these bytes are UTF-8, and they do not
+        // change while `self` holds them (see `GuardBytes::open`).
+        unsafe { std::str::from_utf8_unchecked(self.bytes.as_slice()) }
     }
 
     /// The exclusive leases of `repo` with a pattern covering `rel` (the
@@ -608,19 +648,43 @@ mod tests {
         };
         let arrays = [
             r#"[]"#,
+            r#"[ ]"#,
             r#"["src/auth/**"]"#,
             r#"["docs/a.md","src/*.rs"]"#,
             r#"[ "docs/a.md" , "src/*.rs" ]"#,
-            r#"["src/a"b.rs"]"#,
-            r#"["src/é/**"]"#,
+            r#"["src/a\"b.rs"]"#,
+            r#"["src/\u00e9/**"]"#,
             r#"["src/a,b.rs","x"]"#,
             r#"["src/é/**"]"#,
+            r#"["src/auth/**",1]"#,
+            r#"["src/auth/**" "x"]"#,
+            r#"["src/auth/**",]"#,
+            r#"[,"src/auth/**"]"#,
+            r#"["src/auth/**""#,
+            r#""src/auth/**"]"#,
+            "[\"src/auth/**\",\"a\tb\"]",
+            "[\"src/auth/**\",\n \"x\"]",
             r#"not json"#,
             r#"["unclosed"#,
         ];
         for json in arrays {
             for rel in ["src/auth/x.rs", "src/main.rs", "docs/a.md", "src/a\"b.rs", "src/é/x", "src/a,b.rs", "x"] {
                 assert_eq!(files_cover(json, rel), parsed(json, rel), "{json} ~ {rel}");
+            }
+        }
+        // Strings made of JSON's punctuation, paths, spaces and control
+        // characters, as a damaged file could hold them.
+        let alphabet = ["[", "]", "\"", ",", " ", "\\", "\t", "\u{1}", "src/auth/**", "x", "1"];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            let mut json = String::new();
+            for _ in 0..(seed % 9) {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                json.push_str(alphabet[(seed >> 33) as usize % alphabet.len()]);
+            }
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            for rel in ["src/auth/x.rs", "x"] {
+                assert_eq!(files_cover(&json, rel), parsed(&json, rel), "{json:?} ~ {rel}");
             }
         }
     }
