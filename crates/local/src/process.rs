@@ -434,7 +434,18 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = i64::from(child.id());
-        let seen = look_at(pid);
+        // `spawn` returns once the child has begun its exec, which names it
+        // before it lays out its arguments: until then its command line reads empty.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let seen = loop {
+            let seen = look_at(pid);
+            let laid_out =
+                seen.as_ref().is_some_and(|(_, desc, _)| desc.split('\0').nth(1).is_some_and(|a| !a.is_empty()));
+            if laid_out || std::time::Instant::now() > deadline {
+                break seen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
         let _ = child.kill();
         let _ = child.wait();
         let (ppid, desc, start) = seen.expect("the child is looked at");
