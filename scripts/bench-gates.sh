@@ -6,10 +6,10 @@
 #
 #   bash scripts/bench-gates.sh RELEASE_DIR
 # RELEASE_DIR holds release builds of pcmail, pcmail-hook, pcmail-bench,
-# pcmail-bench-pc and pcmail-bench-floor (cargo build --release -p pcmail-cli
-# -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc; on Linux the hook and the
-# floor relinked statically, as scripts/test.sh does) and examples/mcp_bench
-# (cargo build --release -p pcmail-mcp --example mcp_bench).
+# pcmail-bench-pc and pcmail-bench-floor and examples/mcp_bench (cargo build
+# --release -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc -p
+# pcmail-mcp --bins --example mcp_bench; on Linux the hook and the floor
+# relinked statically, as scripts/test.sh does).
 set -uo pipefail
 REL="${1:?usage: bench-gates.sh RELEASE_DIR}"
 for b in pcmail pcmail-hook pcmail-bench pcmail-bench-pc pcmail-bench-floor examples/mcp_bench; do

@@ -22,12 +22,8 @@ section() {
   echo "== $2"
 }
 
-section gates "the gates: cargo fmt --check, clippy -D warnings on the workspace and the tray app"
-# Seconds for fmt; clippy is a check build (metadata only) of the workspace and of the tray app.
+section gates "the gates: cargo fmt --check (clippy runs in the Rust section's build)"
 cargo fmt --all -- --check
-(cd src-tauri && cargo fmt -- --check)
-cargo clippy --workspace --all-targets -q -- -D warnings
-(cd src-tauri && cargo clippy --all-targets -q -- -D warnings)
 # Figures in the docs are written by the benchmarks (scripts/bench-record.sh):
 # a recorded block edited by hand fails here.
 bash scripts/bench-record-test.sh
@@ -36,25 +32,42 @@ bash scripts/bench-record.sh --check README.md docs/*.md
 section gas "Apps Script server (gas/, node --test)"
 (cd gas && npm ci --no-audit --no-fund --ignore-scripts && npm test) 2>&1 | tee "$LOG/gas"
 
-section rust "Rust workspace"
+section rust "Rust workspace, built through clippy (-D warnings)"
+# The whole workspace, the tray app included, built once for both the tests
+# and clippy: clippy-driver compiles the workspace's own crates
+# (RUSTC_WORKSPACE_WRAPPER, which is what `cargo clippy` sets for its check
+# build) with every warning an error, so a lint fails this build as `cargo
+# clippy --workspace --all-targets -- -D warnings` would fail. A separate
+# `cargo clippy` was a check build of every dependency besides this one
+# (about five minutes of a cold run). Dependencies are compiled by rustc with
+# their lints capped, as under `cargo clippy`. The targets are those of
+# `--all-targets` (libs, bins, tests, examples; the workspace has no benches):
+# the test build and the build of the executables below. Every debug build of
+# the suite runs with the same wrapper, or the workspace's crates would be
+# built again.
+lint=(env RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)" CLIPPY_ARGS=-Dwarnings)
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
+  "${lint[@]}" cargo nextest run --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 else
-  cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
+  "${lint[@]}" cargo test --workspace --no-fail-fast 2>&1 | tee "$LOG/rust"
 fi
+# The debug executables the later sections run (pcmail for Claude Code, the
+# agents, the demo, MCP, smoke and Windows; the tray app for the .deb and
+# smoke): a build that selects the same packages and dev-dependencies as the
+# test build resolves the same features, so it only links what the tests did
+# not (the tray app has no integration test, so its executable is built
+# here). `-p pcmail-cli` alone would resolve fewer features and build the CLI
+# and much of the stack again.
+"${lint[@]}" cargo build --workspace --tests --bins -q
 
 section claude-code "real Claude Code against a scripted fake Messages API (tests/claude-code/)"
 # Claude Code from npm (pinned by package-lock.json), offline: every run points it at a fake
-# API on loopback. Runs the debug pcmail the Rust section built: this build
-# selects the same packages and targets as the test build, so it resolves the
-# same features and finds nothing to do (`-p pcmail-cli` alone would resolve
-# fewer features and build the CLI and much of the stack again, ~50 s).
-cargo build --workspace --tests -q
+# API on loopback. Runs the debug pcmail the Rust section built.
 (cd tests/claude-code && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/claude-code"
 section agents "real Codex CLI and Gemini CLI against fakes of their model APIs (tests/agents/)"
 # Codex (npm @openai/codex) and Gemini CLI (npm @google/gemini-cli), pinned by package-lock.json,
 # offline: each run points the agent at a scripted fake of its model API on loopback. pcmail is
-# installed with its own commands; runs the debug pcmail the Claude Code section built.
+# installed with its own commands; runs the debug pcmail the Rust section built.
 (cd tests/agents && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/agents"
 section demo "pcmail demo --no-pause (every layer: mail, names, leases, handoffs, rollup, memory, watch, a job)"
 # The binary alone walks every layer and fails on any step that does not do what it shows; ~3 s.
@@ -70,11 +83,15 @@ section ui "tray UI in headless Chromium (ui/)"
 (cd ui && npm ci --no-audit --no-fund && npm test) 2>&1 | tee "$LOG/ui"
 
 section deb "tray app installed from its .deb (src-tauri/tests/deb.sh)"
-# One release build, by the pinned Tauri CLI (`tauri build --bundles deb`),
-# incremental in CI's reused target dir (docs/tray.md "Install": the CI time
-# it adds); the .deb is installed with dpkg -i, run under Xvfb as a throwaway
-# user and removed. On by default where it can run (root: it installs a
-# package); PCMAIL_TEST_DEB=0 skips it.
+# The tray app the Rust section built (debug, with `custom-protocol` like
+# every build of it) bundled by the pinned Tauri CLI (`tauri bundle --debug
+# --bundles deb`: no build of its own), installed with dpkg -i, run under
+# Xvfb as a throwaway user and removed. The package's files, menu entry,
+# icons, start-at-login entry and removal are what the test checks, and the
+# optimiser changes none of them; a release .deb is `npx tauri build
+# --bundles deb` (docs/tray.md "Install"). On by default where it can run
+# (root: it installs a package); PCMAIL_TEST_DEB=0 skips it.
+DEBUG_DIR="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug"
 if [[ "${PCMAIL_TEST_DEB:-1}" == 0 ]]; then
   echo "deb: skipped (PCMAIL_TEST_DEB=0)" | tee "$LOG/deb"
 elif [[ "$(id -u)" != 0 ]]; then
@@ -82,31 +99,28 @@ elif [[ "$(id -u)" != 0 ]]; then
 else
   # Tauri refuses to bundle a frontendDist (ui/) holding node_modules, which the UI section installed.
   rm -rf ui/node_modules
-  deb_start=$(date +%s)
-  (cd src-tauri && npm ci --no-audit --no-fund && nice npx tauri build --bundles deb) 2>&1 | tail -3
-  echo "deb: tauri build took $(( $(date +%s) - deb_start )) s"
-  # the .deb this build made (not an older one left in a shared target dir)
-  DEB="${CARGO_TARGET_DIR:-src-tauri/target}/release/bundle/deb/pcmail_$(python3 -c 'import json; print(json.load(open("src-tauri/tauri.conf.json"))["version"])')_amd64.deb" \
+  # the bundle this run makes, not an older one left in a kept target directory
+  rm -rf "$DEBUG_DIR/bundle/deb"
+  (cd src-tauri && npm ci --no-audit --no-fund && npx tauri bundle --debug --bundles deb) 2>&1 | tail -3
+  DEB="$DEBUG_DIR/bundle/deb/pcmail_$(python3 -c 'import json; print(json.load(open("src-tauri/tauri.conf.json"))["version"])')_amd64.deb" \
     bash src-tauri/tests/deb.sh 2>&1 | tee "$LOG/deb"
-  tray_release="$(cd "${CARGO_TARGET_DIR:-src-tauri/target}" && pwd)/release/pcmail-tray"
 fi
 
 section smoke "tray app under Xvfb (src-tauri/)"
-# The debug pcmail the Rust section built (the script's own `cargo build -p
-# pcmail-cli` would resolve fewer features and build it again), and the tray
-# app the .deb section just built in release: one build of the tray, not a
-# debug one beside it. Without the .deb section, smoke.sh builds the debug app.
-smoke_env=(PCMAIL_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/pcmail")
-if [[ -n "${tray_release:-}" && -x "${tray_release:-}" ]]; then smoke_env+=(TRAY_BIN="$tray_release"); fi
-env "${smoke_env[@]}" bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
+# The debug pcmail and tray app the Rust section built (the script's own
+# `cargo build` of either would resolve fewer features and build much of the
+# stack again).
+env PCMAIL_BIN="$DEBUG_DIR/pcmail" TRAY_BIN="$DEBUG_DIR/pcmail-tray" bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
 
 section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")"
 # Short runs of the benchmarks on release builds; every gate compares two
 # figures taken in the same run (never an absolute time) and fails the suite
-# when a ratio misses its limit. After the .deb: its release build of the
-# shared dependencies is reused where the two workspaces agree.
-nice cargo build --release -q -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc
-nice cargo build --release -q -p pcmail-mcp --example mcp_bench
+# when a ratio misses its limit. One cargo invocation for every release
+# binary the gates run, so their dependencies are resolved and built once.
+# (An example takes its package's dev-dependencies into the resolution: the
+# MCP bench built on its own resolved other features and built most of the
+# stack again, 226 s of a cold run.)
+nice cargo build --release -q -p pcmail-cli -p pcmail-hook -p pcmail-bench -p pcmail-bench-pc -p pcmail-mcp --bins --example mcp_bench
 # The hook as it ships (scripts/install-hook.sh, scripts/plugin-bin.sh) and
 # the floor program it is measured against: linked statically on Linux.
 # `cargo rustc` takes one package, so the hook's and the floor's crates are

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The tray app installed like a desktop app: the .deb that `tauri build`
-# makes (`npx tauri build --bundles deb` in src-tauri/) is installed with
+# The tray app installed like a desktop app: the .deb that Tauri's CLI
+# makes (`npx tauri build --bundles deb` in src-tauri/, or `npx tauri bundle
+# --debug --bundles deb` of the debug build, as scripts/test.sh does) is installed with
 # `dpkg -i`, the installed /usr/bin/pcmail-tray starts under Xvfb + D-Bus as
 # a new user (a throwaway system user whose home is in the work dir) and comes
 # up (its PCMAIL_TRAY_TEST_STATE file), writes its start-at-login entry in
@@ -10,8 +11,8 @@
 #   src-tauri/tests/deb.sh      (root: it installs a package; DEB=file.deb to use a given one)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-TARGET="${CARGO_TARGET_DIR:-$ROOT/src-tauri/target}"
-DEB="${DEB:-$(ls -t "$TARGET"/release/bundle/deb/*.deb 2>/dev/null | head -1 || true)}"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+DEB="${DEB:-$(ls -t "$TARGET"/{release,debug}/bundle/deb/*.deb 2>/dev/null | head -1 || true)}"
 [[ -n "$DEB" && -f "$DEB" ]] || { echo "deb: no .deb (build it: cd src-tauri && npm ci && npx tauri build --bundles deb)"; exit 2; }
 [[ "$(id -u)" == 0 ]] || { echo "deb: must run as root (dpkg -i)"; exit 2; }
 for t in xvfb-run dbus-run-session dpkg dpkg-deb useradd userdel setpriv; do command -v "$t" >/dev/null || { echo "deb: $t is missing"; exit 2; }; done

@@ -6,11 +6,11 @@
 # measure_idle.py; prints each run, the medians, and where the memory goes
 # (smaps_by_lib.py) for the last run.
 #
-#   cd src-tauri && nice cargo build --release --features tauri/custom-protocol --example tray-floor
+#   nice cargo build --release -p pcmail-tray-app --example tray-floor
 #   src-tauri/tests/idle_floor.sh          (FLOOR_BIN=path to use another binary)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-BIN="${FLOOR_BIN:-${CARGO_TARGET_DIR:-$ROOT/src-tauri/target}/release/examples/tray-floor}"
+BIN="${FLOOR_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/tray-floor}"
 RUNS="${RUNS:-5}"
 [[ -x "$BIN" ]] || { echo "idle_floor: no $BIN (build it: see the header)"; exit 2; }
 NAME="$(basename "$BIN")"

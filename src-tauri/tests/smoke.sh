@@ -23,7 +23,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 PCMAIL_BIN_GIVEN="${PCMAIL_BIN:-}"
 TRAY_BIN_GIVEN="${TRAY_BIN:-}"
 PCMAIL_BIN="${PCMAIL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail}"
-TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/src-tauri/target}/debug/pcmail-tray}"
+TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail-tray}"
 PORT="${SMOKE_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 URL="http://127.0.0.1:$PORT/api"
 export PCMAIL_TOKEN="smoke-token-$$"
@@ -34,7 +34,7 @@ CRED_B="$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 # Always build (a no-op when up to date): a stale binary in a shared target
 # directory must never be what the smoke test measures.
 if [[ -z "${PCMAIL_BIN_GIVEN:-}" ]]; then (cd "$ROOT" && nice cargo build -q -p pcmail-cli); fi
-if [[ -z "${TRAY_BIN_GIVEN:-}" ]]; then (cd "$ROOT/src-tauri" && nice cargo build -q); fi
+if [[ -z "${TRAY_BIN_GIVEN:-}" ]]; then (cd "$ROOT" && nice cargo build -q -p pcmail-tray-app); fi
 for t in xvfb-run dbus-run-session; do command -v "$t" >/dev/null || { echo "smoke: $t is missing"; exit 2; }; done
 
 WORK="$(mktemp -d /tmp/pcmail-smoke.XXXXXX)"

@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="$(realpath -m "${1:?usage: tray_menu_shot.sh OUT.png}")"
 PCMAIL_BIN="${PCMAIL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail}"
-TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/src-tauri/target}/debug/pcmail-tray}"
+TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail-tray}"
 for t in xvfb-run dbus-run-session trayer xdotool xwininfo import; do
   command -v "$t" >/dev/null || { echo "tray_menu_shot: $t is missing (scripts/install-deps.sh installs it)"; exit 2; }
 done

@@ -33,12 +33,17 @@ nice cargo build -q "${flag[@]}" --target "$TARGET" "${bins[@]}"
 # The lib tests for Windows whose `win_tests` the suite runs under Wine:
 # pcmail-local's (process identity) and pcmail-client's (the job executor's
 # Job Object); each exe's path from cargo's JSON.
+# Both in one cargo invocation: one feature resolution, so what the two
+# share is built once.
+nice cargo test -q --no-run "${flag[@]}" --target "$TARGET" -p pcmail-local -p pcmail-client --lib --message-format=json \
+  > "${units_json:=$(mktemp)}"
 unit_exe() {
-  nice cargo test -q --no-run "${flag[@]}" --target "$TARGET" -p "$1" --lib --message-format=json \
-    | python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("reason") == "compiler-artifact" and m.get("executable")][-1])'
+  python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, open(sys.argv[1])) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[2]][-1])' \
+    "$units_json" "$1"
 }
-UNIT_EXE=$(unit_exe pcmail-local)
-CLIENT_UNIT_EXE=$(unit_exe pcmail-client)
+UNIT_EXE=$(unit_exe pcmail_local)
+CLIENT_UNIT_EXE=$(unit_exe pcmail_client)
+rm -f "$units_json"
 # The Linux PC and `pcmail serve`: PCMAIL_BIN (the suite passes the debug
 # build its Rust section made), else built here.
 LINUX_PCMAIL="${PCMAIL_BIN:-$TARGET_DIR/debug/pcmail}"
@@ -46,7 +51,7 @@ LINUX_PCMAIL="${PCMAIL_BIN:-$TARGET_DIR/debug/pcmail}"
 # The tray app type-checks for Windows (its window needs WebView2, which Wine
 # lacks, so it is not run). WIN_SKIP_TRAY=1 skips it.
 if [[ "${WIN_SKIP_TRAY:-}" != 1 ]]; then
-  (cd src-tauri && nice cargo check -q --target "$TARGET")
+  nice cargo check -q --target "$TARGET" -p pcmail-tray-app
   echo "# windows: the tray app (src-tauri) checks for $TARGET"
 fi
 t1=$(date +%s)
