@@ -35,8 +35,11 @@ nice cargo build -q "${flag[@]}" --target "$TARGET" "${bins[@]}"
 # Job Object); each exe's path from cargo's JSON.
 # Both in one cargo invocation: one feature resolution, so what the two
 # share is built once.
+# (The file is named here, not in the redirection: a redirection's words are
+# expanded in the child that runs the command, so an assignment there is lost.)
+units_json=$(mktemp)
 nice cargo test -q --no-run "${flag[@]}" --target "$TARGET" -p pcmail-local -p pcmail-client --lib --message-format=json \
-  > "${units_json:=$(mktemp)}"
+  > "$units_json"
 unit_exe() {
   python3 -c 'import json,sys; print([m["executable"] for m in map(json.loads, open(sys.argv[1])) if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[2]][-1])' \
     "$units_json" "$1"
