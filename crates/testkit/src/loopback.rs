@@ -128,11 +128,73 @@ impl Drop for Loopback {
 
 /// An address on 127.0.0.1 that was free a moment ago (for a server that
 /// must start at a known address, or for nothing to listen at).
+///
+/// The port is taken below the kernel's ephemeral range. A port from
+/// binding `:0` is one the kernel hands out again at once: to the next
+/// outgoing connection of any test running beside this one (they make
+/// hundreds), which then holds it when the server binds, and the server
+/// fails with "Address already in use". Below the range only another test's
+/// own pick can collide, and the port is checked free on the wildcard
+/// address and on loopback first.
 pub fn free_addr() -> SocketAddr {
+    let low = ephemeral_low();
+    let span = u32::from(low.saturating_sub(FIRST_PICKED_PORT));
+    if span >= 1_000 {
+        let mut seed = random_seed();
+        for _ in 0..200 {
+            // xorshift: enough to spread the picks of tests started together.
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let port = FIRST_PICKED_PORT + (seed % u64::from(span)) as u16;
+            let free = |ip: &str| std::net::TcpListener::bind((ip, port)).is_ok();
+            if free("0.0.0.0") && free("127.0.0.1") {
+                return SocketAddr::from(([127, 0, 0, 1], port));
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// Ports picked by [`free_addr`] start here: above the well-known and the
+/// usual service ports a developer's machine may run.
+const FIRST_PICKED_PORT: u16 = 20_000;
+
+/// The first port of the kernel's ephemeral range (Linux's file; 32768,
+/// its default and below Windows' and macOS' 49152, elsewhere).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse().ok()))
+        .unwrap_or(32_768)
+}
+
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    h.finish() | 1
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     free_addr().port()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_free_port_is_outside_the_range_the_kernel_hands_out_and_free() {
+        let low = ephemeral_low();
+        for _ in 0..20 {
+            let addr = free_addr();
+            assert!(addr.port() >= FIRST_PICKED_PORT && addr.port() < low, "{addr} below {low}");
+            std::net::TcpListener::bind(("0.0.0.0", addr.port())).expect("free on the wildcard address");
+        }
+    }
 }
