@@ -35,19 +35,27 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// The `pcmail mcp` server for one PC user (`PCMAIL_HOME`).
 #[derive(Clone)]
 pub struct PcmailMcp {
+    /// What the tool calls share, behind one `Arc`: a call hands it to its
+    /// blocking thread, and cloning the whole server there would copy the
+    /// tool router (every tool's name, description and schemas) per call.
+    kept: Arc<Kept>,
+    tool_router: ToolRouter<Self>,
+}
+
+/// The state kept between tool calls.
+struct Kept {
     paths: Paths,
     /// The server's `hello`, asked once (on the first tool call that reaches it).
-    hello: Arc<OnceLock<Hello>>,
-    hello_failed_at: Arc<Mutex<Option<Instant>>>,
+    hello: OnceLock<Hello>,
+    hello_failed_at: Mutex<Option<Instant>>,
     /// One opened client kept between calls (opening the embedded engine and
     /// the store every call costs about a millisecond); a call that finds it
     /// taken opens its own.
-    idle: Arc<Mutex<Option<Opened>>>,
+    idle: Mutex<Option<Opened>>,
     /// The PC store the store-only tools (`inbox`) read, kept open between
     /// calls so that a call does not open the file, set its pragmas and check
     /// its schema again.
-    store: Arc<Mutex<Option<OpenStore>>>,
-    tool_router: ToolRouter<Self>,
+    store: Mutex<Option<OpenStore>>,
 }
 
 /// The kept store and the config file's mtime it was opened with, as for the client.
@@ -116,15 +124,19 @@ impl PcmailMcp {
     /// The tools of `profile`.
     pub fn with_profile(paths: Paths, profile: &Profile) -> PcmailMcp {
         PcmailMcp {
-            paths,
-            hello: Arc::new(OnceLock::new()),
-            hello_failed_at: Arc::new(Mutex::new(None)),
-            idle: Arc::new(Mutex::new(None)),
-            store: Arc::new(Mutex::new(None)),
+            kept: Arc::new(Kept {
+                paths,
+                hello: OnceLock::new(),
+                hello_failed_at: Mutex::new(None),
+                idle: Mutex::new(None),
+                store: Mutex::new(None),
+            }),
             tool_router: Self::tools(profile),
         }
     }
+}
 
+impl Kept {
     /// Asks `hello` once; `None` while the server can't be reached (the
     /// operation itself then says so, or works from the PC store).
     fn features(&self, client: &Client) -> Option<Option<Vec<String>>> {
@@ -144,7 +156,9 @@ impl PcmailMcp {
             }
         }
     }
+}
 
+impl PcmailMcp {
     /// Opens this PC's client, checks the group against the server's
     /// features, runs `op` off the async runtime.
     async fn run_client<T, F>(&self, group: Group, op: F) -> Result<Result<T, ApiError>, ErrorData>
@@ -152,7 +166,7 @@ impl PcmailMcp {
         T: Send + 'static,
         F: FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
     {
-        let me = self.clone();
+        let me = self.kept.clone();
         tokio::task::spawn_blocking(move || {
             let mtime = config_mtime(&me.paths);
             let cached = me.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -220,7 +234,7 @@ impl PcmailMcp {
             Ok(a) => a,
             Err(e) => return Ok(usage_result(&e)),
         };
-        let me = self.clone();
+        let me = self.kept.clone();
         let r = tokio::task::spawn_blocking(move || {
             let mut kept = me.store.lock().unwrap_or_else(|p| p.into_inner());
             let path = me.paths.store();
@@ -253,7 +267,7 @@ impl PcmailMcp {
             Ok(a) => a,
             Err(e) => return Ok(usage_result(&e)),
         };
-        let paths = self.paths.clone();
+        let paths = self.kept.paths.clone();
         let r = tokio::task::spawn_blocking(move || op(paths, a))
             .await
             .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))?;
