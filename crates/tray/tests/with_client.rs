@@ -271,8 +271,8 @@ fn sessions_and_jobs_views_and_cancel_through_the_clis_functions() {
 fn the_live_views_say_offline_when_the_server_does_not_answer() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::at(dir.path().join("pc-b"));
-    // a port nobody listens on (bound, then released)
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // a port nobody listens on (outside the range other tests' listeners and connections get)
+    let port = pcmail_testkit::free_port();
     let mut cfg = Config::load(&paths).unwrap_or_else(|_| panic!("default config"));
     cfg.label = "pc-b".into();
     cfg.server = ServerConfig::Http { url: format!("http://127.0.0.1:{port}/api") };
