@@ -35,6 +35,35 @@ pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now
     Ok(())
 }
 
+/// One state the server reported, on the `sent` row of `id`: its state
+/// moves forward only, its timeline gets the entry once. False when this
+/// PC has no row for `id`.
+fn apply_to_row(tx: &rusqlite::Transaction, id: &str, e: &TimelineEntry) -> Result<bool> {
+    let row: Option<(String, String)> = tx
+        .prepare_cached("SELECT state, timeline FROM sent WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((state, tl)) = row else { return Ok(false) };
+    let mut tl: Vec<TimelineEntry> = serde_json::from_str(&tl).unwrap_or_default();
+    if !tl.iter().any(|t| t.state == e.state) {
+        tl.push(e.clone());
+    }
+    let cur = State::parse(&state).unwrap_or(State::New);
+    let next = cur.advance(e.state).unwrap_or(cur);
+    tx.exec(
+        "UPDATE sent SET state = ?2, state_at = CASE WHEN ?2 = state THEN state_at ELSE ?3 END, timeline = ?4 WHERE id = ?1",
+        params![id, next.as_str(), e.at, serde_json::to_string(&tl).unwrap()],
+    )?;
+    Ok(true)
+}
+
+/// `id` (or, for a copy `<id>~<address>`, its original) is in the outbox:
+/// sent or being sent, its `sent` rows not written yet.
+fn in_flight(tx: &rusqlite::Transaction, id: &str) -> Result<bool> {
+    let original = id.split('~').next().unwrap_or(id);
+    Ok(tx.prepare_cached("SELECT 1 FROM outbox WHERE id = ?1")?.exists([original])?)
+}
+
 pub(crate) fn record_expired_unsent(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis) -> Result<()> {
     tx.exec(
         "UPDATE sent SET state = 'expired', state_at = ?2, send_error = 'expired in the outbox before the server could take it' WHERE id = ?1",
@@ -75,6 +104,27 @@ impl Store {
                     ],
                 )?;
                 crate::timeline::record(tx, id, &tl[0], crate::timeline::Recorded::Local)?;
+                // What the server reported before its answer to the send got
+                // here (a fast recipient, a sender slow to write): kept in the
+                // timeline by `sent_apply_update`, now on the row.
+                let early: Vec<TimelineEntry> = tx
+                    .prepare_cached(
+                        "SELECT state, at, by FROM timeline
+                         WHERE mail_id = ?1 AND recorded = 'server' AND state <> 'new' ORDER BY at",
+                    )?
+                    .query_map([id], |r| {
+                        let state: String = r.get(0)?;
+                        Ok(TimelineEntry {
+                            state: State::parse(&state).unwrap_or(State::New),
+                            at: r.get(1)?,
+                            by: r.get(2)?,
+                            note: None,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                for e in &early {
+                    apply_to_row(tx, id, e)?;
+                }
             }
             Ok(())
         })
@@ -83,22 +133,16 @@ impl Store {
     /// Applies one entry of the poll `updates` feed.
     pub fn sent_apply_update(&mut self, u: &Update) -> Result<()> {
         self.write(|tx| {
-            let row: Option<(String, String)> = tx
-                .query_row("SELECT state, timeline FROM sent WHERE id = ?1", [&u.id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            let Some((state, tl)) = row else { return Ok(()) };
             let e = TimelineEntry { state: u.state, at: u.at, by: u.by.clone(), note: None };
-            crate::timeline::record(tx, &u.id, &e, crate::timeline::Recorded::Server)?;
-            let mut tl: Vec<TimelineEntry> = serde_json::from_str(&tl).unwrap_or_default();
-            if !tl.iter().any(|e| e.state == u.state) {
-                tl.push(TimelineEntry { state: u.state, at: u.at, by: u.by.clone(), note: None });
+            if apply_to_row(tx, &u.id, &e)? {
+                crate::timeline::record(tx, &u.id, &e, crate::timeline::Recorded::Server)?;
+            } else if in_flight(tx, &u.id)? {
+                // The update overtook the server's answer to the send: the
+                // copies' rows are written from that answer. Kept in the
+                // timeline, which `sent_record` folds into them; dropped, the
+                // row would say `new` for mail that was delivered.
+                crate::timeline::record(tx, &u.id, &e, crate::timeline::Recorded::Server)?;
             }
-            let cur = State::parse(&state).unwrap_or(State::New);
-            let next = cur.advance(u.state).unwrap_or(cur);
-            tx.exec(
-                "UPDATE sent SET state = ?2, state_at = CASE WHEN ?2 = state THEN state_at ELSE ?3 END, timeline = ?4 WHERE id = ?1",
-                params![u.id, next.as_str(), u.at, serde_json::to_string(&tl).unwrap()],
-            )?;
             Ok(())
         })
     }
@@ -151,4 +195,68 @@ fn sent_row(r: &rusqlite::Row) -> rusqlite::Result<SentMail> {
         timeline: serde_json::from_str(&tl).unwrap_or_default(),
         queued: r.get(11)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcmail_core::To;
+
+    fn outgoing(id: &str, to: To) -> OutgoingMail {
+        OutgoingMail {
+            id: id.into(),
+            to,
+            kind: Kind::Request,
+            subject: "s".into(),
+            body: "b".into(),
+            urgent: false,
+            expires_at: None,
+            expires_in: None,
+            in_reply_to: None,
+            auto: false,
+            hop: 0,
+        }
+    }
+
+    fn update(id: &str, state: State, at: Millis) -> Update {
+        Update { seq: at, id: id.into(), state, at, by: "pc-b".into() }
+    }
+
+    fn states(s: &Store, id: &str) -> (State, Vec<State>) {
+        let m = s.sent_get(id).unwrap().unwrap_or_else(|| panic!("{id} listed in sent"));
+        (m.state, m.timeline.iter().map(|e| e.state).collect())
+    }
+
+    #[test]
+    fn an_update_that_overtakes_the_answer_to_the_send_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+
+        // One address: the row that lists the mail as being sent is replaced
+        // by the server's; what was reported before stays on it.
+        let one = outgoing("m1", To::One("pc-b".into()));
+        s.outbox_in_flight(&one, 1_000, 2_000).unwrap();
+        s.sent_apply_update(&update("m1", State::Delivered, 1_005)).unwrap();
+        s.sent_record(&one, &["m1".to_string()], "pc-a", 1_001, "m1").unwrap();
+        assert_eq!(states(&s, "m1"), (State::Delivered, vec![State::New, State::Delivered]));
+
+        // Several: a copy's row comes from the answer, so a copy's update
+        // found no row at all.
+        let many = outgoing("m2", To::Many(vec!["pc-b".into(), "pc-c".into()]));
+        s.outbox_in_flight(&many, 1_010, 2_010).unwrap();
+        s.sent_apply_update(&update("m2~pc-b", State::Delivered, 1_012)).unwrap();
+        s.sent_apply_update(&update("m2~pc-b", State::Seen, 1_013)).unwrap();
+        s.sent_record(&many, &["m2~pc-b".to_string(), "m2~pc-c".to_string()], "pc-a", 1_011, "m2").unwrap();
+        assert_eq!(states(&s, "m2~pc-b"), (State::Seen, vec![State::New, State::Delivered, State::Seen]));
+        assert_eq!(states(&s, "m2~pc-c"), (State::New, vec![State::New]));
+
+        // Later updates apply as before; an update for mail this PC never
+        // sent leaves nothing behind.
+        s.sent_apply_update(&update("m2~pc-c", State::Delivered, 1_020)).unwrap();
+        assert_eq!(states(&s, "m2~pc-c"), (State::Delivered, vec![State::New, State::Delivered]));
+        s.sent_apply_update(&update("stranger", State::Delivered, 1_030)).unwrap();
+        let kept: i64 =
+            s.conn().query_row("SELECT count(*) FROM timeline WHERE mail_id = 'stranger'", [], |r| r.get(0)).unwrap();
+        assert_eq!(kept, 0);
+    }
 }
