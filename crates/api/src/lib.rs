@@ -486,7 +486,11 @@ pub fn wait_for_sent(client: &mut Client, out: &SendOutcome, state: WaitState, t
 pub fn send(client: &mut Client, args: &SendArgs) -> Result<SendResult> {
     let outcome = send_only(client, args)?;
     let mails = match args.wait_for {
-        Some(w) => Some(wait_for_sent(client, &outcome, w, args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS))?),
+        Some(w) => {
+            // What the wait learns lands on the `sent` rows: they must exist.
+            client.settle_deferred()?;
+            Some(wait_for_sent(client, &outcome, w, args.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS))?)
+        }
         None => None,
     };
     Ok(SendResult { outcome, mails })

@@ -11,6 +11,7 @@ pub mod notify;
 pub mod ops;
 pub mod pin;
 pub mod pusher;
+mod sent_rows;
 pub mod sessions;
 pub mod sync;
 pub mod token;
@@ -103,6 +104,22 @@ pub struct Client {
     pub clock: fn() -> Millis,
     /// Set on the poller that executes jobs (the daemon, the tray's poller).
     pub executor: Option<executor::Executor>,
+    /// While true, the `sent` rows of mail the server took are written by
+    /// [`Client::settle_deferred`] instead of before `send` returns: a caller
+    /// that answers first (`pcmail mcp`) takes that write off the answer's
+    /// path. Safe to lose: the mail stays in the outbox as in flight, and the
+    /// next poll sends it again under its id, which the server answers with
+    /// the rows it already has.
+    pub defer_sent_rows: bool,
+    deferred_sent: Vec<sent_rows::SentRows>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Err(e) = self.settle_deferred() {
+            tracing::warn!("sent mail not recorded here: {e} (recorded when the poller sends it again)");
+        }
+    }
 }
 
 impl Client {
@@ -111,7 +128,16 @@ impl Client {
         let config = Config::load(&paths)?;
         let transport = make_transport(&paths, &config, system_now)?;
         let store = Store::open(&paths.store())?;
-        Ok(Client { paths, config, store, transport, clock: system_now, executor: None })
+        Ok(Client {
+            paths,
+            config,
+            store,
+            transport,
+            clock: system_now,
+            executor: None,
+            defer_sent_rows: false,
+            deferred_sent: vec![],
+        })
     }
 
     /// For tests and the tray: everything given.
@@ -122,7 +148,16 @@ impl Client {
         clock: fn() -> Millis,
     ) -> Result<Client, ClientError> {
         let store = Store::open(&paths.store())?;
-        Ok(Client { paths, config, store, transport, clock, executor: None })
+        Ok(Client {
+            paths,
+            config,
+            store,
+            transport,
+            clock,
+            executor: None,
+            defer_sent_rows: false,
+            deferred_sent: vec![],
+        })
     }
 
     pub fn me(&self) -> &str {

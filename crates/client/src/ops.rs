@@ -259,9 +259,28 @@ impl Client {
             other => other?,
         };
         let SendAnswer { ids, existing } = decode(&op, resp)?;
-        let me = self.config.label.clone();
-        self.store.sent_record(mail, &ids, &me, self.now(), settles)?;
+        let rows = crate::sent_rows::SentRows {
+            mail: mail.clone(),
+            ids: ids.clone(),
+            from: self.config.label.clone(),
+            at: self.now(),
+            settles: settles.to_string(),
+        };
+        if self.defer_sent_rows {
+            self.deferred_sent.push(rows);
+        } else {
+            rows.record(&mut self.store)?;
+        }
         Ok(SendOutcome { ids, queued: false, existing })
+    }
+
+    /// Writes the `sent` rows that [`Client::defer_sent_rows`] held back.
+    pub fn settle_deferred(&mut self) -> Result<(), ClientError> {
+        while let Some(rows) = self.deferred_sent.first() {
+            rows.record(&mut self.store)?;
+            self.deferred_sent.remove(0);
+        }
+        Ok(())
     }
 
     /// Replies to a mail in this PC's inbox. The reply id is fixed from the

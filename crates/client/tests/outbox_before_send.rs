@@ -112,3 +112,40 @@ fn a_mail_the_server_answered_leaves_no_outbox_row_and_a_refused_one_leaves_noth
     let sent = c.store.sent_list(10).unwrap();
     assert_eq!(sent.iter().map(|m| (m.id.clone(), m.queued.clone())).collect::<Vec<_>>(), [(out.ids[0].clone(), None)]);
 }
+
+/// A caller that answers first (`pcmail mcp`) has the `sent` rows written
+/// after its answer: until then the mail is listed as being sent and stays
+/// in the outbox; then settled as by a plain send; and a client dropped
+/// with rows held back writes them.
+#[test]
+fn sent_rows_held_back_are_written_after_the_answer_or_when_the_client_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Scripted { name: "scripted", ..Default::default() };
+    *t.answer.lock().unwrap() = Some(Box::new(move |op| match op {
+        Op::Send { mail } => Ok(json!({"ok": true, "ids": [mail.id], "existing": false})),
+        _ => Ok(json!({"ok": true, "now": 0})),
+    }));
+    let mut c = scripted_pc(dir.path(), "pc-a", &t);
+    c.store.roster_replace(&roster(), 1, clock()).unwrap();
+    c.defer_sent_rows = true;
+    let listed =
+        |s: &Store| s.sent_list(10).unwrap().into_iter().map(|m| (m.id, m.queued.is_some())).collect::<Vec<_>>();
+
+    let first = c.send(Draft { to: "pc-b".into(), body: "one".into(), ..Default::default() }).unwrap();
+    assert!(!first.queued);
+    assert_eq!(listed(&c.store), [(first.ids[0].clone(), true)], "still listed as being sent");
+    assert_eq!(c.store.outbox_all().unwrap().len(), 1);
+    c.settle_deferred().unwrap();
+    assert_eq!(listed(&c.store), [(first.ids[0].clone(), false)], "settled");
+    assert!(c.store.outbox_all().unwrap().is_empty());
+
+    let second = c.send(Draft { to: "pc-b".into(), body: "two".into(), ..Default::default() }).unwrap();
+    drop(c);
+    let store = Store::open(&Paths::at(dir.path()).store()).unwrap();
+    let mut now = listed(&store);
+    now.sort();
+    let mut want = vec![(first.ids[0].clone(), false), (second.ids[0].clone(), false)];
+    want.sort();
+    assert_eq!(now, want, "written when the client went");
+    assert!(store.outbox_all().unwrap().is_empty());
+}

@@ -167,25 +167,37 @@ impl PcmailMcp {
         F: FnOnce(&mut Client) -> Result<T, ApiError> + Send + 'static,
     {
         let me = self.kept.clone();
+        let (answer, answered) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
             let mtime = config_mtime(&me.paths);
             let cached = me.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
             let mut opened = match cached {
                 Some(o) if o.config_mtime == mtime => o,
-                _ => Opened { client: Client::open(me.paths.clone())?, config_mtime: mtime },
+                _ => match Client::open(me.paths.clone()) {
+                    Ok(client) => Opened { client, config_mtime: mtime },
+                    Err(e) => {
+                        let _ = answer.send(Err(e.into()));
+                        return;
+                    }
+                },
             };
-            if let Some(features) = me.features(&opened.client) {
-                features::require(group.feature(), features.as_deref())?;
+            let allowed = match me.features(&opened.client) {
+                Some(features) => features::require(group.feature(), features.as_deref()),
+                None => Ok(()),
+            };
+            // The `sent` rows of mail the server took are written after the
+            // answer went out, not before (a tenth of a send's time here).
+            opened.client.defer_sent_rows = true;
+            let _ = answer.send(allowed.and_then(|()| op(&mut opened.client)));
+            if let Err(e) = opened.client.settle_deferred() {
+                tracing::warn!("sent mail not recorded here: {e} (recorded when the poller sends it again)");
             }
-            let r = op(&mut opened.client);
             let mut idle = me.idle.lock().unwrap_or_else(|p| p.into_inner());
             if idle.is_none() {
                 *idle = Some(opened);
             }
-            r
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("tool thread: {e}"), None))
+        });
+        answered.await.map_err(|_| ErrorData::internal_error("tool thread ended without an answer", None))
     }
 
     /// Bad arguments answer the usage error without opening anything.
