@@ -107,9 +107,9 @@ pub struct Client {
     /// While true, the `sent` rows of mail the server took are written by
     /// [`Client::settle_deferred`] instead of before `send` returns: a caller
     /// that answers first (`pcmail mcp`) takes that write off the answer's
-    /// path. Safe to lose: the mail stays in the outbox as in flight, and the
-    /// next poll sends it again under its id, which the server answers with
-    /// the rows it already has.
+    /// path. Safe to lose: the mail stays in the outbox as in flight, and
+    /// once its grace is over the poller sends it again under its id, which
+    /// the server answers with the rows it already has.
     pub defer_sent_rows: bool,
     deferred_sent: Vec<sent_rows::SentRows>,
 }
