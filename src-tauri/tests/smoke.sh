@@ -6,7 +6,7 @@
 # count, and says how long after the mail was stored the tray showed it.
 #
 #   src-tauri/tests/smoke.sh            (builds what is missing)
-# Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default: a free port);
+# Env: PCMAIL_BIN, TRAY_BIN to use given binaries; SMOKE_PORT (default: one the server picks);
 # MEASURE_IDLE=1 also measures idle CPU/RSS over IDLE_SECONDS (30), tray only, with
 # src-tauri/tests/measure_idle.py; KEEP=1 keeps the work dir; SCREENSHOT=file.png
 # saves the real window under Xvfb; SCREENSHOT_NOTIFICATION=file.png the top
@@ -24,8 +24,9 @@ PCMAIL_BIN_GIVEN="${PCMAIL_BIN:-}"
 TRAY_BIN_GIVEN="${TRAY_BIN:-}"
 PCMAIL_BIN="${PCMAIL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail}"
 TRAY_BIN="${TRAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/pcmail-tray}"
-PORT="${SMOKE_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
-URL="http://127.0.0.1:$PORT/api"
+# Port 0 unless told: the server takes a free port itself and says which
+# (a port found free beforehand may be taken by then).
+LISTEN="127.0.0.1:${SMOKE_PORT:-0}"
 export PCMAIL_TOKEN="smoke-token-$$"
 # Each simulated PC's own credential (labels are bound on pcmail serve; no keyring here).
 CRED_A="$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
@@ -53,12 +54,15 @@ fail() { echo "smoke: FAIL: $*"; echo "--- app log"; tail -40 "$WORK/app.log" ||
 
 mkdir -p "$WORK/serve" "$WORK/b" "$WORK/a"
 # the server
-PCMAIL_HOME="$WORK/serve" "$PCMAIL_BIN" serve --listen "127.0.0.1:$PORT" --db "$WORK/serve/serve.db" >"$WORK/serve.log" 2>&1 &
+PCMAIL_HOME="$WORK/serve" "$PCMAIL_BIN" serve --listen "$LISTEN" --db "$WORK/serve/serve.db" >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
+URL=""
 for _ in $(seq 1 100); do
-  curl -s -m 1 -o /dev/null "$URL" -d '{}' && break
+  URL="$(grep -o 'http://127\.0\.0\.1:[0-9]*/api' "$WORK/serve.log" | head -1 || true)"
+  [[ -n "$URL" ]] && curl -s -m 1 -o /dev/null "$URL" -d '{}' && break
   sleep 0.1
 done
+[[ -n "$URL" ]] || fail "serve did not say where it listens"
 # the two PCs
 PCMAIL_HOME="$WORK/b" PCMAIL_CREDENTIAL="$CRED_B" "$PCMAIL_BIN" init --label tray-b --server "$URL" >/dev/null
 PCMAIL_HOME="$WORK/a" PCMAIL_CREDENTIAL="$CRED_A" "$PCMAIL_BIN" init --label sender-a --server "$URL" >/dev/null
