@@ -200,22 +200,10 @@ fn sent_row(r: &rusqlite::Row) -> rusqlite::Result<SentMail> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pcmail_core::To;
 
-    fn outgoing(id: &str, to: To) -> OutgoingMail {
-        OutgoingMail {
-            id: id.into(),
-            to,
-            kind: Kind::Request,
-            subject: "s".into(),
-            body: "b".into(),
-            urgent: false,
-            expires_at: None,
-            expires_in: None,
-            in_reply_to: None,
-            auto: false,
-            hop: 0,
-        }
+    /// A request to `to` (an address, or a list), the rest as the wire's defaults.
+    fn outgoing(id: &str, to: serde_json::Value) -> OutgoingMail {
+        serde_json::from_value(serde_json::json!({"id": id, "to": to, "kind": "request", "body": "b"})).unwrap()
     }
 
     fn update(id: &str, state: State, at: Millis) -> Update {
@@ -234,7 +222,7 @@ mod tests {
 
         // One address: the row that lists the mail as being sent is replaced
         // by the server's; what was reported before stays on it.
-        let one = outgoing("m1", To::One("pc-b".into()));
+        let one = outgoing("m1", serde_json::json!("pc-b"));
         s.outbox_in_flight(&one, 1_000, 2_000).unwrap();
         s.sent_apply_update(&update("m1", State::Delivered, 1_005)).unwrap();
         s.sent_record(&one, &["m1".to_string()], "pc-a", 1_001, "m1").unwrap();
@@ -242,7 +230,7 @@ mod tests {
 
         // Several: a copy's row comes from the answer, so a copy's update
         // found no row at all.
-        let many = outgoing("m2", To::Many(vec!["pc-b".into(), "pc-c".into()]));
+        let many = outgoing("m2", serde_json::json!(["pc-b", "pc-c"]));
         s.outbox_in_flight(&many, 1_010, 2_010).unwrap();
         s.sent_apply_update(&update("m2~pc-b", State::Delivered, 1_012)).unwrap();
         s.sent_apply_update(&update("m2~pc-b", State::Seen, 1_013)).unwrap();
