@@ -160,6 +160,21 @@ pub fn deliver(
     report
 }
 
+/// Notifications on a thread of their own: the poller hands a cycle's
+/// batch over and goes on at once (its next request carries the confirms
+/// of the mail just stored), and a slow channel holds up only this thread.
+/// A batch the thread cannot take (it could not start) comes back in the
+/// `Err` of `send`: deliver it in place.
+pub fn spawn_worker(notifiers: Vec<std::sync::Arc<dyn Notifier>>) -> mpsc::Sender<Vec<Notification>> {
+    let (tx, rx) = mpsc::channel::<Vec<Notification>>();
+    let _ = std::thread::Builder::new().name("pcmail-notify".into()).spawn(move || {
+        for items in rx {
+            let _ = deliver(&notifiers, &items, PER_NOTIFICATION, TOTAL);
+        }
+    });
+    tx
+}
+
 /// The channels set up on this PC.
 pub fn channels(config: &pcmail_local::config::Config) -> Vec<std::sync::Arc<dyn Notifier>> {
     let mut v: Vec<std::sync::Arc<dyn Notifier>> = vec![];

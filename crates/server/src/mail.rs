@@ -128,11 +128,22 @@ pub(crate) fn transition(
     record_event(ctx, &MailEvent::new(&mail.id, &mail.sender, next, at, by).note(note))?;
     ctx.wake(News::Mail, mail.sender.clone());
     // The recipient's long poll wakes too: its received-updates feed has news
-    // (a server-side expiry, a mark made through another connection). For mail
-    // to a name, the recipient is the PC it was delivered to.
+    // (a server-side expiry, the sender's cancel). For mail to a name, the
+    // recipient is the PC it was delivered to.
     let feed_pc = received_feed_pc(ctx, &mail.id)?.unwrap_or_else(|| mail.recipient.clone());
-    ctx.wake(News::Mail, feed_pc);
+    if !own_news(ctx, &feed_pc, by) {
+        ctx.wake(News::Mail, feed_pc);
+    }
     Ok((next, true))
+}
+
+/// A change the recipient made itself (its confirm, its marks, its reply)
+/// is no news to its own long poll: its store recorded it before the
+/// request went out, and the feed's entry comes with its next answer.
+/// Waking it would cost the PC a whole poll cycle for every mail it reads.
+/// What the server does on its own (`server`) is news to every PC.
+fn own_news(ctx: &Ctx<'_>, feed_pc: &str, by: &str) -> bool {
+    feed_pc == ctx.pc && by != pcmail_core::due::SERVER_ACTOR
 }
 
 /// The PC whose received-updates feed hears of `mail_id`: the PC a mail to a

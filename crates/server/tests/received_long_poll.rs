@@ -51,3 +51,77 @@ async fn a_long_poll_asking_for_received_updates_wakes_on_a_server_side_expiry()
     assert_eq!(r["ok"], json!(true));
     assert!(r.get("receivedUpdates").is_none(), "an older client's answer is unchanged: {r}");
 }
+
+/// A long poll is not woken by what its own PC did through another request
+/// (the daemon's mark pusher): its store recorded the mark already, and a
+/// wake-up would cost the PC a poll cycle for each mail it reads. The feed
+/// entry comes with its next answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pcs_own_mark_does_not_wake_its_long_poll_and_comes_with_the_next_answer() {
+    let server = common::serve_registered(TOKEN, &["pc-a", "pc-b"]).await;
+    let url = server.url.clone();
+    let id = "mail-1-0000e002";
+    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": id, "to": "pc-b", "body": "x"}}))).await;
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let r = call(&url, req("pc-b", "poll", json!({"confirm": [id], "receivedSince": 0}))).await;
+    let cursor = r["receivedCursor"].as_i64().unwrap();
+
+    let u = url.clone();
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = call(&u, req("pc-b", "poll", json!({"waitMs": 1500, "receivedSince": cursor}))).await;
+        (r, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mark = json!({"markId": "m-seen-1", "id": id, "op": "seen", "at": 1, "by": "pc-b"});
+    let r = call(&url, req("pc-b", "mark", json!({"marks": [mark]}))).await;
+    assert_eq!(r["results"][0]["ok"], json!(true), "{r}");
+    let (r, waited) = waiting.await.unwrap();
+    assert!(waited >= Duration::from_millis(1400), "woken after {waited:?} by its own mark: {r}");
+
+    let r = call(&url, req("pc-b", "poll", json!({"receivedSince": cursor}))).await;
+    let u = &r["receivedUpdates"][0];
+    assert_eq!((&u["id"], &u["state"], &u["by"]), (&json!(id), &json!("seen"), &json!("pc-b")), "{r}");
+}
+
+/// A poll that confirms what it just stored still long-polls: its own
+/// `delivered` in the received feed is no reason to answer at once. New
+/// mail wakes it, and the answer reports the confirm and carries the feed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_carrying_confirms_waits_and_reports_them_when_mail_wakes_it() {
+    let server = common::serve_registered(TOKEN, &["pc-a", "pc-b"]).await;
+    let url = server.url.clone();
+    let (first, second) = ("mail-1-0000e003", "mail-1-0000e004");
+    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": first, "to": "pc-b", "body": "x"}}))).await;
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let r = call(&url, req("pc-b", "poll", json!({"receivedSince": 0}))).await;
+    assert_eq!(r["mail"][0]["id"], json!(first), "{r}");
+
+    let u = url.clone();
+    let waiting = tokio::spawn(async move {
+        let args = json!({"confirm": [first], "waitMs": 10000, "receivedSince": 0});
+        (call(&u, req("pc-b", "poll", args)).await, Instant::now())
+    });
+    // The confirm is applied at once: the sender sees `delivered` while B still waits.
+    let started = Instant::now();
+    loop {
+        let r = call(&url, req("pc-a", "status", json!({"ids": [first]}))).await;
+        if r["mails"][0]["state"] == json!("delivered") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "never delivered: {r}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the poll answered at once instead of waiting");
+
+    let r = call(&url, req("pc-a", "send", json!({"mail": {"id": second, "to": "pc-b", "body": "y"}}))).await;
+    let sent_at = Instant::now();
+    assert_eq!(r["ok"], json!(true), "{r}");
+    let (r, got_at) = waiting.await.unwrap();
+    assert!(got_at.duration_since(sent_at) < Duration::from_secs(1), "took {:?}", got_at.duration_since(sent_at));
+    assert_eq!(r["mail"][0]["id"], json!(second), "{r}");
+    assert_eq!(r["confirmed"], json!([first]), "{r}");
+    let u = &r["receivedUpdates"][0];
+    assert_eq!((&u["id"], &u["state"]), (&json!(first), &json!("delivered")), "{r}");
+}

@@ -38,9 +38,12 @@ pub fn run() -> anyhow::Result<()> {
     let mut client = Client::open(p)?;
     // The daemon executes jobs this PC's [jobs] whitelists (workers beside the poll loop).
     client.enable_executor();
+    // Its next cycle starts at once: the confirms of mail just stored ride its long poll.
+    client.confirm_with_next_poll = true;
     let interval = client.config.poll_interval();
     let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
     let chans = notify::channels(&client.config);
+    let notifier = notify::spawn_worker(chans.clone());
     eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
@@ -55,7 +58,9 @@ pub fn run() -> anyhow::Result<()> {
                 }
                 let notes: Vec<_> = report.to_notify.iter().map(notify::Notification::for_mail).collect();
                 if !notes.is_empty() {
-                    let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
+                    if let Err(std::sync::mpsc::SendError(notes)) = notifier.send(notes) {
+                        let _ = notify::deliver(&chans, &notes, notify::PER_NOTIFICATION, notify::TOTAL);
+                    }
                 }
                 // While this PC holds leases: at least one poll per heartbeat
                 // period; sooner when another PC's lease changed.
