@@ -17,6 +17,10 @@ use serde_json::Value;
 pub const UNKNOWN_OP_BACKOFF_MS: Millis = 60 * 60 * 1000;
 pub const UNKNOWN_OP_MAX_TRIES: i64 = 5;
 const MAX_ROUNDS: usize = 20;
+/// How far the server's clock may seem to move before this PC records its
+/// offset again: well under anything judged by it (expiry, ages in minutes),
+/// well over the jitter of a request's travel on a LAN.
+pub const SERVER_OFFSET_SLACK_MS: Millis = 250;
 /// Store meta: `<label>@<server>\t<bound|unsupported>` after this installation claimed its label.
 pub const LABEL_CLAIMED: &str = "label_claimed";
 
@@ -328,9 +332,16 @@ impl Client {
 
     /// Keeps this PC's offset from the server's clock (the truth for expiry):
     /// `now` of an answer minus the local time it arrived.
+    /// An offset within `SERVER_OFFSET_SLACK_MS` of the kept one is not
+    /// written again: each answer measures it give or take the request's
+    /// travel, and a write per answer moved nothing anyone judges by.
     pub(crate) fn record_server_clock(&mut self, resp: &Value, local_now: Millis) {
         if let Some(server_now) = resp.get("now").and_then(Value::as_i64) {
-            let _ = self.store.meta_set_i64(meta::SERVER_OFFSET_MS, server_now - local_now);
+            let offset = server_now - local_now;
+            let kept = self.store.meta_i64(meta::SERVER_OFFSET_MS).ok().flatten();
+            if kept.is_none_or(|k| (k - offset).abs() >= SERVER_OFFSET_SLACK_MS) {
+                let _ = self.store.meta_set_i64(meta::SERVER_OFFSET_MS, offset);
+            }
         }
     }
 

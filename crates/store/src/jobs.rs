@@ -167,6 +167,9 @@ impl Store {
 
     /// The server took (or finally refused) these reports.
     pub fn job_reports_done(&mut self, job_ids: &[String]) -> Result<()> {
+        if job_ids.is_empty() {
+            return Ok(());
+        }
         self.write(|tx| {
             for id in job_ids {
                 tx.exec("DELETE FROM job_reports WHERE job_id = ?1", [id])?;

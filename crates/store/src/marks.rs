@@ -103,6 +103,9 @@ impl Store {
     }
 
     pub fn mark_done(&mut self, mark_ids: &[String]) -> Result<()> {
+        if mark_ids.is_empty() {
+            return Ok(());
+        }
         self.write(|tx| {
             for m in mark_ids {
                 tx.exec("DELETE FROM pending_marks WHERE mark_id = ?1", [m])?;

@@ -11,6 +11,14 @@ impl Store {
     /// Replaces the names this PC holds with `held` (name, session), and
     /// points unseen mail to each name at the session holding it now.
     pub fn names_replace(&mut self, held: &[(String, String)]) -> Result<()> {
+        // Every poll reports them, nearly always unchanged: nothing to write
+        // then (mail stored meanwhile took its session from the table, by trigger).
+        let wanted: std::collections::BTreeMap<&str, &str> =
+            held.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
+        let current = self.names()?;
+        if current.len() == wanted.len() && current.iter().all(|(n, s)| wanted.get(n.as_str()) == Some(&s.as_str())) {
+            return Ok(());
+        }
         self.write(|tx| {
             tx.exec("DELETE FROM names", [])?;
             for (name, session) in held {
@@ -40,6 +48,9 @@ impl Store {
     /// Drops mail to a name that moved to another PC (it is re-queued there);
     /// mail already seen here stays. Returns how many went.
     pub fn withdraw(&mut self, ids: &[String]) -> Result<usize> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
         self.write(|tx| {
             let mut n = 0;
             for id in ids {

@@ -110,6 +110,9 @@ impl Store {
     /// Applies the poll's `receivedUpdates` (the server's record of mail
     /// this PC received). Returns how many named a mail stored here.
     pub fn apply_received_updates(&mut self, updates: &[ReceivedUpdate]) -> Result<usize> {
+        if updates.is_empty() {
+            return Ok(0);
+        }
         self.write(|tx| {
             let mut n = 0;
             for u in updates {
