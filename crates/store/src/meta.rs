@@ -26,11 +26,8 @@ pub const INBOX_VIEWED_AT: &str = "inbox_viewed_at";
 /// judged by the server's clock.
 pub const SERVER_OFFSET_MS: &str = "server_offset_ms";
 
-/// A value set to what it already is writes nothing (no page into the log,
-/// no wake-up of the connections that watch the store): the poller sets a
-/// few of these every cycle, most of the time to the same value.
-const SET_SQL: &str = "INSERT INTO meta (key, value) VALUES (?1, ?2) \
-     ON CONFLICT(key) DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value";
+const SET_SQL: &str =
+    "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value";
 const DEL_SQL: &str = "DELETE FROM meta WHERE key = ?1";
 
 impl Store {

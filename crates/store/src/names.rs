@@ -84,6 +84,40 @@ mod tests {
         s.conn().query_row("SELECT to_session FROM inbox WHERE id = ?1", [id], |r| r.get(0)).unwrap()
     }
 
+    /// What the poller sets every cycle, set again to the same value, is no
+    /// commit another connection sees (SQLite's `data_version` stays: it
+    /// writes no page whose bytes stay the same, but a delete and insert
+    /// again of the names did), and a change still is.
+    #[test]
+    fn setting_what_is_already_there_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let mut s = Store::open(&path).unwrap();
+        let watcher = Store::open(&path).unwrap();
+        let mut changed = {
+            let mut last = watcher.data_version().unwrap();
+            move || {
+                let now = watcher.data_version().unwrap();
+                std::mem::replace(&mut last, now) != now
+            }
+        };
+        let held = [("ani".to_string(), "s1".to_string()), ("bo".to_string(), "s2".to_string())];
+        s.meta_set("updates_cursor", "17").unwrap();
+        s.names_replace(&held).unwrap();
+        assert!(changed(), "the first values are written");
+        s.meta_set("updates_cursor", "17").unwrap();
+        s.names_replace(&[held[1].clone(), held[0].clone()]).unwrap();
+        s.mark_confirmed(&[], 5).unwrap();
+        s.mark_done(&[]).unwrap();
+        s.apply_received_updates(&[]).unwrap();
+        assert!(!changed(), "the same values again are no commit");
+        s.meta_set("updates_cursor", "18").unwrap();
+        assert!(changed(), "a new cursor is");
+        s.names_replace(&[("ani".to_string(), "s3".to_string())]).unwrap();
+        assert!(changed(), "a name that moved is");
+        assert_eq!(s.names().unwrap(), vec![("ani".to_string(), "s3".to_string())]);
+    }
+
     #[test]
     fn mail_to_a_name_is_for_its_session_and_follows_the_name() {
         let dir = tempfile::tempdir().unwrap();
