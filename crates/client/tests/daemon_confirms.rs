@@ -6,34 +6,29 @@
 
 mod common;
 
-use common::serve_at;
+use common::{serve_at, served_pc};
 use pcmail_client::ops::Draft;
-use pcmail_client::transport::{Http, Transport};
 use pcmail_client::Client;
-use pcmail_local::config::{Config, Paths, ServerConfig};
-use pcmail_local::system_now;
-use std::path::Path;
+use pcmail_testkit::Loopback;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "daemon-confirms-token";
 /// The daemon's long poll.
 const WAIT_MS: i64 = 20_000;
 
-fn pc(root: &Path, url: &str, label: &str) -> Client {
-    let t = Http::new(url, Some(TOKEN), label, true).unwrap();
-    let op = pcmail_core::protocol::Op::RosterSet {
-        label: label.into(),
-        hostname: label.into(),
-        number: None,
-        claim: false,
-        replace: false,
-    };
-    t.call(&op).unwrap();
-    let paths = Paths::at(root.join(label));
-    std::fs::create_dir_all(&paths.home).unwrap();
-    let cfg = Config { native_notifications: false, ..Config::new(label, ServerConfig::Http { url: url.into() }) };
-    cfg.save(&paths).unwrap();
-    Client::with(paths, cfg, Box::new(t), system_now).unwrap()
+/// `pcmail serve` on loopback and two PCs on it that have polled once.
+fn two_served() -> (Loopback, tempfile::TempDir, Client, Client) {
+    // No keyring here: the PCs' secret comes from the environment (nextest
+    // runs each test in a process of its own).
+    std::env::set_var("PCMAIL_TOKEN", TOKEN);
+    let dir = tempfile::tempdir().unwrap();
+    let addr = pcmail_testkit::free_addr();
+    let server = serve_at(addr, &dir.path().join("server.db"), TOKEN, 2);
+    let url = format!("http://{addr}/api");
+    let (mut a, mut b) = (served_pc(dir.path(), &url, TOKEN, "pc-a"), served_pc(dir.path(), &url, TOKEN, "pc-b"));
+    a.sync_once(0).unwrap();
+    b.sync_once(0).unwrap();
+    (server, dir, a, b)
 }
 
 fn state(a: &mut Client, id: &str) -> String {
@@ -47,14 +42,7 @@ fn send(a: &mut Client, body: &str) -> String {
 
 #[test]
 fn the_daemon_confirms_what_it_stored_with_its_next_long_poll() {
-    std::env::set_var("PCMAIL_TOKEN", TOKEN);
-    let dir = tempfile::tempdir().unwrap();
-    let addr = pcmail_testkit::free_addr();
-    let _server = serve_at(addr, &dir.path().join("server.db"), TOKEN, 2);
-    let url = format!("http://{addr}/api");
-    let (mut a, mut b) = (pc(dir.path(), &url, "pc-a"), pc(dir.path(), &url, "pc-b"));
-    a.sync_once(0).unwrap();
-    b.sync_once(0).unwrap();
+    let (_server, _dir, mut a, mut b) = two_served();
     b.confirm_with_next_poll = true;
 
     let first = send(&mut a, "first");
@@ -82,14 +70,7 @@ fn the_daemon_confirms_what_it_stored_with_its_next_long_poll() {
 
 #[test]
 fn a_poller_that_pauses_between_cycles_confirms_in_the_same_cycle() {
-    std::env::set_var("PCMAIL_TOKEN", TOKEN);
-    let dir = tempfile::tempdir().unwrap();
-    let addr = pcmail_testkit::free_addr();
-    let _server = serve_at(addr, &dir.path().join("server.db"), TOKEN, 2);
-    let url = format!("http://{addr}/api");
-    let (mut a, mut b) = (pc(dir.path(), &url, "pc-a"), pc(dir.path(), &url, "pc-b"));
-    a.sync_once(0).unwrap();
-    b.sync_once(0).unwrap();
+    let (_server, _dir, mut a, mut b) = two_served();
 
     let id = send(&mut a, "hello");
     let report = b.sync_once(WAIT_MS).unwrap();

@@ -8,9 +8,9 @@
 
 mod common;
 
-use common::serve_at;
+use common::{serve_at, served_pc};
 use pcmail_client::leases::{ClaimOutcome, ClaimRequest};
-use pcmail_client::transport::{Embedded, Http, Transport};
+use pcmail_client::transport::{Embedded, Transport};
 use pcmail_client::Client;
 use pcmail_core::lease::Mode;
 use pcmail_local::config::{Config, Paths, ServerConfig};
@@ -143,20 +143,7 @@ fn another_pcs_guard_hears_of_a_claim_within_a_second_through_pcmail_serve() {
     let addr = pcmail_testkit::free_addr();
     let _server = serve_at(addr, &dir.path().join("server.db"), TOKEN, 2);
     let url = format!("http://{addr}/api");
-    let http = |label: &str| {
-        let t = Http::new(&url, Some(TOKEN), label, true).unwrap();
-        // On the roster by the admin first (as `pcmail roster add` does).
-        let op = pcmail_core::protocol::Op::RosterSet {
-            label: label.into(),
-            hostname: label.into(),
-            number: None,
-            claim: false,
-            replace: false,
-        };
-        t.call(&op).unwrap();
-        client(dir.path(), label, ServerConfig::Http { url: url.clone() }, Box::new(t))
-    };
-    let (a, b) = (http("pc-a"), http("pc-b"));
+    let (a, b) = (served_pc(dir.path(), &url, TOKEN, "pc-a"), served_pc(dir.path(), &url, TOKEN, "pc-b"));
     // The daemon's long poll (20 s) and its pause between polls against `pcmail serve` (none).
     let (claims, releases) = measure(a, b, 20_000, Duration::ZERO);
     report("pcmail serve", &claims, &releases);

@@ -64,6 +64,21 @@ pub fn serve_at(addr: SocketAddr, db: &Path, token: &str, workers: usize) -> Loo
     })
 }
 
+/// A PC whose PCMAIL_HOME is `root/label`, talking HTTP to `pcmail serve`
+/// at `url`, put on the roster by the admin first (as `pcmail roster add`
+/// does; `token` is the admin secret and the PCs' shared token), with the
+/// system clock and no desktop notifications.
+pub fn served_pc(root: &Path, url: &str, token: &str, label: &str) -> Client {
+    let t = pcmail_client::transport::Http::new(url, Some(token), label, true).unwrap();
+    let op = Op::RosterSet { label: label.into(), hostname: label.into(), number: None, claim: false, replace: false };
+    t.call(&op).unwrap();
+    let paths = Paths::at(root.join(label));
+    std::fs::create_dir_all(&paths.home).unwrap();
+    let config = Config { native_notifications: false, ..Config::new(label, ServerConfig::Http { url: url.into() }) };
+    config.save(&paths).unwrap();
+    Client::with(paths, config, Box::new(t), pcmail_local::system_now).unwrap()
+}
+
 /// Two PCs, `pc-a` and `pc-b`, on one embedded server file, each made and
 /// polled once in turn (so both are on the roster), with `clock`.
 pub struct Two {
