@@ -544,9 +544,13 @@ fn nothing_to_return(resp: &Value, args: &PollArgs) -> bool {
 }
 
 /// A received-feed entry that is this poll's own confirm or mark of that
-/// mail (its id and the state it asked for).
+/// mail (its id and the state it asked for; never one the server made, such
+/// as the `delivered` of a mail withdrawn because its name moved).
 fn made_by_this_request(entry: &Value, args: &PollArgs) -> bool {
     let (Some(id), Some(state)) = (entry["id"].as_str(), entry["state"].as_str()) else { return false };
+    if entry["by"].as_str().is_none_or(|by| by == pcmail_core::due::SERVER_ACTOR) {
+        return false;
+    }
     (state == pcmail_core::State::Delivered.as_str() && args.confirm.iter().any(|c| c == id))
         || args.marks.iter().flatten().any(|m| m.id == id && m.op.target().as_str() == state)
 }
