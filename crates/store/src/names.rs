@@ -13,10 +13,10 @@ impl Store {
     pub fn names_replace(&mut self, held: &[(String, String)]) -> Result<()> {
         // Every poll reports them, nearly always unchanged: nothing to write
         // then (mail stored meanwhile took its session from the table, by trigger).
-        let wanted: std::collections::BTreeMap<&str, &str> =
-            held.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect();
-        let current = self.names()?;
-        if current.len() == wanted.len() && current.iter().all(|(n, s)| wanted.get(n.as_str()) == Some(&s.as_str())) {
+        // By name, the last of a repeated name winning, as the writes below leave them.
+        let wanted: Vec<(String, String)> =
+            held.iter().cloned().collect::<std::collections::BTreeMap<_, _>>().into_iter().collect();
+        if self.names()? == wanted {
             return Ok(());
         }
         self.write(|tx| {
