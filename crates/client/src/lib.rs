@@ -111,12 +111,6 @@ pub struct Client {
     /// once its grace is over the poller sends it again under its id, which
     /// the server answers with the rows it already has.
     pub defer_sent_rows: bool,
-    /// While true, a cycle that long-polls ends right after storing new
-    /// mail, and its confirms go out with the next cycle's long poll (one
-    /// request per mail instead of two). Only for a poller that starts its
-    /// next cycle at once (the daemon): a caller that pauses between cycles
-    /// would hold the sender's `delivered` back for the pause.
-    pub confirm_with_next_poll: bool,
     deferred_sent: Vec<sent_rows::SentRows>,
 }
 
@@ -142,7 +136,6 @@ impl Client {
             clock: system_now,
             executor: None,
             defer_sent_rows: false,
-            confirm_with_next_poll: false,
             deferred_sent: vec![],
         })
     }
@@ -163,7 +156,6 @@ impl Client {
             clock,
             executor: None,
             defer_sent_rows: false,
-            confirm_with_next_poll: false,
             deferred_sent: vec![],
         })
     }

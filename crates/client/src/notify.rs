@@ -161,8 +161,9 @@ pub fn deliver(
 }
 
 /// Notifications on a thread of their own: the poller hands a cycle's
-/// batch over and goes on at once (its next request carries the confirms
-/// of the mail just stored), and a slow channel holds up only this thread.
+/// batch over and goes back to its long poll at once (a channel that hangs
+/// costs up to 5 s a notification), and a slow channel holds up only this
+/// thread.
 /// A batch the thread cannot take (it could not start) comes back in the
 /// `Err` of `send`: deliver it in place.
 pub fn spawn_worker(notifiers: Vec<std::sync::Arc<dyn Notifier>>) -> mpsc::Sender<Vec<Notification>> {

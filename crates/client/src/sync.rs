@@ -84,7 +84,6 @@ impl Client {
         // A mark an older pcmail queued with text the server refuses must
         // never hold up the poll: dropped here with a record.
         report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
-        let confirm_later = self.confirm_with_next_poll && wait_ms > 0 && self.transport.long_poll();
         for round in 0..MAX_ROUNDS {
             let now = self.now();
             let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
@@ -104,9 +103,8 @@ impl Client {
             let sessions = Some(self.live_sessions(now)?.into_iter().map(Ok).collect());
             // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
             let job = if round == 0 { self.job_poll_arg(now)? } else { None };
-            // Confirms may ride a long poll: the server applies them first
-            // and waits only when nothing else is new (docs/protocol.md, poll).
-            let idle = due.is_empty()
+            let idle = confirm.is_empty()
+                && due.is_empty()
                 && lease_releases.is_empty()
                 && job.as_ref().is_none_or(|j| j.reports.is_empty() && j.whitelist.is_none());
             let wait_ms = self.job_wait_ms(wait_ms);
@@ -191,12 +189,6 @@ impl Client {
                 }
             }
             let more = answer.more;
-            // The daemon confirms what it just stored with its next long
-            // poll, which it sends as soon as this cycle's notifications are
-            // handed over (`confirm_with_next_poll`).
-            if !more && confirm_later {
-                break;
-            }
             // Another round only to confirm what we just stored or fetch the
             // rest. When nothing was fetched and the confirms left are the
             // ones the server just did not take (mail it no longer has), stop

@@ -479,7 +479,7 @@ async fn api_answer(
     }
 
     if let (Some(w), Op::Poll(args)) = (waiter.as_mut(), &req.op) {
-        if nothing_to_return(&first, args) {
+        if nothing_to_return(&first) {
             let rx = w.rx.as_mut().expect("a live waiter has its receiver");
             let mut stopping = state.stopping.clone();
             let mut args = args.clone();
@@ -524,35 +524,16 @@ async fn api_answer(
     first
 }
 
-/// The first pass found nothing the caller does not know already: the
-/// long poll may wait. The received feed's entries that this very request
-/// made (its confirms, its marks) are not news: a PC that confirms what it
-/// just stored waits in the same request instead of asking again.
-fn nothing_to_return(resp: &Value, args: &PollArgs) -> bool {
+fn nothing_to_return(resp: &Value) -> bool {
     resp["ok"] == json!(true)
         && resp["mail"].as_array().is_some_and(|a| a.is_empty())
         && resp["updates"].as_array().is_some_and(|a| a.is_empty())
         // A lease lost, or the leases changed: the PC's guard cache must hear of it now.
         && resp["lease"]["lost"].as_array().is_none_or(|a| a.is_empty())
         && resp["lease"].get("list").is_none()
-        && resp
-            .get("receivedUpdates")
-            .and_then(Value::as_array)
-            .is_none_or(|a| a.iter().all(|u| made_by_this_request(u, args)))
+        && resp.get("receivedUpdates").and_then(Value::as_array).is_none_or(|a| a.is_empty())
         // A job offered, a cancel to act on, a job that finished: answer now.
         && ["offered", "cancel", "finished"].iter().all(|k| resp["job"][*k].as_array().is_none_or(|a| a.is_empty()))
-}
-
-/// A received-feed entry that is this poll's own confirm or mark of that
-/// mail (its id and the state it asked for; never one the server made, such
-/// as the `delivered` of a mail withdrawn because its name moved).
-fn made_by_this_request(entry: &Value, args: &PollArgs) -> bool {
-    let (Some(id), Some(state)) = (entry["id"].as_str(), entry["state"].as_str()) else { return false };
-    if entry["by"].as_str().is_none_or(|by| by == pcmail_core::due::SERVER_ACTOR) {
-        return false;
-    }
-    (state == pcmail_core::State::Delivered.as_str() && args.confirm.iter().any(|c| c == id))
-        || args.marks.iter().flatten().any(|m| m.id == id && m.op.target().as_str() == state)
 }
 
 /// The long poll's later pass carried no whitelist, heartbeats or reports:
@@ -635,7 +616,7 @@ async fn long_poll(
             Ok(Ok(())) => {
                 rx.borrow_and_update();
                 let resp = handle(engine, again.clone()).await;
-                if !nothing_to_return(&resp, args) {
+                if !nothing_to_return(&resp) {
                     return Some(resp);
                 }
             }

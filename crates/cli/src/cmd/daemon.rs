@@ -38,8 +38,6 @@ pub fn run() -> anyhow::Result<()> {
     let mut client = Client::open(p)?;
     // The daemon executes jobs this PC's [jobs] whitelists (workers beside the poll loop).
     client.enable_executor();
-    // Its next cycle starts at once: the confirms of mail just stored ride its long poll.
-    client.confirm_with_next_poll = true;
     let interval = client.config.poll_interval();
     let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
     let chans = notify::channels(&client.config);
