@@ -140,6 +140,17 @@ impl Client {
         })
     }
 
+    /// For a process that lives one command (`pcmail lease claim`, `pcmail
+    /// send`): its store and, on the embedded default, the server file skip
+    /// SQLite's checkpoints as they write and at close (fsyncs, 4 at the
+    /// close of the last connection), and empty their logs as the process
+    /// leaves once they have grown ([`pcmail_walpolicy`]).
+    pub fn make_short_lived(&mut self) -> Result<(), ClientError> {
+        self.store.make_short_lived()?;
+        self.transport.make_short_lived()?;
+        Ok(())
+    }
+
     /// For tests and the tray: everything given.
     pub fn with(
         paths: Paths,

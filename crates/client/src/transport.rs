@@ -87,6 +87,12 @@ pub trait Transport: Send + Sync {
     /// Runs the server's retention where the server is this process (the
     /// embedded default has no timer of its own).
     fn prune(&self, _now: Millis) {}
+    /// This process lives one command: a server file it holds open is left
+    /// as [`pcmail_server::Engine::make_short_lived`] says. Remote servers:
+    /// nothing to do.
+    fn make_short_lived(&mut self) -> Result<(), CallError> {
+        Ok(())
+    }
 }
 
 /// Reads a response body: JSON with `ok:true`, a protocol error, or garbage
@@ -183,6 +189,11 @@ impl Transport for Embedded {
             }
             std::thread::sleep(left.min(FILE_WATCH_EVERY));
         }
+    }
+    fn make_short_lived(&mut self) -> Result<(), CallError> {
+        self.engine
+            .make_short_lived()
+            .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", self.db.display())))
     }
     fn prune(&self, now: Millis) {
         if let Err(e) = self.engine.prune(now) {

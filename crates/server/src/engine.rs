@@ -54,6 +54,9 @@ enum Backend {
         conn: Mutex<Connection>,
         /// The database file (None in memory): maintenance opens its own connection.
         path: Option<std::path::PathBuf>,
+        /// The embedded server in a process that lives one command: no
+        /// checkpoint at close, the log emptied as it leaves once long.
+        short_lived: Option<pcmail_walpolicy::ShortLivedWal>,
     },
     Postgres(Arc<PgStore>),
 }
@@ -68,6 +71,14 @@ pub struct Engine {
     backend: Backend,
     config: EngineConfig,
     listener: RwLock<Option<ChangeListener>>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Backend::Sqlite { conn, short_lived: Some(w), .. } = &mut self.backend {
+            w.leave(conn.get_mut().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
 }
 
 impl Engine {
@@ -87,6 +98,18 @@ impl Engine {
             *p = Some(path.to_path_buf());
         }
         Ok(e)
+    }
+
+    /// For the embedded server in a process that lives one command (`pcmail
+    /// lease claim`): SQLite's checkpoints as it writes and at close left
+    /// out, the log emptied as the process leaves once it has grown
+    /// ([`pcmail_walpolicy`]). PostgreSQL: nothing to do.
+    pub fn make_short_lived(&mut self) -> Result<(), EngineError> {
+        if let Backend::Sqlite { conn, short_lived: s @ None, .. } = &mut self.backend {
+            let conn = conn.get_mut().unwrap_or_else(|e| e.into_inner());
+            *s = Some(pcmail_walpolicy::ShortLivedWal::install(conn)?);
+        }
+        Ok(())
     }
 
     /// Connects to PostgreSQL (`pcmail serve --db postgres://…`), migrates
@@ -270,7 +293,7 @@ impl Engine {
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         schema::migrate(&mut conn)?;
         Ok(Engine {
-            backend: Backend::Sqlite { conn: Mutex::new(conn), path: None },
+            backend: Backend::Sqlite { conn: Mutex::new(conn), path: None, short_lived: None },
             config,
             listener: RwLock::new(None),
         })
@@ -745,6 +768,50 @@ mod tests {
             }
         }
         (engine, before)
+    }
+
+    /// The embedded server in one `pcmail lease claim` after another, no
+    /// poller holding the file: each process ends without SQLite's
+    /// close-time checkpoint, and the log stays short only because a process
+    /// empties it as it leaves once it has grown (`make_short_lived`).
+    #[test]
+    fn one_short_lived_process_after_another_keeps_the_servers_log_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.db");
+        let first = Engine::open(&path, EngineConfig::default()).unwrap();
+        let roster = json!({"v": 1, "op": "roster.set", "pc": "pc-a", "args": {"label": "pc-a", "hostname": "H"}});
+        ok(&first, roster, T0);
+        drop(first);
+        let frames_in_log = || -> i64 {
+            let c = Connection::open(&path).unwrap();
+            c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap()
+        };
+        let runs = 200;
+        for i in 0..runs {
+            let mut engine = Engine::open(&path, EngineConfig::default()).unwrap();
+            engine.make_short_lived().unwrap();
+            let claim = json!({"v": 1, "op": "lease.claim", "pc": "pc-a", "args": {"claimId": format!("c-{i}"),
+                "resource": "res", "repo": "", "description": "d", "files": [], "mode": "exclusive",
+                "holder": {"pc": "pc-a", "session": "s", "name": null}}});
+            let fence = ok(&engine, claim, T0 + i)["lease"]["fence"].as_i64().unwrap();
+            let release = json!({"v": 1, "op": "lease.release", "pc": "pc-a", "args": {"resource": "res", "fence": fence, "by": "holder"}});
+            ok(&engine, release, T0 + i);
+            drop(engine);
+            if i == 0 {
+                // SQLite's own close would have checkpointed and deleted it (fsyncs).
+                assert!(frames_in_log() > 0, "the first process left its log as it was");
+            }
+        }
+        let frames = frames_in_log();
+        assert!(
+            frames <= i64::from(pcmail_walpolicy::CHECKPOINT_FRAMES) + 40,
+            "{runs} processes left {frames} frames in the log"
+        );
+        let engine = Engine::open(&path, EngineConfig::default()).unwrap();
+        let claim = json!({"v": 1, "op": "lease.claim", "pc": "pc-a", "args": {"claimId": "last",
+            "resource": "res", "repo": "", "description": "d", "files": [], "mode": "exclusive",
+            "holder": {"pc": "pc-a", "session": "s", "name": null}}});
+        assert_eq!(ok(&engine, claim, T0 + runs)["lease"]["fence"], json!(runs + 1), "every claim kept");
     }
 
     #[test]

@@ -53,9 +53,10 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub struct Store {
     pub(crate) conn: Connection,
     path: PathBuf,
-    /// The hook's connection ([`Store::open_existing`]): how many frames the
-    /// write-ahead log held after its last commit (SQLite's WAL callback).
-    wal_frames: Option<std::sync::Arc<std::sync::atomic::AtomicI32>>,
+    /// A short-lived process's connection (the hook's, a `pcmail` command's):
+    /// no checkpoint as it goes or at close; emptied as it leaves once long
+    /// ([`pcmail_walpolicy`]).
+    short_lived: Option<pcmail_walpolicy::ShortLivedWal>,
 }
 
 /// Statements through the connection's statement cache. The poller, the
@@ -86,11 +87,6 @@ impl Cached for Connection {
     }
 }
 
-/// Frames in the write-ahead log past which the hook's connection
-/// checkpoints it when it closes: SQLite's own automatic checkpoint, which
-/// every other connection keeps, runs at this length too.
-pub const HOOK_CHECKPOINT_FRAMES: i32 = 1_000;
-
 impl Store {
     /// Opens (and creates or migrates) the store. Used by everything but the hook.
     pub fn open(path: &Path) -> Result<Store> {
@@ -116,7 +112,7 @@ impl Store {
             // mail id, another session), which it does without this.
             conn.set_prepared_statement_cache_capacity(256);
             conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-            let mut store = Store { conn, path: path.to_path_buf(), wal_frames: None };
+            let mut store = Store { conn, path: path.to_path_buf(), short_lived: None };
             schema::migrate(&mut store.conn, path)?;
             Ok(store)
         })();
@@ -149,23 +145,15 @@ impl Store {
         // the WAL header and its folder there: 2 fsyncs), and no checkpoint
         // from the hook, neither automatic nor on close; the poller, at
         // NORMAL, checkpoints (docs/data-model.md, "What the hook reads and
-        // writes"). Only a log nobody else checkpointed is emptied, on drop.
+        // writes"). Only a log that has grown is emptied, as the hook leaves.
         conn.pragma_update(None, "synchronous", "OFF")?;
-        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+        let short_lived = pcmail_walpolicy::ShortLivedWal::install(&mut conn)?;
         // Each statement is compiled once, not again at its first step when a
         // bound value could change its plan (SQLite's statistics): in the
         // hook's one-shot process that second compile was 4 % of its time.
         conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-        // Set after the pragma above, which installs SQLite's own callback.
-        let wal_frames = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-        let seen = wal_frames.clone();
-        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: std::ffi::c_int| {
-            seen.store(frames, std::sync::atomic::Ordering::Relaxed);
-            Ok(())
-        }))?;
         let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let mut store = Store { conn, path: path.to_path_buf(), wal_frames: Some(wal_frames) };
+        let mut store = Store { conn, path: path.to_path_buf(), short_lived: Some(short_lived) };
         if v < schema::CURRENT {
             // Upgraded pcmail, store not yet migrated: migrating once is cheap.
             schema::migrate(&mut store.conn, path)?;
@@ -177,6 +165,16 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// For a process that lives one command (`pcmail lease claim`, `pcmail
+    /// send`): no checkpoint as it writes or when it closes, and the log
+    /// emptied as it leaves once it has grown ([`pcmail_walpolicy`]).
+    pub fn make_short_lived(&mut self) -> Result<()> {
+        if self.short_lived.is_none() {
+            self.short_lived = Some(pcmail_walpolicy::ShortLivedWal::install(&mut self.conn)?);
+        }
+        Ok(())
     }
 
     /// Runs `f` in one IMMEDIATE transaction (writers queue on the busy timeout
@@ -247,25 +245,12 @@ fn make_private(path: &Path) {
 }
 
 impl Drop for Store {
-    /// The hook never checkpoints as it goes (see [`Store::open_existing`]),
-    /// so where no poller, CLI or tray writes, nothing else would: the log
-    /// would grow with every prompt, and every process that opens the store
-    /// first reads all of it again (SQLite rebuilds its index of the log
-    /// from the file, frame by frame). Past [`HOOK_CHECKPOINT_FRAMES`] the
-    /// hook's connection checkpoints once, at `NORMAL` so that the frames it
-    /// copies into the database are on disk before the log is reused, and
-    /// empties the log (`TRUNCATE`: a checkpoint alone leaves the frames to
-    /// be read again by the next process, which starts its count of what was
-    /// copied back from nothing). It waits at most a moment for a reader or
-    /// a writer; when one is still there, the next hook tries again.
+    /// A short-lived process's store leaves the log as
+    /// [`pcmail_walpolicy::ShortLivedWal::leave`] says.
     fn drop(&mut self) {
-        let Some(frames) = &self.wal_frames else { return };
-        if frames.load(std::sync::atomic::Ordering::Relaxed) < HOOK_CHECKPOINT_FRAMES {
-            return;
+        if let Some(w) = &self.short_lived {
+            w.leave(&self.conn);
         }
-        let _ = self.conn.pragma_update(None, "synchronous", "NORMAL");
-        let _ = self.conn.busy_timeout(Duration::from_millis(50));
-        let _ = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
 }
 
@@ -340,15 +325,46 @@ mod wal_tests {
         let path = dir.path().join("store.db");
         drop(Store::open(&path).unwrap());
         // One hook process after another, each writing (as a prompt does), nobody else.
-        let runs = i64::from(HOOK_CHECKPOINT_FRAMES) * 5 / 2;
+        let runs = i64::from(pcmail_walpolicy::CHECKPOINT_FRAMES) * 5 / 2;
         for i in 0..runs {
             let mut hook = Store::open_existing(&path, Duration::from_secs(1)).unwrap().unwrap();
             hook.meta_set_i64("test.prompt", i).unwrap();
         }
         let frames = frames_in_log(&path);
-        assert!(frames <= i64::from(HOOK_CHECKPOINT_FRAMES) + 8, "{runs} hook runs left {frames} frames in the log");
+        assert!(
+            frames <= i64::from(pcmail_walpolicy::CHECKPOINT_FRAMES) + 8,
+            "{runs} hook runs left {frames} frames in the log"
+        );
         let hook = Store::open_existing(&path, Duration::from_secs(1)).unwrap().unwrap();
         assert_eq!(hook.meta_get("test.prompt").unwrap(), Some((runs - 1).to_string()), "every write kept");
+    }
+
+    /// One `pcmail` command after another (a lease claim, a send), nobody
+    /// else with the store open: a command's connection skips SQLite's
+    /// checkpoint at close (fsyncs), and SQLite's automatic checkpoint never
+    /// empties the log there (each new process rebuilds its index of the log
+    /// and forgets how far the last checkpoint got), so the log stays short
+    /// only because a command empties it as it leaves once it has grown.
+    #[test]
+    fn one_command_after_another_keeps_the_log_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        drop(Store::open(&path).unwrap());
+        let runs = i64::from(pcmail_walpolicy::CHECKPOINT_FRAMES) * 3;
+        for i in 0..runs {
+            let mut command = Store::open(&path).unwrap();
+            command.make_short_lived().unwrap();
+            command.meta_set_i64("test.command", i).unwrap();
+            command.meta_set_i64("test.other", -i).unwrap();
+            // A command's process ends without closing anything itself.
+        }
+        let frames = frames_in_log(&path);
+        assert!(
+            frames <= i64::from(pcmail_walpolicy::CHECKPOINT_FRAMES) + 8,
+            "{runs} commands left {frames} frames in the log"
+        );
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.meta_get("test.command").unwrap(), Some((runs - 1).to_string()), "every write kept");
     }
 
     /// The poller's, the CLI's and the tray's connections checkpoint safely

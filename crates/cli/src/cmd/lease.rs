@@ -231,14 +231,6 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
             }
         }
     }
-    // The process ends here: its SQLite files are closed by the exit, not by
-    // SQLite. Closing the last connection of a WAL database checkpoints it
-    // (an fsync of the WAL and one of the database) and deletes the WAL,
-    // which the next command re-creates (an fsync of its header and one of
-    // the folder): 4 fsyncs, 5-70 ms under load, for nothing a crash would
-    // not also leave consistent (every transaction is committed; the WAL is
-    // checkpointed as it fills, by SQLite's automatic checkpoint).
-    std::mem::forget(client);
     Ok(())
 }
 

@@ -29,6 +29,10 @@ pub fn paths() -> anyhow::Result<Paths> {
     Ok(Paths::from_env()?)
 }
 
+/// The client of a command that ends with its answer: its SQLite files are
+/// left as a short-lived process should leave them ([`Client::make_short_lived`]).
 pub fn open() -> anyhow::Result<Client> {
-    Ok(Client::open(paths()?)?)
+    let mut client = Client::open(paths()?)?;
+    client.make_short_lived()?;
+    Ok(client)
 }
