@@ -15,9 +15,13 @@
 //! [`ShortLivedWal::install`] turns both off and records the log's length
 //! after each commit; [`ShortLivedWal::leave`], called just before the
 //! connection closes, empties the log (one `TRUNCATE` checkpoint) once it
-//! holds [`CHECKPOINT_FRAMES`] or more, and otherwise leaves it as it is.
+//! holds [`CHECKPOINT_FRAMES`] or more while no other process has the file
+//! open, or [`SHARED_CHECKPOINT_FRAMES`] while one has (a poller: the index
+//! of the log then stays, and the poller's own automatic checkpoint runs at
+//! that length too), and otherwise leaves it as it is.
 
 use rusqlite::Connection;
+use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +33,13 @@ use std::time::Duration;
 /// the read short and the fsyncs rare (a lease claim writes about 20 frames,
 /// a prompt of the hook a few).
 pub const CHECKPOINT_FRAMES: i32 = 256;
+
+/// Frames past which a short-lived process empties the log when another
+/// process has the file open: that process keeps SQLite's index of the log,
+/// so nobody reads the log again at start, and a long-lived one checkpoints
+/// by itself at this length (SQLite's default); a hook or a command then
+/// does no fsync but when the other one writes nothing.
+pub const SHARED_CHECKPOINT_FRAMES: i32 = 1_000;
 
 /// The log's length as the last commit of this connection left it.
 pub struct ShortLivedWal {
@@ -64,13 +75,60 @@ impl ShortLivedWal {
     /// next process to leave tries again, and that other process, if it
     /// lives long, checkpoints on its own.
     pub fn leave(&self, conn: &Connection) {
-        if self.frames() < CHECKPOINT_FRAMES {
+        let frames = self.frames();
+        if frames < CHECKPOINT_FRAMES {
+            return;
+        }
+        if frames < SHARED_CHECKPOINT_FRAMES && conn.path().is_some_and(|p| another_process_has_it_open(Path::new(p))) {
             return;
         }
         let _ = conn.pragma_update(None, "synchronous", "NORMAL");
         let _ = conn.busy_timeout(Duration::from_millis(50));
         let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
+}
+
+/// Another process has `db` open in WAL mode: SQLite's unix VFS holds a
+/// shared lock on byte 128 of the `-shm` file (its "dead-man switch") for as
+/// long as a connection has the log's index mapped. Read from `/proc/locks`,
+/// never by opening the file: closing any descriptor of a file drops every
+/// POSIX lock this process holds on it, SQLite's own included. Elsewhere
+/// than Linux: unknown, so `false` (the shorter length applies).
+#[cfg(target_os = "linux")]
+fn another_process_has_it_open(db: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mut shm = db.as_os_str().to_owned();
+    shm.push("-shm");
+    let Ok(inode) = std::fs::metadata(Path::new(&shm)).map(|m| m.ino()) else { return false };
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else { return false };
+    holds_shm_lock(&locks, inode, std::process::id())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn another_process_has_it_open(_db: &Path) -> bool {
+    false
+}
+
+/// In `/proc/locks` text: a POSIX lock that a process other than `me` holds
+/// on inode `inode` and that covers byte 128 (SQLite's dead-man switch).
+/// A line is `N: POSIX  ADVISORY  READ PID MAJ:MIN:INODE START END`; a
+/// waiter's line has `->` after the number and holds nothing.
+fn holds_shm_lock(locks: &str, inode: u64, me: u32) -> bool {
+    locks.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || f[1] != "POSIX" {
+            return false;
+        }
+        let pid: Option<u32> = f[4].parse().ok();
+        let ino: Option<u64> = f[5].rsplit(':').next().and_then(|i| i.parse().ok());
+        let start: Option<u64> = f[6].parse().ok();
+        let covers_128 = match (start, f[7]) {
+            (Some(s), "EOF") => s <= 128,
+            (Some(s), end) => s <= 128 && end.parse::<u64>().is_ok_and(|e| e >= 128),
+            _ => false,
+        };
+        pid.is_some_and(|p| p != me) && ino == Some(inode) && covers_128
+    })
 }
 
 #[cfg(test)]
@@ -114,6 +172,55 @@ mod tests {
         let conn = Connection::open(&db).unwrap();
         let n: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1000, "every row of every process is there");
+    }
+
+    #[test]
+    fn proc_locks_lines_are_read_for_another_processes_dead_man_switch() {
+        let locks = "1: POSIX  ADVISORY  READ 4242 fe:00:777 128 128\n\
+                     2: POSIX  ADVISORY  WRITE 99 fe:00:777 120 127\n\
+                     3: -> POSIX  ADVISORY  WRITE 5 fe:00:777 128 128\n\
+                     4: FLOCK  ADVISORY  WRITE 6 fe:00:777 0 EOF\n";
+        assert!(holds_shm_lock(locks, 777, 1), "pid 4242 holds byte 128");
+        assert!(!holds_shm_lock(locks, 777, 4242), "this process's own lock does not count");
+        assert!(!holds_shm_lock(locks, 778, 1), "another file");
+        assert!(holds_shm_lock("7: POSIX  ADVISORY  READ 8 08:01:777 100 EOF\n", 777, 1), "a range to the end");
+        assert!(!holds_shm_lock("7: POSIX  ADVISORY  READ 8 08:01:777 129 EOF\n", 777, 1), "past byte 128");
+    }
+
+    /// A long-lived process (a poller) has the file open: short-lived ones
+    /// leave the log alone until SQLite's own length, and empty it past that.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn with_another_process_holding_the_file_the_log_is_left_to_the_longer_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("x.db");
+        one_process(&db, 1);
+        // The other process: a child that opens the file and waits.
+        let mut child = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from t').fetchall(); print('ok', flush=True); sys.stdin.read(); import os; os._exit(0)")
+            .arg(&db)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+        assert_eq!(line.trim(), "ok");
+        assert!(another_process_has_it_open(&db), "the child's lock is seen");
+        for _ in 0..30 {
+            one_process(&db, 10);
+        }
+        let shared = wal_len(&db);
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        assert!(!another_process_has_it_open(&db), "the child is gone");
+        // 300 commits of one or two frames: past CHECKPOINT_FRAMES, below
+        // SQLite's own length. The child ends without closing (as a killed
+        // poller would), so its close does not empty the log either.
+        assert!(shared > CHECKPOINT_FRAMES as u64 * 4096, "left alone while shared: {shared} bytes");
+        one_process(&db, 1);
+        assert_eq!(wal_len(&db), 0, "emptied once this process is alone with it");
     }
 
     #[test]
