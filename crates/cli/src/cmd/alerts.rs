@@ -11,7 +11,7 @@ pub fn run(all: bool, json: bool) -> anyhow::Result<()> {
     // Marks this PC gave up on (refused by the server, or unsendable text from an
     // older pcmail): this PC's own record, beside the server's alerts.
     if !json {
-        let dropped = pcmail_store::Store::open(&super::paths()?.store())?.dropped_marks()?;
+        let dropped = super::open_store()?.dropped_marks()?;
         for (_, id, op, why) in &dropped {
             println!("{:<12} {:<10} {id}  {}", "dropped_mark", op, pcmail_core::present::neutralise(why));
         }

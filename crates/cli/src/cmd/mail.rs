@@ -3,8 +3,7 @@
 use crate::print;
 
 pub fn inbox(all: bool, limit: usize, before: Option<String>, summary: bool, json: bool) -> anyhow::Result<()> {
-    let p = super::paths()?;
-    let mut store = pcmail_store::Store::open(&p.store()).map_err(pcmail_api::ApiError::from)?;
+    let mut store = super::open_store()?;
     let args = pcmail_api::InboxArgs { all, limit, before, full: !summary };
     let r = pcmail_api::inbox_in(&mut store, &args)?;
     let pcmail_api::InboxMails::Full(mails) = &r.mails else {
