@@ -285,7 +285,7 @@ pub fn finished_take_untold(
     limit: usize,
 ) -> Result<Vec<MyJob>> {
     let mut st = tx.prepare_cached(&format!(
-        "SELECT {MINE_COLS} FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND (session = ?1 OR session = '')
+        "SELECT {MINE_COLS} FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND session IN (?1, '')
          ORDER BY ended_at LIMIT ?2"
     ))?;
     let rows: Vec<MyJob> =
@@ -302,7 +302,7 @@ pub fn finished_take_untold(
 /// How many ended jobs of `session` wait to be told (without taking them).
 pub fn finished_untold_count(conn: &rusqlite::Connection, session: &str) -> Result<i64> {
     Ok(conn.row(
-        "SELECT COUNT(*) FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND (session = ?1 OR session = '')",
+        "SELECT COUNT(*) FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND session IN (?1, '')",
         [session],
         |r| r.get(0),
     )?)
@@ -316,6 +316,33 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("s.db")).unwrap();
         (d, s)
+    }
+
+    /// Every prompt's hook asks for the ended jobs and the lost leases not
+    /// yet told to its session: by index, never by reading every job and
+    /// loss this PC ever had (the tables keep them until retention).
+    #[test]
+    fn the_hooks_untold_questions_are_answered_by_index() {
+        let (_d, s) = store();
+        let plan = |sql: &str| -> String {
+            let mut st = s.conn().prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows: Vec<String> = st.query_map([], |r| r.get(3)).unwrap().collect::<rusqlite::Result<_>>().unwrap();
+            rows.join("; ")
+        };
+        let take = plan(&format!(
+            "SELECT {MINE_COLS} FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND session IN ('s', '')
+             ORDER BY ended_at LIMIT 5"
+        ));
+        assert!(take.contains("INDEX jobs_mine_untold") && !take.contains("SCAN jobs_mine"), "{take}");
+        let count = plan(
+            "SELECT COUNT(*) FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND session IN ('s', '')",
+        );
+        assert!(count.contains("INDEX jobs_mine_untold") && !count.contains("SCAN jobs_mine"), "{count}");
+        let lost = plan(
+            "SELECT resource, fence, at, taken_by, reason, event FROM lease_lost WHERE told_at IS NULL AND session = 's'
+             ORDER BY at",
+        );
+        assert!(lost.contains("INDEX lease_lost_untold") && !lost.contains("SCAN lease_lost"), "{lost}");
     }
 
     #[test]

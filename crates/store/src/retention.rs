@@ -1,6 +1,7 @@
 //! Retention on the PC: final mail (done, failed, expired) is kept for a
 //! window (default 30 days), then deleted in bounded bands by the poller,
-//! never by the hook and never with `VACUUM` on the hot path.
+//! never by the hook and never with `VACUUM` on the hot path; so are the
+//! ended jobs and lost leases the hook has told its sessions of.
 
 use crate::Cached as _;
 use crate::{Result, Store};
@@ -61,7 +62,11 @@ impl Store {
         out.other = self.write(|tx| {
             let q = tx.exec("DELETE FROM quarantine WHERE at < ?1", [cutoff])?;
             let d = tx.exec("DELETE FROM dropped_marks WHERE dropped_at < ?1", [cutoff])?;
-            Ok(q + d)
+            // Jobs this PC's sessions submitted and losses of their leases, once
+            // told (the hook's line went out) and older than the window.
+            let j = tx.exec("DELETE FROM jobs_mine WHERE told_at IS NOT NULL AND ended_at < ?1", [cutoff])?;
+            let l = tx.exec("DELETE FROM lease_lost WHERE told_at IS NOT NULL AND told_at < ?1", [cutoff])?;
+            Ok(q + d + j + l)
         })?;
         Ok(out)
     }
@@ -71,6 +76,37 @@ impl Store {
 mod tests {
     use super::*;
     use pcmail_core::{Kind, Mail, State};
+
+    #[test]
+    fn told_jobs_and_losses_past_the_window_go_the_untold_and_recent_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+        let day = 24 * 60 * 60 * 1000;
+        let now = 100 * day;
+        let old = now - 40 * day;
+        s.write(|tx| {
+            let job = "INSERT INTO jobs_mine (job_id, session, target, command, submitted_at, state, job, ended_at, told_at)
+                       VALUES (?1, 's', 'box', 'test', 0, 'ok', NULL, ?2, ?3)";
+            tx.exec(job, rusqlite::params!["told-old", old, old])?;
+            tx.exec(job, rusqlite::params!["untold-old", old, None::<i64>])?;
+            tx.exec(job, rusqlite::params!["told-recent", now - day, now - day])?;
+            tx.exec(job, rusqlite::params!["running", None::<i64>, None::<i64>])?;
+            let lost = "INSERT INTO lease_lost (resource, fence, session, at, event, told_at) VALUES (?1, 1, 's', ?2, 'expired', ?3)";
+            tx.exec(lost, rusqlite::params!["told-old", old, old])?;
+            tx.exec(lost, rusqlite::params!["untold-old", old, None::<i64>])?;
+            tx.exec(lost, rusqlite::params!["told-recent", now - day, now - day])?;
+            Ok(())
+        })
+        .unwrap();
+        let p = s.prune_final(now, DEFAULT_RETENTION_MS).unwrap();
+        assert_eq!(p.other, 2);
+        let ids = |sql: &str| -> Vec<String> {
+            let mut st = s.conn().prepare(sql).unwrap();
+            st.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+        };
+        assert_eq!(ids("SELECT job_id FROM jobs_mine ORDER BY job_id"), ["running", "told-recent", "untold-old"]);
+        assert_eq!(ids("SELECT resource FROM lease_lost ORDER BY resource"), ["told-recent", "untold-old"]);
+    }
 
     fn mail(i: usize) -> Mail {
         Mail {

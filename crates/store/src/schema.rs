@@ -354,6 +354,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE inbox ADD COLUMN recipients TEXT;
 "#,
+    // 10: what every prompt's hook asks (ended jobs and lost leases not yet
+    // told to this session) found by index: the tables keep every job and
+    // loss until retention, and without these each prompt read all of them.
+    r#"
+    CREATE INDEX IF NOT EXISTS jobs_mine_untold ON jobs_mine(session, ended_at)
+        WHERE ended_at IS NOT NULL AND told_at IS NULL;
+    CREATE INDEX IF NOT EXISTS lease_lost_untold ON lease_lost(session, at) WHERE told_at IS NULL;
+"#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;
