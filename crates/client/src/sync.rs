@@ -572,6 +572,11 @@ impl Client {
         if let Err(e) = self.store.prune_final(now, retention) {
             tracing::warn!("retention: {e}");
         }
+        // Job logs by the same window; a store that cannot list its runs keeps them all.
+        if let Ok(runs) = self.store.job_runs() {
+            let running: Vec<String> = runs.into_iter().map(|r| r.job_id).collect();
+            crate::jobs::jobrun::prune_files(&self.paths.home, now - retention, &running);
+        }
         if let Ok(a) = call_as::<AlertsAnswer>(self.transport.as_ref(), &Op::Alerts { open_only: true }) {
             let _ = self.store.alerts_replace(&a.alerts);
         }

@@ -635,6 +635,68 @@ pub fn log_path(home: &Path, job_id: &str, step: &str) -> PathBuf {
     home.join("jobs").join(format!("{job_id}.{step}.log"))
 }
 
+/// The poller's retention for the files under `jobs/` (each run's logs, and
+/// an exit record or keeper lock a killed run left): removed once last
+/// written before `cutoff` (milliseconds since the epoch), unless their job
+/// still runs here (`running`: its id is the file name up to the first dot).
+/// Returns how many went. An executor PC would otherwise keep every log of
+/// every job it ever ran.
+pub fn prune_files(home: &Path, cutoff: pcmail_core::Millis, running: &[String]) -> usize {
+    let Ok(dir) = std::fs::read_dir(home.join("jobs")) else { return 0 };
+    let mut gone = 0;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let job_id = name.split('.').next().unwrap_or(name);
+        if running.iter().any(|r| r == job_id) {
+            continue;
+        }
+        // The entry itself, never what a symlink points to.
+        let Ok(meta) = entry.path().symlink_metadata() else { continue };
+        let written = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64);
+        if meta.is_file() && written.is_some_and(|w| w < cutoff) && std::fs::remove_file(entry.path()).is_ok() {
+            gone += 1;
+        }
+    }
+    gone
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::*;
+
+    #[test]
+    fn files_of_runs_older_than_the_window_go_a_running_jobs_and_recent_ones_stay() {
+        let d = tempfile::tempdir().unwrap();
+        let jobs = d.path().join("jobs");
+        std::fs::create_dir_all(&jobs).unwrap();
+        let day = std::time::Duration::from_secs(24 * 60 * 60);
+        let now = std::time::SystemTime::now();
+        let write = |name: &str, age: std::time::Duration| {
+            let f = std::fs::File::create(jobs.join(name)).unwrap();
+            f.set_modified(now - age).unwrap();
+        };
+        write("job-1-aaaaaaaa.run.log", 40 * day);
+        write("job-1-aaaaaaaa.verify.log", 40 * day);
+        write("job-2-bbbbbbbb.run.log", 40 * day);
+        write("job-2-bbbbbbbb.run.keeper", 40 * day);
+        write("job-3-cccccccc.run.log", day);
+        let now_ms = now.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let cutoff = now_ms - 30 * 24 * 60 * 60 * 1000;
+        let gone = prune_files(d.path(), cutoff, &["job-2-bbbbbbbb".to_string()]);
+        assert_eq!(gone, 2);
+        let mut left: Vec<String> =
+            std::fs::read_dir(&jobs).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["job-2-bbbbbbbb.run.keeper", "job-2-bbbbbbbb.run.log", "job-3-cccccccc.run.log"]);
+        assert_eq!(prune_files(&d.path().join("nowhere"), cutoff, &[]), 0, "no jobs folder: nothing to do");
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

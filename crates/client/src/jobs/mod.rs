@@ -20,7 +20,7 @@
 mod chunks;
 mod executor;
 mod jobconf;
-mod jobrun;
+pub(crate) mod jobrun;
 #[cfg(target_os = "linux")]
 mod keeper;
 mod probes;
