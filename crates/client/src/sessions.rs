@@ -22,22 +22,29 @@ impl Client {
     /// `--resume` give a process a new one), with idle time and leases held.
     /// Each passes the servers' own check ([`clean_live_list`]): a row a hook
     /// filled with what the servers refuse never stops this PC's polls.
-    pub fn live_sessions(&self, now: Millis) -> Result<Vec<LiveSession>, ClientError> {
-        let rows = sl::sessions_list(self.store.conn(), 1_000)?;
+    pub fn live_sessions(&mut self, now: Millis) -> Result<Vec<LiveSession>, ClientError> {
+        let rows = sl::sessions_open(self.store.conn(), 1_000)?;
         let leases = self.store.leases_mine()?;
         let mut seen_procs: Vec<(i64, Option<i64>)> = vec![];
-        let mut out = vec![];
+        let (mut out, mut exited, mut quiet) = (vec![], vec![], vec![]);
         // Newest first: the first row of a process is its current session.
-        for r in rows.into_iter().filter(|r| r.ended_at.is_none()) {
+        for r in rows {
             let last = r.last_prompt_at.unwrap_or(r.started_at).max(r.started_at);
             match r.pid {
                 Some(pid) => {
-                    if seen_procs.contains(&(pid, r.pid_start)) || !(ProcId { pid, start: r.pid_start }).alive() {
+                    if seen_procs.contains(&(pid, r.pid_start)) {
+                        continue;
+                    }
+                    if !(ProcId { pid, start: r.pid_start }).alive() {
+                        exited.push(r.session);
                         continue;
                     }
                     seen_procs.push((pid, r.pid_start));
                 }
-                None if now - last > NO_PROCESS_LIVE_MS => continue,
+                None if now - last > NO_PROCESS_LIVE_MS => {
+                    quiet.push(r.session);
+                    continue;
+                }
                 None => {}
             }
             let mut held: Vec<String> = leases
@@ -58,6 +65,14 @@ impl Client {
             if out.len() == pcmail_core::sessions::SESSIONS_MAX {
                 break;
             }
+        }
+        // A session killed with its terminal never sees SessionEnd: ended
+        // here, once, instead of looked up in /proc at every poll round.
+        if !exited.is_empty() || !quiet.is_empty() {
+            self.store.write(|tx| {
+                sl::sessions_mark_gone(tx, &exited, "process gone", now)?;
+                sl::sessions_mark_gone(tx, &quiet, "quiet", now)
+            })?;
         }
         Ok(clean_live_list(out))
     }

@@ -71,6 +71,28 @@ pub fn sessions_list(conn: &Connection, limit: usize) -> Result<Vec<SessionRow>>
     Ok(rows)
 }
 
+/// The sessions not ended, newest first (the poller's live list starts here).
+pub fn sessions_open(conn: &Connection, limit: usize) -> Result<Vec<SessionRow>> {
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLS} FROM sessions WHERE ended_at IS NULL ORDER BY started_at DESC LIMIT ?1"
+    ))?;
+    let rows = st.query_map([limit as i64], session_of)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+/// Sessions found gone without a SessionEnd (their process exited, or one
+/// without a process went quiet) are ended with `reason`, so no poll looks
+/// at them again. A prompt of the same id later records it anew (the hook
+/// takes its full path for an ended session), which clears the end.
+pub fn sessions_mark_gone(tx: &Transaction, sessions: &[String], reason: &str, now: Millis) -> Result<()> {
+    let mut st = tx
+        .prepare_cached("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE session = ?1 AND ended_at IS NULL")?;
+    for s in sessions {
+        st.execute(params![s, now, reason])?;
+    }
+    Ok(())
+}
+
 /// Records a session (new, or seen again). The leases and untold losses of
 /// the same process move to this id: `/clear` and `--resume` give a process
 /// a new session id, and leases follow the process.

@@ -362,6 +362,12 @@ const MIGRATIONS: &[&str] = &[
         WHERE ended_at IS NOT NULL AND told_at IS NULL;
     CREATE INDEX IF NOT EXISTS lease_lost_untold ON lease_lost(session, at) WHERE told_at IS NULL;
 "#,
+    // 11: the sessions not ended, newest first, by index: every poll round
+    // lists them (the live sessions ride the poll), and the registry keeps
+    // every session this PC ever had.
+    r#"
+    CREATE INDEX IF NOT EXISTS sessions_open ON sessions(started_at) WHERE ended_at IS NULL;
+"#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;
