@@ -230,6 +230,12 @@ impl Store {
         })
     }
 
+    /// A job this PC's sessions submitted has not ended yet (the poll then
+    /// carries a `job` argument so the server can say when it does).
+    pub fn jobs_mine_waiting(&self) -> Result<bool> {
+        Ok(self.conn.row("SELECT EXISTS (SELECT 1 FROM jobs_mine WHERE ended_at IS NULL)", [], |r| r.get(0))?)
+    }
+
     pub fn jobs_mine(&self, limit: usize) -> Result<Vec<MyJob>> {
         let mut st = self
             .conn
@@ -343,6 +349,27 @@ mod tests {
              ORDER BY at",
         );
         assert!(lost.contains("INDEX lease_lost_untold") && !lost.contains("SCAN lease_lost"), "{lost}");
+        // The poll cycle's question, and its answer.
+        let waiting = plan("SELECT EXISTS (SELECT 1 FROM jobs_mine WHERE ended_at IS NULL)");
+        // A walk of the partial index, which holds only the jobs still waiting.
+        assert!(waiting.contains("USING INDEX jobs_mine_waiting"), "{waiting}");
+        assert!(!s.jobs_mine_waiting().unwrap());
+        let mut s = s;
+        let job = |id: &str, ended_at: Option<i64>| MyJob {
+            job_id: id.into(),
+            session: "s".into(),
+            target: "box".into(),
+            command: "test".into(),
+            submitted_at: 1,
+            state: "queued".into(),
+            job: None,
+            ended_at,
+            told_at: None,
+        };
+        s.job_mine_record(&job("job-1-ended", Some(5))).unwrap();
+        assert!(!s.jobs_mine_waiting().unwrap(), "an ended job waits for nothing");
+        s.job_mine_record(&job("job-2-waits", None)).unwrap();
+        assert!(s.jobs_mine_waiting().unwrap());
     }
 
     #[test]

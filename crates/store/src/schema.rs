@@ -368,6 +368,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX IF NOT EXISTS sessions_open ON sessions(started_at) WHERE ended_at IS NULL;
 "#,
+    // 12: whether any job this PC's sessions submitted still waits for its
+    // end (every poll cycle asks), by index instead of reading the newest
+    // jobs whole.
+    r#"
+    CREATE INDEX IF NOT EXISTS jobs_mine_waiting ON jobs_mine(submitted_at) WHERE ended_at IS NULL;
+"#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;

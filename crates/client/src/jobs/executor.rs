@@ -86,7 +86,7 @@ impl Client {
                 arg.reports.push(Ok(r));
             }
         }
-        let waiting = self.store.jobs_mine(500)?.iter().any(|j| j.ended_at.is_none());
+        let waiting = self.store.jobs_mine_waiting()?;
         let says_something = arg.take || !arg.running.is_empty() || !arg.reports.is_empty() || waiting;
         Ok(says_something.then_some(arg))
     }
