@@ -1,7 +1,8 @@
 //! Retention on the PC: final mail (done, failed, expired) is kept for a
 //! window (default 30 days), then deleted in bounded bands by the poller,
 //! never by the hook and never with `VACUUM` on the hot path; so are the
-//! ended jobs and lost leases the hook has told its sessions of.
+//! ended jobs and lost leases the hook has told its sessions of, sessions
+//! that ended (holding no name or lease) and the Stop hook's reminders.
 
 use crate::Cached as _;
 use crate::{Result, Store};
@@ -66,7 +67,16 @@ impl Store {
             // told (the hook's line went out) and older than the window.
             let j = tx.exec("DELETE FROM jobs_mine WHERE told_at IS NOT NULL AND ended_at < ?1", [cutoff])?;
             let l = tx.exec("DELETE FROM lease_lost WHERE told_at IS NOT NULL AND told_at < ?1", [cutoff])?;
-            Ok(q + d + j + l)
+            // Sessions that ended before the window, unless one still holds a
+            // name or a lease here (a prompt of the same id records it anew),
+            // and the Stop hook's reminders of that age.
+            let s = tx.exec(
+                "DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1
+                   AND session NOT IN (SELECT session FROM names) AND session NOT IN (SELECT session FROM leases_mine)",
+                [cutoff],
+            )?;
+            let r = tx.exec("DELETE FROM stop_reminders WHERE at < ?1", [cutoff])?;
+            Ok(q + d + j + l + s + r)
         })?;
         Ok(out)
     }
@@ -98,14 +108,34 @@ mod tests {
             Ok(())
         })
         .unwrap();
+        s.write(|tx| {
+            let session = "INSERT INTO sessions (session, pid, pid_start, cwd, repo, branch, started_at, last_prompt_at, ended_at)
+                           VALUES (?1, NULL, NULL, NULL, NULL, NULL, 0, NULL, ?2)";
+            tx.exec(session, rusqlite::params!["ended-old", old])?;
+            tx.exec(session, rusqlite::params!["ended-old-named", old])?;
+            tx.exec(session, rusqlite::params!["ended-recent", now - day])?;
+            tx.exec(session, rusqlite::params!["open-old", None::<i64>])?;
+            tx.exec("INSERT INTO names (name, session) VALUES ('reviewer', 'ended-old-named')", [])?;
+            let reminder = "INSERT INTO stop_reminders (session, at, transcript_bytes) VALUES (?1, ?2, 1)";
+            tx.exec(reminder, rusqlite::params!["ended-old", old])?;
+            tx.exec(reminder, rusqlite::params!["ended-recent", now - day])?;
+            Ok(())
+        })
+        .unwrap();
         let p = s.prune_final(now, DEFAULT_RETENTION_MS).unwrap();
-        assert_eq!(p.other, 2);
+        assert_eq!(p.other, 4);
         let ids = |sql: &str| -> Vec<String> {
             let mut st = s.conn().prepare(sql).unwrap();
             st.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
         };
         assert_eq!(ids("SELECT job_id FROM jobs_mine ORDER BY job_id"), ["running", "told-recent", "untold-old"]);
         assert_eq!(ids("SELECT resource FROM lease_lost ORDER BY resource"), ["told-recent", "untold-old"]);
+        assert_eq!(
+            ids("SELECT session FROM sessions ORDER BY session"),
+            ["ended-old-named", "ended-recent", "open-old"],
+            "a session holding a name stays"
+        );
+        assert_eq!(ids("SELECT session FROM stop_reminders"), ["ended-recent"]);
     }
 
     fn mail(i: usize) -> Mail {
