@@ -127,6 +127,7 @@ fn another_process_has_it_open(_db: &Path) -> bool {
 /// on inode `inode` and that covers byte 128 (SQLite's dead-man switch).
 /// A line is `N: POSIX  ADVISORY  READ PID MAJ:MIN:INODE START END`; a
 /// waiter's line has `->` after the number and holds nothing.
+#[cfg(any(target_os = "linux", test))]
 fn holds_shm_lock(locks: &str, inode: u64, me: u32) -> bool {
     locks.lines().any(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
