@@ -136,13 +136,17 @@ pub fn expired_open(tx: &Transaction, now: Millis) -> Result<PairCounts> {
     Ok(all)
 }
 
-/// Mail shown to this session before and not expired, per pair.
+/// Mail shown to this session before and not expired, per pair. Every
+/// prompt asks it of all the mail its session was ever shown: the facts it
+/// needs of each come from the small index `inbox_shown_facts`, never from
+/// the mail's row (a page of the file each, bodies and all).
+const SHOWN_TO_SESSION_SQL: &str = "SELECT i.hook_rank, i.status, count(*)
+     FROM presented p CROSS JOIN inbox i INDEXED BY inbox_shown_facts ON i.id = p.id
+     WHERE p.session = ?1 AND (i.expires_at IS NULL OR i.expires_at > ?2)
+     GROUP BY i.hook_rank, i.status";
+
 pub fn shown_to_session(tx: &Transaction, session: &str, now: Millis) -> Result<PairCounts> {
-    let mut st = tx.prepare_cached(
-        "SELECT i.hook_rank, i.status, count(*) FROM presented p CROSS JOIN inbox i ON i.id = p.id
-         WHERE p.session = ?1 AND (i.expires_at IS NULL OR i.expires_at > ?2)
-         GROUP BY i.hook_rank, i.status",
-    )?;
+    let mut st = tx.prepare_cached(SHOWN_TO_SESSION_SQL)?;
     PairCounts::read(&mut st, params![session, now], None)
 }
 
@@ -211,12 +215,14 @@ pub fn pair_view(
 
 /// Mail that may wait (ranks 3–5) shown to this session after `since`: what
 /// the backlog bound counts.
+/// By the same index as [`SHOWN_TO_SESSION_SQL`].
+const MAY_WAIT_SHOWN_SINCE_SQL: &str = "SELECT count(*)
+     FROM presented p CROSS JOIN inbox i INDEXED BY inbox_shown_facts ON i.id = p.id
+     WHERE p.session = ?1 AND p.at > ?2 AND i.hook_rank >= ?3";
+
 pub fn may_wait_shown_since(tx: &Transaction, session: &str, since: Millis) -> Result<usize> {
     let n: i64 = tx
-        .prepare_cached(
-            "SELECT count(*) FROM presented p CROSS JOIN inbox i ON i.id = p.id
-             WHERE p.session = ?1 AND p.at > ?2 AND i.hook_rank >= ?3",
-        )?
+        .prepare_cached(MAY_WAIT_SHOWN_SINCE_SQL)?
         .query_row(params![session, since, HookRank::Request as i64], |r| r.get(0))?;
     Ok(n as usize)
 }
@@ -249,6 +255,44 @@ mod tests {
             "body": "b".repeat(1000), "urgent": urgent, "expiresAt": expires_at, "createdAt": created_at, "state": "new",
         }))
         .unwrap()
+    }
+
+    /// What a prompt asks of the mail its session was shown is read from
+    /// the index alone: the mail's own rows (a page each) stay unread.
+    #[test]
+    fn the_shown_mails_facts_come_from_the_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("store.db")).unwrap();
+        let plan = |s: &Store, sql: &str| -> String {
+            let mut st = s.conn().prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows: Vec<String> =
+                st.query_map(params!["s", 0], |r| r.get(3)).unwrap().collect::<rusqlite::Result<_>>().unwrap();
+            rows.join("; ")
+        };
+        for sql in [SHOWN_TO_SESSION_SQL, MAY_WAIT_SHOWN_SINCE_SQL] {
+            let p = plan(&s, &sql.replace("?3", "0"));
+            assert!(p.contains("COVERING INDEX inbox_shown_facts"), "{p}");
+        }
+        // And the answers: two mails shown, one of them expired since.
+        s.write(|tx| {
+            inbox::insert_received(tx, &mail("m1", Kind::Request, "x", false, 1, None), 1)?;
+            inbox::insert_received(tx, &mail("m2", Kind::Note, "y", false, 2, Some(50)), 2)?;
+            record_presented(tx, "s", "m1", 10)?;
+            record_presented(tx, "s", "m2", 10)?;
+            Ok(())
+        })
+        .unwrap();
+        s.write(|tx| {
+            let shown = shown_to_session(tx, "s", 100)?;
+            assert_eq!(shown.get(HookRank::Request, State::New), 1);
+            assert_eq!(shown.get(HookRank::Note, State::New), 0, "expired at 50");
+            assert_eq!(shown_to_session(tx, "s", 40)?.get(HookRank::Note, State::New), 1);
+            assert_eq!(may_wait_shown_since(tx, "s", 5)?, 2);
+            assert_eq!(may_wait_shown_since(tx, "s", 10)?, 0);
+            assert_eq!(may_wait_shown_since(tx, "other", 5)?, 0);
+            Ok(())
+        })
+        .unwrap();
     }
 
     #[test]

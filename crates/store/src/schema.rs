@@ -374,6 +374,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX IF NOT EXISTS jobs_mine_waiting ON jobs_mine(submitted_at) WHERE ended_at IS NULL;
 "#,
+    // 13: what a prompt's hook asks of the mail this session was shown (its
+    // rank, status and expiry, per mail) answered from this small index: by
+    // the mail's row, each of them was a page of the inbox table (bodies
+    // included) read from the file, some forty per caught-up prompt after a
+    // hundred mails shown, and more the longer the session.
+    r#"
+    CREATE INDEX IF NOT EXISTS inbox_shown_facts ON inbox(id, hook_rank, status, expires_at);
+"#,
 ];
 
 pub const CURRENT: i64 = MIGRATIONS.len() as i64;
