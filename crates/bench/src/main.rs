@@ -515,6 +515,10 @@ fn bench_seen() -> Result<()> {
         "  PC B's daemon, CPU: {:.2} ms per mail received and its seen mark pushed, above its idle {:.2} ms/s (target <= 1 ms); {:.2} ms per round in all",
         run.daemon_ms_per_mail, run.daemon_idle_ms_per_s, run.daemon_ms_per_round
     );
+    println!(
+        "  PC B's daemon with nothing arriving: {:.1} wake-ups of its threads per second",
+        run.daemon_idle_wakeups_per_s
+    );
     // The seen path (hook → daemon's mark → server → sender) against one
     // long-poll round trip (send → the daemon's long poll wakes), both here.
     let mut gates = gates::Gates::from_env();
@@ -574,8 +578,10 @@ pub(crate) fn seen_rounds(pcmail: &Path, dir: &Path, url_a: &str, url_b: &str, r
     // stored, shown by the hook and its seen mark pushed.
     std::thread::sleep(Duration::from_millis(500)); // past its first poll
     let idle_from = (Instant::now(), process_cpu_ns(daemon.id()));
+    let runs_from = process_runs(daemon.id());
     std::thread::sleep(Duration::from_secs(2));
     let idle_to = (Instant::now(), process_cpu_ns(daemon.id()));
+    let idle_runs = process_runs(daemon.id()).saturating_sub(runs_from);
     let mut delivered_ms = vec![];
     let mut seen_ms = vec![];
     let rounds_from = (Instant::now(), process_cpu_ns(daemon.id()));
@@ -624,6 +630,7 @@ pub(crate) fn seen_rounds(pcmail: &Path, dir: &Path, url_a: &str, url_b: &str, r
         delivered_ms,
         seen_ms,
         daemon_idle_ms_per_s: idle_ms_per_s,
+        daemon_idle_wakeups_per_s: idle_runs as f64 / idle_secs,
         daemon_ms_per_round: rounds_cpu_ms / rounds as f64,
         daemon_ms_per_mail: (rounds_cpu_ms - idle_ms_per_s * rounds_secs).max(0.0) / rounds as f64,
     })
@@ -635,6 +642,8 @@ pub(crate) struct SeenRounds {
     pub seen_ms: Vec<f64>,
     /// The daemon's CPU per second with nothing arriving.
     pub daemon_idle_ms_per_s: f64,
+    /// How often its threads woke per second with nothing arriving.
+    pub daemon_idle_wakeups_per_s: f64,
     /// Its CPU per round, all of it.
     pub daemon_ms_per_round: f64,
     /// Its CPU per round above what it spends idle over the same time: the
@@ -645,11 +654,21 @@ pub(crate) struct SeenRounds {
 /// CPU time a process has used so far, every live thread's (Linux:
 /// /proc/PID/task/*/schedstat, nanoseconds; 0 elsewhere).
 fn process_cpu_ns(pid: u32) -> u64 {
+    schedstat_sum(pid, 0)
+}
+
+/// How many times the process's threads were put on a core (each wake-up
+/// of a sleeping thread is one), from `/proc/PID/task/*/schedstat`.
+fn process_runs(pid: u32) -> u64 {
+    schedstat_sum(pid, 2)
+}
+
+fn schedstat_sum(pid: u32, field: usize) -> u64 {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
     tasks
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .filter_map(|s| s.split_whitespace().nth(field).and_then(|n| n.parse::<u64>().ok()))
         .sum()
 }
 

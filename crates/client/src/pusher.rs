@@ -1,7 +1,8 @@
 //! What the hook queues (a `seen`, a lease release at SessionEnd) must reach
 //! the server within ~100 ms, also while the poller sits in a 25 s long
-//! poll. The poller runs this beside its loop: it watches the store (SQLite's
-//! `data_version`, no polling of the server) and sends due marks and lease
+//! poll. The poller runs this beside its loop: it watches the store (a write
+//! to it wakes the pusher where the OS says so, [`FileWatch`]; then SQLite's
+//! `data_version`; no polling of the server) and sends due marks and lease
 //! releases on requests of its own. Every few seconds it also checks that
 //! the processes this PC's leases follow still live, and queues the release
 //! of those that exited (so a killed session's lease ends within one
@@ -9,13 +10,18 @@
 
 use crate::Client;
 use pcmail_local::config::Paths;
+use pcmail_local::filewatch::FileWatch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the store is looked at (a `stat` of its files; SQLite's
-/// `PRAGMA data_version` when they changed).
+/// `PRAGMA data_version` when they changed): always where writes cannot be
+/// watched, else for a while after each write.
 pub const WATCH_EVERY: Duration = Duration::from_millis(40);
+
+/// While nothing is written, how soon a stop is seen.
+const STOP_SLICE: Duration = Duration::from_millis(250);
 
 /// How often `data_version` is asked even when the files look unchanged: a
 /// commit lands in the write-ahead log, which changes its size or its time,
@@ -39,12 +45,29 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     let mut failures: u32 = 0;
     let mut last_liveness = std::time::Instant::now();
     // A read transaction of SQLite (file locks, the log's index) 25 times a
-    // second was most of an idle daemon's CPU; a `stat` of two files is not.
+    // second was most of an idle daemon's CPU; a `stat` of two files is
+    // less, and sleeping until the store is written least of all.
     let store_path = paths.store();
+    let watch = FileWatch::new(&store_path, WATCH_EVERY);
+    let mut active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
     let mut last_stamp = None;
     let mut last_version_at = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(WATCH_EVERY);
+        let quiet = watch.is_event_driven() && client.is_some() && std::time::Instant::now() >= active_until;
+        let written = if quiet {
+            // Nothing written lately: asleep until a write, the next look at
+            // the lease holders' processes, or the stop.
+            let duty = liveness_every.saturating_sub(last_liveness.elapsed());
+            watch.wait_unless(duty, STOP_SLICE, || stop.load(Ordering::Relaxed))
+        } else {
+            watch.wait(WATCH_EVERY)
+        };
+        if written && watch.is_event_driven() {
+            active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         if client.is_none() {
             match Client::open(paths.clone()) {
                 Ok(c) => client = Some(c),
@@ -66,11 +89,17 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
                 Err(e) => tracing::debug!("lease liveness: {e}"),
             }
         }
-        let stamp = crate::transport::file_stamp(&store_path);
-        if last_version.is_some() && Some(stamp) == last_stamp && last_version_at.elapsed() < VERSION_AT_LEAST_EVERY {
-            continue;
+        // On the timer, a `stat` first. Woken by writes, the version is read
+        // each time: a write wakes the pusher before its commit is visible,
+        // and a `stat` taken then would match the finished commit's.
+        if !watch.is_event_driven() {
+            let stamp = crate::transport::file_stamp(&store_path);
+            if last_version.is_some() && Some(stamp) == last_stamp && last_version_at.elapsed() < VERSION_AT_LEAST_EVERY
+            {
+                continue;
+            }
+            last_stamp = Some(stamp);
         }
-        last_stamp = Some(stamp);
         last_version_at = std::time::Instant::now();
         let version = c.store.data_version().ok();
         if version.is_some() && version == last_version {
@@ -82,7 +111,13 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
             continue;
         }
         let flushed = if releases > 0 { c.flush_lease_releases().map(|_| ()) } else { Ok(()) };
-        match flushed.and_then(|()| c.flush_marks().map(|_| ())) {
+        let sent = flushed.and_then(|()| c.flush_marks().map(|_| ()));
+        // What this thread just wrote (the marks it sent) is no news to it;
+        // a write by another in the same moment is seen by the look one
+        // period later.
+        watch.forget_pending();
+        active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
+        match sent {
             Ok(_) => failures = 0,
             Err(e) => {
                 // The poller claimed the label after this client was opened:

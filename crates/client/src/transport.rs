@@ -122,11 +122,15 @@ pub struct Embedded {
     /// The lease version a wait last ended early for: never twice for the
     /// same one (a poll that did not record it must not spin).
     woken_for: std::sync::Mutex<Option<i64>>,
+    /// Writes to the server file, watched from the first wait between polls
+    /// (a process that lives one command never waits).
+    watch: std::sync::OnceLock<pcmail_local::filewatch::FileWatch>,
 }
 
-/// How often the embedded poller looks at the server file between polls: a
-/// `stat` of the database and its write-ahead log; the lease version is read
-/// only when one of them changed.
+/// How often the embedded poller looks at the server file between polls
+/// where its writes cannot be watched (a `stat` of the database and its
+/// write-ahead log; the lease version is read only when one of them
+/// changed), and for a while after each write where they can.
 pub const FILE_WATCH_EVERY: Duration = Duration::from_millis(20);
 
 /// The database file and its write-ahead log as `stat` sees them (a commit
@@ -145,7 +149,14 @@ impl Embedded {
         }
         let engine = pcmail_server::Engine::open(db, pcmail_server::EngineConfig::default())
             .map_err(|e| CallError::Transient(format!("cannot open the embedded server at {}: {e}", db.display())))?;
-        Ok(Embedded { engine, pc: pc.to_string(), clock, db: db.to_path_buf(), woken_for: Default::default() })
+        Ok(Embedded {
+            engine,
+            pc: pc.to_string(),
+            clock,
+            db: db.to_path_buf(),
+            woken_for: Default::default(),
+            watch: Default::default(),
+        })
     }
     pub fn engine(&self) -> &pcmail_server::Engine {
         &self.engine
@@ -169,12 +180,22 @@ impl Transport for Embedded {
     /// the file whose lease version moved ends the wait (within ~20 ms plus
     /// one read), and the poll that follows refreshes the guard file.
     fn wait_for_news(&self, pause: Duration, known: i64) {
+        use pcmail_local::filewatch::FileWatch;
         let deadline = std::time::Instant::now() + pause;
+        let watch = self.watch.get_or_init(|| FileWatch::new(&self.db, FILE_WATCH_EVERY));
+        // This process's own writes of the poll just made: the first look
+        // below covers them.
+        watch.forget_pending();
+        let events = watch.is_event_driven();
+        let mut active_until = std::time::Instant::now();
         let mut stamp = None;
         loop {
-            let now_stamp = file_stamp(&self.db);
-            if stamp.as_ref() != Some(&now_stamp) {
-                stamp = Some(now_stamp);
+            // On the timer, the version is read when a `stat` changed; woken
+            // by writes, each time (a write wakes this before its commit is
+            // visible, and a `stat` taken then would match the finished one).
+            let now_stamp = (!events).then(|| file_stamp(&self.db));
+            if events || stamp != now_stamp {
+                stamp = now_stamp;
                 if let Some(v) = self.engine.lease_version().filter(|v| *v != known) {
                     let mut w = self.woken_for.lock().unwrap_or_else(|e| e.into_inner());
                     if *w != Some(v) {
@@ -187,7 +208,14 @@ impl Transport for Embedded {
             if left.is_zero() {
                 return;
             }
-            std::thread::sleep(left.min(FILE_WATCH_EVERY));
+            let written = if events && std::time::Instant::now() >= active_until {
+                watch.wait(left)
+            } else {
+                watch.wait(left.min(FILE_WATCH_EVERY))
+            };
+            if written && events {
+                active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
+            }
         }
     }
     fn make_short_lived(&mut self) -> Result<(), CallError> {

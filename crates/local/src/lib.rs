@@ -4,6 +4,7 @@
 //! are built on it.
 
 pub mod config;
+pub mod filewatch;
 pub mod githook;
 pub mod handoff_hook;
 pub mod hook;

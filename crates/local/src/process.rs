@@ -290,7 +290,7 @@ mod win {
             let running = GetExitCodeProcess(h, &mut code) != 0 && code == STILL_ACTIVE;
             CloseHandle(h);
             let c: FileTime = c;
-            (ok && running).then(|| ((c.high as i64) << 32) | c.low as i64)
+            (ok && running).then_some(((c.high as i64) << 32) | c.low as i64)
         }
     }
 

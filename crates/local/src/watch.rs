@@ -15,8 +15,14 @@ use pcmail_store::{inbox, marks, meta, Store, StoreError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// How often `data_version` is read (one PRAGMA, microseconds) — the mark pusher's period.
+/// How often `data_version` is read (one PRAGMA, microseconds) — the mark
+/// pusher's period: always where writes cannot be watched, else for a while
+/// after each write.
 pub const WATCH_EVERY: Duration = Duration::from_millis(40);
+/// With writes watched and none lately: how soon a stop is seen, and how
+/// often the store is looked at anyway.
+const STOP_SLICE: Duration = Duration::from_millis(250);
+const QUIET_LOOK_EVERY: Duration = Duration::from_secs(5);
 /// Most mails one pass prints per (rank, status) pair; the rest come on the next pass.
 const PASS_LIMIT: usize = 50;
 
@@ -100,6 +106,11 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(200));
     };
     let mut last_version: Option<i64> = None;
+    // Woken by writes to the store where the OS tells of them; then looked
+    // at on the short period for a while (a write wakes it before its
+    // commit is visible), and asleep again until the next write.
+    let watch = crate::filewatch::FileWatch::new(&paths.store(), WATCH_EVERY);
+    let mut active_until = std::time::Instant::now() + crate::filewatch::FileWatch::ACTIVE_FOR;
     while !stop.load(Ordering::Relaxed) {
         let version = store.data_version().ok();
         if version.is_none() || version != last_version {
@@ -108,7 +119,15 @@ pub fn run(
                 out(&line)?;
             }
         }
-        std::thread::sleep(WATCH_EVERY);
+        let quiet = watch.is_event_driven() && std::time::Instant::now() >= active_until;
+        let written = if quiet {
+            watch.wait_unless(QUIET_LOOK_EVERY, STOP_SLICE, || stop.load(Ordering::Relaxed))
+        } else {
+            watch.wait(WATCH_EVERY)
+        };
+        if written && watch.is_event_driven() {
+            active_until = std::time::Instant::now() + crate::filewatch::FileWatch::ACTIVE_FOR;
+        }
     }
     Ok(())
 }
