@@ -123,21 +123,36 @@ pub fn run(state: Arc<AppState>, poke: Receiver<()>) {
     }
 }
 
-/// The store watch: every 250 ms a `PRAGMA data_version`; on a change the
-/// tray and the window are brought up to date (the 1 s target) and due
-/// notifications are claimed and shown outside the controller's lock.
+/// The store watch: a `PRAGMA data_version` when the store was written (on
+/// Linux the writes wake it; elsewhere every 250 ms); on a change the tray and
+/// the window are brought up to date (the 1 s target) and due notifications
+/// are claimed and shown outside the controller's lock.
 pub fn watch(state: Arc<AppState>) {
+    use pcmail_local::filewatch::FileWatch;
     use pcmail_tray::TrayUi;
+    const TURN: Duration = Duration::from_millis(250);
+    // Every 5 s even without a commit: "offline" is also a matter of time passing.
+    const FORCED_EVERY: Duration = Duration::from_secs(5);
     let clock = SystemClock;
     let mut last_sig = String::new();
-    let mut turns: u64 = 0;
+    let store_watch = FileWatch::new(&state.paths.store(), TURN);
+    let mut last_forced = std::time::Instant::now();
+    // Until the next forced turn, a write, a quit, or a refresh asked for
+    // (both seen within one turn).
+    let wait = |last_forced: std::time::Instant| {
+        let left = FORCED_EVERY.saturating_sub(last_forced.elapsed());
+        store_watch.wait_unless(left, TURN, || {
+            state.quit.load(Ordering::Relaxed) || state.refresh_now.load(Ordering::Relaxed)
+        });
+    };
     loop {
         if state.quit.load(Ordering::Relaxed) {
             return;
         }
-        turns += 1;
-        // every 5 s even without a commit: "offline" is also a matter of time passing
-        let forced = state.refresh_now.swap(false, Ordering::Relaxed) || turns.is_multiple_of(20);
+        let forced = state.refresh_now.swap(false, Ordering::Relaxed) || last_forced.elapsed() >= FORCED_EVERY;
+        if forced {
+            last_forced = std::time::Instant::now();
+        }
         let outcome = {
             let mut c = state.controller.lock().unwrap();
             let now = clock.now_ms();
@@ -146,7 +161,8 @@ pub fn watch(state: Arc<AppState>) {
                     c.refresh(&state.ui, now).and_then(|notes| Ok((v.unwrap_or(0), notes, c.signature(now)?)))
                 }
                 Ok(_) => {
-                    std::thread::sleep(Duration::from_millis(250));
+                    drop(c);
+                    wait(last_forced);
                     continue;
                 }
                 Err(e) => Err(e),
@@ -164,6 +180,6 @@ pub fn watch(state: Arc<AppState>) {
             }
             Err(e) => tracing::warn!("store watch: {e}"),
         }
-        std::thread::sleep(Duration::from_millis(250));
+        wait(last_forced);
     }
 }
