@@ -242,7 +242,14 @@ impl Transport for Embedded {
 /// elsewhere) is applied once. All addresses share the one pinned
 /// certificate: every instance serves the same one.
 pub struct Http {
-    client: reqwest::blocking::Client,
+    client: reqwest::Client,
+    /// Drives each request on the thread that makes it: a runtime with no
+    /// thread of its own. (reqwest's blocking client kept a thread per
+    /// client and handed it every request and the caller every answer: two
+    /// wake-ups of another thread per request, a quarter of an idle-to-busy
+    /// daemon's CPU.) Shut down without waiting when dropped, so a client
+    /// dropped on an async runtime's thread does not panic.
+    rt: Option<tokio::runtime::Runtime>,
     urls: Vec<String>,
     /// Index into `urls` of the address that last answered.
     current: std::sync::atomic::AtomicUsize,
@@ -268,8 +275,8 @@ pub struct Http {
 /// How long a PC stays on a later address before trying the first again.
 pub const DEFAULT_RETURN_AFTER: Duration = Duration::from_secs(60);
 
-fn client_builder() -> reqwest::blocking::ClientBuilder {
-    reqwest::blocking::Client::builder()
+fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(60))
         // Dropped before `pcmail serve` closes it (60 s idle), so no request goes out on a closing connection.
@@ -281,9 +288,18 @@ fn client_builder() -> reqwest::blocking::ClientBuilder {
 
 impl Http {
     pub fn new(url: &str, token: Option<&str>, pc: &str, long_poll: bool) -> Result<Http, CallError> {
-        let client = client_builder().build().map_err(|e| CallError::Transient(e.to_string()))?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CallError::Transient(format!("cannot start the HTTP client: {e}")))?;
+        // reqwest's client is made inside the runtime it will run on.
+        let client = {
+            let _in = rt.enter();
+            client_builder().build().map_err(|e| CallError::Transient(e.to_string()))?
+        };
         Ok(Http {
             client,
+            rt: Some(rt),
             urls: vec![url.to_string()],
             current: std::sync::atomic::AtomicUsize::new(0),
             moved_at: std::sync::Mutex::new(None),
@@ -301,12 +317,14 @@ impl Http {
     /// serve` on TLS, pinned at enrolment), on an https:// URL.
     pub fn with_pinned_certificate(mut self, fingerprint: &str) -> Result<Http, CallError> {
         let (tls, refused) = crate::pin::client_config(fingerprint);
+        let _in = self.rt.as_ref().map(|rt| rt.enter());
         self.client = client_builder()
             // Pinned means pinned: no redirect may lead anywhere else.
             .redirect(reqwest::redirect::Policy::none())
             .tls_backend_preconfigured(tls)
             .build()
             .map_err(|e| CallError::Transient(e.to_string()))?;
+        drop(_in);
         self.pin = Some((fingerprint.to_string(), refused));
         Ok(self)
     }
@@ -377,13 +395,18 @@ impl Http {
             _ => Duration::ZERO,
         };
         let body = serde_json::to_vec(&req).expect("request serialises");
+        let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
+        // Made inside the runtime: the request's timer needs it.
         let send = || {
-            self.client
-                .post(url)
-                .timeout(Duration::from_secs(30) + wait)
-                .header("content-type", "application/json")
-                .body(body.clone())
-                .send()
+            rt.block_on(async {
+                self.client
+                    .post(url)
+                    .timeout(Duration::from_secs(30) + wait)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .await
+            })
         };
         let mut sent = send();
         let mut pauses = CLOSED_BEFORE_ANSWER_PAUSES.iter();
@@ -402,11 +425,19 @@ impl Http {
             }
         };
         let status = resp.status();
-        let body = resp.bytes().map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
+        let body = rt.block_on(async { resp.bytes().await }).map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {
             return Err(CallError::Transient(format!("HTTP {status} from the server")));
         }
         interpret(&body)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
