@@ -166,7 +166,11 @@ export async function scenario(name, { pcs = ['pc-a'] } = {}) {
   for (const pc of s.pcs.values()) pc.sync();
   s.pc = (label) => s.pcs.get(label);
   s.close = async () => {
-    if (!process.env.KEEP_SCENARIOS) fs.rmSync(s.root, { recursive: true, force: true });
+    // The agent may exit before the `pcmail mcp` it started has closed its
+    // store (SQLite makes the -wal again as it writes its last rows): the
+    // removal is tried again while that process finishes, as the Claude Code
+    // harness does; one that outlives the retries still fails the test.
+    if (!process.env.KEEP_SCENARIOS) fs.rmSync(s.root, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   };
   return s;
 }
