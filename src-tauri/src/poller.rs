@@ -137,13 +137,11 @@ pub fn watch(state: Arc<AppState>) {
     let mut last_sig = String::new();
     let store_watch = FileWatch::new(&state.paths.store(), TURN);
     let mut last_forced = std::time::Instant::now();
-    // Until the next forced turn, a write, a quit, or a refresh asked for
-    // (both seen within one turn).
-    let wait = |last_forced: std::time::Instant| {
-        let left = FORCED_EVERY.saturating_sub(last_forced.elapsed());
-        store_watch.wait_unless(left, TURN, || {
-            state.quit.load(Ordering::Relaxed) || state.refresh_now.load(Ordering::Relaxed)
-        });
+    let mut active_until = last_forced;
+    // Until the next forced turn, a write, a quit, or a refresh asked for.
+    let asked = || state.quit.load(Ordering::Relaxed) || state.refresh_now.load(Ordering::Relaxed);
+    let wait = |last_forced: std::time::Instant, active_until: &mut std::time::Instant| {
+        store_watch.next_look(active_until, FORCED_EVERY.saturating_sub(last_forced.elapsed()), Some(&asked));
     };
     loop {
         if state.quit.load(Ordering::Relaxed) {
@@ -162,7 +160,7 @@ pub fn watch(state: Arc<AppState>) {
                 }
                 Ok(_) => {
                     drop(c);
-                    wait(last_forced);
+                    wait(last_forced, &mut active_until);
                     continue;
                 }
                 Err(e) => Err(e),
@@ -180,6 +178,6 @@ pub fn watch(state: Arc<AppState>) {
             }
             Err(e) => tracing::warn!("store watch: {e}"),
         }
-        wait(last_forced);
+        wait(last_forced, &mut active_until);
     }
 }

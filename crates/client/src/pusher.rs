@@ -20,9 +20,6 @@ use std::time::Duration;
 /// watched, else for a while after each write.
 pub const WATCH_EVERY: Duration = Duration::from_millis(40);
 
-/// While nothing is written, how soon a stop is seen.
-const STOP_SLICE: Duration = Duration::from_millis(250);
-
 /// How often `data_version` is asked even when the files look unchanged: a
 /// commit lands in the write-ahead log, which changes its size or its time,
 /// but a time kept to a few milliseconds with a log restarted at the same
@@ -52,20 +49,16 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     let mut active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
     let mut last_stamp = None;
     let mut last_version_at = std::time::Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let quiet = watch.is_event_driven() && client.is_some() && std::time::Instant::now() >= active_until;
-        let written = if quiet {
-            // Nothing written lately: asleep until a write, the next look at
-            // the lease holders' processes, or the stop.
-            let duty = liveness_every.saturating_sub(last_liveness.elapsed());
-            watch.wait_unless(duty, STOP_SLICE, || stop.load(Ordering::Relaxed))
-        } else {
-            watch.wait(WATCH_EVERY)
+    let stopped = || stop.load(Ordering::Relaxed);
+    while !stopped() {
+        // Nothing written lately: asleep until a write, the next look at the
+        // lease holders' processes, or the stop (no client yet: at once).
+        let quiet_for = match client {
+            Some(_) => liveness_every.saturating_sub(last_liveness.elapsed()),
+            None => Duration::ZERO,
         };
-        if written && watch.is_event_driven() {
-            active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
-        }
-        if stop.load(Ordering::Relaxed) {
+        watch.next_look(&mut active_until, quiet_for, Some(&stopped));
+        if stopped() {
             break;
         }
         if client.is_none() {

@@ -208,14 +208,7 @@ impl Transport for Embedded {
             if left.is_zero() {
                 return;
             }
-            let written = if events && std::time::Instant::now() >= active_until {
-                watch.wait(left)
-            } else {
-                watch.wait(left.min(FILE_WATCH_EVERY))
-            };
-            if written && events {
-                active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
-            }
+            watch.next_look(&mut active_until, left, None);
         }
     }
     fn make_short_lived(&mut self) -> Result<(), CallError> {
@@ -286,17 +279,19 @@ fn client_builder() -> reqwest::ClientBuilder {
         .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))
 }
 
+/// reqwest's client, made inside the runtime it will run on.
+fn build_in(rt: &tokio::runtime::Runtime, builder: reqwest::ClientBuilder) -> Result<reqwest::Client, CallError> {
+    let _in = rt.enter();
+    builder.build().map_err(|e| CallError::Transient(e.to_string()))
+}
+
 impl Http {
     pub fn new(url: &str, token: Option<&str>, pc: &str, long_poll: bool) -> Result<Http, CallError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| CallError::Transient(format!("cannot start the HTTP client: {e}")))?;
-        // reqwest's client is made inside the runtime it will run on.
-        let client = {
-            let _in = rt.enter();
-            client_builder().build().map_err(|e| CallError::Transient(e.to_string()))?
-        };
+        let client = build_in(&rt, client_builder())?;
         Ok(Http {
             client,
             rt: Some(rt),
@@ -317,14 +312,14 @@ impl Http {
     /// serve` on TLS, pinned at enrolment), on an https:// URL.
     pub fn with_pinned_certificate(mut self, fingerprint: &str) -> Result<Http, CallError> {
         let (tls, refused) = crate::pin::client_config(fingerprint);
-        let _in = self.rt.as_ref().map(|rt| rt.enter());
-        self.client = client_builder()
-            // Pinned means pinned: no redirect may lead anywhere else.
-            .redirect(reqwest::redirect::Policy::none())
-            .tls_backend_preconfigured(tls)
-            .build()
-            .map_err(|e| CallError::Transient(e.to_string()))?;
-        drop(_in);
+        let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
+        self.client = build_in(
+            rt,
+            client_builder()
+                // Pinned means pinned: no redirect may lead anywhere else.
+                .redirect(reqwest::redirect::Policy::none())
+                .tls_backend_preconfigured(tls),
+        )?;
         self.pin = Some((fingerprint.to_string(), refused));
         Ok(self)
     }

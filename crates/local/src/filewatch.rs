@@ -20,6 +20,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// While nothing is written, how soon a waiter with a stop flag sees it.
+pub const STOP_SLICE: Duration = Duration::from_millis(250);
+
 pub struct FileWatch {
     #[cfg(target_os = "linux")]
     inotify: Option<linux::Inotify>,
@@ -74,6 +77,25 @@ impl FileWatch {
         if let Some(i) = &self.inotify {
             i.drain();
         }
+    }
+
+    /// Waits before a caller's next look at the file. While a write was seen
+    /// less than [`FileWatch::ACTIVE_FOR`] ago (`active_until`, the caller's,
+    /// which each write moves on), and where writes are not watched, one
+    /// period; otherwise until a write, with `stop` (when there is one) seen
+    /// within [`STOP_SLICE`]. Never longer than `quiet_for`. True when a write
+    /// was seen (on the timer: maybe).
+    pub fn next_look(&self, active_until: &mut Instant, quiet_for: Duration, stop: Option<&dyn Fn() -> bool>) -> bool {
+        let quiet = self.is_event_driven() && Instant::now() >= *active_until;
+        let written = match (quiet, stop) {
+            (true, Some(stop)) => self.wait_unless(quiet_for, STOP_SLICE, stop),
+            (true, None) => self.wait(quiet_for),
+            (false, _) => self.wait(self.every.min(quiet_for)),
+        };
+        if written && self.is_event_driven() {
+            *active_until = Instant::now() + Self::ACTIVE_FOR;
+        }
+        written
     }
 
     /// [`FileWatch::wait`] for a waiter that also stops on a flag: waits in
@@ -169,7 +191,7 @@ mod linux {
             let until = Instant::now() + SETTLE_MAX;
             while Instant::now() < until {
                 std::thread::sleep(SETTLE);
-                if !self.drain_any() {
+                if !self.drain() {
                     return;
                 }
             }
@@ -183,17 +205,6 @@ mod linux {
             // SAFETY: one valid pollfd.
             let n = unsafe { libc::poll(&mut pfd, 1, ms) };
             n >= 0 || std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-        }
-
-        /// Reads every pending event; true when there was any.
-        fn drain_any(&self) -> bool {
-            let mut buf = [0u8; 4096];
-            let mut any = false;
-            // SAFETY: the buffer is valid for its length.
-            while unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {
-                any = true;
-            }
-            any
         }
 
         /// Reads every pending event; true when one names a watched file

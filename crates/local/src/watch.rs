@@ -19,9 +19,7 @@ use std::time::Duration;
 /// pusher's period: always where writes cannot be watched, else for a while
 /// after each write.
 pub const WATCH_EVERY: Duration = Duration::from_millis(40);
-/// With writes watched and none lately: how soon a stop is seen, and how
-/// often the store is looked at anyway.
-const STOP_SLICE: Duration = Duration::from_millis(250);
+/// With writes watched and none lately: how often the store is looked at anyway.
 const QUIET_LOOK_EVERY: Duration = Duration::from_secs(5);
 /// Most mails one pass prints per (rank, status) pair; the rest come on the next pass.
 const PASS_LIMIT: usize = 50;
@@ -119,15 +117,7 @@ pub fn run(
                 out(&line)?;
             }
         }
-        let quiet = watch.is_event_driven() && std::time::Instant::now() >= active_until;
-        let written = if quiet {
-            watch.wait_unless(QUIET_LOOK_EVERY, STOP_SLICE, || stop.load(Ordering::Relaxed))
-        } else {
-            watch.wait(WATCH_EVERY)
-        };
-        if written && watch.is_event_driven() {
-            active_until = std::time::Instant::now() + crate::filewatch::FileWatch::ACTIVE_FOR;
-        }
+        watch.next_look(&mut active_until, QUIET_LOOK_EVERY, Some(&|| stop.load(Ordering::Relaxed)));
     }
     Ok(())
 }
