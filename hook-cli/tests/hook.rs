@@ -404,3 +404,54 @@ fn the_plugins_hook_defers_to_a_settings_entry_for_the_same_event() {
     register("UserPromptSubmit", hook_exe());
     assert!(run(None).contains("mail"), "the settings entry itself acts");
 }
+
+/// Ended jobs of a session are told three at a time with a count of the
+/// rest, and each once: the count is read only when the take was full.
+#[test]
+fn ended_jobs_are_told_three_at_a_time_with_the_rest_counted() {
+    let pc = Pc::new();
+    let mut s = pc.store();
+    for i in 0..5 {
+        s.job_mine_record(&pcmail_store::jobs::MyJob {
+            job_id: format!("j{i}"),
+            session: "s1".into(),
+            target: "pc-b".into(),
+            command: "test".into(),
+            submitted_at: NOW - 10_000,
+            state: "succeeded".into(),
+            job: None,
+            ended_at: Some(NOW - 5_000 + i),
+            told_at: None,
+        })
+        .unwrap();
+    }
+    drop(s);
+    let jobs_in = |ctx: &str| ctx.lines().filter(|l| l.starts_with("pcmail: job ")).count();
+    let first = pc.prompt("s1");
+    assert_eq!(jobs_in(&first), 3, "{first}");
+    assert!(first.contains("pcmail: 2 more job(s) of yours ended"), "{first}");
+    let second = pc.prompt("s1");
+    assert_eq!(jobs_in(&second), 2, "{second}");
+    assert!(!second.contains("more job(s)"), "{second}");
+    let third = pc.prompt("s1");
+    assert_eq!(jobs_in(&third), 0, "{third}");
+}
+
+/// The hook leaves its store to the process's exit (no SQLite close): one
+/// prompt after another, each a new session and so a write, keeps the log
+/// bounded by the short-lived rule and loses no write.
+#[test]
+fn prompts_that_leave_without_closing_keep_the_log_bounded_and_every_write() {
+    let pc = Pc::new();
+    let runs = 300;
+    for i in 0..runs {
+        pc.prompt(&format!("s{i}"));
+    }
+    let store = pc.store();
+    let frames: i64 = store.conn().query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap();
+    assert!(frames > 0 && frames <= 256 + 16, "{runs} prompts left {frames} frames in the log");
+    let ok: String = store.conn().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok");
+    drop(store);
+    assert_eq!(pc.count("SELECT count(*) FROM sessions WHERE session LIKE 's%'"), runs, "every prompt recorded");
+}

@@ -169,6 +169,8 @@ pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String>
     if input.event == Event::Stop {
         return crate::handoff_hook::on_stop(&paths, &raw, crate::system_now());
     }
+    // Both binaries exit once this returns: the store's close can be left to the exit.
+    EXITS_AFTER_DISPATCH.store(true, std::sync::atomic::Ordering::Relaxed);
     let r = dispatch(&paths, &input, crate::system_now()).ok()?;
     if r.spawn_poller {
         if let Some(exe) = pcmail_exe() {
@@ -204,6 +206,11 @@ pub fn settings_register(event: &str, project: Option<&Path>) -> bool {
         .iter()
         .any(|f| pcmail_claude_hooks::status(f).is_ok_and(|s| s.hooks.iter().any(|h| h.event == event && h.exe_exists)))
 }
+
+/// Set by [`main_with`], whose process exits after it: the prompt's store
+/// then leaves without SQLite's close ([`Store::leave_before_exit`]).
+/// Callers of [`dispatch`] that go on (tests, a long-lived process) close it.
+static EXITS_AFTER_DISPATCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// One dispatch on the event.
 pub fn dispatch(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box<dyn std::error::Error>> {
@@ -255,7 +262,12 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         let lost = sl::lost_take_untold(tx, session, now)?;
         // Jobs this session submitted that ended: told once.
         let finished = pcmail_store::jobs::finished_take_untold(tx, session, now, FINISHED_JOBS_SHOWN)?;
-        let finished_more = pcmail_store::jobs::finished_untold_count(tx, session)?;
+        // Fewer than asked for: the take left none untold.
+        let finished_more = if finished.len() < FINISHED_JOBS_SHOWN {
+            0
+        } else {
+            pcmail_store::jobs::finished_untold_count(tx, session)?
+        };
         let viewed_at = hookview::meta_i64(tx, meta::INBOX_VIEWED_AT)?.unwrap_or(0);
         let room = if limit > 0 {
             Some(limit.saturating_sub(hookview::may_wait_shown_since(tx, session, viewed_at)?))
@@ -394,6 +406,9 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         })
         .to_string()
     });
+    if EXITS_AFTER_DISPATCH.load(std::sync::atomic::Ordering::Relaxed) {
+        store.leave_before_exit();
+    }
     Ok(HookRun { output, shown: p.shown, spawn_poller })
 }
 

@@ -164,6 +164,9 @@ fn look_at(pid: i64) -> Option<(i64, String, Option<i64>)> {
     let ppid: i64 = f.get(1)?.parse().ok()?;
     let start =
         if matches!(f.first(), Some(&"Z") | Some(&"X")) { None } else { f.get(19).and_then(|s| s.parse().ok()) };
+    if names_no_agent(comm) {
+        return Some((ppid, comm.to_string(), start));
+    }
     // The command and its first two arguments are what is compared; a
     // command line longer than this (a launcher's whole environment as
     // arguments) is cut, never the start of it.
@@ -171,6 +174,19 @@ fn look_at(pid: i64) -> Option<(i64, String, Option<i64>)> {
     let args: Vec<String> =
         cmdline.split(|&b| b == 0).take(2).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     Some((ppid, format!("{comm}\0{}", args.join("\0")), start))
+}
+
+/// Process names whose command line is not read: shells and the like that
+/// stand between an agent and its hook (Claude Code runs a hook's command
+/// under `sh -c`, whose first two arguments are `sh -c`). An agent is the
+/// program they start, never one of them: one file less per such ancestor
+/// on every prompt.
+#[cfg(target_os = "linux")]
+fn names_no_agent(comm: &str) -> bool {
+    matches!(
+        comm,
+        "sh" | "bash" | "dash" | "zsh" | "fish" | "ksh" | "mksh" | "tcsh" | "csh" | "sshd" | "login" | "sudo" | "su"
+    )
 }
 
 /// More than any `/proc/PID/stat` holds (52 numbers and a 16-byte name).
@@ -455,6 +471,38 @@ mod tests {
         assert_eq!(parts[0], "sleep", "the name");
         assert!(parts[1].starts_with("claude-code") && parts[1].len() <= PROC_CMDLINE_MAX, "cut: {}", parts[1].len());
         assert!(looks_like_claude(&desc), "recognised from the start of its command line");
+    }
+}
+
+/// A shell between the agent and the hook is known by its name alone; any
+/// other process is described with its command line.
+#[cfg(all(test, target_os = "linux"))]
+mod shell_tests {
+    use super::*;
+
+    #[test]
+    fn a_shell_is_described_by_its_name_and_others_by_their_command_line() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; :"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = i64::from(child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let seen = loop {
+            let seen = look_at(pid);
+            if seen.as_ref().is_some_and(|(_, d, _)| d.starts_with("sh")) || std::time::Instant::now() > deadline {
+                break seen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        let (ppid, desc, start) = seen.expect("the shell is looked at");
+        assert_eq!((ppid, desc.as_str()), (i64::from(std::process::id()), "sh"));
+        assert!(start.is_some());
+        let (_, mine, _) = look_at(i64::from(std::process::id())).expect("this test process");
+        assert!(mine.split('\0').count() >= 2, "a test binary is described with its arguments: {mine:?}");
     }
 }
 
