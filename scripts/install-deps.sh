@@ -5,7 +5,7 @@
 # notification-daemon for the notification screenshot with its buttons, Chromium for the UI tests, Node for the Apps Script tests,
 # tmux for the interactive Claude Code that runs the plugin's monitor, PostgreSQL (the tests start throwaway
 # clusters of their own), haproxy for the balancer and cluster tests (PROXY protocol, forwarded headers,
-# two `pcmail serve` on one PostgreSQL), and for the
+# two `pcmail serve` on one PostgreSQL), iproute2's `ss` for the listener's queue length, and for the
 # Windows suite under Wine: mingw-w64, Wine 8 and Rust's windows-gnu target. Idempotent.
 set -euo pipefail
 SUDO=""
@@ -16,7 +16,7 @@ pkgs=(build-essential pkg-config libssl-dev curl ca-certificates
       xvfb xauth dbus dbus-x11 chromium dunst libglib2.0-bin python3 gnome-keyring faketime
       trayer xdotool x11-utils imagemagick notification-daemon
       gcc-mingw-w64-x86-64 wine64 wine
-      tmux postgresql haproxy)
+      tmux postgresql haproxy iproute2)
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

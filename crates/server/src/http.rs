@@ -133,7 +133,7 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let fds = crate::listen::raise_fd_limit();
     let engine = open_engine_blocking(&opts).await?;
     let identity = crate::tls::identity(&opts.transport)?;
-    let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("binding {}", opts.listen))?;
+    let listener = crate::listen::bind(opts.listen).with_context(|| format!("binding {}", opts.listen))?;
     let addr = listener.local_addr()?;
     let max = crate::listen::effective_max_connections(opts.limits.max_connections, fds);
     if max < opts.limits.max_connections {

@@ -297,6 +297,25 @@ impl Table {
     }
 }
 
+/// The listen queue asked of the OS (Linux clamps it to `net.core.somaxconn`,
+/// 4,096 by default). A flood of connections that the accept loop sheds
+/// keeps this queue busy; once it is full the kernel drops the next SYN,
+/// and a PC's connection then waits for its retransmission, a second later.
+/// Tokio's default of 1,024 overflowed on a loaded machine under the
+/// slowloris test's flood.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR` on Unix, as
+/// Tokio's own `bind` does: a restarted server binds while old connections
+/// linger in TIME_WAIT).
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// What every connection task needs.
 pub(crate) struct Serving {
     pub router: Router,
@@ -657,6 +676,25 @@ mod tests {
 
     fn ip(s: &str) -> Option<IpAddr> {
         Some(s.parse().unwrap())
+    }
+
+    /// The listening socket's queue is ours, not Tokio's default of 1,024:
+    /// `ss` shows a listener's queue length as its Send-Q.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_listener_asks_for_the_long_queue() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let listener = rt.block_on(async { bind("127.0.0.1:0".parse().unwrap()).unwrap() });
+        let port = listener.local_addr().unwrap().port();
+        let out = std::process::Command::new("ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .expect("ss (iproute2) lists the listener");
+        let line = String::from_utf8(out.stdout).unwrap();
+        let send_q: u32 = line.split_whitespace().nth(2).and_then(|q| q.parse().ok()).expect(&line);
+        let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn").unwrap().trim().parse().unwrap();
+        assert_eq!(send_q, LISTEN_BACKLOG.min(somaxconn), "{line}");
+        assert!(send_q > 1024 || somaxconn <= 1024, "longer than Tokio's default: {line}");
     }
 
     #[test]
