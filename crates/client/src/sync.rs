@@ -99,8 +99,11 @@ impl Client {
             } else {
                 (None, vec![])
             };
-            // This PC's live sessions ride every poll too (feature `sessions`).
-            let sessions = Some(self.live_sessions(now)?.into_iter().map(Ok).collect());
+            // This PC's live sessions ride the cycle's first poll (feature
+            // `sessions`); a later round follows it by milliseconds (to
+            // confirm what it brought, or fetch the rest), and a poll
+            // without them leaves the server's list as it was.
+            let sessions = if round == 0 { Some(self.live_sessions(now)?.into_iter().map(Ok).collect()) } else { None };
             // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
             let job = if round == 0 { self.job_poll_arg(now)? } else { None };
             let idle = confirm.is_empty()
