@@ -133,31 +133,91 @@ pub fn deliver(
     per: Duration,
     total: Duration,
 ) -> DeliveryReport {
-    let start = Instant::now();
-    let mut report = DeliveryReport::default();
-    for n in items {
-        for ch in notifiers {
-            let left = total.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                if !report.skipped.contains(&n.id) {
-                    report.skipped.push(n.id.clone());
+    Deliverer::new(notifiers.to_vec()).deliver(items, per, total)
+}
+
+/// A notification for a channel's thread, and where its result goes.
+type Job = (Notification, mpsc::Sender<Result<(), String>>);
+
+/// A channel, and its kept thread once one runs.
+type Lane = (std::sync::Arc<dyn Notifier>, Option<mpsc::Sender<Job>>);
+
+/// The channels with a thread each, kept from one notification to the
+/// next: a thread started for every notification cost the daemon more than
+/// the notification itself. A channel that does not answer within its slice
+/// keeps its thread until the call returns (the thread then ends), and its
+/// next notification gets a new one.
+pub struct Deliverer {
+    lanes: Vec<Lane>,
+}
+
+impl Deliverer {
+    pub fn new(notifiers: Vec<std::sync::Arc<dyn Notifier>>) -> Deliverer {
+        Deliverer { lanes: notifiers.into_iter().map(|n| (n, None)).collect() }
+    }
+
+    /// As [`deliver`], on the kept threads.
+    pub fn deliver(&mut self, items: &[Notification], per: Duration, total: Duration) -> DeliveryReport {
+        let start = Instant::now();
+        let mut report = DeliveryReport::default();
+        for n in items {
+            for (ch, worker) in &mut self.lanes {
+                let left = total.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    if !report.skipped.contains(&n.id) {
+                        report.skipped.push(n.id.clone());
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let (tx, rx) = mpsc::channel();
-            let ch2 = ch.clone();
-            let n2 = n.clone();
-            std::thread::spawn(move || {
-                let _ = tx.send(ch2.send(&n2));
-            });
-            match rx.recv_timeout(per.min(left)) {
-                Ok(Ok(())) => report.sent.push((n.id.clone(), ch.name())),
-                Ok(Err(e)) => report.failed.push((n.id.clone(), ch.name(), e)),
-                Err(_) => report.failed.push((n.id.clone(), ch.name(), "timed out".into())),
+                let (tx, rx) = mpsc::channel();
+                let mut job = (n.clone(), tx);
+                // A kept thread that ended (its channel panicked) is started again, once.
+                let mut taken = false;
+                for _ in 0..2 {
+                    let lane = worker.get_or_insert_with(|| lane_thread(ch.clone()));
+                    match lane.send(job) {
+                        Ok(()) => {
+                            taken = true;
+                            break;
+                        }
+                        Err(mpsc::SendError(back)) => {
+                            job = back;
+                            *worker = None;
+                        }
+                    }
+                }
+                if !taken {
+                    report.failed.push((n.id.clone(), ch.name(), "no thread could be started".into()));
+                    continue;
+                }
+                match rx.recv_timeout(per.min(left)) {
+                    Ok(Ok(())) => report.sent.push((n.id.clone(), ch.name())),
+                    Ok(Err(e)) => report.failed.push((n.id.clone(), ch.name(), e)),
+                    Err(e) => {
+                        // Still sending, or its thread ended: the next one goes on a new thread.
+                        *worker = None;
+                        let why = match e {
+                            mpsc::RecvTimeoutError::Timeout => "timed out",
+                            mpsc::RecvTimeoutError::Disconnected => "its thread ended",
+                        };
+                        report.failed.push((n.id.clone(), ch.name(), why.into()));
+                    }
+                }
             }
         }
+        report
     }
-    report
+}
+
+/// A channel's thread: sends what it is given until its sender is dropped.
+fn lane_thread(ch: std::sync::Arc<dyn Notifier>) -> mpsc::Sender<Job> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let _ = std::thread::Builder::new().name("pcmail-notify-ch".into()).spawn(move || {
+        for (n, answer) in rx {
+            let _ = answer.send(ch.send(&n));
+        }
+    });
+    tx
 }
 
 /// Notifications on a thread of their own: the poller hands a cycle's
@@ -169,8 +229,9 @@ pub fn deliver(
 pub fn spawn_worker(notifiers: Vec<std::sync::Arc<dyn Notifier>>) -> mpsc::Sender<Vec<Notification>> {
     let (tx, rx) = mpsc::channel::<Vec<Notification>>();
     let _ = std::thread::Builder::new().name("pcmail-notify".into()).spawn(move || {
+        let mut deliverer = Deliverer::new(notifiers);
         for items in rx {
-            let _ = deliver(&notifiers, &items, PER_NOTIFICATION, TOTAL);
+            let _ = deliverer.deliver(&items, PER_NOTIFICATION, TOTAL);
         }
     });
     tx
@@ -223,6 +284,41 @@ mod tests {
         assert!(r.sent.is_empty());
         assert!(r.failed.len() <= 3, "{:?}", r.failed);
         assert!(r.skipped.len() >= 7, "{:?}", r.skipped);
+    }
+
+    /// Records the thread each notification was sent on; `hang_on` hangs.
+    struct Threads(Mutex<Vec<(String, std::thread::ThreadId)>>, &'static str);
+    impl Notifier for Threads {
+        fn name(&self) -> &'static str {
+            "threads"
+        }
+        fn send(&self, n: &Notification) -> Result<(), String> {
+            if n.id == self.1 {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            self.0.lock().unwrap().push((n.id.clone(), std::thread::current().id()));
+            Ok(())
+        }
+    }
+
+    /// One thread per channel for every notification, across batches; one
+    /// that timed out is left to finish, and the next goes on a new thread.
+    #[test]
+    fn a_channel_keeps_its_thread_until_it_hangs() {
+        let ch = Arc::new(Threads(Mutex::new(vec![]), "m2"));
+        let mut d = Deliverer::new(vec![ch.clone() as Arc<dyn Notifier>]);
+        let r = d.deliver(&items(2), Duration::from_secs(5), Duration::from_secs(20));
+        assert_eq!(r.sent.len(), 2);
+        let r = d.deliver(&items(4)[2..], Duration::from_millis(50), Duration::from_secs(20));
+        assert_eq!(r.failed, [("m2".to_string(), "threads", "timed out".to_string())]);
+        assert_eq!(r.sent, [("m3".to_string(), "threads")]);
+        std::thread::sleep(Duration::from_millis(400));
+        let seen = ch.0.lock().unwrap().clone();
+        let thread_of = |id: &str| seen.iter().find(|(i, _)| i == id).map(|(_, t)| *t).unwrap();
+        assert_eq!(thread_of("m0"), thread_of("m1"), "one thread for the channel");
+        assert_eq!(thread_of("m0"), thread_of("m2"), "the next batch too");
+        assert_ne!(thread_of("m2"), thread_of("m3"), "a new thread after the one that hung");
+        assert_ne!(thread_of("m3"), std::thread::current().id());
     }
 
     #[test]
