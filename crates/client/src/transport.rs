@@ -3,7 +3,7 @@
 //! same protocol value; only the carrier differs.
 
 use pcmail_core::answers::Answer;
-use pcmail_core::protocol::{request_json, request_json_with_cred, Op};
+use pcmail_core::protocol::{request_bytes_with_cred, request_json, Op};
 use pcmail_core::{ErrorCode, Millis, ProtoError};
 use serde_json::Value;
 use std::path::Path;
@@ -380,16 +380,15 @@ impl Http {
     }
 
     fn call_once(&self, op: &Op, url: &str) -> Result<Value, CallError> {
-        let req = {
+        let body = {
             let cred = self.cred.read().unwrap_or_else(|e| e.into_inner());
-            request_json_with_cred(&self.pc, self.token.as_deref(), cred.as_deref(), op)
+            request_bytes_with_cred(&self.pc, self.token.as_deref(), cred.as_deref(), op)
         };
 
         let wait = match op {
             Op::Poll(p) => Duration::from_millis(p.wait_ms.max(0) as u64),
             _ => Duration::ZERO,
         };
-        let body = serde_json::to_vec(&req).expect("request serialises");
         let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
         // Made inside the runtime: the request's timer needs it.
         let send = || {
