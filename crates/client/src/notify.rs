@@ -145,8 +145,8 @@ type Lane = (std::sync::Arc<dyn Notifier>, Option<mpsc::Sender<Job>>);
 /// The channels with a thread each, kept from one notification to the
 /// next: a thread started for every notification cost the daemon more than
 /// the notification itself. A channel that does not answer within its slice
-/// keeps its thread until the call returns (the thread then ends), and its
-/// next notification gets a new one.
+/// is left to finish that send on its thread (which then ends), and its
+/// next notification gets a new thread.
 pub struct Deliverer {
     lanes: Vec<Lane>,
 }
@@ -286,7 +286,8 @@ mod tests {
         assert!(r.skipped.len() >= 7, "{:?}", r.skipped);
     }
 
-    /// Records the thread each notification was sent on; `hang_on` hangs.
+    /// Records the thread each notification was sent on; the one whose id
+    /// is the second field hangs for 300 ms.
     struct Threads(Mutex<Vec<(String, std::thread::ThreadId)>>, &'static str);
     impl Notifier for Threads {
         fn name(&self) -> &'static str {

@@ -449,19 +449,9 @@ mod tests {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let pid = i64::from(child.id());
         // `spawn` returns once the child has begun its exec, which names it
         // before it lays out its arguments: until then its command line reads empty.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let seen = loop {
-            let seen = look_at(pid);
-            let laid_out =
-                seen.as_ref().is_some_and(|(_, desc, _)| desc.split('\0').nth(1).is_some_and(|a| !a.is_empty()));
-            if laid_out || std::time::Instant::now() > deadline {
-                break seen;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
+        let seen = look_until(&child, |desc| desc.split('\0').nth(1).is_some_and(|a| !a.is_empty()));
         let _ = child.kill();
         let _ = child.wait();
         let (ppid, desc, start) = seen.expect("the child is looked at");
@@ -472,30 +462,34 @@ mod tests {
         assert!(parts[1].starts_with("claude-code") && parts[1].len() <= PROC_CMDLINE_MAX, "cut: {}", parts[1].len());
         assert!(looks_like_claude(&desc), "recognised from the start of its command line");
     }
-}
 
-/// A shell between the agent and the hook is known by its name alone; any
-/// other process is described with its command line.
-#[cfg(all(test, target_os = "linux"))]
-mod shell_tests {
-    use super::*;
-
-    #[test]
-    fn a_shell_is_described_by_its_name_and_others_by_their_command_line() {
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 30; :"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = i64::from(child.id());
+    /// `look_at` of `child` until `done` holds of its description (at most 10 s).
+    #[cfg(target_os = "linux")]
+    fn look_until(child: &std::process::Child, done: impl Fn(&str) -> bool) -> Option<(i64, String, Option<i64>)> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let seen = loop {
-            let seen = look_at(pid);
-            if seen.as_ref().is_some_and(|(_, d, _)| d.starts_with("sh")) || std::time::Instant::now() > deadline {
-                break seen;
+        loop {
+            let seen = look_at(i64::from(child.id()));
+            if seen.as_ref().is_some_and(|(_, desc, _)| done(desc)) || std::time::Instant::now() > deadline {
+                return seen;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
-        };
+        }
+    }
+
+    /// A shell between the agent and the hook is known by its name alone; any
+    /// other process is described with its command line.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_shell_is_described_by_its_name_and_others_by_their_command_line() {
+        // `read` is built in: the shell waits on its own, with no child.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let seen = look_until(&child, |desc| desc.starts_with("sh"));
         let _ = child.kill();
         let _ = child.wait();
         let (ppid, desc, start) = seen.expect("the shell is looked at");
