@@ -476,7 +476,7 @@ mod win {
             let pid = child.id() as i64;
             let job = new_job();
             // SAFETY: the child's handle is valid while `child` lives.
-            let job = job.filter(|&j| unsafe { AssignProcessToJobObject(j, child.as_raw_handle() as *mut c_void) } != 0 || {
+            let job = job.filter(|&j| unsafe { AssignProcessToJobObject(j, child.as_raw_handle()) } != 0 || {
                 unsafe { CloseHandle(j) };
                 false
             });
