@@ -155,7 +155,9 @@ pub struct HookRun {
 
 /// The whole hook as both binaries run it: read stdin, dispatch, start a
 /// poller if one is due (`pcmail_exe` finds the `pcmail` binary), and return
-/// what to print. Silent on any trouble.
+/// what to print. Silent on any trouble. Once per process, which exits
+/// after it: the prompt's store is left to that exit, not closed
+/// (`EXITS_AFTER_DISPATCH`); a process that goes on calls [`dispatch`].
 pub fn main_with(pcmail_exe: impl FnOnce() -> Option<PathBuf>) -> Option<String> {
     let mut raw = vec![];
     if !std::io::stdin().is_terminal() {
