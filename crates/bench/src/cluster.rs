@@ -156,6 +156,79 @@ fn run_phase(
     Ok(p)
 }
 
+/// One flat-out phase of the alternation: polls per second and CPU per poll
+/// (every instance of the pair and the database, the idle one included).
+struct Flat {
+    rps: f64,
+    /// pcmail serve's CPU per poll (ms), both instances.
+    serve: f64,
+    /// PostgreSQL's CPU per poll (ms).
+    db: f64,
+}
+
+impl Flat {
+    fn cpu(&self) -> f64 {
+        self.serve + self.db
+    }
+}
+
+/// Flat-out loads on the first instance alone and on both, alternated
+/// (×1 ×2, ×2 ×1, ×1 ×2, …) on the same two running instances: this
+/// machine's speed drifts within a run by more than the difference measured,
+/// so each ×2 phase is judged against the ×1 phase beside it, and the order
+/// is swapped every pair so that a drift does not favour either side.
+fn alternated(servers: &[ServerChild], postmaster: u32, s: &Settings, pairs: usize) -> Result<Vec<(Flat, Flat)>> {
+    let urls: Vec<String> = servers.iter().map(|x| x.url.clone()).collect();
+    let cursors = catch_up(&urls[0])?;
+    let cpu = || -> Result<(f64, f64)> {
+        let serve: f64 = servers.iter().map(|x| cpu_ms(x.pid(), false)).sum::<Result<f64>>()?;
+        Ok((serve, postgres_cpu_ms(postmaster)?))
+    };
+    let flat = |across: &[String]| -> Result<Flat> {
+        let (s0, d0) = cpu()?;
+        let load = poll_load_across(across, s, cursors.clone())?;
+        let (s1, d1) = cpu()?;
+        let n = load.count.max(1) as f64;
+        Ok(Flat { rps: load.rps(), serve: (s1 - s0) / n, db: (d1 - d0) / n })
+    };
+    let mut out = Vec::with_capacity(pairs);
+    for pair in 0..pairs {
+        let (one, two) = if pair % 2 == 0 {
+            let one = flat(&urls[..1])?;
+            (one, flat(&urls)?)
+        } else {
+            let two = flat(&urls)?;
+            (flat(&urls[..1])?, two)
+        };
+        println!(
+            "  pair {}: ×1 {:.0} polls/s, CPU per poll {:.3} ms ({:.3} + {:.3}); ×2 {:.0} polls/s, {:.3} ms ({:.3} + {:.3}): \
+             throughput {:.2}x, CPU {:.2}x",
+            pair + 1,
+            one.rps,
+            one.cpu(),
+            one.serve,
+            one.db,
+            two.rps,
+            two.cpu(),
+            two.serve,
+            two.db,
+            two.rps / one.rps,
+            two.cpu() / one.cpu()
+        );
+        out.push((one, two));
+    }
+    Ok(out)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 pub(crate) fn bench_server_pg() -> Result<()> {
     let s = Settings {
         threads: env_num("PCMAIL_BENCH_THREADS", 12),
@@ -204,22 +277,35 @@ pub(crate) fn bench_server_pg() -> Result<()> {
         let server = ServerChild::start(&url)?;
         run_phase("PostgreSQL ×1", std::slice::from_ref(&server), Some(postmaster), &s, 1)?
     };
-    let (pg2, seen) = {
+    let (pg2, seen, pairs) = {
         let servers = [ServerChild::start(&url)?, ServerChild::start(&url)?];
         let p = run_phase("PostgreSQL ×2", &servers, Some(postmaster), &s, 2)?;
         let seen = match pcmail_bin() {
             Some(bin) => Some(seen_across(&bin, &servers[0].url, &servers[1].url, rounds)?),
             None => None,
         };
-        (p, seen)
+        let n = env_num("PCMAIL_BENCH_PAIRS", 3);
+        println!("\n  flat out, ×1 (the first instance alone) and ×2 (both) alternated on the same two instances, {n} pairs:");
+        let pairs = alternated(&servers, postmaster, &s, n)?;
+        (p, seen, pairs)
     };
 
     println!("\nratios (this run):");
     println!(
-        "  PostgreSQL ×2 vs ×1: throughput {:.2}x (target ≥ 1), CPU per poll {:.2}x (target ≤ 1.2; pcmail serve alone {:.2}x)",
+        "  PostgreSQL ×2 vs ×1, the phases above: throughput {:.2}x, CPU per poll {:.2}x (pcmail serve alone {:.2}x)",
         pg2.load.rps() / pg1.load.rps(),
         pg2.cpu() / pg1.cpu(),
         pg2.serve_cpu / pg1.serve_cpu
+    );
+    let through: Vec<f64> = pairs.iter().map(|(one, two)| two.rps / one.rps).collect();
+    let cpu: Vec<f64> = pairs.iter().map(|(one, two)| two.cpu() / one.cpu()).collect();
+    let list = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
+    println!(
+        "  PostgreSQL ×2 vs ×1, alternated pairs: throughput median {:.2}x ({}; target ≥ 1), CPU per poll median {:.2}x ({}; target ≤ 1.2)",
+        median(through.clone()),
+        list(&through),
+        median(cpu.clone()),
+        list(&cpu)
     );
     println!(
         "  PostgreSQL ×1 vs SQLite ×1 at {:.0} polls/s offered: p99 {:.2}x (target ≤ 2), p50 {:.2}x",
