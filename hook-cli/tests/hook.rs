@@ -196,7 +196,12 @@ fn concurrent_hooks_of_one_session_never_show_a_mail_twice() {
         for c in children {
             let out = c.wait_with_output().unwrap();
             assert!(out.status.success() && out.stderr.is_empty());
-            for id in shown_ids(&context(&out.stdout)) {
+            // Mail, or the count of what this session was shown: a hook
+            // that lost the race for the write lock tries again, never
+            // leaves its prompt with nothing.
+            let ctx = context(&out.stdout);
+            assert!(!ctx.is_empty(), "trial {trial}: a hook of the race told nothing");
+            for id in shown_ids(&ctx) {
                 total += 1;
                 assert!(seen.insert(id.clone()), "trial {trial}: {id} shown twice to {session}");
             }
@@ -454,4 +459,29 @@ fn prompts_that_leave_without_closing_keep_the_log_bounded_and_every_write() {
     assert_eq!(ok, "ok");
     drop(store);
     assert_eq!(pc.count("SELECT count(*) FROM sessions WHERE session LIKE 's%'"), runs, "every prompt recorded");
+}
+
+/// A prompt within a step of the session's last one writes nothing (no
+/// commit another connection sees); a step later it records its time.
+#[test]
+fn a_caught_up_prompt_writes_nothing_until_its_time_is_a_step_old() {
+    let pc = Pc::new();
+    assert_eq!(pc.prompt("s-quiet"), "", "nothing to show");
+    let watcher = pc.store();
+    let before = watcher.data_version().unwrap();
+    let recorded = || pc.count("SELECT last_prompt_at FROM sessions WHERE session = 's-quiet'");
+    let first = recorded();
+    assert_eq!(pc.prompt("s-quiet"), "");
+    assert_eq!(watcher.data_version().unwrap(), before, "the second prompt, within the step, committed nothing");
+    assert_eq!(recorded(), first);
+
+    let step = pcmail_core::model::limits::PROMPT_RECORD_STEP_MS;
+    pc.store()
+        .conn()
+        .execute("UPDATE sessions SET last_prompt_at = last_prompt_at - ?1 WHERE session = 's-quiet'", [step])
+        .unwrap();
+    let rewound = watcher.data_version().unwrap();
+    assert_eq!(pc.prompt("s-quiet"), "");
+    assert_ne!(watcher.data_version().unwrap(), rewound, "a step later the prompt records its time");
+    assert!(recorded() >= first, "the recorded time moved to this prompt's: {} < {first}", recorded());
 }

@@ -34,6 +34,13 @@ pub fn poll_record_due(recorded: Option<Millis>, now: Millis) -> bool {
     recorded.is_none_or(|t| now - t >= crate::model::limits::POLL_RECORD_STEP_MS || t > now)
 }
 
+/// Whether a session's prompt at `now` records its time over the recorded
+/// one: the poll's rule with `PROMPT_RECORD_STEP_MS` (none recorded, a step
+/// old, or ahead of the clock).
+pub fn prompt_record_due(recorded: Option<Millis>, now: Millis) -> bool {
+    recorded.is_none_or(|t| now - t >= crate::model::limits::PROMPT_RECORD_STEP_MS || t > now)
+}
+
 /// The oldest recorded poll time at which a PC is still not silent for more
 /// than `window` at `now`: a recorded time before it means silent. The step
 /// is added because the recorded time may lag the PC's last poll by up to it.
@@ -146,6 +153,15 @@ pub fn job_as_read(j: &mut Job, last_at: Millis, now: Millis) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_prompt_records_its_time_a_step_after_the_last_or_when_the_clock_went_back() {
+        let step = crate::model::limits::PROMPT_RECORD_STEP_MS;
+        assert!(prompt_record_due(None, 5), "never recorded");
+        assert!(!prompt_record_due(Some(1_000), 1_000 + step - 1), "within the step: nothing to write");
+        assert!(prompt_record_due(Some(1_000), 1_000 + step), "a step old");
+        assert!(prompt_record_due(Some(9_000), 1_000), "recorded ahead of the clock");
+    }
 
     #[test]
     fn mail_expires_at_its_expiry_and_never_over_a_final_state() {

@@ -389,6 +389,11 @@ pub mod limits {
     /// silent only once its recorded poll is older than the window plus this
     /// step (`due::pc_silent`), so the lag never makes a polling PC look silent.
     pub const POLL_RECORD_STEP_MS: i64 = 10_000;
+    /// A session's prompt records its time in the PC's store only when the
+    /// recorded one is at least this old, so a caught-up prompt writes
+    /// nothing (the hook then takes no write lock and adds nothing to the
+    /// log); the idle time `pcmail who` shows may lag by up to this step.
+    pub const PROMPT_RECORD_STEP_MS: i64 = 10_000;
     pub const SWEEP_EVERY_MS: i64 = 10 * MIN;
     /// Longest `expiresIn` a mail may ask for (a year).
     pub const EXPIRES_IN_MAX_MS: i64 = 366 * 24 * 60 * MIN;

@@ -252,12 +252,17 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
     let limit = config.hook_session_mail_limit;
     let registry = session_row(&store, input, now);
 
-    // Choose and record in ONE write transaction: a second hook of this
-    // session waits here and then sees what this one recorded.
-    let p = store.write(|tx| {
+    // Choose and record in ONE transaction: a second hook of this session
+    // that must record too waits for this one's commit and then sees what
+    // it recorded. A caught-up prompt records nothing, so it begins as a
+    // read and stays one; one that must write after another hook's commit
+    // runs again as a write from the start.
+    let p = store.write_if_needed(|tx| {
         match &registry {
-            Registry::Prompted => {
-                sl::session_prompted(tx, session, now)?;
+            Registry::Prompted { last } => {
+                if pcmail_core::due::prompt_record_due(*last, now) {
+                    sl::session_prompted(tx, session, now)?;
+                }
             }
             Registry::Record(row) => sl::session_record(tx, row)?,
         }
@@ -381,7 +386,7 @@ pub fn run(paths: &Paths, input: &HookInput, now: Millis) -> Result<HookRun, Box
         }
         let repo_id = match &registry {
             Registry::Record(row) => row.repo.clone(),
-            Registry::Prompted => None,
+            Registry::Prompted { .. } => None,
         };
         if let Some(repo_id) = repo_id {
             let room = pcmail_core::present::TOTAL_CHARS.saturating_sub(text.chars().count() + 1);
@@ -460,8 +465,11 @@ pub fn job_line(j: &pcmail_store::jobs::MyJob) -> String {
 
 /// What this hook run records in the session registry.
 enum Registry {
-    /// Known process, same folder: only the prompt time (the cheap path).
-    Prompted,
+    /// Known process, same folder: only the prompt time (the cheap path),
+    /// and that only when the recorded one is a step old.
+    Prompted {
+        last: Option<Millis>,
+    },
     Record(sl::SessionRow),
 }
 
@@ -474,7 +482,7 @@ fn session_row(store: &Store, input: &HookInput, now: Millis) -> Registry {
     if let Some(k) = &known {
         let same = k.pid == proc.map(|p| p.pid) && k.pid_start == proc.and_then(|p| p.start) && k.cwd == input.cwd;
         if same && input.event != Event::SessionStart && k.ended_at.is_none() {
-            return Registry::Prompted;
+            return Registry::Prompted { last: k.last_prompt_at };
         }
     }
     let info = input.cwd.as_deref().and_then(|c| repo::identify(Path::new(c)));

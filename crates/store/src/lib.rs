@@ -186,6 +186,20 @@ impl Store {
         Ok(out)
     }
 
+    /// [`Store::write`] for work that usually writes nothing (a caught-up
+    /// prompt): it starts as a read, which takes no write lock and adds
+    /// nothing to the log. Should `f` write after all while another
+    /// connection holds the write lock or has committed since the read
+    /// began, SQLite refuses the upgrade (busy) without waiting; everything
+    /// `f` did is rolled back and it runs again from the start as a write
+    /// (which waits its turn). So `f` must be safe to run twice.
+    pub fn write_if_needed<T>(&mut self, f: impl Fn(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
+        match read_first(&mut self.conn, &f) {
+            Err(e) if e.is_busy() => self.write(f),
+            other => other,
+        }
+    }
+
     /// SQLite's data_version: changes whenever another connection commits, so
     /// a UI can watch the store cheaply.
     pub fn data_version(&self) -> Result<i64> {
@@ -194,6 +208,22 @@ impl Store {
 
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// One try of [`Store::write_if_needed`]: a deferred transaction.
+fn read_first<T>(conn: &mut Connection, f: &impl Fn(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
+    let out = f(&tx)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+impl StoreError {
+    /// SQLite's "busy" (also its "busy snapshot": a read that could not
+    /// become a write because another connection committed meanwhile).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy))
     }
 }
 
@@ -280,6 +310,66 @@ pub(crate) fn test_mail(id: &str, created_at: pcmail_core::Millis) -> pcmail_cor
         "urgent": false, "createdAt": created_at, "state": "new",
     }))
     .expect("a mail")
+}
+
+#[cfg(test)]
+mod write_if_needed_tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn counter(s: &Store) -> i64 {
+        s.meta_i64("n").unwrap().unwrap_or(0)
+    }
+
+    /// Work that writes nothing stays a read: no commit another connection
+    /// sees. Work that writes commits as one transaction.
+    #[test]
+    fn a_read_stays_a_read_and_a_write_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut s = Store::open(&path).unwrap();
+        let watcher = Store::open(&path).unwrap();
+        let before = watcher.data_version().unwrap();
+        let n =
+            s.write_if_needed(|tx| Ok(tx.query_row("SELECT count(*) FROM meta", [], |r| r.get::<_, i64>(0))?)).unwrap();
+        assert!(n >= 0);
+        assert_eq!(watcher.data_version().unwrap(), before, "a read is no commit");
+        s.write_if_needed(|tx| {
+            tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('n', '1')", [])?;
+            Ok(())
+        })
+        .unwrap();
+        assert_ne!(watcher.data_version().unwrap(), before, "a write is");
+        assert_eq!(counter(&watcher), 1);
+    }
+
+    /// Another connection commits between the work's read and its write: the
+    /// read could not become a write, so the work ran again from the start,
+    /// as a write, and built on what the other committed (no lost update).
+    #[test]
+    fn a_write_after_another_commit_runs_again_on_what_it_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut s = Store::open(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+        let set = |v: i64| other.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('n', ?1)", [v.to_string()]);
+        set(10).unwrap();
+        let runs = Cell::new(0);
+        s.write_if_needed(|tx| {
+            runs.set(runs.get() + 1);
+            let n: i64 = tx.query_row("SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'n'", [], |r| r.get(0))?;
+            if runs.get() == 1 {
+                // Between this read and the write below, another connection commits.
+                set(20).unwrap();
+            }
+            tx.execute("UPDATE meta SET value = ?1 WHERE key = 'n'", [(n + 1).to_string()])?;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(runs.get(), 2, "the first try was refused and rolled back");
+        assert_eq!(counter(&s), 21, "the second try read the other's 20");
+    }
 }
 
 #[cfg(test)]
