@@ -285,8 +285,11 @@ impl Store {
 
     /// Newly stored mail that wants a notification and has none yet, claimed
     /// atomically so two pollers never notify the same id twice.
+    /// Most cycles find nothing to claim: the claim begins as a read and
+    /// takes the write lock only when it stamps a row (a hook waiting for
+    /// that lock would otherwise wait for every cycle's look).
     pub fn claim_notifications(&mut self, now: Millis, limit: usize) -> Result<Vec<InboxMail>> {
-        self.write(|tx| {
+        self.write_if_needed(|tx| {
             let rows: Vec<InboxMail> = {
                 let mut st = tx.prepare_cached(&format!(
                     "SELECT {COLS} FROM inbox WHERE notified_at IS NULL AND status = 'new' ORDER BY created_at LIMIT ?1"

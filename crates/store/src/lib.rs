@@ -343,6 +343,25 @@ mod write_if_needed_tests {
         assert_eq!(counter(&watcher), 1);
     }
 
+    /// Work that finds nothing to write does not wait for another
+    /// connection's write lock (a hook's caught-up prompt while the poller
+    /// commits; the poller's look for notifications while a hook writes).
+    #[test]
+    fn a_read_does_not_wait_for_anothers_write_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let mut s = Store::open(&path).unwrap();
+        let mut holder = Connection::open(&path).unwrap();
+        let held = holder.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+        let t = std::time::Instant::now();
+        let claimed = s.claim_notifications(1, 20).unwrap();
+        assert!(claimed.is_empty());
+        let n: i64 = s.write_if_needed(|tx| Ok(tx.query_row("SELECT count(*) FROM inbox", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(n, 0);
+        assert!(t.elapsed() < std::time::Duration::from_millis(500), "waited {:?} for the write lock", t.elapsed());
+        held.rollback().unwrap();
+    }
+
     /// Another connection commits between the work's read and its write: the
     /// read could not become a write, so the work ran again from the start,
     /// as a write, and built on what the other committed (no lost update).
