@@ -172,11 +172,30 @@ impl Flat {
     }
 }
 
-/// Flat-out loads on the first instance alone and on both, alternated
-/// (×1 ×2, ×2 ×1, ×1 ×2, …) on the same two running instances: this
-/// machine's speed drifts within a run by more than the difference measured,
-/// so each ×2 phase is judged against the ×1 phase beside it, and the order
-/// is swapped every pair so that a drift does not favour either side.
+/// `pairs` measurements of `a` and `b` side by side, the order swapped every
+/// pair (a b, b a, a b, …): this machine's speed drifts within a run by more
+/// than the differences measured, so each `b` is judged against the `a`
+/// beside it, and a drift favours neither side.
+fn in_pairs<T>(
+    pairs: usize,
+    mut a: impl FnMut() -> Result<T>,
+    mut b: impl FnMut() -> Result<T>,
+) -> Result<Vec<(T, T)>> {
+    (0..pairs)
+        .map(|pair| {
+            if pair % 2 == 0 {
+                let first = a()?;
+                Ok((first, b()?))
+            } else {
+                let second = b()?;
+                Ok((a()?, second))
+            }
+        })
+        .collect()
+}
+
+/// Flat-out loads on the first instance alone and on both ([`in_pairs`]) on
+/// the same two running instances.
 fn alternated(servers: &[ServerChild], postmaster: u32, s: &Settings, pairs: usize) -> Result<Vec<(Flat, Flat)>> {
     let urls: Vec<String> = servers.iter().map(|x| x.url.clone()).collect();
     let cursors = catch_up(&urls[0])?;
@@ -191,15 +210,8 @@ fn alternated(servers: &[ServerChild], postmaster: u32, s: &Settings, pairs: usi
         let n = load.count.max(1) as f64;
         Ok(Flat { rps: load.rps(), serve: (s1 - s0) / n, db: (d1 - d0) / n })
     };
-    let mut out = Vec::with_capacity(pairs);
-    for pair in 0..pairs {
-        let (one, two) = if pair % 2 == 0 {
-            let one = flat(&urls[..1])?;
-            (one, flat(&urls)?)
-        } else {
-            let two = flat(&urls)?;
-            (flat(&urls[..1])?, two)
-        };
+    let out = in_pairs(pairs, || flat(&urls[..1]), || flat(&urls))?;
+    for (pair, (one, two)) in out.iter().enumerate() {
         println!(
             "  pair {}: ×1 {:.0} polls/s, CPU per poll {:.3} ms ({:.3} + {:.3}); ×2 {:.0} polls/s, {:.3} ms ({:.3} + {:.3}): \
              throughput {:.2}x, CPU {:.2}x",
@@ -215,15 +227,13 @@ fn alternated(servers: &[ServerChild], postmaster: u32, s: &Settings, pairs: usi
             two.rps / one.rps,
             two.cpu() / one.cpu()
         );
-        out.push((one, two));
     }
     Ok(out)
 }
 
-/// The paced polls on SQLite ×1 and PostgreSQL ×1 alternated in pairs, the
-/// order swapped every pair, both servers running throughout: a p99 is the
-/// few slowest polls, which a moment of this machine's other work decides,
-/// so each PostgreSQL p99 is judged against the SQLite one beside it.
+/// The paced polls on SQLite ×1 and PostgreSQL ×1 in pairs ([`in_pairs`]),
+/// both servers running throughout: a p99 is the few slowest polls, which a
+/// moment of this machine's other work decides.
 /// (SQLite's p99, PostgreSQL's p99) per pair.
 fn alternated_paced(sqlite: &ServerChild, pg: &ServerChild, s: &Settings, pairs: usize) -> Result<Vec<(f64, f64)>> {
     let (lite_url, pg_url) = (vec![sqlite.url.clone()], vec![pg.url.clone()]);
@@ -231,28 +241,11 @@ fn alternated_paced(sqlite: &ServerChild, pg: &ServerChild, s: &Settings, pairs:
     let paced = |urls: &[String], cursors: &[i64]| -> Result<f64> {
         Ok(load_paced(urls, s, cursors.to_vec(), Req::Poll, Some(s.paced_rate))?.p(0.99))
     };
-    let mut out = Vec::with_capacity(pairs);
-    for pair in 0..pairs {
-        let (lite, pg) = if pair % 2 == 0 {
-            let lite = paced(&lite_url, &lite_cursors)?;
-            (lite, paced(&pg_url, &pg_cursors)?)
-        } else {
-            let pg = paced(&pg_url, &pg_cursors)?;
-            (paced(&lite_url, &lite_cursors)?, pg)
-        };
+    let out = in_pairs(pairs, || paced(&lite_url, &lite_cursors), || paced(&pg_url, &pg_cursors))?;
+    for (pair, (lite, pg)) in out.iter().enumerate() {
         println!("  pair {}: p99 SQLite {lite:.2} ms, PostgreSQL {pg:.2} ms: {:.2}x", pair + 1, pg / lite);
-        out.push((lite, pg));
     }
     Ok(out)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 pub(crate) fn bench_server_pg() -> Result<()> {
@@ -295,7 +288,8 @@ pub(crate) fn bench_server_pg() -> Result<()> {
         Err(_) => url,
     };
 
-    let pairs_n = env_num("PCMAIL_BENCH_PAIRS", 3);
+    // At least one pair: none would leave the ratios judged without a figure.
+    let pairs_n = env_num("PCMAIL_BENCH_PAIRS", 3).max(1);
     let sqlite_server = ServerChild::start(&db)?;
     let sqlite = run_phase("SQLite ×1", std::slice::from_ref(&sqlite_server), None, &s, 0)?;
     let (pg1, paced_pairs) = {
@@ -336,16 +330,16 @@ pub(crate) fn bench_server_pg() -> Result<()> {
     let list = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
     println!(
         "  PostgreSQL ×2 vs ×1, alternated pairs: throughput median {:.2}x ({}; target ≥ 1), CPU per poll median {:.2}x ({}; target ≤ 1.2)",
-        median(through.clone()),
+        pct(&through, 0.5),
         list(&through),
-        median(cpu.clone()),
+        pct(&cpu, 0.5),
         list(&cpu)
     );
     let p99s: Vec<f64> = paced_pairs.iter().map(|(lite, pg)| pg / lite).collect();
     println!(
         "  PostgreSQL ×1 vs SQLite ×1 at {:.0} polls/s offered, alternated pairs: p99 median {:.2}x ({}; target ≤ 2)",
         s.paced_rate,
-        median(p99s.clone()),
+        pct(&p99s, 0.5),
         list(&p99s)
     );
     println!(

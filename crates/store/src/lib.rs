@@ -321,13 +321,19 @@ mod write_if_needed_tests {
         s.meta_i64("n").unwrap().unwrap_or(0)
     }
 
+    /// A new store file, its path, and this test's connection to it.
+    fn store() -> (tempfile::TempDir, std::path::PathBuf, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let s = Store::open(&path).unwrap();
+        (dir, path, s)
+    }
+
     /// Work that writes nothing stays a read: no commit another connection
     /// sees. Work that writes commits as one transaction.
     #[test]
     fn a_read_stays_a_read_and_a_write_commits() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let mut s = Store::open(&path).unwrap();
+        let (_dir, path, mut s) = store();
         let watcher = Store::open(&path).unwrap();
         let before = watcher.data_version().unwrap();
         let n =
@@ -348,9 +354,7 @@ mod write_if_needed_tests {
     /// commits; the poller's look for notifications while a hook writes).
     #[test]
     fn a_read_does_not_wait_for_anothers_write_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let mut s = Store::open(&path).unwrap();
+        let (_dir, path, mut s) = store();
         let mut holder = Connection::open(&path).unwrap();
         let held = holder.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
         let t = std::time::Instant::now();
@@ -367,9 +371,7 @@ mod write_if_needed_tests {
     /// as a write, and built on what the other committed (no lost update).
     #[test]
     fn a_write_after_another_commit_runs_again_on_what_it_committed() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let mut s = Store::open(&path).unwrap();
+        let (_dir, path, mut s) = store();
         let other = Connection::open(&path).unwrap();
         other.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
         let set = |v: i64| other.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('n', ?1)", [v.to_string()]);
