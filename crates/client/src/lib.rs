@@ -114,6 +114,16 @@ pub struct Client {
     deferred_sent: Vec<sent_rows::SentRows>,
 }
 
+impl Client {
+    /// Runs `f` in one transaction of the PC store ([`pcmail_store::batch_in`]):
+    /// one commit for the dozen small writes and reads a poll's answer
+    /// brings, instead of one each. Nothing in `f` may wait on the network:
+    /// the hook waits for the store's write lock meanwhile.
+    pub(crate) fn batch<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T, ClientError> {
+        pcmail_store::batch_in(self, |c| &mut c.store, f)
+    }
+}
+
 impl Drop for Client {
     fn drop(&mut self) {
         if let Err(e) = self.settle_deferred() {

@@ -17,6 +17,27 @@ use serde_json::Value;
 pub const UNKNOWN_OP_BACKOFF_MS: Millis = 60 * 60 * 1000;
 pub const UNKNOWN_OP_MAX_TRIES: i64 = 5;
 const MAX_ROUNDS: usize = 20;
+
+/// What one round's poll asked (read before the request).
+struct Asked {
+    confirm: Vec<String>,
+    due: Vec<pcmail_store::PendingMark>,
+    since: i64,
+    received_since: i64,
+    lease: Option<pcmail_core::lease::PollLease>,
+    lease_releases: Vec<pcmail_store::leases::MyLease>,
+    sessions: Option<Vec<pcmail_core::sessions::LiveItem>>,
+    job: Option<pcmail_core::job::PollJob>,
+}
+
+/// What one poll's answer left for after its transaction.
+struct Applied {
+    job: Option<pcmail_core::job::PollJobAnswer>,
+    roster_moved: bool,
+    done: bool,
+    /// The cycle's success was recorded with the answer ([`Client::record_success`]).
+    succeeded: bool,
+}
 /// How far the server's clock may seem to move before this PC records its
 /// offset again: well under anything judged by it (expiry, ages in minutes),
 /// well over the jitter of a request's travel on a LAN.
@@ -57,26 +78,51 @@ impl Client {
     /// nothing to push (the daemon against `pcmail serve`).
     pub fn sync_once(&mut self, wait_ms: i64) -> Result<CycleReport, ClientError> {
         let mut report = CycleReport::default();
-        let now = self.now();
-        let _ = self.store.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, now);
+        // The attempt is stamped with the first round's request (when the
+        // last attempt or success is a step old) and with a failure (the
+        // cycle may fail before its request): "attempt after success" means
+        // a poll is running, or ran into trouble.
         match self.sync_rounds(wait_ms, &mut report) {
-            Ok(()) => {
-                let now = self.now();
-                self.store.record_poll_ok(now)?;
-                self.maybe_sweep_and_alerts(now);
-                report.to_notify = self.store.claim_notifications(now, 20)?;
+            // Recorded with the last answer's writes.
+            Ok(true) => Ok(report),
+            Ok(false) => {
+                let sweep_due = self.batch(|c| c.record_success(&mut report))?;
+                if sweep_due {
+                    let now = self.now();
+                    self.sweep_and_alerts(now);
+                    report.to_notify = self.store.claim_notifications(now, 20)?;
+                }
                 Ok(report)
             }
             Err(e) => {
-                let fails = self.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0) + 1;
-                self.store.meta_set_i64(meta::CONSECUTIVE_FAILURES, fails)?;
-                self.store.meta_set(meta::LAST_POLL_ERROR, &e.to_string())?;
+                self.batch(|c| {
+                    let now = c.now();
+                    c.store.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, now)?;
+                    let fails = c.store.meta_i64(meta::CONSECUTIVE_FAILURES)?.unwrap_or(0) + 1;
+                    c.store.meta_set_i64(meta::CONSECUTIVE_FAILURES, fails)?;
+                    c.store.meta_set(meta::LAST_POLL_ERROR, &e.to_string())?;
+                    Ok(())
+                })?;
                 Err(e)
             }
         }
     }
 
-    fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<(), ClientError> {
+    /// The cycle's success and the look for mail to notify (which waits
+    /// for a sweep when one is due). Returns whether a sweep is due.
+    fn record_success(&mut self, report: &mut CycleReport) -> Result<bool, ClientError> {
+        let now = self.now();
+        self.store.record_poll_ok(now)?;
+        let due = self.sweep_due(now);
+        if !due {
+            report.to_notify = self.store.claim_notifications(now, 20)?;
+        }
+        Ok(due)
+    }
+
+    /// The rounds of one cycle. True when the last answer's transaction
+    /// also recorded the cycle's success (nothing was left to do after it).
+    fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<bool, ClientError> {
         self.claim_label_once()?;
         self.flush_outbox(report, false)?;
         // Leases claimed while the server was unreachable: claimed again (same claim id).
@@ -85,27 +131,45 @@ impl Client {
         // never hold up the poll: dropped here with a record.
         report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
         for round in 0..MAX_ROUNDS {
-            let now = self.now();
-            let confirm = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
-            let due = self.store.due_marks(now, limits::MARKS_MAX)?;
-            let since = self.store.meta_i64(meta::UPDATES_CURSOR)?.unwrap_or(0);
-            // Asked of every server: one without the feature ignores it and
-            // answers no receivedCursor (docs/protocol.md, poll).
-            let received_since = self.store.meta_i64(meta::RECEIVED_CURSOR)?.unwrap_or(0);
-            // Lease heartbeats and releases ride the first round's poll (no extra request).
-            let (lease, lease_releases) = if round == 0 {
-                let (arg, releases) = self.lease_poll_arg(now)?;
-                (Some(arg), releases)
-            } else {
-                (None, vec![])
-            };
-            // This PC's live sessions ride the cycle's first poll (feature
-            // `sessions`); a later round follows it by milliseconds (to
-            // confirm what it brought, or fetch the rest), and a poll
-            // without them leaves the server's list as it was.
-            let sessions = if round == 0 { Some(self.live_sessions(now)?.into_iter().map(Ok).collect()) } else { None };
-            // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
-            let job = if round == 0 { self.job_poll_arg(now)? } else { None };
+            // What this round asks, read in one transaction (which also
+            // holds what that writes: the attempt's time, sessions found
+            // gone, the lease holders' liveness).
+            let asked = self.batch(|c| {
+                let now = c.now();
+                // The attempt's time, under the server's rule for a poll's:
+                // a step after the last attempt or success (a long poll that
+                // follows a success at once writes nothing here).
+                if round == 0 {
+                    let attempt = c.store.meta_i64(meta::LAST_POLL_ATTEMPT_AT)?;
+                    let ok = c.store.meta_i64(meta::LAST_POLL_OK_AT)?;
+                    if pcmail_core::due::poll_record_due(attempt.max(ok), now) {
+                        c.store.meta_set_i64(meta::LAST_POLL_ATTEMPT_AT, now)?;
+                    }
+                }
+                let confirm = c.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
+                let due = c.store.due_marks(now, limits::MARKS_MAX)?;
+                let since = c.store.meta_i64(meta::UPDATES_CURSOR)?.unwrap_or(0);
+                // Asked of every server: one without the feature ignores it and
+                // answers no receivedCursor (docs/protocol.md, poll).
+                let received_since = c.store.meta_i64(meta::RECEIVED_CURSOR)?.unwrap_or(0);
+                // Lease heartbeats and releases ride the first round's poll (no extra request).
+                let (lease, lease_releases) = if round == 0 {
+                    let (arg, releases) = c.lease_poll_arg(now)?;
+                    (Some(arg), releases)
+                } else {
+                    (None, vec![])
+                };
+                // This PC's live sessions ride the cycle's first poll (feature
+                // `sessions`); a later round follows it by milliseconds (to
+                // confirm what it brought, or fetch the rest), and a poll
+                // without them leaves the server's list as it was.
+                let sessions =
+                    if round == 0 { Some(c.live_sessions(now)?.into_iter().map(Ok).collect()) } else { None };
+                // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
+                let job = if round == 0 { c.job_poll_arg(now)? } else { None };
+                Ok(Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job })
+            })?;
+            let Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job } = asked;
             let idle = confirm.is_empty()
                 && due.is_empty()
                 && lease_releases.is_empty()
@@ -133,74 +197,26 @@ impl Client {
             report.round_trips += 1;
             // A long poll may have waited: stamp what follows with the answer's time.
             let now = self.now();
-            self.record_server_clock(&resp, now);
-            let answer: PollAnswer = decode(&op, resp)?;
-
-            // Confirmed ids: stored here and known to the server.
-            report.confirmed += answer.confirmed.len();
-            self.store.mark_confirmed(&answer.confirmed, now)?;
-            self.apply_mark_results(answer.marks.and_then(Lenient::ok), &due, now, report)?;
-            if round == 0 {
-                self.apply_lease_answer(answer.lease.and_then(Lenient::ok), &lease_releases, now)?;
-                self.apply_job_answer(answer.job.and_then(Lenient::ok), job.as_ref(), now)?;
-            }
-
-            // Names first: mail to a name is stored for the session holding it.
-            report.withdrawn += self.apply_sessions_answer(answer.sessions.and_then(Lenient::ok))?;
-            let fetched = answer.mail.len();
-            for item in answer.mail {
-                self.store_one(item, now, report);
+            let asked = Asked { confirm, due, since, received_since, lease: None, lease_releases, sessions: None, job };
+            let applied = self.batch(|c| c.apply_poll_answer(&op, resp, round, &asked, now, report))?;
+            // Jobs after the answer's transaction: taking an offered job
+            // writes it down (committed) before it asks the server to start it.
+            if let Some(a) = applied.job {
+                self.apply_job_answer(Some(a), asked.job.as_ref(), now)?;
             }
             // Test hook: die like a killed poller between storing and confirming.
             if !report.stored.is_empty() && std::env::var("PCMAIL_FAULT").as_deref() == Ok("exit-after-store") {
                 std::process::exit(137);
             }
-
-            let updates: Vec<Update> = answer.updates.ok().unwrap_or_default();
-            for u in &updates {
-                self.store.sent_apply_update(u)?;
+            if applied.roster_moved {
+                self.refresh_roster()?;
+                report.roster_refreshed = true;
             }
-            report.updates += updates.len();
-            // The server's record of mail this PC received: its times, its own
-            // changes (`expired`), recorded in the store's timeline.
-            if let Some(rc) = answer.received_cursor {
-                let received: Vec<ReceivedUpdate> = answer.received_updates.and_then(Lenient::ok).unwrap_or_default();
-                self.store.apply_received_updates(&received)?;
-                report.received_updates += received.len();
-                let reset = answer.received_cursor_reset;
-                // Entries between the pruned point and here may be lost: the
-                // open received mail is re-read after the rounds.
-                report.received_cursor_reset |= reset;
-                if rc > received_since || reset {
-                    self.store.meta_set_i64(meta::RECEIVED_CURSOR, rc)?;
-                }
+            if applied.succeeded {
+                return Ok(true);
             }
-            if answer.cursor_reset {
-                // The server pruned updates this PC had not read: re-read the
-                // state of every open sent mail instead.
-                report.cursor_reset = true;
-            }
-            if let Some(c) = answer.cursor {
-                if c > since || report.cursor_reset {
-                    self.store.meta_set_i64(meta::UPDATES_CURSOR, c)?;
-                }
-            }
-            if let Some(v) = answer.roster_version {
-                if self.store.meta_i64(meta::ROSTER_VERSION)? != Some(v) {
-                    self.refresh_roster()?;
-                    report.roster_refreshed = true;
-                }
-            }
-            let more = answer.more;
-            // Another round only to confirm what we just stored or fetch the
-            // rest. When nothing was fetched and the confirms left are the
-            // ones the server just did not take (mail it no longer has), stop
-            // rather than spin: they go with the next cycle.
-            if fetched == 0 && !more {
-                let left = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
-                if left.is_empty() || left == confirm {
-                    break;
-                }
+            if applied.done {
+                break;
             }
         }
         // The server answers again: what waited in backoff goes now.
@@ -211,7 +227,102 @@ impl Client {
         if report.received_cursor_reset {
             self.refresh_open_received()?;
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// Writes what one poll's answer brings (in the caller's transaction):
+    /// confirms, mark results, leases, names, mail, the sent and received
+    /// feeds, the cursors. Returns what must wait for the network or for
+    /// the commit, and whether the rounds are done.
+    fn apply_poll_answer(
+        &mut self,
+        op: &Op,
+        resp: Value,
+        round: usize,
+        asked: &Asked,
+        now: Millis,
+        report: &mut CycleReport,
+    ) -> Result<Applied, ClientError> {
+        self.record_server_clock(&resp, now);
+        let answer: PollAnswer = decode(op, resp)?;
+        let since = asked.since;
+        let received_since = asked.received_since;
+
+        // Confirmed ids: stored here and known to the server.
+        report.confirmed += answer.confirmed.len();
+        self.store.mark_confirmed(&answer.confirmed, now)?;
+        self.apply_mark_results(answer.marks.and_then(Lenient::ok), &asked.due, now, report)?;
+        let job = if round == 0 {
+            self.apply_lease_answer(answer.lease.and_then(Lenient::ok), &asked.lease_releases, now)?;
+            answer.job.and_then(Lenient::ok)
+        } else {
+            None
+        };
+
+        // Names first: mail to a name is stored for the session holding it.
+        report.withdrawn += self.apply_sessions_answer(answer.sessions.and_then(Lenient::ok))?;
+        let fetched = answer.mail.len();
+        for item in answer.mail {
+            self.store_one(item, now, report);
+        }
+
+        let updates: Vec<Update> = answer.updates.ok().unwrap_or_default();
+        for u in &updates {
+            self.store.sent_apply_update(u)?;
+        }
+        report.updates += updates.len();
+        // The server's record of mail this PC received: its times, its own
+        // changes (`expired`), recorded in the store's timeline.
+        if let Some(rc) = answer.received_cursor {
+            let received: Vec<ReceivedUpdate> = answer.received_updates.and_then(Lenient::ok).unwrap_or_default();
+            self.store.apply_received_updates(&received)?;
+            report.received_updates += received.len();
+            let reset = answer.received_cursor_reset;
+            // Entries between the pruned point and here may be lost: the
+            // open received mail is re-read after the rounds.
+            report.received_cursor_reset |= reset;
+            if rc > received_since || reset {
+                self.store.meta_set_i64(meta::RECEIVED_CURSOR, rc)?;
+            }
+        }
+        if answer.cursor_reset {
+            // The server pruned updates this PC had not read: re-read the
+            // state of every open sent mail instead.
+            report.cursor_reset = true;
+        }
+        if let Some(c) = answer.cursor {
+            if c > since || report.cursor_reset {
+                self.store.meta_set_i64(meta::UPDATES_CURSOR, c)?;
+            }
+        }
+        let roster_moved = match answer.roster_version {
+            Some(v) => self.store.meta_i64(meta::ROSTER_VERSION)? != Some(v),
+            None => false,
+        };
+        // Another round only to confirm what we just stored or fetch the
+        // rest. When nothing was fetched and the confirms left are the
+        // ones the server just did not take (mail it no longer has), stop
+        // rather than spin: they go with the next cycle.
+        let mut done = false;
+        if fetched == 0 && !answer.more {
+            let left = self.store.unconfirmed_ids(limits::POLL_LIMIT_MAX)?;
+            done = left.is_empty() || left == asked.confirm;
+        }
+        // The last round with nothing left for after the rounds (no job
+        // answer, roster or re-read to fetch, no queued mail to send, no
+        // sweep due): the cycle's success is written with this answer.
+        let succeeded = done
+            && job.is_none()
+            && !roster_moved
+            && !report.cursor_reset
+            && !report.received_cursor_reset
+            && self.store.outbox_all()?.is_empty()
+            && !self.sweep_due(self.now())
+            && {
+                self.record_success(report)?;
+                true
+            };
+        Ok(Applied { job, roster_moved, done, succeeded })
     }
 
     /// Validates and stores one fetched mail in its own transaction. A
@@ -561,12 +672,11 @@ impl Client {
 
     /// The embedded server has no timer of its own: whoever polls sweeps it
     /// when due. Alerts are cached for the CLI and the tray every 10 minutes.
-    fn maybe_sweep_and_alerts(&mut self, now: Millis) {
-        let due =
-            self.store.meta_i64(meta::LAST_SWEEP_AT).ok().flatten().is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS);
-        if !due {
-            return;
-        }
+    fn sweep_due(&self, now: Millis) -> bool {
+        self.store.meta_i64(meta::LAST_SWEEP_AT).ok().flatten().is_none_or(|t| now - t >= limits::SWEEP_EVERY_MS)
+    }
+
+    fn sweep_and_alerts(&mut self, now: Millis) {
         if matches!(self.config.server, pcmail_local::config::ServerConfig::Embedded { .. }) {
             let _ = self.transport.call(&Op::Sweep);
             self.transport.prune(now);

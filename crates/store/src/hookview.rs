@@ -7,7 +7,7 @@
 use crate::Result;
 use pcmail_core::present::Category;
 use pcmail_core::{Kind, Millis, State};
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// The `hook_rank` column (store migration 3, kept by triggers). Ranks 0–2 never wait for
 /// the backlog bound; 3–5 do.
@@ -127,7 +127,7 @@ impl PairCounts {
 
 /// Open mail past its expiry, per pair: from the small partial index of mails
 /// that have an expiry (two range scans: `new` and `seen`).
-pub fn expired_open(tx: &Transaction, now: Millis) -> Result<PairCounts> {
+pub fn expired_open(tx: &Connection, now: Millis) -> Result<PairCounts> {
     let mut st = tx.prepare_cached(
         "SELECT hook_rank, NULL, count(*) FROM inbox WHERE status = ?1 AND expires_at <= ?2 GROUP BY hook_rank",
     )?;
@@ -145,7 +145,7 @@ const SHOWN_TO_SESSION_SQL: &str = "SELECT i.hook_rank, i.status, count(*)
      WHERE p.session = ?1 AND (i.expires_at IS NULL OR i.expires_at > ?2)
      GROUP BY i.hook_rank, i.status";
 
-pub fn shown_to_session(tx: &Transaction, session: &str, now: Millis) -> Result<PairCounts> {
+pub fn shown_to_session(tx: &Connection, session: &str, now: Millis) -> Result<PairCounts> {
     let mut st = tx.prepare_cached(SHOWN_TO_SESSION_SQL)?;
     PairCounts::read(&mut st, params![session, now], None)
 }
@@ -155,7 +155,7 @@ pub fn shown_to_session(tx: &Transaction, session: &str, now: Millis) -> Result<
 /// are this pair's counts from `expired_open` and `shown_to_session`.
 #[allow(clippy::too_many_arguments)]
 pub fn pair_view(
-    tx: &Transaction,
+    tx: &Connection,
     rank: HookRank,
     status: State,
     session: &str,
@@ -220,7 +220,7 @@ const MAY_WAIT_SHOWN_SINCE_SQL: &str = "SELECT count(*)
      FROM presented p CROSS JOIN inbox i INDEXED BY inbox_shown_facts ON i.id = p.id
      WHERE p.session = ?1 AND p.at > ?2 AND i.hook_rank >= ?3";
 
-pub fn may_wait_shown_since(tx: &Transaction, session: &str, since: Millis) -> Result<usize> {
+pub fn may_wait_shown_since(tx: &Connection, session: &str, since: Millis) -> Result<usize> {
     let n: i64 = tx
         .prepare_cached(MAY_WAIT_SHOWN_SINCE_SQL)?
         .query_row(params![session, since, HookRank::Request as i64], |r| r.get(0))?;
@@ -228,7 +228,7 @@ pub fn may_wait_shown_since(tx: &Transaction, session: &str, since: Millis) -> R
 }
 
 /// Records that `session` was shown `id` at `now`.
-pub fn record_presented(tx: &Transaction, session: &str, id: &str, now: Millis) -> Result<()> {
+pub fn record_presented(tx: &Connection, session: &str, id: &str, now: Millis) -> Result<()> {
     tx.prepare_cached("INSERT OR IGNORE INTO presented (session, id, at) VALUES (?1, ?2, ?3)")?
         .execute(params![session, id, now])?;
     tx.prepare_cached("UPDATE inbox SET presented_at = ?2, presented_session = ?3 WHERE id = ?1")?
@@ -237,7 +237,7 @@ pub fn record_presented(tx: &Transaction, session: &str, id: &str, now: Millis) 
 }
 
 /// A meta value read inside the transaction.
-pub fn meta_i64(tx: &Transaction, key: &str) -> Result<Option<i64>> {
+pub fn meta_i64(tx: &Connection, key: &str) -> Result<Option<i64>> {
     let v: Option<String> =
         tx.prepare_cached("SELECT value FROM meta WHERE key = ?1")?.query_row([key], |r| r.get(0)).optional()?;
     Ok(v.and_then(|v| v.parse().ok()))

@@ -5,7 +5,7 @@ use crate::timeline::{self, Recorded};
 use crate::Cached as _;
 use crate::{Result, Store, StoreError};
 use pcmail_core::{Kind, Mail, Millis, State, TimelineEntry};
-use rusqlite::{params, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// The local state of a received mail. Follows the server's rank rule
 /// (forward only), so a late mark can never move it back.
@@ -99,7 +99,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<InboxMail> {
 
 /// Stores a mail fetched from the server. Returns false when it was already
 /// stored (a re-delivery after a lost confirm): dedup by id.
-pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<bool> {
+pub fn insert_received(tx: &Connection, mail: &Mail, now: Millis) -> Result<bool> {
     let reply_to_mine = match &mail.in_reply_to {
         Some(orig) => tx.row("SELECT 1 FROM sent WHERE id = ?1", [orig], |_| Ok(())).optional()?.is_some(),
         None => false,
@@ -141,7 +141,7 @@ pub fn insert_received(tx: &Transaction, mail: &Mail, now: Millis) -> Result<boo
 }
 
 /// Moves a mail's local status forward (never back). Returns the status after.
-pub fn advance(tx: &Transaction, id: &str, target: State, at: Millis, by: &str, reason: Option<&str>) -> Result<State> {
+pub fn advance(tx: &Connection, id: &str, target: State, at: Millis, by: &str, reason: Option<&str>) -> Result<State> {
     // Cached statements: the hook advances several mails per run.
     let cur: Option<String> =
         tx.prepare_cached("SELECT status FROM inbox WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?;

@@ -284,12 +284,7 @@ impl Store {
 
 /// Ended jobs of `session` (or of no known session) not told yet, marked
 /// told in the same transaction: each is told once.
-pub fn finished_take_untold(
-    tx: &rusqlite::Transaction,
-    session: &str,
-    now: Millis,
-    limit: usize,
-) -> Result<Vec<MyJob>> {
+pub fn finished_take_untold(tx: &rusqlite::Connection, session: &str, now: Millis, limit: usize) -> Result<Vec<MyJob>> {
     let mut st = tx.prepare_cached(&format!(
         "SELECT {MINE_COLS} FROM jobs_mine WHERE ended_at IS NOT NULL AND told_at IS NULL AND session IN (?1, '')
          ORDER BY ended_at LIMIT ?2"

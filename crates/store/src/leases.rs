@@ -7,7 +7,7 @@
 use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::Millis;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// Store meta: the lease list version the cache holds (the poll's `known`).
 pub const LEASE_VERSION: &str = "lease_version";
@@ -84,7 +84,7 @@ pub fn sessions_open(conn: &Connection, limit: usize) -> Result<Vec<SessionRow>>
 /// without a process went quiet) are ended with `reason`, so no poll looks
 /// at them again. A prompt of the same id later records it anew (the hook
 /// takes its full path for an ended session), which clears the end.
-pub fn sessions_mark_gone(tx: &Transaction, sessions: &[String], reason: &str, now: Millis) -> Result<()> {
+pub fn sessions_mark_gone(tx: &Connection, sessions: &[String], reason: &str, now: Millis) -> Result<()> {
     let mut st = tx
         .prepare_cached("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE session = ?1 AND ended_at IS NULL")?;
     for s in sessions {
@@ -96,7 +96,7 @@ pub fn sessions_mark_gone(tx: &Transaction, sessions: &[String], reason: &str, n
 /// Records a session (new, or seen again). The leases and untold losses of
 /// the same process move to this id: `/clear` and `--resume` give a process
 /// a new session id, and leases follow the process.
-pub fn session_record(tx: &Transaction, s: &SessionRow) -> Result<()> {
+pub fn session_record(tx: &Connection, s: &SessionRow) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO sessions (session, pid, pid_start, cwd, repo, branch, started_at, last_prompt_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -120,7 +120,7 @@ pub fn session_record(tx: &Transaction, s: &SessionRow) -> Result<()> {
 }
 
 /// Only the prompt time (the hook's cheap path when nothing else changed).
-pub fn session_prompted(tx: &Transaction, session: &str, now: Millis) -> Result<bool> {
+pub fn session_prompted(tx: &Connection, session: &str, now: Millis) -> Result<bool> {
     Ok(tx
         .prepare_cached("UPDATE sessions SET last_prompt_at = ?2 WHERE session = ?1")?
         .execute(params![session, now])?
@@ -129,7 +129,7 @@ pub fn session_prompted(tx: &Transaction, session: &str, now: Millis) -> Result<
 
 /// SessionEnd: records the end; with `release`, queues the release of every
 /// lease the session holds (the poller sends it). Returns how many were queued.
-pub fn session_end(tx: &Transaction, session: &str, reason: &str, now: Millis, release: bool) -> Result<usize> {
+pub fn session_end(tx: &Connection, session: &str, reason: &str, now: Millis, release: bool) -> Result<usize> {
     tx.prepare_cached("UPDATE sessions SET ended_at = ?2, end_reason = ?3 WHERE session = ?1")?
         .execute(params![session, now, reason])?;
     if !release {
@@ -140,7 +140,7 @@ pub fn session_end(tx: &Transaction, session: &str, reason: &str, now: Millis, r
 }
 
 fn queue_release_where(
-    tx: &Transaction,
+    tx: &Connection,
     cond: &str,
     p: impl rusqlite::Params,
     reason: &str,
@@ -211,7 +211,7 @@ fn mine_of(r: &Row) -> rusqlite::Result<MyLease> {
     })
 }
 
-pub fn mine_upsert(tx: &Transaction, l: &MyLease) -> Result<()> {
+pub fn mine_upsert(tx: &Connection, l: &MyLease) -> Result<()> {
     tx.exec(
         &format!("INSERT OR REPLACE INTO leases_mine ({MINE_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"),
         params![
@@ -244,7 +244,7 @@ pub fn mine_list(conn: &Connection) -> Result<Vec<MyLease>> {
 
 /// Queues the release of one lease (the poller sends it); an unconfirmed
 /// lease the server never granted is simply forgotten.
-pub fn queue_release(tx: &Transaction, claim_id: &str, reason: &str, now: Millis) -> Result<bool> {
+pub fn queue_release(tx: &Connection, claim_id: &str, reason: &str, now: Millis) -> Result<bool> {
     // The reason may quote a hook's own words (SessionEnd's `reason`): cleaned
     // to what the servers take, so the queued release is never refused for its text.
     let reason = pcmail_core::rules::clean_reason(reason);
@@ -272,7 +272,7 @@ pub fn queue_release(tx: &Transaction, claim_id: &str, reason: &str, now: Millis
 
 /// Queues the release of every lease that follows this process.
 pub fn queue_release_of_process(
-    tx: &Transaction,
+    tx: &Connection,
     pid: i64,
     pid_start: Option<i64>,
     reason: &str,
@@ -401,7 +401,7 @@ impl Store {
     }
 }
 
-fn set_meta(tx: &Transaction, key: &str, v: i64) -> Result<()> {
+fn set_meta(tx: &Connection, key: &str, v: i64) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
     )?
@@ -530,7 +530,7 @@ pub struct LostLease {
 }
 
 /// Losses this session (or its process) has not been told yet, marked told.
-pub fn lost_take_untold(tx: &Transaction, session: &str, now: Millis) -> Result<Vec<LostLease>> {
+pub fn lost_take_untold(tx: &Connection, session: &str, now: Millis) -> Result<Vec<LostLease>> {
     let rows: Vec<LostLease> = {
         let mut st = tx.prepare_cached(
             "SELECT resource, fence, at, taken_by, reason, event FROM lease_lost WHERE told_at IS NULL AND session = ?1

@@ -178,8 +178,16 @@ impl Store {
     }
 
     /// Runs `f` in one IMMEDIATE transaction (writers queue on the busy timeout
-    /// instead of failing half-way).
-    pub fn write<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
+    /// instead of failing half-way). Inside a [`Store::batch`] it is a
+    /// savepoint of the batch's transaction: an error undoes what `f` did and
+    /// nothing else.
+    pub fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            let sp = self.conn.savepoint()?;
+            let out = f(&sp)?;
+            sp.commit()?;
+            return Ok(out);
+        }
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let out = f(&tx)?;
         tx.commit()?;
@@ -192,12 +200,31 @@ impl Store {
     /// connection holds the write lock or has committed since the read
     /// began, SQLite refuses the upgrade (busy) without waiting; everything
     /// `f` did is rolled back and it runs again from the start as a write
-    /// (which waits its turn). So `f` must be safe to run twice.
-    pub fn write_if_needed<T>(&mut self, f: impl Fn(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
+    /// (which waits its turn). So `f` must be safe to run twice. Inside a
+    /// [`Store::batch`] (which holds the write lock already) it is a write.
+    pub fn write_if_needed<T>(&mut self, f: impl Fn(&Connection) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            return self.write(f);
+        }
         match read_first(&mut self.conn, &f) {
             Err(e) if e.is_busy() => self.write(f),
             other => other,
         }
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction that every write and read of
+    /// the store inside it joins (each [`Store::write`] a savepoint), and
+    /// commits once, whether `f` succeeded or not: what it wrote before an
+    /// error stays written, as it would have with a commit per write. A
+    /// long-lived process that makes a dozen small writes in a row (the
+    /// poller, after each answer) pays for one commit and one pair of file
+    /// locks instead of one per statement. `f` must not wait on anything
+    /// but the store (no network): the hook waits for the write lock.
+    pub fn batch<T, E: From<StoreError>>(
+        &mut self,
+        f: impl FnOnce(&mut Store) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        batch_in(self, |s| s, f)
     }
 
     /// SQLite's data_version: changes whenever another connection commits, so
@@ -211,8 +238,43 @@ impl Store {
     }
 }
 
+/// [`Store::batch`] for a value that owns the store (`ctx`, whose store
+/// `store_of` finds), so that `f` can use the rest of it too.
+pub fn batch_in<C: ?Sized, T, E: From<StoreError>>(
+    ctx: &mut C,
+    store_of: impl Fn(&mut C) -> &mut Store,
+    f: impl FnOnce(&mut C) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    if !store_of(ctx).conn.is_autocommit() {
+        return f(ctx);
+    }
+    store_of(ctx).conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from)?;
+    // A panic in `f` must not leave the connection inside the transaction.
+    let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx))) {
+        Ok(out) => out,
+        Err(panic) => {
+            let conn = &store_of(ctx).conn;
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            std::panic::resume_unwind(panic);
+        }
+    };
+    let conn = &store_of(ctx).conn;
+    // SQLite may have rolled the transaction back itself (a full disk, an I/O error).
+    let committed = if conn.is_autocommit() { Ok(()) } else { conn.execute_batch("COMMIT") };
+    if committed.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    match (out, committed) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(E::from(StoreError::from(e))),
+        (Err(e), _) => Err(e),
+    }
+}
+
 /// One try of [`Store::write_if_needed`]: a deferred transaction.
-fn read_first<T>(conn: &mut Connection, f: &impl Fn(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
+fn read_first<T>(conn: &mut Connection, f: &impl Fn(&Connection) -> Result<T>) -> Result<T> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
     let out = f(&tx)?;
     tx.commit()?;
@@ -390,6 +452,71 @@ mod write_if_needed_tests {
         .unwrap();
         assert_eq!(runs.get(), 2, "the first try was refused and rolled back");
         assert_eq!(counter(&s), 21, "the second try read the other's 20");
+    }
+
+    fn set(c: &Connection, key: &str, v: &str) -> Result<()> {
+        c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", [key, v])?;
+        Ok(())
+    }
+
+    /// A batch is one transaction: another connection sees none of its
+    /// writes until it ends, then all of them in one commit.
+    #[test]
+    fn a_batch_commits_its_writes_once_at_its_end() {
+        let (_dir, path, mut s) = store();
+        let watcher = Store::open(&path).unwrap();
+        let before = watcher.data_version().unwrap();
+        s.batch(|s| {
+            s.meta_set_i64("a", 1)?;
+            s.write(|tx| set(tx, "b", "2"))?;
+            s.write_if_needed(|tx| set(tx, "c", "3"))?;
+            assert_eq!(watcher.meta_i64("a").unwrap(), None, "seen before the batch ended");
+            assert_eq!(watcher.data_version().unwrap(), before);
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+        assert_ne!(watcher.data_version().unwrap(), before);
+        let got: Vec<Option<i64>> = ["a", "b", "c"].iter().map(|k| watcher.meta_i64(k).unwrap()).collect();
+        assert_eq!(got, vec![Some(1), Some(2), Some(3)]);
+        assert!(s.conn.is_autocommit(), "the batch left its transaction open");
+    }
+
+    /// One write that fails inside a batch undoes only itself; an error the
+    /// batch returns keeps what was written before it (as a commit per write
+    /// would have); a panic undoes the whole batch and leaves the store usable.
+    #[test]
+    fn a_failing_write_fails_alone_an_error_keeps_the_rest_a_panic_undoes_all() {
+        let (_dir, path, mut s) = store();
+        let watcher = Store::open(&path).unwrap();
+        let out: std::result::Result<(), StoreError> = s.batch(|s| {
+            s.meta_set_i64("kept", 1)?;
+            let failed = s.write(|tx| {
+                set(tx, "undone", "1")?;
+                tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+                Ok(())
+            });
+            assert!(failed.is_err());
+            s.meta_set_i64("after", 2)?;
+            Err(StoreError::NotFound("stop here".into()))
+        });
+        assert!(out.is_err());
+        assert_eq!(watcher.meta_i64("kept").unwrap(), Some(1));
+        assert_eq!(watcher.meta_i64("undone").unwrap(), None, "the failed write was kept");
+        assert_eq!(watcher.meta_i64("after").unwrap(), Some(2));
+
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = s.batch(|s| {
+                s.meta_set_i64("lost", 1)?;
+                panic!("in the batch");
+                #[allow(unreachable_code)]
+                Ok::<_, StoreError>(())
+            });
+        }));
+        assert!(panicked.is_err());
+        assert!(s.conn.is_autocommit(), "a panic left the transaction open");
+        assert_eq!(watcher.meta_i64("lost").unwrap(), None);
+        s.meta_set_i64("usable", 1).unwrap();
+        assert_eq!(watcher.meta_i64("usable").unwrap(), Some(1));
     }
 }
 

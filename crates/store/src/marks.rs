@@ -4,7 +4,7 @@
 use crate::Cached as _;
 use crate::{Result, Store};
 use pcmail_core::{rules, Mark, MarkOp, Millis};
-use rusqlite::{params, Transaction};
+use rusqlite::{params, Connection};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingMark {
@@ -24,7 +24,7 @@ pub fn mark_id(op: MarkOp, id: &str) -> String {
 /// (`pcmail_core::rules::check_mark_text`, refusing with a usage error); here
 /// the actor is sanitised and a reason is cleaned, so that nothing queued can
 /// be a mark the server refuses for its text.
-pub fn queue(tx: &Transaction, id: &str, op: MarkOp, at: Millis, by: &str, reason: Option<&str>) -> Result<String> {
+pub fn queue(tx: &Connection, id: &str, op: MarkOp, at: Millis, by: &str, reason: Option<&str>) -> Result<String> {
     let mid = mark_id(op, id);
     let by = rules::sanitize_actor(by);
     let reason = match (op, reason) {
@@ -152,7 +152,7 @@ impl Store {
     }
 }
 
-fn drop_in(tx: &Transaction, mark_id: &str, why: &str, now: Millis) -> Result<()> {
+fn drop_in(tx: &Connection, mark_id: &str, why: &str, now: Millis) -> Result<()> {
     tx.exec(
         "INSERT OR REPLACE INTO dropped_marks (mark_id, id, op, why, attempts, dropped_at)
          SELECT mark_id, id, op, ?2, attempts, ?3 FROM pending_marks WHERE mark_id = ?1",

@@ -25,7 +25,7 @@ pub struct SentMail {
 }
 
 /// A mail waiting in the outbox shows in `sent` as queued.
-pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis, why: &str) -> Result<()> {
+pub(crate) fn record_queued(tx: &rusqlite::Connection, mail: &OutgoingMail, now: Millis, why: &str) -> Result<()> {
     let to = mail.to.display();
     tx.exec(
         "INSERT OR IGNORE INTO sent (id, to_pc, kind, subject, body, urgent, in_reply_to, created_at, state, state_at, timeline, send_error)
@@ -38,7 +38,7 @@ pub(crate) fn record_queued(tx: &rusqlite::Transaction, mail: &OutgoingMail, now
 /// One state the server reported, on the `sent` row of `id`: its state
 /// moves forward only, its timeline gets the entry once. False when this
 /// PC has no row for `id`.
-fn apply_to_row(tx: &rusqlite::Transaction, id: &str, e: &TimelineEntry) -> Result<bool> {
+fn apply_to_row(tx: &rusqlite::Connection, id: &str, e: &TimelineEntry) -> Result<bool> {
     let row: Option<(String, String)> = tx
         .prepare_cached("SELECT state, timeline FROM sent WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -59,12 +59,12 @@ fn apply_to_row(tx: &rusqlite::Transaction, id: &str, e: &TimelineEntry) -> Resu
 
 /// `id` (or, for a copy `<id>~<address>`, its original) is in the outbox:
 /// sent or being sent, its `sent` rows not written yet.
-fn in_flight(tx: &rusqlite::Transaction, id: &str) -> Result<bool> {
+fn in_flight(tx: &rusqlite::Connection, id: &str) -> Result<bool> {
     let original = id.split('~').next().unwrap_or(id);
     Ok(tx.prepare_cached("SELECT 1 FROM outbox WHERE id = ?1")?.exists([original])?)
 }
 
-pub(crate) fn record_expired_unsent(tx: &rusqlite::Transaction, mail: &OutgoingMail, now: Millis) -> Result<()> {
+pub(crate) fn record_expired_unsent(tx: &rusqlite::Connection, mail: &OutgoingMail, now: Millis) -> Result<()> {
     tx.exec(
         "UPDATE sent SET state = 'expired', state_at = ?2, send_error = 'expired in the outbox before the server could take it' WHERE id = ?1",
         params![mail.id, now],

@@ -6,7 +6,7 @@
 
 use crate::{Result, Store};
 use pcmail_core::{Mail, Millis, ReceivedUpdate, State, TimelineEntry};
-use rusqlite::{params, Transaction};
+use rusqlite::{params, Connection};
 
 /// Whose record an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ impl Recorded {
 /// Writes one entry. A server entry replaces whatever is there (keeping a
 /// note it lacks: the sent feed carries none); a local one never replaces a
 /// server one.
-pub fn record(tx: &Transaction, id: &str, e: &TimelineEntry, recorded: Recorded) -> Result<()> {
+pub fn record(tx: &Connection, id: &str, e: &TimelineEntry, recorded: Recorded) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO timeline (mail_id, state, at, by, note, recorded) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (mail_id, state) DO UPDATE SET at = excluded.at, by = excluded.by,
@@ -46,7 +46,7 @@ pub fn record(tx: &Transaction, id: &str, e: &TimelineEntry, recorded: Recorded)
 /// different final state this PC predicted (an `ack` the server answered
 /// after the sweep had expired the mail) gives way to it. `delivered` is only
 /// recorded: the inbox keeps `new` for "stored here, not seen yet".
-pub fn apply_server_entry(tx: &Transaction, id: &str, e: &TimelineEntry) -> Result<bool> {
+pub fn apply_server_entry(tx: &Connection, id: &str, e: &TimelineEntry) -> Result<bool> {
     let cur: Option<String> = {
         use rusqlite::OptionalExtension;
         tx.prepare_cached("SELECT status FROM inbox WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?
@@ -69,14 +69,14 @@ pub fn apply_server_entry(tx: &Transaction, id: &str, e: &TimelineEntry) -> Resu
     Ok(true)
 }
 
-fn is_server_final(tx: &Transaction, id: &str, s: State) -> Result<bool> {
+fn is_server_final(tx: &Connection, id: &str, s: State) -> Result<bool> {
     let n: i64 = tx
         .prepare_cached("SELECT count(*) FROM timeline WHERE mail_id = ?1 AND state = ?2 AND recorded = 'server'")?
         .query_row(params![id, s.as_str()], |r| r.get(0))?;
     Ok(n > 0)
 }
 
-fn set_status(tx: &Transaction, id: &str, e: &TimelineEntry) -> Result<()> {
+fn set_status(tx: &Connection, id: &str, e: &TimelineEntry) -> Result<()> {
     let reason = if e.state == State::Failed { e.note.as_deref() } else { None };
     tx.prepare_cached(
         "UPDATE inbox SET status = ?2, status_at = ?3, status_by = ?4, fail_reason = COALESCE(?5, fail_reason) WHERE id = ?1",
@@ -147,6 +147,6 @@ impl Store {
 
 /// When the server recorded nothing yet for a mail this PC has: the local
 /// entry, stamped now.
-pub fn record_local(tx: &Transaction, id: &str, state: State, at: Millis, by: &str, note: Option<&str>) -> Result<()> {
+pub fn record_local(tx: &Connection, id: &str, state: State, at: Millis, by: &str, note: Option<&str>) -> Result<()> {
     record(tx, id, &TimelineEntry { state, at, by: by.to_string(), note: note.map(str::to_string) }, Recorded::Local)
 }
