@@ -393,7 +393,8 @@ impl Client {
         match self.transport.call(&op) {
             Ok(resp) => {
                 let a: MarkAnswer = decode(&op, resp).unwrap_or_default();
-                self.apply_results(a.results, &due, now, &mut report)?;
+                // One commit for the marks taken and the ones refused.
+                self.batch(|c| c.apply_results(a.results, &due, now, &mut report))?;
             }
             Err(CallError::Server(p)) if p.code == ErrorCode::UnknownOp => {
                 for m in &due {
