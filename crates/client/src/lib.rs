@@ -224,22 +224,23 @@ fn http_transport(url: &str, config: &Config, long_poll: bool) -> Result<transpo
             )));
         }
     }
-    let t = transport::Http::new(url, tok.as_deref(), &config.label, long_poll)?
-        .with_failover(&config.failover_urls, transport::DEFAULT_RETURN_AFTER)
-        .with_credential_reload(Box::new(move || {
-            token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c)
-        }));
-    t.set_credential(cred);
     let all_https = url.starts_with("https://") && config.failover_urls.iter().all(|u| u.starts_with("https://"));
-    match &config.tls_fingerprint {
-        Some(fp) if all_https => Ok(t.with_pinned_certificate(fp)?),
+    if config.tls_fingerprint.is_some() && !all_https {
         // Never a silent step down from a pinned certificate to plain HTTP.
-        Some(_) => Err(ClientError::Invalid(format!(
+        return Err(ClientError::Invalid(format!(
             "config.toml pins the server's TLS certificate (tls_fingerprint), but the server URL {url} (or one of \
              failover_urls) is not https://: `pcmail init --server https://…` (the address `pcmail serve` printed)"
-        ))),
-        None => Ok(t),
+        )));
     }
+    let mut urls = vec![url.to_string()];
+    urls.extend(config.failover_urls.iter().cloned());
+    let t =
+        transport::Http::connect(&urls, config.tls_fingerprint.as_deref(), tok.as_deref(), &config.label, long_poll)?
+            .with_credential_reload(Box::new(move || {
+                token::credential::load(&u, &label, inst.as_deref()).ok().flatten().map(|(c, _)| c)
+            }));
+    t.set_credential(cred);
+    Ok(t)
 }
 
 /// The credential every request presents, when this installation has one.

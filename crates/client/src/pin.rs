@@ -32,6 +32,17 @@ pub fn client_config(pinned: &str) -> (rustls::ClientConfig, Arc<Mutex<Option<St
     (config, refused)
 }
 
+/// TLS for a client of plain http:// addresses only: it trusts no
+/// certificate, so building it reads no certificate folder.
+pub fn trusting_nothing() -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("the default provider supports the default versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
+}
+
 /// What a PC is told when the server's certificate is not the pinned one:
 /// both fingerprints, and what to do.
 pub fn mismatch_message(url: &str, pinned: &str, seen: &str) -> String {

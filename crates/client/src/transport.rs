@@ -262,7 +262,8 @@ pub struct Http {
     reload_cred: Option<Box<dyn Fn() -> Option<String> + Send + Sync>>,
     /// The pinned certificate fingerprint, and where the verifier leaves the
     /// fingerprint of a certificate it refused.
-    pin: Option<(String, std::sync::Arc<std::sync::Mutex<Option<String>>>)>,
+    pin: Pin,
+    trust: Trust,
 }
 
 /// How long a PC stays on a later address before trying the first again.
@@ -274,8 +275,7 @@ fn client_builder() -> reqwest::ClientBuilder {
         .timeout(Duration::from_secs(60))
         // Dropped before `pcmail serve` closes it (60 s idle), so no request goes out on a closing connection.
         .pool_idle_timeout(Duration::from_secs(50))
-        // POST → 302 → GET is how Apps Script serves a result.
-        .redirect(reqwest::redirect::Policy::limited(5))
+        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
         .user_agent(concat!("pcmail/", env!("CARGO_PKG_VERSION")))
 }
 
@@ -285,17 +285,97 @@ fn build_in(rt: &tokio::runtime::Runtime, builder: reqwest::ClientBuilder) -> Re
     builder.build().map_err(|e| CallError::Transient(e.to_string()))
 }
 
+/// Which certificates an HTTP client trusts (chosen by [`Http::connect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Plain http:// addresses only: none (building it reads no certificate folder).
+    Nothing,
+    /// An https:// address without a pin: the system's authorities.
+    SystemAuthorities,
+    /// The one certificate pinned at enrolment.
+    Pinned,
+}
+
+/// The pinned fingerprint, and where the verifier leaves the fingerprint of
+/// a certificate it refused.
+type Pin = Option<(String, std::sync::Arc<std::sync::Mutex<Option<String>>>)>;
+
+/// reqwest's client for `urls`: with `pin`, trusting that certificate only
+/// (and following no redirect); for https:// without one, the system's
+/// authorities; for plain http:// only, a TLS that trusts nothing (no
+/// certificate folder read: a redirect to https:// is refused as untrusted).
+fn tls_client(
+    rt: &tokio::runtime::Runtime,
+    urls: &[String],
+    pin: Option<&str>,
+) -> Result<(reqwest::Client, Pin, Trust), CallError> {
+    if let Some(fingerprint) = pin {
+        let (tls, refused) = crate::pin::client_config(fingerprint);
+        // Pinned means pinned: no redirect may lead anywhere else.
+        let pinned = client_builder().redirect(reqwest::redirect::Policy::none()).tls_backend_preconfigured(tls);
+        return Ok((build_in(rt, pinned)?, Some((fingerprint.to_string(), refused)), Trust::Pinned));
+    }
+    if urls.iter().any(|u| !u.starts_with("http://")) {
+        return Ok((build_in(rt, client_builder())?, None, Trust::SystemAuthorities));
+    }
+    let plain = client_builder()
+        .tls_backend_preconfigured(crate::pin::trusting_nothing())
+        .redirect(reqwest::redirect::Policy::custom(plain_redirect));
+    Ok((build_in(rt, plain)?, None, Trust::Nothing))
+}
+
+/// Where a client of plain http:// addresses follows a redirect: to
+/// http:// only (as many as any client follows); to https:// it says which
+/// address to configure instead of failing on a certificate it cannot check.
+fn plain_redirect(attempt: reqwest::redirect::Attempt) -> reqwest::redirect::Action {
+    if attempt.url().scheme() != "http" {
+        let to = attempt.url().to_string();
+        attempt.error(format!("the server redirects to {to}: give pcmail that address (`pcmail init --server {to}`)"))
+    } else if attempt.previous().len() >= MAX_REDIRECTS {
+        attempt.error("too many redirects")
+    } else {
+        attempt.follow()
+    }
+}
+
+/// POST → 302 → GET is how Apps Script serves a result.
+const MAX_REDIRECTS: usize = 5;
+
 impl Http {
     pub fn new(url: &str, token: Option<&str>, pc: &str, long_poll: bool) -> Result<Http, CallError> {
+        Http::connect(&[url.to_string()], None, token, pc, long_poll)
+    }
+
+    /// A client of `urls` (the first, then the others in turn), trusting
+    /// only the certificate with the SHA-256 fingerprint `pin` when one is
+    /// given (a `pcmail serve` on TLS, pinned at enrolment; every URL
+    /// https://). Its TLS is built once, for what the addresses need: the
+    /// system's authorities (read from every file of the system's
+    /// certificate folder, a millisecond or more) only when an https://
+    /// address has no pin; none for plain http://.
+    pub fn connect(
+        urls: &[String],
+        pin: Option<&str>,
+        token: Option<&str>,
+        pc: &str,
+        long_poll: bool,
+    ) -> Result<Http, CallError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| CallError::Transient(format!("cannot start the HTTP client: {e}")))?;
-        let client = build_in(&rt, client_builder())?;
+        let mut all: Vec<String> = vec![];
+        for u in urls {
+            if !all.contains(u) {
+                all.push(u.clone());
+            }
+        }
+        let (client, pin, trust) = tls_client(&rt, &all, pin)?;
         Ok(Http {
             client,
+            trust,
             rt: Some(rt),
-            urls: vec![url.to_string()],
+            urls: all,
             current: std::sync::atomic::AtomicUsize::new(0),
             moved_at: std::sync::Mutex::new(None),
             return_after: DEFAULT_RETURN_AFTER,
@@ -304,35 +384,37 @@ impl Http {
             long_poll,
             cred: std::sync::RwLock::new(None),
             reload_cred: None,
-            pin: None,
+            pin,
         })
     }
 
     /// Trusts only the certificate with this SHA-256 fingerprint (a `pcmail
     /// serve` on TLS, pinned at enrolment), on an https:// URL.
     pub fn with_pinned_certificate(mut self, fingerprint: &str) -> Result<Http, CallError> {
-        let (tls, refused) = crate::pin::client_config(fingerprint);
         let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
-        self.client = build_in(
-            rt,
-            client_builder()
-                // Pinned means pinned: no redirect may lead anywhere else.
-                .redirect(reqwest::redirect::Policy::none())
-                .tls_backend_preconfigured(tls),
-        )?;
-        self.pin = Some((fingerprint.to_string(), refused));
+        (self.client, self.pin, self.trust) = tls_client(rt, &self.urls, Some(fingerprint))?;
         Ok(self)
     }
 
     /// More addresses of the same server, tried in order after the first.
-    pub fn with_failover(mut self, more: &[String], return_after: Duration) -> Http {
+    pub fn with_failover(mut self, more: &[String], return_after: Duration) -> Result<Http, CallError> {
         for u in more {
             if !self.urls.contains(u) {
                 self.urls.push(u.clone());
             }
         }
         self.return_after = return_after;
-        self
+        // An https:// address among them needs the TLS a plain client lacks.
+        if self.trust == Trust::Nothing && more.iter().any(|u| !u.starts_with("http://")) {
+            let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
+            (self.client, self.pin, self.trust) = tls_client(rt, &self.urls, None)?;
+        }
+        Ok(self)
+    }
+
+    /// Which certificates this client trusts.
+    pub fn trust(&self) -> Trust {
+        self.trust
     }
 
     /// The address that answered last (the first until one did not).
@@ -569,5 +651,51 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(interpret(br#"{"ok":true,"now":1}"#).is_ok());
+    }
+
+    /// A client of plain http:// addresses trusts no certificate, so making
+    /// one reads no certificate folder (half of a `pcmail send` process's
+    /// CPU against a plain server went there); an https:// address, also a
+    /// later one, gets the system's authorities, and a pin only the pin.
+    #[test]
+    fn a_client_trusts_what_its_addresses_need_and_no_more() {
+        let plain = "http://127.0.0.1:1/api".to_string();
+        let tls = "https://127.0.0.1:2/api".to_string();
+        let connect = |urls: &[String], pin: Option<&str>| Http::connect(urls, pin, None, "pc", false).unwrap().trust();
+        assert_eq!(connect(std::slice::from_ref(&plain), None), Trust::Nothing);
+        assert_eq!(connect(&[plain.clone(), plain.clone()], None), Trust::Nothing);
+        assert_eq!(connect(std::slice::from_ref(&tls), None), Trust::SystemAuthorities);
+        assert_eq!(connect(&[plain.clone(), tls.clone()], None), Trust::SystemAuthorities);
+        assert_eq!(connect(std::slice::from_ref(&tls), Some(&"ab".repeat(32))), Trust::Pinned);
+        let later = Http::new(&plain, None, "pc", false).unwrap();
+        assert_eq!(later.trust(), Trust::Nothing);
+        let later = later.with_failover(std::slice::from_ref(&tls), DEFAULT_RETURN_AFTER).unwrap();
+        assert_eq!(later.trust(), Trust::SystemAuthorities, "an https:// failover address without the authorities");
+    }
+
+    /// A plain http:// server that redirects to https:// is told as such
+    /// (the address to configure), not as a certificate nobody can check.
+    #[test]
+    fn a_redirect_from_plain_http_to_https_names_the_address_to_use() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/api", listener.local_addr().unwrap());
+        // Every connection gets the redirect (the client tries again after
+        // a failure it may have caused by reusing a closed connection).
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().map_while(Result::ok) {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let answer = "HTTP/1.1 308 Permanent Redirect\r\nlocation: https://pcmail.example/api\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                let _ = conn.write_all(answer.as_bytes());
+            }
+        });
+        let t = Http::new(&url, None, "pc", false).unwrap();
+        match t.call(&Op::Hello) {
+            Err(CallError::Transient(why)) => {
+                assert!(why.contains("redirects to https://pcmail.example/api"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

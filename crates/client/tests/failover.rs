@@ -20,7 +20,8 @@ fn a_pc_fails_over_to_the_next_address_and_comes_back() {
     let server_b = serve_at(b, &dir.path().join("b.db"), TOKEN, 1);
     let t = Http::new(&url_a, Some(TOKEN), "pc-a", true)
         .unwrap()
-        .with_failover(std::slice::from_ref(&url_b), Duration::from_millis(300));
+        .with_failover(std::slice::from_ref(&url_b), Duration::from_millis(300))
+        .unwrap();
 
     // A is down: the request is answered by B, and B is where the PC stays.
     let r = t.call(&Op::Hello).unwrap();

@@ -22,7 +22,7 @@ use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// While the server can't be reached, `hello` is asked again at most this often
@@ -50,13 +50,28 @@ struct Kept {
     hello_failed_at: Mutex<Option<Instant>>,
     /// One opened client kept between calls (opening the embedded engine and
     /// the store every call costs about a millisecond); a call that finds it
-    /// taken opens its own.
-    idle: Mutex<Option<Opened>>,
+    /// taken opens its own, unless it is only finishing a call that has
+    /// answered already (writing the `sent` rows): that is waited for.
+    idle: Mutex<Idle>,
+    /// Told when a client comes back to `idle`.
+    returned: Condvar,
     /// The PC store the store-only tools (`inbox`) read, kept open between
     /// calls so that a call does not open the file, set its pragmas and check
     /// its schema again.
     store: Mutex<Option<OpenStore>>,
 }
+
+/// The kept client, and how many clients are finishing a call that answered already.
+#[derive(Default)]
+struct Idle {
+    opened: Option<Opened>,
+    settling: usize,
+}
+
+/// How long a call waits for the kept client to finish the call before it
+/// (its `sent` rows take a tenth of a millisecond; opening another, half a
+/// millisecond to several).
+const SETTLE_WAIT: Duration = Duration::from_millis(50);
 
 /// The kept store and the config file's mtime it was opened with, as for the client.
 struct OpenStore {
@@ -128,7 +143,8 @@ impl PcmailMcp {
                 paths,
                 hello: OnceLock::new(),
                 hello_failed_at: Mutex::new(None),
-                idle: Mutex::new(None),
+                idle: Mutex::new(Idle::default()),
+                returned: Condvar::new(),
                 store: Mutex::new(None),
             }),
             tool_router: Self::tools(profile),
@@ -137,6 +153,23 @@ impl PcmailMcp {
 }
 
 impl Kept {
+    /// The kept client, waiting (up to [`SETTLE_WAIT`]) for one that is
+    /// finishing a call that answered already; None: open another.
+    fn take_idle(&self) -> Option<Opened> {
+        let deadline = Instant::now() + SETTLE_WAIT;
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(o) = idle.opened.take() {
+                return Some(o);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if idle.settling == 0 || left.is_zero() {
+                return None;
+            }
+            idle = self.returned.wait_timeout(idle, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
     /// Asks `hello` once; `None` while the server can't be reached (the
     /// operation itself then says so, or works from the PC store).
     fn features(&self, client: &Client) -> Option<Option<Vec<String>>> {
@@ -170,7 +203,7 @@ impl PcmailMcp {
         let (answer, answered) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
             let mtime = config_mtime(&me.paths);
-            let cached = me.idle.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let cached = me.take_idle();
             let mut opened = match cached {
                 Some(o) if o.config_mtime == mtime => o,
                 _ => match Client::open(me.paths.clone()) {
@@ -188,14 +221,19 @@ impl PcmailMcp {
             // The `sent` rows of mail the server took are written after the
             // answer went out, not before (a tenth of a send's time here).
             opened.client.defer_sent_rows = true;
-            let _ = answer.send(allowed.and_then(|()| op(&mut opened.client)));
+            let result = allowed.and_then(|()| op(&mut opened.client));
+            me.idle.lock().unwrap_or_else(|p| p.into_inner()).settling += 1;
+            let _ = answer.send(result);
             if let Err(e) = opened.client.settle_deferred() {
                 tracing::warn!("sent mail not recorded here: {e} (recorded when the poller sends it again)");
             }
             let mut idle = me.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.is_none() {
-                *idle = Some(opened);
+            idle.settling -= 1;
+            if idle.opened.is_none() {
+                idle.opened = Some(opened);
             }
+            drop(idle);
+            me.returned.notify_all();
         });
         answered.await.map_err(|_| ErrorData::internal_error("tool thread ended without an answer", None))
     }
