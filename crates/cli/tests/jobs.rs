@@ -256,8 +256,15 @@ fn a_killed_executor_is_reported_timed_out_and_its_artifacts_are_not_made_twice(
     let (code, r) = s.submit(&["build", "checkout=app"], "s1");
     assert_eq!(code, 0, "{r}");
     let id = r["job"]["id"].as_str().unwrap().to_string();
+    // The run counts itself before it writes its artifact (a `mkdir` apart):
+    // the artifact itself is waited for, or a kill in between leaves none.
+    let artifact_written = || {
+        std::fs::read_dir(s.app.path().join("out"))
+            .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("build-app-")))
+            .unwrap_or(false)
+    };
     wait_until("the job running with its artifact written", Duration::from_secs(20), || {
-        s.state(&id) == "running" && s.lines(s.app.path(), "runs.txt") == 1
+        s.state(&id) == "running" && s.lines(s.app.path(), "runs.txt") == 1 && artifact_written()
     });
     let pid: i64 = std::fs::read_to_string(s.app.path().join("pid")).unwrap().trim().parse().unwrap();
     assert!(alive(pid));
