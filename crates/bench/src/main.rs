@@ -617,6 +617,24 @@ pub(crate) fn seen_rounds(pcmail: &Path, dir: &Path, url_a: &str, url_b: &str, r
             std::thread::sleep(Duration::from_millis(5));
         }
         seen_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        // The round's session ends, as an agent's does. (Left open, each
+        // stayed live, since no process of theirs runs here to end them:
+        // by the last round every poll carried a hundred sessions, which
+        // no PC has, and the daemon's cost per mail grew with the rounds.)
+        let mut end = Command::new(pcmail)
+            .arg("hook")
+            .env("PCMAIL_HOME", &b)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        {
+            use std::io::Write;
+            let input =
+                json!({"session_id": format!("bench-{round}"), "hook_event_name": "SessionEnd", "reason": "exit"});
+            end.stdin.take().context("hook stdin")?.write_all(input.to_string().as_bytes())?;
+        }
+        anyhow::ensure!(end.wait()?.success(), "SessionEnd failed");
     }
     let rounds_to = (Instant::now(), process_cpu_ns(daemon.id()));
     let _ = daemon.kill();
