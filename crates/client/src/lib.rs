@@ -122,6 +122,22 @@ impl Client {
     pub(crate) fn batch<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T, ClientError>) -> Result<T, ClientError> {
         pcmail_store::batch_in(self, |c| &mut c.store, f)
     }
+
+    /// [`Client::batch`] for work that usually only reads
+    /// ([`pcmail_store::batch_in_read_first`]): it takes the write lock only
+    /// when it writes, so another process's long write (a code map) does not
+    /// hold it up. `f` may run twice.
+    pub(crate) fn batch_read_first<T>(
+        &mut self,
+        f: impl Fn(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        pcmail_store::batch_in_read_first(
+            self,
+            |c| &mut c.store,
+            |e| matches!(e, ClientError::Store(s) if s.is_busy()),
+            f,
+        )
+    }
 }
 
 impl Drop for Client {

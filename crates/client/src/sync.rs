@@ -133,8 +133,10 @@ impl Client {
         for round in 0..MAX_ROUNDS {
             // What this round asks, read in one transaction (which also
             // holds what that writes: the attempt's time, sessions found
-            // gone, the lease holders' liveness).
-            let asked = self.batch(|c| {
+            // gone, the lease holders' liveness). It begins as a read: a
+            // poll that writes nothing here never waits for another
+            // process's write lock.
+            let asked = self.batch_read_first(|c| {
                 let now = c.now();
                 // The attempt's time, under the server's rule for a poll's:
                 // a step after the last attempt or success (a long poll that

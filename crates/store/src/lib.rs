@@ -248,7 +248,42 @@ pub fn batch_in<C: ?Sized, T, E: From<StoreError>>(
     if !store_of(ctx).conn.is_autocommit() {
         return f(ctx);
     }
-    store_of(ctx).conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from)?;
+    run_batch(ctx, &store_of, "BEGIN IMMEDIATE", f, |_| true)
+}
+
+/// [`batch_in`] for work that usually only reads (what a poll asks): it
+/// begins as a read, which takes no write lock and so never waits for
+/// another connection's long write (a code map being written). Should it
+/// write after all while another connection holds the write lock or has
+/// committed since it began, SQLite refuses at once (`is_busy` tells that
+/// error from others); everything is rolled back and `f` runs again as
+/// [`batch_in`] does. So `f` must be safe to run twice.
+pub fn batch_in_read_first<C: ?Sized, T, E: From<StoreError>>(
+    ctx: &mut C,
+    store_of: impl Fn(&mut C) -> &mut Store,
+    is_busy: impl Fn(&E) -> bool,
+    f: impl Fn(&mut C) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    if !store_of(ctx).conn.is_autocommit() {
+        return f(ctx);
+    }
+    match run_batch(ctx, &store_of, "BEGIN DEFERRED", &f, |e| !is_busy(e)) {
+        Err(e) if is_busy(&e) => run_batch(ctx, &store_of, "BEGIN IMMEDIATE", &f, |_| true),
+        other => other,
+    }
+}
+
+/// One transaction begun with `begin` around `f`: committed when `f`
+/// succeeds or fails with an error `keep` keeps (what it wrote before stays),
+/// rolled back on any other error and on a panic.
+fn run_batch<C: ?Sized, T, E: From<StoreError>>(
+    ctx: &mut C,
+    store_of: &impl Fn(&mut C) -> &mut Store,
+    begin: &str,
+    f: impl FnOnce(&mut C) -> std::result::Result<T, E>,
+    keep: impl Fn(&E) -> bool,
+) -> std::result::Result<T, E> {
+    store_of(ctx).conn.execute_batch(begin).map_err(StoreError::from)?;
     // A panic in `f` must not leave the connection inside the transaction.
     let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx))) {
         Ok(out) => out,
@@ -261,12 +296,16 @@ pub fn batch_in<C: ?Sized, T, E: From<StoreError>>(
         }
     };
     let conn = &store_of(ctx).conn;
+    let end = match &out {
+        Err(e) if !keep(e) => "ROLLBACK",
+        _ => "COMMIT",
+    };
     // SQLite may have rolled the transaction back itself (a full disk, an I/O error).
-    let committed = if conn.is_autocommit() { Ok(()) } else { conn.execute_batch("COMMIT") };
-    if committed.is_err() && !conn.is_autocommit() {
+    let ended = if conn.is_autocommit() { Ok(()) } else { conn.execute_batch(end) };
+    if ended.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
     }
-    match (out, committed) {
+    match (out, ended) {
         (Ok(v), Ok(())) => Ok(v),
         (Ok(_), Err(e)) => Err(E::from(StoreError::from(e))),
         (Err(e), _) => Err(e),
@@ -479,6 +518,52 @@ mod write_if_needed_tests {
         let got: Vec<Option<i64>> = ["a", "b", "c"].iter().map(|k| watcher.meta_i64(k).unwrap()).collect();
         assert_eq!(got, vec![Some(1), Some(2), Some(3)]);
         assert!(s.conn.is_autocommit(), "the batch left its transaction open");
+    }
+
+    /// A batch that begins as a read does not wait for another connection's
+    /// write lock when it only reads; when it writes meanwhile, it runs again
+    /// as a write, which waits its turn, and its writes all land.
+    #[test]
+    fn a_read_first_batch_waits_for_the_write_lock_only_when_it_writes() {
+        let (_dir, path, mut s) = store();
+        let busy = |e: &StoreError| e.is_busy();
+        // Another connection takes the write lock and lets go 300 ms later.
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let holder_path = path.clone();
+        let release = std::thread::spawn(move || {
+            let mut holder = Connection::open(&holder_path).unwrap();
+            let held = holder.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            held.commit().unwrap();
+        });
+        is_locked.recv().unwrap();
+        let t = std::time::Instant::now();
+        let n: Option<i64> = batch_in_read_first(&mut s, |s| s, busy, |s| s.meta_i64("n")).unwrap();
+        assert_eq!(n, None);
+        assert!(t.elapsed() < std::time::Duration::from_millis(100), "a read waited {:?}", t.elapsed());
+        // The batch that writes waits for the holder.
+        let runs = Cell::new(0);
+        let t = std::time::Instant::now();
+        batch_in_read_first(
+            &mut s,
+            |s| s,
+            busy,
+            |s| {
+                runs.set(runs.get() + 1);
+                // A read first (what a poll asks), then a write (the attempt's time).
+                let _ = s.meta_i64("n")?;
+                s.meta_set_i64("a", 1)?;
+                s.meta_set_i64("b", 2)
+            },
+        )
+        .unwrap();
+        release.join().unwrap();
+        assert!(t.elapsed() >= std::time::Duration::from_millis(100), "it did not wait: {:?}", t.elapsed());
+        assert_eq!(runs.get(), 2, "the read that had to write ran again as a write");
+        let watcher = Store::open(&path).unwrap();
+        assert_eq!((watcher.meta_i64("a").unwrap(), watcher.meta_i64("b").unwrap()), (Some(1), Some(2)));
+        assert!(s.conn.is_autocommit());
     }
 
     /// One write that fails inside a batch undoes only itself; an error the
