@@ -96,3 +96,66 @@ fn the_git_guard_falls_back_to_pcmail_hook_like_the_agent_hooks() {
         );
     }
 }
+
+/// The PreToolUse guard names the repo of every file an agent edits. In a
+/// checkout with no commit yet (a fresh `git init`) it starts no `git`
+/// process to look for a root commit there is none of (it did at every
+/// edit); where the reflog does not name the first commit it still asks
+/// `git`, which shows the recording `git` below works.
+#[test]
+fn the_guard_starts_no_git_in_a_checkout_with_no_commit() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let fake = tempfile::tempdir().unwrap();
+    assert!(git(repo.path(), &["init", "-q"]).status.success());
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let calls = fake.path().join("calls");
+    let script = format!("#!/bin/sh\necho \"$@\" >> '{}'\nexec '{}' \"$@\"\n", calls.display(), real.trim());
+    std::fs::write(fake.path().join("git"), script).unwrap();
+    std::fs::set_permissions(fake.path().join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pcmail = exe();
+    assert!(run(&pcmail, home.path(), repo.path(), &["init", "--label", "guarded"]).status.success());
+    let guard = || {
+        let mut child = Command::new(&pcmail)
+            .arg("hook")
+            .current_dir(repo.path())
+            .env("PCMAIL_HOME", home.path())
+            .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", fake.path().display()))
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let file = repo.path().join("src/a.rs");
+        let input = serde_json::json!({"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Edit",
+            "tool_input": {"file_path": file}, "cwd": repo.path()});
+        child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+        assert!(child.wait_with_output().unwrap().status.success());
+    };
+    guard();
+    assert!(!calls.exists(), "git ran: {}", std::fs::read_to_string(&calls).unwrap_or_default());
+
+    // A commit whose reflog is gone: the root commit can only come from `git`.
+    let c = Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "a"])
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    std::fs::remove_file(repo.path().join(".git/logs/HEAD")).unwrap();
+    guard();
+    let seen = std::fs::read_to_string(&calls).unwrap_or_default();
+    assert!(seen.contains("rev-list --max-parents=0 HEAD"), "{seen:?}");
+}

@@ -76,12 +76,18 @@ pub fn id_from_git(root: &Path, common_dir: &Path) -> Option<String> {
 }
 
 /// The root commit: from HEAD's reflog when it starts with the first commit
-/// (no process), else `git rev-list --max-parents=0 HEAD` (a clone's reflog
-/// starts at the clone; several roots: the oldest listed, which is stable).
+/// (no process), none while HEAD's branch has no commit (no process), else
+/// `git rev-list --max-parents=0 HEAD` (a clone's reflog starts at the
+/// clone; several roots: the oldest listed, which is stable).
 fn root_commit(root: &Path, common_dir: &Path) -> Option<String> {
     let reflog = std::fs::read_to_string(common_dir.join("logs/HEAD")).unwrap_or_default();
     if let Some(c) = reflog.lines().next().and_then(pcmail_core::repo_id::root_commit_from_reflog) {
         return Some(c);
+    }
+    // A fresh `git init` has no commit: `git` would only fail, and the
+    // guard asks at every edit in such a checkout.
+    if matches!(pcmail_codemap_check::read_head(root), Some(pcmail_codemap_check::Head::Unborn(_))) {
+        return None;
     }
     let out = std::process::Command::new("git")
         .args(["rev-list", "--max-parents=0", "HEAD"])
