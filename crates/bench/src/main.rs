@@ -573,6 +573,19 @@ pub(crate) fn seen_rounds(pcmail: &Path, dir: &Path, url_a: &str, url_b: &str, r
             .json()?;
         Ok(v["mails"][0]["state"].as_str().unwrap_or("").to_string())
     };
+    // PC B's hook, given one event as Claude Code gives it.
+    let hook = |input: &Value| -> Result<std::process::Output> {
+        use std::io::Write;
+        let mut child = Command::new(pcmail)
+            .arg("hook")
+            .env("PCMAIL_HOME", &b)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        child.stdin.take().context("hook stdin")?.write_all(input.to_string().as_bytes())?;
+        Ok(child.wait_with_output()?)
+    };
     // The daemon's CPU while nothing arrives (its pusher looks at the store
     // every 40 ms), then over the rounds: each round one mail received and
     // stored, shown by the hook and its seen mark pushed.
@@ -596,20 +609,8 @@ pub(crate) fn seen_rounds(pcmail: &Path, dir: &Path, url_a: &str, url_b: &str, r
         delivered_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         // The daemon is back in its long poll by now; the hook shows the mail.
         std::thread::sleep(Duration::from_millis(100));
-        let mut hook = Command::new(pcmail)
-            .arg("hook")
-            .env("PCMAIL_HOME", &b)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        {
-            use std::io::Write;
-            let input =
-                json!({"session_id": format!("bench-{round}"), "hook_event_name": "UserPromptSubmit", "prompt": "hi"});
-            hook.stdin.take().context("hook stdin")?.write_all(input.to_string().as_bytes())?;
-        }
-        let shown = hook.wait_with_output()?;
+        let session = format!("bench-{round}");
+        let shown = hook(&json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "hi"}))?;
         anyhow::ensure!(String::from_utf8_lossy(&shown.stdout).contains(&id), "the hook did not show {id}");
         let t = Instant::now();
         while state_of(&id)? != "seen" {
@@ -621,20 +622,8 @@ pub(crate) fn seen_rounds(pcmail: &Path, dir: &Path, url_a: &str, url_b: &str, r
         // stayed live, since no process of theirs runs here to end them:
         // by the last round every poll carried a hundred sessions, which
         // no PC has, and the daemon's cost per mail grew with the rounds.)
-        let mut end = Command::new(pcmail)
-            .arg("hook")
-            .env("PCMAIL_HOME", &b)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        {
-            use std::io::Write;
-            let input =
-                json!({"session_id": format!("bench-{round}"), "hook_event_name": "SessionEnd", "reason": "exit"});
-            end.stdin.take().context("hook stdin")?.write_all(input.to_string().as_bytes())?;
-        }
-        anyhow::ensure!(end.wait()?.success(), "SessionEnd failed");
+        let ended = hook(&json!({"session_id": session, "hook_event_name": "SessionEnd", "reason": "exit"}))?;
+        anyhow::ensure!(ended.status.success(), "SessionEnd failed");
     }
     let rounds_to = (Instant::now(), process_cpu_ns(daemon.id()));
     let _ = daemon.kill();
