@@ -130,6 +130,7 @@ impl Client {
         // A mark an older pcmail queued with text the server refuses must
         // never hold up the poll: dropped here with a record.
         report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
+        self.job_cycle_start(self.now())?;
         for round in 0..MAX_ROUNDS {
             // What this round asks, read in one transaction (which also
             // holds what that writes: the attempt's time, sessions found
@@ -168,7 +169,7 @@ impl Client {
                 let sessions =
                     if round == 0 { Some(c.live_sessions(now)?.into_iter().map(Ok).collect()) } else { None };
                 // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
-                let job = if round == 0 { c.job_poll_arg(now)? } else { None };
+                let job = if round == 0 { c.job_poll_arg()? } else { None };
                 Ok(Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job })
             })?;
             let Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job } = asked;

@@ -462,6 +462,9 @@ impl Http {
     }
 
     fn call_once(&self, op: &Op, url: &str) -> Result<Value, CallError> {
+        // A request may wait for seconds: never while this thread holds the
+        // PC store's transaction (the hook would wait for its lock).
+        debug_assert!(!pcmail_store::in_batch(), "a {} request inside a store transaction", op.name());
         let body = {
             let cred = self.cred.read().unwrap_or_else(|e| e.into_inner());
             request_bytes_with_cred(&self.pc, self.token.as_deref(), cred.as_deref(), op)
@@ -671,6 +674,30 @@ mod tests {
         assert_eq!(later.trust(), Trust::Nothing);
         let later = later.with_failover(std::slice::from_ref(&tls), DEFAULT_RETURN_AFTER).unwrap();
         assert_eq!(later.trust(), Trust::SystemAuthorities, "an https:// failover address without the authorities");
+    }
+
+    /// No request goes out while this thread is inside a transaction of the
+    /// PC store (the hook would wait for its lock for the request's whole
+    /// time): debug builds, which the suite runs, stop there.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn a_request_inside_a_store_transaction_is_a_bug_the_suite_catches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = pcmail_store::Store::open(&dir.path().join("s.db")).unwrap();
+        let t = Http::new("http://127.0.0.1:1/api", None, "pc", false).unwrap();
+        let caught = pcmail_store::batch_in(
+            &mut store,
+            |s| s,
+            |_| {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.call(&Op::Hello)));
+                Ok::<_, pcmail_store::StoreError>(r.is_err())
+            },
+        )
+        .unwrap();
+        assert!(caught, "a request inside a batch went out");
+        assert!(!pcmail_store::in_batch());
+        // Outside one it goes out (and finds nobody there).
+        assert!(matches!(t.call(&Op::Hello), Err(CallError::Transient(_))));
     }
 
     /// A plain http:// server that redirects to https:// is told as such

@@ -273,6 +273,34 @@ pub fn batch_in_read_first<C: ?Sized, T, E: From<StoreError>>(
     }
 }
 
+thread_local! {
+    /// How many batches this thread is inside ([`in_batch`]).
+    static BATCH_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread is inside a batch's transaction: a caller about to
+/// wait on the network checks it (in debug builds), since another process
+/// waits for the store's write lock meanwhile.
+pub fn in_batch() -> bool {
+    BATCH_DEPTH.with(|d| d.get() > 0)
+}
+
+/// Counts a batch open on this thread until dropped (also on a panic).
+struct InBatch;
+
+impl InBatch {
+    fn enter() -> InBatch {
+        BATCH_DEPTH.with(|d| d.set(d.get() + 1));
+        InBatch
+    }
+}
+
+impl Drop for InBatch {
+    fn drop(&mut self) {
+        BATCH_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
 /// One transaction begun with `begin` around `f`: committed when `f`
 /// succeeds or fails with an error `keep` keeps (what it wrote before stays),
 /// rolled back on any other error and on a panic.
@@ -284,6 +312,7 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
     keep: impl Fn(&E) -> bool,
 ) -> std::result::Result<T, E> {
     store_of(ctx).conn.execute_batch(begin).map_err(StoreError::from)?;
+    let inside = InBatch::enter();
     // A panic in `f` must not leave the connection inside the transaction.
     let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx))) {
         Ok(out) => out,
@@ -295,6 +324,7 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
             std::panic::resume_unwind(panic);
         }
     };
+    drop(inside);
     let conn = &store_of(ctx).conn;
     let end = match &out {
         Err(e) if !keep(e) => "ROLLBACK",

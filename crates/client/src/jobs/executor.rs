@@ -62,12 +62,10 @@ impl Client {
 
     /// The poll's `job` argument, or None when this PC has nothing to say
     /// about jobs (a server without the feature then never sees one).
-    pub(crate) fn job_poll_arg(&mut self, now: Millis) -> Result<Option<cj::PollJob>, ClientError> {
+    pub(crate) fn job_poll_arg(&mut self) -> Result<Option<cj::PollJob>, ClientError> {
         let executor = self.executor.clone();
         let mut arg = cj::PollJob::default();
         if let Some(ex) = &executor {
-            self.reload_jobs_config(ex);
-            self.recover_orphans(ex, now)?;
             match whitelist_of(&self.config.jobs) {
                 Ok(Some(w)) => {
                     arg.take = true;
@@ -89,6 +87,18 @@ impl Client {
         let waiting = self.store.jobs_mine_waiting()?;
         let says_something = arg.take || !arg.running.is_empty() || !arg.reports.is_empty() || waiting;
         Ok(says_something.then_some(arg))
+    }
+
+    /// Before a cycle's first poll, on the PC that executes jobs: the
+    /// `[jobs]` rules again when config.toml changed, and the runs a gone
+    /// executor left, reported (which sends the reports: never inside a
+    /// transaction of the store).
+    pub(crate) fn job_cycle_start(&mut self, now: Millis) -> Result<(), ClientError> {
+        if let Some(ex) = self.executor.clone() {
+            self.reload_jobs_config(&ex);
+            self.recover_orphans(&ex, now)?;
+        }
+        Ok(())
     }
 
     /// Applies the poll's `job` answer: the whitelist hash, reports taken,
