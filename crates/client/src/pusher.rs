@@ -1,9 +1,12 @@
 //! What the hook queues (a `seen`, a lease release at SessionEnd) must reach
 //! the server within ~100 ms, also while the poller sits in a 25 s long
-//! poll. The poller runs this beside its loop: it watches the store (a write
-//! to it wakes the pusher where the OS says so, [`FileWatch`]; then SQLite's
-//! `data_version`; no polling of the server) and sends due marks and lease
-//! releases on requests of its own. Every few seconds it also checks that
+//! poll. The poller runs this beside its loop: it is woken by what queues a
+//! mark or a lease release (the store writes a signal file after such a
+//! commit, [`pcmail_store::push_signal_path`], watched where the OS says so,
+//! [`FileWatch`]; elsewhere a timer looks at the store), looks at SQLite's
+//! `data_version` and the queues (also once a second without a signal; no
+//! polling of the server), and sends due marks and lease releases on
+//! requests of its own. Every few seconds it also checks that
 //! the processes this PC's leases follow still live, and queues the release
 //! of those that exited (so a killed session's lease ends within one
 //! heartbeat period).
@@ -26,6 +29,10 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(40);
 /// size could hide one; this bounds how late it is seen then.
 const VERSION_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
+/// How long the pusher sleeps at most without a signal before it looks at
+/// the store anyway.
+const MISSED_SIGNAL_LOOK: Duration = Duration::from_secs(1);
+
 /// How often the lease holders' processes are checked (well within H).
 pub const LIVENESS_EVERY: Duration = Duration::from_secs(3);
 
@@ -45,7 +52,15 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     // second was most of an idle daemon's CPU; a `stat` of two files is
     // less, and sleeping until the store is written least of all.
     let store_path = paths.store();
-    let watch = FileWatch::new(&store_path, WATCH_EVERY);
+    // Woken by what queues a mark or a lease release (it writes the push
+    // signal after its commit), not by every commit of the store: the
+    // poller's own bookkeeping made most of this thread's looks. Where
+    // nothing can be watched, the timer of WATCH_EVERY looks at the store.
+    let watch = if cfg!(target_os = "linux") {
+        FileWatch::one_file(&pcmail_store::push_signal_path(&store_path), WATCH_EVERY)
+    } else {
+        FileWatch::new(&store_path, WATCH_EVERY)
+    };
     let mut active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
     let mut last_stamp = None;
     let mut last_version_at = std::time::Instant::now();
@@ -53,8 +68,10 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     while !stopped() {
         // Nothing written lately: asleep until a write, the next look at the
         // lease holders' processes, or the stop (no client yet: at once).
+        // A writer that does not signal (an older pcmail) is seen within
+        // MISSED_SIGNAL_LOOK.
         let quiet_for = match client {
-            Some(_) => liveness_every.saturating_sub(last_liveness.elapsed()),
+            Some(_) => liveness_every.saturating_sub(last_liveness.elapsed()).min(MISSED_SIGNAL_LOOK),
             None => Duration::ZERO,
         };
         watch.next_look(&mut active_until, quiet_for, Some(&stopped));

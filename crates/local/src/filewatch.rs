@@ -47,6 +47,18 @@ impl FileWatch {
         }
     }
 
+    /// Watches one file alone (a signal another process writes), made
+    /// empty and private when missing; `every` as for [`FileWatch::new`].
+    pub fn one_file(file: &Path, every: Duration) -> FileWatch {
+        #[cfg(not(target_os = "linux"))]
+        let _ = file;
+        FileWatch {
+            #[cfg(target_os = "linux")]
+            inotify: linux::Inotify::single(file),
+            every,
+        }
+    }
+
     /// Whether writes wake [`FileWatch::wait`] (false: it is a timer).
     pub fn is_event_driven(&self) -> bool {
         #[cfg(target_os = "linux")]
@@ -128,11 +140,52 @@ mod linux {
 
     pub(super) struct Inotify {
         fd: OwnedFd,
-        /// The database's file name and its log's.
-        names: [OsString; 2],
+        /// The database's file name and its log's, watched in their folder.
+        names: Vec<OsString>,
+        /// Or one file watched by itself (its events carry no name): the
+        /// file, made when missing, and watched again after it went away.
+        single: Option<(std::ffi::CString, std::sync::atomic::AtomicBool)>,
     }
 
+    /// What a single file's watch asks for: a write (a truncation too), and
+    /// the file going away (the watch then ends and is set up again).
+    const SINGLE_MASK: u32 = libc::IN_MODIFY | libc::IN_ATTRIB | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
+
     impl Inotify {
+        /// Watches `file` itself (not its folder, whose other files may be
+        /// written all the time): created empty and private when missing.
+        pub(super) fn single(file: &Path) -> Option<Inotify> {
+            let _ = pcmail_fsmode::ensure_private_file(file);
+            // SAFETY: plain system call; the descriptor is owned below.
+            let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+            if raw < 0 {
+                return None;
+            }
+            // SAFETY: `raw` is a new descriptor nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let path = std::ffi::CString::new(file.as_os_str().as_bytes()).ok()?;
+            // SAFETY: valid descriptor and NUL-terminated path.
+            if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), SINGLE_MASK) } < 0 {
+                return None;
+            }
+            Some(Inotify { fd, names: vec![], single: Some((path, std::sync::atomic::AtomicBool::new(true))) })
+        }
+
+        /// A single file's watch that ended (the file was removed or
+        /// replaced) is set up again once the file is back.
+        fn rewatch(&self) {
+            use std::sync::atomic::Ordering::Relaxed;
+            if let Some((path, live)) = &self.single {
+                // SAFETY: valid descriptor and NUL-terminated path.
+                if !live.load(Relaxed)
+                    && unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), SINGLE_MASK) } >= 0
+                {
+                    live.store(true, Relaxed);
+                }
+            }
+        }
+
+        /// Watches `db` and its write-ahead log, in their folder.
         pub(super) fn new(db: &Path) -> Option<Inotify> {
             let dir = match db.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,
@@ -141,6 +194,7 @@ mod linux {
             let name = db.file_name()?.to_os_string();
             let mut wal = name.clone();
             wal.push("-wal");
+            let names = vec![name, wal];
             // SAFETY: plain system call; the descriptor is owned below.
             let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
             if raw < 0 {
@@ -158,10 +212,11 @@ mod linux {
             if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), dir_c.as_ptr(), mask) } < 0 {
                 return None;
             }
-            Some(Inotify { fd, names: [name, wal] })
+            Some(Inotify { fd, names, single: None })
         }
 
         pub(super) fn wait(&self, timeout: Duration) -> bool {
+            self.rewatch();
             let deadline = Instant::now() + timeout;
             loop {
                 if self.drain() {
@@ -231,7 +286,13 @@ mod linux {
                 let len = ev.len as usize;
                 let Some(raw_name) = events.get(HEAD..HEAD + len) else { break };
                 let name = raw_name.split(|&b| b == 0).next().unwrap_or(&[]);
-                if ev.mask & libc::IN_Q_OVERFLOW != 0 || self.names.iter().any(|n| n.as_bytes() == name) {
+                if let Some((_, live)) = &self.single {
+                    // Every event of a single file's watch is about that file.
+                    if ev.mask & libc::IN_IGNORED != 0 {
+                        live.store(false, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    hit = true;
+                } else if ev.mask & libc::IN_Q_OVERFLOW != 0 || self.names.iter().any(|n| n.as_bytes() == name) {
                     hit = true;
                 }
                 events = &events[HEAD + len..];
@@ -310,5 +371,40 @@ mod tests {
             assert!(!woke || !w.is_event_driven());
         });
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    /// One file watched by itself: made when missing; its writes end the
+    /// wait, the writes of the folder's other files (a busy database beside
+    /// it) do not; removed and made again, it is watched again.
+    #[test]
+    fn one_file_wakes_for_its_own_writes_only_and_after_it_was_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let signal = dir.path().join("store.db-push");
+        let w = FileWatch::one_file(&signal, Duration::from_millis(40));
+        if !cfg!(target_os = "linux") {
+            assert!(!w.is_event_driven());
+            return;
+        }
+        assert!(w.is_event_driven() && signal.exists());
+        let write_later = |path: std::path::PathBuf| {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                std::fs::write(path, b"1").unwrap();
+            })
+        };
+        let other = write_later(dir.path().join("store.db-wal"));
+        assert!(!w.wait(Duration::from_millis(200)), "a write of another file woke it");
+        other.join().unwrap();
+        let own = write_later(signal.clone());
+        let t = Instant::now();
+        assert!(w.wait(Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(2));
+        own.join().unwrap();
+        std::fs::remove_file(&signal).unwrap();
+        let _ = w.wait(Duration::from_millis(50));
+        std::fs::write(&signal, b"").unwrap();
+        let again = write_later(signal.clone());
+        assert!(w.wait(Duration::from_secs(5)), "not watched again once made again");
+        again.join().unwrap();
     }
 }

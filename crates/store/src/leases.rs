@@ -265,6 +265,7 @@ pub fn queue_release(tx: &Connection, claim_id: &str, reason: &str, now: Millis)
                  WHERE claim_id = ?1 AND release_queued_at IS NULL",
             )?
             .execute(params![claim_id, reason, now])?;
+            crate::want_push();
             Ok(true)
         }
     }

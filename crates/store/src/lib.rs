@@ -189,8 +189,16 @@ impl Store {
             return Ok(out);
         }
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
+        let out = match f(&tx) {
+            Ok(out) => out,
+            Err(e) => {
+                drop(tx);
+                push_wanted_forget();
+                return Err(e);
+            }
+        };
         tx.commit()?;
+        self.committed();
         Ok(out)
     }
 
@@ -207,8 +215,26 @@ impl Store {
             return self.write(f);
         }
         match read_first(&mut self.conn, &f) {
-            Err(e) if e.is_busy() => self.write(f),
-            other => other,
+            Err(e) if e.is_busy() => {
+                push_wanted_forget();
+                self.write(f)
+            }
+            Ok(out) => {
+                self.committed();
+                Ok(out)
+            }
+            Err(e) => {
+                push_wanted_forget();
+                Err(e)
+            }
+        }
+    }
+
+    /// After a commit of this thread's outermost transaction: the mark
+    /// pusher is woken when it queued work for it ([`want_push`]).
+    fn committed(&self) {
+        if PUSH_WANTED.with(|w| w.replace(false)) {
+            signal_push(&self.path);
         }
     }
 
@@ -274,6 +300,39 @@ pub fn batch_in_read_first<C: ?Sized, T, E: From<StoreError>>(
 }
 
 thread_local! {
+    /// This thread's transaction queued work for the mark pusher ([`want_push`]).
+    static PUSH_WANTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Said by what queues work for the mark pusher (a mark, a lease release):
+/// once the transaction it runs in commits, the pusher is woken through
+/// [`push_signal_path`], so that it need not look at the store after every
+/// other commit (the poller's dozen per mail).
+pub(crate) fn want_push() {
+    PUSH_WANTED.with(|w| w.set(true));
+}
+
+fn push_wanted_forget() {
+    PUSH_WANTED.with(|w| w.set(false));
+}
+
+/// The file beside the store whose change wakes the mark pusher: written
+/// after a commit that queued a mark or a lease release. Only where writes
+/// can be watched (Linux); elsewhere the pusher looks on its timer.
+pub fn push_signal_path(store: &Path) -> PathBuf {
+    let mut name = store.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push("-push");
+    store.with_file_name(name)
+}
+
+fn signal_push(store: &Path) {
+    if cfg!(target_os = "linux") {
+        // Best effort: the pusher also looks once a second without it.
+        let _ = pcmail_fsmode::write_private(&push_signal_path(store), b"1");
+    }
+}
+
+thread_local! {
     /// How many batches this thread is inside ([`in_batch`]).
     static BATCH_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
@@ -321,6 +380,7 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
             if !conn.is_autocommit() {
                 let _ = conn.execute_batch("ROLLBACK");
             }
+            push_wanted_forget();
             std::panic::resume_unwind(panic);
         }
     };
@@ -334,6 +394,11 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
     let ended = if conn.is_autocommit() { Ok(()) } else { conn.execute_batch(end) };
     if ended.is_err() && !conn.is_autocommit() {
         let _ = conn.execute_batch("ROLLBACK");
+    }
+    if end == "COMMIT" && ended.is_ok() {
+        store_of(ctx).committed();
+    } else {
+        push_wanted_forget();
     }
     match (out, ended) {
         (Ok(v), Ok(())) => Ok(v),
@@ -594,6 +659,44 @@ mod write_if_needed_tests {
         let watcher = Store::open(&path).unwrap();
         assert_eq!((watcher.meta_i64("a").unwrap(), watcher.meta_i64("b").unwrap()), (Some(1), Some(2)));
         assert!(s.conn.is_autocommit());
+    }
+
+    /// A commit that queued a mark or a lease release writes the pusher's
+    /// signal (on Linux, where it is watched); one that queued nothing, or
+    /// that was rolled back, does not; inside a batch, only the batch's end.
+    #[test]
+    fn a_commit_that_queues_a_mark_signals_the_pusher_and_no_other() {
+        let (_dir, path, mut s) = store();
+        let signal = push_signal_path(&path);
+        assert_eq!(signal.file_name().unwrap(), "s.db-push");
+        let mut signalled = |f: &mut dyn FnMut(&mut Store)| {
+            let _ = std::fs::remove_file(&signal);
+            f(&mut s);
+            signal.exists()
+        };
+        let on_linux = cfg!(target_os = "linux");
+        assert!(!signalled(&mut |s| s.meta_set_i64("a", 1).unwrap()));
+        let queue = |tx: &Connection| marks::queue(tx, "mail-1-abcdef12", pcmail_core::MarkOp::Seen, 1, "pc/s", None);
+        assert_eq!(signalled(&mut |s| s.write(|tx| queue(tx).map(|_| ())).unwrap()), on_linux);
+        assert!(!signalled(&mut |s| {
+            let r: Result<()> = s.write(|tx| {
+                queue(tx)?;
+                Err(StoreError::NotFound("rolled back".into()))
+            });
+            assert!(r.is_err());
+        }));
+        assert_eq!(signalled(&mut |s| s.write_if_needed(|tx| queue(tx).map(|_| ())).unwrap()), on_linux);
+        assert_eq!(
+            signalled(&mut |s| {
+                s.batch(|s| {
+                    s.write(|tx| queue(tx).map(|_| ()))?;
+                    assert!(!push_signal_path(&s.path).exists(), "signalled before the batch committed");
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap()
+            }),
+            on_linux
+        );
     }
 
     /// One write that fails inside a batch undoes only itself; an error the

@@ -35,6 +35,7 @@ pub fn queue(tx: &Connection, id: &str, op: MarkOp, at: Millis, by: &str, reason
         "INSERT OR IGNORE INTO pending_marks (mark_id, id, op, at, by, reason, next_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?4)",
         params![mid, id, op.as_str(), at, by, reason],
     )?;
+    crate::want_push();
     Ok(mid)
 }
 
