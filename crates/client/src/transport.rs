@@ -388,28 +388,11 @@ impl Http {
         })
     }
 
-    /// Trusts only the certificate with this SHA-256 fingerprint (a `pcmail
-    /// serve` on TLS, pinned at enrolment), on an https:// URL.
-    pub fn with_pinned_certificate(mut self, fingerprint: &str) -> Result<Http, CallError> {
-        let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
-        (self.client, self.pin, self.trust) = tls_client(rt, &self.urls, Some(fingerprint))?;
-        Ok(self)
-    }
-
-    /// More addresses of the same server, tried in order after the first.
-    pub fn with_failover(mut self, more: &[String], return_after: Duration) -> Result<Http, CallError> {
-        for u in more {
-            if !self.urls.contains(u) {
-                self.urls.push(u.clone());
-            }
-        }
+    /// How long a PC stays on a later address before trying the first again
+    /// ([`DEFAULT_RETURN_AFTER`] unless told).
+    pub fn with_return_after(mut self, return_after: Duration) -> Http {
         self.return_after = return_after;
-        // An https:// address among them needs the TLS a plain client lacks.
-        if self.trust == Trust::Nothing && more.iter().any(|u| !u.starts_with("http://")) {
-            let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
-            (self.client, self.pin, self.trust) = tls_client(rt, &self.urls, None)?;
-        }
-        Ok(self)
+        self
     }
 
     /// Which certificates this client trusts.
@@ -659,7 +642,7 @@ mod tests {
     /// A client of plain http:// addresses trusts no certificate, so making
     /// one reads no certificate folder (half of a `pcmail send` process's
     /// CPU against a plain server went there); an https:// address, also a
-    /// later one, gets the system's authorities, and a pin only the pin.
+    /// failover one, gets the system's authorities, and a pin only the pin.
     #[test]
     fn a_client_trusts_what_its_addresses_need_and_no_more() {
         let plain = "http://127.0.0.1:1/api".to_string();
@@ -670,10 +653,6 @@ mod tests {
         assert_eq!(connect(std::slice::from_ref(&tls), None), Trust::SystemAuthorities);
         assert_eq!(connect(&[plain.clone(), tls.clone()], None), Trust::SystemAuthorities);
         assert_eq!(connect(std::slice::from_ref(&tls), Some(&"ab".repeat(32))), Trust::Pinned);
-        let later = Http::new(&plain, None, "pc", false).unwrap();
-        assert_eq!(later.trust(), Trust::Nothing);
-        let later = later.with_failover(std::slice::from_ref(&tls), DEFAULT_RETURN_AFTER).unwrap();
-        assert_eq!(later.trust(), Trust::SystemAuthorities, "an https:// failover address without the authorities");
     }
 
     /// No request goes out while this thread is inside a transaction of the

@@ -18,10 +18,9 @@ fn a_pc_fails_over_to_the_next_address_and_comes_back() {
     let (a, b) = (free_addr(), free_addr());
     let (url_a, url_b) = (format!("http://{a}/api"), format!("http://{b}/api"));
     let server_b = serve_at(b, &dir.path().join("b.db"), TOKEN, 1);
-    let t = Http::new(&url_a, Some(TOKEN), "pc-a", true)
+    let t = Http::connect(&[url_a.clone(), url_b.clone()], None, Some(TOKEN), "pc-a", true)
         .unwrap()
-        .with_failover(std::slice::from_ref(&url_b), Duration::from_millis(300))
-        .unwrap();
+        .with_return_after(Duration::from_millis(300));
 
     // A is down: the request is answered by B, and B is where the PC stays.
     let r = t.call(&Op::Hello).unwrap();

@@ -188,18 +188,7 @@ impl Store {
             sp.commit()?;
             return Ok(out);
         }
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let out = match f(&tx) {
-            Ok(out) => out,
-            Err(e) => {
-                drop(tx);
-                push_wanted_forget();
-                return Err(e);
-            }
-        };
-        tx.commit()?;
-        self.committed();
-        Ok(out)
+        run_batch(self, &|s| s, "BEGIN IMMEDIATE", |s| f(&s.conn), |_| false)
     }
 
     /// [`Store::write`] for work that usually writes nothing (a caught-up
@@ -214,19 +203,9 @@ impl Store {
         if !self.conn.is_autocommit() {
             return self.write(f);
         }
-        match read_first(&mut self.conn, &f) {
-            Err(e) if e.is_busy() => {
-                push_wanted_forget();
-                self.write(f)
-            }
-            Ok(out) => {
-                self.committed();
-                Ok(out)
-            }
-            Err(e) => {
-                push_wanted_forget();
-                Err(e)
-            }
+        match run_batch(self, &|s| s, "BEGIN DEFERRED", |s| f(&s.conn), |_| false) {
+            Err(e) if e.is_busy() => self.write(f),
+            other => other,
         }
     }
 
@@ -333,18 +312,18 @@ fn signal_push(store: &Path) {
 }
 
 thread_local! {
-    /// How many batches this thread is inside ([`in_batch`]).
+    /// How many transactions of the store this thread is inside ([`in_batch`]).
     static BATCH_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Whether this thread is inside a batch's transaction: a caller about to
-/// wait on the network checks it (in debug builds), since another process
-/// waits for the store's write lock meanwhile.
+/// Whether this thread is inside a transaction of the store (a batch, a
+/// write): a caller about to wait on the network checks it (in debug
+/// builds), since another process may wait for the store's lock meanwhile.
 pub fn in_batch() -> bool {
     BATCH_DEPTH.with(|d| d.get() > 0)
 }
 
-/// Counts a batch open on this thread until dropped (also on a panic).
+/// Counts a transaction open on this thread until dropped (also on a panic).
 struct InBatch;
 
 impl InBatch {
@@ -360,9 +339,11 @@ impl Drop for InBatch {
     }
 }
 
-/// One transaction begun with `begin` around `f`: committed when `f`
-/// succeeds or fails with an error `keep` keeps (what it wrote before stays),
-/// rolled back on any other error and on a panic.
+/// One transaction begun with `begin` around `f` (every transaction of the
+/// store: [`Store::write`], [`Store::write_if_needed`], the batches):
+/// committed when `f` succeeds or fails with an error `keep` keeps (what it
+/// wrote before stays), rolled back on any other error and on a panic; after
+/// a commit that queued work for the mark pusher, the pusher is signalled.
 fn run_batch<C: ?Sized, T, E: From<StoreError>>(
     ctx: &mut C,
     store_of: &impl Fn(&mut C) -> &mut Store,
@@ -405,14 +386,6 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
         (Ok(_), Err(e)) => Err(E::from(StoreError::from(e))),
         (Err(e), _) => Err(e),
     }
-}
-
-/// One try of [`Store::write_if_needed`]: a deferred transaction.
-fn read_first<T>(conn: &mut Connection, f: &impl Fn(&Connection) -> Result<T>) -> Result<T> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
-    let out = f(&tx)?;
-    tx.commit()?;
-    Ok(out)
 }
 
 impl StoreError {
