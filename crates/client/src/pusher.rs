@@ -56,11 +56,7 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
     // signal after its commit), not by every commit of the store: the
     // poller's own bookkeeping made most of this thread's looks. Where
     // nothing can be watched, the timer of WATCH_EVERY looks at the store.
-    let watch = if cfg!(target_os = "linux") {
-        FileWatch::one_file(&pcmail_store::push_signal_path(&store_path), WATCH_EVERY)
-    } else {
-        FileWatch::new(&store_path, WATCH_EVERY)
-    };
+    let watch = FileWatch::one_file(&pcmail_store::push_signal_path(&store_path), WATCH_EVERY);
     let mut active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
     let mut last_stamp = None;
     let mut last_version_at = std::time::Instant::now();

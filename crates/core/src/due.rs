@@ -31,14 +31,19 @@ pub const SERVER_ACTOR: &str = "server";
 /// is recorded, when it is `POLL_RECORD_STEP_MS` old, or when it lies ahead of
 /// the clock (the clock was set back). Otherwise a caught-up poll writes nothing.
 pub fn poll_record_due(recorded: Option<Millis>, now: Millis) -> bool {
-    recorded.is_none_or(|t| now - t >= crate::model::limits::POLL_RECORD_STEP_MS || t > now)
+    record_due(recorded, now, crate::model::limits::POLL_RECORD_STEP_MS)
+}
+
+/// The rule of both: none recorded, one `step` old, or one ahead of the clock.
+fn record_due(recorded: Option<Millis>, now: Millis, step: Millis) -> bool {
+    recorded.is_none_or(|t| now - t >= step || t > now)
 }
 
 /// Whether a session's prompt at `now` records its time over the recorded
 /// one: the poll's rule with `PROMPT_RECORD_STEP_MS` (none recorded, a step
 /// old, or ahead of the clock).
 pub fn prompt_record_due(recorded: Option<Millis>, now: Millis) -> bool {
-    recorded.is_none_or(|t| now - t >= crate::model::limits::PROMPT_RECORD_STEP_MS || t > now)
+    record_due(recorded, now, crate::model::limits::PROMPT_RECORD_STEP_MS)
 }
 
 /// The oldest recorded poll time at which a PC is still not silent for more

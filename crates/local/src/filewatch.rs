@@ -151,18 +151,23 @@ mod linux {
     /// the file going away (the watch then ends and is set up again).
     const SINGLE_MASK: u32 = libc::IN_MODIFY | libc::IN_ATTRIB | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
 
+    /// A new inotify descriptor, non-blocking, closed on exec.
+    fn inotify_fd() -> Option<OwnedFd> {
+        // SAFETY: plain system call; the descriptor is owned below.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        if raw < 0 {
+            return None;
+        }
+        // SAFETY: `raw` is a new descriptor nothing else owns.
+        Some(unsafe { OwnedFd::from_raw_fd(raw) })
+    }
+
     impl Inotify {
         /// Watches `file` itself (not its folder, whose other files may be
         /// written all the time): created empty and private when missing.
         pub(super) fn single(file: &Path) -> Option<Inotify> {
             let _ = pcmail_fsmode::ensure_private_file(file);
-            // SAFETY: plain system call; the descriptor is owned below.
-            let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-            if raw < 0 {
-                return None;
-            }
-            // SAFETY: `raw` is a new descriptor nothing else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let fd = inotify_fd()?;
             let path = std::ffi::CString::new(file.as_os_str().as_bytes()).ok()?;
             // SAFETY: valid descriptor and NUL-terminated path.
             if unsafe { libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), SINGLE_MASK) } < 0 {
@@ -195,13 +200,7 @@ mod linux {
             let mut wal = name.clone();
             wal.push("-wal");
             let names = vec![name, wal];
-            // SAFETY: plain system call; the descriptor is owned below.
-            let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-            if raw < 0 {
-                return None;
-            }
-            // SAFETY: `raw` is a new descriptor nothing else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let fd = inotify_fd()?;
             let dir_c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
             // Writes (a truncation too), and a log created or moved into
             // place (SQLite makes a new one after the old is deleted). Not
