@@ -320,11 +320,10 @@ impl Client {
             && !report.cursor_reset
             && !report.received_cursor_reset
             && self.store.outbox_all()?.is_empty()
-            && !self.sweep_due(self.now())
-            && {
-                self.record_success(report)?;
-                true
-            };
+            && !self.sweep_due(self.now());
+        if succeeded {
+            self.record_success(report)?;
+        }
         Ok(Applied { job, roster_moved, done, succeeded })
     }
 
