@@ -166,6 +166,11 @@ mod linux {
         /// Watches `file` itself (not its folder, whose other files may be
         /// written all the time): created empty and private when missing.
         pub(super) fn single(file: &Path) -> Option<Inotify> {
+            // A link or a folder in its place is not followed: no watch (the
+            // caller's timer looks instead).
+            if std::fs::symlink_metadata(file).is_ok_and(|m| !m.file_type().is_file()) {
+                return None;
+            }
             let _ = pcmail_fsmode::ensure_private_file(file);
             let fd = inotify_fd()?;
             let path = std::ffi::CString::new(file.as_os_str().as_bytes()).ok()?;
@@ -405,5 +410,14 @@ mod tests {
         let again = write_later(signal.clone());
         assert!(w.wait(Duration::from_secs(5)), "not watched again once made again");
         again.join().unwrap();
+        // A link in its place is not followed: no watch, the timer instead.
+        #[cfg(unix)]
+        {
+            let target = dir.path().join("elsewhere");
+            std::fs::write(&target, b"").unwrap();
+            let linked = dir.path().join("linked-push");
+            std::os::unix::fs::symlink(&target, &linked).unwrap();
+            assert!(!FileWatch::one_file(&linked, Duration::from_millis(40)).is_event_driven());
+        }
     }
 }

@@ -306,8 +306,14 @@ pub fn push_signal_path(store: &Path) -> PathBuf {
 
 fn signal_push(store: &Path) {
     if cfg!(target_os = "linux") {
-        // Best effort: the pusher also looks once a second without it.
-        let _ = pcmail_fsmode::write_private(&push_signal_path(store), b"1");
+        let signal = push_signal_path(store);
+        // Only ever a file of its own: a link or a folder in its place is
+        // left alone (never written through). Best effort: the pusher also
+        // looks once a second without it.
+        if std::fs::symlink_metadata(&signal).is_ok_and(|m| !m.file_type().is_file()) {
+            return;
+        }
+        let _ = pcmail_fsmode::write_private(&signal, b"1");
     }
 }
 
@@ -670,6 +676,16 @@ mod write_if_needed_tests {
             }),
             on_linux
         );
+        // A link in the signal's place is never written through.
+        #[cfg(unix)]
+        {
+            let target = path.with_file_name("elsewhere");
+            std::fs::write(&target, b"keep").unwrap();
+            let _ = std::fs::remove_file(&signal);
+            std::os::unix::fs::symlink(&target, &signal).unwrap();
+            s.write(|tx| queue(tx).map(|_| ())).unwrap();
+            assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        }
     }
 
     /// One write that fails inside a batch undoes only itself; an error the
