@@ -118,11 +118,9 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
         }
         let flushed = if releases > 0 { c.flush_lease_releases().map(|_| ()) } else { Ok(()) };
         let sent = flushed.and_then(|()| c.flush_marks().map(|_| ()));
-        // What this thread just wrote (the marks it sent) is no news to it;
-        // a write by another in the same moment is seen by the look one
-        // period later.
-        watch.forget_pending();
-        active_until = std::time::Instant::now() + FileWatch::ACTIVE_FOR;
+        // What this thread writes (the results of what it sent) queues
+        // nothing and signals nothing; a signal that came meanwhile is
+        // still pending and wakes the next wait at once.
         match sent {
             Ok(_) => failures = 0,
             Err(e) => {

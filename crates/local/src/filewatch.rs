@@ -47,8 +47,12 @@ impl FileWatch {
         }
     }
 
-    /// Watches one file alone (a signal another process writes), made
-    /// empty and private when missing; `every` as for [`FileWatch::new`].
+    /// Watches one file alone (a signal another process writes and closes
+    /// after the change it tells of), made empty and private when missing;
+    /// `every` as for [`FileWatch::new`]. Each writer's close wakes the
+    /// waiter once, at once, and [`FileWatch::next_look`] asks for no second
+    /// look after it: unlike a database's first page, the signal comes
+    /// after what it signals.
     pub fn one_file(file: &Path, every: Duration) -> FileWatch {
         #[cfg(not(target_os = "linux"))]
         let _ = file;
@@ -104,10 +108,23 @@ impl FileWatch {
             (true, None) => self.wait(quiet_for),
             (false, _) => self.wait(self.every.min(quiet_for)),
         };
-        if written && self.is_event_driven() {
+        if written && self.is_event_driven() && !self.is_signal() {
             *active_until = Instant::now() + Self::ACTIVE_FOR;
         }
         written
+    }
+
+    /// Whether this watches one signal file written after the change it
+    /// tells of (so its wake-up needs no second look), not a database.
+    fn is_signal(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.inotify.as_ref().is_some_and(|i| i.is_single())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
     }
 
     /// [`FileWatch::wait`] for a waiter that also stops on a flag: waits in
@@ -147,9 +164,11 @@ mod linux {
         single: Option<(std::ffi::CString, std::sync::atomic::AtomicBool)>,
     }
 
-    /// What a single file's watch asks for: a write (a truncation too), and
-    /// the file going away (the watch then ends and is set up again).
-    const SINGLE_MASK: u32 = libc::IN_MODIFY | libc::IN_ATTRIB | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
+    /// What a single file's watch asks for: a writer closing it (one event
+    /// per signal, after its bytes: its truncation, mode and write would be
+    /// three), and the file going away (the watch then ends and is set up
+    /// again; IN_IGNORED, which every watch gets, says so).
+    const SINGLE_MASK: u32 = libc::IN_CLOSE_WRITE | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
 
     /// A new inotify descriptor, non-blocking, closed on exec.
     fn inotify_fd() -> Option<OwnedFd> {
@@ -179,6 +198,10 @@ mod linux {
                 return None;
             }
             Some(Inotify { fd, names: vec![], single: Some((path, std::sync::atomic::AtomicBool::new(true))) })
+        }
+
+        pub(super) fn is_single(&self) -> bool {
+            self.single.is_some()
         }
 
         /// A single file's watch that ended (the file was removed or
@@ -224,7 +247,11 @@ mod linux {
             let deadline = Instant::now() + timeout;
             loop {
                 if self.drain() {
-                    self.settle();
+                    // A signal file is written after the commit it tells
+                    // of, and closed once: nothing to wait out.
+                    if self.single.is_none() {
+                        self.settle();
+                    }
                     return true;
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -404,6 +431,16 @@ mod tests {
         assert!(w.wait(Duration::from_secs(5)));
         assert!(t.elapsed() < Duration::from_secs(2));
         own.join().unwrap();
+        // A signal as the store writes it (truncate, restrict, write,
+        // close) wakes the waiter once, with no wait for more writes and no
+        // second look asked for.
+        let t = Instant::now();
+        pcmail_fsmode::write_private(&signal, b"1").unwrap();
+        let mut active_until = Instant::now();
+        assert!(w.next_look(&mut active_until, Duration::from_secs(5), None));
+        assert!(t.elapsed() < Duration::from_millis(2), "waited after the signal: {:?}", t.elapsed());
+        assert!(active_until <= Instant::now(), "asked for a second look");
+        assert!(!w.wait(Duration::from_millis(100)), "one signal woke it twice");
         std::fs::remove_file(&signal).unwrap();
         let _ = w.wait(Duration::from_millis(50));
         std::fs::write(&signal, b"").unwrap();
