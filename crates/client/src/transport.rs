@@ -244,6 +244,10 @@ pub struct Http {
     /// dropped on an async runtime's thread does not panic.
     rt: Option<tokio::runtime::Runtime>,
     urls: Vec<String>,
+    /// Each of `urls` parsed once (a request parsed its address every time,
+    /// international-domain rules included); none for one that does not
+    /// parse, which each request then reports.
+    parsed: Vec<Option<reqwest::Url>>,
     /// Index into `urls` of the address that last answered.
     current: std::sync::atomic::AtomicUsize,
     /// When a request last moved off the first address.
@@ -375,6 +379,7 @@ impl Http {
             client,
             trust,
             rt: Some(rt),
+            parsed: all.iter().map(|u| reqwest::Url::parse(u).ok()).collect(),
             urls: all,
             current: std::sync::atomic::AtomicUsize::new(0),
             moved_at: std::sync::Mutex::new(None),
@@ -426,7 +431,7 @@ impl Http {
         let mut last = None;
         for k in 0..n {
             let i = (start + k) % n;
-            match self.call_once(op, &self.urls[i]) {
+            match self.call_once(op, i) {
                 Err(CallError::Transient(why)) => {
                     if n > 1 {
                         tracing::info!(url = %self.urls[i], %why, "server address unreachable; trying the next");
@@ -444,10 +449,11 @@ impl Http {
         Err(last.unwrap_or_else(|| CallError::Transient("no server address".into())))
     }
 
-    fn call_once(&self, op: &Op, url: &str) -> Result<Value, CallError> {
+    fn call_once(&self, op: &Op, i: usize) -> Result<Value, CallError> {
         // A request may wait for seconds: never while this thread holds the
         // PC store's transaction (the hook would wait for its lock).
         debug_assert!(!pcmail_store::in_batch(), "a {} request inside a store transaction", op.name());
+        let url = &self.urls[i];
         let body = {
             let cred = self.cred.read().unwrap_or_else(|e| e.into_inner());
             request_bytes_with_cred(&self.pc, self.token.as_deref(), cred.as_deref(), op)
@@ -458,41 +464,57 @@ impl Http {
             _ => Duration::ZERO,
         };
         let rt = self.rt.as_ref().expect("the runtime lives as long as the client");
-        // Made inside the runtime: the request's timer needs it.
-        let send = || {
+        // The request and its answer's body in one pass of the runtime
+        // (made inside it: the request's timer needs it).
+        let exchange = || {
             rt.block_on(async {
-                self.client
-                    .post(url)
+                let request = match &self.parsed[i] {
+                    Some(parsed) => self.client.post(parsed.clone()),
+                    None => self.client.post(url.as_str()),
+                };
+                let resp = request
                     .timeout(Duration::from_secs(30) + wait)
-                    .header("content-type", "application/json")
+                    .header(reqwest::header::CONTENT_TYPE, JSON_TYPE)
                     .body(body.clone())
                     .send()
                     .await
+                    .map_err(Exchange::Send)?;
+                let status = resp.status();
+                let answer = resp.bytes().await.map_err(Exchange::Body)?;
+                Ok((status, answer))
             })
         };
-        let mut sent = send();
+        let mut done = exchange();
         let mut pauses = CLOSED_BEFORE_ANSWER_PAUSES.iter();
-        let resp = loop {
-            let e = match sent {
-                Ok(r) => break r,
-                Err(e) => e,
+        let (status, answer) = loop {
+            let e = match done {
+                Ok(answered) => break answered,
+                Err(Exchange::Body(e)) => return Err(CallError::Transient(describe_reqwest(&e))),
+                Err(Exchange::Send(e)) => e,
             };
             // Once per failure: it takes the certificate a pin refused.
             match (self.send_error(&e, url), pauses.next()) {
                 (CallError::Transient(_), Some(pause)) if !e.is_timeout() => {
                     std::thread::sleep(*pause);
-                    sent = send();
+                    done = exchange();
                 }
                 (err, _) => return Err(err),
             }
         };
-        let status = resp.status();
-        let body = rt.block_on(async { resp.bytes().await }).map_err(|e| CallError::Transient(describe_reqwest(&e)))?;
         if !status.is_success() {
             return Err(CallError::Transient(format!("HTTP {status} from the server")));
         }
-        interpret(&body)
+        interpret(&answer)
     }
+}
+
+/// The type of every request's body.
+const JSON_TYPE: reqwest::header::HeaderValue = reqwest::header::HeaderValue::from_static("application/json");
+
+/// Where one request failed: before its answer began, or while its body came.
+enum Exchange {
+    Send(reqwest::Error),
+    Body(reqwest::Error),
 }
 
 impl Drop for Http {

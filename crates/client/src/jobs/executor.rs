@@ -47,8 +47,14 @@ fn runner_of(me: &str) -> String {
     format!("{me}/{}", std::process::id())
 }
 
+/// This process as its runs record their owner. Read from `/proc` once: a
+/// process's id and start time never change, and the poller asked at every
+/// cycle.
 fn this_process() -> ProcId {
-    ProcId::of(std::process::id() as i64).unwrap_or(ProcId { pid: std::process::id() as i64, start: None })
+    static ME: std::sync::OnceLock<ProcId> = std::sync::OnceLock::new();
+    *ME.get_or_init(|| {
+        ProcId::of(std::process::id() as i64).unwrap_or(ProcId { pid: std::process::id() as i64, start: None })
+    })
 }
 
 impl Client {
