@@ -432,7 +432,8 @@ impl Client {
         for l in sent_releases {
             self.store.lease_mine_remove(&l.claim_id)?;
         }
-        let mine = self.store.leases_mine()?;
+        // This PC's leases, read only when the server renewed any.
+        let mine = if a.renewed.is_empty() { vec![] } else { self.store.leases_mine()? };
         for fence in &a.renewed {
             for l in mine.iter().filter(|l| l.fence == Some(*fence)) {
                 self.store.lease_renewed(&l.resource, *fence, now)?;

@@ -319,7 +319,7 @@ impl Client {
             && !roster_moved
             && !report.cursor_reset
             && !report.received_cursor_reset
-            && self.store.outbox_all()?.is_empty()
+            && self.store.outbox_is_empty()?
             && !self.sweep_due(self.now());
         if succeeded {
             self.record_success(report)?;

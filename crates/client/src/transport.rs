@@ -275,6 +275,10 @@ pub const DEFAULT_RETURN_AFTER: Duration = Duration::from_secs(60);
 
 fn client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
+        // pcmail retries what it may itself (`CLOSED_BEFORE_ANSWER_PAUSES`,
+        // the outbox); reqwest's own retries (of HTTP/2 refusals, which an
+        // HTTP/1.1 server never sends) copied every request in case.
+        .retry(reqwest::retry::never().max_retries_per_request(0))
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(60))
         // Dropped before `pcmail serve` closes it (60 s idle), so no request goes out on a closing connection.

@@ -89,7 +89,7 @@ fn a_mail_the_server_took_before_the_sender_died_is_listed_and_sent_again_under_
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0].id, id);
     assert!(sent[0].queued.is_none(), "settled: {sent:?}");
-    assert!(c.store.outbox_all().unwrap().is_empty());
+    assert!(c.store.outbox_all().unwrap().is_empty() && c.store.outbox_is_empty().unwrap());
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn a_mail_the_server_answered_leaves_no_outbox_row_and_a_refused_one_leaves_noth
     let out = c.send(Draft { to: "pc-b".into(), body: "fine".into(), ..Default::default() }).unwrap();
     assert!(!out.queued);
     assert!(c.send(Draft { to: "pc-b".into(), body: "refused".into(), ..Default::default() }).is_err());
-    assert!(c.store.outbox_all().unwrap().is_empty());
+    assert!(c.store.outbox_all().unwrap().is_empty() && c.store.outbox_is_empty().unwrap());
     let sent = c.store.sent_list(10).unwrap();
     assert_eq!(sent.iter().map(|m| (m.id.clone(), m.queued.clone())).collect::<Vec<_>>(), [(out.ids[0].clone(), None)]);
 }
@@ -135,9 +135,10 @@ fn sent_rows_held_back_are_written_after_the_answer_or_when_the_client_goes() {
     assert!(!first.queued);
     assert_eq!(listed(&c.store), [(first.ids[0].clone(), true)], "still listed as being sent");
     assert_eq!(c.store.outbox_all().unwrap().len(), 1);
+    assert!(!c.store.outbox_is_empty().unwrap());
     c.settle_deferred().unwrap();
     assert_eq!(listed(&c.store), [(first.ids[0].clone(), false)], "settled");
-    assert!(c.store.outbox_all().unwrap().is_empty());
+    assert!(c.store.outbox_all().unwrap().is_empty() && c.store.outbox_is_empty().unwrap());
 
     let second = c.send(Draft { to: "pc-b".into(), body: "two".into(), ..Default::default() }).unwrap();
     drop(c);

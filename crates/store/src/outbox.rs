@@ -92,6 +92,12 @@ impl Store {
         self.outbox_query("WHERE ?1 = ?1", 0)
     }
 
+    /// Whether nothing waits to be sent (asked after every poll answer:
+    /// no row is read, let alone parsed).
+    pub fn outbox_is_empty(&self) -> Result<bool> {
+        Ok(self.conn.row("SELECT NOT EXISTS (SELECT 1 FROM outbox)", [], |r| r.get(0))?)
+    }
+
     fn outbox_query(&self, filter: &str, now: Millis) -> Result<Vec<QueuedSend>> {
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT mail, queued_at, attempts, last_error, regenerated FROM outbox {filter} ORDER BY queued_at"
