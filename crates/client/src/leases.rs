@@ -478,11 +478,11 @@ impl Client {
     /// The pause before the next poll: while this PC holds leases, at most
     /// one heartbeat period, on every transport.
     pub fn poll_pause(&self, interval: Duration) -> Duration {
-        let pause = if self.store.holds_leases().unwrap_or(false) {
-            interval.min(Duration::from_millis(HEARTBEAT_MS as u64))
-        } else {
-            interval
-        };
+        // The store is asked only when the answer can shorten the pause (a
+        // long-polling daemon's is zero).
+        let heartbeat = Duration::from_millis(HEARTBEAT_MS as u64);
+        let pause =
+            if interval > heartbeat && self.store.holds_leases().unwrap_or(false) { heartbeat } else { interval };
         // Jobs running here: their heartbeats ride the poll too.
         self.job_pause(pause)
     }
@@ -492,6 +492,9 @@ impl Client {
     /// embedded server: a change of the shared database file).
     pub fn wait_before_next_poll(&self, interval: Duration) {
         let pause = self.poll_pause(interval);
+        if pause.is_zero() {
+            return;
+        }
         let known = self.store.meta_lease_version().unwrap_or(0);
         self.transport.wait_for_news(pause, known);
     }

@@ -112,6 +112,9 @@ pub struct Client {
     /// the server answers with the rows it already has.
     pub defer_sent_rows: bool,
     deferred_sent: Vec<sent_rows::SentRows>,
+    /// This client's label claim was found recorded: not read again at
+    /// every cycle (the record, once written for this configuration, stays).
+    label_claim_seen: bool,
 }
 
 impl Client {
@@ -163,6 +166,7 @@ impl Client {
             executor: None,
             defer_sent_rows: false,
             deferred_sent: vec![],
+            label_claim_seen: false,
         })
     }
 
@@ -194,6 +198,7 @@ impl Client {
             executor: None,
             defer_sent_rows: false,
             deferred_sent: vec![],
+            label_claim_seen: false,
         })
     }
 

@@ -127,9 +127,6 @@ impl Client {
         self.flush_outbox(report, false)?;
         // Leases claimed while the server was unreachable: claimed again (same claim id).
         self.confirm_unconfirmed()?;
-        // A mark an older pcmail queued with text the server refuses must
-        // never hold up the poll: dropped here with a record.
-        report.marks_dropped += self.store.drop_invalid_marks(self.now())?;
         self.job_cycle_start(self.now())?;
         for round in 0..MAX_ROUNDS {
             // What this round asks, read in one transaction (which also
@@ -139,6 +136,9 @@ impl Client {
             // process's write lock.
             let asked = self.batch_read_first(|c| {
                 let now = c.now();
+                // A mark an older pcmail queued with text the server refuses
+                // must never hold up the poll: dropped here with a record.
+                let marks_dropped = if round == 0 { c.store.drop_invalid_marks(now)? } else { 0 };
                 // The attempt's time, under the server's rule for a poll's:
                 // a step after the last attempt or success (a long poll that
                 // follows a success at once writes nothing here).
@@ -170,9 +170,11 @@ impl Client {
                     if round == 0 { Some(c.live_sessions(now)?.into_iter().map(Ok).collect()) } else { None };
                 // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
                 let job = if round == 0 { c.job_poll_arg()? } else { None };
-                Ok(Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job })
+                Ok((Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job }, marks_dropped))
             })?;
-            let Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job } = asked;
+            let (Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job }, marks_dropped) =
+                asked;
+            report.marks_dropped += marks_dropped;
             let idle = confirm.is_empty()
                 && due.is_empty()
                 && lease_releases.is_empty()
@@ -654,7 +656,11 @@ impl Client {
     /// its next poll (migration). With nowhere to keep a credential it goes
     /// on unbound, as before, rather than stop its mail.
     fn claim_label_once(&mut self) -> Result<(), ClientError> {
-        if !self.transport.binds_labels() || self.claim_record().is_some() {
+        if self.label_claim_seen || !self.transport.binds_labels() {
+            return Ok(());
+        }
+        if self.claim_record().is_some() {
+            self.label_claim_seen = true;
             return Ok(());
         }
         match self.register_self() {
