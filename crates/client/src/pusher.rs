@@ -112,8 +112,8 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
             continue;
         }
         last_version = version;
-        let releases = c.store.lease_release_count().unwrap_or(0);
-        if c.store.pending_mark_count().unwrap_or(0) == 0 && releases == 0 {
+        let (releases, marks) = c.store.push_work().unwrap_or((0, 0));
+        if marks == 0 && releases == 0 {
             continue;
         }
         let flushed = if releases > 0 { c.flush_lease_releases().map(|_| ()) } else { Ok(()) };

@@ -124,10 +124,17 @@ impl Client {
     /// also recorded the cycle's success (nothing was left to do after it).
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<bool, ClientError> {
         self.claim_label_once()?;
-        self.flush_outbox(report, false)?;
+        // One read says which of the steps below may have work (each reads
+        // again for its own, and may then wait on the network).
+        let work = self.store.cycle_start_work()?;
+        if work.outbox {
+            self.flush_outbox(report, false)?;
+        }
         // Leases claimed while the server was unreachable: claimed again (same claim id).
-        self.confirm_unconfirmed()?;
-        self.job_cycle_start(self.now())?;
+        if work.ungranted_leases {
+            self.confirm_unconfirmed()?;
+        }
+        self.job_cycle_start(self.now(), work.job_runs)?;
         for round in 0..MAX_ROUNDS {
             // What this round asks, read in one transaction (which also
             // holds what that writes: the attempt's time, sessions found

@@ -642,6 +642,9 @@ mod tests {
         assert_eq!(due[0].claim_id, "c1");
         assert_eq!(due[0].release_reason.as_deref(), Some("session ended (logout)"));
         assert_eq!(s.lease_release_count().unwrap(), 1);
+        assert_eq!(s.push_work().unwrap(), (1, 0), "the pusher sees the release and no mark");
+        crate::marks::queue(s.conn(), "mail-1-aaaaaaaa", pcmail_core::model::MarkOp::Seen, 9, "pc-a", None).unwrap();
+        assert_eq!(s.push_work().unwrap(), (1, 1));
         // clear/resume: recorded, nothing released.
         assert_eq!(s.write(|tx| session_end(tx, "other", "clear", 9, false)).unwrap(), 0);
     }

@@ -234,6 +234,21 @@ impl Store {
 
     /// SQLite's data_version: changes whenever another connection commits, so
     /// a UI can watch the store cheaply.
+    /// Whether a poll cycle may have work before its first request, in
+    /// one read: mail in the outbox, a lease of this PC the server has not
+    /// granted yet, a job run recorded here. Each is a superset of what its
+    /// own step looks for (that step reads again and decides), so a `false`
+    /// never skips work.
+    pub fn cycle_start_work(&self) -> Result<CycleStartWork> {
+        Ok(self.conn.row(
+            "SELECT EXISTS (SELECT 1 FROM outbox), \
+                    EXISTS (SELECT 1 FROM leases_mine WHERE fence IS NULL), \
+                    EXISTS (SELECT 1 FROM job_runs)",
+            [],
+            |r| Ok(CycleStartWork { outbox: r.get(0)?, ungranted_leases: r.get(1)?, job_runs: r.get(2)? }),
+        )?)
+    }
+
     pub fn data_version(&self) -> Result<i64> {
         Ok(self.conn.row("PRAGMA data_version", [], |r| r.get(0))?)
     }
@@ -276,6 +291,14 @@ pub fn batch_in_read_first<C: ?Sized, T, E: From<StoreError>>(
         Err(e) if is_busy(&e) => run_batch(ctx, &store_of, "BEGIN IMMEDIATE", &f, |_| true),
         other => other,
     }
+}
+
+/// [`Store::cycle_start_work`]: what may wait before a poll cycle's first request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CycleStartWork {
+    pub outbox: bool,
+    pub ungranted_leases: bool,
+    pub job_runs: bool,
 }
 
 thread_local! {
@@ -502,6 +525,50 @@ mod write_if_needed_tests {
         let path = dir.path().join("s.db");
         let s = Store::open(&path).unwrap();
         (dir, path, s)
+    }
+
+    /// The one read before a poll cycle says "maybe" for each kind of work
+    /// the moment a row of it exists, and "no" on an empty store.
+    #[test]
+    fn cycle_start_work_sees_each_kind_of_work() {
+        let (_dir, _path, mut s) = store();
+        let none = CycleStartWork { outbox: false, ungranted_leases: false, job_runs: false };
+        assert_eq!(s.cycle_start_work().unwrap(), none);
+        let mail: pcmail_core::model::OutgoingMail =
+            serde_json::from_value(serde_json::json!({"id": "m1", "to": "pc-b", "kind": "note", "body": "b"})).unwrap();
+        s.outbox_queue(&mail, 1, None).unwrap();
+        assert_eq!(s.cycle_start_work().unwrap(), CycleStartWork { outbox: true, ..none });
+        s.outbox_remove("m1").unwrap();
+        let lease = crate::leases::MyLease {
+            claim_id: "c1".into(),
+            resource: "r".into(),
+            repo: "github.com/o/r".into(),
+            description: "d".into(),
+            files: vec![],
+            mode: "exclusive".into(),
+            session: "s".into(),
+            pid: None,
+            pid_start: None,
+            ttl_expires_at: Some(10),
+            fence: None,
+            state: "unconfirmed".into(),
+            claimed_at: 1,
+            heartbeat_at: None,
+            release_reason: None,
+            release_queued_at: None,
+        };
+        s.lease_mine_put(&lease).unwrap();
+        assert_eq!(s.cycle_start_work().unwrap(), CycleStartWork { ungranted_leases: true, ..none });
+        s.lease_mine_put(&crate::leases::MyLease { fence: Some(3), state: "held".into(), ..lease }).unwrap();
+        assert_eq!(s.cycle_start_work().unwrap(), none, "a granted lease is no work before the poll");
+        s.conn()
+            .execute(
+                "INSERT INTO job_runs (job_id, runner, command, subject, read_only, job, owner_pid, started_at) \
+                 VALUES ('j1', 'pc-a/1', 'test', '', 1, '{}', 1, 1)",
+                [],
+            )
+            .unwrap();
+        assert!(s.cycle_start_work().unwrap().job_runs);
     }
 
     /// Work that writes nothing stays a read: no commit another connection

@@ -103,6 +103,17 @@ impl Store {
         Ok(self.conn.row("SELECT count(*) FROM pending_marks", [], |r| r.get(0))?)
     }
 
+    /// What waits for the mark pusher, in one read: the lease releases
+    /// queued and the marks pending.
+    pub fn push_work(&self) -> Result<(i64, i64)> {
+        Ok(self.conn.row(
+            "SELECT (SELECT count(*) FROM leases_mine WHERE release_queued_at IS NOT NULL), \
+                    (SELECT count(*) FROM pending_marks)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
     pub fn mark_done(&mut self, mark_ids: &[String]) -> Result<()> {
         if mark_ids.is_empty() {
             return Ok(());

@@ -99,10 +99,13 @@ impl Client {
     /// `[jobs]` rules again when config.toml changed, and the runs a gone
     /// executor left, reported (which sends the reports: never inside a
     /// transaction of the store).
-    pub(crate) fn job_cycle_start(&mut self, now: Millis) -> Result<(), ClientError> {
+    /// `runs_recorded`: the store holds runs (none: nothing to recover).
+    pub(crate) fn job_cycle_start(&mut self, now: Millis, runs_recorded: bool) -> Result<(), ClientError> {
         if let Some(ex) = self.executor.clone() {
             self.reload_jobs_config(&ex);
-            self.recover_orphans(&ex, now)?;
+            if runs_recorded {
+                self.recover_orphans(&ex, now)?;
+            }
         }
         Ok(())
     }
