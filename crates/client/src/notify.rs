@@ -50,6 +50,12 @@ impl Notification {
 pub trait Notifier: Send + Sync {
     fn name(&self) -> &'static str;
     fn send(&self, n: &Notification) -> Result<(), String>;
+    /// Sent on the deliverer's own thread, with no thread of its own: a
+    /// channel that does no I/O that can wait long (a log line), where the
+    /// hand-over to another thread and back cost more than the send.
+    fn sends_inline(&self) -> bool {
+        false
+    }
 }
 
 /// Native desktop notification (only where a session bus is present).
@@ -115,6 +121,9 @@ impl Notifier for LogLine {
         eprintln!("{} — {} ({})", n.title, n.body, n.id);
         Ok(())
     }
+    fn sends_inline(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -166,6 +175,13 @@ impl Deliverer {
                 if left.is_zero() {
                     if !report.skipped.contains(&n.id) {
                         report.skipped.push(n.id.clone());
+                    }
+                    continue;
+                }
+                if ch.sends_inline() {
+                    match ch.send(n) {
+                        Ok(()) => report.sent.push((n.id.clone(), ch.name())),
+                        Err(e) => report.failed.push((n.id.clone(), ch.name(), e)),
                     }
                     continue;
                 }
@@ -300,6 +316,35 @@ mod tests {
             self.0.lock().unwrap().push((n.id.clone(), std::thread::current().id()));
             Ok(())
         }
+    }
+
+    /// A channel that sends inline (the log line) runs on the deliverer's
+    /// thread beside one that keeps a thread of its own.
+    #[test]
+    fn an_inline_channel_sends_on_the_deliverers_thread() {
+        struct Inline(Mutex<Vec<std::thread::ThreadId>>);
+        impl Notifier for Inline {
+            fn name(&self) -> &'static str {
+                "inline"
+            }
+            fn send(&self, _n: &Notification) -> Result<(), String> {
+                self.0.lock().unwrap().push(std::thread::current().id());
+                Err("refused".into())
+            }
+            fn sends_inline(&self) -> bool {
+                true
+            }
+        }
+        let inline = Arc::new(Inline(Mutex::new(vec![])));
+        let threaded = Arc::new(Threads(Mutex::new(vec![]), "none"));
+        let mut d = Deliverer::new(vec![inline.clone() as Arc<dyn Notifier>, threaded.clone() as Arc<dyn Notifier>]);
+        let r = d.deliver(&items(2), Duration::from_secs(5), Duration::from_secs(20));
+        assert_eq!(r.sent, [("m0".to_string(), "threads"), ("m1".to_string(), "threads")]);
+        assert_eq!(r.failed.len(), 2, "the inline channel's errors are reported: {:?}", r.failed);
+        let me = std::thread::current().id();
+        assert_eq!(*inline.0.lock().unwrap(), [me, me]);
+        assert!(threaded.0.lock().unwrap().iter().all(|(_, t)| *t != me));
+        assert!(LogLine.sends_inline() && !Native.sends_inline());
     }
 
     /// One thread per channel for every notification, across batches; one
