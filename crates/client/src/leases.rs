@@ -467,10 +467,13 @@ impl Client {
     /// The PreToolUse guard's file beside the store, rewritten after every
     /// poll (its time is the cache's). Best effort: when it can't be written
     /// it is removed, so the guard reads the store instead of an old file.
-    fn write_guard_file(&self, cache: &[CachedLease], now: Millis) {
+    fn write_guard_file(&mut self, cache: &[CachedLease], now: Millis) {
         let home = &self.paths.home;
         let checkouts = pcmail_local::leases::lease_checkouts(self.store.conn(), cache);
-        if pcmail_local::leases::write_guard_file(home, cache, now, self.server_offset(), &checkouts).is_err() {
+        let offset = self.server_offset();
+        if pcmail_local::leases::write_guard_file_kept(home, cache, now, offset, &checkouts, &mut self.guard_written)
+            .is_err()
+        {
             let _ = std::fs::remove_file(pcmail_local::leases::guard_file(home));
         }
     }

@@ -115,6 +115,8 @@ pub struct Client {
     /// This client's label claim was found recorded: not read again at
     /// every cycle (the record, once written for this configuration, stays).
     label_claim_seen: bool,
+    /// What this client last wrote to the guard file (the poller's).
+    guard_written: Option<pcmail_local::leases::GuardWritten>,
 }
 
 impl Client {
@@ -167,6 +169,7 @@ impl Client {
             defer_sent_rows: false,
             deferred_sent: vec![],
             label_claim_seen: false,
+            guard_written: None,
         })
     }
 
@@ -199,6 +202,7 @@ impl Client {
             defer_sent_rows: false,
             deferred_sent: vec![],
             label_claim_seen: false,
+            guard_written: None,
         })
     }
 

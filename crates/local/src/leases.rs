@@ -308,6 +308,68 @@ pub fn write_guard_file(
     Ok(true)
 }
 
+/// What [`write_guard_file_kept`] last wrote, kept by its caller (the
+/// poller): with the same leases and checkouts, an offset within the same
+/// slack, a time less than [`GUARD_REFRESH_MS`] old and the file as it was
+/// left (its inode, size and modification time), the next poll neither
+/// reads nor writes the file. Anything else, a file another process
+/// replaced or touched included, goes the way of [`write_guard_file`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardWritten {
+    leases: Vec<CachedLease>,
+    checkouts: Vec<(String, String)>,
+    at: Millis,
+    offset: Millis,
+    stamp: GuardStamp,
+}
+
+/// The guard file as a `stat` sees it: inode, size, modification time.
+type GuardStamp = (u64, u64, Option<std::time::SystemTime>);
+
+fn guard_stamp(path: &Path) -> Option<GuardStamp> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((ino, m.len(), m.modified().ok()))
+}
+
+/// [`write_guard_file`] for a caller that keeps what it wrote (`kept`):
+/// a `stat` instead of reading the file when nothing changed since.
+pub fn write_guard_file_kept(
+    home: &Path,
+    leases: &[CachedLease],
+    cache_at: Millis,
+    server_offset: Millis,
+    checkouts: &[(String, String)],
+    kept: &mut Option<GuardWritten>,
+) -> std::io::Result<bool> {
+    let path = guard_file(home);
+    if let Some(k) = kept.as_ref() {
+        if (0..GUARD_REFRESH_MS).contains(&(cache_at - k.at))
+            && (server_offset - k.offset).abs() <= GUARD_OFFSET_SLACK_MS
+            && k.leases == leases
+            && k.checkouts == checkouts
+            && guard_stamp(&path) == Some(k.stamp)
+        {
+            return Ok(false);
+        }
+    }
+    *kept = None;
+    let wrote = write_guard_file(home, leases, cache_at, server_offset, checkouts)?;
+    if wrote {
+        *kept = guard_stamp(&path).map(|stamp| GuardWritten {
+            leases: leases.to_vec(),
+            checkouts: checkouts.to_vec(),
+            at: cache_at,
+            offset: server_offset,
+            stamp,
+        });
+    }
+    Ok(wrote)
+}
+
 fn guard_text(
     leases: &[CachedLease],
     cache_at: Millis,
@@ -720,6 +782,48 @@ mod tests {
             stale,
             json: "{}".into(),
         }
+    }
+
+    /// The poller's way: what it wrote is kept, and the next poll with the
+    /// same inputs decides on a `stat` of the file alone; the same changes
+    /// as above write it again, and so does a file another process replaced.
+    #[test]
+    fn a_kept_guard_file_is_judged_by_its_stat_until_something_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let path = guard_file(home);
+        let ls = vec![lease("pc-b", "s2", &["src/auth/**"], false)];
+        let t0 = 1_800_000_000_000;
+        let mut kept = None;
+        assert!(write_guard_file_kept(home, &ls, t0, 250, &[], &mut kept).unwrap(), "no file yet");
+        assert!(kept.is_some());
+        assert!(!write_guard_file_kept(home, &ls, t0 + 5_000, 262, &[], &mut kept).unwrap());
+        // Decided without reading: bytes changed in place, its size and time put back, go unseen.
+        let before = std::fs::metadata(&path).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[0] ^= 1;
+        let mut f = std::fs::File::options().write(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut f, &bytes).unwrap();
+        f.set_modified(before.modified().unwrap()).unwrap();
+        drop(f);
+        assert!(!write_guard_file_kept(home, &ls, t0 + 6_000, 250, &[], &mut kept).unwrap());
+        assert!(GuardFile::read(home).is_none(), "the damaged copy stayed: the kept path never read it");
+        // Replaced by another writer (a new inode): read, found damaged, written again.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(write_guard_file_kept(home, &ls, t0 + 7_000, 250, &[], &mut kept).unwrap());
+        assert_eq!(GuardFile::read(home).unwrap().at, t0 + 7_000);
+        // New inputs, as for the unkept call.
+        let more =
+            vec![ls[0].clone(), CachedLease { resource: "db".into(), files: vec!["db/**".into()], ..ls[0].clone() }];
+        assert!(write_guard_file_kept(home, &more, t0 + 8_000, 250, &[], &mut kept).unwrap(), "a new lease");
+        let co = vec![("github.com/o/r".to_string(), "/w/r".to_string())];
+        assert!(write_guard_file_kept(home, &more, t0 + 9_000, 250, &co, &mut kept).unwrap(), "a new checkout");
+        assert!(write_guard_file_kept(home, &more, t0 + 10_000, 5_250, &co, &mut kept).unwrap(), "a clock step");
+        assert!(!write_guard_file_kept(home, &more, t0 + 10_000 + GUARD_REFRESH_MS - 1, 5_250, &co, &mut kept).unwrap());
+        assert!(write_guard_file_kept(home, &more, t0 + 10_000 + GUARD_REFRESH_MS, 5_250, &co, &mut kept).unwrap());
+        assert!(write_guard_file_kept(home, &more, t0, 5_250, &co, &mut kept).unwrap(), "a clock set back");
+        assert_eq!(GuardFile::read(home).unwrap().at, t0);
     }
 
     #[test]
