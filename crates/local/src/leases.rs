@@ -294,21 +294,33 @@ pub fn write_guard_file(
     server_offset: Millis,
     checkouts: &[(String, String)],
 ) -> std::io::Result<bool> {
+    guard_file_says(home, leases, cache_at, server_offset, checkouts).map(|(wrote, ..)| wrote)
+}
+
+/// [`write_guard_file`], also returning the time and offset the file now
+/// holds (its own when nothing was written).
+fn guard_file_says(
+    home: &Path,
+    leases: &[CachedLease],
+    cache_at: Millis,
+    server_offset: Millis,
+    checkouts: &[(String, String)],
+) -> std::io::Result<(bool, Millis, Millis)> {
     if let Some(old) = GuardFile::read(home) {
         let fresh = (0..GUARD_REFRESH_MS).contains(&(cache_at - old.at));
         if fresh
             && (server_offset - old.offset).abs() <= GUARD_OFFSET_SLACK_MS
             && guard_text(leases, old.at, old.offset, checkouts)?.as_bytes() == old.bytes.as_slice()
         {
-            return Ok(false);
+            return Ok((false, old.at, old.offset));
         }
     }
     let text = guard_text(leases, cache_at, server_offset, checkouts)?;
     pcmail_fsmode::replace_private(&guard_file(home), text.as_bytes())?;
-    Ok(true)
+    Ok((true, cache_at, server_offset))
 }
 
-/// What [`write_guard_file_kept`] last wrote, kept by its caller (the
+/// What [`write_guard_file_kept`] last wrote or found, kept by its caller (the
 /// poller): with the same leases and checkouts, an offset within the same
 /// slack, a time less than [`GUARD_REFRESH_MS`] old and the file as it was
 /// left (its inode, size and modification time), the next poll neither
@@ -357,16 +369,15 @@ pub fn write_guard_file_kept(
         }
     }
     *kept = None;
-    let wrote = write_guard_file(home, leases, cache_at, server_offset, checkouts)?;
-    if wrote {
-        *kept = guard_stamp(&path).map(|stamp| GuardWritten {
-            leases: leases.to_vec(),
-            checkouts: checkouts.to_vec(),
-            at: cache_at,
-            offset: server_offset,
-            stamp,
-        });
-    }
+    let (wrote, at, offset) = guard_file_says(home, leases, cache_at, server_offset, checkouts)?;
+    // What the file says now (written, or found saying the same), and its stat.
+    *kept = guard_stamp(&path).map(|stamp| GuardWritten {
+        leases: leases.to_vec(),
+        checkouts: checkouts.to_vec(),
+        at,
+        offset,
+        stamp,
+    });
     Ok(wrote)
 }
 
@@ -798,6 +809,10 @@ mod tests {
         assert!(write_guard_file_kept(home, &ls, t0, 250, &[], &mut kept).unwrap(), "no file yet");
         assert!(kept.is_some());
         assert!(!write_guard_file_kept(home, &ls, t0 + 5_000, 262, &[], &mut kept).unwrap());
+        // A poller that starts finds the file saying the same: kept too, with the file's time.
+        let mut found = None;
+        assert!(!write_guard_file_kept(home, &ls, t0 + 5_000, 262, &[], &mut found).unwrap());
+        assert_eq!(found, kept, "the file's own time and offset, and its stat");
         // Decided without reading: bytes changed in place, its size and time put back, go unseen.
         let before = std::fs::metadata(&path).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
