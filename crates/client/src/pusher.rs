@@ -70,7 +70,7 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
             Some(_) => liveness_every.saturating_sub(last_liveness.elapsed()).min(MISSED_SIGNAL_LOOK),
             None => Duration::ZERO,
         };
-        watch.next_look(&mut active_until, quiet_for, Some(&stopped));
+        let signalled = watch.next_look(&mut active_until, quiet_for, Some(&stopped)) && watch.is_event_driven();
         if stopped() {
             break;
         }
@@ -107,11 +107,18 @@ pub fn run_with(paths: Paths, stop: Arc<AtomicBool>, liveness_every: Duration) {
             last_stamp = Some(stamp);
         }
         last_version_at = std::time::Instant::now();
-        let version = c.store.data_version().ok();
-        if version.is_some() && version == last_version {
-            continue;
+        if signalled {
+            // A signal is written after a commit that queued work: the
+            // queues are read at once, with no look at the version first
+            // (the next look without a signal reads it afresh).
+            last_version = None;
+        } else {
+            let version = c.store.data_version().ok();
+            if version.is_some() && version == last_version {
+                continue;
+            }
+            last_version = version;
         }
-        last_version = version;
         let (releases, marks) = c.store.push_work().unwrap_or((0, 0));
         if marks == 0 && releases == 0 {
             continue;

@@ -124,25 +124,24 @@ impl Client {
     /// also recorded the cycle's success (nothing was left to do after it).
     fn sync_rounds(&mut self, wait_ms: i64, report: &mut CycleReport) -> Result<bool, ClientError> {
         self.claim_label_once()?;
-        // One read says which of the steps below may have work (each reads
-        // again for its own, and may then wait on the network).
-        let work = self.store.cycle_start_work()?;
-        if work.outbox {
-            self.flush_outbox(report, false)?;
-        }
-        // Leases claimed while the server was unreachable: claimed again (same claim id).
-        if work.ungranted_leases {
-            self.confirm_unconfirmed()?;
-        }
-        self.job_cycle_start(self.now(), work.job_runs)?;
-        for round in 0..MAX_ROUNDS {
+        self.job_config_reload();
+        // The steps before the first request (queued mail, leases claimed
+        // offline, runs a gone executor left) run when the first round's
+        // read says they may have work, and that read is then made again.
+        let mut steps_done = false;
+        let mut next_round = 0;
+        while next_round < MAX_ROUNDS {
+            let round = next_round;
+            next_round += 1;
             // What this round asks, read in one transaction (which also
             // holds what that writes: the attempt's time, sessions found
             // gone, the lease holders' liveness). It begins as a read: a
             // poll that writes nothing here never waits for another
             // process's write lock.
+            let first = round == 0 && !steps_done;
             let asked = self.batch_read_first(|c| {
                 let now = c.now();
+                let work = if first { Some(c.store.cycle_start_work()?) } else { None };
                 // A mark an older pcmail queued with text the server refuses
                 // must never hold up the poll: dropped here with a record.
                 let marks_dropped = if round == 0 { c.store.drop_invalid_marks(now)? } else { 0 };
@@ -177,11 +176,22 @@ impl Client {
                     if round == 0 { Some(c.live_sessions(now)?.into_iter().map(Ok).collect()) } else { None };
                 // Jobs: the whitelist, heartbeats of running jobs, queued reports (first round only).
                 let job = if round == 0 { c.job_poll_arg()? } else { None };
-                Ok((Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job }, marks_dropped))
+                let asked = Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job };
+                Ok((asked, marks_dropped, work))
             })?;
-            let (Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job }, marks_dropped) =
-                asked;
+            let (
+                Asked { confirm, due, since, received_since, lease, lease_releases, sessions, job },
+                marks_dropped,
+                work,
+            ) = asked;
             report.marks_dropped += marks_dropped;
+            if let Some(work) = work.filter(|w| w.outbox || w.ungranted_leases || w.job_runs) {
+                steps_done = true;
+                self.steps_before_the_first_request(work, report)?;
+                // Read again, as the same round (`first` is false now).
+                next_round = round;
+                continue;
+            }
             let idle = confirm.is_empty()
                 && due.is_empty()
                 && lease_releases.is_empty()
@@ -240,6 +250,27 @@ impl Client {
             self.refresh_open_received()?;
         }
         Ok(false)
+    }
+
+    /// What a cycle does before its first request when the first round's
+    /// read says it may have work: queued mail sent, leases claimed offline
+    /// claimed again (same claim id), the runs a gone executor left
+    /// reported. Each reads again for its own and may wait on the network.
+    fn steps_before_the_first_request(
+        &mut self,
+        work: pcmail_store::CycleStartWork,
+        report: &mut CycleReport,
+    ) -> Result<(), ClientError> {
+        if work.outbox {
+            self.flush_outbox(report, false)?;
+        }
+        if work.ungranted_leases {
+            self.confirm_unconfirmed()?;
+        }
+        if work.job_runs {
+            self.job_recover_orphans(self.now())?;
+        }
+        Ok(())
     }
 
     /// Writes what one poll's answer brings (in the caller's transaction):

@@ -96,16 +96,19 @@ impl Client {
     }
 
     /// Before a cycle's first poll, on the PC that executes jobs: the
-    /// `[jobs]` rules again when config.toml changed, and the runs a gone
-    /// executor left, reported (which sends the reports: never inside a
-    /// transaction of the store).
-    /// `runs_recorded`: the store holds runs (none: nothing to recover).
-    pub(crate) fn job_cycle_start(&mut self, now: Millis, runs_recorded: bool) -> Result<(), ClientError> {
+    /// `[jobs]` rules again when config.toml changed ...
+    pub(crate) fn job_config_reload(&mut self) {
         if let Some(ex) = self.executor.clone() {
             self.reload_jobs_config(&ex);
-            if runs_recorded {
-                self.recover_orphans(&ex, now)?;
-            }
+        }
+    }
+
+    /// ... and, when the store holds runs, those a gone executor left,
+    /// reported (which sends the reports: never inside a transaction of
+    /// the store).
+    pub(crate) fn job_recover_orphans(&mut self, now: Millis) -> Result<(), ClientError> {
+        if let Some(ex) = self.executor.clone() {
+            self.recover_orphans(&ex, now)?;
         }
         Ok(())
     }
