@@ -434,13 +434,19 @@ mod tests {
         // A signal as the store writes it (truncate, restrict, write,
         // close) wakes the waiter once, with no wait for more writes and no
         // second look asked for.
-        let t = Instant::now();
-        pcmail_fsmode::write_private(&signal, b"1").unwrap();
-        let mut active_until = Instant::now();
-        assert!(w.next_look(&mut active_until, Duration::from_secs(5), None));
-        assert!(t.elapsed() < Duration::from_millis(2), "waited after the signal: {:?}", t.elapsed());
-        assert!(active_until <= Instant::now(), "asked for a second look");
-        assert!(!w.wait(Duration::from_millis(100)), "one signal woke it twice");
+        // The quickest of five (a loaded machine may preempt any one): a
+        // settling wait sleeps 2 ms every time.
+        let mut quickest = Duration::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            pcmail_fsmode::write_private(&signal, b"1").unwrap();
+            let mut active_until = Instant::now();
+            assert!(w.next_look(&mut active_until, Duration::from_secs(5), None));
+            quickest = quickest.min(t.elapsed());
+            assert!(active_until <= Instant::now(), "asked for a second look");
+            assert!(!w.wait(Duration::from_millis(100)), "one signal woke it twice");
+        }
+        assert!(quickest < Duration::from_millis(2), "waited after the signal: {quickest:?}");
         std::fs::remove_file(&signal).unwrap();
         let _ = w.wait(Duration::from_millis(50));
         std::fs::write(&signal, b"").unwrap();
