@@ -434,17 +434,28 @@ fn main() {
     }
     // `pcmail status ID | head -1`: a reader that goes away ends the command
     // quietly, as it does any Unix tool, instead of a "Broken pipe" panic.
+    // Not the long-running ones: a daemon whose log pipe or terminal went
+    // away, or a server whose peer reset its socket, gets a write error and
+    // goes on, where the default action of SIGPIPE would end it at its next
+    // log line or answer.
     #[cfg(unix)]
-    // SAFETY: restoring the default action of one signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    {
+        let action = if matches!(cli.cmd, Cmd::Daemon | Cmd::Serve { .. }) { libc::SIG_IGN } else { libc::SIG_DFL };
+        // SAFETY: setting the action of one signal before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, action);
+        }
     }
     // rustls logs a refused certificate itself ("Sending fatal alert …"); pcmail
     // says what it means in its own error, so that line stays out by default.
     // Colour codes only where a terminal shows them, never in a log or a pipe.
     let filter = std::env::var("PCMAIL_LOG").unwrap_or_else(|_| "warn,rustls=off".into());
+    // A log line that cannot be written is dropped: the subscriber's own
+    // report of that failure is an `eprintln!`, which panics on the same
+    // broken stderr (the daemon ended at its first warning).
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_env_filter(filter)
         .try_init();

@@ -89,3 +89,30 @@ fn a_daemon_whose_poll_hangs_is_restarted_by_its_watchdog() {
     let _ = daemon.wait();
     drop(accepted);
 }
+
+/// A daemon whose stderr nobody reads any more (a log pipe whose reader
+/// died) goes on polling: its lines are lost, never its loop. Its server is
+/// unreachable here, so it says something at once and after every failed poll.
+#[cfg(unix)]
+#[test]
+fn a_daemon_whose_stderr_is_gone_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let pc = |args: &[&str]| {
+        let mut c = std::process::Command::new(exe());
+        c.args(args).env("PCMAIL_HOME", home.path()).env("PCMAIL_TOKEN", TOKEN).env_remove("DBUS_SESSION_BUS_ADDRESS");
+        c
+    };
+    // A port nothing listens on: every poll fails at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/api");
+    assert!(pc(&["init", "--offline", "--label", "pc-q", "--server", &url]).output().unwrap().status.success());
+    let mut daemon = pc(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(daemon.stderr.take());
+    // Its first line and its first failed poll's line both come well
+    // within this (the retry then waits about ten seconds).
+    std::thread::sleep(Duration::from_secs(4));
+    let alive = daemon.try_wait().unwrap().is_none();
+    daemon.kill().ok();
+    let _ = daemon.wait();
+    assert!(alive, "the daemon ended when its stderr went away");
+}

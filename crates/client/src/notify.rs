@@ -118,8 +118,11 @@ impl Notifier for LogLine {
         "log"
     }
     fn send(&self, n: &Notification) -> Result<(), String> {
-        eprintln!("{} — {} ({})", n.title, n.body, n.id);
-        Ok(())
+        // An error, never a panic (as `eprintln!` would give on a stderr
+        // whose reader went away): this runs on the notifier's thread, and
+        // on the poller's own when that thread could not start.
+        use std::io::Write;
+        writeln!(std::io::stderr().lock(), "{} — {} ({})", n.title, n.body, n.id).map_err(|e| format!("stderr: {e}"))
     }
     fn sends_inline(&self) -> bool {
         true
@@ -316,6 +319,34 @@ mod tests {
             self.0.lock().unwrap().push((n.id.clone(), std::thread::current().id()));
             Ok(())
         }
+    }
+
+    /// A log line whose stderr is a pipe nobody reads any more is an error
+    /// of that channel, not a panic of the thread that sends it (the
+    /// poller's own, when the notifier's thread could not start). Run in a
+    /// child process of this test binary, whose stderr is such a pipe.
+    #[cfg(unix)]
+    #[test]
+    fn a_log_line_to_a_stderr_nobody_reads_is_an_error_not_a_panic() {
+        const CHILD: &str = "PCMAIL_TEST_LOG_LINE_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            std::thread::sleep(Duration::from_millis(300)); // the parent closes the pipe's other end
+            let sent = LogLine.send(&items(1)[0]);
+            std::process::exit(if sent.is_err() { 42 } else { 43 });
+        }
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "notify::tests::a_log_line_to_a_stderr_nobody_reads_is_an_error_not_a_panic",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take());
+        assert_eq!(child.wait().unwrap().code(), Some(42), "the send did not come back as an error");
     }
 
     /// A channel that sends inline (the log line) runs on the deliverer's

@@ -5,6 +5,16 @@ use pcmail_client::{notify, Client};
 use pcmail_local::locks;
 use std::time::Duration;
 
+/// A line on stderr that never stops the daemon: `eprintln!` panics when
+/// stderr fails (a terminal closed behind `pcmail daemon &`, a log pipe
+/// whose reader died), which would end the poller at its first message.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub fn run() -> anyhow::Result<()> {
     let p = super::paths()?;
     // A daemon restarted by its watchdog waits briefly for its predecessor's lock.
@@ -42,7 +52,7 @@ pub fn run() -> anyhow::Result<()> {
     let wait_ms = if client.transport.long_poll() { 20_000 } else { 0 };
     let chans = notify::channels(&client.config);
     let notifier = notify::spawn_worker(chans.clone());
-    eprintln!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
+    say!("pcmail: daemon for {} polling {}", client.me(), client.config.server.describe());
     let mut failures: u32 = 0;
     loop {
         progress.mark(pcmail_local::system_now());
@@ -67,7 +77,7 @@ pub fn run() -> anyhow::Result<()> {
             Err(e) => {
                 failures += 1;
                 let wait = pcmail_client::backoff::backoff_ms(failures);
-                eprintln!("pcmail: poll failed ({e}); retrying in {} s", wait / 1000);
+                say!("pcmail: poll failed ({e}); retrying in {} s", wait / 1000);
                 std::thread::sleep(Duration::from_millis(wait as u64));
             }
         }
@@ -79,13 +89,13 @@ pub fn run() -> anyhow::Result<()> {
 /// file closes on exec, so the new image takes it); elsewhere a detached
 /// successor starts and this process exits.
 fn restart_daemon() {
-    eprintln!("pcmail: watchdog: no good poll and no progress for too long; restarting the daemon");
+    say!("pcmail: watchdog: no good poll and no progress for too long; restarting the daemon");
     let Ok(exe) = std::env::current_exe() else { std::process::exit(75) };
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
         let err = std::process::Command::new(&exe).arg("daemon").env("PCMAIL_DAEMON_RESTARTED", "1").exec();
-        eprintln!("pcmail: watchdog: restart failed: {err}");
+        say!("pcmail: watchdog: restart failed: {err}");
         std::process::exit(75);
     }
     #[cfg(not(unix))]
