@@ -111,6 +111,8 @@ section smoke "tray app under Xvfb (src-tauri/)"
 # `cargo build` of either would resolve fewer features and build much of the
 # stack again).
 env PCMAIL_BIN="$DEBUG_DIR/pcmail" TRAY_BIN="$DEBUG_DIR/pcmail-tray" bash src-tauri/tests/smoke.sh 2>&1 | tee "$LOG/smoke"
+# The app with its stderr gone (a closed terminal) runs on.
+python3 src-tauri/tests/stderr_gone.py "$DEBUG_DIR/pcmail-tray" 2>&1 | tee -a "$LOG/smoke"
 
 section perf "ratio gates on release builds (docs/benchmarks.md \"Ratio gates\")"
 # Short runs of the benchmarks on release builds; every gate compares two

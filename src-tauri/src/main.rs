@@ -48,9 +48,14 @@ fn open_action(st: &AppState) {
 }
 
 fn main() {
+    // A log line that cannot be written (the terminal the app was started
+    // from is closed) is dropped: the subscriber's own report of that failure
+    // is an `eprintln!`, which panics on the same stderr in whichever thread
+    // logged, the poller's included.
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("PCMAIL_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .init();
 
     let paths = Paths::from_env().expect("a home directory for pcmail (set PCMAIL_HOME)");
