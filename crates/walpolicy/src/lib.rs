@@ -41,6 +41,31 @@ pub const CHECKPOINT_FRAMES: i32 = 256;
 /// does no fsync but when the other one writes nothing.
 pub const SHARED_CHECKPOINT_FRAMES: i32 = 1_000;
 
+/// Puts `conn`'s database in WAL mode (the file keeps it). SQLite answers
+/// "database is locked" at once to this change, without waiting as the busy
+/// timeout says, while another connection holds the file in the middle of
+/// the same change: the processes and threads that open a store which does
+/// not exist yet (on a fresh home the daemon's poller and its pusher, a
+/// hook, an MCP server) collide exactly there. So it is tried again, with
+/// short pauses, until `patience` has passed.
+pub fn turn_on_wal(conn: &Connection, patience: Duration) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(e) if is_busy(&e) && started.elapsed() < patience => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
 /// The log's length as the last commit of this connection left it.
 pub struct ShortLivedWal {
     frames: Arc<AtomicI32>,
@@ -104,18 +129,23 @@ fn another_process_has_it_open(db: &Path) -> bool {
     (0..2).any(|_| proc_locks().is_some_and(|locks| holds_shm_lock(&locks, inode, std::process::id())))
 }
 
-/// `/proc/locks` in one read: the kernel lists the locks under its lock for
-/// the length of one read call, while a listing read in pieces (as
-/// `read_to_string` does, from a small first read) is listed again from
-/// the start at each piece and skips an entry when one before it went away.
+/// `/proc/locks` whole. One `read` returns at most a page of it (about 60
+/// locks): on a machine with more locks than that, one read missed most of
+/// them. Read in pieces, an entry can still be skipped when one listed
+/// before it goes away between two pieces; the caller reads it twice.
 #[cfg(target_os = "linux")]
 fn proc_locks() -> Option<String> {
     use std::io::Read;
     let mut f = std::fs::File::open("/proc/locks").ok()?;
-    let mut buf = vec![0u8; 1 << 20];
-    let n = f.read(&mut buf).ok()?;
-    buf.truncate(n);
-    String::from_utf8(buf).ok()
+    let mut all = Vec::with_capacity(16 << 10);
+    let mut piece = vec![0u8; 16 << 10];
+    loop {
+        match f.read(&mut piece).ok()? {
+            0 => break,
+            n => all.extend_from_slice(&piece[..n]),
+        }
+    }
+    String::from_utf8(all).ok()
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -238,6 +268,49 @@ mod tests {
         assert!(shared > CHECKPOINT_FRAMES as u64 * 4096, "left alone while shared: {shared} bytes");
         one_process(&db, 1);
         assert_eq!(wal_len(&db), 0, "emptied once this process is alone with it");
+    }
+
+    /// A busy machine holds more locks than one page of `/proc/locks` lists:
+    /// the other process's lock is seen among them all the same.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn another_process_is_seen_among_more_locks_than_a_page_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("x.db");
+        one_process(&db, 1);
+        let ready = |c: &mut std::process::Child| {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(c.stdout.as_mut().unwrap()), &mut line).unwrap();
+            assert_eq!(line.trim(), "ok");
+        };
+        let python = |script: &str, arg: &Path| {
+            std::process::Command::new("python3")
+                .arg("-c")
+                .arg(script)
+                .arg(arg)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3 runs")
+        };
+        let mut holder = python(
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from t').fetchall(); print('ok', flush=True); sys.stdin.read(); import os; os._exit(0)",
+            &db,
+        );
+        ready(&mut holder);
+        // Then 300 locks of a third process, each a line of the listing.
+        let mut crowd = python(
+            "import fcntl,os,sys; fs=[open(os.path.join(sys.argv[1], 'l%d' % i), 'w') for i in range(300)]; [fcntl.lockf(f, fcntl.LOCK_EX) for f in fs]; print('ok', flush=True); sys.stdin.read(); os._exit(0)",
+            dir.path(),
+        );
+        ready(&mut crowd);
+        let listing = proc_locks().unwrap();
+        assert!(listing.lines().count() > 300, "the whole listing is read: {} lines", listing.lines().count());
+        assert!(another_process_has_it_open(&db), "the holder's lock is seen among the crowd's");
+        for c in [&mut holder, &mut crowd] {
+            drop(c.stdin.take());
+            c.wait().unwrap();
+        }
     }
 
     #[test]
