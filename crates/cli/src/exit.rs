@@ -84,13 +84,13 @@ pub fn json_error(e: &anyhow::Error) -> serde_json::Value {
 /// `--json`) with candidates for an unresolved address, and returns the code.
 pub fn fail(e: &anyhow::Error, json: bool) -> i32 {
     if let Some(s) = e.downcast_ref::<Shown>() {
-        eprintln!("pcmail: {}", s.message);
+        say!("pcmail: {}", s.message);
         return s.exit as i32;
     }
     if json {
-        println!("{}", json_error(e));
+        say_out!("{}", json_error(e));
     }
-    eprintln!("pcmail: {e:#}");
+    say!("pcmail: {e:#}");
     let server_candidates = match (e.downcast_ref::<ApiError>(), e.downcast_ref::<ClientError>()) {
         (Some(ApiError::Client(ClientError::Call(CallError::Server(p)))), _)
         | (_, Some(ClientError::Call(CallError::Server(p)))) => p.candidates.as_ref(),
@@ -105,11 +105,11 @@ pub fn fail(e: &anyhow::Error, json: bool) -> i32 {
         // A list of addresses: every miss on its own line, each with its candidates.
         for m in u {
             let c = if m.candidates.is_empty() { "no close match".to_string() } else { m.candidates.join(", ") };
-            eprintln!("pcmail: candidates for {:?}: {c}", m.to);
+            say!("pcmail: candidates for {:?}: {c}", m.to);
         }
     } else if let Some(c) = server_candidates {
         if !c.is_empty() {
-            eprintln!("pcmail: candidates: {}", c.join(", "));
+            say!("pcmail: candidates: {}", c.join(", "));
         }
     }
     code_of(e) as i32

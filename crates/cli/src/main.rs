@@ -2,6 +2,25 @@
 //! Each command is a module of `cmd/` that calls pcmail-api (or the crate
 //! that does the work: pcmail-server for `serve`) and prints the answer.
 
+/// A line on stderr that never panics: `eprintln!` panics when stderr
+/// fails (a terminal closed behind `pcmail daemon &`, a log pipe whose
+/// reader died), which would end a daemon or a server at its next line.
+/// A line nobody can read is dropped.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// [`say!`] on stdout.
+macro_rules! say_out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod cmd;
 mod demo;
 mod demo_sessions;

@@ -272,11 +272,12 @@ impl Engine {
     }
 
     fn from_connection(mut conn: Connection, config: EngineConfig, wal: bool) -> Result<Engine, EngineError> {
-        conn.busy_timeout(config.busy_timeout.unwrap_or(Duration::from_secs(5)))?;
+        let busy = config.busy_timeout.unwrap_or(Duration::from_secs(5));
+        conn.busy_timeout(busy)?;
         if wal {
             // WAL: readers never block the writer; NORMAL is durable across
             // process crashes (only an OS crash may lose the last commits).
-            conn.pragma_update(None, "journal_mode", "WAL")?;
+            pcmail_walpolicy::turn_on_wal(&conn, busy)?;
         }
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -774,6 +775,32 @@ mod tests {
     /// poller holding the file: each process ends without SQLite's
     /// close-time checkpoint, and the log stays short only because a process
     /// empties it as it leaves once it has grown (`make_short_lived`).
+    /// The embedded server's file on a fresh home: two commands (two lease
+    /// claims, the daemon and a hook's poller) may create it at the same
+    /// moment; each must get a migrated engine, none "database is locked".
+    #[test]
+    fn many_first_opens_of_a_new_server_file_at_once_all_succeed() {
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("serve.db");
+            let start = std::sync::Barrier::new(6);
+            let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            Engine::open(&path, EngineConfig::default()).map(drop).map_err(|e| e.to_string())
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for r in results {
+                assert_eq!(r, Ok(()), "round {round}");
+            }
+        }
+    }
+
     #[test]
     fn one_short_lived_process_after_another_keeps_the_servers_log_bounded() {
         let dir = tempfile::tempdir().unwrap();

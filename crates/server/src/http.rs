@@ -137,35 +137,49 @@ pub async fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let max = crate::listen::effective_max_connections(opts.limits.max_connections, fds);
     if max < opts.limits.max_connections {
-        eprintln!(
-            "pcmail: at most {max} connections (not {}): the open-file limit is {} and {} stay in reserve \
+        say(
+            std::io::stderr(),
+            format_args!(
+                "pcmail: at most {max} connections (not {}): the open-file limit is {} and {} stay in reserve \
              (raise the hard limit, e.g. LimitNOFILE= in the systemd unit)",
-            opts.limits.max_connections,
-            fds.unwrap_or(0),
-            crate::listen::FD_RESERVE
+                opts.limits.max_connections,
+                fds.unwrap_or(0),
+                crate::listen::FD_RESERVE
+            ),
         );
     }
     let Some(identity) = identity else {
         if opts.transport == ServeTransport::InsecureHttp {
-            eprintln!(
+            say(std::io::stderr(), format_args!(
                 "pcmail: WARNING --insecure-http: plain HTTP on {addr}, reachable from other machines: the admin secret \
                  and every PC's credential cross the network in clear (`pcmail doctor` flags it on every PC)"
-            );
+            ));
         }
-        println!("listening on http://{addr}/api");
+        say(std::io::stdout(), format_args!("listening on http://{addr}/api"));
         let info =
             if opts.transport == ServeTransport::InsecureHttp { json!({"insecureHttp": true}) } else { json!({}) };
         return run(listener, engine, &opts, None, info, shutdown_signal()).await;
     };
-    println!(
-        "TLS certificate {} ({}), SHA-256 fingerprint {}",
-        identity.cert_path.display(),
-        if identity.made_now { "self-signed, made now" } else { "kept" },
-        identity.fingerprint
+    say(
+        std::io::stdout(),
+        format_args!(
+            "TLS certificate {} ({}), SHA-256 fingerprint {}",
+            identity.cert_path.display(),
+            if identity.made_now { "self-signed, made now" } else { "kept" },
+            identity.fingerprint
+        ),
     );
-    println!("listening on https://{addr}/api");
+    say(std::io::stdout(), format_args!("listening on https://{addr}/api"));
     let info = json!({"tlsFingerprint": identity.fingerprint});
     run(listener, engine, &opts, Some(identity.config), info, shutdown_signal()).await
+}
+
+/// A line of the server's own that never panics: `println!` panics when
+/// its stream fails (a terminal closed behind `pcmail serve &`, `pcmail
+/// serve | head -1`), which would end the server as it starts. A line
+/// nobody reads is dropped.
+fn say(mut to: impl std::io::Write, line: std::fmt::Arguments) {
+    let _ = writeln!(to, "{line}");
 }
 
 /// `serve` on its own tokio runtime, for the CLI.

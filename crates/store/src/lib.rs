@@ -98,7 +98,7 @@ impl Store {
         let opened = (|| -> Result<Store> {
             let conn = Connection::open(path)?;
             conn.busy_timeout(busy)?;
-            conn.pragma_update(None, "journal_mode", "WAL")?;
+            pcmail_walpolicy::turn_on_wal(&conn, busy)?;
             // No fsync per commit in WAL mode, but the automatic checkpoint
             // syncs the log before it copies frames into the database and the
             // database before the log is reused: at OFF a power cut after a
@@ -834,6 +834,38 @@ mod statement_cache_tests {
         for needle in ["INSERT INTO meta", "DELETE FROM meta", "PRAGMA data_version", "UPDATE outbox"] {
             let runs: i32 = kept.iter().filter(|(sql, _)| sql.contains(needle)).map(|(_, n)| *n).sum();
             assert!(runs >= 20, "{needle}: {runs} runs of a kept statement in 20 cycles; kept: {kept:#?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod first_open_tests {
+    use super::*;
+
+    /// A fresh home: the daemon's poller and its pusher, a hook and an MCP
+    /// server may all open the store before it exists. Each creates, turns
+    /// on the log and migrates at the same moment; every one must get a
+    /// migrated store, none "database is locked".
+    #[test]
+    fn many_first_opens_of_a_new_store_at_once_all_succeed() {
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("store.db");
+            let start = std::sync::Barrier::new(6);
+            let results: Vec<_> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            Store::open(&path).map(|st| st.meta_get("nothing").unwrap()).map_err(|e| e.to_string())
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for r in results {
+                assert_eq!(r, Ok(None), "round {round}");
+            }
         }
     }
 }

@@ -5,16 +5,6 @@ use pcmail_client::{notify, Client};
 use pcmail_local::locks;
 use std::time::Duration;
 
-/// A line on stderr that never stops the daemon: `eprintln!` panics when
-/// stderr fails (a terminal closed behind `pcmail daemon &`, a log pipe
-/// whose reader died), which would end the poller at its first message.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
-    }};
-}
-
 pub fn run() -> anyhow::Result<()> {
     let p = super::paths()?;
     // A daemon restarted by its watchdog waits briefly for its predecessor's lock.
