@@ -13,7 +13,7 @@ use crate::store::Db;
 use pcmail_core::auth::Caller;
 use pcmail_core::protocol::{parse_request, parse_request_bytes, Op, Request};
 use pcmail_core::{Millis, ProtoError};
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
@@ -516,12 +516,12 @@ impl Engine {
             Backend::Sqlite { conn, .. } => {
                 // One connection serves every request here, so reading first
                 // would save nothing: a read-first request takes the write lock.
-                let behavior = match mode {
-                    Mode::Read => TransactionBehavior::Deferred,
-                    Mode::Write | Mode::ReadFirst => TransactionBehavior::Immediate,
+                let begin = match mode {
+                    Mode::Read => "BEGIN DEFERRED",
+                    Mode::Write | Mode::ReadFirst => "BEGIN IMMEDIATE",
                 };
-                let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
-                let tx = conn.transaction_with_behavior(behavior).map_err(crate::store::DbError::from)?;
+                let conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+                let tx = pcmail_walpolicy::Tx::begin(&conn, begin).map_err(crate::store::DbError::from)?;
                 let out = f(&*tx)?;
                 tx.commit().map_err(crate::store::DbError::from)?;
                 Ok(out)

@@ -183,9 +183,13 @@ impl Store {
     /// nothing else.
     pub fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         if !self.conn.is_autocommit() {
-            let sp = self.conn.savepoint()?;
-            let out = f(&sp)?;
-            sp.commit()?;
+            let conn = &self.conn;
+            pcmail_walpolicy::run_cached(conn, "SAVEPOINT write")?;
+            // `f`'s error, or a panic in it: what it did is undone, the batch goes on.
+            let undo = UndoSavepoint(conn);
+            let out = f(conn)?;
+            std::mem::forget(undo);
+            pcmail_walpolicy::run_cached(conn, "RELEASE write")?;
             return Ok(out);
         }
         run_batch(self, &|s| s, "BEGIN IMMEDIATE", |s| f(&s.conn), |_| false)
@@ -255,6 +259,17 @@ impl Store {
 
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// Undoes a [`Store::write`]'s savepoint when dropped (its work failed or
+/// panicked); forgotten once the work succeeded.
+struct UndoSavepoint<'c>(&'c Connection);
+
+impl Drop for UndoSavepoint<'_> {
+    fn drop(&mut self) {
+        let _ = pcmail_walpolicy::run_cached(self.0, "ROLLBACK TO write");
+        let _ = pcmail_walpolicy::run_cached(self.0, "RELEASE write");
     }
 }
 
@@ -380,7 +395,7 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
     f: impl FnOnce(&mut C) -> std::result::Result<T, E>,
     keep: impl Fn(&E) -> bool,
 ) -> std::result::Result<T, E> {
-    store_of(ctx).conn.execute_batch(begin).map_err(StoreError::from)?;
+    pcmail_walpolicy::run_cached(&store_of(ctx).conn, begin).map_err(StoreError::from)?;
     let inside = InBatch::enter();
     // A panic in `f` must not leave the connection inside the transaction.
     let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx))) {
@@ -388,7 +403,7 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
         Err(panic) => {
             let conn = &store_of(ctx).conn;
             if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
+                let _ = pcmail_walpolicy::run_cached(conn, "ROLLBACK");
             }
             push_wanted_forget();
             std::panic::resume_unwind(panic);
@@ -401,9 +416,9 @@ fn run_batch<C: ?Sized, T, E: From<StoreError>>(
         _ => "COMMIT",
     };
     // SQLite may have rolled the transaction back itself (a full disk, an I/O error).
-    let ended = if conn.is_autocommit() { Ok(()) } else { conn.execute_batch(end) };
+    let ended = if conn.is_autocommit() { Ok(()) } else { pcmail_walpolicy::run_cached(conn, end) };
     if ended.is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+        let _ = pcmail_walpolicy::run_cached(conn, "ROLLBACK");
     }
     if end == "COMMIT" && ended.is_ok() {
         store_of(ctx).committed();
@@ -835,6 +850,90 @@ mod statement_cache_tests {
             let runs: i32 = kept.iter().filter(|(sql, _)| sql.contains(needle)).map(|(_, n)| *n).sum();
             assert!(runs >= 20, "{needle}: {runs} runs of a kept statement in 20 cycles; kept: {kept:#?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod savepoint_tests {
+    use super::*;
+
+    fn set(tx: &Connection, key: &str, value: &str) -> Result<()> {
+        tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", [key, value])?;
+        Ok(())
+    }
+
+    /// Inside a batch each write is a savepoint: a write whose work fails
+    /// half-way is undone whole, the writes before and after it commit, and
+    /// so does the batch, with the connection left outside any transaction.
+    #[test]
+    fn a_failed_write_in_a_batch_undoes_itself_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        s.batch(|s| -> Result<()> {
+            s.write(|tx| set(tx, "before", "1"))?;
+            let failed = s.write(|tx| {
+                set(tx, "half", "1")?;
+                tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+                Ok(())
+            });
+            assert!(failed.is_err());
+            s.write(|tx| set(tx, "outer", "1"))?;
+            s.write(|tx| set(tx, "after", "1"))?;
+            Ok(())
+        })
+        .unwrap();
+        assert!(s.conn.is_autocommit(), "the batch ended its transaction");
+        for (key, kept) in [("before", true), ("half", false), ("outer", true), ("after", true)] {
+            assert_eq!(s.meta_get(key).unwrap().is_some(), kept, "{key}");
+        }
+    }
+
+    /// A write whose work returns its own error (not SQLite's) after
+    /// writing: undone, and the batch commits what came before.
+    #[test]
+    fn a_write_whose_work_returns_an_error_is_undone_and_the_batch_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        s.batch(|s| -> Result<()> {
+            s.write(|tx| set(tx, "a", "1"))?;
+            Ok(())
+        })
+        .unwrap();
+        s.batch(|s| -> Result<()> {
+            s.write(|tx| set(tx, "outer", "1"))?;
+            let inner: Result<()> = s.write(|tx| {
+                set(tx, "inner", "1")?;
+                Err(StoreError::Sqlite(rusqlite::Error::QueryReturnedNoRows))
+            });
+            assert!(inner.is_err());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.meta_get("outer").unwrap().as_deref(), Some("1"));
+        assert_eq!(s.meta_get("inner").unwrap(), None);
+    }
+
+    /// A panic inside a write inside a batch rolls the whole batch back and
+    /// leaves the connection usable: the next batch begins and commits.
+    #[test]
+    fn a_panic_in_a_write_rolls_the_batch_back_and_the_store_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = s.batch(|s| -> Result<()> {
+                s.write(|tx| set(tx, "first", "1"))?;
+                s.write(|tx| -> Result<()> {
+                    set(tx, "second", "1")?;
+                    panic!("work that panics");
+                })?;
+                Ok(())
+            });
+        }));
+        assert!(panicked.is_err());
+        assert!(s.conn.is_autocommit(), "no transaction left open");
+        assert_eq!(s.meta_get("first").unwrap(), None, "the batch was rolled back");
+        s.batch(|s| s.write(|tx| set(tx, "later", "1"))).unwrap();
+        assert_eq!(s.meta_get("later").unwrap().as_deref(), Some("1"));
     }
 }
 

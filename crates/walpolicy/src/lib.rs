@@ -62,6 +62,52 @@ pub fn turn_on_wal(conn: &Connection, patience: Duration) -> rusqlite::Result<()
     }
 }
 
+/// Runs one statement that returns no rows (`BEGIN IMMEDIATE`, `COMMIT`,
+/// `SAVEPOINT w`) from the connection's statement cache. rusqlite's
+/// transactions and `execute_batch` compile such a statement from its text
+/// at every use: about a dozen times per mail a long-lived poller receives.
+pub fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+/// A transaction begun and ended with [`run_cached`] statements; rolled
+/// back when dropped before [`Tx::commit`] succeeded (an error, a panic,
+/// a failed commit).
+pub struct Tx<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Tx<'c> {
+    /// `begin`: `BEGIN DEFERRED` or `BEGIN IMMEDIATE`.
+    pub fn begin(conn: &'c Connection, begin: &str) -> rusqlite::Result<Tx<'c>> {
+        run_cached(conn, begin)?;
+        Ok(Tx { conn, open: true })
+    }
+
+    pub fn commit(mut self) -> rusqlite::Result<()> {
+        run_cached(self.conn, "COMMIT")?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        // SQLite may have ended it already (a full disk, an I/O error).
+        if self.open && !self.conn.is_autocommit() {
+            let _ = run_cached(self.conn, "ROLLBACK");
+        }
+    }
+}
+
 fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
 }
@@ -311,6 +357,32 @@ mod tests {
             drop(c.stdin.take());
             c.wait().unwrap();
         }
+    }
+
+    /// A transaction of cached statements: committed when told, rolled
+    /// back when dropped before (an error, a panic).
+    #[test]
+    fn a_cached_transaction_commits_or_rolls_back() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let count = |c: &Connection| c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0)).unwrap();
+        for i in 0..10 {
+            let tx = Tx::begin(&conn, "BEGIN IMMEDIATE").unwrap();
+            tx.execute("INSERT INTO t VALUES (?1)", [i]).unwrap();
+            if i % 2 == 0 {
+                tx.commit().unwrap();
+            }
+        }
+        assert!(conn.is_autocommit());
+        assert_eq!(count(&conn), 5, "the committed half");
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let tx = Tx::begin(&conn, "BEGIN DEFERRED").unwrap();
+            tx.execute("INSERT INTO t VALUES (99)", []).unwrap();
+            panic!("work that panics");
+        }));
+        assert!(unwound.is_err());
+        assert!(conn.is_autocommit(), "rolled back as it unwound");
+        assert_eq!(count(&conn), 5);
     }
 
     #[test]
