@@ -5,6 +5,7 @@
 
 use pcmail_core::present::{neutralise, truncate_chars};
 use pcmail_core::Millis;
+use pcmail_handoff::viewcache::Stamp;
 use pcmail_store::leases::{self as sl, CachedLease, LostLease};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -323,7 +324,8 @@ fn guard_file_says(
 /// What [`write_guard_file_kept`] last wrote or found, kept by its caller (the
 /// poller): with the same leases and checkouts, an offset within the same
 /// slack, a time less than [`GUARD_REFRESH_MS`] old and the file as it was
-/// left (its inode, size and modification time), the next poll neither
+/// left (its `stat`: device, inode, size, modification and change times,
+/// as [`Stamp::of`] takes it for the handoffs' view), the next poll neither
 /// reads nor writes the file. Anything else, a file another process
 /// replaced or touched included, goes the way of [`write_guard_file`].
 #[derive(Debug, Clone, PartialEq)]
@@ -332,19 +334,7 @@ pub struct GuardWritten {
     checkouts: Vec<(String, String)>,
     at: Millis,
     offset: Millis,
-    stamp: GuardStamp,
-}
-
-/// The guard file as a `stat` sees it: inode, size, modification time.
-type GuardStamp = (u64, u64, Option<std::time::SystemTime>);
-
-fn guard_stamp(path: &Path) -> Option<GuardStamp> {
-    let m = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let ino = std::os::unix::fs::MetadataExt::ino(&m);
-    #[cfg(not(unix))]
-    let ino = 0;
-    Some((ino, m.len(), m.modified().ok()))
+    stamp: Stamp,
 }
 
 /// [`write_guard_file`] for a caller that keeps what it wrote (`kept`):
@@ -363,7 +353,7 @@ pub fn write_guard_file_kept(
             && (server_offset - k.offset).abs() <= GUARD_OFFSET_SLACK_MS
             && k.leases == leases
             && k.checkouts == checkouts
-            && guard_stamp(&path) == Some(k.stamp)
+            && Stamp::of(&path) == Some(k.stamp)
         {
             return Ok(false);
         }
@@ -371,7 +361,7 @@ pub fn write_guard_file_kept(
     *kept = None;
     let (wrote, at, offset) = guard_file_says(home, leases, cache_at, server_offset, checkouts)?;
     // What the file says now (written, or found saying the same), and its stat.
-    *kept = guard_stamp(&path).map(|stamp| GuardWritten {
+    *kept = Stamp::of(&path).map(|stamp| GuardWritten {
         leases: leases.to_vec(),
         checkouts: checkouts.to_vec(),
         at,
@@ -813,7 +803,9 @@ mod tests {
         let mut found = None;
         assert!(!write_guard_file_kept(home, &ls, t0 + 5_000, 262, &[], &mut found).unwrap());
         assert_eq!(found, kept, "the file's own time and offset, and its stat");
-        // Decided without reading: bytes changed in place, its size and time put back, go unseen.
+        // Bytes changed in place with the size and modification time put
+        // back: the change time tells, so it is read, found damaged, and
+        // written again.
         let before = std::fs::metadata(&path).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[0] ^= 1;
@@ -821,8 +813,8 @@ mod tests {
         std::io::Write::write_all(&mut f, &bytes).unwrap();
         f.set_modified(before.modified().unwrap()).unwrap();
         drop(f);
-        assert!(!write_guard_file_kept(home, &ls, t0 + 6_000, 250, &[], &mut kept).unwrap());
-        assert!(GuardFile::read(home).is_none(), "the damaged copy stayed: the kept path never read it");
+        assert!(write_guard_file_kept(home, &ls, t0 + 6_000, 250, &[], &mut kept).unwrap());
+        assert_eq!(GuardFile::read(home).unwrap().at, t0 + 6_000);
         // Replaced by another writer (a new inode): read, found damaged, written again.
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, &bytes).unwrap();
