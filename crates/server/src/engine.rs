@@ -771,10 +771,6 @@ mod tests {
         (engine, before)
     }
 
-    /// The embedded server in one `pcmail lease claim` after another, no
-    /// poller holding the file: each process ends without SQLite's
-    /// close-time checkpoint, and the log stays short only because a process
-    /// empties it as it leaves once it has grown (`make_short_lived`).
     /// The embedded server's file on a fresh home: two commands (two lease
     /// claims, the daemon and a hook's poller) may create it at the same
     /// moment; each must get a migrated engine, none "database is locked".
@@ -783,24 +779,19 @@ mod tests {
         for round in 0..20 {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("serve.db");
-            let start = std::sync::Barrier::new(6);
-            let results: Vec<Result<(), String>> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..6)
-                    .map(|_| {
-                        s.spawn(|| {
-                            start.wait();
-                            Engine::open(&path, EngineConfig::default()).map(drop).map_err(|e| e.to_string())
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            let opened = pcmail_testkit::at_once(6, || {
+                Engine::open(&path, EngineConfig::default()).map(drop).map_err(|e| e.to_string())
             });
-            for r in results {
+            for r in opened {
                 assert_eq!(r, Ok(()), "round {round}");
             }
         }
     }
 
+    /// The embedded server in one `pcmail lease claim` after another, no
+    /// poller holding the file: each process ends without SQLite's
+    /// close-time checkpoint, and the log stays short only because a process
+    /// empties it as it leaves once it has grown (`make_short_lived`).
     #[test]
     fn one_short_lived_process_after_another_keeps_the_servers_log_bounded() {
         let dir = tempfile::tempdir().unwrap();

@@ -950,19 +950,10 @@ mod first_open_tests {
         for round in 0..20 {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("store.db");
-            let start = std::sync::Barrier::new(6);
-            let results: Vec<_> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..6)
-                    .map(|_| {
-                        s.spawn(|| {
-                            start.wait();
-                            Store::open(&path).map(|st| st.meta_get("nothing").unwrap()).map_err(|e| e.to_string())
-                        })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            let opened = pcmail_testkit::at_once(6, || {
+                Store::open(&path).map(|st| st.meta_get("nothing").unwrap()).map_err(|e| e.to_string())
             });
-            for r in results {
+            for r in opened {
                 assert_eq!(r, Ok(None), "round {round}");
             }
         }
