@@ -1,5 +1,8 @@
-//! How a short-lived process (the hook, one `pcmail` command) leaves a SQLite
-//! database in WAL mode.
+//! How pcmail's SQLite files are used, the same for the PC's store and the
+//! server's engine: WAL turned on without failing when several openers
+//! create a file together ([`turn_on_wal`]), transactions of cached
+//! statements ([`Tx`], [`run_cached`]), and how a short-lived process (the
+//! hook, one `pcmail` command) leaves a database in WAL mode.
 //!
 //! SQLite's defaults suit a process that keeps its connection: an automatic
 //! checkpoint as the log fills, and at the close of the last connection one
