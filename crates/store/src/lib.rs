@@ -236,8 +236,6 @@ impl Store {
         batch_in(self, |s| s, f)
     }
 
-    /// SQLite's data_version: changes whenever another connection commits, so
-    /// a UI can watch the store cheaply.
     /// Whether a poll cycle may have work before its first request, in
     /// one read: mail in the outbox, a lease of this PC the server has not
     /// granted yet, a job run recorded here. Each is a superset of what its
@@ -253,6 +251,8 @@ impl Store {
         )?)
     }
 
+    /// SQLite's data_version: changes whenever another connection commits, so
+    /// a UI can watch the store cheaply.
     pub fn data_version(&self) -> Result<i64> {
         Ok(self.conn.row("PRAGMA data_version", [], |r| r.get(0))?)
     }

@@ -281,6 +281,29 @@ mod tests {
         assert!(!holds_shm_lock("7: POSIX  ADVISORY  READ 8 08:01:777 129 EOF\n", 777, 1), "past byte 128");
     }
 
+    /// A Python child that opens the database (its first argument), says
+    /// `ok` and holds it until its stdin closes, then ends without closing it.
+    #[cfg(target_os = "linux")]
+    const HOLDS_THE_DATABASE: &str = "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from t').fetchall(); print('ok', flush=True); sys.stdin.read(); import os; os._exit(0)";
+
+    /// Starts `python3 -c script arg` and waits for its `ok`: what it holds
+    /// is held from then until its stdin is closed.
+    #[cfg(target_os = "linux")]
+    fn python_holding(script: &str, arg: &Path) -> std::process::Child {
+        let mut child = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(arg)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+        assert_eq!(line.trim(), "ok");
+        child
+    }
+
     /// A long-lived process (a poller) has the file open: short-lived ones
     /// leave the log alone until SQLite's own length, and empty it past that.
     #[cfg(target_os = "linux")]
@@ -290,17 +313,7 @@ mod tests {
         let db = dir.path().join("x.db");
         one_process(&db, 1);
         // The other process: a child that opens the file and waits.
-        let mut child = std::process::Command::new("python3")
-            .arg("-c")
-            .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from t').fetchall(); print('ok', flush=True); sys.stdin.read(); import os; os._exit(0)")
-            .arg(&db)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3 runs");
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
-        assert_eq!(line.trim(), "ok");
+        let mut child = python_holding(HOLDS_THE_DATABASE, &db);
         assert!(another_process_has_it_open(&db), "the child's lock is seen");
         for i in 0..20 {
             one_process(&db, 10);
@@ -327,32 +340,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("x.db");
         one_process(&db, 1);
-        let ready = |c: &mut std::process::Child| {
-            let mut line = String::new();
-            std::io::BufRead::read_line(&mut std::io::BufReader::new(c.stdout.as_mut().unwrap()), &mut line).unwrap();
-            assert_eq!(line.trim(), "ok");
-        };
-        let python = |script: &str, arg: &Path| {
-            std::process::Command::new("python3")
-                .arg("-c")
-                .arg(script)
-                .arg(arg)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("python3 runs")
-        };
-        let mut holder = python(
-            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from t').fetchall(); print('ok', flush=True); sys.stdin.read(); import os; os._exit(0)",
-            &db,
-        );
-        ready(&mut holder);
+        let mut holder = python_holding(HOLDS_THE_DATABASE, &db);
         // Then 300 locks of a third process, each a line of the listing.
-        let mut crowd = python(
+        let mut crowd = python_holding(
             "import fcntl,os,sys; fs=[open(os.path.join(sys.argv[1], 'l%d' % i), 'w') for i in range(300)]; [fcntl.lockf(f, fcntl.LOCK_EX) for f in fs]; print('ok', flush=True); sys.stdin.read(); os._exit(0)",
             dir.path(),
         );
-        ready(&mut crowd);
         let listing = proc_locks().unwrap();
         assert!(listing.lines().count() > 300, "the whole listing is read: {} lines", listing.lines().count());
         assert!(another_process_has_it_open(&db), "the holder's lock is seen among the crowd's");
