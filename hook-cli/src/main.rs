@@ -2,16 +2,21 @@
 //! PreToolUse, Stop, SessionEnd and Gemini CLI's names for them), event JSON on stdin. Silent on any trouble:
 //! no stdout, no stderr, exit 0. Registered with no arguments.
 //! `pcmail-hook pre-commit` is the git pre-commit lease guard (exit 1 refuses).
+//! `pcmail-hook lease claim|release …` is `pcmail lease claim|release …`
+//! answered by the running daemon (`pcmail_local::cmdsock`).
 
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("--version" | "-V") => println!("pcmail-hook {}", env!("CARGO_PKG_VERSION")),
         Some("--help" | "-h") => print!(
             "pcmail-hook {}: the agent hook of pcmail (Claude Code, Codex CLI, Gemini CLI).\n\n\
-             Usage: pcmail-hook < EVENT.json\n\n\
+             Usage: pcmail-hook < EVENT.json\n\
+             \x20      pcmail-hook lease claim|release ARGS...\n\n\
              Reads the hook event JSON on stdin (SessionStart, UserPromptSubmit, PreToolUse, Stop, SessionEnd;\n\
              Gemini CLI's BeforeAgent, BeforeTool, AfterAgent) and prints the context to add, or nothing.\n\
              Never touches the network; silent and exit 0 on any trouble. `pcmail hooks install` registers it.\n\n\
+             `pcmail-hook lease claim|release` takes `pcmail lease claim|release`'s arguments and answers the same,\n\
+             through the running `pcmail daemon` of this PCMAIL_HOME (about a process start); without one it runs pcmail.\n\n\
              Options:\n\
              \x20 -h, --help     Print this help\n\
              \x20 -V, --version  Print the version\n\n\
@@ -19,6 +24,11 @@ fn main() {
              \x20 PCMAIL_HOME    The PC user's pcmail folder [default: the OS data folder, e.g. ~/.local/share/pcmail]\n",
             env!("CARGO_PKG_VERSION")
         ),
+        // `lease claim|release …` answered by the running daemon (pcmail itself when none answers).
+        Some("lease") => std::process::exit(pcmail_local::cmdsock::front_main(
+            std::env::args_os().skip(1).collect(),
+            std::env::current_exe().ok(),
+        )),
         // The git pre-commit lease guard (`pcmail hooks install --git`).
         Some("pre-commit") => std::process::exit(pcmail_local::githook::pre_commit_main()),
         _ => {

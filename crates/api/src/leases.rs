@@ -85,10 +85,16 @@ pub struct LeaseClaimResult {
 /// process above the caller (`claude` for Claude Code, `agent` for Codex or
 /// Gemini CLI; its session from the registry the hooks keep), `pid`, a TTL,
 /// or the caller's parent (said in `note`). `PCMAIL_SESSION` names the
-/// session outside an agent.
-pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(Option<ProcId>, Follow)> {
-    let claude = process::claude_ancestor();
-    let env_session = std::env::var("PCMAIL_SESSION").ok().and_then(|s| clean_session_id(s.trim()));
+/// session outside an agent. All of it is the `caller`'s: this process's, or
+/// the small front's the daemon answers for.
+pub fn resolve_follow(
+    client: &Client,
+    pid: Option<i64>,
+    ttl: bool,
+    caller: &process::Caller,
+) -> Result<(Option<ProcId>, Follow)> {
+    let claude = caller.agent();
+    let env_session = caller.session.as_deref().and_then(|s| clean_session_id(s.trim()));
     let (proc, how, note) = if let Some(p) = pid {
         let proc = ProcId::of(p).ok_or_else(|| ApiError::Usage(format!("--pid {p}: no such process")))?;
         (Some(proc), "pid", None)
@@ -97,7 +103,8 @@ pub fn resolve_follow(client: &Client, pid: Option<i64>, ttl: bool) -> Result<(O
     } else if let Some(c) = claude {
         (Some(c), if process::is_claude(c.pid) { "claude" } else { "agent" }, None)
     } else {
-        let parent = process::parent_pid()
+        let parent = caller
+            .parent
             .and_then(ProcId::of)
             .ok_or_else(|| ApiError::Local("cannot find this command's parent process".into()))?;
         let note = format!(
@@ -126,11 +133,11 @@ fn unsupported(e: ClientError) -> ApiError {
     }
 }
 
-fn repo_of(args_repo: Option<&str>, cwd: Option<&str>) -> String {
+fn repo_of(args_repo: Option<&str>, cwd: Option<&str>, caller: &process::Caller) -> String {
     if let Some(r) = args_repo {
         return r.to_string();
     }
-    let dir = cwd.map(PathBuf::from).or_else(|| std::env::current_dir().ok());
+    let dir = cwd.map(PathBuf::from).or_else(|| caller.cwd.clone());
     dir.and_then(|d| pcmail_local::repo::identify(&d)).map(|i| i.id).unwrap_or_default()
 }
 
@@ -138,12 +145,17 @@ fn ttl_ms(ttl: Option<&str>) -> Result<Option<i64>> {
     ttl.map(|t| crate::parse_duration("--ttl", t)).transpose()
 }
 
-fn request(client: &Client, a: &LeaseClaimArgs, takeover: Option<Takeover>) -> Result<(ClaimRequest, Follow)> {
+fn request(
+    client: &Client,
+    a: &LeaseClaimArgs,
+    takeover: Option<Takeover>,
+    caller: &process::Caller,
+) -> Result<(ClaimRequest, Follow)> {
     let ttl = ttl_ms(a.ttl.as_deref())?;
-    let (proc, follow) = resolve_follow(client, a.pid, ttl.is_some())?;
+    let (proc, follow) = resolve_follow(client, a.pid, ttl.is_some(), caller)?;
     let req = ClaimRequest {
         resource: a.resource.clone(),
-        repo: repo_of(a.repo.as_deref(), a.cwd.as_deref()),
+        repo: repo_of(a.repo.as_deref(), a.cwd.as_deref(), caller),
         description: a.description.clone(),
         files: a.files.clone(),
         mode: a.mode.into(),
@@ -165,7 +177,13 @@ fn held_name(client: &Client, session: &str) -> Option<String> {
 /// `lease claim`: granted (exit 0), held (exit 10), stale (exit 11),
 /// or kept unconfirmed while the server is unreachable.
 pub fn lease_claim(client: &mut Client, a: &LeaseClaimArgs) -> Result<LeaseClaimResult> {
-    let (req, follows) = request(client, a, None)?;
+    lease_claim_for(client, a, &process::Caller::this_process())
+}
+
+/// [`lease_claim`] for a caller other than this process (the daemon
+/// answering the small front).
+pub fn lease_claim_for(client: &mut Client, a: &LeaseClaimArgs, caller: &process::Caller) -> Result<LeaseClaimResult> {
+    let (req, follows) = request(client, a, None, caller)?;
     let outcome = client.lease_claim(&req).map_err(unsupported)?;
     Ok(LeaseClaimResult { outcome, follows })
 }
@@ -261,7 +279,7 @@ pub fn lease_takeover(client: &mut Client, a: &LeaseTakeoverArgs) -> Result<Leas
             Some(Takeover { evidence, reason: a.reason.clone(), detail: (!detail.is_empty()).then_some(detail) })
         }
     };
-    let (req, follows) = request(client, &args, takeover)?;
+    let (req, follows) = request(client, &args, takeover, &process::Caller::this_process())?;
     let outcome = client.lease_claim(&req).map_err(unsupported)?;
     Ok(LeaseClaimResult { outcome, follows })
 }

@@ -778,6 +778,59 @@ fn lease_bench(runs: usize) -> Result<()> {
     let log_len = |db: &str| std::fs::metadata(home.join(format!("{db}-wal"))).map(|m| m.len()).unwrap_or(0);
     let logs = (log_len("server.db"), log_len("store.db"));
 
+    // 1c. The small front (`pcmail-hook lease claim|release`) answered by the
+    // PC's running daemon, beside `pcmail-hook --version` in the same loop.
+    // The daemon goes before the guard below: its polls would rewrite the
+    // guard file the guard is measured on.
+    let (mut front_claim, mut front_release, mut front_version) = (vec![], vec![], vec![]);
+    {
+        let mut daemon = Command::new(&pcmail)
+            .arg("daemon")
+            .env("PCMAIL_HOME", &home)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let socket = pcmail_local::config::Paths::at(&home).command_socket();
+        let t = Instant::now();
+        while !socket.exists() && t.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A copy with no `pcmail` beside it and none on PATH: only the
+        // daemon can answer it (else it exits 127), so `pcmail` run in its
+        // place is never measured as the front.
+        let lone = dir.path().join("front");
+        std::fs::create_dir_all(&lone)?;
+        let front_exe = lone.join("pcmail-hook");
+        std::fs::copy(&hook, &front_exe)?;
+        let front = |args: &[&str]| -> Result<Sample> {
+            let mut c = Command::new(&front_exe);
+            c.args(args).env("PCMAIL_HOME", &home).env("PCMAIL_CLAUDE_PID", "0").env("PATH", &lone).current_dir(&repo);
+            run_measured(&mut c, b"")
+        };
+        for (args, answer) in [
+            (&["lease", "claim", "res-front", "--ttl", "10m"][..], "pcmail: holding res-front"),
+            (&["lease", "release", "res-front"], "pcmail: released res-front"),
+        ] {
+            let s = front(args)?;
+            if !String::from_utf8_lossy(&s.out).starts_with(answer) {
+                let _ = daemon.kill();
+                bail!(
+                    "the daemon did not answer `pcmail-hook {}`: {:?}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&s.out)
+                );
+            }
+        }
+        for i in 0..runs {
+            let res = format!("res-{}", i % 10);
+            front_claim.push(front(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
+            front_release.push(front(&["lease", "release", &res])?);
+            front_version.push(run_measured(Command::new(&front_exe).arg("--version"), b"")?);
+        }
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+    }
+
     // 2. The guard: 1,000 exclusive leases of another PC in this repo, none covering the edited file.
     let mut store = Store::open(&home.join("store.db"))?;
     let leases: Vec<CachedLease> = (0..1000)
@@ -910,6 +963,9 @@ fn lease_bench(runs: usize) -> Result<()> {
     row("/bin/true (same loop)", &truth);
     row("pcmail --version (same loop)", &version);
     row("pcmail-hook --version (same loop)", &hook_version);
+    row("pcmail-hook lease claim, the daemon answering", &front_claim);
+    row("pcmail-hook lease release, the daemon answering", &front_release);
+    row("pcmail-hook --version (same loop)", &front_version);
     for (name, v) in &series {
         row(name, v);
     }
@@ -925,10 +981,15 @@ fn lease_bench(runs: usize) -> Result<()> {
         med(&series[1].1) / med(&series[6].1)
     );
     println!(
-        "  lease claim / pcmail-hook --version, wall: {:.2}x; release: {:.2}x (target <= 2x); pcmail --version / pcmail-hook --version: {:.2}x",
+        "  pcmail lease claim / pcmail-hook --version, wall: {:.2}x; release: {:.2}x (the whole CLI; the 2x target is the front's, below); pcmail --version / pcmail-hook --version: {:.2}x",
         med(&claim) / med(&hook_version),
         med(&release) / med(&hook_version),
         med(&version) / med(&hook_version)
+    );
+    let front_ratios = (med(&front_claim) / med(&front_version), med(&front_release) / med(&front_version));
+    println!(
+        "  pcmail-hook lease claim (the daemon answering) / pcmail-hook --version, wall: {:.2}x; release: {:.2}x (target <= 2x)",
+        front_ratios.0, front_ratios.1
     );
     println!(
         "  lease claim after {} more commands / at the start, CPU: {:.2}x; SQLite logs then: server {} KiB, store {} KiB",
@@ -945,6 +1006,9 @@ fn lease_bench(runs: usize) -> Result<()> {
     let mut gates = gates::Gates::from_env();
     gates.at_most("lease claim / pcmail --version, CPU", cpu(&claim) / cpu(&version), LEASE_CLAIM_GATE);
     gates.at_most("guard (deny) / /bin/true, CPU", cpu(&series[1].1) / cpu(&series[4].1), GUARD_GATE);
+    // Wall medians: the front's CPU leaves out the daemon's share.
+    gates.at_most("pcmail-hook lease claim / pcmail-hook --version, wall", front_ratios.0, FRONT_GATE);
+    gates.at_most("pcmail-hook lease release / pcmail-hook --version, wall", front_ratios.1, FRONT_GATE);
     gates.at_most("lease claim after a day / at the start, CPU", cpu(&aged_claim) / cpu(&claim), AGED_CLAIM_GATE);
     gates.at_most("the server file's log after a day / 1 MiB", logs.0 as f64 / (1 << 20) as f64, LOG_MIB_GATE);
     gates.at_most("the store's log after a day / 1 MiB", logs.1 as f64 / (1 << 20) as f64, LOG_MIB_GATE);
@@ -963,6 +1027,10 @@ const FLOOR_GATE: f64 = 2.5;
 /// Limits of the suite's gates on the lease bench (CPU medians of one run).
 const LEASE_CLAIM_GATE: f64 = 4.0;
 const GUARD_GATE: f64 = 5.0;
+/// The small front answered by the daemon against a bare start of the same
+/// binary (wall medians): 1.7-1.8x for a claim and 1.4-1.5x for a release on
+/// a quiet machine, the target 2x; the margin is for a loaded one.
+const FRONT_GATE: f64 = 2.5;
 /// Claim and release pairs between the first claims and the aged ones: 600
 /// processes, which left SQLite's logs at 26 and 8.7 MB and a claim at
 /// 4-5x its first cost before short-lived processes emptied them.

@@ -6,6 +6,7 @@ use pcmail_api::ApiError;
 use pcmail_api::Exit;
 use pcmail_client::transport::CallError;
 use pcmail_client::ClientError;
+use std::io::Write;
 
 pub fn code_of(e: &anyhow::Error) -> Exit {
     if let Some(s) = e.downcast_ref::<Shown>() {
@@ -83,12 +84,24 @@ pub fn json_error(e: &anyhow::Error) -> serde_json::Value {
 /// Prints the error once (stderr; and the JSON object on stdout under
 /// `--json`) with candidates for an unresolved address, and returns the code.
 pub fn fail(e: &anyhow::Error, json: bool) -> i32 {
+    fail_to(e, json, &mut std::io::stdout().lock(), &mut std::io::stderr().lock())
+}
+
+/// [`fail`] into these two streams (the daemon's answer to the small front
+/// carries them). A line that cannot be written is dropped: a dead stderr
+/// must not end a daemon.
+pub fn fail_to(e: &anyhow::Error, json: bool, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    macro_rules! say {
+        ($($arg:tt)*) => {{
+            let _ = writeln!(err, $($arg)*);
+        }};
+    }
     if let Some(s) = e.downcast_ref::<Shown>() {
         say!("pcmail: {}", s.message);
         return s.exit as i32;
     }
     if json {
-        say_out!("{}", json_error(e));
+        let _ = writeln!(out, "{}", json_error(e));
     }
     say!("pcmail: {e:#}");
     let server_candidates = match (e.downcast_ref::<ApiError>(), e.downcast_ref::<ClientError>()) {

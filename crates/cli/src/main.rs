@@ -13,14 +13,6 @@ macro_rules! say {
     }};
 }
 
-/// [`say!`] on stdout.
-macro_rules! say_out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
-}
-
 mod cmd;
 mod demo;
 mod demo_sessions;
@@ -425,6 +417,60 @@ enum Cmd {
     },
 }
 
+/// `pcmail lease …` alone, as the daemon parses what the small front sends:
+/// the same `--json` and the same [`cmd::lease::LeaseCmd`] (so the same
+/// arguments, defaults and refusals) without every other command's parser.
+#[derive(Parser)]
+#[command(name = "pcmail")]
+struct LeaseOnly {
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: LeaseOnlyCmd,
+}
+
+#[derive(Subcommand)]
+enum LeaseOnlyCmd {
+    Lease {
+        #[command(subcommand)]
+        action: cmd::lease::LeaseCmd,
+    },
+}
+
+/// The daemon's answer to the small front (`pcmail-hook lease claim|release
+/// …`): the arguments parsed as `pcmail` parses them and run by the same
+/// code, for the front's caller, with the lines and the exit code `pcmail`
+/// would have given. Anything else (a usage error included) is left to
+/// `pcmail` itself: the front runs it.
+fn answer_for_front(
+    client: &mut pcmail_client::Client,
+    req: pcmail_local::cmdsock::Request,
+) -> pcmail_local::cmdsock::Reply {
+    use clap::{CommandFactory, FromArgMatches};
+    use cmd::lease::LeaseCmd;
+    use pcmail_local::cmdsock::Reply;
+    thread_local! {
+        // Built once: building it is most of the cost of parsing.
+        static PARSER: std::cell::RefCell<clap::Command> = std::cell::RefCell::new(LeaseOnly::command());
+    }
+    let args = std::iter::once("pcmail".to_string()).chain(req.args);
+    let parsed =
+        PARSER.with_borrow_mut(|p| p.try_get_matches_from_mut(args)).and_then(|m| LeaseOnly::from_arg_matches(&m));
+    let Ok(cli) = parsed else {
+        return Reply::not_served();
+    };
+    let LeaseOnlyCmd::Lease { action: action @ (LeaseCmd::Claim { .. } | LeaseCmd::Release { .. }) } = cli.cmd else {
+        return Reply::not_served();
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let exit = match cmd::lease::claim_or_release(client, action, &req.caller, cli.json, &mut out, &mut err) {
+        Ok(()) => 0,
+        Err(e) => exit::fail_to(&e, cli.json, &mut out, &mut err),
+    };
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    Reply { served: true, exit, stdout: text(out), stderr: text(err) }
+}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -557,7 +603,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Roster { action } => cmd::roster::run(action, json),
         Cmd::Alerts { all } => cmd::alerts::run(all, json),
         Cmd::Sync { quiet } => cmd::sync::run(quiet, json),
-        Cmd::Daemon => cmd::daemon::run(),
+        Cmd::Daemon => cmd::daemon::run(answer_for_front),
         Cmd::Serve {
             listen,
             db,

@@ -45,6 +45,10 @@ impl Paths {
     pub fn daemon_lock(&self) -> PathBuf {
         self.home.join("daemon.lock")
     }
+    /// Where the daemon answers lease commands for the small front (`cmdsock`).
+    pub fn command_socket(&self) -> PathBuf {
+        self.home.join("daemon.sock")
+    }
     pub fn sync_lock(&self) -> PathBuf {
         self.home.join("sync.lock")
     }

@@ -3,6 +3,7 @@
 //! `pcmail` binary (through pcmail-client) and the small `pcmail-hook` binary
 //! are built on it.
 
+pub mod cmdsock;
 pub mod config;
 pub mod filewatch;
 pub mod githook;

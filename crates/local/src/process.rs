@@ -129,16 +129,60 @@ pub fn claude_ancestor() -> Option<ProcId> {
     agent_ancestor()
 }
 
-/// The agent process (Claude Code, Codex CLI, Gemini CLI) this process runs
-/// under, looking at most 12 ancestors up; the nearest one wins (a Node
-/// launcher above the native Codex binary is not the session).
-/// `PCMAIL_CLAUDE_PID` names it instead (tests, wrappers; `0`: there is none).
+/// Who a command runs for, as far as it decides which session holds a lease
+/// and which process the lease follows: the caller's parent, folder and the
+/// two variables that name a session or its agent. A command answered in its
+/// own process reads them there ([`Caller::this_process`]); one the daemon
+/// answers for the small front (`pcmail-hook lease …`) is given the front's,
+/// so the answer is the one `pcmail` itself would have given.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Caller {
+    /// The caller's parent process: the agent is looked for from there up,
+    /// and a lease with no agent above follows it.
+    pub parent: Option<i64>,
+    /// The caller's working folder: its repo is the lease's.
+    pub cwd: Option<std::path::PathBuf>,
+    /// `PCMAIL_SESSION`: the session outside an agent.
+    pub session: Option<String>,
+    /// `PCMAIL_CLAUDE_PID`: the agent process, named (tests, wrappers; `0`: none).
+    pub agent_pid: Option<String>,
+}
+
+impl Caller {
+    /// This process as the caller.
+    pub fn this_process() -> Caller {
+        Caller {
+            parent: parent_pid(),
+            cwd: std::env::current_dir().ok(),
+            session: std::env::var("PCMAIL_SESSION").ok(),
+            agent_pid: std::env::var("PCMAIL_CLAUDE_PID").ok(),
+        }
+    }
+
+    /// The agent process (Claude Code, Codex CLI, Gemini CLI) the caller runs
+    /// under, looking at most 12 ancestors up from its parent; the nearest one
+    /// wins (a Node launcher above the native Codex binary is not the
+    /// session). `PCMAIL_CLAUDE_PID` names it instead.
+    pub fn agent(&self) -> Option<ProcId> {
+        if let Some(pid) = &self.agent_pid {
+            return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
+        }
+        ancestor_agent_from(self.parent?)
+    }
+}
+
+/// The agent process this process runs under ([`Caller::agent`] of
+/// [`Caller::this_process`], reading only what it needs).
 pub fn agent_ancestor() -> Option<ProcId> {
     if let Ok(pid) = std::env::var("PCMAIL_CLAUDE_PID") {
         return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
     }
+    ancestor_agent_from(parent_pid()?)
+}
+
+/// The nearest agent process among `pid` and at most 11 of its ancestors.
+fn ancestor_agent_from(mut pid: i64) -> Option<ProcId> {
     // The hook runs this on every prompt: each ancestor is looked at once.
-    let mut pid = parent_pid()?;
     for _ in 0..12 {
         if pid <= 1 {
             return None;

@@ -2,10 +2,14 @@
 //! watchdog; it also executes the jobs this PC's `[jobs]` whitelists.
 
 use pcmail_client::{notify, Client};
-use pcmail_local::locks;
+use pcmail_local::{cmdsock, locks};
 use std::time::Duration;
 
-pub fn run() -> anyhow::Result<()> {
+/// How the daemon answers a lease command for the small front (main.rs
+/// parses it as `pcmail` does).
+pub type FrontAnswer = fn(&mut Client, cmdsock::Request) -> cmdsock::Reply;
+
+pub fn run(answer: FrontAnswer) -> anyhow::Result<()> {
     let p = super::paths()?;
     // A daemon restarted by its watchdog waits briefly for its predecessor's lock.
     let restarted = std::env::var_os("PCMAIL_DAEMON_RESTARTED").is_some();
@@ -21,6 +25,12 @@ pub fn run() -> anyhow::Result<()> {
         println!("pcmail: a daemon is already running for this PC user ({})", p.daemon_lock().display());
         return Ok(());
     };
+    // `pcmail-hook lease claim|release` answered here, with the store and the
+    // server connection open.
+    #[cfg(unix)]
+    spawn_front_door(p.clone(), answer);
+    #[cfg(not(unix))]
+    let _ = answer;
     // Marks the hook queues go out within ~100 ms, also during a long poll.
     let _pusher = pcmail_client::pusher::spawn(p.clone());
     let progress = pcmail_client::watchdog::Progress::default();
@@ -94,5 +104,81 @@ fn restart_daemon() {
         cmd.env("PCMAIL_DAEMON_RESTARTED", "1");
         let _ = cmd.spawn();
         std::process::exit(0);
+    }
+}
+
+/// The daemon's socket for the small front: one request at a time, each
+/// answered by one client kept open between requests (its store connection,
+/// its server connection, its prepared statements). Only this user's
+/// processes are answered; another version's front, or a command not served
+/// here, is told so and runs `pcmail` itself. A failure to listen costs
+/// speed, not answers: the front then runs `pcmail`.
+#[cfg(unix)]
+fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
+    let socket = paths.command_socket();
+    let listener = match cmdsock::bind(&socket) {
+        Ok(l) => l,
+        Err(e) => {
+            say!("pcmail: lease commands are not answered by this daemon ({}: {e})", socket.display());
+            return;
+        }
+    };
+    let spawned = std::thread::Builder::new().name("front-door".into()).spawn(move || {
+        let mut client: Option<Client> = None;
+        // The config the client was opened with: `pcmail init` run since
+        // (another label, another server) opens it afresh, so the answer is
+        // the one `pcmail` would give now.
+        let config_stamp = || {
+            std::fs::metadata(paths.config()).ok().map(|m| {
+                (m.modified().ok(), m.len(), {
+                    use std::os::unix::fs::MetadataExt;
+                    (m.ctime(), m.ctime_nsec(), m.ino())
+                })
+            })
+        };
+        let mut opened_with = None;
+        for conn in listener.incoming() {
+            let stream = match conn {
+                Ok(s) => s,
+                Err(_) => {
+                    // Out of descriptors, say: try again shortly instead of spinning.
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            if !cmdsock::peer_is_this_user(&stream) {
+                continue;
+            }
+            let Ok(req) = cmdsock::read_request(&stream) else { continue };
+            let served = req.version == env!("CARGO_PKG_VERSION") && cmdsock::is_served(&req.args);
+            if served {
+                let stamp = config_stamp();
+                if client.is_none() || stamp != opened_with {
+                    client = Client::open(paths.clone()).ok();
+                    opened_with = stamp;
+                }
+            }
+            let reply = match client.as_mut().filter(|_| served) {
+                None => cmdsock::Reply::not_served(),
+                Some(c) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(c, req))) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        // A fault in the command: a fresh client for the next one.
+                        client = None;
+                        cmdsock::Reply {
+                            served: true,
+                            exit: pcmail_api::Exit::Error as i32,
+                            stderr: "pcmail: the daemon failed while answering; `pcmail lease list` says what holds\n"
+                                .into(),
+                            ..Default::default()
+                        }
+                    }
+                },
+            };
+            let _ = cmdsock::write_reply(&stream, &reply);
+        }
+    });
+    if let Err(e) = spawned {
+        say!("pcmail: lease commands are not answered by this daemon ({e})");
     }
 }

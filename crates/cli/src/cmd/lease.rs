@@ -6,8 +6,19 @@ use pcmail_api::leases::{self as api, LeaseMode};
 use pcmail_api::ApiError;
 use pcmail_api::Exit;
 use pcmail_client::leases::{holder_label, ClaimOutcome};
+use pcmail_client::Client;
 use pcmail_core::lease::Lease;
 use pcmail_core::present::{age, truncate_chars};
+use pcmail_local::process::Caller;
+use std::io::Write;
+
+/// A line into a stream that may be gone (a closed pipe, the front that
+/// stopped waiting): dropped, never a panic.
+macro_rules! line {
+    ($w:expr, $($arg:tt)*) => {{
+        let _ = writeln!($w, $($arg)*);
+    }};
+}
 
 #[derive(Subcommand)]
 pub enum LeaseCmd {
@@ -147,45 +158,15 @@ fn explain(e: ApiError, json: bool, takeover: Option<bool>) -> anyhow::Error {
 
 pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
     let mut client = super::open()?;
+    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
     match cmd {
-        LeaseCmd::Claim { resource, description, files, shared, repo, pid, ttl, name } => {
-            let args = api::LeaseClaimArgs {
-                resource,
-                description,
-                files,
-                mode: if shared { LeaseMode::Shared } else { LeaseMode::Exclusive },
-                repo,
-                cwd: None,
-                pid,
-                ttl,
-                name,
-            };
-            let r = api::lease_claim(&mut client, &args).map_err(|e| explain(e, json, None))?;
-            print_claim(&r, json);
+        cmd @ (LeaseCmd::Claim { .. } | LeaseCmd::Release { .. }) => {
+            claim_or_release(&mut client, cmd, &Caller::this_process(), json, &mut out, &mut err)?;
         }
         LeaseCmd::Takeover { resource, reason, force, description, files, pid, ttl, name } => {
             let args = api::LeaseTakeoverArgs { resource, reason, force, description, files, pid, ttl, name };
             let r = api::lease_takeover(&mut client, &args).map_err(|e| explain(e, json, Some(force)))?;
-            print_claim(&r, json);
-        }
-        LeaseCmd::Release { resource, reason } => {
-            let r = api::lease_release(&mut client, &api::LeaseReleaseArgs { resource, reason })?;
-            if json {
-                println!("{}", serde_json::to_string(&r)?);
-            } else {
-                for d in &r.released {
-                    match (d.queued, d.released) {
-                        (true, _) => println!(
-                            "pcmail: {}: server unreachable; the release is queued and the poller sends it",
-                            d.resource
-                        ),
-                        (false, true) => println!("pcmail: released {}", d.resource),
-                        (false, false) => {
-                            println!("pcmail: {} was no longer held by this PC (forgotten here)", d.resource)
-                        }
-                    }
-                }
-            }
+            print_claim(&r, json, &mut out, &mut err);
         }
         LeaseCmd::List { repo, here, all, timeline, resource } => {
             let repo = if here {
@@ -234,13 +215,65 @@ pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_claim(r: &api::LeaseClaimResult, json: bool) {
+/// `lease claim` and `lease release`, the two the daemon also answers for the
+/// small front (`pcmail-hook lease …`): the same code either way, for the
+/// `caller` given, its lines into `out` and `err`. Other commands: unreachable.
+pub fn claim_or_release(
+    client: &mut Client,
+    cmd: LeaseCmd,
+    caller: &Caller,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match cmd {
+        LeaseCmd::Claim { resource, description, files, shared, repo, pid, ttl, name } => {
+            let args = api::LeaseClaimArgs {
+                resource,
+                description,
+                files,
+                mode: if shared { LeaseMode::Shared } else { LeaseMode::Exclusive },
+                repo,
+                cwd: None,
+                pid,
+                ttl,
+                name,
+            };
+            let r = api::lease_claim_for(client, &args, caller).map_err(|e| explain(e, json, None))?;
+            print_claim(&r, json, out, err);
+        }
+        LeaseCmd::Release { resource, reason } => {
+            let r = api::lease_release(client, &api::LeaseReleaseArgs { resource, reason })?;
+            if json {
+                line!(out, "{}", serde_json::to_string(&r)?);
+            } else {
+                for d in &r.released {
+                    match (d.queued, d.released) {
+                        (true, _) => line!(
+                            out,
+                            "pcmail: {}: server unreachable; the release is queued and the poller sends it",
+                            d.resource
+                        ),
+                        (false, true) => line!(out, "pcmail: released {}", d.resource),
+                        (false, false) => {
+                            line!(out, "pcmail: {} was no longer held by this PC (forgotten here)", d.resource)
+                        }
+                    }
+                }
+            }
+        }
+        _ => unreachable!("only claim and release come here"),
+    }
+    Ok(())
+}
+
+fn print_claim(r: &api::LeaseClaimResult, json: bool, out: &mut dyn Write, err: &mut dyn Write) {
     if json {
-        println!("{}", serde_json::to_string(r).unwrap_or_default());
+        line!(out, "{}", serde_json::to_string(r).unwrap_or_default());
         return;
     }
     if let Some(n) = &r.follows.note {
-        eprintln!("pcmail: {n}");
+        line!(err, "pcmail: {n}");
     }
     match &r.outcome {
         ClaimOutcome::Granted { lease } => {
@@ -250,15 +283,19 @@ fn print_claim(r: &api::LeaseClaimResult, json: bool) {
                 ("agent", Some(p)) => format!("while this agent session (PID {p}) runs"),
                 (_, Some(p)) => format!("while PID {p} runs"),
             };
-            println!(
+            line!(
+                out,
                 "pcmail: holding {} (fence {}) {follows}; `pcmail lease release {}` when done",
-                lease.resource, lease.fence, lease.resource
+                lease.resource,
+                lease.fence,
+                lease.resource
             );
             // The fencing token alone on stdout's last line, for scripts.
-            println!("{}", lease.fence);
+            line!(out, "{}", lease.fence);
         }
         ClaimOutcome::Unconfirmed { lease, error } => {
-            println!(
+            line!(
+                out,
                 "pcmail: server unreachable ({error}): {} is kept here as UNCONFIRMED; you may not hold it. \
                  The poller claims it when the server answers and says so if someone else got it first.",
                 lease.resource

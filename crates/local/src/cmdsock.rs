@@ -1,0 +1,328 @@
+//! Lease commands answered by the running daemon: `pcmail-hook lease claim …`
+//! and `pcmail-hook lease release …` are a small front that hands its
+//! arguments, its folder and who it runs for ([`Caller`]) to the daemon of
+//! the same `PCMAIL_HOME` over a Unix socket in that folder
+//! ([`crate::config::Paths::command_socket`]), and prints what
+//! the daemon answers. The daemon runs the very code `pcmail lease` runs,
+//! with its store, its server connection and its statements already open, so
+//! a claim costs about a bare process start instead of the whole CLI's start
+//! plus two SQLite files opened and read.
+//!
+//! Whenever the daemon cannot answer (none runs, another version, a command
+//! it does not serve, no Unix sockets on this OS) the front runs `pcmail`
+//! itself with the same arguments: the answer is the same, only slower.
+//!
+//! Only the PC user's own processes are answered: the socket is created
+//! 0600 in the user's pcmail folder, and the daemon checks the peer's uid.
+
+use crate::process::Caller;
+use serde::{Deserialize, Serialize};
+
+/// Longer than any answer of a lease command; a request or answer past it is
+/// refused, not read on.
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+/// What the front sends: one JSON line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Request {
+    /// The front's version: a daemon of another version does not answer
+    /// (its commands may differ), and the front runs `pcmail` instead.
+    pub version: String,
+    /// The arguments after the program name (`lease`, `claim`, …).
+    pub args: Vec<String>,
+    pub caller: Caller,
+}
+
+/// What the daemon answers: one JSON line, then it closes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Reply {
+    /// False: not answered here (another version, a command the daemon does
+    /// not serve); the front runs `pcmail`, which answers it.
+    pub served: bool,
+    pub exit: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Reply {
+    pub fn not_served() -> Reply {
+        Reply::default()
+    }
+}
+
+/// The arguments the daemon may answer: `lease claim …` and `lease release …`
+/// (the other lease commands read or wait, where a process start is not what
+/// an agent waits for).
+pub fn is_served(args: &[String]) -> bool {
+    matches!(args, [lease, action, ..] if lease == "lease" && (action == "claim" || action == "release"))
+}
+
+/// How the front's request ended.
+#[derive(Debug)]
+pub enum Asked {
+    Answered(Reply),
+    /// Nothing was applied: no daemon, another version, a refused command.
+    NotServed,
+    /// The request went out and no answer came back (the daemon died or
+    /// hung): the command may have been applied, so it is not run again.
+    Lost(String),
+}
+
+#[cfg(unix)]
+pub use unix::{ask, bind, peer_is_this_user, read_request, write_reply};
+
+#[cfg(unix)]
+mod unix {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// How long the front waits for the answer: longer than the client's own
+    /// patience with an unreachable server, so a slow answer is still the
+    /// answer.
+    const ANSWER_WAIT: Duration = Duration::from_secs(120);
+
+    /// Asks the daemon listening at `socket`.
+    pub fn ask(socket: &Path, req: &Request) -> Asked {
+        let Ok(mut stream) = UnixStream::connect(socket) else {
+            return Asked::NotServed;
+        };
+        let Ok(mut line) = serde_json::to_vec(req) else {
+            return Asked::NotServed;
+        };
+        line.push(b'\n');
+        // A daemon that accepts and never reads cannot hold the front.
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+        if stream.write_all(&line).is_err() {
+            return Asked::NotServed;
+        }
+        let _ = stream.set_read_timeout(Some(ANSWER_WAIT));
+        let mut answer = Vec::new();
+        match stream.take(MAX_MESSAGE as u64 + 1).read_to_end(&mut answer) {
+            Ok(_) if answer.is_empty() => {
+                Asked::Lost("the daemon took the command and closed without an answer".into())
+            }
+            Ok(_) => match serde_json::from_slice::<Reply>(&answer) {
+                Ok(r) if r.served => Asked::Answered(r),
+                Ok(_) => Asked::NotServed,
+                Err(e) => Asked::Lost(format!("the daemon's answer could not be read: {e}")),
+            },
+            Err(e) => Asked::Lost(format!("no answer from the daemon: {e}")),
+        }
+    }
+
+    /// The daemon's socket: made afresh (the daemon holds its lock, so a file
+    /// left there is a dead daemon's), readable and writable by the user only.
+    pub fn bind(socket: &Path) -> std::io::Result<UnixListener> {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::remove_file(socket) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        // Created under a umask that leaves nobody else a moment to connect.
+        // SAFETY: umask has no preconditions; it is restored at once.
+        let old = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(socket);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        let listener = bound?;
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    }
+
+    /// Whether the process at the other end runs as this process's user.
+    pub fn peer_is_this_user(stream: &UnixStream) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: getuid has no preconditions.
+        let me = unsafe { libc::getuid() };
+        peer_uid(stream.as_raw_fd()) == Some(me)
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn peer_uid(fd: std::os::fd::RawFd) -> Option<libc::uid_t> {
+        let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: cred and len are valid for writes of the sizes given.
+        let r = unsafe {
+            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
+        };
+        (r == 0).then_some(cred.uid)
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn peer_uid(fd: std::os::fd::RawFd) -> Option<libc::uid_t> {
+        let (mut uid, mut gid) = (0, 0);
+        // SAFETY: uid and gid are valid for writes.
+        let r = unsafe { libc::getpeereid(fd, &mut uid, &mut gid) };
+        (r == 0).then_some(uid)
+    }
+
+    /// The request on an accepted connection: one line, read within a few
+    /// seconds (a connection that sends nothing cannot hold the daemon).
+    pub fn read_request(stream: &UnixStream) -> Result<Request, String> {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+        let mut line = Vec::new();
+        BufReader::new(stream.take(MAX_MESSAGE as u64 + 1))
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("reading the request: {e}"))?;
+        if line.len() > MAX_MESSAGE {
+            return Err("the request is too long".into());
+        }
+        serde_json::from_slice(&line).map_err(|e| format!("the request is not one: {e}"))
+    }
+
+    pub fn write_reply(mut stream: &UnixStream, reply: &Reply) -> std::io::Result<()> {
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+        let mut line = serde_json::to_vec(reply)?;
+        line.push(b'\n');
+        stream.write_all(&line)
+    }
+}
+
+/// Elsewhere no daemon answers: the front always runs `pcmail`.
+#[cfg(not(unix))]
+pub fn ask(_socket: &std::path::Path, _req: &Request) -> Asked {
+    Asked::NotServed
+}
+
+/// `pcmail-hook lease …`: the daemon's answer, or `pcmail` run with the same
+/// arguments. Returns the exit code (where the process image is not
+/// replaced).
+pub fn front_main(args: Vec<std::ffi::OsString>, own_exe: Option<std::path::PathBuf>) -> i32 {
+    use std::io::Write;
+    let text: Option<Vec<String>> = args.iter().map(|a| a.to_str().map(str::to_string)).collect();
+    if let (Some(text), Ok(paths)) = (text.filter(|t| is_served(t)), crate::config::Paths::from_env()) {
+        let req = Request { version: env!("CARGO_PKG_VERSION").into(), args: text, caller: Caller::this_process() };
+        match ask(&paths.command_socket(), &req) {
+            Asked::Answered(r) => {
+                let _ = std::io::stdout().lock().write_all(r.stdout.as_bytes());
+                let _ = std::io::stderr().lock().write_all(r.stderr.as_bytes());
+                return r.exit;
+            }
+            Asked::Lost(why) => {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "pcmail: {why}; the command may have been applied: `pcmail lease list` says"
+                );
+                return 1;
+            }
+            Asked::NotServed => {}
+        }
+    }
+    run_pcmail(args, own_exe)
+}
+
+/// `pcmail` with these arguments, in this process's place where the OS
+/// allows it; exit 127 when no `pcmail` is installed.
+fn run_pcmail(args: Vec<std::ffi::OsString>, own_exe: Option<std::path::PathBuf>) -> i32 {
+    use std::io::Write;
+    let Some(pcmail) = crate::hook::find_pcmail(own_exe) else {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "pcmail: no `pcmail` program beside pcmail-hook or on PATH to run the command"
+        );
+        return 127;
+    };
+    let mut cmd = std::process::Command::new(&pcmail);
+    cmd.args(args);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let e = cmd.exec();
+        let _ = writeln!(std::io::stderr().lock(), "pcmail: cannot run {}: {e}", pcmail.display());
+        126
+    }
+    #[cfg(not(unix))]
+    match cmd.status() {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr().lock(), "pcmail: cannot run {}: {e}", pcmail.display());
+            126
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn caller() -> Caller {
+        Caller { parent: Some(1), cwd: None, session: None, agent_pid: None }
+    }
+
+    #[test]
+    fn only_lease_claim_and_release_are_served() {
+        let s = |v: &[&str]| is_served(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert!(s(&["lease", "claim", "x"]) && s(&["lease", "release", "x"]) && s(&["lease", "claim"]));
+        assert!(!s(&["lease", "list"]) && !s(&["send", "claim"]) && !s(&["lease"]) && !s(&[]));
+        assert!(!s(&["--json", "lease", "claim", "x"]), "an option first is left to pcmail");
+    }
+
+    #[test]
+    fn no_daemon_means_not_served_and_a_stranger_socket_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let req = Request { version: "0".into(), args: vec!["lease".into(), "claim".into()], caller: caller() };
+        assert!(matches!(ask(&path, &req), Asked::NotServed));
+        // A file left by a dead daemon is no listener: still not served, and bind replaces it.
+        std::fs::write(&path, b"left over").unwrap();
+        assert!(matches!(ask(&path, &req), Asked::NotServed));
+        let listener = bind(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let server = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            assert!(peer_is_this_user(&s));
+            let got = read_request(&s).unwrap();
+            let reply = Reply { served: true, exit: 10, stdout: got.args.join(" "), stderr: "e\n".into() };
+            write_reply(&s, &reply).unwrap();
+        });
+        match ask(&path, &req) {
+            Asked::Answered(r) => {
+                assert_eq!((r.exit, r.stdout.as_str(), r.stderr.as_str()), (10, "lease claim", "e\n"))
+            }
+            other => panic!("{other:?}"),
+        }
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_closes_without_answering_is_a_lost_answer_not_a_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let listener = bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            read_request(&s).unwrap();
+            drop(s);
+            // Another version's refusal: not served.
+            let (s, _) = listener.accept().unwrap();
+            read_request(&s).unwrap();
+            write_reply(&s, &Reply::not_served()).unwrap();
+        });
+        let req = Request { version: "0".into(), args: vec!["lease".into(), "release".into()], caller: caller() };
+        assert!(matches!(ask(&path, &req), Asked::Lost(_)));
+        assert!(matches!(ask(&path, &req), Asked::NotServed));
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_request_without_its_line_end_or_too_long_is_refused() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            // The reader stops at its limit: the rest may find the socket closed.
+            let _ = (&a).write_all(&vec![b'x'; MAX_MESSAGE + 10]);
+        });
+        assert!(read_request(&b).unwrap_err().contains("too long"));
+        drop(b);
+        writer.join().unwrap();
+        // Without its line end, what came is still not a request.
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        std::io::Write::write_all(&mut &a, b"{\"version\":").unwrap();
+        drop(a);
+        assert!(read_request(&b).is_err());
+    }
+}
