@@ -214,3 +214,53 @@ fn fronts_racing_for_one_exclusive_lease_get_one_grant() {
         assert_eq!(list["leases"].as_array().unwrap().len(), 1, "{list}");
     }
 }
+
+#[test]
+fn connections_that_send_nothing_do_not_hold_the_fronts_up() {
+    let server_file = tempfile::tempdir().unwrap();
+    let pc = Pc::embedded(&server_file.path().join("server.db"), "pc-d");
+    let repo = repo();
+    let _daemon = Daemon::start(&pc);
+    let socket = pc.home.path().join("daemon.sock");
+    // A copy with no pcmail beside it: only the daemon can answer it.
+    let lone = tempfile::tempdir().unwrap();
+    let front = lone.path().join("pcmail-hook");
+    std::fs::copy(hook_exe(), &front).unwrap();
+    // A stuck script of the same user:
+    // connections that never send a request, and some that send half of one.
+    let silent: Vec<_> = (0..9)
+        .map(|i| {
+            let s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+            if i % 3 == 0 {
+                std::io::Write::write_all(&mut &s, b"{\"version\":").unwrap();
+            }
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let mut c = Command::new(&front);
+    c.args(["lease", "claim", "docs-site", "--ttl", "5m"])
+        .current_dir(repo.path())
+        .env("PATH", lone.path())
+        .env("PCMAIL_HOME", pc.home.path())
+        .env("PCMAIL_CREDENTIAL", &pc.cred)
+        .env("PCMAIL_TOKEN", TOKEN)
+        .env("PCMAIL_CLAUDE_PID", "0");
+    let out = c.output().unwrap();
+    let took = t.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Each silent connection would hold the door for the read's 5 s were requests read one by one.
+    assert!(took < Duration::from_secs(3), "the daemon answered after {took:?}");
+    // More waiting at once than the door reads: the rest are told to run pcmail, which answers.
+    let more: Vec<_> = (0..40).map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = run(&hook_exe(), &pc, repo.path(), "s-9", &["lease", "release", "docs-site"]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout).trim()),
+        (Some(0), "pcmail: released docs-site"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop((silent, more));
+}

@@ -69,7 +69,7 @@ pub enum Asked {
 }
 
 #[cfg(unix)]
-pub use unix::{ask, bind, peer_is_this_user, read_request, write_reply};
+pub use unix::{ask, bind, peer_is_this_user, read_request, readable_within, write_reply};
 
 #[cfg(unix)]
 mod unix {
@@ -99,17 +99,40 @@ mod unix {
             return Asked::NotServed;
         }
         let _ = stream.set_read_timeout(Some(ANSWER_WAIT));
-        let mut answer = Vec::new();
-        match stream.take(MAX_MESSAGE as u64 + 1).read_to_end(&mut answer) {
-            Ok(_) if answer.is_empty() => {
-                Asked::Lost("the daemon took the command and closed without an answer".into())
-            }
-            Ok(_) => match serde_json::from_slice::<Reply>(&answer) {
+        let (answer, error) = read_line(&mut stream);
+        // A whole line is the whole answer, whatever the socket says after
+        // it: a daemon that refuses without reading the request closes with
+        // the request unread, which resets the connection behind its answer.
+        if answer.ends_with(b"\n") {
+            return match serde_json::from_slice::<Reply>(&answer) {
                 Ok(r) if r.served => Asked::Answered(r),
                 Ok(_) => Asked::NotServed,
                 Err(e) => Asked::Lost(format!("the daemon's answer could not be read: {e}")),
-            },
-            Err(e) => Asked::Lost(format!("no answer from the daemon: {e}")),
+            };
+        }
+        match error {
+            Some(e) => Asked::Lost(format!("no answer from the daemon: {e}")),
+            None => Asked::Lost("the daemon took the command and closed without a whole answer".into()),
+        }
+    }
+
+    /// Bytes up to and including the first line end (or the end, or an
+    /// error, or [`MAX_MESSAGE`]), and the error that ended the read.
+    fn read_line(stream: &mut UnixStream) -> (Vec<u8>, Option<std::io::Error>) {
+        let mut line = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return (line, None),
+                Ok(n) => {
+                    line.extend_from_slice(&buf[..n]);
+                    if line.ends_with(b"\n") || line.len() > MAX_MESSAGE {
+                        return (line, None);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return (line, Some(e)),
+            }
         }
     }
 
@@ -159,10 +182,22 @@ mod unix {
         (r == 0).then_some(uid)
     }
 
-    /// The request on an accepted connection: one line, read within a few
-    /// seconds (a connection that sends nothing cannot hold the daemon).
-    pub fn read_request(stream: &UnixStream) -> Result<Request, String> {
-        stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    /// Whether the connection has something to read within `wait` (a
+    /// front writes its request right after it connects).
+    pub fn readable_within(stream: &UnixStream, wait: Duration) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut fd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = wait.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd, its count 1.
+        let r = unsafe { libc::poll(&mut fd, 1, ms) };
+        r > 0 && fd.revents & libc::POLLIN != 0
+    }
+
+    /// The request on an accepted connection: one line, each read waiting
+    /// at most `wait` (a connection that sends nothing, or half a line,
+    /// cannot hold the daemon).
+    pub fn read_request(stream: &UnixStream, wait: Duration) -> Result<Request, String> {
+        stream.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
         let mut line = Vec::new();
         BufReader::new(stream.take(MAX_MESSAGE as u64 + 1))
             .read_until(b'\n', &mut line)
@@ -275,7 +310,7 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (s, _) = listener.accept().unwrap();
             assert!(peer_is_this_user(&s));
-            let got = read_request(&s).unwrap();
+            let got = read_request(&s, std::time::Duration::from_secs(5)).unwrap();
             let reply = Reply { served: true, exit: 10, stdout: got.args.join(" "), stderr: "e\n".into() };
             write_reply(&s, &reply).unwrap();
         });
@@ -295,16 +330,37 @@ mod tests {
         let listener = bind(&path).unwrap();
         let server = std::thread::spawn(move || {
             let (s, _) = listener.accept().unwrap();
-            read_request(&s).unwrap();
+            read_request(&s, std::time::Duration::from_secs(5)).unwrap();
             drop(s);
             // Another version's refusal: not served.
             let (s, _) = listener.accept().unwrap();
-            read_request(&s).unwrap();
+            read_request(&s, std::time::Duration::from_secs(5)).unwrap();
             write_reply(&s, &Reply::not_served()).unwrap();
         });
         let req = Request { version: "0".into(), args: vec!["lease".into(), "release".into()], caller: caller() };
         assert!(matches!(ask(&path, &req), Asked::Lost(_)));
         assert!(matches!(ask(&path, &req), Asked::NotServed));
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_refusal_written_without_reading_the_request_is_still_heard() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let listener = bind(&path).unwrap();
+        // The request is still unread when the daemon closes.
+        let req = Request { version: "0".into(), args: vec!["lease".into(), "claim".into()], caller: caller() };
+        let server = std::thread::spawn(move || {
+            for _ in 0..20 {
+                let (s, _) = listener.accept().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                write_reply(&s, &Reply::not_served()).unwrap();
+            }
+        });
+        for _ in 0..20 {
+            let asked = ask(&path, &req);
+            assert!(matches!(asked, Asked::NotServed), "{asked:?}");
+        }
         server.join().unwrap();
     }
 
@@ -316,13 +372,13 @@ mod tests {
             // The reader stops at its limit: the rest may find the socket closed.
             let _ = (&a).write_all(&vec![b'x'; MAX_MESSAGE + 10]);
         });
-        assert!(read_request(&b).unwrap_err().contains("too long"));
+        assert!(read_request(&b, std::time::Duration::from_secs(5)).unwrap_err().contains("too long"));
         drop(b);
         writer.join().unwrap();
         // Without its line end, what came is still not a request.
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         std::io::Write::write_all(&mut &a, b"{\"version\":").unwrap();
         drop(a);
-        assert!(read_request(&b).is_err());
+        assert!(read_request(&b, std::time::Duration::from_secs(5)).is_err());
     }
 }

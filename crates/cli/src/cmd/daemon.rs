@@ -107,14 +107,22 @@ fn restart_daemon() {
     }
 }
 
-/// The daemon's socket for the small front: one request at a time, each
-/// answered by one client kept open between requests (its store connection,
-/// its server connection, its prepared statements). Only this user's
-/// processes are answered; another version's front, or a command not served
-/// here, is told so and runs `pcmail` itself. A failure to listen costs
-/// speed, not answers: the front then runs `pcmail`.
+/// The daemon's socket for the small front. A request already there when
+/// its connection is taken (a front writes it right after connecting) is
+/// read and answered on the door's own thread; a connection with nothing
+/// to read yet gets a thread of its own to wait for it (a process that
+/// connects and sends nothing holds only that thread, for the read's few
+/// seconds). The answers are made one at a time by one client kept open
+/// between them (its store connection, its server connection, its prepared
+/// statements). Only this user's processes are answered; another version's
+/// front, a command not served here, or a request beyond
+/// [`FRONT_DOOR_READERS`] waiting at once is told so and runs `pcmail`
+/// itself. A failure to listen costs speed, not answers: the front then
+/// runs `pcmail`.
 #[cfg(unix)]
 fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
     let socket = paths.command_socket();
     let listener = match cmdsock::bind(&socket) {
         Ok(l) => l,
@@ -123,20 +131,9 @@ fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
             return;
         }
     };
+    let answerer = Arc::new(Mutex::new(FrontClient { paths, client: None, opened_with: None }));
+    let readers = Arc::new(AtomicUsize::new(0));
     let spawned = std::thread::Builder::new().name("front-door".into()).spawn(move || {
-        let mut client: Option<Client> = None;
-        // The config the client was opened with: `pcmail init` run since
-        // (another label, another server) opens it afresh, so the answer is
-        // the one `pcmail` would give now.
-        let config_stamp = || {
-            std::fs::metadata(paths.config()).ok().map(|m| {
-                (m.modified().ok(), m.len(), {
-                    use std::os::unix::fs::MetadataExt;
-                    (m.ctime(), m.ctime_nsec(), m.ino())
-                })
-            })
-        };
-        let mut opened_with = None;
         for conn in listener.incoming() {
             let stream = match conn {
                 Ok(s) => s,
@@ -149,36 +146,90 @@ fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
             if !cmdsock::peer_is_this_user(&stream) {
                 continue;
             }
-            let Ok(req) = cmdsock::read_request(&stream) else { continue };
-            let served = req.version == env!("CARGO_PKG_VERSION") && cmdsock::is_served(&req.args);
-            if served {
-                let stamp = config_stamp();
-                if client.is_none() || stamp != opened_with {
-                    client = Client::open(paths.clone()).ok();
-                    opened_with = stamp;
+            let answer_one = move |stream: std::os::unix::net::UnixStream, answerer: &Mutex<FrontClient>, wait| {
+                if let Ok(req) = cmdsock::read_request(&stream, wait) {
+                    let reply = answerer.lock().unwrap_or_else(|p| p.into_inner()).answer(req, answer);
+                    let _ = cmdsock::write_reply(&stream, &reply);
                 }
-            }
-            let reply = match client.as_mut().filter(|_| served) {
-                None => cmdsock::Reply::not_served(),
-                Some(c) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(c, req))) {
-                    Ok(r) => r,
-                    Err(_) => {
-                        // A fault in the command: a fresh client for the next one.
-                        client = None;
-                        cmdsock::Reply {
-                            served: true,
-                            exit: pcmail_api::Exit::Error as i32,
-                            stderr: "pcmail: the daemon failed while answering; `pcmail lease list` says what holds\n"
-                                .into(),
-                            ..Default::default()
-                        }
-                    }
-                },
             };
-            let _ = cmdsock::write_reply(&stream, &reply);
+            // A thread started per request would cost a fifth of a claim. A
+            // front's request is one small write, whole once readable: a
+            // connection that sends half a line is dropped at once.
+            if cmdsock::readable_within(&stream, Duration::from_millis(10)) {
+                answer_one(stream, &answerer, Duration::from_millis(100));
+                continue;
+            }
+            if readers.fetch_add(1, Ordering::SeqCst) >= FRONT_DOOR_READERS {
+                readers.fetch_sub(1, Ordering::SeqCst);
+                let _ = cmdsock::write_reply(&stream, &cmdsock::Reply::not_served());
+                continue;
+            }
+            let (answerer, done) = (answerer.clone(), readers.clone());
+            let reader = std::thread::Builder::new().name("front-door-request".into()).spawn(move || {
+                answer_one(stream, &answerer, Duration::from_secs(5));
+                done.fetch_sub(1, Ordering::SeqCst);
+            });
+            if reader.is_err() {
+                readers.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     });
     if let Err(e) = spawned {
         say!("pcmail: lease commands are not answered by this daemon ({e})");
+    }
+}
+
+/// Requests read at once by the front door; one more is told to run
+/// `pcmail` itself.
+#[cfg(unix)]
+const FRONT_DOOR_READERS: usize = 32;
+
+/// The client the front door answers with, opened at the first request and
+/// again when the config changed (`pcmail init` run since: another label,
+/// another server), so the answer is the one `pcmail` would give now.
+#[cfg(unix)]
+struct FrontClient {
+    paths: pcmail_local::config::Paths,
+    client: Option<Client>,
+    opened_with: Option<ConfigStamp>,
+}
+
+#[cfg(unix)]
+type ConfigStamp = (Option<std::time::SystemTime>, u64, i64, i64, u64);
+
+#[cfg(unix)]
+impl FrontClient {
+    fn config_stamp(&self) -> Option<ConfigStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(self.paths.config()).ok()?;
+        Some((m.modified().ok(), m.len(), m.ctime(), m.ctime_nsec(), m.ino()))
+    }
+
+    fn answer(&mut self, req: cmdsock::Request, answer: FrontAnswer) -> cmdsock::Reply {
+        if req.version != env!("CARGO_PKG_VERSION") || !cmdsock::is_served(&req.args) {
+            return cmdsock::Reply::not_served();
+        }
+        let stamp = self.config_stamp();
+        if self.client.is_none() || stamp != self.opened_with {
+            self.client = Client::open(self.paths.clone()).ok();
+            self.opened_with = stamp;
+        }
+        let Some(client) = self.client.as_mut() else {
+            // pcmail says why it cannot open.
+            return cmdsock::Reply::not_served();
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(client, req))) {
+            Ok(r) => r,
+            Err(_) => {
+                // A fault in the command: a fresh client for the next one.
+                self.client = None;
+                cmdsock::Reply {
+                    served: true,
+                    exit: pcmail_api::Exit::Error as i32,
+                    stderr: "pcmail: the daemon failed while answering; `pcmail lease list` says what holds\n".into(),
+                    ..Default::default()
+                }
+            }
+        }
     }
 }
