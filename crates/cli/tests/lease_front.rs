@@ -264,3 +264,35 @@ fn connections_that_send_nothing_do_not_hold_the_fronts_up() {
     );
     drop((silent, more));
 }
+
+#[test]
+fn the_plugins_launcher_hands_lease_commands_to_the_front() {
+    let server_file = tempfile::tempdir().unwrap();
+    let pc = Pc::embedded(&server_file.path().join("server.db"), "pc-e");
+    let repo = repo();
+    let launcher = repo_root().join("plugins/pcmail/bin/pcmail-hook");
+    let bin_dir = hook_exe().parent().unwrap().to_path_buf();
+    let empty = tempfile::tempdir().unwrap();
+    let through = |dir: &Path, args: &[&str]| {
+        let mut c = Command::new(&launcher);
+        c.args(args)
+            .current_dir(repo.path())
+            .env("PCMAIL_BIN_DIR", dir)
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", empty.path())
+            .env("PCMAIL_HOME", pc.home.path())
+            .env("PCMAIL_CREDENTIAL", &pc.cred)
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env("PCMAIL_CLAUDE_PID", "0")
+            .stdin(Stdio::null());
+        c.output().unwrap()
+    };
+    let out = through(&bin_dir, &["lease", "claim", "release-train", "--ttl", "5m"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("pcmail: holding release-train (fence 1)"), "{}", text(&out.stdout));
+    let out = through(&bin_dir, &["lease", "release", "release-train"]);
+    assert_eq!((out.status.code(), text(&out.stdout).trim()), (Some(0), "pcmail: released release-train"));
+    // Nothing installed where the launcher looks: a lease command fails, never a silent success.
+    let out = through(empty.path(), &["lease", "claim", "release-train", "--ttl", "5m"]);
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+}

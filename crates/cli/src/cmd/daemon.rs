@@ -148,7 +148,9 @@ fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
             }
             let answer_one = move |stream: std::os::unix::net::UnixStream, answerer: &Mutex<FrontClient>, wait| {
                 if let Ok(req) = cmdsock::read_request(&stream, wait) {
+                    let action = req.args.get(1).cloned().unwrap_or_default();
                     let reply = answerer.lock().unwrap_or_else(|p| p.into_inner()).answer(req, answer);
+                    tracing::debug!(action, served = reply.served, exit = reply.exit, "front door: lease command");
                     let _ = cmdsock::write_reply(&stream, &reply);
                 }
             };
