@@ -100,7 +100,7 @@ function installFakeBackend(seed) {
     list_leases: () => ({ leases: db.leases.map((l) => Object.assign({}, l)), lost: db.lost, cacheAt: db.cacheAt, now: Date.now() }),
     release_lease: ({ resource }) => {
       const l = db.leases.find((x) => x.resource === resource && x.mine);
-      if (!l) return err('not_found', 'no such mail ' + JSON.stringify('lease ' + resource + ' (this PC holds no such lease)'));
+      if (!l) return err('not_found', 'this PC holds no lease of ' + resource);
       db.leases = db.leases.filter((x) => x !== l);
       return { released: true, queued: false };
     },
@@ -108,7 +108,7 @@ function installFakeBackend(seed) {
     list_jobs: () => live(() => ({ jobs: db.jobs.map((x) => Object.assign({}, x)) })),
     cancel_job: ({ id }) => {
       const j = db.jobs.find((x) => x.id === id);
-      if (!j) return err('not_found', 'no such mail "job ' + id + '"');
+      if (!j) return err('not_found', 'no job ' + id + ' is known on this PC');
       if (!db.server.online) return err('unreachable', db.server.error);
       if (!j.submittedHere) return err('forbidden', 'job ' + id + ' was submitted by ' + j.submitter + ', not this PC');
       if (j.state !== 'queued' && j.state !== 'running') return err('ended', 'job ' + id + ' already ended ' + j.state);

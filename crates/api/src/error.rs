@@ -122,7 +122,9 @@ pub fn exit_of_client(c: &ClientError) -> Exit {
             _ => Exit::Refused,
         },
         ClientError::Call(CallError::Transient(_) | CallError::Untrusted(_)) => Exit::Unreachable,
-        ClientError::NotFound(_) | ClientError::Store(StoreError::NotFound(_)) => Exit::NotFound,
+        ClientError::NotFound(_) | ClientError::LeaseNotHeld { .. } | ClientError::Store(StoreError::NotFound(_)) => {
+            Exit::NotFound
+        }
         ClientError::Timeout { .. } => Exit::Timeout,
         ClientError::Invalid(_) => Exit::Usage,
         ClientError::Config(_) | ClientError::Store(_) | ClientError::Token(_) => Exit::Local,
@@ -252,6 +254,7 @@ mod tests {
             (ClientError::Call(CallError::Transient("down".into())).into(), 6, "unreachable"),
             (server(ErrorCode::NotFound), 7, "not_found"),
             (ClientError::NotFound("m".into()).into(), 7, "not_found"),
+            (ClientError::LeaseNotHeld { resource: "deploy".into() }.into(), 7, "not_found"),
             (ClientError::Timeout { id: "m".into(), wanted: "seen".into(), state: "new".into() }.into(), 8, "timeout"),
             (ClientError::Config(ConfigError::NoHome).into(), 9, "local"),
             (ApiError::Missing("no handoff \"x\"".into()), 7, "not_found"),

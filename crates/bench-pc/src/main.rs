@@ -783,6 +783,7 @@ fn lease_bench(runs: usize) -> Result<()> {
     // The daemon goes before the guard below: its polls would rewrite the
     // guard file the guard is measured on.
     let (mut front_claim, mut front_release, mut front_version) = (vec![], vec![], vec![]);
+    let mut cli_claim_via_daemon = vec![];
     {
         let mut daemon = Command::new(&pcmail)
             .arg("daemon")
@@ -826,6 +827,9 @@ fn lease_bench(runs: usize) -> Result<()> {
             front_claim.push(front(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
             front_release.push(front(&["lease", "release", &res])?);
             front_version.push(run_measured(Command::new(&front_exe).arg("--version"), b"")?);
+            // `pcmail lease claim` asks the daemon first too: the CLI's start stays.
+            cli_claim_via_daemon.push(run(&["lease", "claim", &res, "--ttl", "10m", "-d", "bench", "-f", "src/**"])?);
+            run(&["lease", "release", &res])?;
         }
         let _ = daemon.kill();
         let _ = daemon.wait();
@@ -966,6 +970,7 @@ fn lease_bench(runs: usize) -> Result<()> {
     row("pcmail-hook lease claim, the daemon answering", &front_claim);
     row("pcmail-hook lease release, the daemon answering", &front_release);
     row("pcmail-hook --version (same loop)", &front_version);
+    row("pcmail lease claim, the daemon answering", &cli_claim_via_daemon);
     for (name, v) in &series {
         row(name, v);
     }

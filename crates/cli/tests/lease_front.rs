@@ -30,25 +30,45 @@ fn repo() -> tempfile::TempDir {
     dir
 }
 
-struct Daemon(std::process::Child);
+/// A running `pcmail daemon` of `pc`, its stderr (debug lines of the front
+/// door included) in a file; killed when dropped.
+struct Daemon {
+    child: std::process::Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl Daemon {
     fn start(pc: &Pc) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("daemon.log");
         let socket = pc.home.path().join("daemon.sock");
-        let child = pc.cmd(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let child = pc
+            .cmd(&["daemon"])
+            .env("PCMAIL_LOG", "warn,pcmail=debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
         let t = Instant::now();
         while !socket.exists() {
             assert!(t.elapsed() < Duration::from_secs(15), "the daemon made no socket in {}", socket.display());
             std::thread::sleep(Duration::from_millis(20));
         }
-        Daemon(child)
+        Daemon { child, log, _dir: dir }
+    }
+
+    /// How many lease commands the daemon answered itself.
+    fn answered(&self) -> usize {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().filter(|l| l.contains("front door: lease command") && l.contains("served=true")).count()
     }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -72,21 +92,97 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-#[test]
-fn the_daemon_answers_the_small_front_as_pcmail_would() {
+/// A copy of the front in a folder of its own, with no `pcmail` beside it:
+/// run with `PATH` there, whatever it answers the daemon answered.
+fn lone_front() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let front = dir.path().join("pcmail-hook");
+    std::fs::copy(hook_exe(), &front).unwrap();
+    (dir, front)
+}
+
+/// The lease commands of one session's day, each as (session, arguments).
+const DAY: &[(&str, &[&str])] = &[
+    ("s-front", &["lease", "claim", "deploy", "-d", "ship it", "--ttl", "10m"]),
+    ("s-other", &["lease", "claim", "deploy", "--ttl", "10m"]),
+    ("s-other", &["lease", "claim", "deploy", "--ttl", "10m", "--json"]),
+    ("s-front", &["lease", "claim", "build-cache"]),
+    ("s-front", &["lease", "release", "deploy", "--reason", "shipped"]),
+    ("s-front", &["lease", "release", "deploy"]),
+    ("s-front", &["lease", "release", "deploy", "--json"]),
+];
+
+/// Exit code, stdout and stderr of each command of [`DAY`] on a fresh PC of
+/// its own, run by `runner`, with every number made `N` (times, ages, ids
+/// and the PID differ from run to run; fences and codes are compared apart).
+fn day(
+    runner: impl Fn(&Pc, &Path, &str, &[&str]) -> Output,
+    with_daemon: bool,
+) -> (Vec<(Option<i32>, String, String)>, usize) {
     let server_file = tempfile::tempdir().unwrap();
     let pc = Pc::embedded(&server_file.path().join("server.db"), "pc-a");
     let repo = repo();
-    // A copy of the front with no pcmail beside it and nothing on PATH:
-    // whatever it answers, the daemon answered.
-    let lone = tempfile::tempdir().unwrap();
-    let front = lone.path().join("pcmail-hook");
-    std::fs::copy(hook_exe(), &front).unwrap();
-    let no_pcmail = |args: &[&str], session: &str| {
+    let daemon = with_daemon.then(|| Daemon::start(&pc));
+    let numbers = |t: String| {
+        let mut out = String::new();
+        let mut last_digit = false;
+        for c in t.chars() {
+            if c.is_ascii_digit() {
+                if !last_digit {
+                    out.push('N');
+                }
+                last_digit = true;
+            } else {
+                out.push(c);
+                last_digit = false;
+            }
+        }
+        out
+    };
+    // A claim's id is random too.
+    let claim_ids = |t: String| match t.split_once("\"claimId\":\"") {
+        Some((head, rest)) => format!("{head}\"claimId\":\"ID{}", &rest[rest.find('"').unwrap_or(0)..]),
+        None => t,
+    };
+    let outs = DAY
+        .iter()
+        .map(|(session, args)| {
+            let out = runner(&pc, repo.path(), session, args);
+            (out.status.code(), numbers(claim_ids(text(&out.stdout))), numbers(text(&out.stderr)))
+        })
+        .collect();
+    // The lease is the caller's: its session, its folder's repo.
+    let list = pc.json(&["lease", "list", "build-cache"]);
+    let lease = &list["leases"][0];
+    assert_eq!(
+        (lease["holder"]["session"].as_str(), lease["repo"].as_str()),
+        (Some("s-front"), Some("example.com/team/app"))
+    );
+    (outs, daemon.map(|d| d.answered()).unwrap_or(0))
+}
+
+#[test]
+fn the_daemon_answers_the_small_front_as_pcmail_would() {
+    // pcmail itself, no daemon: the answers to match.
+    let (local, _) = day(|pc, dir, session, args| run(&exe(), pc, dir, session, args), false);
+    let codes: Vec<Option<i32>> = local.iter().map(|(c, _, _)| *c).collect();
+    assert_eq!(codes, [Some(0), Some(10), Some(10), Some(0), Some(0), Some(7), Some(7)], "{local:#?}");
+    assert!(local[0].1.starts_with("pcmail: holding deploy (fence N) until "), "{local:#?}");
+    assert!(local[1].2.starts_with("pcmail: deploy is held by pc-a/s-front (exclusive) since "), "{local:#?}");
+    // No process named and no agent above: the lease follows the caller's parent (this test).
+    assert!(
+        local[3].1.contains("while PID N runs") && local[3].2.contains("follows its parent process (PID N)"),
+        "{local:#?}"
+    );
+    assert_eq!(local[5].2, "pcmail: this PC holds no lease of deploy (`pcmail lease list`)\n");
+
+    // The lone front, the daemon answering every command.
+    let (lone, front) = lone_front();
+    let fronted = |pc: &Pc, dir: &Path, session: &str, args: &[&str]| {
         let mut c = Command::new(&front);
         c.args(args)
-            .current_dir(repo.path())
-            .env("PATH", lone.path().join("nothing-here"))
+            .current_dir(dir)
+            .env("PATH", lone.path())
             .env("PCMAIL_HOME", pc.home.path())
             .env("PCMAIL_CREDENTIAL", &pc.cred)
             .env("PCMAIL_TOKEN", TOKEN)
@@ -95,76 +191,31 @@ fn the_daemon_answers_the_small_front_as_pcmail_would() {
             .stdin(Stdio::null());
         c.output().unwrap()
     };
-    // No daemon yet: the lone front has nothing to run.
-    let out = no_pcmail(&["lease", "claim", "deploy", "--ttl", "10m"], "s-front");
+    let (through_front, answered) = day(fronted, true);
+    assert_eq!(through_front, local, "the front's answers are pcmail's");
+    assert_eq!(answered, DAY.len(), "the daemon answered each command");
+    // `pcmail lease claim|release` itself asks the daemon first: the same answers again.
+    let (through_pcmail, answered) = day(|pc, dir, session, args| run(&exe(), pc, dir, session, args), true);
+    assert_eq!(through_pcmail, local);
+    assert_eq!(answered, DAY.len(), "the daemon answered each command");
+
+    // Without a daemon the lone front has nothing to run; what the daemon
+    // does not answer (a usage error, another lease command) is left to
+    // pcmail, which the front beside it runs.
+    let server_file = tempfile::tempdir().unwrap();
+    let pc = Pc::embedded(&server_file.path().join("server.db"), "pc-a");
+    let repo = repo();
+    let out = fronted(&pc, repo.path(), "s-front", &["lease", "claim", "deploy", "--ttl", "10m"]);
     assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("no `pcmail` program"), "{}", text(&out.stderr));
-
     let _daemon = Daemon::start(&pc);
-    let out = no_pcmail(&["lease", "claim", "deploy", "-d", "ship it", "--ttl", "10m"], "s-front");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert!(lines[0].starts_with("pcmail: holding deploy (fence 1) until "), "{stdout}");
-    assert_eq!(lines.last(), Some(&"1"), "the fence alone on the last line: {stdout}");
-
-    // The lease is the front's: its session, its folder's repo.
-    let list = pc.json(&["lease", "list", "deploy"]);
-    let lease = &list["leases"][0];
-    assert_eq!(
-        (lease["holder"]["session"].as_str(), lease["repo"].as_str()),
-        (Some("s-front"), Some("example.com/team/app"))
-    );
-    assert_eq!(lease["description"], "ship it");
-
-    // Held: the same exit code and words from the front as from pcmail.
-    let direct = run(&exe(), &pc, repo.path(), "s-other", &["lease", "claim", "deploy", "--ttl", "10m"]);
-    let fronted = no_pcmail(&["lease", "claim", "deploy", "--ttl", "10m"], "s-other");
-    assert_eq!((direct.status.code(), fronted.status.code()), (Some(10), Some(10)));
-    for out in [&direct, &fronted] {
-        assert!(
-            text(&out.stderr).starts_with("pcmail: deploy is held by pc-a/s-front (exclusive) since "),
-            "{}",
-            text(&out.stderr)
-        );
-        assert!(out.stdout.is_empty());
-    }
-    // --json: the same object.
-    let fronted = no_pcmail(&["lease", "claim", "deploy", "--ttl", "10m", "--json"], "s-other");
-    let direct = run(&exe(), &pc, repo.path(), "s-other", &["lease", "claim", "deploy", "--ttl", "10m", "--json"]);
-    let (f, d): (serde_json::Value, serde_json::Value) =
-        (serde_json::from_slice(&fronted.stdout).unwrap(), serde_json::from_slice(&direct.stdout).unwrap());
-    assert_eq!(
-        (f["error"]["code"].clone(), f["error"]["exit"].clone()),
-        (d["error"]["code"].clone(), d["error"]["exit"].clone())
-    );
-    assert_eq!(f["error"]["lease"]["fence"], 1);
-
-    // No process named and no agent above: the lease follows the front's
-    // parent (this test), never the daemon's.
-    let out = no_pcmail(&["lease", "claim", "build-cache"], "s-front");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let me = std::process::id();
-    assert!(text(&out.stdout).contains(&format!("while PID {me} runs")), "{}", text(&out.stdout));
-    assert!(text(&out.stderr).contains(&format!("follows its parent process (PID {me})")), "{}", text(&out.stderr));
-
-    // Release: done once, then "no such lease" (exit 7), as from pcmail.
-    let out = no_pcmail(&["lease", "release", "deploy", "--reason", "shipped"], "s-front");
-    assert_eq!((out.status.code(), text(&out.stdout).trim()), (Some(0), "pcmail: released deploy"));
-    let fronted = no_pcmail(&["lease", "release", "deploy"], "s-front");
-    let direct = run(&exe(), &pc, repo.path(), "s-front", &["lease", "release", "deploy"]);
-    assert_eq!((fronted.status.code(), direct.status.code()), (Some(7), Some(7)));
-    assert_eq!(text(&fronted.stderr), text(&direct.stderr));
-    assert!(pc.json(&["lease", "list", "deploy"])["leases"].as_array().unwrap().is_empty());
-
-    // What the daemon does not answer (a usage error, another lease command)
-    // is left to pcmail: the lone front has none; the one beside pcmail runs it.
     for args in [&["lease", "claim"][..], &["lease", "list"]] {
-        let out = no_pcmail(args, "s-front");
+        let out = fronted(&pc, repo.path(), "s-front", args);
         assert_eq!(out.status.code(), Some(127), "{args:?}: {}", text(&out.stderr));
     }
     let out = run(&hook_exe(), &pc, repo.path(), "s-front", &["lease", "claim"]);
     assert_eq!(out.status.code(), Some(2), "clap's usage error, from pcmail: {}", text(&out.stderr));
+    run(&hook_exe(), &pc, repo.path(), "s-front", &["lease", "claim", "build-cache", "--ttl", "5m"]);
     let out = run(&hook_exe(), &pc, repo.path(), "s-front", &["lease", "list"]);
     assert!(out.status.success() && text(&out.stdout).contains("build-cache"), "{}", text(&out.stdout));
 }

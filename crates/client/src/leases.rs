@@ -164,9 +164,7 @@ impl Client {
             .filter(|l| l.resource == resource && session.is_none_or(|s| s == l.session))
             .collect();
         if mine.is_empty() {
-            return Err(ClientError::NotFound(format!(
-                "lease {resource} (this PC holds no such lease; `pcmail lease list`)"
-            )));
+            return Err(ClientError::LeaseNotHeld { resource: resource.to_string() });
         }
         let mut out = vec![];
         for l in mine {

@@ -49,6 +49,9 @@ pub enum ClientError {
     ReplyToReply { id: String },
     #[error("no such mail: {0}")]
     NotFound(String),
+    /// A release of a lease this PC does not hold (exit 7, as a missing mail).
+    #[error("this PC holds no lease of {resource} (`pcmail lease list`)")]
+    LeaseNotHeld { resource: String },
     #[error("{id} did not reach {wanted} within the timeout (it is {state})")]
     Timeout { id: String, wanted: String, state: String },
     #[error("{0}")]

@@ -11,6 +11,8 @@
 //! Whenever the daemon cannot answer (none runs, another version, a command
 //! it does not serve, no Unix sockets on this OS) the front runs `pcmail`
 //! itself with the same arguments: the answer is the same, only slower.
+//! `pcmail lease claim|release` asks the daemon first as well: it saves the
+//! two files' opening, not the CLI's own start.
 //!
 //! Only the PC user's own processes are answered: the socket is created
 //! 0600 in the user's pcmail folder, and the daemon checks the peer's uid.
@@ -226,27 +228,39 @@ pub fn ask(_socket: &std::path::Path, _req: &Request) -> Asked {
 /// arguments. Returns the exit code (where the process image is not
 /// replaced).
 pub fn front_main(args: Vec<std::ffi::OsString>, own_exe: Option<std::path::PathBuf>) -> i32 {
-    use std::io::Write;
-    let text: Option<Vec<String>> = args.iter().map(|a| a.to_str().map(str::to_string)).collect();
-    if let (Some(text), Ok(paths)) = (text.filter(|t| is_served(t)), crate::config::Paths::from_env()) {
-        let req = Request { version: env!("CARGO_PKG_VERSION").into(), args: text, caller: Caller::this_process() };
-        match ask(&paths.command_socket(), &req) {
-            Asked::Answered(r) => {
-                let _ = std::io::stdout().lock().write_all(r.stdout.as_bytes());
-                let _ = std::io::stderr().lock().write_all(r.stderr.as_bytes());
-                return r.exit;
-            }
-            Asked::Lost(why) => {
-                let _ = writeln!(
-                    std::io::stderr().lock(),
-                    "pcmail: {why}; the command may have been applied: `pcmail lease list` says"
-                );
-                return 1;
-            }
-            Asked::NotServed => {}
-        }
+    match answered_by_daemon(&args) {
+        Some(exit) => exit,
+        None => run_pcmail(args, own_exe),
     }
-    run_pcmail(args, own_exe)
+}
+
+/// The running daemon's answer to these arguments (those after the program
+/// name), printed here; its exit code. None: the daemon does not answer them
+/// (none runs, another version, a command it does not serve), and nothing
+/// was applied. `pcmail lease claim|release` asks this first too.
+pub fn answered_by_daemon(args: &[std::ffi::OsString]) -> Option<i32> {
+    use std::io::Write;
+    let text: Vec<String> = args.iter().map(|a| a.to_str().map(str::to_string)).collect::<Option<_>>()?;
+    if !is_served(&text) {
+        return None;
+    }
+    let paths = crate::config::Paths::from_env().ok()?;
+    let req = Request { version: env!("CARGO_PKG_VERSION").into(), args: text, caller: Caller::this_process() };
+    match ask(&paths.command_socket(), &req) {
+        Asked::Answered(r) => {
+            let _ = std::io::stdout().lock().write_all(r.stdout.as_bytes());
+            let _ = std::io::stderr().lock().write_all(r.stderr.as_bytes());
+            Some(r.exit)
+        }
+        Asked::Lost(why) => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "pcmail: {why}; the command may have been applied: `pcmail lease list` says"
+            );
+            Some(1)
+        }
+        Asked::NotServed => None,
+    }
 }
 
 /// `pcmail` with these arguments, in this process's place where the OS

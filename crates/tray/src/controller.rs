@@ -37,6 +37,9 @@ pub enum TrayError {
     Store(#[from] StoreError),
     #[error("no such mail {0:?}")]
     NotFound(String),
+    /// Something other than a mail is not there (a lease, a job): the whole sentence.
+    #[error("{0}")]
+    Missing(String),
     #[error("refusing to reply to a reply (the CLI exits 3 here)")]
     ReplyToReply,
     #[error("{message}")]
@@ -60,7 +63,7 @@ impl TrayError {
     /// The `code` the window gets (docs/tray.md).
     pub fn code(&self) -> &str {
         match self {
-            TrayError::Store(StoreError::NotFound(_)) | TrayError::NotFound(_) => "not_found",
+            TrayError::Store(StoreError::NotFound(_)) | TrayError::NotFound(_) | TrayError::Missing(_) => "not_found",
             TrayError::Store(_) => "store",
             TrayError::ReplyToReply => "reply_to_reply",
             TrayError::Remote { code, .. } => code,
@@ -419,7 +422,7 @@ impl Controller {
     pub fn release_lease(&self, remote: &dyn Remote, resource: &str) -> Result<crate::poll::LeaseReleased> {
         let ours = self.store.leases_mine()?.iter().any(|m| m.resource == resource);
         if !ours {
-            return Err(TrayError::NotFound(format!("lease {resource} (this PC holds no such lease)")));
+            return Err(TrayError::Missing(format!("this PC holds no lease of {resource}")));
         }
         remote.lease_release(resource).map_err(|message| TrayError::Remote { code: "lease_release".into(), message })
     }

@@ -281,7 +281,7 @@ impl Controller {
             Some((jobs, _)) => jobs.iter().find(|j| j.id == job_id).cloned(),
             None => self.jobs_in_store()?.into_iter().find(|j| j.id == job_id),
         };
-        let j = known.ok_or_else(|| TrayError::NotFound(format!("job {job_id}")))?;
+        let j = known.ok_or_else(|| TrayError::Missing(format!("no job {job_id} is known on this PC")))?;
         if j.submitter.pc != self.pc() {
             return Err(TrayError::Remote {
                 code: "forbidden".into(),

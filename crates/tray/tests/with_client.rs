@@ -207,7 +207,8 @@ fn release_from_the_leases_view_ends_the_lease_on_the_server() {
     b.sync_once(0).unwrap();
     assert!(ctl.leases(pcmail_local::system_now()).unwrap().leases.is_empty());
     // a second release: this PC holds no such lease
-    assert_eq!(ctl.release_lease(&remote, "staging-deploy").unwrap_err().code(), "not_found");
+    let e = ctl.release_lease(&remote, "staging-deploy").unwrap_err();
+    assert_eq!((e.code(), e.to_string().as_str()), ("not_found", "this PC holds no lease of staging-deploy"));
 }
 
 /// The Sessions and Jobs views through `ClientRemote` (= `pcmail_api::sessions::who`,

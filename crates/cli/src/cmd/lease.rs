@@ -157,6 +157,14 @@ fn explain(e: ApiError, json: bool, takeover: Option<bool>) -> anyhow::Error {
 }
 
 pub fn run(cmd: LeaseCmd, json: bool) -> anyhow::Result<()> {
+    if matches!(cmd, LeaseCmd::Claim { .. } | LeaseCmd::Release { .. }) {
+        // The running daemon answers with its files already open; without
+        // one (or for a form it leaves to pcmail) it is done here.
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        if let Some(exit) = pcmail_local::cmdsock::answered_by_daemon(&args) {
+            std::process::exit(exit);
+        }
+    }
     let mut client = super::open()?;
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
     match cmd {
