@@ -341,6 +341,26 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
     }
     // Warnings: worth knowing, not a failure (the command still exits 0).
     let mut warnings: Vec<(String, String)> = vec![];
+    // Whether the running poller answers lease commands (a daemon does; the
+    // tray app, or a daemon older than this pcmail, does not): only speed.
+    if alive {
+        let socket = paths.command_socket();
+        if pcmail_local::cmdsock::answers(&socket) {
+            checks.push((
+                format!(
+                    "lease commands: the daemon answers them ({}; `pcmail-hook lease claim|release`)",
+                    socket.display()
+                ),
+                true,
+                String::new(),
+            ));
+        } else {
+            warnings.push((
+                "lease commands: the running poller does not answer them (the tray app, or an older daemon); `pcmail lease` does the work itself, slower".into(),
+                "restart the daemon (`pcmail service install` restarts it) to answer `pcmail-hook lease claim|release` in about a process start".into(),
+            ));
+        }
+    }
     hooks_checks(&mut checks, &mut warnings, fix);
     let all_ok = checks.iter().all(|c| c.1);
     if json {

@@ -347,3 +347,33 @@ fn the_plugins_launcher_hands_lease_commands_to_the_front() {
     let out = through(empty.path(), &["lease", "claim", "release-train", "--ttl", "5m"]);
     assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
 }
+
+#[test]
+fn doctor_says_whether_the_running_poller_answers_lease_commands() {
+    let server_file = tempfile::tempdir().unwrap();
+    let pc = Pc::embedded(&server_file.path().join("server.db"), "pc-f");
+    let line = |pc: &Pc| {
+        let out = pc.run(&["--json", "doctor"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"].as_str().unwrap_or("").starts_with("lease commands:"))
+            .map(|c| (c["level"].as_str().unwrap().to_string(), c["check"].as_str().unwrap().to_string()))
+    };
+    assert_eq!(line(&pc), None, "no poller runs: nothing to say about it");
+    let daemon = Daemon::start(&pc);
+    let (level, check) = line(&pc).expect("a line about lease commands");
+    assert_eq!(level, "ok", "{check}");
+    assert!(check.contains("the daemon answers them"), "{check}");
+    drop(daemon);
+    // A poller that holds the lock but answers nothing (the tray app, an older daemon): a warning.
+    let lock = pcmail_local::locks::try_lock(&pcmail_local::config::Paths::at(pc.home.path()).daemon_lock())
+        .unwrap()
+        .expect("the daemon's lock is free again");
+    let (level, check) = line(&pc).expect("a line about lease commands");
+    assert_eq!(level, "warn", "{check}");
+    assert!(check.contains("does not answer them"), "{check}");
+    drop(lock);
+}

@@ -71,7 +71,7 @@ pub enum Asked {
 }
 
 #[cfg(unix)]
-pub use unix::{ask, bind, peer_is_this_user, read_request, readable_within, write_reply};
+pub use unix::{answers, ask, bind, peer_is_this_user, read_request, readable_within, write_reply};
 
 #[cfg(unix)]
 mod unix {
@@ -136,6 +136,26 @@ mod unix {
                 Err(e) => return (line, Some(e)),
             }
         }
+    }
+
+    /// Whether a daemon answers at `socket` (`pcmail doctor`): a request
+    /// it does not serve gets its refusal back at once.
+    pub fn answers(socket: &Path) -> bool {
+        let probe = Request {
+            version: "probe".into(),
+            args: vec![],
+            caller: Caller { parent: None, cwd: None, session: None, agent_pid: None },
+        };
+        let Ok(mut stream) = UnixStream::connect(socket) else { return false };
+        let Ok(mut line) = serde_json::to_vec(&probe) else { return false };
+        line.push(b'\n');
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        if stream.write_all(&line).is_err() {
+            return false;
+        }
+        let (answer, _) = read_line(&mut stream);
+        answer.ends_with(b"\n") && serde_json::from_slice::<Reply>(&answer).is_ok()
     }
 
     /// The daemon's socket: made afresh (the daemon holds its lock, so a file
@@ -222,6 +242,11 @@ mod unix {
 #[cfg(not(unix))]
 pub fn ask(_socket: &std::path::Path, _req: &Request) -> Asked {
     Asked::NotServed
+}
+
+#[cfg(not(unix))]
+pub fn answers(_socket: &std::path::Path) -> bool {
+    false
 }
 
 /// `pcmail-hook lease …`: the daemon's answer, or `pcmail` run with the same
@@ -354,6 +379,27 @@ mod tests {
         let req = Request { version: "0".into(), args: vec!["lease".into(), "release".into()], caller: caller() };
         assert!(matches!(ask(&path, &req), Asked::Lost(_)));
         assert!(matches!(ask(&path, &req), Asked::NotServed));
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn the_probe_tells_a_listening_daemon_from_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        assert!(!answers(&path));
+        let listener = bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let req = read_request(&s, std::time::Duration::from_secs(5)).unwrap();
+            assert!(!is_served(&req.args));
+            write_reply(&s, &Reply::not_served()).unwrap();
+            // Accepted and never answered: not a daemon that answers.
+            let (s, _) = listener.accept().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            drop(s);
+        });
+        assert!(answers(&path));
+        assert!(!answers(&path));
         server.join().unwrap();
     }
 
