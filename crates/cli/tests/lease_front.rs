@@ -75,6 +75,16 @@ impl Drop for Daemon {
 /// `front` run as `pc` in `dir` with `args`, the session named `session`
 /// and no agent above it.
 fn run(front: &Path, pc: &Pc, dir: &Path, session: &str, args: &[&str]) -> Output {
+    front_command(front, pc, dir, session, args).output().unwrap()
+}
+
+/// The copy of the front in `lone` ([`lone_front`]), with `PATH` there: no
+/// `pcmail` to run in the daemon's place.
+fn run_lone(lone: &Path, pc: &Pc, dir: &Path, session: &str, args: &[&str]) -> Output {
+    front_command(&lone.join("pcmail-hook"), pc, dir, session, args).env("PATH", lone).output().unwrap()
+}
+
+fn front_command(front: &Path, pc: &Pc, dir: &Path, session: &str, args: &[&str]) -> Command {
     let mut c = Command::new(front);
     c.args(args)
         .current_dir(dir)
@@ -85,7 +95,7 @@ fn run(front: &Path, pc: &Pc, dir: &Path, session: &str, args: &[&str]) -> Outpu
         .env("PCMAIL_CLAUDE_PID", "0")
         .env_remove("DBUS_SESSION_BUS_ADDRESS")
         .stdin(Stdio::null());
-    c.output().unwrap()
+    c
 }
 
 fn text(b: &[u8]) -> String {
@@ -93,12 +103,11 @@ fn text(b: &[u8]) -> String {
 }
 
 /// A copy of the front in a folder of its own, with no `pcmail` beside it:
-/// run with `PATH` there, whatever it answers the daemon answered.
-fn lone_front() -> (tempfile::TempDir, PathBuf) {
+/// run with `PATH` there ([`run_lone`]), whatever it answers the daemon answered.
+fn lone_front() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let front = dir.path().join("pcmail-hook");
-    std::fs::copy(hook_exe(), &front).unwrap();
-    (dir, front)
+    std::fs::copy(hook_exe(), dir.path().join("pcmail-hook")).unwrap();
+    dir
 }
 
 /// The lease commands of one session's day, each as (session, arguments).
@@ -177,20 +186,8 @@ fn the_daemon_answers_the_small_front_as_pcmail_would() {
     assert_eq!(local[5].2, "pcmail: this PC holds no lease of deploy (`pcmail lease list`)\n");
 
     // The lone front, the daemon answering every command.
-    let (lone, front) = lone_front();
-    let fronted = |pc: &Pc, dir: &Path, session: &str, args: &[&str]| {
-        let mut c = Command::new(&front);
-        c.args(args)
-            .current_dir(dir)
-            .env("PATH", lone.path())
-            .env("PCMAIL_HOME", pc.home.path())
-            .env("PCMAIL_CREDENTIAL", &pc.cred)
-            .env("PCMAIL_TOKEN", TOKEN)
-            .env("PCMAIL_SESSION", session)
-            .env("PCMAIL_CLAUDE_PID", "0")
-            .stdin(Stdio::null());
-        c.output().unwrap()
-    };
+    let lone = lone_front();
+    let fronted = |pc: &Pc, dir: &Path, session: &str, args: &[&str]| run_lone(lone.path(), pc, dir, session, args);
     let (through_front, answered) = day(fronted, true);
     assert_eq!(through_front, local, "the front's answers are pcmail's");
     assert_eq!(answered, DAY.len(), "the daemon answered each command");
@@ -273,10 +270,7 @@ fn connections_that_send_nothing_do_not_hold_the_fronts_up() {
     let repo = repo();
     let _daemon = Daemon::start(&pc);
     let socket = pc.home.path().join("daemon.sock");
-    // A copy with no pcmail beside it: only the daemon can answer it.
-    let lone = tempfile::tempdir().unwrap();
-    let front = lone.path().join("pcmail-hook");
-    std::fs::copy(hook_exe(), &front).unwrap();
+    let lone = lone_front();
     // A stuck script of the same user:
     // connections that never send a request, and some that send half of one.
     let silent: Vec<_> = (0..9)
@@ -290,15 +284,7 @@ fn connections_that_send_nothing_do_not_hold_the_fronts_up() {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     let t = Instant::now();
-    let mut c = Command::new(&front);
-    c.args(["lease", "claim", "docs-site", "--ttl", "5m"])
-        .current_dir(repo.path())
-        .env("PATH", lone.path())
-        .env("PCMAIL_HOME", pc.home.path())
-        .env("PCMAIL_CREDENTIAL", &pc.cred)
-        .env("PCMAIL_TOKEN", TOKEN)
-        .env("PCMAIL_CLAUDE_PID", "0");
-    let out = c.output().unwrap();
+    let out = run_lone(lone.path(), &pc, repo.path(), "s-8", &["lease", "claim", "docs-site", "--ttl", "5m"]);
     let took = t.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // Each silent connection would hold the door for the read's 5 s were requests read one by one.
