@@ -356,8 +356,8 @@ pub fn doctor(json: bool, fix: bool) -> anyhow::Result<()> {
             ));
         } else {
             warnings.push((
-                "lease commands: the running poller does not answer them (the tray app, or an older daemon); `pcmail lease` does the work itself, slower".into(),
-                "restart the daemon (`pcmail service install` restarts it) to answer `pcmail-hook lease claim|release` in about a process start".into(),
+                "lease commands: the running poller does not answer them (the tray app, a daemon older than this pcmail, or a PCMAIL_HOME too long for a socket's path: the daemon's log says which); `pcmail lease` does the work itself, slower".into(),
+                "run `pcmail daemon` (`pcmail service install` restarts it) from a PCMAIL_HOME under ~100 characters to answer `pcmail-hook lease claim|release` in about a process start".into(),
             ));
         }
     }
