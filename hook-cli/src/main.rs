@@ -6,7 +6,9 @@
 //! answered by the running daemon (`pcmail_local::cmdsock`).
 
 fn main() {
-    match std::env::args().nth(1).as_deref() {
+    // An argument that is not UTF-8 is no option of ours (`args()` would panic on it).
+    let first = std::env::args_os().nth(1);
+    match first.as_ref().map(|a| a.to_str().unwrap_or("")) {
         Some("--version" | "-V") => println!("pcmail-hook {}", env!("CARGO_PKG_VERSION")),
         Some("--help" | "-h") => print!(
             "pcmail-hook {}: the agent hook of pcmail (Claude Code, Codex CLI, Gemini CLI).\n\n\

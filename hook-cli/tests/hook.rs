@@ -125,6 +125,21 @@ fn version_starts_and_exits() {
 
 /// Stdin that is not the hook JSON of a known event prints
 /// nothing and marks nothing; the entry points of later features print nothing.
+#[cfg(unix)]
+#[test]
+fn an_argument_that_is_not_utf8_is_no_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(hook_exe())
+        .arg(std::ffi::OsStr::from_bytes(b"\xff"))
+        .env("PCMAIL_HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+}
+
 #[test]
 fn anything_but_a_known_event_prints_nothing_and_marks_nothing() {
     let pc = Pc::new();
