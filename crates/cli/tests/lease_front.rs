@@ -363,3 +363,47 @@ fn doctor_says_whether_the_running_poller_answers_lease_commands() {
     assert!(check.contains("does not answer them"), "{check}");
     drop(lock);
 }
+
+/// Another user's process reaching the daemon's socket (root can: the file
+/// mode does not stop it) is refused in words and told nothing was applied.
+/// Run as root (as CI runs): the daemon runs as `nobody` in a home of its own.
+#[test]
+fn another_users_front_is_refused_in_words() {
+    // SAFETY: getuid has no preconditions.
+    assert_eq!(unsafe { libc::getuid() }, 0, "this test runs the daemon as nobody: run it as root, as CI does");
+    let home = tempfile::tempdir_in("/tmp").unwrap();
+    let status = |c: &mut Command| c.status().unwrap().success();
+    assert!(status(Command::new("chown").args(["nobody", home.path().to_str().unwrap()])));
+    // The test binary's folder and pcmail must be reachable by nobody.
+    let as_nobody = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(exe())
+            .args(args)
+            .env("PCMAIL_HOME", home.path())
+            .env("HOME", home.path())
+            .env("PCMAIL_TOKEN", TOKEN)
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .stdin(Stdio::null());
+        c
+    };
+    let init = as_nobody(&["init", "--label", "pc-n", "--offline"]).output().unwrap();
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let mut daemon = as_nobody(&["daemon"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let socket = home.path().join("daemon.sock");
+    let t = Instant::now();
+    while !socket.exists() && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = Command::new(hook_exe())
+        .args(["lease", "claim", "deploy", "--ttl", "5m"])
+        .env("PCMAIL_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(socket.exists(), "the daemon made no socket");
+    assert_eq!(out.status.code(), Some(9), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("answers only its own user's commands"), "{}", text(&out.stderr));
+}

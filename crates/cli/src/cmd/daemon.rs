@@ -144,6 +144,18 @@ fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
                 }
             };
             if !cmdsock::peer_is_this_user(&stream) {
+                // Another user's process (root, say): refused in words, so it
+                // never reads "may have been applied" of a command not taken.
+                let _ = cmdsock::write_reply(
+                    &stream,
+                    &cmdsock::Reply {
+                        served: true,
+                        exit: pcmail_api::Exit::Local as i32,
+                        stderr: "pcmail: this PC user's daemon answers only its own user's commands; run pcmail as that user\n"
+                            .into(),
+                        ..Default::default()
+                    },
+                );
                 continue;
             }
             let answer_one = move |stream: std::os::unix::net::UnixStream, answerer: &Mutex<FrontClient>, wait| {
