@@ -97,11 +97,15 @@ mod unix {
         line.push(b'\n');
         // A daemon that accepts and never reads cannot hold the front.
         let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-        if stream.write_all(&line).is_err() {
+        let sent = stream.write_all(&line).is_ok();
+        // A daemon that refuses without reading (a full door) may have
+        // answered and closed before the request went out: its answer is
+        // still there to read, and nothing was applied.
+        let _ = stream.set_read_timeout(Some(if sent { ANSWER_WAIT } else { Duration::from_secs(1) }));
+        let (answer, error) = read_line(&mut stream);
+        if !sent && !answer.ends_with(b"\n") {
             return Asked::NotServed;
         }
-        let _ = stream.set_read_timeout(Some(ANSWER_WAIT));
-        let (answer, error) = read_line(&mut stream);
         // A whole line is the whole answer, whatever the socket says after
         // it: a daemon that refuses without reading the request closes with
         // the request unread, which resets the connection behind its answer.

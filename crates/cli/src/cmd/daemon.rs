@@ -146,6 +146,9 @@ fn spawn_front_door(paths: pcmail_local::config::Paths, answer: FrontAnswer) {
             if !cmdsock::peer_is_this_user(&stream) {
                 // Another user's process (root, say): refused in words, so it
                 // never reads "may have been applied" of a command not taken.
+                // Its request is read first (briefly), so the refusal is what
+                // it finds, not a connection closed under its request.
+                let _ = cmdsock::read_request(&stream, Duration::from_millis(100));
                 let _ = cmdsock::write_reply(
                     &stream,
                     &cmdsock::Reply {
