@@ -210,6 +210,16 @@ fn the_daemon_answers_the_small_front_as_pcmail_would() {
         let out = fronted(&pc, repo.path(), "s-front", args);
         assert_eq!(out.status.code(), Some(127), "{args:?}: {}", text(&out.stderr));
     }
+    // A front naming another credential than the daemon's is not answered with the daemon's.
+    let out = run_lone(lone.path(), &pc, repo.path(), "s-front", &["lease", "claim", "x", "--ttl", "5m"]);
+    assert_eq!(out.status.code(), Some(0), "the same identity: answered: {}", text(&out.stderr));
+    let other =
+        front_command(&lone.path().join("pcmail-hook"), &pc, repo.path(), "s-front", &["lease", "release", "x"])
+            .env("PATH", lone.path())
+            .env("PCMAIL_CREDENTIAL", random_credential())
+            .output()
+            .unwrap();
+    assert_eq!(other.status.code(), Some(127), "another credential: left to pcmail: {}", text(&other.stderr));
     let out = run(&hook_exe(), &pc, repo.path(), "s-front", &["lease", "claim"]);
     assert_eq!(out.status.code(), Some(2), "clap's usage error, from pcmail: {}", text(&out.stderr));
     run(&hook_exe(), &pc, repo.path(), "s-front", &["lease", "claim", "build-cache", "--ttl", "5m"]);

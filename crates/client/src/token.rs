@@ -197,3 +197,18 @@ pub mod credential {
         }
     }
 }
+
+#[cfg(test)]
+mod identity_tests {
+    /// The daemon answers the small front only for the identity the front's
+    /// environment names: its list of variables must be the ones read here.
+    #[test]
+    fn the_fronts_identity_variables_are_the_ones_read_here() {
+        let mut read: Vec<&str> = super::ADMIN_ENV.to_vec();
+        read.push(super::credential::ENV);
+        read.sort();
+        let mut front = pcmail_local::cmdsock::IDENTITY_ENV.to_vec();
+        front.sort();
+        assert_eq!(read, front);
+    }
+}

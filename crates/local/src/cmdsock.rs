@@ -33,6 +33,29 @@ pub struct Request {
     /// The arguments after the program name (`lease`, `claim`, …).
     pub args: Vec<String>,
     pub caller: Caller,
+    /// [`identity_digest`] of the front's environment: a front that names
+    /// another secret or credential than the daemon's is not answered with
+    /// the daemon's (`pcmail` run with that environment answers it).
+    #[serde(default)]
+    pub identity: u64,
+}
+
+/// The variables that choose which secret or credential a command presents
+/// (pcmail-client's `token::ADMIN_ENV` and `token::credential::ENV`; a test
+/// there holds the lists equal).
+pub const IDENTITY_ENV: [&str; 3] = ["PCMAIL_ADMIN_TOKEN", "PCMAIL_TOKEN", "PCMAIL_CREDENTIAL"];
+
+/// A digest of this process's [`IDENTITY_ENV`] values (set or not): equal in
+/// the front and the daemon when both present the same identity. The values
+/// themselves never leave the process. Front and daemon are one version
+/// (checked first), so they hash alike.
+pub fn identity_digest() -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for name in IDENTITY_ENV {
+        std::env::var_os(name).filter(|v| !v.is_empty()).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// What the daemon answers: one JSON line, then it closes.
@@ -149,6 +172,7 @@ mod unix {
             version: "probe".into(),
             args: vec![],
             caller: Caller { parent: None, cwd: None, session: None, agent_pid: None },
+            identity: 0,
         };
         let Ok(mut stream) = UnixStream::connect(socket) else { return false };
         let Ok(mut line) = serde_json::to_vec(&probe) else { return false };
@@ -274,7 +298,12 @@ pub fn answered_by_daemon(args: &[std::ffi::OsString]) -> Option<i32> {
         return None;
     }
     let paths = crate::config::Paths::from_env().ok()?;
-    let req = Request { version: env!("CARGO_PKG_VERSION").into(), args: text, caller: Caller::this_process() };
+    let req = Request {
+        version: env!("CARGO_PKG_VERSION").into(),
+        args: text,
+        caller: Caller::this_process(),
+        identity: identity_digest(),
+    };
     match ask(&paths.command_socket(), &req) {
         Asked::Answered(r) => {
             let _ = std::io::stdout().lock().write_all(r.stdout.as_bytes());
@@ -342,7 +371,8 @@ mod tests {
     fn no_daemon_means_not_served_and_a_stranger_socket_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("daemon.sock");
-        let req = Request { version: "0".into(), args: vec!["lease".into(), "claim".into()], caller: caller() };
+        let req =
+            Request { version: "0".into(), args: vec!["lease".into(), "claim".into()], caller: caller(), identity: 0 };
         assert!(matches!(ask(&path, &req), Asked::NotServed));
         // A file left by a dead daemon is no listener: still not served, and bind replaces it.
         std::fs::write(&path, b"left over").unwrap();
@@ -380,7 +410,12 @@ mod tests {
             read_request(&s, std::time::Duration::from_secs(5)).unwrap();
             write_reply(&s, &Reply::not_served()).unwrap();
         });
-        let req = Request { version: "0".into(), args: vec!["lease".into(), "release".into()], caller: caller() };
+        let req = Request {
+            version: "0".into(),
+            args: vec!["lease".into(), "release".into()],
+            caller: caller(),
+            identity: 0,
+        };
         assert!(matches!(ask(&path, &req), Asked::Lost(_)));
         assert!(matches!(ask(&path, &req), Asked::NotServed));
         server.join().unwrap();
@@ -413,7 +448,8 @@ mod tests {
         let path = dir.path().join("daemon.sock");
         let listener = bind(&path).unwrap();
         // The request is still unread when the daemon closes.
-        let req = Request { version: "0".into(), args: vec!["lease".into(), "claim".into()], caller: caller() };
+        let req =
+            Request { version: "0".into(), args: vec!["lease".into(), "claim".into()], caller: caller(), identity: 0 };
         let server = std::thread::spawn(move || {
             for _ in 0..20 {
                 let (s, _) = listener.accept().unwrap();

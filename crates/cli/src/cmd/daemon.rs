@@ -223,7 +223,12 @@ impl FrontClient {
     }
 
     fn answer(&mut self, req: cmdsock::Request, answer: FrontAnswer) -> cmdsock::Reply {
-        if req.version != env!("CARGO_PKG_VERSION") || !cmdsock::is_served(&req.args) {
+        // Another version, another command, or another secret or credential
+        // named in the front's environment: `pcmail` itself answers those.
+        if req.version != env!("CARGO_PKG_VERSION")
+            || !cmdsock::is_served(&req.args)
+            || req.identity != cmdsock::identity_digest()
+        {
             return cmdsock::Reply::not_served();
         }
         let stamp = self.config_stamp();
