@@ -467,7 +467,7 @@ fn answer_for_front(
         Ok(()) => 0,
         Err(e) => exit::fail_to(&e, cli.json, &mut out, &mut err),
     };
-    let text = |b: Vec<u8>| String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
     Reply { served: true, exit, stdout: text(out), stderr: text(err) }
 }
 

@@ -164,20 +164,25 @@ impl Caller {
     /// wins (a Node launcher above the native Codex binary is not the
     /// session). `PCMAIL_CLAUDE_PID` names it instead.
     pub fn agent(&self) -> Option<ProcId> {
-        if let Some(pid) = &self.agent_pid {
-            return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
+        match &self.agent_pid {
+            Some(pid) => named_agent(pid),
+            None => ancestor_agent_from(self.parent?),
         }
-        ancestor_agent_from(self.parent?)
     }
 }
 
 /// The agent process this process runs under ([`Caller::agent`] of
 /// [`Caller::this_process`], reading only what it needs).
 pub fn agent_ancestor() -> Option<ProcId> {
-    if let Ok(pid) = std::env::var("PCMAIL_CLAUDE_PID") {
-        return pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of);
+    match std::env::var("PCMAIL_CLAUDE_PID") {
+        Ok(pid) => named_agent(&pid),
+        Err(_) => ancestor_agent_from(parent_pid()?),
     }
-    ancestor_agent_from(parent_pid()?)
+}
+
+/// The agent process `PCMAIL_CLAUDE_PID` names (`0` or no number: none).
+fn named_agent(pid: &str) -> Option<ProcId> {
+    pid.trim().parse::<i64>().ok().filter(|&p| p > 0).and_then(ProcId::of)
 }
 
 /// The nearest agent process among `pid` and at most 11 of its ancestors.
