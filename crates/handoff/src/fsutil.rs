@@ -41,6 +41,24 @@ pub fn append_block(root: &Path, path: &Path, block: &str) -> Result<()> {
     confined::append(root, path, block.as_bytes()).map_err(|e| HandoffError::io(path, e))
 }
 
+/// An append-only file as text, read while others may be appending to it:
+/// a read can see another process's write half done (its one write(2) is
+/// atomic against other writers, not against readers), which may cut a
+/// character in two and failed the whole read. A last line that is not
+/// valid UTF-8 is such a write and is left out; the rest is decoded as
+/// UTF-8, a stray invalid byte replaced (a hand-edited file's last line
+/// without its line end stays). None when the file does not exist.
+pub fn read_appended(path: &Path) -> Result<Option<String>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(HandoffError::io(path, e)),
+    };
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let end = if std::str::from_utf8(&bytes[whole..]).is_ok() { bytes.len() } else { whole };
+    Ok(Some(String::from_utf8_lossy(&bytes[..end]).into_owned()))
+}
+
 /// Replaces `path` with `content` atomically: a reader sees the old file or
 /// the new one, never half of either.
 pub fn replace_atomically(root: &Path, path: &Path, content: &str) -> Result<()> {
@@ -51,6 +69,21 @@ pub fn replace_atomically(root: &Path, path: &Path, content: &str) -> Result<()>
 mod tests {
     use super::*;
     use std::fs;
+
+    #[test]
+    fn an_appended_file_read_mid_write_gives_its_whole_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("INDEX.md");
+        assert_eq!(read_appended(&p).unwrap(), None);
+        // A write seen half done: its last character cut in two, no line end yet.
+        let mut torn = "# head\nfirst line\nsecond ".as_bytes().to_vec();
+        torn.extend_from_slice(&"é".as_bytes()[..1]);
+        fs::write(&p, &torn).unwrap();
+        assert_eq!(read_appended(&p).unwrap().as_deref(), Some("# head\nfirst line\n"));
+        // A last line without its end that is whole text: kept.
+        fs::write(&p, "# head\nlast line, edited by hand").unwrap();
+        assert_eq!(read_appended(&p).unwrap().as_deref(), Some("# head\nlast line, edited by hand"));
+    }
 
     #[test]
     fn create_new_never_overwrites_and_header_comes_first() {

@@ -126,12 +126,8 @@ pub fn append(root: &Path, path: &Path, line: &Line) -> Result<()> {
 /// Every well-formed line, oldest first by time (lines from two PCs that git
 /// merged keep their own order within one second).
 pub fn read(path: &Path) -> Result<Vec<Line>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(crate::HandoffError::io(path, e)),
-    };
-    Ok(parse_all(&text))
+    // Others may be appending: whole lines only.
+    Ok(fsutil::read_appended(path)?.map(|t| parse_all(&t)).unwrap_or_default())
 }
 
 pub fn parse_all(text: &str) -> Vec<Line> {

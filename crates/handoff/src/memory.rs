@@ -261,7 +261,8 @@ pub fn show(repo: &Repo, topic: Option<&str>) -> Result<Vec<Entry>> {
             }
         }
         seen_topic = true;
-        let text = std::fs::read_to_string(path).map_err(|e| HandoffError::io(path, e))?;
+        // Others may be appending: whole lines only.
+        let text = crate::fsutil::read_appended(path)?.unwrap_or_default();
         out.extend(parse_file(t, &text));
     }
     if let (Some(t), false) = (topic, seen_topic) {
@@ -291,7 +292,7 @@ pub fn sync_index(store: &mut Store, repo: &Repo) -> Result<SyncReport> {
         if known.iter().any(|k| k == f) {
             continue;
         }
-        let text = std::fs::read_to_string(path).map_err(|e| HandoffError::io(path, e))?;
+        let text = crate::fsutil::read_appended(path)?.unwrap_or_default();
         let rows = parse_file(topic, &text)
             .into_iter()
             .map(|e| MemoryRow {
