@@ -49,6 +49,17 @@ pub enum EngineError {
 pub(crate) use crate::store::pg::TxKind as Mode;
 
 /// Where the engine keeps its data.
+/// How a request runs (`Engine::plan`).
+struct Plan {
+    mode: Mode,
+    writes_feed: bool,
+    read_only: bool,
+    /// A write op brings the clock's rules up to now first.
+    catches_up: bool,
+    /// The credential's hash, read ahead with the caller's row (PostgreSQL).
+    cred_hash: Option<String>,
+}
+
 enum Backend {
     Sqlite {
         conn: Mutex<Connection>,
@@ -197,6 +208,18 @@ impl Engine {
 
     /// Waits for PostgreSQL's answers inside requests so far, a round trip
     /// each (0 on SQLite, which reads in process).
+    /// Requests answered on the async runtime from their reads sent ahead,
+    /// and requests tried there that ran on the pool after all (PostgreSQL).
+    pub fn runtime_answers(&self) -> Option<(u64, u64)> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some((
+                pg.runtime.answered.load(std::sync::atomic::Ordering::Relaxed),
+                pg.runtime.handed_on.load(std::sync::atomic::Ordering::Relaxed),
+            )),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
     pub fn round_trips(&self) -> u64 {
         match &self.backend {
             Backend::Postgres(pg) => pg.round_trips.load(std::sync::atomic::Ordering::Relaxed),
@@ -372,6 +395,29 @@ impl Engine {
         .unwrap_or(false)
     }
 
+    /// [`Engine::may_long_poll`] answered on the async runtime from the
+    /// caller's facts read ahead (PostgreSQL, a server with a secret); None:
+    /// ask `may_long_poll` (on a blocking thread).
+    pub async fn may_long_poll_on_runtime(&self, req: &Request) -> Option<bool> {
+        let Backend::Postgres(pg) = &self.backend else { return None };
+        self.config.token.as_ref()?;
+        let hash = req.cred.as_deref().map(pcmail_core::protocol::credential_hash);
+        let reads = [crate::auth::reads_ahead(req, hash.as_deref())];
+        let out = pg
+            .runtime
+            .answer(&reads, |tx| {
+                let (caller, facts) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
+                // The facts say whether the label is on the roster; without them it is read (on the pool).
+                Ok::<_, OpError>(facts.map(|row| caller != Caller::Admin && row.on_roster))
+            })
+            .await?;
+        match out {
+            Ok(may) => may,
+            // Refused (as `may_long_poll` says of any failure).
+            Err(_) => Some(false),
+        }
+    }
+
     /// The version of the live leases (`meta.lease_version`, moved by every
     /// claim, release, takeover and end), read without a write lock: the
     /// embedded PC's poller compares it with the one it knows to poll at once
@@ -407,7 +453,8 @@ impl Engine {
         }
     }
 
-    fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
+    /// How a request runs: its transaction's kind, and what it does first.
+    fn plan(&self, req: &Request) -> Plan {
         let spec = req.op.spec();
         // A read-only op takes no write lock: it runs in a deferred (read) transaction.
         let mode = if spec.read_only {
@@ -417,83 +464,142 @@ impl Engine {
         } else {
             Mode::Write
         };
-        let catches_up = !spec.read_only && !runs_its_own_sweep(&req.op);
         let postgres = matches!(self.backend, Backend::Postgres(_));
-        let cred_hash = req.cred.as_deref().filter(|_| postgres).map(pcmail_core::protocol::credential_hash);
+        Plan {
+            mode,
+            writes_feed: writes_feed(&req.op, &spec),
+            read_only: spec.read_only,
+            catches_up: !spec.read_only && !runs_its_own_sweep(&req.op),
+            cred_hash: req.cred.as_deref().filter(|_| postgres).map(pcmail_core::protocol::credential_hash),
+        }
+    }
+
+    /// The reads a request is sure to make, sent ahead in the round trip that begins it (PostgreSQL).
+    fn reads_ahead<'r>(&self, req: &'r Request, now: Millis, plan: &'r Plan) -> Vec<crate::store::Read<'r>> {
+        let mut reads = Vec::new();
+        if self.config.token.is_some() {
+            reads.push(crate::auth::reads_ahead(req, plan.cred_hash.as_deref()));
+        }
+        if plan.catches_up {
+            reads.push(crate::sweep::candidates_read(now));
+        }
+        reads.extend(ops::reads_ahead(&req.op, &req.pc, self.config.token.is_some()));
+        reads
+    }
+
+    fn run(&self, req: &Request, now: Millis) -> Result<Map<String, Value>, ProtoError> {
+        let plan = self.plan(req);
+        let postgres = matches!(self.backend, Backend::Postgres(_));
         let (fields, touched) = self
-            .with_tx_feed(mode, writes_feed(&req.op, &spec), |tx| {
+            .with_tx_feed(plan.mode, plan.writes_feed, |tx| {
                 if postgres {
-                    // The reads this request is sure to make, sent ahead in the round trip that begins it.
-                    let mut reads = Vec::new();
-                    if self.config.token.is_some() {
-                        reads.push(crate::auth::reads_ahead(req, cred_hash.as_deref()));
-                    }
-                    if catches_up {
-                        reads.push(crate::sweep::candidates_read(now));
-                    }
-                    reads.extend(ops::reads_ahead(&req.op, &req.pc, self.config.token.is_some()));
-                    tx.prefetch(&reads)?;
+                    tx.prefetch(&self.reads_ahead(req, now, &plan))?;
                 }
-                let (caller, facts) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
-                let retention_ms = self.retention_ms();
-                // A write op first writes what the clock has already decided
-                // (expiry, stale leases, silent jobs), so it never acts on a
-                // state the sweep would have changed; the sweep does it itself.
-                let mut caught_up = Vec::new();
-                if catches_up {
-                    let mut c = Ctx {
-                        tx,
-                        now,
-                        pc: "server",
-                        cred: None,
-                        caller: Caller::Admin,
-                        touched: Vec::new(),
-                        news: Vec::new(),
-                        retention_ms,
-                        facts: None,
-                    };
-                    crate::sweep::catch_up(&mut c)?;
-                    caught_up = c.touched;
-                }
-                let changes_before = tx.total_changes();
-                let mut ctx = Ctx {
-                    tx,
-                    now,
-                    pc: &req.pc,
-                    cred: req.cred.as_deref(),
-                    caller,
-                    touched: Vec::new(),
-                    news: Vec::new(),
-                    retention_ms,
-                    facts,
-                };
-                let fields = ops::dispatch(&mut ctx, &req.op)?;
-                ctx.touched.extend(caught_up);
-                debug_assert!(
-                    !spec.read_only || tx.total_changes() == changes_before,
-                    "{} is read-only in the op table but wrote",
-                    spec.name
-                );
-                debug_assert!(
-                    ctx.news.iter().all(|n| spec.wakes.contains(n)),
-                    "{} woke polls with {:?} news; its row in the op table says {:?}",
-                    spec.name,
-                    ctx.news,
-                    spec.wakes
-                );
-                if !ctx.touched.is_empty() && tx.dialect() == crate::store::Dialect::Postgres {
-                    // Delivered at commit to every instance's listener (never for a rollback).
-                    notify_instances(self, tx, &ctx.touched)?;
-                }
-                Ok((fields, ctx.touched))
+                self.request_in(tx, req, now, &plan)
             })
             .map_err(OpError::into_proto)?;
+        self.tell_listener(&touched);
+        Ok(fields)
+    }
+
+    /// Answers `req` on the calling async runtime when the reads sent ahead
+    /// are all it needs (PostgreSQL; `store::pg_runtime`). None: it was not
+    /// answered there, nothing of it was applied, and it must run as usual
+    /// ([`Engine::handle_request_from`], on a blocking thread).
+    ///
+    /// Tried for the requests whose reads ahead are, as a rule, all they
+    /// read: a poll that carries nothing to write (a PC's caught-up poll, the
+    /// most frequent request there is). Another op tried here would pay a
+    /// round trip for nothing whenever it read more.
+    pub async fn answer_on_runtime(&self, req: &Request, now: Millis) -> Option<Value> {
+        let Backend::Postgres(pg) = &self.backend else { return None };
+        let plan = self.plan(req);
+        if plan.mode != Mode::ReadFirst {
+            return None;
+        }
+        let reads = self.reads_ahead(req, now, &plan);
+        let out = pg.runtime.answer(&reads, |tx| self.request_in(tx, req, now, &plan)).await?;
+        Some(match out.map_err(OpError::into_proto) {
+            Ok((fields, touched)) => {
+                self.tell_listener(&touched);
+                ok_response(now, fields)
+            }
+            Err(e) => e.to_json(),
+        })
+    }
+
+    /// What a request does inside its transaction: authenticates, brings the
+    /// clock's rules up to `now` (a write op), runs the op, and tells other
+    /// instances of the news (PostgreSQL). The fields of its answer and the
+    /// labels it woke.
+    fn request_in(
+        &self,
+        tx: &dyn Db,
+        req: &Request,
+        now: Millis,
+        plan: &Plan,
+    ) -> OpResult<(Map<String, Value>, Vec<String>)> {
+        let (caller, facts) = crate::auth::authenticate(tx, self.config.token.as_deref(), req)?;
+        let retention_ms = self.retention_ms();
+        // A write op first writes what the clock has already decided
+        // (expiry, stale leases, silent jobs), so it never acts on a
+        // state the sweep would have changed; the sweep does it itself.
+        let mut caught_up = Vec::new();
+        if plan.catches_up {
+            let mut c = Ctx {
+                tx,
+                now,
+                pc: "server",
+                cred: None,
+                caller: Caller::Admin,
+                touched: Vec::new(),
+                news: Vec::new(),
+                retention_ms,
+                facts: None,
+            };
+            crate::sweep::catch_up(&mut c)?;
+            caught_up = c.touched;
+        }
+        let changes_before = tx.total_changes();
+        let mut ctx = Ctx {
+            tx,
+            now,
+            pc: &req.pc,
+            cred: req.cred.as_deref(),
+            caller,
+            touched: Vec::new(),
+            news: Vec::new(),
+            retention_ms,
+            facts,
+        };
+        let fields = ops::dispatch(&mut ctx, &req.op)?;
+        ctx.touched.extend(caught_up);
+        debug_assert!(
+            !plan.read_only || tx.total_changes() == changes_before,
+            "{} is read-only in the op table but wrote",
+            req.op.name()
+        );
+        debug_assert!(
+            ctx.news.iter().all(|n| req.op.spec().wakes.contains(n)),
+            "{} woke polls with {:?} news; its row in the op table says {:?}",
+            req.op.name(),
+            ctx.news,
+            req.op.spec().wakes
+        );
+        if !ctx.touched.is_empty() && tx.dialect() == crate::store::Dialect::Postgres {
+            // Delivered at commit to every instance's listener (never for a rollback).
+            notify_instances(self, tx, &ctx.touched)?;
+        }
+        Ok((fields, ctx.touched))
+    }
+
+    /// This instance's long polls hear of the labels a committed request woke.
+    fn tell_listener(&self, touched: &[String]) {
         if !touched.is_empty() {
             if let Some(l) = self.listener.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                l(&touched);
+                l(touched);
             }
         }
-        Ok(fields)
     }
 
     /// Runs `f` in one transaction: committed when it returns Ok, rolled back
@@ -915,6 +1021,65 @@ mod tests {
     /// roster, the clock's catch-up, the heartbeat, mail, names, both feeds,
     /// the roster version); its COMMIT is sent without waiting, yet no
     /// connection is left inside a transaction. What it answers is what it read.
+    /// What a request answered on the async runtime says is what the pool
+    /// says of the same request: a caught-up poll, a poll bringing mail, a
+    /// stranger's poll, and whether each may hold a long poll.
+    #[test]
+    fn answers_on_the_runtime_are_the_pools() {
+        const ADMIN: &str = "admin-secret-0123456789";
+        let cred = "c".repeat(64);
+        let pg = pcmail_pgtest::Postgres::start();
+        let url = pg.create_database("on_runtime");
+        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
+        let engine =
+            Engine::open_postgres(target, EngineConfig { token: Some(ADMIN.into()), ..Default::default() }).unwrap();
+        for (pc, cred) in [("pc-a", cred.clone()), ("pc-b", "b".repeat(64))] {
+            let claim = json!({"v": 1, "op": "roster.set", "pc": pc, "token": ADMIN, "cred": cred,
+                "args": {"label": pc, "hostname": pc, "claim": true}});
+            ok(&engine, claim, T0);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let poll = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": {"since": 0, "receivedSince": 0}});
+        let both = |req: &Value, now: Millis| {
+            let parsed = pcmail_core::protocol::parse_request(req).unwrap();
+            let on_runtime = rt.block_on(engine.answer_on_runtime(&parsed, now));
+            (on_runtime, engine.handle_value(req, now))
+        };
+        // Its first poll writes the heartbeat on the runtime too; then caught up.
+        let (first, _) = both(&poll, T0 + 1);
+        assert_eq!(first.expect("a read-first poll is tried there")["ok"], json!(true));
+        let (on_runtime, pool) = both(&poll, T0 + 2);
+        assert_eq!(on_runtime.as_ref(), Some(&pool));
+        let id = format!("mail-{}-0000e003", T0 + 3);
+        let send = json!({"v": 1, "op": "send", "pc": "pc-b", "cred": "b".repeat(64),
+            "args": {"mail": {"id": id, "to": "pc-a", "body": "b"}}});
+        ok(&engine, send, T0 + 3);
+        let (on_runtime, pool) = both(&poll, T0 + 4);
+        assert_eq!(pool["mail"][0]["id"], json!(id), "{pool}");
+        assert_eq!(on_runtime.as_ref(), Some(&pool));
+        let stranger = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": "s".repeat(64), "args": {}});
+        let (on_runtime, pool) = both(&stranger, T0 + 5);
+        assert_eq!(pool["ok"], json!(false), "{pool}");
+        assert_eq!(on_runtime.as_ref(), Some(&pool));
+        // A poll that confirms writes: never tried there.
+        let confirm = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": {"confirm": [id]}});
+        let parsed = pcmail_core::protocol::parse_request(&confirm).unwrap();
+        assert_eq!(rt.block_on(engine.answer_on_runtime(&parsed, T0 + 6)), None);
+        let (answered, _) = engine.runtime_answers().unwrap();
+        assert_eq!(answered, 4);
+
+        let may = |req: Value| {
+            let parsed = pcmail_core::protocol::parse_request(&req).unwrap();
+            (rt.block_on(engine.may_long_poll_on_runtime(&parsed)), engine.may_long_poll(&parsed))
+        };
+        assert_eq!(may(poll.clone()), (Some(true), true));
+        assert_eq!(may(stranger), (Some(false), false));
+        let admin = json!({"v": 1, "op": "poll", "pc": "pc-a", "token": ADMIN, "args": {}});
+        assert_eq!(may(admin), (Some(false), false));
+        let off_roster = json!({"v": 1, "op": "poll", "pc": "pc-z", "cred": cred, "args": {}});
+        assert_eq!(may(off_roster), (Some(false), false));
+    }
+
     #[test]
     fn a_caught_up_poll_on_postgres_is_one_round_trip() {
         const ADMIN: &str = "admin-secret-0123456789";

@@ -583,6 +583,9 @@ fn merge_lease(first: &Value, later: &mut Value) {
 /// Waits for a wake-up of the caller's label, then polls again (without the
 /// confirms and marks, already applied). None when the time ran out.
 async fn may_wait(engine: &Arc<Engine>, req: &Request) -> bool {
+    if let Some(may) = engine.may_long_poll_on_runtime(req).await {
+        return may;
+    }
     let engine = engine.clone();
     let req = req.clone();
     tokio::task::spawn_blocking(move || engine.may_long_poll(&req)).await.unwrap_or(false)
@@ -646,6 +649,11 @@ async fn handle(engine: &Arc<Engine>, req: Request) -> Value {
 
 /// `peer`: the caller's address, where the op needs it (join attempts are limited per peer).
 async fn handle_from(engine: &Arc<Engine>, req: Request, peer: Option<IpAddr>) -> Value {
+    // On PostgreSQL, a request that needs only the reads sent ahead is
+    // answered here, without handing it to a blocking thread and back.
+    if let Some(v) = engine.answer_on_runtime(&req, now_ms()).await {
+        return v;
+    }
     let engine = engine.clone();
     match tokio::task::spawn_blocking(move || engine.handle_request_from(&req, now_ms(), peer)).await {
         Ok(v) => v,

@@ -47,7 +47,10 @@ fn subset_match(expect: &Value, actual: &Value, path: &str) -> Result<(), String
 /// Makes the engine a vector file runs on.
 type Open<'a> = dyn FnMut(EngineConfig) -> Result<Engine, String> + 'a;
 
-fn run_file(path: &PathBuf, open: &mut Open<'_>) -> Result<usize, String> {
+/// Answers one step's request.
+type Handle<'a> = dyn Fn(&Engine, &Value, i64) -> Value + 'a;
+
+fn run_file(path: &PathBuf, open: &mut Open<'_>, handle: &Handle<'_>) -> Result<usize, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read: {e}"))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
     // "servers": ["gas"] marks a vector for behaviour only gas has so far (docs/protocol.md).
@@ -73,7 +76,7 @@ fn run_file(path: &PathBuf, open: &mut Open<'_>) -> Result<usize, String> {
         let now = step["now"].as_i64().ok_or(format!("step {i}: no \"now\""))?;
         let resp = match (step.get("raw"), step.get("request")) {
             (Some(Value::String(raw)), _) => engine.handle_bytes(raw.as_bytes(), now),
-            (_, Some(req)) => engine.handle_value(req, now),
+            (_, Some(req)) => handle(&engine, req, now),
             _ => return Err(format!("step {i}: neither \"request\" nor \"raw\"")),
         };
         if std::env::var_os("PCMAIL_VECTOR_TRACE").is_some() {
@@ -105,12 +108,16 @@ fn vector_files() -> Vec<PathBuf> {
 }
 
 fn run_all(store: &str, open: &mut Open<'_>) {
+    run_all_with(store, open, &|engine, req, now| engine.handle_value(req, now))
+}
+
+fn run_all_with(store: &str, open: &mut Open<'_>, handle: &Handle<'_>) {
     let files = vector_files();
     let mut failures = Vec::new();
     let mut steps = 0;
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        match run_file(f, open) {
+        match run_file(f, open, handle) {
             Ok(n) => steps += n,
             Err(e) => failures.push(format!("{name}: {e}")),
         }
@@ -140,6 +147,37 @@ fn every_protocol_vector_passes_on_postgres() {
         base.erase_everything_for_tests().map_err(|e| format!("reset: {e}"))?;
         Ok(base.sharing_store(config).expect("a PostgreSQL engine"))
     });
+}
+
+/// The same vectors as `pcmail serve` answers them on PostgreSQL: each
+/// request first tried on the async runtime from its reads sent ahead
+/// (`Engine::answer_on_runtime`), and run as usual only when it needs more.
+#[test]
+fn every_protocol_vector_passes_on_postgres_answered_on_the_runtime() {
+    let pg = Postgres::start();
+    let url = pg.create_database("vectors_rt");
+    let base = Engine::open_postgres(PgTarget::parse(&url, None).unwrap(), EngineConfig::default()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    run_all_with(
+        "postgres (runtime)",
+        &mut |config| {
+            base.erase_everything_for_tests().map_err(|e| format!("reset: {e}"))?;
+            Ok(base.sharing_store(config).expect("a PostgreSQL engine"))
+        },
+        &|engine, req, now| {
+            if let Ok(parsed) = pcmail_core::protocol::parse_request(req) {
+                if let Some(answer) = rt.block_on(engine.answer_on_runtime(&parsed, now)) {
+                    return answer;
+                }
+            }
+            engine.handle_value(req, now)
+        },
+    );
+    // Every file's engine shares the one store, and its counters.
+    let (answered, handed_on) = base.runtime_answers().unwrap();
+    eprintln!("answered on the runtime: {answered}; ran on the pool after all: {handed_on}");
+    assert!(answered > 50, "hardly any request was answered on the runtime: {answered}");
+    assert!(handed_on > 0, "no request needed more than its reads ahead: the fallback is untested");
 }
 
 #[test]

@@ -12,6 +12,7 @@
 
 pub(crate) mod pg;
 pub(crate) mod pg_error;
+pub(crate) mod pg_runtime;
 pub mod pg_url;
 mod sqlite;
 

@@ -163,17 +163,19 @@ impl Manager {
         // for plans made without the parameters' values already, since
         // SQLite never sees them: a partial index's condition is spelled out
         // in the SQL, never bound.
-        c.wait(c.client().batch_execute(
-            "SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'; \
-             SET plan_cache_mode = force_generic_plan",
-        ))?;
+        c.wait(c.client().batch_execute(SESSION_SETUP))?;
         Ok(c)
     }
 }
 
+/// What every connection of a request sets first.
+pub(super) const SESSION_SETUP: &str =
+    "SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'; \
+     SET plan_cache_mode = force_generic_plan";
+
 /// A connection's task: it ends when the connection closes (an error is
 /// seen by the request that waits on it).
-async fn drive(conn: impl Future<Output = Result<(), postgres::Error>>) {
+pub(super) async fn drive(conn: impl Future<Output = Result<(), postgres::Error>>) {
     let _ = conn.await;
 }
 
@@ -221,6 +223,8 @@ pub(crate) struct PgStore {
     pub upgrades: AtomicU64,
     /// Waits for PostgreSQL's answers inside requests: a round trip each.
     pub round_trips: AtomicU64,
+    /// Connections of the server's runtime, for requests answered there.
+    pub(crate) runtime: super::pg_runtime::RuntimeConns,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -250,7 +254,9 @@ impl PgStore {
             .error_handler(Box::new(LogErrors))
             .build_unchecked(manager);
         let instance = format!("{:016x}", rand_u64());
+        let runtime = super::pg_runtime::RuntimeConns::new(target.clone())?;
         Ok(PgStore {
+            runtime,
             pool: Some(pool),
             target,
             instance,
@@ -501,12 +507,12 @@ struct PgTx<'c> {
 }
 
 /// Parameters as tokio-postgres binds them.
-fn bind<'p>(params: &'p [P<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
+pub(super) fn bind<'p>(params: &'p [P<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
 /// The key of a read sent ahead: its text and its parameters, typed.
-fn ahead_key(sql: &str, params: &[P<'_>]) -> String {
+pub(super) fn ahead_key(sql: &str, params: &[P<'_>]) -> String {
     use std::fmt::Write;
     let mut k = String::with_capacity(sql.len() + 16 * params.len());
     k.push_str(sql);
@@ -523,7 +529,7 @@ fn ahead_key(sql: &str, params: &[P<'_>]) -> String {
 }
 
 /// A statement that cannot change a row (a read sent ahead stays true after it).
-fn only_reads(sql: &str) -> bool {
+pub(super) fn only_reads(sql: &str) -> bool {
     let head = sql.trim_start().as_bytes();
     head.len() >= 6 && head[..6].eq_ignore_ascii_case(b"SELECT")
 }
