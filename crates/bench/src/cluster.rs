@@ -305,7 +305,12 @@ pub(crate) fn bench_server_pg() -> Result<()> {
     };
     drop(sqlite_server);
     let (pg2, seen, pairs) = {
-        let servers = [ServerChild::start(&url)?, ServerChild::start(&url)?];
+        // Two instances on one host split its cores, as docs/deployment.md
+        // tells a deployment to (`pcmail serve --threads`).
+        let cores = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+        let threads = (cores / 2).max(1);
+        println!("  the two instances share this host's {cores} cores: pcmail serve --threads {threads} each\n");
+        let servers = [ServerChild::start_with(&url, Some(threads))?, ServerChild::start_with(&url, Some(threads))?];
         let p = run_phase("PostgreSQL ×2", &servers, Some(postmaster), &s, 2)?;
         let seen = match pcmail_bin() {
             Some(bin) => Some(seen_across(&bin, &servers[0].url, &servers[1].url, rounds)?),

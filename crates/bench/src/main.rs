@@ -42,6 +42,8 @@ fn main() -> Result<()> {
             // default 90 days the server's first maintenance round would prune
             // it, band by band, while the phases measure polls against it.
             opts.retention_ms = Some(3_650 * 24 * 60 * 60 * 1000);
+            // `pcmail serve --threads N`, when the bench says so.
+            opts.threads = args.get(3).map(|n| n.parse()).transpose().context("serve-child THREADS")?;
             pcmail_server::serve_blocking(opts)
         }
         _ => bail!("usage: pcmail-bench server | server-pg | seen | prune | jobs | who"),
@@ -223,9 +225,15 @@ struct ServerChild {
 
 impl ServerChild {
     fn start(db: impl AsRef<std::ffi::OsStr>) -> Result<ServerChild> {
+        ServerChild::start_with(db, None)
+    }
+
+    /// With `threads`: as `pcmail serve --threads N`.
+    fn start_with(db: impl AsRef<std::ffi::OsStr>, threads: Option<usize>) -> Result<ServerChild> {
         let mut child = Command::new(std::env::current_exe()?)
             .arg("serve-child")
             .arg(db)
+            .args(threads.map(|n| n.to_string()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;

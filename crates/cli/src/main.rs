@@ -273,6 +273,10 @@ enum Cmd {
         /// Only for a network that is private by itself (a VPN); `pcmail doctor` flags it.
         #[arg(long, conflicts_with_all = ["tls", "tls_cert", "tls_key"])]
         insecure_http: bool,
+        /// Threads that answer requests [default: the host's cores]. Several instances on one host:
+        /// split its cores between them (database work waits on threads of its own).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        threads: Option<u16>,
         #[command(flatten)]
         net: cmd::serve_net::ServeNet,
     },
@@ -614,6 +618,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             tls_cert,
             tls_key,
             insecure_http,
+            threads,
             net,
         } => {
             let opts = cmd::serve::ServeOpts {
@@ -626,6 +631,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tls_cert,
                 tls_key,
                 insecure_http,
+                threads: threads.map(usize::from),
                 net,
             };
             cmd::serve::run(opts, json)

@@ -1080,6 +1080,55 @@ mod tests {
         assert_eq!(may(off_roster), (Some(false), false));
     }
 
+    /// A request answered on the runtime is dropped half way when its caller
+    /// goes away: its connection must not go back to the others inside its
+    /// transaction (the next request would read that transaction's snapshot).
+    #[test]
+    fn a_poll_dropped_half_way_on_the_runtime_leaves_no_transaction_open() {
+        const ADMIN: &str = "admin-secret-0123456789";
+        let cred = "c".repeat(64);
+        let pg = pcmail_pgtest::Postgres::start();
+        let url = pg.create_database("dropped");
+        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
+        let engine =
+            Engine::open_postgres(target, EngineConfig { token: Some(ADMIN.into()), ..Default::default() }).unwrap();
+        let claim = json!({"v": 1, "op": "roster.set", "pc": "pc-a", "token": ADMIN, "cred": cred,
+            "args": {"label": "pc-a", "hostname": "pc-a", "claim": true}});
+        ok(&engine, claim, T0);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let poll = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": {"since": 0}});
+        let parsed = pcmail_core::protocol::parse_request(&poll).unwrap();
+        // Its statements prepared, so one poll of the next request sends its BEGIN and reads.
+        assert!(rt.block_on(engine.answer_on_runtime(&parsed, T0 + 1)).is_some());
+        rt.block_on(async {
+            let mut half = std::pin::pin!(engine.answer_on_runtime(&parsed, T0 + 2));
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(std::future::Future::poll(half.as_mut(), cx).is_pending())
+            })
+            .await;
+            assert!(first, "the request waits for PostgreSQL's answers");
+        });
+        // Long enough for its BEGIN to have reached PostgreSQL had the connection stayed.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let mut admin = pg.connect("dropped");
+        let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'dropped' AND state = 'idle in transaction'";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        loop {
+            let open: i64 = admin.query_one(sql, &[]).unwrap().get(0);
+            if open == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{open} connections left inside a dropped request's transaction"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // The next request is answered there as before, and as the pool answers it.
+        let on_runtime = rt.block_on(engine.answer_on_runtime(&parsed, T0 + 3));
+        assert_eq!(on_runtime, Some(engine.handle_value(&poll, T0 + 3)));
+    }
+
     #[test]
     fn a_caught_up_poll_on_postgres_is_one_round_trip() {
         const ADMIN: &str = "admin-secret-0123456789";

@@ -52,6 +52,11 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// Where the real peer comes from behind a balancer (by default: the TCP peer).
     pub peers: PeerSource,
+    /// Threads of the async runtime that answers requests (None: one per
+    /// core). Ops that wait on a database run on threads of their own, so
+    /// instances sharing a host split its cores: more runtime threads than
+    /// cores only take turns waking each other.
+    pub threads: Option<usize>,
 }
 
 impl ServeOptions {
@@ -67,6 +72,7 @@ impl ServeOptions {
             transport: ServeTransport::Plain,
             limits: Limits::default(),
             peers: PeerSource::default(),
+            threads: None,
         }
     }
 }
@@ -184,7 +190,11 @@ fn say(mut to: impl std::io::Write, line: std::fmt::Arguments) {
 
 /// `serve` on its own tokio runtime, for the CLI.
 pub fn serve_blocking(opts: ServeOptions) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(opts))
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = opts.threads {
+        rt.worker_threads(n.max(1));
+    }
+    rt.enable_all().build()?.block_on(serve(opts))
 }
 
 /// Serves on a bound listener until `shutdown` completes (tests bind port 0

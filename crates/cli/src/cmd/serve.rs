@@ -15,6 +15,8 @@ pub struct ServeOpts {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub insecure_http: bool,
+    /// Threads answering requests (None: the host's cores).
+    pub threads: Option<usize>,
     pub net: super::serve_net::ServeNet,
 }
 
@@ -60,6 +62,7 @@ pub fn run(o: ServeOpts, json: bool) -> anyhow::Result<()> {
     opts.webhook_url = o.webhook;
     opts.retention_ms = Some(i64::from(o.retention_days.max(1)) * 24 * 60 * 60 * 1000);
     (opts.limits, opts.peers) = (limits, peers);
+    opts.threads = o.threads;
     pcmail_server::http::serve_blocking(opts)
 }
 

@@ -25,6 +25,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+/// After a connection could not be opened, how long requests leave this path to the pool.
+const RETRY_CONNECT_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
 const BEGIN_READ: &str = "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 
 /// Connections driven by the runtime that serves requests, opened as
@@ -35,6 +38,9 @@ pub(crate) struct RuntimeConns {
     idle: Mutex<Vec<RuntimeConn>>,
     open: AtomicUsize,
     max: usize,
+    /// When a connection could last not be opened: for a while after, no
+    /// request waits for another attempt (the pool reports the outage).
+    failed_at: Mutex<Option<std::time::Instant>>,
     /// Requests answered here.
     pub answered: AtomicU64,
     /// Requests that asked for more than was read ahead and ran on the pool.
@@ -46,17 +52,24 @@ struct RuntimeConn {
     stmts: HashMap<String, tokio_postgres::Statement>,
 }
 
-/// Gives a connection back to the idle list when dropped, unless it closed;
-/// a closed one frees its place.
+/// Gives a connection back to the idle list when dropped, unless it closed
+/// or is inside a transaction; such a one is closed and frees its place.
 struct Taken<'a> {
     conns: &'a RuntimeConns,
     conn: Option<RuntimeConn>,
+    /// Its BEGIN was sent and its COMMIT or ROLLBACK not yet. A request is
+    /// dropped half way when its caller goes away (the HTTP connection
+    /// closed): the next request's BEGIN would then run inside this one's
+    /// transaction, on its snapshot. Closing the connection ends it.
+    in_tx: bool,
 }
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
         match self.conn.take() {
-            Some(c) if !c.client.is_closed() => self.conns.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c),
+            Some(c) if !self.in_tx && !c.client.is_closed() => {
+                self.conns.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c)
+            }
             _ => {
                 self.conns.open.fetch_sub(1, Ordering::Relaxed);
             }
@@ -74,6 +87,7 @@ impl RuntimeConns {
             idle: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             max,
+            failed_at: Mutex::new(None),
             answered: AtomicU64::new(0),
             handed_on: AtomicU64::new(0),
         })
@@ -84,30 +98,47 @@ impl RuntimeConns {
     /// which waits for a connection and reports what fails).
     async fn take(&self) -> Option<Taken<'_>> {
         if let Some(c) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Some(Taken { conns: self, conn: Some(c) });
+            return Some(Taken { conns: self, conn: Some(c), in_tx: false });
+        }
+        let failed_lately = |at: &Option<std::time::Instant>| at.is_some_and(|t| t.elapsed() < RETRY_CONNECT_AFTER);
+        if failed_lately(&self.failed_at.lock().unwrap_or_else(|e| e.into_inner())) {
+            return None;
         }
         if self.open.fetch_add(1, Ordering::Relaxed) >= self.max {
             self.open.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
         // Counted as open from here: a failed connect gives its place back.
-        let mut taken = Taken { conns: self, conn: None };
+        let mut taken = Taken { conns: self, conn: None, in_tx: false };
+        match self.connect().await {
+            Ok(client) => {
+                taken.conn = Some(RuntimeConn { client, stmts: HashMap::new() });
+                Some(taken)
+            }
+            Err(e) => {
+                tracing::debug!(error = %super::pg_message(&e), "a connection for the runtime: not now");
+                *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+                None
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<tokio_postgres::Client, postgres::Error> {
         let cfg = self.target.config();
         let client = match &self.tls {
             Some(t) => {
-                let (client, conn) = cfg.connect(t.clone()).await.ok()?;
+                let (client, conn) = cfg.connect(t.clone()).await?;
                 tokio::spawn(drive(conn));
                 client
             }
             None => {
-                let (client, conn) = cfg.connect(tokio_postgres::NoTls).await.ok()?;
+                let (client, conn) = cfg.connect(tokio_postgres::NoTls).await?;
                 tokio::spawn(drive(conn));
                 client
             }
         };
-        client.batch_execute(SESSION_SETUP).await.ok()?;
-        taken.conn = Some(RuntimeConn { client, stmts: HashMap::new() });
-        Some(taken)
+        client.batch_execute(SESSION_SETUP).await?;
+        Ok(client)
     }
 
     /// Runs `f` on `reads` answered ahead in one read transaction. None: the
@@ -133,7 +164,8 @@ impl RuntimeConns {
         f: impl FnOnce(&dyn Db) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
         let mut taken = self.take().await?;
-        let conn = taken.conn.as_mut().expect("a taken connection is there until dropped");
+        let Taken { conn, in_tx, .. } = &mut taken;
+        let conn = conn.as_mut().expect("a taken connection is there until dropped");
         // What this connection has not prepared yet, prepared first, in one round trip.
         let mut new: Vec<&str> = reads.iter().map(|r| &*r.sql).filter(|s| !conn.stmts.contains_key(*s)).collect();
         new.sort_unstable();
@@ -148,6 +180,7 @@ impl RuntimeConns {
         let stmts: Vec<tokio_postgres::Statement> = reads.iter().map(|r| conn.stmts[&*r.sql].clone()).collect();
         let params: Vec<Vec<&(dyn postgres::types::ToSql + Sync)>> = reads.iter().map(|r| bind(&r.params)).collect();
         // Polled in this order, the BEGIN and the reads are sent in this order, before any answer is read.
+        *in_tx = true;
         let (began, answers) = futures_util::future::join(
             conn.client.batch_execute(BEGIN_READ),
             futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| conn.client.query(s, p))),
@@ -155,6 +188,8 @@ impl RuntimeConns {
         .await;
         drop(params);
         if began.is_err() {
+            // No transaction began (or the connection is gone: closed with it).
+            *in_tx = false;
             return None;
         }
         let mut rows = HashMap::with_capacity(reads.len());
@@ -181,6 +216,7 @@ impl RuntimeConns {
         let Some(result) = result else {
             // Void: the pool runs the request again from the start.
             conn.client.batch_execute("ROLLBACK").await.ok()?;
+            *in_tx = false;
             return None;
         };
         if touches.is_empty() {
@@ -193,11 +229,13 @@ impl RuntimeConns {
                 std::task::Poll::Ready(())
             })
             .await;
+            *in_tx = false;
             return Some(result);
         }
         // A heartbeat that could not be written (the connection lost with
         // it): the request read only, so the pool runs it again whole.
         write_touches(conn, &touches).await.ok()?;
+        *in_tx = false;
         Some(result)
     }
 }
