@@ -1016,28 +1016,31 @@ mod tests {
         assert_eq!(engine.retries(), 0);
     }
 
-    /// A caught-up poll by a PC with its own credential is one round trip on
-    /// PostgreSQL: its BEGIN with every read it makes (the credential, the
-    /// roster, the clock's catch-up, the heartbeat, mail, names, both feeds,
-    /// the roster version); its COMMIT is sent without waiting, yet no
-    /// connection is left inside a transaction. What it answers is what it read.
+    /// A throwaway PostgreSQL, an engine on database `db` with an admin
+    /// secret, and PCs that claimed their labels with their credentials.
+    fn pg_engine(db: &str, pcs: &[(&str, &str)]) -> (pcmail_pgtest::Postgres, Engine) {
+        let pg = pcmail_pgtest::Postgres::start();
+        let url = pg.create_database(db);
+        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
+        let config = EngineConfig { token: Some(PG_ADMIN.into()), ..Default::default() };
+        let engine = Engine::open_postgres(target, config).unwrap();
+        for (pc, cred) in pcs {
+            let claim = json!({"v": 1, "op": "roster.set", "pc": pc, "token": PG_ADMIN, "cred": cred,
+                "args": {"label": pc, "hostname": pc, "claim": true}});
+            ok(&engine, claim, T0);
+        }
+        (pg, engine)
+    }
+
+    const PG_ADMIN: &str = "admin-secret-0123456789";
+
     /// What a request answered on the async runtime says is what the pool
     /// says of the same request: a caught-up poll, a poll bringing mail, a
     /// stranger's poll, and whether each may hold a long poll.
     #[test]
     fn answers_on_the_runtime_are_the_pools() {
-        const ADMIN: &str = "admin-secret-0123456789";
         let cred = "c".repeat(64);
-        let pg = pcmail_pgtest::Postgres::start();
-        let url = pg.create_database("on_runtime");
-        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
-        let engine =
-            Engine::open_postgres(target, EngineConfig { token: Some(ADMIN.into()), ..Default::default() }).unwrap();
-        for (pc, cred) in [("pc-a", cred.clone()), ("pc-b", "b".repeat(64))] {
-            let claim = json!({"v": 1, "op": "roster.set", "pc": pc, "token": ADMIN, "cred": cred,
-                "args": {"label": pc, "hostname": pc, "claim": true}});
-            ok(&engine, claim, T0);
-        }
+        let (_pg, engine) = pg_engine("on_runtime", &[("pc-a", &cred), ("pc-b", &"b".repeat(64))]);
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let poll = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": {"since": 0, "receivedSince": 0}});
         let both = |req: &Value, now: Millis| {
@@ -1074,7 +1077,7 @@ mod tests {
         };
         assert_eq!(may(poll.clone()), (Some(true), true));
         assert_eq!(may(stranger), (Some(false), false));
-        let admin = json!({"v": 1, "op": "poll", "pc": "pc-a", "token": ADMIN, "args": {}});
+        let admin = json!({"v": 1, "op": "poll", "pc": "pc-a", "token": PG_ADMIN, "args": {}});
         assert_eq!(may(admin), (Some(false), false));
         let off_roster = json!({"v": 1, "op": "poll", "pc": "pc-z", "cred": cred, "args": {}});
         assert_eq!(may(off_roster), (Some(false), false));
@@ -1085,16 +1088,8 @@ mod tests {
     /// transaction (the next request would read that transaction's snapshot).
     #[test]
     fn a_poll_dropped_half_way_on_the_runtime_leaves_no_transaction_open() {
-        const ADMIN: &str = "admin-secret-0123456789";
         let cred = "c".repeat(64);
-        let pg = pcmail_pgtest::Postgres::start();
-        let url = pg.create_database("dropped");
-        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
-        let engine =
-            Engine::open_postgres(target, EngineConfig { token: Some(ADMIN.into()), ..Default::default() }).unwrap();
-        let claim = json!({"v": 1, "op": "roster.set", "pc": "pc-a", "token": ADMIN, "cred": cred,
-            "args": {"label": "pc-a", "hostname": "pc-a", "claim": true}});
-        ok(&engine, claim, T0);
+        let (pg, engine) = pg_engine("dropped", &[("pc-a", &cred)]);
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let poll = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": {"since": 0}});
         let parsed = pcmail_core::protocol::parse_request(&poll).unwrap();
@@ -1129,6 +1124,11 @@ mod tests {
         assert_eq!(on_runtime, Some(engine.handle_value(&poll, T0 + 3)));
     }
 
+    /// A caught-up poll by a PC with its own credential is one round trip on
+    /// PostgreSQL: its BEGIN with every read it makes (the credential, the
+    /// roster, the clock's catch-up, the heartbeat, mail, names, both feeds,
+    /// the roster version); its COMMIT is sent without waiting, yet no
+    /// connection is left inside a transaction. What it answers is what it read.
     #[test]
     fn a_caught_up_poll_on_postgres_is_one_round_trip() {
         const ADMIN: &str = "admin-secret-0123456789";
