@@ -11,6 +11,7 @@
 //! `&'static str`, so both stores cache prepared statements by it.
 
 pub(crate) mod pg;
+pub(crate) mod pg_conn;
 pub(crate) mod pg_error;
 pub(crate) mod pg_runtime;
 pub mod pg_url;

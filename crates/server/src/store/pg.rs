@@ -27,9 +27,10 @@
 //!   long polls; after a reconnect it wakes them all, since notifications
 //!   sent while it was away are lost and the woken polls re-read by cursor.
 
+use super::pg_conn::{ahead_key, bind, drive, only_reads, SESSION_SETUP};
 use super::pg_url::PgTarget;
 use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, P};
-use postgres::types::{private::BytesMut, IsNull, ToSql, Type};
+use postgres::types::ToSql;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
@@ -48,38 +49,6 @@ pub(crate) const WAKE_CHANNEL: &str = "pcmail_wake";
 
 /// How many times a request runs before a serialization failure is answered `busy`.
 const MAX_ATTEMPTS: u32 = 12;
-
-impl ToSql for P<'_> {
-    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        match *self {
-            P::Null => Ok(IsNull::Yes),
-            P::Int(v) => match *ty {
-                Type::INT8 => v.to_sql(ty, out),
-                Type::INT4 => i32::try_from(v)?.to_sql(ty, out),
-                Type::INT2 => i16::try_from(v)?.to_sql(ty, out),
-                Type::BOOL => (v != 0).to_sql(ty, out),
-                Type::FLOAT8 => (v as f64).to_sql(ty, out),
-                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => v.to_string().as_str().to_sql(ty, out),
-                _ => Err(format!("an integer cannot bind a parameter of type {ty}").into()),
-            },
-            P::Real(v) => match *ty {
-                Type::FLOAT8 => v.to_sql(ty, out),
-                Type::FLOAT4 => (v as f32).to_sql(ty, out),
-                _ => Err(format!("a number cannot bind a parameter of type {ty}").into()),
-            },
-            P::Text(s) => match *ty {
-                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => s.to_sql(ty, out),
-                _ => Err(format!("text cannot bind a parameter of type {ty}").into()),
-            },
-        }
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-
-    postgres::types::to_sql_checked!();
-}
 
 /// A pooled connection and the statements prepared on it. The client is
 /// tokio-postgres's, driven by a runtime of its own while a request waits
@@ -166,17 +135,6 @@ impl Manager {
         c.wait(c.client().batch_execute(SESSION_SETUP))?;
         Ok(c)
     }
-}
-
-/// What every connection of a request sets first.
-pub(super) const SESSION_SETUP: &str =
-    "SET statement_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'; \
-     SET plan_cache_mode = force_generic_plan";
-
-/// A connection's task: it ends when the connection closes (an error is
-/// seen by the request that waits on it).
-pub(super) async fn drive(conn: impl Future<Output = Result<(), postgres::Error>>) {
-    let _ = conn.await;
 }
 
 impl r2d2::ManageConnection for Manager {
@@ -504,34 +462,6 @@ struct PgTx<'c> {
     touches: RefCell<Vec<(String, Vec<super::Value>)>>,
     /// PostgreSQL has answered something of this attempt.
     answered: Cell<bool>,
-}
-
-/// Parameters as tokio-postgres binds them.
-pub(super) fn bind<'p>(params: &'p [P<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
-    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
-}
-
-/// The key of a read sent ahead: its text and its parameters, typed.
-pub(super) fn ahead_key(sql: &str, params: &[P<'_>]) -> String {
-    use std::fmt::Write;
-    let mut k = String::with_capacity(sql.len() + 16 * params.len());
-    k.push_str(sql);
-    for p in params {
-        // Text carries its length, so no text can pass for a following parameter.
-        let _ = match p {
-            P::Null => write!(k, "\0N"),
-            P::Int(v) => write!(k, "\0I{v}"),
-            P::Real(v) => write!(k, "\0R{:x}", v.to_bits()),
-            P::Text(t) => write!(k, "\0T{}:{t}", t.len()),
-        };
-    }
-    k
-}
-
-/// A statement that cannot change a row (a read sent ahead stays true after it).
-pub(super) fn only_reads(sql: &str) -> bool {
-    let head = sql.trim_start().as_bytes();
-    head.len() >= 6 && head[..6].eq_ignore_ascii_case(b"SELECT")
 }
 
 impl PgTx<'_> {

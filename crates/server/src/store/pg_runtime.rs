@@ -17,7 +17,7 @@
 //! [`Db::touch`] (the heartbeat) is written after the read transaction's
 //! COMMIT, as on the pool.
 
-use super::pg::{ahead_key, bind, drive, only_reads, SESSION_SETUP};
+use super::pg_conn::{ahead_key, bind, drive, only_reads, SESSION_SETUP};
 use super::pg_url::PgTarget;
 use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, Value, P};
 use std::cell::{Cell, RefCell};
