@@ -196,11 +196,20 @@ fn in_pairs<T>(
 
 /// Flat-out loads on the first instance alone and on both ([`in_pairs`]) on
 /// the same two running instances.
-fn alternated(servers: &[ServerChild], postmaster: u32, s: &Settings, pairs: usize) -> Result<Vec<(Flat, Flat)>> {
-    let urls: Vec<String> = servers.iter().map(|x| x.url.clone()).collect();
+fn alternated(
+    one: &ServerChild,
+    two: &[ServerChild],
+    postmaster: u32,
+    s: &Settings,
+    pairs: usize,
+) -> Result<Vec<(Flat, Flat)>> {
+    let single = vec![one.url.clone()];
+    let urls: Vec<String> = two.iter().map(|x| x.url.clone()).collect();
     let cursors = catch_up(&urls[0])?;
+    // Every instance's CPU either way (the idle ones' too), and the database's.
     let cpu = || -> Result<(f64, f64)> {
-        let serve: f64 = servers.iter().map(|x| cpu_ms(x.pid(), false)).sum::<Result<f64>>()?;
+        let serve: f64 =
+            std::iter::once(one).chain(two).map(|x| cpu_ms(x.pid(), false)).sum::<Result<f64>>()?;
         Ok((serve, postgres_cpu_ms(postmaster)?))
     };
     let flat = |across: &[String]| -> Result<Flat> {
@@ -210,7 +219,7 @@ fn alternated(servers: &[ServerChild], postmaster: u32, s: &Settings, pairs: usi
         let n = load.count.max(1) as f64;
         Ok(Flat { rps: load.rps(), serve: (s1 - s0) / n, db: (d1 - d0) / n })
     };
-    let out = in_pairs(pairs, || flat(&urls[..1]), || flat(&urls))?;
+    let out = in_pairs(pairs, || flat(&single), || flat(&urls))?;
     for (pair, (one, two)) in out.iter().enumerate() {
         println!(
             "  pair {}: ×1 {:.0} polls/s, CPU per poll {:.3} ms ({:.3} + {:.3}); ×2 {:.0} polls/s, {:.3} ms ({:.3} + {:.3}): \
@@ -292,14 +301,15 @@ pub(crate) fn bench_server_pg() -> Result<()> {
     let pairs_n = env_num("PCMAIL_BENCH_PAIRS", 3).max(1);
     let sqlite_server = ServerChild::start(&db)?;
     let sqlite = run_phase("SQLite ×1", std::slice::from_ref(&sqlite_server), None, &s, 0)?;
+    // One instance with all of this host's cores: PostgreSQL ×1 throughout.
+    let pg_one = ServerChild::start(&url)?;
     let (pg1, paced_pairs) = {
-        let server = ServerChild::start(&url)?;
-        let p = run_phase("PostgreSQL ×1", std::slice::from_ref(&server), Some(postmaster), &s, 1)?;
+        let p = run_phase("PostgreSQL ×1", std::slice::from_ref(&pg_one), Some(postmaster), &s, 1)?;
         println!(
             "\n  at {:.0} polls/s offered, SQLite ×1 and PostgreSQL ×1 alternated, {pairs_n} pairs:",
             s.paced_rate
         );
-        let pairs = alternated_paced(&sqlite_server, &server, &s, pairs_n)?;
+        let pairs = alternated_paced(&sqlite_server, &pg_one, &s, pairs_n)?;
         println!();
         (p, pairs)
     };
@@ -317,9 +327,9 @@ pub(crate) fn bench_server_pg() -> Result<()> {
             None => None,
         };
         println!(
-            "\n  flat out, ×1 (the first instance alone) and ×2 (both) alternated on the same two instances, {pairs_n} pairs:"
+            "\n  flat out, ×1 (the instance with all {cores} cores) and ×2 (the two of --threads {threads}) alternated, {pairs_n} pairs:"
         );
-        let pairs = alternated(&servers, postmaster, &s, pairs_n)?;
+        let pairs = alternated(&pg_one, &servers, postmaster, &s, pairs_n)?;
         (p, seen, pairs)
     };
 
