@@ -208,8 +208,7 @@ fn alternated(
     let cursors = catch_up(&urls[0])?;
     // Every instance's CPU either way (the idle ones' too), and the database's.
     let cpu = || -> Result<(f64, f64)> {
-        let serve: f64 =
-            std::iter::once(one).chain(two).map(|x| cpu_ms(x.pid(), false)).sum::<Result<f64>>()?;
+        let serve: f64 = std::iter::once(one).chain(two).map(|x| cpu_ms(x.pid(), false)).sum::<Result<f64>>()?;
         Ok((serve, postgres_cpu_ms(postmaster)?))
     };
     let flat = |across: &[String]| -> Result<Flat> {
