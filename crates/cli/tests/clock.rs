@@ -1,18 +1,27 @@
 //! The server's clock is the truth for expiry. A sender an
 //! hour behind used to send an expiry already past (and the server took it); a
 //! receiver an hour ahead used to hide a still-valid request. Both PCs run here
-//! under libfaketime (`faketime`, installed by scripts/install-deps.sh) against
-//! a `pcmail serve` on the real clock.
+//! under libfaketime (installed by scripts/install-deps.sh) against a `pcmail
+//! serve` on the real clock.
 
 mod common;
 use common::*;
 use std::process::{Command, Output, Stdio};
 
+/// `program` with its clock moved by `offset` (e.g. "-1h"): libfaketime
+/// preloaded directly. (The `faketime` wrapper names a semaphore after its
+/// own PID and refused to start, now and then, when an earlier run's was
+/// left with the same name: "sem_open: File exists".)
+fn faked(program: impl AsRef<std::ffi::OsStr>, offset: &str) -> Command {
+    assert!(std::path::Path::new(LIBFAKETIME).is_file(), "{LIBFAKETIME} is missing (apt-get install faketime)");
+    let mut c = Command::new(program);
+    c.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME", offset);
+    c
+}
+
 /// `pcmail ARGS` for `pc` with its clock moved by `offset` (e.g. "-1h").
 fn skewed(pc: &Pc, offset: &str, args: &[&str]) -> Output {
-    Command::new("faketime")
-        .args(["-m", "-f", offset])
-        .arg(exe())
+    faked(exe(), offset)
         .args(args)
         .env("PCMAIL_HOME", pc.home.path())
         .env("PCMAIL_TOKEN", TOKEN)
@@ -20,7 +29,7 @@ fn skewed(pc: &Pc, offset: &str, args: &[&str]) -> Output {
         .env_remove("DBUS_SESSION_BUS_ADDRESS")
         .stdin(Stdio::null())
         .output()
-        .expect("faketime is installed (scripts/install-deps.sh)")
+        .expect("pcmail runs")
 }
 
 fn now_ms() -> i64 {
@@ -31,10 +40,10 @@ fn now_ms() -> i64 {
 fn expiry_follows_the_servers_clock_whatever_the_pcs_clocks_say() {
     let server = Server::start(Kind::Rust);
     let (a, b) = pair(&server);
-    // The faked clock really is off for a process under faketime.
-    let probe = Command::new("faketime").args(["-m", "-f", "-1h", "date", "+%s"]).output().unwrap();
-    let faked: i64 = String::from_utf8_lossy(&probe.stdout).trim().parse().unwrap();
-    assert!((now_ms() / 1000 - faked - 3600).abs() < 120, "faketime does not move the clock");
+    // The faked clock really is off for a process under libfaketime.
+    let probe = faked("date", "-1h").arg("+%s").output().unwrap();
+    let faked_now: i64 = String::from_utf8_lossy(&probe.stdout).trim().parse().unwrap();
+    assert!((now_ms() / 1000 - faked_now - 3600).abs() < 120, "libfaketime does not move the clock");
 
     // A sender an hour behind: "--expires 30m" is 30 minutes from the server's now.
     let before = now_ms();
@@ -56,9 +65,7 @@ fn expiry_follows_the_servers_clock_whatever_the_pcs_clocks_say() {
     let inbox = skewed(&b, "+1h", &["inbox"]);
     let text = String::from_utf8_lossy(&inbox.stdout);
     assert!(text.contains(&id) && !text.contains("expired"), "{text}");
-    let mut hook = Command::new("faketime")
-        .args(["-m", "-f", "+1h"])
-        .arg(exe())
+    let mut hook = faked(exe(), "+1h")
         .arg("hook")
         .env("PCMAIL_HOME", b.home.path())
         .stdin(Stdio::piped())

@@ -14,8 +14,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
-
 /// A child killed when the test ends, passed or not (no `sleep 600` or
 /// daemon left behind by a failure).
 struct Reaped(std::process::Child);

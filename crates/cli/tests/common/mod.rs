@@ -334,3 +334,6 @@ pub fn embedded_pair(db: &Path) -> (Pc, Pc) {
 pub fn servers() -> Vec<Kind> {
     vec![Kind::Rust, Kind::Gas]
 }
+
+/// libfaketime (Debian's `faketime` package), preloaded into a process to move its clock.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
