@@ -86,7 +86,23 @@ pub(crate) struct CallerRow {
     pub holds_names: bool,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// The server acting on its own (the sweep, the clock's catch-up before
+    /// a write op): the admin, with no caller's row.
+    pub(crate) fn server(tx: &'a dyn crate::store::Db, now: Millis, retention_ms: Millis) -> Ctx<'a> {
+        Ctx {
+            tx,
+            now,
+            pc: "server",
+            cred: None,
+            caller: Caller::Admin,
+            touched: Vec::new(),
+            news: Vec::new(),
+            retention_ms,
+            facts: None,
+        }
+    }
+
     /// After commit, `pc`'s long poll wakes: it has `news`. The op's row of
     /// the op table names the news it may bring (checked in debug builds).
     pub(crate) fn wake(&mut self, news: News, pc: String) {

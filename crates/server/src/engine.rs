@@ -434,17 +434,7 @@ impl Engine {
     /// The sweep as the server's own timer runs it (no envelope, no token).
     pub fn run_sweep(&self, now: Millis) -> Value {
         let out = self.with_tx_feed(Mode::Write, true, |tx| {
-            let mut ctx = Ctx {
-                tx,
-                now,
-                pc: "server",
-                cred: None,
-                caller: Caller::Admin,
-                touched: Vec::new(),
-                news: Vec::new(),
-                retention_ms: self.retention_ms(),
-                facts: None,
-            };
+            let mut ctx = Ctx::server(tx, now, self.retention_ms());
             ops::dispatch(&mut ctx, &Op::Sweep)
         });
         match out {
@@ -546,17 +536,7 @@ impl Engine {
         // state the sweep would have changed; the sweep does it itself.
         let mut caught_up = Vec::new();
         if plan.catches_up {
-            let mut c = Ctx {
-                tx,
-                now,
-                pc: "server",
-                cred: None,
-                caller: Caller::Admin,
-                touched: Vec::new(),
-                news: Vec::new(),
-                retention_ms,
-                facts: None,
-            };
+            let mut c = Ctx::server(tx, now, retention_ms);
             crate::sweep::catch_up(&mut c)?;
             caught_up = c.touched;
         }
