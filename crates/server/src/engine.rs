@@ -48,7 +48,6 @@ pub enum EngineError {
 /// Read-only (one snapshot, no write lock) or read-write.
 pub(crate) use crate::store::pg::TxKind as Mode;
 
-/// Where the engine keeps its data.
 /// How a request runs (`Engine::plan`).
 struct Plan {
     mode: Mode,
@@ -60,6 +59,7 @@ struct Plan {
     cred_hash: Option<String>,
 }
 
+/// Where the engine keeps its data.
 enum Backend {
     Sqlite {
         conn: Mutex<Connection>,
@@ -206,8 +206,6 @@ impl Engine {
         }
     }
 
-    /// Waits for PostgreSQL's answers inside requests so far, a round trip
-    /// each (0 on SQLite, which reads in process).
     /// Requests answered on the async runtime from their reads sent ahead,
     /// and requests tried there that ran on the pool after all (PostgreSQL).
     pub fn runtime_answers(&self) -> Option<(u64, u64)> {
@@ -220,6 +218,8 @@ impl Engine {
         }
     }
 
+    /// Waits for PostgreSQL's answers inside requests so far, a round trip
+    /// each (0 on SQLite, which reads in process).
     pub fn round_trips(&self) -> u64 {
         match &self.backend {
             Backend::Postgres(pg) => pg.round_trips.load(std::sync::atomic::Ordering::Relaxed),
@@ -1014,6 +1014,21 @@ mod tests {
 
     const PG_ADMIN: &str = "admin-secret-0123456789";
 
+    /// Within `within`, no connection to database `db` idles inside a transaction.
+    fn no_transaction_left_open(pg: &pcmail_pgtest::Postgres, db: &str, within: std::time::Duration) {
+        let mut admin = pg.connect(db);
+        let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'idle in transaction'";
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let open: i64 = admin.query_one(sql, &[&db]).unwrap().get(0);
+            if open == 0 {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{open} connections left inside a transaction in {db}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// What a request answered on the async runtime says is what the pool
     /// says of the same request: a caught-up poll, a poll bringing mail, a
     /// stranger's poll, and whether each may hold a long poll.
@@ -1085,20 +1100,7 @@ mod tests {
         });
         // Long enough for its BEGIN to have reached PostgreSQL had the connection stayed.
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let mut admin = pg.connect("dropped");
-        let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'dropped' AND state = 'idle in transaction'";
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-        loop {
-            let open: i64 = admin.query_one(sql, &[]).unwrap().get(0);
-            if open == 0 {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{open} connections left inside a dropped request's transaction"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        no_transaction_left_open(&pg, "dropped", std::time::Duration::from_secs(3));
         // The next request is answered there as before, and as the pool answers it.
         let on_runtime = rt.block_on(engine.answer_on_runtime(&parsed, T0 + 3));
         assert_eq!(on_runtime, Some(engine.handle_value(&poll, T0 + 3)));
@@ -1111,18 +1113,8 @@ mod tests {
     /// connection is left inside a transaction. What it answers is what it read.
     #[test]
     fn a_caught_up_poll_on_postgres_is_one_round_trip() {
-        const ADMIN: &str = "admin-secret-0123456789";
         let cred = "c".repeat(64);
-        let pg = pcmail_pgtest::Postgres::start();
-        let url = pg.create_database("trips");
-        let target = crate::store::pg_url::PgTarget::parse(&url, None).unwrap();
-        let config = EngineConfig { token: Some(ADMIN.into()), ..Default::default() };
-        let engine = Engine::open_postgres(target, config).unwrap();
-        for (pc, cred) in [("pc-a", cred.clone()), ("pc-b", "b".repeat(64))] {
-            let claim = json!({"v": 1, "op": "roster.set", "pc": pc, "token": ADMIN, "cred": cred,
-                "args": {"label": pc, "hostname": pc, "claim": true}});
-            ok(&engine, claim, T0);
-        }
+        let (pg, engine) = pg_engine("trips", &[("pc-a", &cred), ("pc-b", &"b".repeat(64))]);
         let poll = |args: Value, now: Millis| {
             let before = engine.round_trips();
             let r = ok(&engine, json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": args}), now);
@@ -1148,17 +1140,7 @@ mod tests {
         let (r, trips) = poll(json!({}), T0 + 6);
         assert_eq!((r["mail"].clone(), trips), (json!([]), 1), "{r}");
         // The COMMITs not waited for reached PostgreSQL: no connection idles inside a transaction.
-        let mut admin = pg.connect("trips");
-        let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'trips' AND state = 'idle in transaction'";
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        loop {
-            let open: i64 = admin.query_one(sql, &[]).unwrap().get(0);
-            if open == 0 {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{open} connections left inside a transaction");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        no_transaction_left_open(&pg, "trips", std::time::Duration::from_secs(2));
         // A stranger's credential is refused, from the facts read ahead.
         let stranger = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": "s".repeat(64), "args": {}});
         let r = engine.handle_value(&stranger, T0 + 7);
