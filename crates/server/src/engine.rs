@@ -1079,8 +1079,10 @@ mod tests {
     }
 
     /// A request answered on the runtime is dropped half way when its caller
-    /// goes away: its connection must not go back to the others inside its
-    /// transaction (the next request would read that transaction's snapshot).
+    /// goes away: its connection goes back to the others with its statement
+    /// still running, and must leave no transaction open (the next request
+    /// would read that transaction's snapshot) nor hand the dropped
+    /// request's rows to the next one.
     #[test]
     fn a_poll_dropped_half_way_on_the_runtime_leaves_no_transaction_open() {
         let cred = "c".repeat(64);
@@ -1088,7 +1090,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let poll = json!({"v": 1, "op": "poll", "pc": "pc-a", "cred": cred, "args": {"since": 0}});
         let parsed = pcmail_core::protocol::parse_request(&poll).unwrap();
-        // Its statements prepared, so one poll of the next request sends its BEGIN and reads.
+        // Its statements prepared, so one poll of the next request sends its reads.
         assert!(rt.block_on(engine.answer_on_runtime(&parsed, T0 + 1)).is_some());
         rt.block_on(async {
             let mut half = std::pin::pin!(engine.answer_on_runtime(&parsed, T0 + 2));
@@ -1098,7 +1100,7 @@ mod tests {
             .await;
             assert!(first, "the request waits for PostgreSQL's answers");
         });
-        // Long enough for its BEGIN to have reached PostgreSQL had the connection stayed.
+        // Long enough for its statement to have reached PostgreSQL and run.
         std::thread::sleep(std::time::Duration::from_millis(300));
         no_transaction_left_open(&pg, "dropped", std::time::Duration::from_secs(3));
         // The next request is answered there as before, and as the pool answers it.

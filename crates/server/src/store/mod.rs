@@ -191,7 +191,10 @@ impl<'a> Read<'a> {
 /// A row being read; cells by 0-based index.
 pub enum Row<'a> {
     Sqlite(&'a rusqlite::Row<'a>),
-    Pg(&'a postgres::Row),
+    /// A PostgreSQL row whose cells start at this column: a statement that
+    /// reads several queries at once puts each one's columns after those of
+    /// the ones before it (`pg_runtime`).
+    Pg(&'a postgres::Row, usize),
 }
 
 /// A column index (only `usize`, so a literal `0` needs no annotation).
@@ -211,7 +214,7 @@ impl Row<'_> {
         let i = i.idx();
         match self {
             Row::Sqlite(r) => T::from_sqlite(r, i),
-            Row::Pg(r) => T::from_pg(r, i),
+            Row::Pg(r, first) => T::from_pg(r, first + i),
         }
     }
 }
@@ -551,6 +554,14 @@ impl Cell for Value {
 /// number), leaving string literals and quoted names alone.
 pub(crate) fn to_dollar_params(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
+    push_dollar_params(&mut out, sql, 0);
+    out
+}
+
+/// [`to_dollar_params`] onto `out`, each number raised by `base` (`?1`
+/// becomes `$(base + 1)`): a statement placed after others that bind `base`
+/// parameters.
+pub(crate) fn push_dollar_params(out: &mut String, sql: &str, base: u32) {
     let mut chars = sql.chars().peekable();
     let mut next = 0u32;
     let mut quote: Option<char> = None;
@@ -580,12 +591,14 @@ pub(crate) fn to_dollar_params(sql: &str) -> String {
                     next = next.max(n);
                 }
                 out.push('$');
-                out.push_str(&digits);
+                match digits.parse::<u32>() {
+                    Ok(n) if base > 0 => out.push_str(&(n + base).to_string()),
+                    _ => out.push_str(&digits),
+                }
             }
             _ => out.push(c),
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -601,6 +614,9 @@ mod tests {
         assert_eq!(to_dollar_params("x = ? AND y = ?"), "x = $1 AND y = $2");
         assert_eq!(to_dollar_params("x = '?1' AND \"q?\" = ?2"), "x = '?1' AND \"q?\" = $2");
         assert_eq!(to_dollar_params("a = 'it''s ?' OR b = ?3"), "a = 'it''s ?' OR b = $3");
+        let mut after = String::from("x = $1 AND ");
+        push_dollar_params(&mut after, "y = ?1 AND z = ? AND w = '?2' AND v = ?1", 1);
+        assert_eq!(after, "x = $1 AND y = $2 AND z = $3 AND w = '?2' AND v = $2");
     }
 
     #[test]

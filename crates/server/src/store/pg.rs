@@ -635,7 +635,7 @@ impl Db for PgTx<'_> {
             }
         };
         for r in rows {
-            if !each(&Row::Pg(&r))? {
+            if !each(&Row::Pg(&r, 0))? {
                 break;
             }
         }

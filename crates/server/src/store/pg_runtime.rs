@@ -8,18 +8,18 @@
 //! a PC that is up to date (its polls, `hello`) read only what the engine
 //! knows they will read before they begin (`Engine::reads_ahead`). Such a
 //! request is answered here instead, without leaving the runtime: on a
-//! connection of this runtime, its BEGIN and those reads go out together;
-//! once they are answered the op runs, unchanged, on a [`Db`] that serves
-//! exactly those rows. The moment it asks for anything else (another read,
-//! any write, the feed lock) the attempt is void: it is rolled back and the
-//! request runs again from the start on the pool, where nothing differs
-//! from before. Nothing was written, so running it again is idempotent. A
-//! [`Db::touch`] (the heartbeat) is written after the read transaction's
-//! COMMIT, as on the pool.
+//! connection of this runtime, those reads go out as one statement (one
+//! snapshot, one execution, one answer: [`together_sql`]); once it is
+//! answered the op runs, unchanged, on a [`Db`] that serves exactly those
+//! rows. The moment it asks for anything else (another read, any write, the
+//! feed lock) the attempt is void, and the request runs again from the
+//! start on the pool, where nothing differs from before. Nothing was
+//! written, so running it again is idempotent. A [`Db::touch`] (the
+//! heartbeat) is written after the read, as on the pool after its COMMIT.
 
 use super::pg_conn::{ahead_key, bind, drive, only_reads, SESSION_SETUP};
 use super::pg_url::PgTarget;
-use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, Value, P};
+use super::{push_dollar_params, to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, Value, P};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -28,7 +28,10 @@ use std::sync::Mutex;
 /// After a connection could not be opened, how long requests leave this path to the pool.
 const RETRY_CONNECT_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
-const BEGIN_READ: &str = "START TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+/// What a connection of the runtime sets beyond [`SESSION_SETUP`]: no
+/// parallel plans, so the parts of a UNION come back one after another, each
+/// in its own order (they are small reads, which never gain from workers).
+const RUNTIME_SETUP: &str = "SET max_parallel_workers_per_gather = 0";
 
 /// Connections driven by the runtime that serves requests, opened as
 /// requests need them (up to `max`) and kept.
@@ -50,26 +53,24 @@ pub(crate) struct RuntimeConns {
 struct RuntimeConn {
     client: tokio_postgres::Client,
     stmts: HashMap<String, tokio_postgres::Statement>,
+    /// By the texts of the reads, in order; None: they cannot be one statement.
+    together: HashMap<String, Option<Together>>,
 }
 
-/// Gives a connection back to the idle list when dropped, unless it closed
-/// or is inside a transaction; such a one is closed and frees its place.
+/// Gives a connection back to the idle list when dropped, unless it closed;
+/// such a one frees its place. A request dropped half way (its caller went
+/// away) leaves no transaction open: it never began one. Its statement, if
+/// sent, runs to its end and its answer is dropped by the connection before
+/// the next request's.
 struct Taken<'a> {
     conns: &'a RuntimeConns,
     conn: Option<RuntimeConn>,
-    /// Its BEGIN was sent and its COMMIT or ROLLBACK not yet. A request is
-    /// dropped half way when its caller goes away (the HTTP connection
-    /// closed): the next request's BEGIN would then run inside this one's
-    /// transaction, on its snapshot. Closing the connection ends it.
-    in_tx: bool,
 }
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
         match self.conn.take() {
-            Some(c) if !self.in_tx && !c.client.is_closed() => {
-                self.conns.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c)
-            }
+            Some(c) if !c.client.is_closed() => self.conns.idle.lock().unwrap_or_else(|e| e.into_inner()).push(c),
             _ => {
                 self.conns.open.fetch_sub(1, Ordering::Relaxed);
             }
@@ -98,7 +99,7 @@ impl RuntimeConns {
     /// which waits for a connection and reports what fails).
     async fn take(&self) -> Option<Taken<'_>> {
         if let Some(c) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Some(Taken { conns: self, conn: Some(c), in_tx: false });
+            return Some(Taken { conns: self, conn: Some(c) });
         }
         let failed_lately = |at: &Option<std::time::Instant>| at.is_some_and(|t| t.elapsed() < RETRY_CONNECT_AFTER);
         if failed_lately(&self.failed_at.lock().unwrap_or_else(|e| e.into_inner())) {
@@ -109,10 +110,10 @@ impl RuntimeConns {
             return None;
         }
         // Counted as open from here: a failed connect gives its place back.
-        let mut taken = Taken { conns: self, conn: None, in_tx: false };
+        let mut taken = Taken { conns: self, conn: None };
         match self.connect().await {
             Ok(client) => {
-                taken.conn = Some(RuntimeConn { client, stmts: HashMap::new() });
+                taken.conn = Some(RuntimeConn { client, stmts: HashMap::new(), together: HashMap::new() });
                 Some(taken)
             }
             Err(e) => {
@@ -138,13 +139,14 @@ impl RuntimeConns {
             }
         };
         client.batch_execute(SESSION_SETUP).await?;
+        client.batch_execute(RUNTIME_SETUP).await?;
         Ok(client)
     }
 
-    /// Runs `f` on `reads` answered ahead in one read transaction. None: the
-    /// request is not answered here (no connection, a read or the BEGIN
-    /// failed, or `f` asked for more than `reads`); nothing of it was
-    /// applied, and it must run on the pool.
+    /// Runs `f` on `reads` answered ahead by one statement. None: the
+    /// request is not answered here (no connection, the statement failed or
+    /// cannot be made, or `f` asked for more than `reads`); nothing of it
+    /// was applied, and it must run on the pool.
     pub(crate) async fn answer<T, E>(
         &self,
         reads: &[Read<'_>],
@@ -164,84 +166,127 @@ impl RuntimeConns {
         f: impl FnOnce(&dyn Db) -> Result<T, E>,
     ) -> Option<Result<T, E>> {
         let mut taken = self.take().await?;
-        let Taken { conn, in_tx, .. } = &mut taken;
-        let conn = conn.as_mut().expect("a taken connection is there until dropped");
-        // What this connection has not prepared yet, prepared first, in one round trip.
-        let mut new: Vec<&str> = reads.iter().map(|r| &*r.sql).filter(|s| !conn.stmts.contains_key(*s)).collect();
-        new.sort_unstable();
-        new.dedup();
-        if !new.is_empty() {
-            let texts: Vec<String> = new.iter().map(|s| to_dollar_params(s)).collect();
-            let prepared = futures_util::future::join_all(texts.iter().map(|t| conn.client.prepare(t))).await;
-            for (sql, p) in new.iter().zip(prepared) {
-                conn.stmts.insert(sql.to_string(), p.ok()?);
-            }
-        }
-        let stmts: Vec<tokio_postgres::Statement> = reads.iter().map(|r| conn.stmts[&*r.sql].clone()).collect();
-        let params: Vec<Vec<&(dyn postgres::types::ToSql + Sync)>> = reads.iter().map(|r| bind(&r.params)).collect();
-        // Polled in this order, the BEGIN and the reads are sent in this order, before any answer is read.
-        *in_tx = true;
-        let (began, answers) = futures_util::future::join(
-            conn.client.batch_execute(BEGIN_READ),
-            futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| conn.client.query(s, p))),
-        )
-        .await;
+        let conn = taken.conn.as_mut().expect("a taken connection is there until dropped");
+        let together = conn.together(reads).await?;
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            reads.iter().flat_map(|r| r.params.iter().map(|p| p as &(dyn postgres::types::ToSql + Sync))).collect();
+        let rows = conn.client.query(&together.stmt, &params).await.ok()?;
         drop(params);
-        if began.is_err() {
-            // No transaction began (or the connection is gone: closed with it).
-            *in_tx = false;
-            return None;
+        let mut of_read: Vec<Vec<usize>> = vec![Vec::new(); reads.len()];
+        for (i, row) in rows.iter().enumerate() {
+            let k: i32 = row.try_get(0).ok()?;
+            of_read.get_mut(usize::try_from(k).ok()?)?.push(i);
         }
-        let mut rows = HashMap::with_capacity(reads.len());
-        let mut failed = false;
-        for (r, answer) in reads.iter().zip(answers) {
-            match answer {
-                Ok(a) => {
-                    rows.insert(ahead_key(&r.sql, &r.params), a);
-                }
-                Err(_) => failed = true,
-            }
-        }
-        let (result, touches) = if failed {
-            (None, Vec::new())
-        } else {
-            let tx = AheadTx { rows: RefCell::new(rows), missed: Cell::new(false), touches: RefCell::new(Vec::new()) };
-            let r = f(&tx);
-            if tx.missed.get() {
-                (None, Vec::new())
-            } else {
-                (Some(r), tx.touches.into_inner())
-            }
-        };
-        let Some(result) = result else {
+        let ahead = reads
+            .iter()
+            .zip(of_read)
+            .zip(&together.first_column)
+            .map(|((r, rows), first)| (ahead_key(&r.sql, &r.params), (*first, rows)))
+            .collect();
+        let tx =
+            AheadTx { rows, ahead: RefCell::new(ahead), missed: Cell::new(false), touches: RefCell::new(Vec::new()) };
+        let result = f(&tx);
+        if tx.missed.get() {
             // Void: the pool runs the request again from the start.
-            conn.client.batch_execute("ROLLBACK").await.ok()?;
-            *in_tx = false;
             return None;
-        };
-        if touches.is_empty() {
-            // A read-only COMMIT changes nothing and cannot fail: sent, not
-            // waited for; its answer is read, and dropped, with the
-            // connection's next one (the connection sends in order).
-            let mut commit = std::pin::pin!(conn.client.batch_execute("COMMIT"));
-            std::future::poll_fn(|cx| {
-                let _ = std::future::Future::poll(commit.as_mut(), cx);
-                std::task::Poll::Ready(())
-            })
-            .await;
-            *in_tx = false;
-            return Some(result);
         }
-        // A heartbeat that could not be written (the connection lost with
-        // it): the request read only, so the pool runs it again whole.
-        write_touches(conn, &touches).await.ok()?;
-        *in_tx = false;
+        let touches = tx.touches.into_inner();
+        if !touches.is_empty() {
+            // A heartbeat that could not be written (the connection lost
+            // with it): the request read only, so the pool runs it again whole.
+            write_touches(conn, &touches).await.ok()?;
+        }
         Some(result)
     }
 }
 
-/// The read transaction's COMMIT, then each [`Db::touch`] as a statement of
-/// its own, in one round trip.
+/// The reads of a request as one statement, prepared on one connection.
+#[derive(Clone)]
+struct Together {
+    stmt: tokio_postgres::Statement,
+    /// The column where each read's cells begin (column 0 says which read a row is of).
+    first_column: Vec<usize>,
+}
+
+impl RuntimeConn {
+    /// The statement that runs `reads` at once, prepared the first time
+    /// this connection sees that list of statements. None when it cannot be
+    /// (a read PostgreSQL refuses to place in a UNION: the request then
+    /// runs on the pool, as it does every time after on this connection).
+    async fn together(&mut self, reads: &[Read<'_>]) -> Option<Together> {
+        let key = reads.iter().map(|r| &*r.sql).collect::<Vec<_>>().join("\u{1}");
+        if let Some(t) = self.together.get(&key) {
+            return t.clone();
+        }
+        // Each read prepared alone first, once, for the types of its columns.
+        let mut new: Vec<&str> = reads.iter().map(|r| &*r.sql).filter(|s| !self.stmts.contains_key(*s)).collect();
+        new.sort_unstable();
+        new.dedup();
+        let texts: Vec<String> = new.iter().map(|s| to_dollar_params(s)).collect();
+        let prepared = futures_util::future::join_all(texts.iter().map(|t| self.client.prepare(t))).await;
+        for (sql, p) in new.iter().zip(prepared) {
+            match p {
+                Ok(p) => {
+                    self.stmts.insert(sql.to_string(), p);
+                }
+                // Not remembered: the connection may have gone, and the next one prepares again.
+                Err(_) => return None,
+            }
+        }
+        let columns: Vec<&[tokio_postgres::Column]> = reads.iter().map(|r| self.stmts[&*r.sql].columns()).collect();
+        let (sql, first_column) = together_sql(reads, &columns);
+        let t = match self.client.prepare(&sql).await {
+            Ok(stmt) => Some(Together { stmt, first_column }),
+            Err(e) if e.as_db_error().is_some() => {
+                tracing::warn!(error = %super::pg_message(&e), "reads that cannot be sent as one statement: they run on the pool");
+                None
+            }
+            Err(_) => return None,
+        };
+        self.together.insert(key, t.clone());
+        t
+    }
+}
+
+/// One statement returning the rows of every read in `reads`, each read's
+/// cells in columns of their own: `SELECT k, NULL::…, t.*, NULL::… FROM
+/// (read k) t UNION ALL …`, where column 0 is the read's place in the list
+/// and the other reads' columns are typed NULLs. One statement reads from
+/// one snapshot, as the transaction of separate reads did, and costs
+/// PostgreSQL one execution and one answer instead of one per read plus
+/// BEGIN and COMMIT. Each read keeps its own order: a subquery with ORDER
+/// BY or LIMIT stays a subquery, and an Append returns its parts one after
+/// another (no parallel plans on these connections). The column each read's
+/// cells begin at, in the order of `reads`.
+fn together_sql(reads: &[Read<'_>], columns: &[&[tokio_postgres::Column]]) -> (String, Vec<usize>) {
+    use std::fmt::Write;
+    let types: Vec<&postgres::types::Type> = columns.iter().flat_map(|c| c.iter().map(|c| c.type_())).collect();
+    let mut sql = String::new();
+    let mut first_column = Vec::with_capacity(reads.len());
+    let (mut column, mut param) = (1usize, 0u32);
+    for (k, (read, cols)) in reads.iter().zip(columns).enumerate() {
+        if k > 0 {
+            sql.push_str(" UNION ALL ");
+        }
+        let _ = write!(sql, "SELECT {k}");
+        for (at, ty) in types.iter().enumerate().map(|(i, t)| (i + 1, t)) {
+            if at == column {
+                sql.push_str(", t.*");
+            } else if at < column || at >= column + cols.len() {
+                let _ = write!(sql, ", NULL::\"{}\".\"{}\"", ty.schema(), ty.name());
+            }
+        }
+        sql.push_str(" FROM (");
+        push_dollar_params(&mut sql, &read.sql, param);
+        sql.push_str(") t");
+        first_column.push(column);
+        column += cols.len();
+        param += read.params.len() as u32;
+    }
+    (sql, first_column)
+}
+
+/// Each [`Db::touch`] as a statement of its own, in one round trip.
 async fn write_touches(conn: &mut RuntimeConn, touches: &[(String, Vec<Value>)]) -> DbResult<()> {
     for (sql, _) in touches {
         if !conn.stmts.contains_key(sql) {
@@ -252,12 +297,7 @@ async fn write_touches(conn: &mut RuntimeConn, touches: &[(String, Vec<Value>)])
     let stmts: Vec<tokio_postgres::Statement> = touches.iter().map(|(sql, _)| conn.stmts[sql].clone()).collect();
     let params: Vec<Vec<P<'_>>> = touches.iter().map(|(_, v)| v.iter().map(Value::as_param).collect()).collect();
     let refs: Vec<Vec<&(dyn postgres::types::ToSql + Sync)>> = params.iter().map(|ps| bind(ps)).collect();
-    let (committed, written) = futures_util::future::join(
-        conn.client.batch_execute("COMMIT"),
-        futures_util::future::join_all(stmts.iter().zip(&refs).map(|(s, r)| conn.client.execute(s, r))),
-    )
-    .await;
-    committed?;
+    let written = futures_util::future::join_all(stmts.iter().zip(&refs).map(|(s, r)| conn.client.execute(s, r))).await;
     written.into_iter().try_for_each(|w| w.map(|_| ()))?;
     Ok(())
 }
@@ -265,7 +305,9 @@ async fn write_touches(conn: &mut RuntimeConn, touches: &[(String, Vec<Value>)])
 /// The rows read ahead as a [`Db`]: each read once, as it was sent; anything
 /// else voids the attempt.
 struct AheadTx {
-    rows: RefCell<HashMap<String, Vec<tokio_postgres::Row>>>,
+    rows: Vec<tokio_postgres::Row>,
+    /// Each read's key: the column its cells begin at and its rows, in order.
+    ahead: RefCell<HashMap<String, (usize, Vec<usize>)>>,
     missed: Cell<bool>,
     touches: RefCell<Vec<(String, Vec<Value>)>>,
 }
@@ -290,11 +332,11 @@ impl Db for AheadTx {
         if !only_reads(sql) {
             return self.miss("a statement that may write");
         }
-        let Some(rows) = self.rows.borrow_mut().remove(&ahead_key(sql, params)) else {
+        let Some((first, rows)) = self.ahead.borrow_mut().remove(&ahead_key(sql, params)) else {
             return self.miss("a read");
         };
-        for r in &rows {
-            if !each(&Row::Pg(r))? {
+        for i in rows {
+            if !each(&Row::Pg(&self.rows[i], first))? {
                 break;
             }
         }
@@ -314,11 +356,11 @@ impl Db for AheadTx {
     }
 
     fn prefetch(&self, reads: &[Read<'_>]) -> DbResult<()> {
-        let rows = self.rows.borrow();
-        if reads.iter().all(|r| rows.contains_key(&ahead_key(&r.sql, &r.params))) {
+        let ahead = self.ahead.borrow();
+        if reads.iter().all(|r| ahead.contains_key(&ahead_key(&r.sql, &r.params))) {
             return Ok(());
         }
-        drop(rows);
+        drop(ahead);
         self.miss("reads sent ahead later")
     }
 
