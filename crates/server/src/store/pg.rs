@@ -27,7 +27,10 @@
 //!   long polls; after a reconnect it wakes them all, since notifications
 //!   sent while it was away are lost and the woken polls re-read by cursor.
 
-use super::pg_conn::{ahead_key, bind, drive, only_reads, SESSION_SETUP};
+use super::pg_conn::{
+    ahead_key, bind, bind_all, drive, first_columns, only_reads, rows_by_read, together_key, together_sql,
+    SESSION_SETUP,
+};
 use super::pg_url::PgTarget;
 use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, P};
 use postgres::types::ToSql;
@@ -449,7 +452,8 @@ struct PgTx<'c> {
     /// Answers of reads sent ahead ([`Db::prefetch`]), by statement and
     /// parameters; each is served once, and all are dropped at the first
     /// statement that may write (its answer could differ after it).
-    ahead: RefCell<HashMap<String, Vec<postgres::Row>>>,
+    /// Each read's rows come with the column its cells begin at.
+    ahead: RefCell<HashMap<String, (usize, Vec<postgres::Row>)>>,
     /// The first statement that failed: PostgreSQL voids the rest of the transaction.
     failed: RefCell<Option<Failure>>,
     feed_locked: Cell<bool>,
@@ -627,15 +631,15 @@ impl Db for PgTx<'_> {
         } else {
             self.ahead.borrow_mut().remove(&ahead_key(sql, params))
         };
-        let rows = match rows {
-            Some(rows) => rows,
+        let (first, rows) = match rows {
+            Some(ahead) => ahead,
             None => {
                 let stmt = self.statement(sql)?;
-                self.rows(&stmt, params)?
+                (0, self.rows(&stmt, params)?)
             }
         };
         for r in rows {
-            if !each(&Row::Pg(&r, 0))? {
+            if !each(&Row::Pg(&r, first))? {
                 break;
             }
         }
@@ -680,17 +684,24 @@ impl Db for PgTx<'_> {
             }
         }
         let stmts = reads.iter().map(|r| self.statement(&r.sql)).collect::<DbResult<Vec<_>>>()?;
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> = reads.iter().map(|r| bind(&r.params)).collect();
-        let answers = self
-            .wait(async {
-                let all =
-                    futures_util::future::join_all(stmts.iter().zip(&params).map(|(s, p)| self.client.query(s, p)));
-                Ok(all.await)
-            })
-            .map_err(|e| self.failure(e))?;
+        let columns: Vec<&[postgres::Column]> = stmts.iter().map(|s| s.columns()).collect();
+        // The reads as one statement (`pg_conn::together_sql`), prepared once per connection.
+        let key = together_key(reads);
+        let cached = self.stmts.borrow().get(&key).cloned();
+        let together = match cached {
+            Some(s) => s,
+            None => {
+                let prepared = self.note(self.wait(self.client.prepare(&together_sql(reads, &columns))))?;
+                self.stmts.borrow_mut().insert(key, prepared.clone());
+                prepared
+            }
+        };
+        let rows = self.note(self.wait(self.client.query(&together, &bind_all(reads))))?;
+        let of_read = rows_by_read(rows, reads.len())
+            .ok_or_else(|| DbError::Decode { col: 0, what: "a row of the reads sent ahead names no read".into() })?;
         let mut ahead = self.ahead.borrow_mut();
-        for (r, answer) in reads.iter().zip(answers) {
-            ahead.insert(ahead_key(&r.sql, &r.params), self.note(answer)?);
+        for ((r, rows), first) in reads.iter().zip(of_read).zip(first_columns(&columns)) {
+            ahead.insert(ahead_key(&r.sql, &r.params), (first, rows));
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 //! knows they will read before they begin (`Engine::reads_ahead`). Such a
 //! request is answered here instead, without leaving the runtime: on a
 //! connection of this runtime, those reads go out as one statement (one
-//! snapshot, one execution, one answer: [`together_sql`]); once it is
+//! snapshot, one execution, one answer: `pg_conn::together_sql`); once it is
 //! answered the op runs, unchanged, on a [`Db`] that serves exactly those
 //! rows. The moment it asks for anything else (another read, any write, the
 //! feed lock) the attempt is void, and the request runs again from the
@@ -17,9 +17,12 @@
 //! written, so running it again is idempotent. A [`Db::touch`] (the
 //! heartbeat) is written after the read, as on the pool after its COMMIT.
 
-use super::pg_conn::{ahead_key, bind, drive, only_reads, SESSION_SETUP};
+use super::pg_conn::{
+    ahead_key, bind, bind_all, drive, first_columns, only_reads, rows_by_read, together_key, together_sql,
+    SESSION_SETUP,
+};
 use super::pg_url::PgTarget;
-use super::{push_dollar_params, to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, Value, P};
+use super::{to_dollar_params, Db, DbError, DbResult, Dialect, Read, Row, Value, P};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -27,11 +30,6 @@ use std::sync::Mutex;
 
 /// After a connection could not be opened, how long requests leave this path to the pool.
 const RETRY_CONNECT_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// What a connection of the runtime sets beyond [`SESSION_SETUP`]: no
-/// parallel plans, so the parts of a UNION come back one after another, each
-/// in its own order (they are small reads, which never gain from workers).
-const RUNTIME_SETUP: &str = "SET max_parallel_workers_per_gather = 0";
 
 /// Connections driven by the runtime that serves requests, opened as
 /// requests need them (up to `max`) and kept.
@@ -139,7 +137,6 @@ impl RuntimeConns {
             }
         };
         client.batch_execute(SESSION_SETUP).await?;
-        client.batch_execute(RUNTIME_SETUP).await?;
         Ok(client)
     }
 
@@ -168,23 +165,16 @@ impl RuntimeConns {
         let mut taken = self.take().await?;
         let conn = taken.conn.as_mut().expect("a taken connection is there until dropped");
         let together = conn.together(reads).await?;
-        let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
-            reads.iter().flat_map(|r| r.params.iter().map(|p| p as &(dyn postgres::types::ToSql + Sync))).collect();
+        let params = bind_all(reads);
         let rows = conn.client.query(&together.stmt, &params).await.ok()?;
         drop(params);
-        let mut of_read: Vec<Vec<usize>> = vec![Vec::new(); reads.len()];
-        for (i, row) in rows.iter().enumerate() {
-            let k: i32 = row.try_get(0).ok()?;
-            of_read.get_mut(usize::try_from(k).ok()?)?.push(i);
-        }
         let ahead = reads
             .iter()
-            .zip(of_read)
+            .zip(rows_by_read(rows, reads.len())?)
             .zip(&together.first_column)
             .map(|((r, rows), first)| (ahead_key(&r.sql, &r.params), (*first, rows)))
             .collect();
-        let tx =
-            AheadTx { rows, ahead: RefCell::new(ahead), missed: Cell::new(false), touches: RefCell::new(Vec::new()) };
+        let tx = AheadTx { ahead: RefCell::new(ahead), missed: Cell::new(false), touches: RefCell::new(Vec::new()) };
         let result = f(&tx);
         if tx.missed.get() {
             // Void: the pool runs the request again from the start.
@@ -214,7 +204,7 @@ impl RuntimeConn {
     /// (a read PostgreSQL refuses to place in a UNION: the request then
     /// runs on the pool, as it does every time after on this connection).
     async fn together(&mut self, reads: &[Read<'_>]) -> Option<Together> {
-        let key = reads.iter().map(|r| &*r.sql).collect::<Vec<_>>().join("\u{1}");
+        let key = together_key(reads);
         if let Some(t) = self.together.get(&key) {
             return t.clone();
         }
@@ -234,8 +224,8 @@ impl RuntimeConn {
             }
         }
         let columns: Vec<&[tokio_postgres::Column]> = reads.iter().map(|r| self.stmts[&*r.sql].columns()).collect();
-        let (sql, first_column) = together_sql(reads, &columns);
-        let t = match self.client.prepare(&sql).await {
+        let first_column = first_columns(&columns);
+        let t = match self.client.prepare(&together_sql(reads, &columns)).await {
             Ok(stmt) => Some(Together { stmt, first_column }),
             Err(e) if e.as_db_error().is_some() => {
                 tracing::warn!(error = %super::pg_message(&e), "reads that cannot be sent as one statement: they run on the pool");
@@ -246,44 +236,6 @@ impl RuntimeConn {
         self.together.insert(key, t.clone());
         t
     }
-}
-
-/// One statement returning the rows of every read in `reads`, each read's
-/// cells in columns of their own: `SELECT k, NULL::…, t.*, NULL::… FROM
-/// (read k) t UNION ALL …`, where column 0 is the read's place in the list
-/// and the other reads' columns are typed NULLs. One statement reads from
-/// one snapshot, as the transaction of separate reads did, and costs
-/// PostgreSQL one execution and one answer instead of one per read plus
-/// BEGIN and COMMIT. Each read keeps its own order: a subquery with ORDER
-/// BY or LIMIT stays a subquery, and an Append returns its parts one after
-/// another (no parallel plans on these connections). The column each read's
-/// cells begin at, in the order of `reads`.
-fn together_sql(reads: &[Read<'_>], columns: &[&[tokio_postgres::Column]]) -> (String, Vec<usize>) {
-    use std::fmt::Write;
-    let types: Vec<&postgres::types::Type> = columns.iter().flat_map(|c| c.iter().map(|c| c.type_())).collect();
-    let mut sql = String::new();
-    let mut first_column = Vec::with_capacity(reads.len());
-    let (mut column, mut param) = (1usize, 0u32);
-    for (k, (read, cols)) in reads.iter().zip(columns).enumerate() {
-        if k > 0 {
-            sql.push_str(" UNION ALL ");
-        }
-        let _ = write!(sql, "SELECT {k}");
-        for (at, ty) in types.iter().enumerate().map(|(i, t)| (i + 1, t)) {
-            if at == column {
-                sql.push_str(", t.*");
-            } else if at < column || at >= column + cols.len() {
-                let _ = write!(sql, ", NULL::\"{}\".\"{}\"", ty.schema(), ty.name());
-            }
-        }
-        sql.push_str(" FROM (");
-        push_dollar_params(&mut sql, &read.sql, param);
-        sql.push_str(") t");
-        first_column.push(column);
-        column += cols.len();
-        param += read.params.len() as u32;
-    }
-    (sql, first_column)
 }
 
 /// Each [`Db::touch`] as a statement of its own, in one round trip.
@@ -305,9 +257,8 @@ async fn write_touches(conn: &mut RuntimeConn, touches: &[(String, Vec<Value>)])
 /// The rows read ahead as a [`Db`]: each read once, as it was sent; anything
 /// else voids the attempt.
 struct AheadTx {
-    rows: Vec<tokio_postgres::Row>,
-    /// Each read's key: the column its cells begin at and its rows, in order.
-    ahead: RefCell<HashMap<String, (usize, Vec<usize>)>>,
+    /// Each read's rows, by its key, with the column its cells begin at.
+    ahead: RefCell<HashMap<String, (usize, Vec<tokio_postgres::Row>)>>,
     missed: Cell<bool>,
     touches: RefCell<Vec<(String, Vec<Value>)>>,
 }
@@ -335,8 +286,8 @@ impl Db for AheadTx {
         let Some((first, rows)) = self.ahead.borrow_mut().remove(&ahead_key(sql, params)) else {
             return self.miss("a read");
         };
-        for i in rows {
-            if !each(&Row::Pg(&self.rows[i], first))? {
+        for r in &rows {
+            if !each(&Row::Pg(r, first))? {
                 break;
             }
         }
