@@ -944,6 +944,85 @@ mod pg_tests {
         assert!(r.is_err());
     }
 
+    /// Reads sent ahead go out as one statement: each is answered with its
+    /// own rows, in its own order, its own columns and types, whatever its
+    /// neighbours return (nothing, other shapes, the same text with other
+    /// parameters, a record and a void beside them).
+    #[test]
+    fn reads_sent_ahead_together_are_each_answered_as_alone() {
+        let pg = Postgres::start();
+        let s = store(&pg, "together");
+        s.run(TxKind::Write, false, |db| {
+            db.batch(
+                "CREATE TABLE t (k TEXT PRIMARY KEY, n BIGINT NOT NULL, f DOUBLE PRECISION, o TEXT); \
+                 INSERT INTO t VALUES ('a', 3, 0.5, NULL), ('b', 1, NULL, 'x'), ('c', 2, 1.5, 'y')",
+            )
+        })
+        .unwrap();
+        const BY_N: &str = "SELECT k, n FROM t WHERE n >= ?1 ORDER BY n DESC LIMIT ?2";
+        const ONE: &str = "SELECT o, f, n = 2 FROM t WHERE k = ?1";
+        const COUNT: &str = "SELECT count(*) FROM t WHERE o IS NOT NULL";
+        const PAIR: &str = "SELECT ROW(k, n), pg_sleep(0) FROM t WHERE k = ?1";
+        let reads = [
+            Read::new(BY_N, vec![P::Int(1), P::Int(2)]),
+            Read::new(ONE, vec![P::Text("zz")]),
+            Read::new(ONE, vec![P::Text("c")]),
+            Read::new(COUNT, vec![]),
+            Read::new(BY_N, vec![P::Int(2), P::Int(9)]),
+        ];
+        type Answers = (Vec<(String, i64)>, Vec<(Option<String>, crate::store::Value, bool)>, i64, Vec<(String, i64)>);
+        let ask = |db: &dyn Db| -> DbResult<Answers> {
+            let by_n = |lo: i64, n: i64| db.query_all(BY_N, p![lo, n], |r| Ok((r.get(0)?, r.get(1)?)));
+            let one = |k: &str| db.query_all(ONE, p![k], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)));
+            let mut c = one("c")?;
+            c.extend(one("zz")?);
+            Ok((by_n(1, 2)?, c, db.query_one(COUNT, p![], |r| r.get(0))?, by_n(2, 9)?))
+        };
+        let alone = s.run(TxKind::Read, false, |db| ask(db)).unwrap();
+        let before = s.round_trips.load(Ordering::Relaxed);
+        let ahead = s
+            .run(TxKind::Read, false, |db| {
+                db.prefetch(&reads)?;
+                ask(db)
+            })
+            .unwrap();
+        assert_eq!(ahead, alone);
+        let expected: Answers = (
+            vec![("a".into(), 3), ("c".into(), 2)],
+            vec![(Some("y".into()), crate::store::Value::Real(1.5), true)],
+            2,
+            vec![("a".into(), 3), ("c".into(), 2)],
+        );
+        assert_eq!(ahead, expected);
+        // Its first time on this connection: prepared alone, then together, then run; nothing asked later.
+        assert!(
+            s.round_trips.load(Ordering::Relaxed) - before <= 4,
+            "{} round trips",
+            s.round_trips.load(Ordering::Relaxed) - before
+        );
+        let before = s.round_trips.load(Ordering::Relaxed);
+        let again = s
+            .run(TxKind::Read, false, |db| {
+                db.prefetch(&reads)?;
+                ask(db)
+            })
+            .unwrap();
+        assert_eq!(
+            (again, s.round_trips.load(Ordering::Relaxed) - before),
+            (expected, 1),
+            "prepared: one round trip in all"
+        );
+        // Cells of other types (a record, a void) stand as typed NULLs as well.
+        let pair = [Read::new(PAIR, vec![P::Text("a")]), Read::new(COUNT, vec![])];
+        let n = s
+            .run(TxKind::Read, false, |db| {
+                db.prefetch(&pair)?;
+                db.query_one(COUNT, p![], |r| r.get::<_, i64>(0))
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+    }
+
     /// A read-first request that only reads runs once, as a read; one that
     /// writes is refused by the read-only transaction and runs again as a
     /// write, even when it swallowed the refusal, and its write is kept.
