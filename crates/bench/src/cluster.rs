@@ -26,6 +26,23 @@ pub(crate) fn cpu_ms(pid: u32, children: bool) -> Result<f64> {
     Ok(ticks as f64 * 1000.0 / clock_ticks())
 }
 
+/// How often a process's threads have gone to sleep (voluntary context
+/// switches, every thread's, from /proc): each is a wait for work, and each
+/// wake-up after it costs the CPU a switch back.
+fn sleeps(pid: u32) -> Result<u64> {
+    let mut n = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).with_context(|| format!("/proc/{pid}/task"))? {
+        // A thread that ended meanwhile has nothing more to count.
+        let Ok(status) = std::fs::read_to_string(task?.path().join("status")) else { continue };
+        n += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(n)
+}
+
 /// A process's resident memory now and at its peak (MB), from /proc.
 pub(crate) fn rss_mb(pid: u32) -> Result<(f64, f64)> {
     let status =
@@ -164,6 +181,8 @@ struct Flat {
     serve: f64,
     /// PostgreSQL's CPU per poll (ms).
     db: f64,
+    /// The `pcmail serve` threads' sleeps per poll, both instances.
+    sleeps: f64,
 }
 
 impl Flat {
@@ -211,27 +230,30 @@ fn alternated(
         let serve: f64 = std::iter::once(one).chain(two).map(|x| cpu_ms(x.pid(), false)).sum::<Result<f64>>()?;
         Ok((serve, postgres_cpu_ms(postmaster)?))
     };
+    let slept = || -> Result<u64> { std::iter::once(one).chain(two).map(|x| sleeps(x.pid())).sum() };
     let flat = |across: &[String]| -> Result<Flat> {
-        let (s0, d0) = cpu()?;
+        let ((s0, d0), z0) = (cpu()?, slept()?);
         let load = poll_load_across(across, s, cursors.clone())?;
-        let (s1, d1) = cpu()?;
+        let ((s1, d1), z1) = (cpu()?, slept()?);
         let n = load.count.max(1) as f64;
-        Ok(Flat { rps: load.rps(), serve: (s1 - s0) / n, db: (d1 - d0) / n })
+        Ok(Flat { rps: load.rps(), serve: (s1 - s0) / n, db: (d1 - d0) / n, sleeps: (z1 - z0) as f64 / n })
     };
     let out = in_pairs(pairs, || flat(&single), || flat(&urls))?;
     for (pair, (one, two)) in out.iter().enumerate() {
         println!(
-            "  pair {}: ×1 {:.0} polls/s, CPU per poll {:.3} ms ({:.3} + {:.3}); ×2 {:.0} polls/s, {:.3} ms ({:.3} + {:.3}): \
-             throughput {:.2}x, CPU {:.2}x",
+            "  pair {}: ×1 {:.0} polls/s, CPU per poll {:.3} ms ({:.3} + {:.3}), {:.2} sleeps; ×2 {:.0} polls/s, {:.3} ms \
+             ({:.3} + {:.3}), {:.2} sleeps: throughput {:.2}x, CPU {:.2}x",
             pair + 1,
             one.rps,
             one.cpu(),
             one.serve,
             one.db,
+            one.sleeps,
             two.rps,
             two.cpu(),
             two.serve,
             two.db,
+            two.sleeps,
             two.rps / one.rps,
             two.cpu() / one.cpu()
         );
@@ -326,7 +348,7 @@ pub(crate) fn bench_server_pg() -> Result<()> {
             None => None,
         };
         println!(
-            "\n  flat out, ×1 (the instance with all {cores} cores) and ×2 (the two of --threads {threads}) alternated, {pairs_n} pairs:"
+            "\n  flat out, ×1 (the instance with all {cores} cores) and ×2 (the two of --threads {threads}) alternated, {pairs_n} pairs (sleeps: how often per poll a `pcmail serve` thread waited for work):"
         );
         let pairs = alternated(&pg_one, &servers, postmaster, &s, pairs_n)?;
         (p, seen, pairs)
