@@ -193,7 +193,7 @@ pub enum Row<'a> {
     Sqlite(&'a rusqlite::Row<'a>),
     /// A PostgreSQL row whose cells start at this column: a statement that
     /// reads several queries at once puts each one's columns after those of
-    /// the ones before it (`pg_runtime`).
+    /// the ones before it (`pg_conn::together_sql`).
     Pg(&'a postgres::Row, usize),
 }
 

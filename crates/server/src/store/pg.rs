@@ -979,13 +979,18 @@ mod pg_tests {
             Ok((by_n(1, 2)?, c, db.query_one(COUNT, p![], |r| r.get(0))?, by_n(2, 9)?))
         };
         let alone = s.run(TxKind::Read, false, |db| ask(db)).unwrap();
-        let before = s.round_trips.load(Ordering::Relaxed);
-        let ahead = s
-            .run(TxKind::Read, false, |db| {
-                db.prefetch(&reads)?;
-                ask(db)
-            })
-            .unwrap();
+        let trips = || s.round_trips.load(Ordering::Relaxed);
+        let sent_ahead = || {
+            let before = trips();
+            let answers = s
+                .run(TxKind::Read, false, |db| {
+                    db.prefetch(&reads)?;
+                    ask(db)
+                })
+                .unwrap();
+            (answers, trips() - before)
+        };
+        let (ahead, first_trips) = sent_ahead();
         assert_eq!(ahead, alone);
         let expected: Answers = (
             vec![("a".into(), 3), ("c".into(), 2)],
@@ -995,23 +1000,8 @@ mod pg_tests {
         );
         assert_eq!(ahead, expected);
         // Its first time on this connection: prepared alone, then together, then run; nothing asked later.
-        assert!(
-            s.round_trips.load(Ordering::Relaxed) - before <= 4,
-            "{} round trips",
-            s.round_trips.load(Ordering::Relaxed) - before
-        );
-        let before = s.round_trips.load(Ordering::Relaxed);
-        let again = s
-            .run(TxKind::Read, false, |db| {
-                db.prefetch(&reads)?;
-                ask(db)
-            })
-            .unwrap();
-        assert_eq!(
-            (again, s.round_trips.load(Ordering::Relaxed) - before),
-            (expected, 1),
-            "prepared: one round trip in all"
-        );
+        assert!(first_trips <= 4, "{first_trips} round trips");
+        assert_eq!(sent_ahead(), (expected, 1), "prepared: one round trip in all");
         // Cells of other types (a record, a void) stand as typed NULLs as well.
         let pair = [Read::new(PAIR, vec![P::Text("a")]), Read::new(COUNT, vec![])];
         let n = s
