@@ -228,6 +228,17 @@ impl Dir {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
+            // `ensure_with_header` links its temp file to the name and removes
+            // the temp right after: a writer in another process can open the
+            // file in between and see two links for that instant. A second
+            // link that lasts is refused.
+            let mut meta = meta;
+            let mut waited = std::time::Duration::ZERO;
+            while meta.nlink() > 1 && waited < TRANSIENT_LINK_WAIT {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                waited += std::time::Duration::from_millis(1);
+                meta = f.metadata()?;
+            }
             if meta.nlink() > 1 {
                 return Err(refused(path, "it has another hard link"));
             }
@@ -548,6 +559,11 @@ enum Kind {
     Other,
 }
 
+/// How long a file opened for writing may have a second hard link before it
+/// is refused: long enough for another process's `ensure_with_header` to
+/// remove its temp name even when this machine is busy.
+#[cfg(unix)]
+const TRANSIENT_LINK_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 #[cfg(unix)]
 const O_CREAT: i32 = libc::O_CREAT;
 #[cfg(unix)]
@@ -686,6 +702,20 @@ mod tests {
         // A hard link to a file outside.
         std::fs::hard_link(&victim, r.join("linked.md")).unwrap();
         assert!(is_refused(&append(r, &r.join("linked.md"), b"x").unwrap_err()));
+        // A second name that goes away at once (another writer's header
+        // being linked into place) is waited out, not refused.
+        std::fs::write(r.join("log.md"), "header\n").unwrap();
+        std::fs::hard_link(r.join("log.md"), r.join("log.md.tmp")).unwrap();
+        let unlinker = {
+            let tmp = r.join("log.md.tmp");
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                std::fs::remove_file(tmp).unwrap();
+            })
+        };
+        append(r, &r.join("log.md"), b"line\n").unwrap();
+        unlinker.join().unwrap();
+        assert_eq!(std::fs::read_to_string(r.join("log.md")).unwrap(), "header\nline\n");
 
         // Paths that leave the root.
         assert!(is_refused(&append(r, &r.join("../x"), b"x").unwrap_err()));
